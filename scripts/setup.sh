@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything teapot-lb needs on a Debian machine (as root): the system
+# packages (router daemons, keepalived, HAProxy, network tools) and a virtualenv
+# in .venv with the package and its development dependencies.
+# Idempotent: running it again only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SYSTEM_PACKAGES=(
+  iproute2 iputils-ping iputils-arping tcpdump procps psmisc curl ca-certificates
+  bird2 frr gobgpd exabgp keepalived haproxy nginx-light
+  python3-venv
+)
+
+missing=()
+for p in "${SYSTEM_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: need root to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  # Daemons must not start at install time: tests start their own copies in
+  # network namespaces. policy-rc.d tells invoke-rc.d not to start services.
+  policy=/usr/sbin/policy-rc.d
+  created_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created_policy=1
+  fi
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  [ "$created_policy" = 1 ] && rm -f "$policy"
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
+echo "setup: done ($(.venv/bin/teapot-lb --version))"
