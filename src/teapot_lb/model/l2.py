@@ -1,0 +1,43 @@
+"""L2Advertisement: one elected node answers ARP / NDP for each address."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from teapot_lb.model.common import (
+    ConditionsStatus,
+    InterfaceName,
+    KubeModel,
+    ObjectMeta,
+    ObjectRef,
+)
+from teapot_lb.model.pool import PoolSelection
+
+
+class L2AdvertisementSpec(PoolSelection):
+    """Which pools are announced by ARP (IPv4) / NDP (IPv6), from which nodes and interfaces."""
+
+    interfaces: list[InterfaceName] = []
+    """Answer only on these interfaces; empty means every interface of the node."""
+
+
+class L2Advertisement(KubeModel):
+    """Announce pools' addresses on the local link (active/standby per address)."""
+
+    api_version: Literal["lb.teapot.io/v1alpha1"] = Field(
+        default="lb.teapot.io/v1alpha1", alias="apiVersion"
+    )
+    kind: Literal["L2Advertisement"] = "L2Advertisement"
+    metadata: ObjectMeta
+    spec: L2AdvertisementSpec = L2AdvertisementSpec()
+    status: ConditionsStatus | None = None
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name

@@ -1,0 +1,298 @@
+"""Reading objects from YAML manifests: files or directories of multi-document YAML.
+
+`parse_object` is pure (a decoded document in, a typed object or problems out) and is what
+the webhook uses; `read_documents` / `load` add the file reading for `teapot-lb validate`
+and standalone mode. Problems carry the file and document number they come from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
+from teapot_lb.model.common import ObjectRef
+from teapot_lb.model.l2 import L2Advertisement
+from teapot_lb.model.pool import AddressPool
+from teapot_lb.model.problem import Problem
+from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
+from teapot_lb.model.vip import VIPAdvertisement
+
+ApiObject = (
+    AddressPool
+    | BGPPeer
+    | BGPAdvertisement
+    | L2Advertisement
+    | VIPAdvertisement
+    | Service
+    | EndpointSlice
+    | Node
+    | Namespace
+)
+
+OUR_KINDS: tuple[type[BaseModel], ...] = (
+    AddressPool,
+    BGPPeer,
+    BGPAdvertisement,
+    L2Advertisement,
+    VIPAdvertisement,
+)
+KUBERNETES_KINDS: tuple[type[BaseModel], ...] = (Service, EndpointSlice, Node, Namespace)
+
+
+def _identity(cls: type[BaseModel]) -> tuple[str, str]:
+    fields = cls.model_fields
+    return str(fields["api_version"].default), str(fields["kind"].default)
+
+
+KINDS: dict[tuple[str, str], type[BaseModel]] = {
+    _identity(cls): cls for cls in OUR_KINDS + KUBERNETES_KINDS
+}
+_API_VERSION_OF_KIND = {kind: api for api, kind in KINDS}
+
+YAML_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class Document(NamedTuple):
+    """One decoded YAML document and where it came from (`path, document N`)."""
+
+    source: str
+    body: object
+
+
+@dataclass
+class Manifest:
+    """Typed objects read from manifests, where each came from, and what was wrong."""
+
+    objects: list[ApiObject] = field(default_factory=list)
+    sources: dict[ObjectRef, str] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def with_sources(self, problems: Iterable[Problem]) -> list[Problem]:
+        """The problems, each marked with the file its object was read from."""
+        return [p if p.source else replace(p, source=self.sources.get(p.ref)) for p in problems]
+
+
+def _ref_of_body(body: Mapping[str, Any]) -> ObjectRef:
+    meta = body.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name, namespace = meta.get("name"), meta.get("namespace")
+    return ObjectRef(
+        str(body.get("kind") or "<no kind>"),
+        namespace if isinstance(namespace, str) else None,
+        name if isinstance(name, str) and name else "<unnamed>",
+    )
+
+
+def parse_object(
+    body: object, *, ignore_unknown_kinds: bool = False
+) -> tuple[ApiObject | None, list[Problem]]:
+    """A typed object from one decoded document, or the problems that prevent it.
+
+    With `ignore_unknown_kinds`, documents of kinds teapot-lb does not read give
+    `(None, [])` instead of a problem.
+    """
+    if not isinstance(body, Mapping):
+        what = type(body).__name__
+        bad = ObjectRef("<document>", None, "<unnamed>")
+        return None, [_at(bad, "", f"expected a Kubernetes object (a mapping), got a {what}")]
+    ref = _ref_of_body(body)
+    api_version, kind = body.get("apiVersion"), body.get("kind")
+    cls = KINDS.get((str(api_version), str(kind)))
+    if cls is None:
+        if kind in _API_VERSION_OF_KIND:
+            want = _API_VERSION_OF_KIND[str(kind)]
+            return None, [_at(ref, "apiVersion", f"{kind} is {want}, not {api_version!r}")]
+        if ignore_unknown_kinds:
+            return None, []
+        known = ", ".join(k for _, k in KINDS)
+        return None, [
+            _at(ref, "kind", f"{api_version}/{kind} is not a kind teapot-lb reads ({known})")
+        ]
+    try:
+        obj = cls.model_validate(body)
+    except ValidationError as err:
+        return None, [_at(ref, _field_path(e["loc"]), _message(cls, e)) for e in err.errors()]
+    return typing.cast(ApiObject, obj), []
+
+
+def _at(ref: ObjectRef, field_path: str, message: str) -> Problem:
+    return Problem(ref.kind, ref.name, ref.namespace, field_path, message)
+
+
+def _field_path(loc: Sequence[int | str]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part == "[key]":
+            continue
+        elif "." in part or "/" in part or not part:
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def _message(cls: type[BaseModel], error: ErrorDetails) -> str:
+    kind, msg = error["type"], error["msg"]
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        loc = error["loc"]
+        owner = _model_at(cls, loc[:-1])
+        unknown = str(loc[-1])
+        if owner is None:
+            return f"unknown field {unknown!r}"
+        known = sorted(f.alias or name for name, f in owner.model_fields.items())
+        close = difflib.get_close_matches(unknown, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"unknown field {unknown!r}; {hint}known fields: {', '.join(known)}"
+    return msg
+
+
+def _model_at(cls: type[BaseModel], loc: Sequence[int | str]) -> type[BaseModel] | None:
+    """The model class that validates the value at `loc` inside `cls`, if it is one."""
+    current: object = cls
+    for part in loc:
+        current = _unwrap(current, part)
+        if current is None:
+            return None
+    model = _model_in(current)
+    return model
+
+
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _unwrap(annotation: object, part: int | str) -> object | None:
+    if isinstance(part, str):
+        model = _model_in(annotation)
+        if model is None:
+            return None
+        for name, info in model.model_fields.items():
+            if part in (name, info.alias):
+                return info.annotation
+        return None
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple, Sequence):
+        item: object = typing.get_args(annotation)[0]
+        return item
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _unwrap(arg, part)
+            if found is not None:
+                return found
+    return None
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def manifest_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Problem]]:
+    """The YAML files named, directories expanded recursively in sorted order."""
+    files: list[Path] = []
+    problems: list[Problem] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*") if p.suffix in YAML_SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            problems.append(_file_problem(path, "no such file or directory"))
+    return files, problems
+
+
+def _file_problem(path: Path, message: str) -> Problem:
+    return Problem("File", str(path), None, "", message, source=str(path))
+
+
+def decode_documents(text: str, source: str) -> tuple[list[Document], list[Problem]]:
+    """The non-empty documents of a multi-document YAML text (`kind: List` items expanded)."""
+    documents: list[Document] = []
+    try:
+        for index, body in enumerate(yaml.safe_load_all(text), start=1):
+            if body is None:
+                continue
+            where = f"{source}, document {index}"
+            if isinstance(body, Mapping) and body.get("kind") == "List":
+                items = body.get("items") or []
+                for item_index, item in enumerate(items, start=1):
+                    documents.append(Document(f"{where}, item {item_index}", item))
+            else:
+                documents.append(Document(where, body))
+    except yaml.YAMLError as err:
+        return documents, [_file_problem(Path(source), f"not valid YAML: {err}")]
+    return documents, []
+
+
+def read_documents(paths: Iterable[str | Path]) -> tuple[list[Document], list[Problem]]:
+    """All documents in the files (and directories) named."""
+    files, problems = manifest_files(paths)
+    documents: list[Document] = []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            problems.append(_file_problem(path, f"cannot read: {err}"))
+            continue
+        found, bad = decode_documents(text, str(path))
+        documents.extend(found)
+        problems.extend(bad)
+    return documents, problems
+
+
+def parse_documents(
+    documents: Iterable[Document], *, ignore_unknown_kinds: bool = False
+) -> Manifest:
+    """Typed objects from decoded documents; duplicates (same kind, namespace, name) reported."""
+    manifest = Manifest()
+    for doc in documents:
+        obj, problems = parse_object(doc.body, ignore_unknown_kinds=ignore_unknown_kinds)
+        manifest.problems.extend(replace(p, source=doc.source) for p in problems)
+        if obj is None:
+            continue
+        ref = obj.ref
+        if ref in manifest.sources:
+            first = manifest.sources[ref]
+            manifest.problems.append(
+                Problem(
+                    ref.kind,
+                    ref.name,
+                    ref.namespace,
+                    "",
+                    f"defined twice (first in {first})",
+                    source=doc.source,
+                )
+            )
+            continue
+        manifest.sources[ref] = doc.source
+        manifest.objects.append(obj)
+    return manifest
+
+
+def load(paths: Iterable[str | Path], *, ignore_unknown_kinds: bool = False) -> Manifest:
+    """Read and parse every manifest under `paths`."""
+    documents, problems = read_documents(paths)
+    manifest = parse_documents(documents, ignore_unknown_kinds=ignore_unknown_kinds)
+    manifest.problems[:0] = problems
+    return manifest

@@ -1,0 +1,297 @@
+"""Typed views of the built-in Kubernetes objects we read: Service, EndpointSlice, Node, Namespace.
+
+Only the fields teapot-lb uses are typed; everything else is ignored, so real objects from the
+API server parse as they are.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field
+
+from teapot_lb.model.common import IPAddress, KubeView, ObjectMeta, ObjectRef, parse_ip
+
+LOAD_BALANCER_CLASS = "lb.teapot.io/teapot"
+ANNOTATION_IPS = "lb.teapot.io/ips"
+ANNOTATION_POOL = "lb.teapot.io/pool"
+ANNOTATION_SHARING_KEY = "lb.teapot.io/sharing-key"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+
+
+class ServiceType(StrEnum):
+    CLUSTER_IP = "ClusterIP"
+    NODE_PORT = "NodePort"
+    LOAD_BALANCER = "LoadBalancer"
+    EXTERNAL_NAME = "ExternalName"
+
+
+class Protocol(StrEnum):
+    TCP = "TCP"
+    UDP = "UDP"
+    SCTP = "SCTP"
+
+
+class IPFamily(StrEnum):
+    IPV4 = "IPv4"
+    IPV6 = "IPv6"
+
+    @property
+    def version(self) -> int:
+        return 4 if self is IPFamily.IPV4 else 6
+
+
+class IPFamilyPolicy(StrEnum):
+    SINGLE_STACK = "SingleStack"
+    PREFER_DUAL_STACK = "PreferDualStack"
+    REQUIRE_DUAL_STACK = "RequireDualStack"
+
+
+class ExternalTrafficPolicy(StrEnum):
+    CLUSTER = "Cluster"
+    LOCAL = "Local"
+
+
+class ServicePort(KubeView):
+    name: str | None = None
+    protocol: Protocol = Protocol.TCP
+    port: int = Field(ge=1, le=65535)
+    node_port: int | None = None
+    target_port: int | str | None = None
+
+
+class ServiceSpec(KubeView):
+    type: ServiceType = ServiceType.CLUSTER_IP
+    load_balancer_class: str | None = None
+    load_balancer_ip: str | None = Field(default=None, alias="loadBalancerIP")
+    ip_family_policy: IPFamilyPolicy | None = None
+    ip_families: list[IPFamily] = []
+    ports: list[ServicePort] = []
+    external_traffic_policy: ExternalTrafficPolicy = ExternalTrafficPolicy.CLUSTER
+    selector: dict[str, str] = {}
+
+
+class LoadBalancerIngress(KubeView):
+    ip: str | None = None
+    hostname: str | None = None
+    ip_mode: str | None = None
+
+
+class LoadBalancerStatus(KubeView):
+    ingress: list[LoadBalancerIngress] = []
+
+
+class ServiceStatus(KubeView):
+    load_balancer: LoadBalancerStatus = LoadBalancerStatus()
+
+
+class Service(KubeView):
+    """A Kubernetes Service, as far as load balancing is concerned."""
+
+    api_version: Literal["v1"] = Field(default="v1", alias="apiVersion")
+    kind: Literal["Service"] = "Service"
+    metadata: ObjectMeta
+    spec: ServiceSpec = ServiceSpec()
+    status: ServiceStatus = ServiceStatus()
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    def is_handled(
+        self, load_balancer_class: str = LOAD_BALANCER_CLASS, unclassed: bool = True
+    ) -> bool:
+        """Whether teapot-lb serves it: a LoadBalancer of our class (or of none, if `unclassed`)."""
+        if self.spec.type is not ServiceType.LOAD_BALANCER:
+            return False
+        cls = self.spec.load_balancer_class
+        return cls == load_balancer_class or (cls is None and unclassed)
+
+    def requested_ips(self) -> list[IPAddress]:
+        """IPs asked for by the `lb.teapot.io/ips` annotation or `spec.loadBalancerIP`.
+
+        Raises ValueError naming the bad entry when one is not an IP address.
+        """
+        annotated = self.metadata.annotations.get(ANNOTATION_IPS)
+        if annotated is not None:
+            return [parse_ip(part) for part in annotated.split(",") if part.strip()]
+        if self.spec.load_balancer_ip:
+            return [parse_ip(self.spec.load_balancer_ip)]
+        return []
+
+    @property
+    def requested_pool(self) -> str | None:
+        return self.metadata.annotations.get(ANNOTATION_POOL) or None
+
+    @property
+    def sharing_key(self) -> str | None:
+        return self.metadata.annotations.get(ANNOTATION_SHARING_KEY) or None
+
+    def ingress_ips(self) -> list[IPAddress]:
+        """IPs in `status.loadBalancer.ingress` (entries that are not IPs are skipped)."""
+        ips: list[IPAddress] = []
+        for entry in self.status.load_balancer.ingress:
+            if entry.ip:
+                try:
+                    ips.append(parse_ip(entry.ip))
+                except ValueError:
+                    continue
+        return ips
+
+
+def port_clashes(a: Service, b: Service) -> list[str]:
+    """`port/protocol` pairs both Services expose (which prevents them from sharing an IP)."""
+    theirs = {(p.port, p.protocol) for p in b.spec.ports}
+    return [f"{p.port}/{p.protocol}" for p in a.spec.ports if (p.port, p.protocol) in theirs]
+
+
+def sharing_conflict(a: Service, b: Service) -> str | None:
+    """Why `a` and `b` may not share an IP, or None if they may.
+
+    Sharing needs the same sharing key, no common port/protocol, and either both
+    externalTrafficPolicy Cluster or the same pod selector (so that the nodes announcing
+    the IP for Local traffic are the same for both).
+    """
+    if a.sharing_key is None or a.sharing_key != b.sharing_key:
+        return (
+            f"sharing an IP needs the same {ANNOTATION_SHARING_KEY} annotation on both "
+            f"({a.sharing_key!r} vs {b.sharing_key!r})"
+        )
+    clashes = port_clashes(a, b)
+    if clashes:
+        return f"both use port {', '.join(clashes)}"
+    both_cluster = (
+        a.spec.external_traffic_policy is ExternalTrafficPolicy.CLUSTER
+        and b.spec.external_traffic_policy is ExternalTrafficPolicy.CLUSTER
+    )
+    if not both_cluster and a.spec.selector != b.spec.selector:
+        return "with externalTrafficPolicy Local, Services sharing an IP must select the same pods"
+    return None
+
+
+class EndpointConditions(KubeView):
+    ready: bool | None = None
+    serving: bool | None = None
+    terminating: bool | None = None
+
+
+class Endpoint(KubeView):
+    addresses: list[str] = []
+    conditions: EndpointConditions = EndpointConditions()
+    node_name: str | None = None
+
+    @property
+    def is_ready(self) -> bool:
+        # The API says an unknown (null) ready condition is to be read as ready.
+        return self.conditions.ready is not False
+
+
+class EndpointSlice(KubeView):
+    """A discovery.k8s.io/v1 EndpointSlice: which nodes have (ready) endpoints of a Service."""
+
+    api_version: Literal["discovery.k8s.io/v1"] = Field(
+        default="discovery.k8s.io/v1", alias="apiVersion"
+    )
+    kind: Literal["EndpointSlice"] = "EndpointSlice"
+    metadata: ObjectMeta
+    address_type: str = "IPv4"
+    endpoints: list[Endpoint] = []
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def service_name(self) -> str | None:
+        return self.metadata.labels.get(SERVICE_NAME_LABEL)
+
+    def ready_nodes(self) -> set[str]:
+        """Nodes with at least one ready endpoint."""
+        return {e.node_name for e in self.endpoints if e.node_name and e.is_ready}
+
+
+class NodeCondition(KubeView):
+    type: str
+    status: str
+
+
+class NodeAddress(KubeView):
+    type: str
+    address: str
+
+
+class NodeSpec(KubeView):
+    unschedulable: bool = False
+
+
+class NodeStatus(KubeView):
+    conditions: list[NodeCondition] = []
+    addresses: list[NodeAddress] = []
+
+
+class Node(KubeView):
+    """A Kubernetes Node: its labels (for nodeSelectors) and network condition."""
+
+    api_version: Literal["v1"] = Field(default="v1", alias="apiVersion")
+    kind: Literal["Node"] = "Node"
+    metadata: ObjectMeta
+    spec: NodeSpec = NodeSpec()
+    status: NodeStatus = NodeStatus()
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.kind, None, self.metadata.name)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.metadata.labels
+
+    @property
+    def network_unavailable(self) -> bool:
+        return any(
+            c.type == "NetworkUnavailable" and c.status == "True" for c in self.status.conditions
+        )
+
+    def addresses(self, kind: str = "InternalIP") -> list[IPAddress]:
+        """The node's addresses of one type (InternalIP by default); unparsable ones skipped."""
+        found: list[IPAddress] = []
+        for a in self.status.addresses:
+            if a.type == kind:
+                try:
+                    found.append(parse_ip(a.address))
+                except ValueError:
+                    continue
+        return found
+
+
+class Namespace(KubeView):
+    """A Kubernetes Namespace: its labels (for AddressPool namespaceSelectors)."""
+
+    api_version: Literal["v1"] = Field(default="v1", alias="apiVersion")
+    kind: Literal["Namespace"] = "Namespace"
+    metadata: ObjectMeta
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.kind, None, self.metadata.name)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
