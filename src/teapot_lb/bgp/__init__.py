@@ -1,0 +1,1 @@
+"""BGP-4 speaker (see module docs)."""
