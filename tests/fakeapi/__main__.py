@@ -1,0 +1,5 @@
+import asyncio
+
+from .server import _main
+
+asyncio.run(_main())

@@ -1,0 +1,3 @@
+from fakeapi.fixtures import fake_api
+
+__all__ = ["fake_api"]
