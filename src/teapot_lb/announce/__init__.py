@@ -1,0 +1,1 @@
+"""Who announces what: pure functions of the cluster view (no I/O)."""

@@ -1,0 +1,93 @@
+"""Split-brain arbiter: what an owner does when another station claims its IP (pure).
+
+Heartbeats can be lost while nodes and the data path are fine (a firewall dropping the
+heartbeat port, a one-way fault). Then two speakers may each think they own an IP. The
+newcomer sends a gratuitous ARP / unsolicited NA at once on acquisition; the sitting owner
+sees it as a *claim*. Both sides apply the same rule to the same pair, so they agree
+without talking:
+
+* the node ranked better for the IP (the election's hash order over every node ever
+  heard, alive or not) wins; if the claimant's node is unknown (its MAC never appeared in
+  a heartbeat), the lower MAC wins;
+* the winner *defends*: it re-announces at once, so the link's last word is its own, and
+  every ``refresh`` seconds for ``memory`` seconds after the last claim;
+* the loser *yields*: it stops answering at once and stays silent while it keeps hearing
+  the winner (``hold`` seconds after the winner's last announcement). If the winner dies
+  during the partition, the loser takes the IP back ``hold`` seconds later.
+
+Two owners therefore coexist for one frame's round trip per claim, not indefinitely. While
+a heartbeat partition lasts, the loser tries again ``memory + hold`` seconds after the
+last conflict (the winner has stopped refreshing), which is again resolved in one round
+trip. Announcements by a better-ranked node only silence a node that owns the IP or has
+already yielded it: a standby never lets the owner's routine announcements delay its
+takeover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from ipaddress import IPv4Address, IPv6Address
+
+IPAddress = IPv4Address | IPv6Address
+
+
+class Verdict(Enum):
+    IGNORE = "ignore"  # not ours and the claimant does not outrank us
+    DEFEND = "defend"  # we own it and outrank the claimant: re-announce
+    YIELD = "yield"  # the claimant outranks us: stop answering
+
+
+@dataclass(frozen=True)
+class ClaimTiming:
+    hold: float = 3.0  # a loser stays silent this long after the winner's last claim
+    memory: float = 10.0  # a winner keeps re-announcing this long after the last claim
+    refresh: float = 1.0  # ... at this interval (well below ``hold``)
+
+
+@dataclass
+class ClaimArbiter:
+    node: str
+    timing: ClaimTiming = field(default_factory=ClaimTiming)
+    _silent_until: dict[IPAddress, float] = field(default_factory=dict)
+
+    def judge(
+        self,
+        ip: IPAddress,
+        *,
+        claimant: str | None,
+        claimant_mac: bytes,
+        own_mac: bytes,
+        ranking: Sequence[str],
+        owned: bool,
+        now: float,
+    ) -> Verdict:
+        """Judge a claim for ``ip`` by ``claimant`` (None: its MAC maps to no known node)."""
+        if claimant == self.node:
+            return Verdict.IGNORE  # another interface of ours
+        if claimant is not None and claimant in ranking and self.node in ranking:
+            claimant_wins = ranking.index(claimant) < ranking.index(self.node)
+        else:
+            claimant_wins = claimant_mac < own_mac
+        if claimant_wins:
+            # The legitimate owner's announcements are claims too; they only silence a node
+            # that answers for the IP (a conflict) or already yielded it (keep yielding).
+            if owned or self.silenced(ip, now):
+                self._silent_until[ip] = now + self.timing.hold
+                return Verdict.YIELD
+            return Verdict.IGNORE
+        return Verdict.DEFEND if owned else Verdict.IGNORE
+
+    def silenced(self, ip: IPAddress, now: float) -> bool:
+        """True while a better-ranked claimant was heard less than ``hold`` ago."""
+        until = self._silent_until.get(ip)
+        if until is None:
+            return False
+        if now >= until:
+            del self._silent_until[ip]
+            return False
+        return True
+
+    def next_deadline(self) -> float | None:
+        return min(self._silent_until.values(), default=None)

@@ -1,0 +1,218 @@
+"""The ``AF_PACKET`` adapter for one interface: moves frames and time for an :class:`Announcer`.
+
+Two packet sockets per interface: one for ARP (``ETH_P_ARP``), one for IPv6 with a
+classic BPF filter in the kernel that keeps only ICMPv6 NS/NA without extension headers
+(so a busy host does not wake Python for every IPv6 packet). For each owned IPv6 address
+we join its solicited-node multicast group on the interface (``IPV6_JOIN_GROUP`` on a
+datagram socket), so the NIC delivers the NS for it and MLD-snooping switches forward it;
+the membership ends with the release. Frames we sent ourselves (``PACKET_OUTGOING``) are
+skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_interface
+
+from pyroute2 import AsyncIPRoute
+
+from teapot_lb.l2 import wire
+from teapot_lb.l2.announcer import DEFAULT_SCHEDULE, Announcer, Claim, Counters, IPAddress
+
+_PACKET_OUTGOING = 4
+_SO_ATTACH_FILTER = 26
+
+# ldh [12]; jeq 0x86dd; ldb [20]; jeq 58; ldb [54]; jeq 135 or 136 -> accept, else drop.
+_NDP_FILTER = (
+    (0x28, 0, 0, 12),
+    (0x15, 0, 6, wire.ETH_P_IPV6),
+    (0x30, 0, 0, 20),
+    (0x15, 0, 4, wire.IPPROTO_ICMPV6),
+    (0x30, 0, 0, 54),
+    (0x15, 1, 0, wire.NdpType.NEIGHBOR_SOLICITATION),
+    (0x15, 0, 1, wire.NdpType.NEIGHBOR_ADVERTISEMENT),
+    (0x06, 0, 0, 0x40000),
+    (0x06, 0, 0, 0),
+)
+
+
+@dataclass(frozen=True)
+class InterfaceInfo:
+    name: str
+    index: int
+    mac: bytes
+    link_local: IPv6Address | None
+    networks: tuple[IPv4Network | IPv6Network, ...]  # connected subnets of its addresses
+
+
+async def interfaces() -> dict[str, InterfaceInfo]:
+    """The Ethernet interfaces of this network namespace, read over netlink."""
+    out: dict[str, InterfaceInfo] = {}
+    async with AsyncIPRoute() as ipr:
+        links = {
+            link["index"]: (link.get_attr("IFLA_IFNAME"), link.get_attr("IFLA_ADDRESS"))
+            async for link in await ipr.get_links()
+        }
+        nets: dict[int, list[IPv4Network | IPv6Network]] = {i: [] for i in links}
+        lls: dict[int, IPv6Address] = {}
+        async for addr in await ipr.get_addr():
+            idx, text = addr["index"], addr.get_attr("IFA_ADDRESS")
+            if idx not in links or text is None:
+                continue
+            iface = ip_interface(f"{text}/{addr['prefixlen']}")
+            if iface.ip.is_link_local and isinstance(iface.ip, IPv6Address):
+                lls.setdefault(idx, iface.ip)
+            else:
+                nets[idx].append(iface.network)
+    for idx, (name, mac_text) in links.items():
+        if not mac_text or mac_text == "00:00:00:00:00:00" or mac_text.count(":") != 5:
+            continue
+        out[name] = InterfaceInfo(
+            name, idx, wire.parse_mac(mac_text), lls.get(idx), tuple(nets[idx])
+        )
+    return out
+
+
+def _attach_filter(sock: socket.socket, program: tuple[tuple[int, int, int, int], ...]) -> None:
+    code = b"".join(struct.pack("HBBI", *insn) for insn in program)
+    buf = ctypes.create_string_buffer(code)
+    fprog = struct.pack("HL", len(program), ctypes.addressof(buf))
+    sock.setsockopt(socket.SOL_SOCKET, _SO_ATTACH_FILTER, fprog)
+
+
+def _packet_socket(ifname: str, ethertype: int) -> socket.socket:
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ethertype))
+    sock.setblocking(False)
+    sock.bind((ifname, ethertype))
+    return sock
+
+
+class Responder:
+    """Answers ARP/NDP for the owned IPs on one interface; reports claims to ``on_claim``."""
+
+    def __init__(
+        self,
+        info: InterfaceInfo,
+        *,
+        on_claim: Callable[[Responder, Claim], None] = lambda r, c: None,
+        schedule: tuple[float, ...] = DEFAULT_SCHEDULE,
+        refresh: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.info = info
+        self.announcer = Announcer(
+            mac=info.mac, link_local=info.link_local, schedule=schedule, refresh=refresh
+        )
+        self._on_claim = on_claim
+        self._clock = clock
+        self.send_errors = 0
+        self._arp = _packet_socket(info.name, wire.ETH_P_ARP)
+        self._ndp = _packet_socket(info.name, wire.ETH_P_IPV6)
+        _attach_filter(self._ndp, _NDP_FILTER)
+        self._groups = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def counters(self) -> Counters:
+        return self.announcer.counters
+
+    @property
+    def owned(self) -> frozenset[IPAddress]:
+        return self.announcer.owned
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        for sock in (self._arp, self._ndp):
+            self._loop.add_reader(sock.fileno(), self._readable, sock)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for sock in (self._arp, self._ndp, self._groups):
+            if self._loop is not None and sock is not self._groups:
+                with contextlib.suppress(Exception):
+                    self._loop.remove_reader(sock.fileno())
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def watch(self, ips: set[IPAddress]) -> None:
+        self.announcer.watch(ips)
+
+    def acquire(self, ip: IPAddress) -> None:
+        if isinstance(ip, IPv6Address):
+            self._membership(socket.IPV6_JOIN_GROUP, ip)
+        self._send(self.announcer.acquire(ip, self._clock()))
+        self._arm()
+
+    def release(self, ip: IPAddress) -> None:
+        self.announcer.release(ip)
+        if isinstance(ip, IPv6Address):
+            self._membership(socket.IPV6_LEAVE_GROUP, ip)
+        self._arm()
+
+    def defend(self, ip: IPAddress, *, until: float, every: float) -> None:
+        self._send(self.announcer.defend(ip, self._clock(), until=until, every=every))
+        self._arm()
+
+    def _membership(self, op: int, ip: IPv6Address) -> None:
+        mreq = wire.solicited_node(ip).packed + struct.pack("@I", self.info.index)
+        with contextlib.suppress(OSError):  # already joined / already left
+            self._groups.setsockopt(socket.IPPROTO_IPV6, op, mreq)
+
+    def _send(self, frames: list[bytes] | tuple[bytes, ...]) -> None:
+        for frame in frames:
+            sock = self._arp if frame[12:14] == b"\x08\x06" else self._ndp
+            try:
+                sock.send(frame)
+            except OSError:
+                self.send_errors += 1  # link down: nothing to answer anyway
+
+    def _readable(self, sock: socket.socket) -> None:
+        for _ in range(64):  # bounded, so a flood cannot starve the heartbeats
+            try:
+                data, addr = sock.recvfrom(2048)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break
+            if addr[2] == _PACKET_OUTGOING:
+                continue
+            reaction = self.announcer.receive(data, self._clock())
+            self._send(reaction.send)
+            for claim in reaction.claims:
+                self._on_claim(self, claim)
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._loop is None:
+            return
+        deadline = self.announcer.next_deadline()
+        if self._timer is not None:
+            if deadline is not None and self._timer.when() == deadline:
+                return
+            self._timer.cancel()
+            self._timer = None
+        if deadline is not None:
+            self._timer = self._loop.call_at(deadline, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self._send(self.announcer.due(self._clock()))
+        self._arm()
+
+
+def default_interfaces(ip: IPv4Address | IPv6Address, infos: dict[str, InterfaceInfo]) -> list[str]:
+    """The interfaces whose connected subnets contain ``ip`` (the default placement)."""
+    return sorted(
+        name
+        for name, info in infos.items()
+        if any(ip.version == net.version and ip in net for net in info.networks)
+    )
