@@ -1,0 +1,202 @@
+"""Benchmark the IPAM: assign 10k and 100k Services over several v4 and v6 pools.
+
+Prints one line per measurement and, last, one JSON object with the figures. The
+per-assignment cost ratio (100k vs 10k) shows whether any operation hides an O(n) scan.
+
+    .venv/bin/python bench/ipam.py [--repeat 3]
+
+Addresses: IPv4 from 198.18.0.0/15 (RFC 2544, reserved for benchmarking: 131072
+addresses) and IPv6 from 2001:db8::/32. Nothing leaves memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import time
+import tracemalloc
+from collections.abc import Mapping
+
+from teapot_lb.ipam import (
+    Allocator,
+    Assigned,
+    IPFamily,
+    IPFamilyPolicy,
+    Pool,
+    ServiceRequest,
+    address_range,
+)
+
+
+class _Equals:
+    """matchLabels with one label."""
+
+    def __init__(self, key: str, value: str) -> None:
+        self.key, self.value = key, value
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return labels.get(self.key) == self.value
+
+
+def pools() -> list[Pool]:
+    return [
+        # A small pool tried first for the "team-a" namespace only; it fills up early.
+        Pool(
+            "team-a",
+            (address_range("198.18.0.0/24"), address_range("2001:db8:a::/120")),
+            namespaces=frozenset({"team-a"}),
+            priority=1,
+        ),
+        # Dual-stack pool for Services labelled stack=dual.
+        Pool(
+            "dual",
+            (address_range("198.18.128.0/17"), address_range("2001:db8:1::/64")),
+            service_selectors=(_Equals("stack", "dual"),),
+            priority=2,
+        ),
+        Pool("v4-main", (address_range("198.18.1.0-198.18.127.255"),), priority=10),
+        Pool("v4-spill", (address_range("198.19.0.0/16"),), avoid_buggy_ips=True, priority=20),
+        Pool("v6-big", (address_range("2001:db8:2::/48"),)),
+        Pool("reserved", (address_range("2001:db8:ff::/64"),), auto_assign=False),
+    ]
+
+
+def requests(n: int) -> list[ServiceRequest]:
+    """A mix: 55% IPv4 single-stack, 25% IPv6 single-stack, 20% PreferDualStack."""
+    out = []
+    for i in range(n):
+        namespace = "team-a" if i % 10 == 0 else f"ns-{i % 97}"
+        mod = i % 20
+        labels: Mapping[str, str] = {}
+        families: tuple[IPFamily, ...]
+        if mod < 11:
+            policy, families = IPFamilyPolicy.SINGLE_STACK, (IPFamily.V4,)
+        elif mod < 16:
+            policy, families = IPFamilyPolicy.SINGLE_STACK, (IPFamily.V6,)
+        else:
+            policy, families = IPFamilyPolicy.PREFER_DUAL_STACK, (IPFamily.V4, IPFamily.V6)
+            labels = {"stack": "dual"}
+        out.append(
+            ServiceRequest(
+                namespace,
+                f"svc-{i}",
+                labels=labels,
+                ip_family_policy=policy,
+                ip_families=families,
+                ports=frozenset({("TCP", 80 + i % 3)}),
+            )
+        )
+    return out
+
+
+def timed_assign(n: int, *, pause_gc: bool) -> tuple[float, Allocator]:
+    """Seconds to assign n fresh Services on an empty allocator.
+
+    With `pause_gc` the cyclic garbage collector does not run inside the timed loop. Its
+    full collections walk every live object of the process (here mostly the benchmark's
+    own 100k requests), start only once the heap has grown by a quarter, and so fire a
+    few times at 100k and never at 10k: a cost of the process's heap, not of the IPAM's
+    algorithm. Both figures are printed.
+    """
+    reqs = requests(n)
+    allocator = Allocator(pools())
+    gc.collect()
+    if pause_gc:
+        gc.disable()
+    try:
+        start = time.perf_counter()
+        for request in reqs:
+            result = allocator.assign(request)
+            if not isinstance(result, Assigned):
+                raise SystemExit(f"benchmark setup is wrong: {result}")
+        elapsed = time.perf_counter() - start
+    finally:
+        gc.enable()
+    return elapsed, allocator
+
+
+def bytes_per_assignment(n: int) -> float:
+    reqs = requests(n)  # built before tracing: the informer owns these, not the IPAM
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    allocator = Allocator(pools())
+    for request in reqs:
+        allocator.assign(request)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del allocator
+    return (after - before) / n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per size; best is kept")
+    args = parser.parse_args()
+
+    best: dict[tuple[int, bool], float] = {}
+    for pause_gc in (True, False):
+        for n in (10_000, 100_000):
+            runs = []
+            for _ in range(args.repeat):
+                elapsed, allocator = timed_assign(n, pause_gc=pause_gc)
+                runs.append(elapsed)
+                del allocator
+            best[n, pause_gc] = min(runs)
+            print(
+                f"assign {n:>7} services, gc {'paused' if pause_gc else 'on    '}: "
+                f"best {min(runs):.3f}s of {args.repeat} ({n / min(runs):,.0f}/s; "
+                f"runs {', '.join(f'{r:.3f}' for r in runs)})"
+            )
+
+    # The other operations at 100k, once each: all must stay cheap on a full allocator.
+    _, allocator = timed_assign(100_000, pause_gc=False)
+    reqs = requests(100_000)
+    start = time.perf_counter()
+    for request in reqs:
+        allocator.assign(request)  # already assigned: stability fast path
+    reassign_s = time.perf_counter() - start
+    start = time.perf_counter()
+    allocator.rebuild(allocator.holdings())
+    rebuild_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for request in reqs[::2]:
+        allocator.release(request.key)
+    for request in reqs[::2]:
+        allocator.assign(request)
+    churn_s = time.perf_counter() - start
+    print(f"re-assign 100k held:  {reassign_s:.3f}s ({100_000 / reassign_s:,.0f}/s)")
+    print(f"rebuild 100k:         {rebuild_s:.3f}s ({100_000 / rebuild_s:,.0f}/s)")
+    print(f"release+assign 50k:   {churn_s:.3f}s ({100_000 / churn_s:,.0f} ops/s)")
+    for name, families in allocator.usage().items():
+        for family, use in families.items():
+            print(f"  pool {name:<8} {family}: assigned {use.assigned}, available {use.available}")
+    del allocator
+
+    def ratio(pause_gc: bool) -> float:
+        return round((best[100_000, pause_gc] / 100_000) / (best[10_000, pause_gc] / 10_000), 3)
+
+    memory = bytes_per_assignment(100_000)
+    print(f"memory: {memory:.0f} bytes per assignment (tracemalloc, 100k)")
+    print(
+        json.dumps(
+            {
+                "assign_per_s_10k": round(10_000 / best[10_000, True]),
+                "assign_per_s_100k": round(100_000 / best[100_000, True]),
+                "cost_ratio_100k_vs_10k": ratio(True),
+                "bytes_per_assignment": round(memory),
+                "assign_per_s_100k_gc_on": round(100_000 / best[100_000, False]),
+                "cost_ratio_100k_vs_10k_gc_on": ratio(False),
+                "rebuild_per_s_100k": round(100_000 / rebuild_s),
+                "repeat": args.repeat,
+                "python": platform.python_version(),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

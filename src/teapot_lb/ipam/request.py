@@ -1,0 +1,95 @@
+"""What the IPAM is asked: one Service's needs, and what a Service already holds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from ipaddress import IPv4Address, IPv6Address
+from types import MappingProxyType
+
+IPAddress = IPv4Address | IPv6Address
+
+# (protocol, port), e.g. ("TCP", 443). Two Services sharing an IP must not both use one.
+Port = tuple[str, int]
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def _no_labels() -> Mapping[str, str]:
+    return _EMPTY
+
+
+class IPFamily(StrEnum):
+    """Spelled as in `Service.spec.ipFamilies`."""
+
+    V4 = "IPv4"
+    V6 = "IPv6"
+
+    @classmethod
+    def of(cls, ip: IPAddress) -> IPFamily:
+        return cls.V4 if ip.version == 4 else cls.V6
+
+    @property
+    def other(self) -> IPFamily:
+        return IPFamily.V6 if self is IPFamily.V4 else IPFamily.V4
+
+
+class IPFamilyPolicy(StrEnum):
+    """Spelled as in `Service.spec.ipFamilyPolicy`."""
+
+    SINGLE_STACK = "SingleStack"
+    PREFER_DUAL_STACK = "PreferDualStack"
+    REQUIRE_DUAL_STACK = "RequireDualStack"
+
+
+class TrafficPolicy(StrEnum):
+    """`Service.spec.externalTrafficPolicy`."""
+
+    CLUSTER = "Cluster"
+    LOCAL = "Local"
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRequest:
+    """Everything about one LoadBalancer Service that decides which IPs it may get.
+
+    `labels` are the Service's own labels (for pools' serviceSelectors),
+    `namespace_labels` those of its namespace (for namespaceSelectors), `selector` its pod
+    selector (two `Local` Services may share an IP only when they select the same pods).
+    `requested_ips` come from `lb.teapot.io/ips` or `spec.loadBalancerIP`,
+    `requested_pool` from `lb.teapot.io/pool`, `sharing_key` from `lb.teapot.io/sharing-key`.
+    """
+
+    namespace: str
+    name: str
+    labels: Mapping[str, str] = field(default_factory=_no_labels)
+    namespace_labels: Mapping[str, str] = field(default_factory=_no_labels)
+    ip_family_policy: IPFamilyPolicy = IPFamilyPolicy.SINGLE_STACK
+    ip_families: tuple[IPFamily, ...] = (IPFamily.V4,)
+    requested_ips: tuple[IPAddress, ...] = ()
+    requested_pool: str | None = None
+    sharing_key: str | None = None
+    ports: frozenset[Port] = frozenset()
+    external_traffic_policy: TrafficPolicy = TrafficPolicy.CLUSTER
+    selector: Mapping[str, str] = field(default_factory=_no_labels)
+    key: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+
+    @property
+    def families(self) -> tuple[IPFamily, ...]:
+        """The families this Service wants, primary first (dual-stack: both)."""
+        primary = self.ip_families[0] if self.ip_families else IPFamily.V4
+        if self.ip_family_policy is IPFamilyPolicy.SINGLE_STACK:
+            return (primary,)
+        return (primary, primary.other)
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """What a Service already holds (its `status.loadBalancer.ingress`), for rebuilds."""
+
+    request: ServiceRequest
+    ips: tuple[IPAddress, ...]
