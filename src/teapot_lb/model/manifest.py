@@ -76,6 +76,7 @@ class Manifest:
     objects: list[ApiObject] = field(default_factory=list)
     sources: dict[ObjectRef, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
 
     def with_sources(self, problems: Iterable[Problem]) -> list[Problem]:
         """The problems, each marked with the file its object was read from."""
@@ -245,9 +246,13 @@ def decode_documents(text: str, source: str) -> tuple[list[Document], list[Probl
     return documents, []
 
 
-def read_documents(paths: Iterable[str | Path]) -> tuple[list[Document], list[Problem]]:
-    """All documents in the files (and directories) named."""
+def read_documents(
+    paths: Iterable[str | Path], files_read: list[str] | None = None
+) -> tuple[list[Document], list[Problem]]:
+    """All documents in the files (and directories) named; `files_read` collects file names."""
     files, problems = manifest_files(paths)
+    if files_read is not None:
+        files_read.extend(str(f) for f in files)
     documents: list[Document] = []
     for path in files:
         try:
@@ -292,7 +297,9 @@ def parse_documents(
 
 def load(paths: Iterable[str | Path], *, ignore_unknown_kinds: bool = False) -> Manifest:
     """Read and parse every manifest under `paths`."""
-    documents, problems = read_documents(paths)
+    files: list[str] = []
+    documents, problems = read_documents(paths, files)
     manifest = parse_documents(documents, ignore_unknown_kinds=ignore_unknown_kinds)
     manifest.problems[:0] = problems
+    manifest.files = files
     return manifest

@@ -1,0 +1,89 @@
+"""ConfigSet: a whole configuration (pools, peers, advertisements, Services...) sorted by kind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
+from teapot_lb.model.common import ObjectRef
+from teapot_lb.model.l2 import L2Advertisement
+from teapot_lb.model.manifest import ApiObject
+from teapot_lb.model.pool import AddressPool
+from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
+from teapot_lb.model.vip import VIPAdvertisement
+
+
+@dataclass(frozen=True)
+class ConfigSet:
+    """Objects to validate together, by kind, in the order given.
+
+    `unparsed` names objects that exist but could not be read (their own problems are
+    reported elsewhere); references to them are not reported again as unknown.
+    """
+
+    pools: list[AddressPool] = field(default_factory=list)
+    peers: list[BGPPeer] = field(default_factory=list)
+    bgp_advertisements: list[BGPAdvertisement] = field(default_factory=list)
+    l2_advertisements: list[L2Advertisement] = field(default_factory=list)
+    vip_advertisements: list[VIPAdvertisement] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
+    endpoint_slices: list[EndpointSlice] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
+    unparsed: frozenset[ObjectRef] = frozenset()
+
+    @classmethod
+    def of(cls, objects: Iterable[ApiObject], unparsed: Iterable[ObjectRef] = ()) -> ConfigSet:
+        config = cls(unparsed=frozenset(unparsed))
+        for obj in objects:
+            match obj:
+                case AddressPool():
+                    config.pools.append(obj)
+                case BGPPeer():
+                    config.peers.append(obj)
+                case BGPAdvertisement():
+                    config.bgp_advertisements.append(obj)
+                case L2Advertisement():
+                    config.l2_advertisements.append(obj)
+                case VIPAdvertisement():
+                    config.vip_advertisements.append(obj)
+                case Service():
+                    config.services.append(obj)
+                case EndpointSlice():
+                    config.endpoint_slices.append(obj)
+                case Node():
+                    config.nodes.append(obj)
+                case Namespace():
+                    config.namespaces.append(obj)
+        return config
+
+    def objects(self) -> list[ApiObject]:
+        return [
+            *self.pools,
+            *self.peers,
+            *self.bgp_advertisements,
+            *self.l2_advertisements,
+            *self.vip_advertisements,
+            *self.services,
+            *self.endpoint_slices,
+            *self.nodes,
+            *self.namespaces,
+        ]
+
+    def pools_in(self, namespace: str | None) -> dict[str, AddressPool]:
+        """Pools an advertisement in `namespace` can name, by name."""
+        return {p.name: p for p in self.pools if p.metadata.namespace == namespace}
+
+    def peers_in(self, namespace: str | None) -> dict[str, BGPPeer]:
+        return {p.name: p for p in self.peers if p.metadata.namespace == namespace}
+
+    def is_unparsed(self, kind: str, namespace: str | None, name: str) -> bool:
+        return ObjectRef(kind, namespace, name) in self.unparsed
+
+    def namespace_labels(self, name: str) -> dict[str, str] | None:
+        """Labels of a Namespace in the set, or None when the set does not hold it."""
+        for ns in self.namespaces:
+            if ns.name == name:
+                return ns.metadata.labels
+        return None

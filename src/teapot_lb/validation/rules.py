@@ -1,0 +1,53 @@
+"""Validation of a whole configuration: every rule, and the view the webhook needs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from teapot_lb.model.common import ObjectRef
+from teapot_lb.model.manifest import ApiObject, Manifest
+from teapot_lb.model.problem import Problem
+from teapot_lb.validation.advertisements import l2_problems, vip_problems
+from teapot_lb.validation.bgp import bgp_advertisement_problems, peer_problems
+from teapot_lb.validation.config import ConfigSet
+from teapot_lb.validation.pools import pool_problems
+from teapot_lb.validation.services import service_problems
+
+RULES = (
+    pool_problems,
+    peer_problems,
+    bgp_advertisement_problems,
+    l2_problems,
+    vip_problems,
+    service_problems,
+)
+
+
+def validate(
+    objects: Iterable[ApiObject] | ConfigSet, unparsed: Iterable[ObjectRef] = ()
+) -> list[Problem]:
+    """Every problem in a configuration (pools, peers, advertisements, Services together).
+
+    `unparsed` names objects that exist but could not be parsed, so that references to
+    them are not also reported as unknown.
+    """
+    config = objects if isinstance(objects, ConfigSet) else ConfigSet.of(objects, unparsed)
+    return [p for rule in RULES for p in rule(config)]
+
+
+def validate_change(obj: ApiObject, existing: Iterable[ApiObject]) -> list[Problem]:
+    """Problems a create/update of `obj` would bring, given the objects already there.
+
+    For an admission webhook: `obj` replaces any existing object of the same ref; only
+    problems about `obj`, or naming it (an overlap with it), are returned, so that an
+    unrelated broken object does not block this change.
+    """
+    ref = obj.ref
+    others = [o for o in existing if o.ref != ref]
+    return [p for p in validate([*others, obj]) if p.involves(ref)]
+
+
+def validate_manifest(manifest: Manifest) -> list[Problem]:
+    """Parse problems of a loaded manifest, then the rules, each marked with its file."""
+    unparsed = [p.ref for p in manifest.problems]
+    return manifest.problems + manifest.with_sources(validate(manifest.objects, unparsed))
