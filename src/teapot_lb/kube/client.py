@@ -1,0 +1,331 @@
+"""The one place that talks to ``kubernetes_asyncio``.
+
+:func:`connect` builds an API client from a kubeconfig or the in-cluster service
+account; :class:`KubeClient` offers the verbs teapot-lb needs on any :class:`Resource`,
+moving plain JSON dicts. It calls the real typed API classes (``CoreV1Api``,
+``DiscoveryV1Api``, ``CoordinationV1Api``, ``NetworkingV1Api`` and
+``CustomObjectsApi``) with ``_preload_content=False`` so objects are not converted to
+generated models and back, and maps errors to :mod:`teapot_lb.kube.errors`.
+
+Patches are always sent as ``application/merge-patch+json`` (RFC 7386) or
+``application/json-patch+json`` (RFC 6902), which every API server accepts for every
+kind, built-in or custom.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from .errors import Gone, KubeError, Unreachable, status_error
+from .resources import KubeObject, Resource
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+JsonPatch = list[dict[str, Any]]  # RFC 6902 operations
+
+_API_CLASSES: dict[str, Any] = {
+    "": k8s.CoreV1Api,
+    "discovery.k8s.io": k8s.DiscoveryV1Api,
+    "coordination.k8s.io": k8s.CoordinationV1Api,
+    "networking.k8s.io": k8s.NetworkingV1Api,
+}
+
+
+@dataclass(frozen=True)
+class ObjectList:
+    items: list[KubeObject]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
+    object: KubeObject
+
+
+def _snake(kind: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
+
+
+async def connect(
+    kubeconfig: str | Path | None = None,
+    *,
+    context: str | None = None,
+    user_agent: str = "teapot-lb",
+    request_timeout_s: float = 30.0,
+) -> KubeClient:
+    """A client from ``kubeconfig``; without one, the in-cluster service account when
+    running in a pod, else ``$KUBECONFIG`` / ``~/.kube/config``."""
+    configuration = k8s.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await k8s_config.load_kube_config(
+            config_file=str(kubeconfig) if kubeconfig is not None else None,
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    api_client = k8s.ApiClient(configuration)
+    api_client.user_agent = user_agent
+    return KubeClient(api_client, request_timeout_s=request_timeout_s)
+
+
+class KubeClient:
+    """Verbs on any :class:`Resource`; objects in and out are JSON dicts."""
+
+    def __init__(self, api_client: Any, *, request_timeout_s: float = 30.0) -> None:
+        self._api = api_client
+        self.request_timeout_s = request_timeout_s
+        self._typed: dict[str, Any] = {}
+        self._custom = k8s.CustomObjectsApi(api_client)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --------------------------------------------------------------- dispatch
+
+    def _typed_api(self, res: Resource) -> Any:
+        api = self._typed.get(res.group)
+        if api is None:
+            api = _API_CLASSES[res.group](self._api)
+            self._typed[res.group] = api
+        return api
+
+    def _positional(
+        self, res: Resource, verb: str, namespace: str | None, name: str | None, suffix: str
+    ) -> tuple[Any, tuple[Any, ...]]:
+        """The bound client method and its positional arguments (without the body).
+
+        Typed APIs take ``(name, namespace)``; custom objects take
+        ``(group, version, [namespace,] plural, name)``.
+        """
+        if res.namespaced and namespace is None and verb != "list":
+            raise ValueError(f"{res} is namespaced: a namespace is required to {verb}")
+        named: tuple[Any, ...] = (name,) if name is not None else ()
+        if res.custom:
+            verb = "get" if verb == "read" else verb
+            if res.namespaced and namespace is not None:
+                fn = getattr(self._custom, f"{verb}_namespaced_custom_object{suffix}")
+                return fn, (res.group, res.version, namespace, res.plural, *named)
+            fn = getattr(self._custom, f"{verb}_cluster_custom_object{suffix}")
+            return fn, (res.group, res.version, res.plural, *named)
+        api, kind = self._typed_api(res), _snake(res.kind)
+        if not res.namespaced:
+            return getattr(api, f"{verb}_{kind}{suffix}"), named
+        if namespace is None:
+            return getattr(api, f"list_{kind}_for_all_namespaces"), ()
+        return getattr(api, f"{verb}_namespaced_{kind}{suffix}"), (*named, namespace)
+
+    async def _call(
+        self,
+        res: Resource,
+        verb: str,
+        namespace: str | None,
+        *,
+        name: str | None = None,
+        body: Any = None,
+        suffix: str = "",
+        **kwargs: Any,
+    ) -> Any:
+        fn, args = self._positional(res, verb, namespace, name, suffix)
+        if body is not None:
+            args = (*args, body)
+        kwargs["_preload_content"] = False
+        kwargs.setdefault("_request_timeout", self.request_timeout_s)
+        try:
+            return await fn(*args, **kwargs)
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            raise Unreachable(f"{verb} {res}: {err!r}") from err
+
+    async def _json(self, response: Any, what: str) -> Any:
+        try:
+            async with response:
+                raw = await response.read()
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            raise Unreachable(f"{what}: {err!r}") from err
+        data = json.loads(raw) if raw else None
+        if not 200 <= status < 300:
+            _raise_status(status, data, what)
+        return data
+
+    # ------------------------------------------------------------------ verbs
+
+    async def list(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        kwargs = _selectors(label_selector, field_selector)
+        resp = await self._call(res, "list", namespace, **kwargs)
+        data = await self._json(resp, f"list {res}")
+        items = [_with_kind(res, item) for item in data.get("items") or []]
+        return ObjectList(items, str(data.get("metadata", {}).get("resourceVersion", "")))
+
+    async def watch(
+        self,
+        res: Resource,
+        *,
+        resource_version: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_s: float = 300.0,
+        bookmarks: bool = True,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """Events after ``resource_version`` until the server ends the stream.
+
+        Raises :class:`~teapot_lb.kube.errors.Gone` when the version is too old. The
+        client gives up reading after ``timeout_s`` plus a grace period of silence.
+        """
+        kwargs = _selectors(label_selector, field_selector)
+        kwargs.update(
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=bookmarks,
+            timeout_seconds=max(1, int(timeout_s)),
+        )
+        timeout = aiohttp.ClientTimeout(
+            sock_connect=self.request_timeout_s, sock_read=timeout_s + 30
+        )
+        resp = await self._call(res, "list", namespace, _request_timeout=timeout, **kwargs)
+        try:
+            if not 200 <= resp.status < 300:
+                await self._json(resp, f"watch {res}")
+            while True:
+                try:
+                    line = await resp.content.readline()
+                except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                    raise Unreachable(f"watch {res}: {err!r}") from err
+                if not line:
+                    return
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    _raise_status(int(obj.get("code") or 500), obj, f"watch {res}")
+                yield WatchEvent(str(event.get("type")), _with_kind(res, obj))
+        finally:
+            resp.release()
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> KubeObject:
+        resp = await self._call(res, "read", namespace, name=name)
+        return _with_kind(res, await self._json(resp, f"get {res} {name}"))
+
+    async def create(self, res: Resource, obj: KubeObject) -> KubeObject:
+        namespace = obj.get("metadata", {}).get("namespace") if res.namespaced else None
+        body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
+        resp = await self._call(res, "create", namespace, body=body)
+        return _with_kind(res, await self._json(resp, f"create {res}"))
+
+    async def replace(self, res: Resource, obj: KubeObject, *, status: bool = False) -> KubeObject:
+        """PUT the object (or its status); 409 :class:`Conflict` if its resourceVersion is
+        stale."""
+        meta = obj["metadata"]
+        namespace = meta.get("namespace") if res.namespaced else None
+        body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
+        resp = await self._call(
+            res, "replace", namespace, name=meta["name"], body=body, suffix=_status(status)
+        )
+        return _with_kind(res, await self._json(resp, f"replace {res} {meta['name']}"))
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: KubeObject | JsonPatch,
+        *,
+        namespace: str | None = None,
+        status: bool = False,
+    ) -> KubeObject:
+        """A merge patch (dict) or JSON patch (list of operations)."""
+        content_type = JSON_PATCH if isinstance(patch, list) else MERGE_PATCH
+        resp = await self._call(
+            res,
+            "patch",
+            namespace,
+            name=name,
+            body=patch,
+            suffix=_status(status),
+            _content_type=content_type,
+        )
+        return _with_kind(res, await self._json(resp, f"patch {res} {name}"))
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        uid: str | None = None,
+    ) -> KubeObject:
+        """Delete (with optional preconditions); returns what the server returned."""
+        preconditions: dict[str, str] = {}
+        if resource_version:
+            preconditions["resourceVersion"] = resource_version
+        if uid:
+            preconditions["uid"] = uid
+        kwargs: dict[str, Any] = {}
+        if preconditions:
+            kwargs["body"] = {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "preconditions": preconditions,
+            }
+        resp = await self._call(res, "delete", namespace, name=name, **kwargs)
+        result: KubeObject = await self._json(resp, f"delete {res} {name}")
+        return result
+
+
+def _status(status: bool) -> str:
+    return "_status" if status else ""
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if label_selector:
+        kwargs["label_selector"] = label_selector
+    if field_selector:
+        kwargs["field_selector"] = field_selector
+    return kwargs
+
+
+def _with_kind(res: Resource, obj: Any) -> KubeObject:
+    """List items of built-in kinds come without kind/apiVersion; make objects
+    self-describing so they can be referenced (Events, owner references)."""
+    if not isinstance(obj, dict):
+        raise KubeError(f"unexpected response for {res}: {obj!r}")
+    if "kind" not in obj or "apiVersion" not in obj:
+        obj = {"apiVersion": res.api_version, "kind": res.kind, **obj}
+    result: KubeObject = obj
+    return result
+
+
+def _raise_status(code: int, body: Any, what: str) -> None:
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        raise status_error(code, str(body.get("reason", "")), str(body.get("message", what)))
+    raise status_error(code, "", f"{what}: HTTP {code}")
+
+
+__all__ = ["Gone", "KubeClient", "ObjectList", "WatchEvent", "connect"]

@@ -1,0 +1,82 @@
+"""The resource kinds teapot-lb reads and writes, and object keys.
+
+Objects travel as plain JSON dicts (``KubeObject``), exactly as the API serves them;
+the model layer turns them into typed values. A :class:`Resource` says where a kind
+lives in the API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+KubeObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    has_status: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def custom(self) -> bool:
+        """Served through the custom-objects API (not a built-in kind)."""
+        return self.group not in _BUILTIN_GROUPS
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+_BUILTIN_GROUPS = frozenset({"", "discovery.k8s.io", "coordination.k8s.io", "networking.k8s.io"})
+
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False, True)
+NODES = Resource("", "v1", "nodes", "Node", False, True)
+SERVICES = Resource("", "v1", "services", "Service", True, True)
+SECRETS = Resource("", "v1", "secrets", "Secret", True)
+EVENTS = Resource("", "v1", "events", "Event", True)
+ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", "Ingress", True, True)
+
+LB_GROUP = "lb.teapot.io"
+LB_VERSION = "v1alpha1"
+ADDRESS_POOLS = Resource(LB_GROUP, LB_VERSION, "addresspools", "AddressPool", True, True)
+BGP_PEERS = Resource(LB_GROUP, LB_VERSION, "bgppeers", "BGPPeer", True, True)
+BGP_ADVERTISEMENTS = Resource(
+    LB_GROUP, LB_VERSION, "bgpadvertisements", "BGPAdvertisement", True, True
+)
+L2_ADVERTISEMENTS = Resource(
+    LB_GROUP, LB_VERSION, "l2advertisements", "L2Advertisement", True, True
+)
+VIP_ADVERTISEMENTS = Resource(
+    LB_GROUP, LB_VERSION, "vipadvertisements", "VIPAdvertisement", True, True
+)
+
+
+def object_key(obj: KubeObject) -> str:
+    """``namespace/name``, or ``name`` for cluster-scoped objects (client-go's key format)."""
+    meta = obj["metadata"]
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    """``(namespace, name)`` from :func:`object_key`; namespace is None when cluster-scoped."""
+    ns, sep, name = key.partition("/")
+    return (ns, name) if sep else (None, ns)
+
+
+def resource_version(obj: KubeObject) -> str:
+    return str(obj.get("metadata", {}).get("resourceVersion", ""))
+
+
+def is_deleting(obj: KubeObject) -> bool:
+    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
