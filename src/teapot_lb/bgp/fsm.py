@@ -1,0 +1,574 @@
+"""The BGP-4 finite state machine (RFC 4271 §8), sans I/O.
+
+A :class:`Session` is one peering attempt's state: events go in (``start``, ``stop``,
+``connection_made``, ``connection_failed``, ``connection_lost``, ``data_received``,
+``timer_expired``) and each returns a list of actions for the I/O layer to perform
+(:class:`Send`, :class:`Connect`, :class:`CloseConnection`, :class:`ArmTimer`,
+:class:`CancelTimer`) or to learn from (:class:`StateChanged`, :class:`RoutesLearned`,
+...). No sockets, no clock.
+
+Collision detection (§6.8) needs two connections to the same peer, so it lives one
+level up: the connection manager runs one ``Session`` per connection, and when a
+session reports :class:`OpenReceived` while another to the same peer is in OpenConfirm
+(or OpenSent with the peer identifier known), it asks :func:`keep_locally_initiated` which
+one survives and calls :meth:`Session.collision_lost` on the other.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address
+from typing import TypeAlias
+
+from .rib import ReceivedPath
+from .wire import (
+    IPV4_UNICAST,
+    IPV6_UNICAST,
+    KEEPALIVE_BYTES,
+    As4Aggregator,
+    As4Path,
+    AsPath,
+    Capability,
+    CeaseSubcode,
+    CodecError,
+    Context,
+    ErrorCode,
+    Family,
+    FsmSubcode,
+    GracefulRestart,
+    GracefulRestartFamily,
+    Keepalive,
+    LocalPref,
+    MessageReader,
+    MpReachNlri,
+    MpUnreachNlri,
+    Multiprotocol,
+    NextHop,
+    Notification,
+    Open,
+    OpenSubcode,
+    Prefix,
+    RouteRefresh,
+    RouteRefreshMessage,
+    Update,
+    decode_message,
+    merge_as4_path,
+)
+
+
+class State(enum.Enum):
+    IDLE = "Idle"
+    CONNECT = "Connect"
+    ACTIVE = "Active"
+    OPEN_SENT = "OpenSent"
+    OPEN_CONFIRM = "OpenConfirm"
+    ESTABLISHED = "Established"
+
+
+class Timer(enum.Enum):
+    CONNECT_RETRY = "connect-retry"
+    HOLD = "hold"
+    KEEPALIVE = "keepalive"
+
+
+# ---------------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Connect:
+    """Open a TCP connection to the peer."""
+
+
+@dataclass(frozen=True, slots=True)
+class CloseConnection:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTimer:
+    timer: Timer
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    timer: Timer
+
+
+@dataclass(frozen=True, slots=True)
+class StateChanged:
+    old: State
+    new: State
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenReceived:
+    open: Open
+
+
+@dataclass(frozen=True, slots=True)
+class RoutesLearned:
+    routes: tuple[tuple[Prefix, ReceivedPath], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RoutesWithdrawn:
+    prefixes: tuple[Prefix, ...]
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfRib:
+    family: Family
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRefreshRequested:
+    family: Family
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateProblems:
+    """RFC 7606 handled errors in a received UPDATE (for logs and counters)."""
+
+    problems: tuple[str, ...]
+    treat_as_withdraw: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationSent:
+    notification: Notification
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationReceived:
+    notification: Notification
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDown:
+    """An Established session ended. ``peer_restart_time`` is set when the peer can
+    restart gracefully (RFC 4724 §4.2): keep its routes as stale for that long."""
+
+    reason: str
+    peer_restart_time: int | None = None
+
+
+Action: TypeAlias = (
+    Send
+    | Connect
+    | CloseConnection
+    | ArmTimer
+    | CancelTimer
+    | StateChanged
+    | OpenReceived
+    | RoutesLearned
+    | RoutesWithdrawn
+    | EndOfRib
+    | RouteRefreshRequested
+    | UpdateProblems
+    | NotificationSent
+    | NotificationReceived
+    | SessionDown
+)
+
+# ---------------------------------------------------------------------------- config
+
+BOTH_FAMILIES = frozenset({IPV4_UNICAST, IPV6_UNICAST})
+OPEN_HOLD_TIME = 240.0  # RFC 4271 §8.2.2: "a large value" while waiting for OPEN
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    local_as: int
+    peer_as: int | None  # None accepts any ASN
+    router_id: IPv4Address
+    hold_time: int = 90
+    passive: bool = False
+    families: frozenset[Family] = BOTH_FAMILIES
+    connect_retry: float = 5.0  # first retry delay; doubles up to connect_retry_max
+    connect_retry_max: float = 120.0
+    graceful_restart: bool = True
+    restart_time: int = 120
+    restarting: bool = False  # R bit: we restarted and the peer should keep our routes
+    forwarding_preserved: bool = False  # F bit for every family
+
+    def open_message(self) -> Open:
+        caps: list[Capability] = [Multiprotocol(f) for f in sorted(self.families)]
+        caps.append(RouteRefresh())
+        if self.graceful_restart:
+            caps.append(
+                GracefulRestart(
+                    self.restart_time,
+                    restarting=self.restarting,
+                    families=tuple(
+                        GracefulRestartFamily(f, self.forwarding_preserved)
+                        for f in sorted(self.families)
+                    ),
+                )
+            )
+        return Open.build(self.local_as, self.hold_time, self.router_id, tuple(caps))
+
+
+@dataclass(frozen=True, slots=True)
+class Negotiated:
+    """What the OPEN exchange settled (RFC 4271 §4.2, RFC 5492)."""
+
+    peer_open: Open
+    peer_as: int
+    hold_time: int
+    keepalive_time: float
+    four_octet_as: bool
+    families: frozenset[Family]
+    route_refresh: bool
+    ibgp: bool
+    peer_graceful_restart: GracefulRestart | None
+
+
+def keep_locally_initiated(local_id: IPv4Address, remote_id: IPv4Address) -> bool:
+    """§6.8: the connection initiated by the speaker with the higher identifier survives."""
+    return int(local_id) > int(remote_id)
+
+
+# ---------------------------------------------------------------------------- session
+
+
+@dataclass
+class Session:
+    """One BGP session's state machine (RFC 4271 §8)."""
+
+    config: SessionConfig
+    auto_restart: bool = True  # after an error, retry (with backoff) until stop()
+    state: State = State.IDLE
+    negotiated: Negotiated | None = None
+    last_error: str | None = None
+    received: Counter[str] = field(default_factory=Counter)
+    sent: Counter[str] = field(default_factory=Counter)
+    _enabled: bool = False
+    _retry: float = 0.0
+    _reader: MessageReader = field(default_factory=MessageReader)
+    _ctx: Context = field(default_factory=Context)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def start(self) -> list[Action]:
+        """ManualStart (active) or ManualStart_with_PassiveTcpEstablishment."""
+        if self.state != State.IDLE:
+            return []
+        self._enabled = True
+        if not self._retry:
+            self._retry = self.config.connect_retry
+        return self._begin("start")
+
+    def stop(self, notification: Notification | None = None, reason: str = "stop") -> list[Action]:
+        """ManualStop: Cease (default Administrative Shutdown) when connected, then Idle."""
+        self._enabled = False
+        if self.state in (State.OPEN_SENT, State.OPEN_CONFIRM, State.ESTABLISHED):
+            note = notification or Notification.cease(CeaseSubcode.ADMINISTRATIVE_SHUTDOWN)
+            return self._fail(note, reason, restart=False)
+        actions: list[Action] = [CancelTimer(Timer.CONNECT_RETRY)]
+        if self.state in (State.CONNECT, State.ACTIVE):
+            actions.append(CloseConnection(reason))
+        return actions + self._goto(State.IDLE, reason)
+
+    def connection_made(self) -> list[Action]:
+        """TCP connection up (ours confirmed or the peer's accepted)."""
+        if self.state not in (State.CONNECT, State.ACTIVE):
+            return [CloseConnection(f"connection not wanted in state {self.state.value}")]
+        self._reader = MessageReader()
+        self._ctx = Context()
+        self.negotiated = None
+        self.sent["open"] += 1
+        return [
+            CancelTimer(Timer.CONNECT_RETRY),
+            Send(self.config.open_message().pack()),
+            ArmTimer(Timer.HOLD, OPEN_HOLD_TIME),
+            *self._goto(State.OPEN_SENT, "connection established"),
+        ]
+
+    def connection_failed(self, reason: str = "connection failed") -> list[Action]:
+        """TcpConnectionFails before the connection was up."""
+        if self.state not in (State.CONNECT, State.ACTIVE):
+            return []
+        self.last_error = reason
+        actions: list[Action] = [ArmTimer(Timer.CONNECT_RETRY, self._next_retry())]
+        return actions + self._goto(State.ACTIVE, reason)
+
+    def connection_lost(self, reason: str = "connection closed by peer") -> list[Action]:
+        if self.state in (State.IDLE, State.CONNECT, State.ACTIVE):
+            return self.connection_failed(reason)
+        self.last_error = reason
+        return self._down(reason, graceful=True)
+
+    def timer_expired(self, timer: Timer) -> list[Action]:
+        st = self.state
+        if timer == Timer.CONNECT_RETRY:
+            if st == State.IDLE and self._enabled:
+                return self._begin("connect retry timer expired")
+            if st == State.CONNECT:
+                return [
+                    CloseConnection("connect attempt timed out"),
+                    ArmTimer(Timer.CONNECT_RETRY, self._next_retry()),
+                    Connect(),
+                ]
+            if st == State.ACTIVE and not self.config.passive:
+                return [
+                    ArmTimer(Timer.CONNECT_RETRY, self._next_retry()),
+                    Connect(),
+                    *self._goto(State.CONNECT, "connect retry timer expired"),
+                ]
+            return []
+        if timer == Timer.HOLD and st in (State.OPEN_SENT, State.OPEN_CONFIRM, State.ESTABLISHED):
+            return self._fail(
+                Notification(ErrorCode.HOLD_TIMER_EXPIRED), "hold timer expired", graceful=True
+            )
+        if timer == Timer.KEEPALIVE and st in (State.OPEN_CONFIRM, State.ESTABLISHED):
+            neg = self.negotiated
+            if neg is None or not neg.hold_time:
+                return []
+            self.sent["keepalive"] += 1
+            return [Send(KEEPALIVE_BYTES), ArmTimer(Timer.KEEPALIVE, neg.keepalive_time)]
+        return []
+
+    def data_received(self, data: bytes) -> list[Action]:
+        if self.state not in (State.OPEN_SENT, State.OPEN_CONFIRM, State.ESTABLISHED):
+            return []
+        actions: list[Action] = []
+        traffic = False
+        self._reader.feed(data)
+        try:
+            for mtype, body in self._reader.frames():
+                msg = decode_message(mtype, body, self._ctx)
+                traffic = True
+                actions.extend(self._on_message(msg))
+                if self._idle():
+                    return actions
+        except CodecError as err:
+            self.received["malformed"] += 1
+            return actions + self._fail(Notification.from_error(err), f"received {err}")
+        neg = self.negotiated
+        if traffic and self.state == State.ESTABLISHED and neg is not None and neg.hold_time:
+            actions.append(ArmTimer(Timer.HOLD, neg.hold_time))
+        return actions
+
+    def collision_lost(self) -> list[Action]:
+        """§6.8: this connection loses the collision; close it with a Cease."""
+        self._enabled = False
+        note = Notification.cease(CeaseSubcode.CONNECTION_COLLISION_RESOLUTION)
+        return self._fail(note, "connection collision resolution", restart=False)
+
+    def notify(self, notification: Notification, reason: str) -> list[Action]:
+        """Close the session with ``notification`` (e.g. Cease/max prefixes from a policy)."""
+        return self._fail(notification, reason)
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def _on_message(self, msg: object) -> list[Action]:
+        st = self.state
+        if isinstance(msg, Notification):
+            self.received["notification"] += 1
+            self.last_error = f"peer sent NOTIFICATION {msg.describe()}"
+            return [NotificationReceived(msg), *self._down(self.last_error, graceful=False)]
+        if isinstance(msg, Keepalive):
+            self.received["keepalive"] += 1
+            if st == State.OPEN_CONFIRM:
+                self._retry = self.config.connect_retry
+                return self._goto(State.ESTABLISHED, "KEEPALIVE received")
+            if st == State.ESTABLISHED:
+                return []
+        elif isinstance(msg, Open):
+            self.received["open"] += 1
+            if st == State.OPEN_SENT:
+                return self._on_open(msg)
+        elif isinstance(msg, Update):
+            self.received["update"] += 1
+            if st == State.ESTABLISHED:
+                return self._on_update(msg)
+        elif isinstance(msg, RouteRefreshMessage):
+            self.received["route-refresh"] += 1
+            if st == State.ESTABLISHED:
+                neg = self.negotiated
+                if neg is not None and msg.family in neg.families and msg.subtype == 0:
+                    return [RouteRefreshRequested(msg.family)]
+                return []
+        subcode = {
+            State.OPEN_SENT: FsmSubcode.UNEXPECTED_MESSAGE_IN_OPENSENT,
+            State.OPEN_CONFIRM: FsmSubcode.UNEXPECTED_MESSAGE_IN_OPENCONFIRM,
+            State.ESTABLISHED: FsmSubcode.UNEXPECTED_MESSAGE_IN_ESTABLISHED,
+        }.get(st, FsmSubcode.UNSPECIFIED)
+        name = type(msg).__name__.upper()
+        return self._fail(
+            Notification(ErrorCode.FSM, subcode), f"unexpected {name} in state {st.value}"
+        )
+
+    def _on_open(self, msg: Open) -> list[Action]:
+        cfg = self.config
+        if cfg.peer_as is not None and msg.asn != cfg.peer_as:
+            return self._fail(
+                Notification(ErrorCode.OPEN_MESSAGE, OpenSubcode.BAD_PEER_AS),
+                f"AS mismatch: expected {cfg.peer_as}, got {msg.asn}",
+            )
+        if msg.hold_time in (1, 2):
+            return self._fail(
+                Notification(ErrorCode.OPEN_MESSAGE, OpenSubcode.UNACCEPTABLE_HOLD_TIME),
+                f"hold time {msg.hold_time} is not acceptable (0 or at least 3)",
+            )
+        ibgp = msg.asn == cfg.local_as
+        if int(msg.bgp_id) == 0 or (ibgp and msg.bgp_id == cfg.router_id):
+            return self._fail(
+                Notification(ErrorCode.OPEN_MESSAGE, OpenSubcode.BAD_BGP_IDENTIFIER),
+                f"bad BGP identifier {msg.bgp_id}",
+            )
+        hold = min(cfg.hold_time, msg.hold_time)
+        four = msg.four_octet_as
+        self.negotiated = Negotiated(
+            peer_open=msg,
+            peer_as=msg.asn,
+            hold_time=hold,
+            keepalive_time=hold / 3,
+            four_octet_as=four,
+            families=cfg.families & msg.families,
+            route_refresh=msg.route_refresh,
+            ibgp=ibgp,
+            peer_graceful_restart=msg.graceful_restart,
+        )
+        self._ctx = Context(four_octet_as=four)
+        self.sent["keepalive"] += 1
+        actions: list[Action] = [OpenReceived(msg), Send(KEEPALIVE_BYTES)]
+        if hold:
+            actions += [ArmTimer(Timer.HOLD, hold), ArmTimer(Timer.KEEPALIVE, hold / 3)]
+        else:
+            actions += [CancelTimer(Timer.HOLD), CancelTimer(Timer.KEEPALIVE)]
+        return actions + self._goto(State.OPEN_CONFIRM, "OPEN received")
+
+    def _on_update(self, msg: Update) -> list[Action]:
+        neg = self.negotiated
+        assert neg is not None
+        eor = msg.end_of_rib()
+        if eor is not None:
+            return [EndOfRib(eor)]
+        actions: list[Action] = []
+        problems = list(msg.problems)
+        taw = msg.treat_as_withdraw
+        as_path = msg.get(AsPath)
+        if not taw and not neg.ibgp and as_path is not None and msg.reachable():
+            first = as_path.segments[0].asns[0] if as_path.segments else None
+            if first != neg.peer_as and not (first == 23456 and not neg.four_octet_as):
+                # RFC 4271 §6.3 check, handled as treat-as-withdraw (RFC 7606 §7.2).
+                problems.append(f"AS_PATH starts with {first}, not the peer's AS {neg.peer_as}")
+                taw = True
+        if problems:
+            actions.append(UpdateProblems(tuple(problems), taw))
+        if taw:
+            gone = (*msg.unreachable(), *msg.reachable())
+            return [*actions, RoutesWithdrawn(gone, "treat-as-withdraw")] if gone else actions
+        withdrawn = [p for p in msg.unreachable() if _family(p) in neg.families]
+        if withdrawn:
+            actions.append(RoutesWithdrawn(tuple(withdrawn)))
+        if not msg.reachable():
+            return actions
+        if not neg.four_octet_as and as_path is not None:
+            as_path = merge_as4_path(as_path, msg.get(As4Path))
+        kept = []
+        for a in msg.attributes:
+            t = type(a)
+            if t in (MpReachNlri, MpUnreachNlri, As4Path, As4Aggregator, NextHop):
+                continue
+            if t is AsPath and as_path is not None:
+                a = as_path
+            elif t is LocalPref and not neg.ibgp:
+                continue  # RFC 7606 §7.5: LOCAL_PREF from an external peer is discarded
+            kept.append(a)
+        attrs = tuple(kept)
+        routes: list[tuple[Prefix, ReceivedPath]] = []
+        if msg.nlri and IPV4_UNICAST in neg.families:
+            nh = msg.get(NextHop)
+            path = ReceivedPath(nh.address if nh else None, attrs)
+            routes.extend((p, path) for p in msg.nlri)
+        mp = msg.get(MpReachNlri)
+        if mp is not None and mp.nlri and mp.family in neg.families:
+            path = ReceivedPath(mp.next_hops[0], attrs)
+            routes.extend((p, path) for p in mp.nlri)
+        if routes:
+            actions.append(RoutesLearned(tuple(routes)))
+        return actions
+
+    # -- transitions -------------------------------------------------------------------------
+
+    def _begin(self, reason: str) -> list[Action]:
+        if self.config.passive:
+            return self._goto(State.ACTIVE, reason)
+        # The connect retry timer doubles as the connect timeout; backoff grows on failures.
+        return [
+            ArmTimer(Timer.CONNECT_RETRY, self._retry or self.config.connect_retry),
+            Connect(),
+            *self._goto(State.CONNECT, reason),
+        ]
+
+    def _next_retry(self) -> float:
+        current = self._retry or self.config.connect_retry
+        self._retry = min(current * 2, self.config.connect_retry_max)
+        return current
+
+    def _fail(
+        self,
+        notification: Notification,
+        reason: str,
+        *,
+        restart: bool = True,
+        graceful: bool = False,
+    ) -> list[Action]:
+        """Send a NOTIFICATION, close, go Idle (§6: every error ends the session)."""
+        self.last_error = reason
+        self.sent["notification"] += 1
+        actions: list[Action] = [
+            Send(notification.pack()),
+            NotificationSent(notification, reason),
+        ]
+        # RFC 4724 §4: a hold timer expiry does not stop the peer's graceful restart.
+        return actions + self._down(reason, graceful=graceful, restart=restart)
+
+    def _down(self, reason: str, *, graceful: bool, restart: bool = True) -> list[Action]:
+        was = self.state
+        neg = self.negotiated
+        actions: list[Action] = [
+            CloseConnection(reason),
+            CancelTimer(Timer.HOLD),
+            CancelTimer(Timer.KEEPALIVE),
+        ]
+        if was == State.ESTABLISHED:
+            gr = neg.peer_graceful_restart if neg else None
+            keep = gr.restart_time if (gr is not None and graceful) else None
+            actions.append(SessionDown(reason, keep))
+        actions += self._goto(State.IDLE, reason)
+        if restart and self.auto_restart and self._enabled:
+            if self.config.passive:
+                actions += self._goto(State.ACTIVE, "waiting for the peer to connect")
+            else:
+                actions.append(ArmTimer(Timer.CONNECT_RETRY, self._next_retry()))
+        else:
+            actions.append(CancelTimer(Timer.CONNECT_RETRY))
+        return actions
+
+    def _idle(self) -> bool:
+        return self.state == State.IDLE
+
+    def _goto(self, new: State, reason: str) -> list[Action]:
+        old = self.state
+        if old == new:
+            return []
+        self.state = new
+        return [StateChanged(old, new, reason)]
+
+
+def _family(prefix: Prefix) -> Family:
+    return IPV4_UNICAST if prefix.version == 4 else IPV6_UNICAST
