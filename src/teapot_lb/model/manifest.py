@@ -8,6 +8,7 @@ and standalone mode. Problems carry the file and document number they come from.
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -130,6 +131,9 @@ def _at(ref: ObjectRef, field_path: str, message: str) -> Problem:
     return Problem(ref.kind, ref.name, ref.namespace, field_path, message)
 
 
+_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def _field_path(loc: Sequence[int | str]) -> str:
     path = ""
     for part in loc:
@@ -137,7 +141,7 @@ def _field_path(loc: Sequence[int | str]) -> str:
             path += f"[{part}]"
         elif part == "[key]":
             continue
-        elif "." in part or "/" in part or not part:
+        elif not _IDENTIFIER_RE.match(part):  # a map key such as an annotation name
             path += f"[{part}]"
         else:
             path += f".{part}" if path else part
