@@ -65,11 +65,12 @@ class Agent:
         self.placement: dict[IPAddress, list[str]] = {}
         for ip in config.ips:
             names = list(config.ifaces) or default_interfaces(ip, infos)
-            if not names:
-                raise click.UsageError(f"no interface has a subnet containing {ip}; use --iface")
             missing = [n for n in names if n not in infos]
             if missing:
                 raise click.UsageError(f"unknown interface(s) {', '.join(missing)}")
+            if not names:
+                # Not fatal: the other IPs still work. Placement is read once at start.
+                self._log.warning("unplaced", ip=str(ip), reason="no interface subnet contains it")
             self.placement[ip] = names
         used = sorted({n for names in self.placement.values() for n in names})
         self.responders = {

@@ -69,6 +69,7 @@ class L2Lab:
     client: Host
     nodes: dict[str, Host]
     v4: dict[str, str]  # node -> its eth0 IPv4 address
+    heartbeat: dict[str, str]  # node -> the address its peers send heartbeats to
     ports: dict[str, str]  # host -> its port on the bridge
     ips: tuple[str, ...]
     agents: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -78,7 +79,7 @@ class L2Lab:
         return self.nodes[node].mac("eth0")
 
     def peers_of(self, node: str) -> list[str]:
-        return [a for n, a in self.v4.items() if n != node]
+        return [a for n, a in self.heartbeat.items() if n != node]
 
     def start_agent(self, node: str, log_dir: Path, *extra: str) -> subprocess.Popen[bytes]:
         """Start ``python -m teapot_lb.l2.agent`` in the node's namespace, logging to a file."""
@@ -101,8 +102,8 @@ class L2Lab:
             os.killpg(proc.pid, 9)
         proc.wait(timeout=10)
 
-    def link(self, node: str, up: bool) -> None:
-        self.nodes[node].ip("link", "set", "eth0", "up" if up else "down")
+    def link(self, node: str, up: bool, ifname: str = "eth0") -> None:
+        self.nodes[node].ip("link", "set", ifname, "up" if up else "down")
 
     def connect(self, ip: str, timeout: float = 0.5) -> str | None:
         """One TCP connection from the client; the answering node's name, or None."""
@@ -124,18 +125,29 @@ class L2Lab:
 
 
 def build(
-    topology: Topology, *, n_nodes: int = 3, ips: Sequence[str] = (V4, V6), serve: bool = True
+    topology: Topology,
+    *,
+    n_nodes: int = 3,
+    ips: Sequence[str] = (V4, V6),
+    serve: bool = True,
+    heartbeat_network: bool = False,
 ) -> L2Lab:
+    """The lab; with ``heartbeat_network`` the heartbeats use a second switch (``eth1``,
+    198.51.100.0/24), so a test can cut the heartbeat path and keep the data path."""
     switch = topology.add_switch("sw")
+    hb_switch = topology.add_switch("hb") if heartbeat_network else None
     client = topology.add_host("client")
     ports = {"client": topology.connect(client, switch, addrs=["192.0.2.10/24", "2001:db8::10/64"])}
     nodes: dict[str, Host] = {}
     v4: dict[str, str] = {}
+    heartbeat: dict[str, str] = {}
     for i, name in enumerate(node_names(n_nodes), start=1):
         host = topology.add_host(name)
         for conf in ("all", "default"):
             host.sysctl(f"net.ipv4.conf.{conf}.arp_ignore", "1")
             host.sysctl(f"net.ipv4.conf.{conf}.arp_announce", "2")
+            # Keep IPv6 addresses across link down/up, as for IPv4 (the tests flap links).
+            host.sysctl(f"net.ipv6.conf.{conf}.keep_addr_on_down", "1")
         ports[name] = topology.connect(host, switch, addrs=[f"192.0.2.{i}/24", f"2001:db8::{i}/64"])
         for ip in ips:
             host.add_address("lo", f"{ip}/{128 if ':' in ip else 32}")
@@ -147,7 +159,12 @@ def build(
             )
         nodes[name] = host
         v4[name] = f"192.0.2.{i}"
-    lab = L2Lab(topology, switch, client, nodes, v4, ports, tuple(ips))
+        if hb_switch is not None:
+            topology.connect(host, hb_switch, ifname="eth1", addrs=[f"198.51.100.{i}/24"])
+            heartbeat[name] = f"198.51.100.{i}"
+        else:
+            heartbeat[name] = v4[name]
+    lab = L2Lab(topology, switch, client, nodes, v4, heartbeat, ports, tuple(ips))
     if serve:
         wait_for(lambda: all(_serving(h) for h in nodes.values()), 10, "TCP servers listening")
     return lab
