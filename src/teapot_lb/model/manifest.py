@@ -24,7 +24,7 @@ from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.pool import AddressPool
-from teapot_lb.model.problem import Problem
+from teapot_lb.model.problem import FILE, Problem
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
 from teapot_lb.model.vip import VIPAdvertisement
 
@@ -228,7 +228,7 @@ def manifest_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Proble
 
 
 def _file_problem(path: Path, message: str) -> Problem:
-    return Problem("File", str(path), None, "", message, source=str(path))
+    return Problem(FILE, str(path), None, "", message, source=str(path))
 
 
 def decode_documents(text: str, source: str) -> tuple[list[Document], list[Problem]]:
@@ -246,8 +246,17 @@ def decode_documents(text: str, source: str) -> tuple[list[Document], list[Probl
             else:
                 documents.append(Document(where, body))
     except yaml.YAMLError as err:
-        return documents, [_file_problem(Path(source), f"not valid YAML: {err}")]
+        return documents, [_file_problem(Path(source), _yaml_error(err))]
     return documents, []
+
+
+def _yaml_error(err: yaml.YAMLError) -> str:
+    """A one-line account of a YAML syntax error, with its position."""
+    mark = getattr(err, "problem_mark", None)
+    what = getattr(err, "problem", None) or str(err).splitlines()[0]
+    context = getattr(err, "context", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"not valid YAML{where}: {what}" + (f" ({context})" if context else "")
 
 
 def read_documents(

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from teapot_lb.model.common import ObjectRef
 
 
+FILE = "File"  # the kind of problems with a whole file (unreadable, not YAML)
+
+
 @dataclass(frozen=True)
 class Problem:
     """Which object, which field (dotted camelCase path, '' for the whole object), and why.
@@ -31,6 +34,8 @@ class Problem:
         return self.ref == ref or ref in self.related
 
     def __str__(self) -> str:
+        if self.kind == FILE:
+            return f"{self.name}: {self.message}"
         where = f"{self.ref}: {self.field}: " if self.field else f"{self.ref}: "
         return where + self.message + (f"  [{self.source}]" if self.source else "")
 

@@ -1,0 +1,58 @@
+"""`teapot-lb validate PATH...`: accepts the shipped examples, rejects broken manifests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from teapot_lb.cli.validate import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+INVALID = Path(__file__).parent / "invalid"
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(validate, list(args))
+    return result.exit_code, result.output
+
+
+def test_the_shipped_examples_are_valid_and_summarised() -> None:
+    code, output = run(str(ROOT / "examples"))
+    assert code == 0, output
+    assert output.startswith("OK: ")
+    assert "AddressPool" in output and "BGPPeer" in output and "Service" in output
+
+
+def test_each_broken_fixture_is_rejected_with_kind_name_field_and_file() -> None:
+    fixtures = sorted(INVALID.glob("*.yaml"))
+    assert fixtures
+    for fixture in fixtures:
+        code, output = run(str(fixture))
+        assert code == 1, f"{fixture.name} was accepted"
+        expected = fixture.read_text().splitlines()[0].removeprefix("# expect: ")
+        assert expected in output, f"{fixture.name}: {expected!r} not in:\n{output}"
+        assert str(fixture) in output
+
+
+def test_problems_are_listed_one_per_line_with_a_count() -> None:
+    code, output = run(str(INVALID))
+    assert code == 1
+    lines = output.strip().splitlines()
+    assert lines[-1].endswith(f"of {len(list(INVALID.glob('*.yaml')))} file(s)")
+    assert all(": " in line for line in lines[:-1])
+
+
+def test_a_missing_path_is_a_problem_not_a_traceback() -> None:
+    code, output = run("/nonexistent/manifests")
+    assert code == 1
+    assert "no such file or directory" in output
+
+
+def test_unknown_kinds_can_be_skipped(tmp_path: Path) -> None:
+    (tmp_path / "deploy.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
+    )
+    assert run(str(tmp_path))[0] == 1
+    code, output = run("--ignore-unknown-kinds", str(tmp_path))
+    assert code == 0, output
