@@ -111,6 +111,7 @@ class Agent:
         self.rendered: Rendered | None = None
         self.errors: list[str] = []
         self.generation = 0
+        self.input_revision: object = None
         self._wake = asyncio.Event()
         self._done = asyncio.Event()
 
@@ -123,6 +124,7 @@ class Agent:
             "node": self.node,
             "time": time.time(),
             "generation": self.generation,
+            "input_revision": self.input_revision,
             "keepalived_pid": self.supervisor.pid,
             "instances": {
                 plan.name: {
@@ -181,6 +183,7 @@ class Agent:
         self.rendered = rendered
         self.errors = [str(e) for e in rendered.errors]
         self.generation += 1
+        self.input_revision = doc.get("revision")
         self.write_status()
 
     async def run(self, poll_s: float = 0.1) -> None:
