@@ -1,0 +1,91 @@
+"""Two of our own speakers peering over loopback (no root needed)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from ipaddress import IPv4Network, IPv6Address, IPv6Network
+
+import pytest
+
+from teapot_lb.bgp.fsm import State
+from teapot_lb.bgp.rib import RouteAttributes
+from teapot_lb.bgp.speaker import PeerConfig, Speaker
+from teapot_lb.bgp.wire import LargeCommunity, community
+
+V4 = IPv4Network("198.51.100.7/32")
+V6 = IPv6Network("2001:db8:7::1/128")
+
+
+async def until(cond: Callable[[], bool], what: str, within: float = 15.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[tuple[Speaker, Speaker]]:
+    """Speaker a (AS 65001, active) and b (AS 65002, passive), eBGP over 127.0.0.1."""
+    b = Speaker(local_as=65002, router_id="192.0.2.2", listen_address="127.0.0.1", listen_port=0)
+    await b.start()
+    a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
+    await a.start()
+    b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, hold_time=9))
+    a.add_peer(
+        PeerConfig(
+            "127.0.0.1",
+            65002,
+            port=b.listen_port or 0,
+            hold_time=30,
+            next_hop_v6=IPv6Address("2001:db8::1"),
+            connect_retry=0.2,
+        )
+    )
+    try:
+        yield a, b
+    finally:
+        await a.shutdown()
+        await b.shutdown()
+
+
+async def test_speakers_establish_and_exchange_v4_and_v6_routes(
+    pair: tuple[Speaker, Speaker],
+) -> None:
+    a, b = pair
+    attrs = RouteAttributes(
+        communities=(community(65001, 7),), large_communities=(LargeCommunity(65001, 1, 2),)
+    )
+    a.set_routes({V4: attrs, V6: attrs})
+    await a.peer("127.0.0.1").wait_established(15)
+    await until(lambda: len(b.routes_in("127.0.0.1")) == 2, "both routes at b")
+    routes = b.routes_in("127.0.0.1")
+    assert routes[V4].as_path == (65001,)
+    assert str(routes[V4].next_hop) == "127.0.0.1"
+    assert routes[V6].next_hop == IPv6Address("2001:db8::1")
+    assert routes[V4].communities == (community(65001, 7),)
+    assert routes[V6].large_communities == (LargeCommunity(65001, 1, 2),)
+    negotiated = a.peer("127.0.0.1").negotiated
+    assert negotiated is not None and negotiated.hold_time == 9
+
+
+async def test_withdrawn_route_disappears_at_the_peer(pair: tuple[Speaker, Speaker]) -> None:
+    a, b = pair
+    a.set_routes({V4: None, V6: None})
+    await until(lambda: len(b.routes_in("127.0.0.1")) == 2, "both routes at b")
+    a.set_routes({V6: None})
+    await until(lambda: set(b.routes_in("127.0.0.1")) == {V6}, "v4 route withdrawn at b")
+
+
+async def test_shutdown_sends_cease_with_the_communication(pair: tuple[Speaker, Speaker]) -> None:
+    a, b = pair
+    await a.peer("127.0.0.1").wait_established(15)
+    await until(lambda: b.peer("127.0.0.1").state == State.ESTABLISHED, "b established")
+    await a.shutdown("maintenance window")
+    peer_at_b = b.peer("127.0.0.1")
+    await until(lambda: peer_at_b.state != State.ESTABLISHED, "b notices the shutdown")
+    assert peer_at_b.last_error == (
+        'peer sent NOTIFICATION Cease/Administrative Shutdown "maintenance window"'
+    )
