@@ -25,13 +25,46 @@ Layers (only ``speaker`` does I/O):
       speaker.set_routes({ip_network("198.51.100.7/32"): RouteAttributes(
           communities=(community(65000, 1),), local_pref=200)})   # all peers (or peer=...)
       await peer.wait_established(timeout=10)
-      peer.state; peer.counters; speaker.routes_in("192.0.2.1")
+      peer.state; peer.negotiated; peer.counters; peer.last_error
+      speaker.routes_in("192.0.2.1")             # {prefix: ReceivedPath}
       await speaker.shutdown(communication="maintenance")   # Cease/Admin Shutdown
+      # or shutdown(withdraw=True) / shutdown(graceful_restart=True) (no NOTIFICATION)
+
+  ``Speaker(local_as, router_id, listen_address=None, listen_port=179, restarting=False,
+  on_event=None)``: ``listen_port=0`` binds an ephemeral port (``speaker.listen_port``);
+  ``restarting=True`` sets the graceful-restart R bit after our own restart;
+  ``on_event(peer, action)`` receives the fsm actions above (state changes, routes
+  learned/withdrawn, NOTIFICATIONs) for relays and metrics.
 
   ``PeerConfig`` fields: ``address``, ``peer_as``, ``port`` (179), ``local_address``,
   ``local_as`` (speaker's), ``passive``, ``hold_time`` (90), ``password`` (TCP MD5),
   ``ebgp_multihop`` (TTL; eBGP single hop sends TTL 1), ``families``,
   ``graceful_restart`` / ``restart_time``, ``next_hop_v4`` / ``next_hop_v6`` (default:
   the session's local address, i.e. next-hop self), ``connect_retry`` /
-  ``connect_retry_max`` (reconnect backoff).
+  ``connect_retry_max`` (reconnect backoff), ``max_prefixes``.
 """
+
+from .fsm import Negotiated, Session, SessionConfig, State, Timer
+from .rib import AdjRibIn, AdjRibOut, ExportPolicy, ReceivedPath, RouteAttributes, compile_routes
+from .speaker import Peer, PeerConfig, PeerCounters, Speaker
+from .wire import LargeCommunity, community
+
+__all__ = [
+    "AdjRibIn",
+    "AdjRibOut",
+    "ExportPolicy",
+    "LargeCommunity",
+    "Negotiated",
+    "Peer",
+    "PeerConfig",
+    "PeerCounters",
+    "ReceivedPath",
+    "RouteAttributes",
+    "Session",
+    "SessionConfig",
+    "Speaker",
+    "State",
+    "Timer",
+    "community",
+    "compile_routes",
+]
