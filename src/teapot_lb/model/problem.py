@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from teapot_lb.model.common import ObjectRef
 
-
 FILE = "File"  # the kind of problems with a whole file (unreadable, not YAML)
 
 
