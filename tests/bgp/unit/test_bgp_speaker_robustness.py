@@ -1,0 +1,185 @@
+"""Speaker behaviour against misbehaving peers, collisions, MD5 and graceful restart.
+
+Everything runs over loopback in the test's own process (no root, no namespaces).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import Callable
+from ipaddress import IPv4Address, IPv4Network
+
+from teapot_lb.bgp.fsm import State
+from teapot_lb.bgp.speaker import PeerConfig, Speaker
+from teapot_lb.bgp.wire import (
+    ErrorCode,
+    Keepalive,
+    MessageReader,
+    Notification,
+    Open,
+    decode_message,
+)
+
+V4 = IPv4Network("198.51.100.7/32")
+
+
+async def until(cond: Callable[[], bool], what: str, within: float = 15.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def listening_speaker(asn: int = 65002, rid: str = "192.0.2.2") -> Speaker:
+    s = Speaker(local_as=asn, router_id=rid, listen_address="127.0.0.1", listen_port=0)
+    await s.start()
+    return s
+
+
+async def raw_peer(port: int, source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+
+
+async def read_notification(reader: asyncio.StreamReader) -> Notification:
+    frames = MessageReader()
+    while True:
+        data = await asyncio.wait_for(reader.read(4096), 15)
+        assert data, "connection closed without a NOTIFICATION"
+        frames.feed(data)
+        for t, body in frames.frames():
+            msg = decode_message(t, body)
+            if isinstance(msg, Notification):
+                return msg
+
+
+async def test_garbage_from_one_peer_leaves_the_other_session_alone() -> None:
+    b = await listening_speaker()
+    a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
+    try:
+        b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True))
+        bad = b.add_peer(PeerConfig("127.0.0.2", 65003, passive=True))
+        a.add_peer(PeerConfig("127.0.0.1", 65002, port=b.listen_port or 0))
+        await a.start()
+        good = b.peer("127.0.0.1")
+        await until(lambda: good.state == State.ESTABLISHED, "good session up")
+        reader, writer = await raw_peer(b.listen_port or 0, "127.0.0.2")
+        writer.write(b"GET / HTTP/1.0\r\n\r\n" + b"\x00" * 64)
+        note = await read_notification(reader)
+        assert (note.code, note.subcode) == (ErrorCode.MESSAGE_HEADER, 1)
+        writer.close()
+        # A second one resets mid-message.
+        reader, writer = await raw_peer(b.listen_port or 0, "127.0.0.2")
+        partial = Open.build(65003, 90, IPv4Address("192.0.2.3")).pack()[:25]
+        writer.write(partial)
+        await writer.drain()
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+        await until(lambda: bad.counters.bytes_received >= 25 + 82, "bad peer's bytes seen")
+        assert good.state == State.ESTABLISHED and good.counters.established == 1
+    finally:
+        await a.shutdown()
+        await b.shutdown()
+
+
+async def test_silent_peer_gets_hold_timer_expired() -> None:
+    b = await listening_speaker()
+    try:
+        b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, hold_time=3))
+        reader, writer = await raw_peer(b.listen_port or 0, "127.0.0.1")
+        writer.write(Open.build(65001, 3, IPv4Address("192.0.2.1")).pack() + Keepalive().pack())
+        # Now say nothing: b must give up after 3 s with Hold Timer Expired.
+        note = await read_notification(reader)
+        assert note.code == ErrorCode.HOLD_TIMER_EXPIRED
+        writer.close()
+        assert b.peer("127.0.0.1").last_error == "hold timer expired"
+    finally:
+        await b.shutdown()
+
+
+async def test_wrong_peer_as_is_refused_with_bad_peer_as() -> None:
+    b = await listening_speaker()
+    try:
+        b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True))
+        reader, writer = await raw_peer(b.listen_port or 0, "127.0.0.1")
+        writer.write(Open.build(65099, 90, IPv4Address("192.0.2.1")).pack())
+        note = await read_notification(reader)
+        assert (note.code, note.subcode) == (2, 2)
+        writer.close()
+        assert b.peer("127.0.0.1").last_error == "AS mismatch: expected 65001, got 65099"
+    finally:
+        await b.shutdown()
+
+
+async def test_simultaneous_connects_collapse_to_one_session() -> None:
+    a = await listening_speaker(65001, "192.0.2.1")
+    b = await listening_speaker(65002, "192.0.2.2")
+    try:
+        pa = a.add_peer(PeerConfig("127.0.0.1", 65002, port=b.listen_port or 0, connect_retry=0.3))
+        pb = b.add_peer(PeerConfig("127.0.0.1", 65001, port=a.listen_port or 0, connect_retry=0.3))
+        a.set_routes({V4: None})
+        await until(lambda: V4 in b.routes_in("127.0.0.1"), "route across the surviving session")
+        assert pa.state == State.ESTABLISHED and pb.state == State.ESTABLISHED
+        assert pa.counters.established == 1 and pb.counters.established == 1
+    finally:
+        await a.shutdown()
+        await b.shutdown()
+
+
+async def test_md5_matching_keys_establish_and_mismatched_keys_do_not() -> None:
+    b = await listening_speaker()
+    a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
+    c = Speaker(local_as=65003, router_id="192.0.2.3", listen_port=None)
+    try:
+        b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, password="s3cret"))
+        b.add_peer(PeerConfig("127.0.0.3", 65003, passive=True, password="s3cret"))
+        a.add_peer(PeerConfig("127.0.0.1", 65002, port=b.listen_port or 0, password="s3cret"))
+        wrong = c.add_peer(
+            PeerConfig(
+                "127.0.0.1",
+                65002,
+                port=b.listen_port or 0,
+                local_address="127.0.0.3",
+                password="wrong",
+                connect_retry=0.2,
+                connect_retry_max=0.2,
+            )
+        )
+        await a.start()
+        await c.start()
+        await a.peer("127.0.0.1").wait_established(15)
+        # The kernel drops the mismatched SYNs: c keeps timing out, b never sees it.
+        await until(lambda: wrong.counters.connect_attempts >= 4, "c retrying")
+        assert wrong.state != State.ESTABLISHED
+        assert b.peer("127.0.0.3").counters.bytes_received == 0
+    finally:
+        await a.shutdown()
+        await c.shutdown()
+        await b.shutdown()
+
+
+async def test_graceful_restart_keeps_routes_at_the_helper_until_end_of_rib() -> None:
+    b = await listening_speaker()
+    helper = b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True))
+    a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
+    a2 = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None, restarting=True)
+    try:
+        a.add_peer(PeerConfig("127.0.0.1", 65002, port=b.listen_port or 0))
+        a.set_routes({V4: None})
+        await a.start()
+        await until(lambda: V4 in helper.rib_in.routes, "route at the helper")
+        await a.shutdown(graceful_restart=True)  # no NOTIFICATION: we are "restarting"
+        await until(lambda: helper.state != State.ESTABLISHED, "helper notices")
+        assert V4 in helper.rib_in.routes and V4 in helper.rib_in.stale
+        a2.add_peer(PeerConfig("127.0.0.1", 65002, port=b.listen_port or 0))
+        a2.set_routes({V4: None})
+        await a2.start()
+        await until(lambda: not helper.rib_in.stale, "stale mark cleared after End-of-RIB")
+        assert V4 in helper.rib_in.routes
+    finally:
+        await a2.shutdown()
+        await b.shutdown()
