@@ -1,0 +1,99 @@
+"""An immutable snapshot of the objects the core reads, with the lookups it needs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from teapot_lb.model import (
+    AddressPool,
+    BGPAdvertisement,
+    BGPPeer,
+    EndpointSlice,
+    IPAddress,
+    L2Advertisement,
+    Namespace,
+    Node,
+    Service,
+    VIPAdvertisement,
+)
+
+
+class Kind(StrEnum):
+    """The kinds a view holds; the value is the Kubernetes kind name."""
+
+    SERVICE = "Service"
+    ENDPOINT_SLICE = "EndpointSlice"
+    NODE = "Node"
+    NAMESPACE = "Namespace"
+    ADDRESS_POOL = "AddressPool"
+    BGP_PEER = "BGPPeer"
+    BGP_ADVERTISEMENT = "BGPAdvertisement"
+    L2_ADVERTISEMENT = "L2Advertisement"
+    VIP_ADVERTISEMENT = "VIPAdvertisement"
+    SECRET = "Secret"
+
+
+def object_key(namespace: str | None, name: str) -> str:
+    """The cache key of an object: `namespace/name`, or `name` for cluster-scoped kinds."""
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _empty() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """Objects by cache key (see :func:`object_key`), per kind.
+
+    Secrets are kept as their decoded `data` (`{key: bytes}`), the only part the
+    core reads (BGP passwords).
+    """
+
+    services: Mapping[str, Service] = field(default_factory=_empty)
+    endpoint_slices: Mapping[str, EndpointSlice] = field(default_factory=_empty)
+    nodes: Mapping[str, Node] = field(default_factory=_empty)
+    namespaces: Mapping[str, Namespace] = field(default_factory=_empty)
+    pools: Mapping[str, AddressPool] = field(default_factory=_empty)
+    bgp_peers: Mapping[str, BGPPeer] = field(default_factory=_empty)
+    bgp_advertisements: Mapping[str, BGPAdvertisement] = field(default_factory=_empty)
+    l2_advertisements: Mapping[str, L2Advertisement] = field(default_factory=_empty)
+    vip_advertisements: Mapping[str, VIPAdvertisement] = field(default_factory=_empty)
+    secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=_empty)
+    _slices_by_service: dict[str, list[EndpointSlice]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        for eps in self.endpoint_slices.values():
+            svc = eps.service_name
+            if svc:
+                key = object_key(eps.metadata.namespace, svc)
+                self._slices_by_service.setdefault(key, []).append(eps)
+
+    def slices_of(self, service_key: str) -> list[EndpointSlice]:
+        """The EndpointSlices labelled with the Service's name, in its namespace."""
+        return self._slices_by_service.get(service_key, [])
+
+    def ready_endpoint_nodes(self, service_key: str) -> set[str]:
+        """Nodes with at least one ready endpoint of the Service."""
+        nodes: set[str] = set()
+        for eps in self.slices_of(service_key):
+            nodes |= eps.ready_nodes()
+        return nodes
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        """The namespace's labels, or None when the namespace is not known."""
+        ns = self.namespaces.get(namespace)
+        return ns.metadata.labels if ns is not None else None
+
+    def pool_of(self, ip: IPAddress) -> AddressPool | None:
+        """The pool whose addresses contain `ip` (pools do not overlap once validated)."""
+        for name in sorted(self.pools):
+            if self.pools[name].contains(ip):
+                return self.pools[name]
+        return None

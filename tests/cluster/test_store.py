@@ -1,0 +1,80 @@
+"""The object cache and its views."""
+
+from __future__ import annotations
+
+from teapot_lb.cluster import Kind, Store
+from teapot_lb.model import EndpointSlice, Service, parse_ip, parse_object
+
+
+def _service(ns: str, name: str) -> Service:
+    obj, _ = parse_object(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"namespace": ns, "name": name},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+        }
+    )
+    assert isinstance(obj, Service)
+    return obj
+
+
+def _slice(ns: str, service: str, ready: dict[str, bool]) -> EndpointSlice:
+    obj, _ = parse_object(
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "namespace": ns,
+                "name": f"{service}-abc",
+                "labels": {"kubernetes.io/service-name": service},
+            },
+            "endpoints": [
+                {"addresses": ["192.0.2.50"], "nodeName": n, "conditions": {"ready": r}}
+                for n, r in ready.items()
+            ],
+        }
+    )
+    assert isinstance(obj, EndpointSlice)
+    return obj
+
+
+def test_view_is_a_snapshot_that_later_changes_do_not_alter() -> None:
+    store = Store()
+    store.put_object(_service("web", "a"))
+    before = store.view()
+    store.put_object(_service("web", "b"))
+    assert sorted(before.services) == ["web/a"]
+    assert sorted(store.view().services) == ["web/a", "web/b"]
+
+
+def test_view_is_reused_until_something_changes() -> None:
+    store = Store()
+    store.put_object(_service("web", "a"))
+    assert store.view() is store.view()
+    store.delete(Kind.SERVICE, "web/a")
+    assert store.view().services == {}
+
+
+def test_ready_endpoint_nodes_come_from_the_services_slices_only() -> None:
+    store = Store()
+    store.put_object(_slice("web", "a", {"node-1": True, "node-2": False}))
+    store.put_object(_slice("other", "a", {"node-3": True}))
+    assert store.view().ready_endpoint_nodes("web/a") == {"node-1"}
+
+
+def test_pool_of_finds_the_pool_holding_an_address() -> None:
+    store = Store()
+    pool, _ = parse_object(
+        {
+            "apiVersion": "lb.teapot.io/v1alpha1",
+            "kind": "AddressPool",
+            "metadata": {"name": "public"},
+            "spec": {"addresses": ["192.0.2.0/28"]},
+        }
+    )
+    store.put_object(pool)
+    view = store.view()
+    found = view.pool_of(parse_ip("192.0.2.3"))
+    assert found is not None and found.name == "public"
+    assert view.pool_of(parse_ip("198.51.100.1")) is None
