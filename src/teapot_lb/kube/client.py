@@ -141,13 +141,13 @@ class KubeClient:
         namespace: str | None,
         *,
         name: str | None = None,
-        body: Any = None,
+        payload: Any = None,
         suffix: str = "",
         **kwargs: Any,
     ) -> Any:
         fn, args = self._positional(res, verb, namespace, name, suffix)
-        if body is not None:
-            args = (*args, body)
+        if payload is not None:
+            args = (*args, payload)
         kwargs["_preload_content"] = False
         kwargs.setdefault("_request_timeout", self.request_timeout_s)
         try:
@@ -235,7 +235,7 @@ class KubeClient:
     async def create(self, res: Resource, obj: KubeObject) -> KubeObject:
         namespace = obj.get("metadata", {}).get("namespace") if res.namespaced else None
         body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
-        resp = await self._call(res, "create", namespace, body=body)
+        resp = await self._call(res, "create", namespace, payload=body)
         return _with_kind(res, await self._json(resp, f"create {res}"))
 
     async def replace(self, res: Resource, obj: KubeObject, *, status: bool = False) -> KubeObject:
@@ -245,7 +245,7 @@ class KubeClient:
         namespace = meta.get("namespace") if res.namespaced else None
         body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
         resp = await self._call(
-            res, "replace", namespace, name=meta["name"], body=body, suffix=_status(status)
+            res, "replace", namespace, name=meta["name"], payload=body, suffix=_status(status)
         )
         return _with_kind(res, await self._json(resp, f"replace {res} {meta['name']}"))
 
@@ -265,7 +265,7 @@ class KubeClient:
             "patch",
             namespace,
             name=name,
-            body=patch,
+            payload=patch,
             suffix=_status(status),
             _content_type=content_type,
         )
