@@ -101,12 +101,25 @@ def local_interfaces() -> frozenset[str]:
 
 
 class Agent:
-    def __init__(self, node: str, state_dir: Path, config: Path, binary: str) -> None:
+    def __init__(
+        self,
+        node: str,
+        state_dir: Path,
+        config: Path,
+        binary: str,
+        *,
+        backoff_max_s: float = 10.0,
+        stable_after_s: float = 10.0,
+    ) -> None:
         self.node = node
         self.config = config
         self.status_path = state_dir / "status.json"
         self.supervisor = KeepalivedSupervisor(
-            state_dir, binary=binary, on_transition=self._on_transition
+            state_dir,
+            binary=binary,
+            on_transition=self._on_transition,
+            backoff_max_s=backoff_max_s,
+            stable_after_s=stable_after_s,
         )
         self.rendered: Rendered | None = None
         self.errors: list[str] = []
@@ -223,9 +236,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, type=Path)
     parser.add_argument("--keepalived", default="keepalived")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument(
+        "--restart-backoff-max", type=float, default=10.0, help="longest restart delay (s)"
+    )
+    parser.add_argument(
+        "--restart-stable-after",
+        type=float,
+        default=10.0,
+        help="a keepalived that ran this long (s) before dying is restarted without delay growth",
+    )
     args = parser.parse_args(argv)
     log.configure(args.log_level, json=True, component="vrrp-agent")
-    agent = Agent(args.node, args.state_dir, args.config, args.keepalived)
+    agent = Agent(
+        args.node,
+        args.state_dir,
+        args.config,
+        args.keepalived,
+        backoff_max_s=args.restart_backoff_max,
+        stable_after_s=args.restart_stable_after,
+    )
     asyncio.run(agent.run())
     return 0
 

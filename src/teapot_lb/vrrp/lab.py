@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from teapot_lb.netlab import Host, Topology
 from teapot_lb.vrrp.agent import input_from_json
-from teapot_lb.vrrp.probe import Attempt, read_attempts
+from teapot_lb.vrrp.probe import Attempt, parse_attempts
 from teapot_lb.vrrp.render import allocate_vrids, group_instances
 
 T = TypeVar("T")
@@ -58,7 +58,9 @@ class VipLab:
         nodes: Sequence[str] = ("n1", "n2", "n3"),
         python: str = sys.executable,
         keepalived: str = "keepalived",
+        agent_args: Sequence[str] = (),
     ) -> None:
+        self.agent_args = tuple(agent_args)
         self.topo = topo
         self.workdir = workdir
         self.python = python
@@ -72,6 +74,8 @@ class VipLab:
         self.vrids: dict[str, int] = {}
         self.client: Host | None = None
         self.probe_out = workdir / "probe.jsonl"
+        self._probe_offset = 0
+        self._attempts: list[Attempt] = []
         workdir.mkdir(parents=True, exist_ok=True)
 
     # ----------------------------------------------------------------- build
@@ -118,6 +122,7 @@ class VipLab:
                 str(self.config_path),
                 "--keepalived",
                 self.keepalived,
+                *self.agent_args,
             ],
             stdout=logf,
             stderr=subprocess.STDOUT,
@@ -204,11 +209,15 @@ class VipLab:
 
         return wait_for(check, timeout_s=timeout_s, what=f"one MASTER for {group}")
 
-    def settled_master(self, group: str, *, timeout_s: float = 15.0) -> str:
+    def settled_master(
+        self, group: str, *, timeout_s: float = 15.0, all_healthy: bool = False
+    ) -> str:
         """Wait until the group's single MASTER is its highest-priority healthy node.
 
         Right after start the first keepalived up may win before a higher-priority
         one preempts it; tests that remember "the master" wait for this instead.
+        ``all_healthy`` also waits until every node of the instance is MASTER or
+        BACKUP (none restarting or in FAULT).
         """
 
         def check() -> str | None:
@@ -223,6 +232,8 @@ class VipLab:
                 i = (self.status(name) or {}).get("instances", {}).get(inst)
                 if i and i.get("state") in ("MASTER", "BACKUP"):
                     healthy[name] = int(i["priority"])
+                elif i and all_healthy:
+                    return None
             return m[0] if healthy and max(healthy, key=lambda n: healthy[n]) == m[0] else None
 
         return wait_for(check, timeout_s=timeout_s, what=f"the top-priority MASTER for {group}")
@@ -278,7 +289,24 @@ class VipLab:
         self.client.popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def attempts(self, since: float = 0.0) -> list[Attempt]:
-        return [a for a in read_attempts(self.probe_out) if a.start >= since]
+        """Finished probe attempts started at or after ``since`` (read incrementally)."""
+        try:
+            with self.probe_out.open("rb") as f:
+                f.seek(self._probe_offset)
+                data = f.read()
+        except FileNotFoundError:
+            data = b""
+        complete = data.rfind(b"\n") + 1
+        self._probe_offset += complete
+        for line in data[:complete].decode().splitlines():
+            self._attempts.extend(parse_attempts(line))
+        return [a for a in self._attempts if a.start >= since]
+
+    def answered_by_since(self, t: float, target_vip: str, node: str) -> bool:
+        """Whether a connect started after ``t`` was answered by ``node``."""
+        host = f"[{target_vip}]" if ":" in target_vip else target_vip
+        target = f"{host}:{PORT}"
+        return any(a.ok and a.node == node and a.target == target for a in self.attempts(t))
 
     def first_answer_after(self, t0: float, target_vip: str, *, not_from: str) -> float | None:
         """Seconds from ``t0`` to the first connect answered by another node than ``not_from``."""

@@ -35,18 +35,14 @@ class Attempt:
     error: str | None
 
 
-def read_attempts(path: Path) -> Iterator[Attempt]:
-    """Parse a ``watch`` output file (ignores a torn last line)."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return
+def parse_attempts(text: str) -> Iterator[Attempt]:
+    """Parse ``watch`` output lines (skips a torn or foreign line)."""
     for line in text.splitlines():
         try:
             d = json.loads(line)
-        except ValueError:
+            yield Attempt(d["start"], d["end"], d["target"], d["ok"], d.get("node"), d.get("error"))
+        except (ValueError, KeyError, TypeError):
             continue
-        yield Attempt(d["start"], d["end"], d["target"], d["ok"], d.get("node"), d.get("error"))
 
 
 async def serve(name: str, port: int) -> None:

@@ -117,7 +117,7 @@ class KeepalivedSupervisor:
         on_transition: Callable[[Transition], None] | None = None,
         backoff_initial_s: float = 0.2,
         backoff_max_s: float = 10.0,
-        stable_after_s: float = 30.0,
+        stable_after_s: float = 10.0,
         ready_timeout_s: float = 10.0,
         stop_timeout_s: float = 5.0,
     ) -> None:
