@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from teapot_lb.netlab import Host, Topology
 
@@ -31,31 +31,41 @@ V6 = "2001:db8::100"
 SERVE_PORT = 8080
 _CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
+T = TypeVar("T")
 
 
-def netns_socket(ns: str, family: int, kind: int, proto: int = 0) -> socket.socket:
-    """A socket created inside network namespace ``ns`` (usable from this process)."""
+def in_netns(ns: str, fn: Callable[[], T]) -> T:
+    """Run ``fn`` in a fresh thread that entered network namespace ``ns``; return its result.
+
+    ``setns()`` affects only the calling thread, and this thread ends with ``fn``, so the
+    rest of the process stays where it was; sockets ``fn`` creates stay in ``ns``.
+    """
     result: dict[str, Any] = {}
 
-    def enter_and_create() -> None:  # setns() affects only this short-lived thread
+    def enter_and_run() -> None:
         fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
         try:
             if _libc.setns(fd, _CLONE_NEWNET) != 0:
                 err = ctypes.get_errno()
                 raise OSError(err, f"setns({ns}): {os.strerror(err)}")
-            result["sock"] = socket.socket(family, kind, proto)
+            result["value"] = fn()
         except BaseException as exc:
             result["error"] = exc
         finally:
             os.close(fd)
 
-    t = threading.Thread(target=enter_and_create)
+    t = threading.Thread(target=enter_and_run)
     t.start()
     t.join()
     if "error" in result:
         raise result["error"]
-    sock: socket.socket = result["sock"]
-    return sock
+    value: T = result["value"]
+    return value
+
+
+def netns_socket(ns: str, family: int, kind: int, proto: int = 0) -> socket.socket:
+    """A socket created inside network namespace ``ns`` (usable from this process)."""
+    return in_netns(ns, lambda: socket.socket(family, kind, proto))
 
 
 def node_names(n: int) -> list[str]:
