@@ -209,8 +209,9 @@ def keepalived_trials(trials: int, advert: float, workdir: Path) -> list[float]:
 # --- stability --------------------------------------------------------------------------
 
 
-def stability(seconds: float, workdir: Path) -> tuple[int, int]:
-    """(ownership acquisitions, member deaths) seen during ``seconds`` of CPU saturation."""
+def stability(seconds: float, workdir: Path) -> tuple[int, int, float]:
+    """(ownership acquisitions, member deaths, longest heartbeat gap) during ``seconds`` of
+    CPU saturation."""
     d = workdir / "stability"
     d.mkdir()
     with Topology("l2stab") as topo:
@@ -229,10 +230,16 @@ def stability(seconds: float, workdir: Path) -> tuple[int, int]:
             f"stability: {len(hogs)} CPU hogs for {seconds:.0f} s, no failure injected", flush=True
         )
         time.sleep(seconds)
+        for proc in lab.agents.values():  # graceful stop: they log their counters
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in lab.agents.values():
+            proc.wait(timeout=30)
         for h in hogs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(h.pid, signal.SIGKILL)
         acquisitions = deaths = 0
+        max_gap = 0.0
         for node, path in lab.logs.items():
             with path.open("rb") as fh:
                 fh.seek(marks[node])
@@ -242,10 +249,13 @@ def stability(seconds: float, workdir: Path) -> tuple[int, int]:
                         if rec.get("event") == "ownership" and rec.get("owned"):
                             acquisitions += 1
                             print(f"  spurious: {node} acquired {rec.get('ip')}", flush=True)
+                        if rec.get("event") == "counters":
+                            max_gap = max([max_gap, *rec.get("max_gap_s", {}).values()])
                         if rec.get("event") == "member" and rec.get("new") == "dead":
                             deaths += 1
                             print(f"  {node} declared {rec.get('member')} dead", flush=True)
-        return acquisitions, deaths
+        print(f"stability: longest heartbeat silence seen by any node: {max_gap:.3f} s")
+        return acquisitions, deaths, max_gap
 
 
 def main() -> None:
@@ -267,7 +277,9 @@ def main() -> None:
         print(f"keepalived advert 0.1 s:  {fmt(k100)}", flush=True)
         k1 = keepalived_trials(k_trials, 1.0, workdir)
         print(f"keepalived advert 1 s:    {fmt(k1)}", flush=True)
-        spurious, deaths = stability(args.stability, workdir) if args.stability > 0 else (0, 0)
+        spurious, deaths, gap = (
+            stability(args.stability, workdir) if args.stability > 0 else (0, 0, 0.0)
+        )
         print(f"stability: {spurious} ownership changes, {deaths} member deaths declared")
     s = summary(ours)
     print(
@@ -280,6 +292,7 @@ def main() -> None:
                 "keepalived_100ms_p50_s": round(summary(k100)["p50"], 4),
                 "spurious_failovers": spurious,
                 "stability_s": args.stability,
+                "stability_max_heartbeat_gap_s": round(gap, 4),
                 "trials": args.trials,
                 "keepalived_trials": k_trials,
                 "load_avg_1m_at_start": round(load[0], 2),

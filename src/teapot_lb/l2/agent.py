@@ -214,6 +214,7 @@ class Agent:
             "counters",
             **{name: vars(r.counters) for name, r in self.responders.items()},
             heartbeats=vars(self.membership.counters),
+            max_gap_s={m.node: round(m.max_gap, 4) for m in self.membership.members.values()},
         )
         for r in self.responders.values():
             r.close()

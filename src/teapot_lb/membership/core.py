@@ -79,6 +79,7 @@ class Member:
     last_heard: float
     macs: tuple[bytes, ...]
     state: MemberState
+    max_gap: float = 0.0  # longest silence between two heartbeats received (for tuning)
 
 
 @dataclass
@@ -200,6 +201,8 @@ class Membership:
             old: MemberState | None = None
         else:
             old = member.state
+            if old is not MemberState.DEAD:
+                member.max_gap = max(member.max_gap, now - member.last_heard)
             member.incarnation, member.sequence = hb.incarnation, hb.sequence
             member.last_heard, member.macs = now, hb.macs
         if hb.leaving:
