@@ -63,7 +63,11 @@ from .wire import (
     Update,
 )
 
-_log = log.get(__name__)
+
+def _log() -> Any:
+    # Looked up per use: a module-level logger would freeze the configuration at import.
+    return log.get(__name__)
+
 
 EventCallback = Callable[["Peer", Action], None]
 
@@ -153,7 +157,7 @@ class _Link:
             try:
                 self._do(action)
             except Exception:  # never let one peer's trouble escape into the loop
-                _log.exception(
+                _log().exception(
                     "bgp action failed", peer=self.peer.address, action=repr(action)[:200]
                 )
 
@@ -221,7 +225,7 @@ class _Link:
         except OSError as exc:
             sock.close()
             self.connect_task = None
-            _log.info("bgp connect failed", peer=cfg.address, port=cfg.port, error=str(exc))
+            _log().info("bgp connect failed", peer=cfg.address, port=cfg.port, error=str(exc))
             self.run(self.session.connection_failed(f"connect: {exc.strerror or exc}"))
 
     def _attach_protocol(self) -> _Protocol:
@@ -249,7 +253,7 @@ class _Link:
         try:
             actions = self.session.data_received(data)
         except Exception as exc:  # a codec bug must not take the process down
-            _log.exception("bgp internal error on received data", peer=self.peer.address)
+            _log().exception("bgp internal error on received data", peer=self.peer.address)
             note = Notification(6, CeaseSubcode.OUT_OF_RESOURCES)
             actions = self.session.notify(note, f"internal error: {exc!r}")
         self.run(actions)
@@ -353,7 +357,7 @@ class Peer:
             link.adopt(proto)
         else:
             reason = "established" if st == State.ESTABLISHED else st.value
-            _log.info("bgp rejecting connection", peer=self.address, state=reason)
+            _log().info("bgp rejecting connection", peer=self.address, state=reason)
             assert proto.transport is not None
             proto.transport.write(Notification.cease(CeaseSubcode.CONNECTION_REJECTED).pack())
             proto.transport.close()
@@ -398,14 +402,14 @@ class Peer:
             self._check_collision(link, action)
         elif isinstance(action, NotificationSent):
             self.counters.notifications_sent += 1
-            _log.warning(
+            _log().warning(
                 f"peer {self.address} {action.reason} → NOTIFICATION "
                 f"{action.notification.describe()}",
                 peer=self.address,
             )
         elif isinstance(action, NotificationReceived):
             self.counters.notifications_received += 1
-            _log.warning(
+            _log().warning(
                 f"peer {self.address} sent NOTIFICATION {action.notification.describe()}",
                 peer=self.address,
             )
@@ -425,7 +429,7 @@ class Peer:
             self.rib_in.withdraw(action.prefixes)
         elif isinstance(action, UpdateProblems):
             self.counters.update_errors += 1
-            _log.warning(
+            _log().warning(
                 f"peer {self.address} sent a malformed UPDATE: {'; '.join(action.problems)}",
                 peer=self.address,
                 treat_as_withdraw=action.treat_as_withdraw,
@@ -433,7 +437,7 @@ class Peer:
         elif isinstance(action, EndOfRib):
             gone = self.rib_in.sweep_stale(action.family)
             if gone:
-                _log.info(
+                _log().info(
                     "bgp stale routes removed after End-of-RIB", peer=self.address, count=len(gone)
                 )
         elif isinstance(action, SessionDown):
@@ -469,7 +473,7 @@ class Peer:
                 self._others.remove(link)
         if link is self.main:
             level = "info" if change.new in (State.ESTABLISHED, State.IDLE) else "debug"
-            getattr(_log, level)(
+            getattr(_log(), level)(
                 f"peer {self.address} {change.old.value} → {change.new.value}",
                 peer=self.address,
                 reason=change.reason,
@@ -484,7 +488,7 @@ class Peer:
                 continue
             keep_local = keep_locally_initiated(self.speaker.router_id, event.open.bgp_id)
             loser = link if link.outgoing != keep_local else other
-            _log.info(
+            _log().info(
                 f"peer {self.address} connection collision: keeping the "
                 f"{'locally' if keep_local else 'remotely'} initiated connection",
                 peer=self.address,
@@ -516,7 +520,7 @@ class Peer:
                 families.discard(fam)
                 if fam not in self._warned_next_hop:
                     self._warned_next_hop.add(fam)
-                    _log.warning(
+                    _log().warning(
                         f"peer {self.address}: no {fam} next hop (set next_hop_v"
                         f"{4 if fam == IPV4_UNICAST else 6}); not advertising {fam}",
                         peer=self.address,
@@ -542,7 +546,7 @@ class Peer:
     def _on_down(self, down: SessionDown) -> None:
         if down.peer_restart_time:
             n = self.rib_in.mark_stale()
-            _log.info(
+            _log().info(
                 f"peer {self.address} down; keeping {n} routes as stale for "
                 f"{down.peer_restart_time}s (graceful restart)",
                 peer=self.address,
@@ -559,7 +563,7 @@ class Peer:
         self._stale_timer = None
         gone = self.rib_in.sweep_stale()
         if gone:
-            _log.info(
+            _log().info(
                 "bgp restart time expired; stale routes removed", peer=self.address, count=len(gone)
             )
             self.speaker._emit(self, RoutesWithdrawn(tuple(gone), "graceful restart timed out"))
@@ -637,7 +641,7 @@ class Speaker:
                 self._listener.servers.append(server)
             for peer in self.peers.values():
                 self._listen_md5(peer)
-            _log.info("bgp listening", address=self.listen_address or "*", port=self.listen_port)
+            _log().info("bgp listening", address=self.listen_address or "*", port=self.listen_port)
         for peer in self.peers.values():
             peer.start()
 
@@ -677,7 +681,7 @@ class Speaker:
             targets = [self.peer(peer)]
         for p in targets:
             p.set_desired(compiled)
-        _log.debug(
+        _log().debug(
             "bgp routes set",
             count=len(compiled),
             peers=len(targets),
@@ -749,7 +753,7 @@ class Speaker:
                 addr = addr.ipv4_mapped
             peer = self.peers.get(str(addr))
             if peer is None or not self._running:
-                _log.info("bgp connection from an unknown address closed", remote=str(addr))
+                _log().info("bgp connection from an unknown address closed", remote=str(addr))
                 transport.close()
                 return
             sock = transport.get_extra_info("socket")
@@ -759,7 +763,7 @@ class Speaker:
                 set_ttl(sock, ttl)
             peer.accept(proto)
         except Exception:
-            _log.exception("bgp error accepting a connection", remote=str(peername))
+            _log().exception("bgp error accepting a connection", remote=str(peername))
             transport.abort()
 
     def _emit(self, peer: Peer, action: Action) -> None:
@@ -768,4 +772,4 @@ class Speaker:
         try:
             self.on_event(peer, action)
         except Exception:
-            _log.exception("bgp event callback failed", peer=peer.address)
+            _log().exception("bgp event callback failed", peer=peer.address)
