@@ -17,4 +17,5 @@ def test_version_prints_the_package_version() -> None:
 def test_help_lists_the_components() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
-    assert "lab-cleanup" in result.output
+    for component in ("lab-cleanup", "validate"):
+        assert component in result.output

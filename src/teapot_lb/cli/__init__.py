@@ -36,8 +36,10 @@ def main(ctx: click.Context, log_level: str, log_format: str) -> None:
 
 def _register() -> None:
     from teapot_lb.cli.netlab import lab_cleanup
+    from teapot_lb.cli.validate import validate
 
-    main.add_command(lab_cleanup)
+    for command in (lab_cleanup, validate):
+        main.add_command(command)
 
 
 _register()
