@@ -53,3 +53,13 @@ def test_a_document_that_is_not_a_mapping_is_a_problem(tmp_path: Path) -> None:
     (tmp_path / "x.yaml").write_text("- just\n- a list\n")
     (problem,) = load([tmp_path]).problems
     assert "expected a Kubernetes object" in problem.message
+
+
+def test_empty_yaml_values_read_as_empty_like_kubectl(tmp_path: Path) -> None:
+    (tmp_path / "l2.yaml").write_text(
+        "apiVersion: lb.teapot.io/v1alpha1\nkind: L2Advertisement\n"
+        "metadata:\n  name: all\n  labels:\nspec:\n"
+    )
+    manifest = load([tmp_path])
+    assert manifest.problems == []
+    assert manifest.objects[0].metadata.labels == {}

@@ -6,7 +6,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
 from teapot_lb.model.common import (
     ConditionsStatus,
@@ -17,6 +17,7 @@ from teapot_lb.model.common import (
     LabelSelector,
     ObjectMeta,
     ObjectRef,
+    none_as_empty,
     parse_duration,
 )
 from teapot_lb.model.pool import PoolSelection
@@ -240,7 +241,9 @@ class BGPAdvertisement(KubeModel):
     )
     kind: Literal["BGPAdvertisement"] = "BGPAdvertisement"
     metadata: ObjectMeta
-    spec: BGPAdvertisementSpec = BGPAdvertisementSpec()
+    spec: Annotated[BGPAdvertisementSpec, BeforeValidator(none_as_empty)] = Field(
+        default_factory=BGPAdvertisementSpec
+    )
     status: ConditionsStatus | None = None
 
     @property

@@ -16,6 +16,7 @@ from typing import Annotated, Any, NamedTuple
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -148,6 +149,11 @@ LabelKey = Annotated[str, AfterValidator(_check_label_key)]
 LabelValue = Annotated[str, AfterValidator(_check_label_value)]
 
 
+def none_as_empty(value: object) -> object:
+    """YAML `key:` with nothing after it is null; read it as an empty mapping, as kubectl does."""
+    return {} if value is None else value
+
+
 # --- metadata ---------------------------------------------------------------------------------
 
 
@@ -156,8 +162,8 @@ class ObjectMeta(KubeView):
 
     name: str = Field(min_length=1, max_length=253)
     namespace: str | None = None
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
+    labels: Annotated[dict[str, str], BeforeValidator(none_as_empty)] = {}
+    annotations: Annotated[dict[str, str], BeforeValidator(none_as_empty)] = {}
     uid: str | None = None
     resource_version: str | None = None
     generation: int | None = None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from teapot_lb.model.common import (
     ConditionsStatus,
@@ -12,6 +12,7 @@ from teapot_lb.model.common import (
     KubeModel,
     ObjectMeta,
     ObjectRef,
+    none_as_empty,
 )
 from teapot_lb.model.pool import PoolSelection
 
@@ -31,7 +32,9 @@ class L2Advertisement(KubeModel):
     )
     kind: Literal["L2Advertisement"] = "L2Advertisement"
     metadata: ObjectMeta
-    spec: L2AdvertisementSpec = L2AdvertisementSpec()
+    spec: Annotated[L2AdvertisementSpec, BeforeValidator(none_as_empty)] = Field(
+        default_factory=L2AdvertisementSpec
+    )
     status: ConditionsStatus | None = None
 
     @property

@@ -9,9 +9,9 @@ from ipaddress import (
     ip_network,
     summarize_address_range,
 )
-from typing import Annotated, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic import AfterValidator, Field, PrivateAttr, WithJsonSchema
 
 from teapot_lb.model.common import (
     Condition,
@@ -172,6 +172,12 @@ class AddressPool(KubeModel):
     spec: AddressPoolSpec
     status: AddressPoolStatus | None = None
 
+    # Parsed once: the IPAM and validation ask for the ranges for every address they test.
+    _ranges: tuple[AddressRange, ...] = PrivateAttr(default=())
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._ranges = tuple(parse_address_entry(entry) for entry in self.spec.addresses)
+
     @property
     def ref(self) -> ObjectRef:
         return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
@@ -182,7 +188,7 @@ class AddressPool(KubeModel):
 
     def address_ranges(self) -> list[AddressRange]:
         """The pool's addresses as inclusive `(first, last)` ranges, in spec order."""
-        return [parse_address_entry(entry) for entry in self.spec.addresses]
+        return list(self._ranges)
 
     def address_count(self, version: int) -> int:
         """How many addresses of one family the pool can hand out (after avoidBuggyIPs)."""
@@ -203,7 +209,7 @@ class AddressPool(KubeModel):
         """Whether the pool may hand out `ip` (in a range and not avoided as buggy)."""
         if self.spec.avoid_buggy_ips and is_buggy(ip):
             return False
-        return any(ip in rng for rng in self.address_ranges())
+        return any(ip in rng for rng in self._ranges)
 
     def serves(
         self,

@@ -83,7 +83,7 @@ class LoadBalancerStatus(KubeView):
 
 
 class ServiceStatus(KubeView):
-    load_balancer: LoadBalancerStatus = LoadBalancerStatus()
+    load_balancer: LoadBalancerStatus = Field(default_factory=LoadBalancerStatus)
 
 
 class Service(KubeView):
@@ -92,8 +92,8 @@ class Service(KubeView):
     api_version: Literal["v1"] = Field(default="v1", alias="apiVersion")
     kind: Literal["Service"] = "Service"
     metadata: ObjectMeta
-    spec: ServiceSpec = ServiceSpec()
-    status: ServiceStatus = ServiceStatus()
+    spec: ServiceSpec = Field(default_factory=ServiceSpec)
+    status: ServiceStatus = Field(default_factory=ServiceStatus)
 
     @property
     def ref(self) -> ObjectRef:
@@ -186,7 +186,7 @@ class EndpointConditions(KubeView):
 
 class Endpoint(KubeView):
     addresses: list[str] = []
-    conditions: EndpointConditions = EndpointConditions()
+    conditions: EndpointConditions = Field(default_factory=EndpointConditions)
     node_name: str | None = None
 
     @property
@@ -248,8 +248,8 @@ class Node(KubeView):
     api_version: Literal["v1"] = Field(default="v1", alias="apiVersion")
     kind: Literal["Node"] = "Node"
     metadata: ObjectMeta
-    spec: NodeSpec = NodeSpec()
-    status: NodeStatus = NodeStatus()
+    spec: NodeSpec = Field(default_factory=NodeSpec)
+    status: NodeStatus = Field(default_factory=NodeStatus)
 
     @property
     def ref(self) -> ObjectRef:

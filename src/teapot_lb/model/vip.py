@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from teapot_lb.model.common import (
     ConditionsStatus,
@@ -13,6 +13,7 @@ from teapot_lb.model.common import (
     KubeModel,
     ObjectMeta,
     ObjectRef,
+    none_as_empty,
     parse_duration,
 )
 from teapot_lb.model.pool import PoolSelection
@@ -55,7 +56,9 @@ class VIPAdvertisement(KubeModel):
     )
     kind: Literal["VIPAdvertisement"] = "VIPAdvertisement"
     metadata: ObjectMeta
-    spec: VIPAdvertisementSpec = VIPAdvertisementSpec()
+    spec: Annotated[VIPAdvertisementSpec, BeforeValidator(none_as_empty)] = Field(
+        default_factory=VIPAdvertisementSpec
+    )
     status: ConditionsStatus | None = None
 
     @property

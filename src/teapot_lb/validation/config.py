@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import accumulate
 
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
-from teapot_lb.model.common import ObjectRef
+from teapot_lb.model.common import IPAddress, ObjectRef
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.manifest import ApiObject
 from teapot_lb.model.pool import AddressPool
@@ -87,3 +90,30 @@ class ConfigSet:
             if ns.name == name:
                 return ns.metadata.labels
         return None
+
+    @cached_property
+    def _pool_index(self) -> dict[int, tuple[list[int], list[int], list[tuple[int, int]]]]:
+        """Per IP version: range starts (sorted), running max of ends, (end, pool position)."""
+        index: dict[int, tuple[list[int], list[int], list[tuple[int, int]]]] = {}
+        for version in (4, 6):
+            entries = sorted(
+                ((int(r.first), int(r.last), i) for i, p in enumerate(self.pools)
+                 for r in p.address_ranges() if r.version == version),
+            )  # fmt: skip
+            starts = [e[0] for e in entries]
+            max_ends = list(accumulate((e[1] for e in entries), max))
+            index[version] = (starts, max_ends, [(e[1], e[2]) for e in entries])
+        return index
+
+    def pools_holding(self, ip: IPAddress) -> list[AddressPool]:
+        """Pools with `ip` in one of their ranges (more than one only if pools overlap)."""
+        starts, max_ends, entries = self._pool_index[ip.version]
+        n = int(ip)
+        found: set[int] = set()
+        i = bisect_right(starts, n) - 1
+        while i >= 0 and max_ends[i] >= n:
+            end, position = entries[i]
+            if end >= n:
+                found.add(position)
+            i -= 1
+        return [self.pools[position] for position in sorted(found)]

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.manifest import ApiObject, Manifest
 from teapot_lb.model.problem import Problem
+from teapot_lb.model.service import Service
 from teapot_lb.validation.advertisements import l2_problems, vip_problems
 from teapot_lb.validation.bgp import bgp_advertisement_problems, peer_problems
 from teapot_lb.validation.config import ConfigSet
@@ -44,7 +45,17 @@ def validate_change(obj: ApiObject, existing: Iterable[ApiObject]) -> list[Probl
     """
     ref = obj.ref
     others = [o for o in existing if o.ref != ref]
+    if isinstance(obj, Service):
+        # Another Service can only be involved through an IP both request: skip the rest.
+        others = [o for o in others if not isinstance(o, Service) or _shares_request(obj, o)]
     return [p for p in validate([*others, obj]) if p.involves(ref)]
+
+
+def _shares_request(a: Service, b: Service) -> bool:
+    try:
+        return bool(set(a.requested_ips()) & set(b.requested_ips()))
+    except ValueError:
+        return False
 
 
 def validate_manifest(manifest: Manifest) -> list[Problem]:

@@ -117,7 +117,7 @@ def _pool_fit(config: ConfigSet, svc: Service, ips: list[IPAddress]) -> Iterator
             )
             return
     for ip in ips:
-        holders = [p for p in config.pools if any(ip in r for r in p.address_ranges())]
+        holders = config.pools_holding(ip)
         if not holders:
             yield problem(ref, _ips_field(svc), f"{ip} is in no AddressPool")
             continue
