@@ -269,9 +269,17 @@ class Session:
             self._retry = self.config.connect_retry
         return self._begin("start")
 
-    def stop(self, notification: Notification | None = None, reason: str = "stop") -> list[Action]:
-        """ManualStop: Cease (default Administrative Shutdown) when connected, then Idle."""
+    def stop(
+        self, notification: Notification | None = None, reason: str = "stop", *, notify: bool = True
+    ) -> list[Action]:
+        """ManualStop: Cease (default Administrative Shutdown) when connected, then Idle.
+
+        ``notify=False`` closes without a NOTIFICATION: a peer that negotiated graceful
+        restart then keeps our routes while we restart (RFC 4724 §4.2).
+        """
         self._enabled = False
+        if not notify and self.state in (State.OPEN_SENT, State.OPEN_CONFIRM, State.ESTABLISHED):
+            return self._down(reason, graceful=False, restart=False)
         if self.state in (State.OPEN_SENT, State.OPEN_CONFIRM, State.ESTABLISHED):
             note = notification or Notification.cease(CeaseSubcode.ADMINISTRATIVE_SHUTDOWN)
             return self._fail(note, reason, restart=False)

@@ -371,14 +371,11 @@ class Peer:
             self._stale_timer.cancel()
 
     def abort(self) -> None:
-        """Drop the connection without a NOTIFICATION (we restart; the peer keeps our routes)."""
+        """Close without a NOTIFICATION (we restart; a graceful-restart peer keeps our routes)."""
         for link in [self.main, *self._others]:
-            link.session.auto_restart = False
+            link.run(link.session.stop(None, "restarting", notify=False))
             link.cancel_all()
-            proto, link.proto = link.proto, None
-            if proto is not None and proto.transport is not None:
-                proto.link = None
-                proto.transport.abort()
+        self._others.clear()
 
     def withdraw_all(self) -> None:
         if self.established and self._export is not None:

@@ -173,6 +173,8 @@ async def test_graceful_restart_keeps_routes_at_the_helper_until_end_of_rib() ->
         await a.start()
         await until(lambda: V4 in helper.rib_in.routes, "route at the helper")
         await a.shutdown(graceful_restart=True)  # no NOTIFICATION: we are "restarting"
+        assert a.peer("127.0.0.1").state == State.IDLE
+        assert helper.counters.notifications_received == 0
         await until(lambda: helper.state != State.ESTABLISHED, "helper notices")
         assert V4 in helper.rib_in.routes and V4 in helper.rib_in.stale
         a2.add_peer(PeerConfig("127.0.0.1", 65002, port=b.listen_port or 0))
