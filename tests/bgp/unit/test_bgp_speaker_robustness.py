@@ -9,7 +9,7 @@ import asyncio
 import socket
 import struct
 from collections.abc import Callable
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Address, IPv4Network, IPv6Network
 
 from teapot_lb.bgp.fsm import State
 from teapot_lb.bgp.speaker import PeerConfig, Speaker
@@ -184,4 +184,31 @@ async def test_graceful_restart_keeps_routes_at_the_helper_until_end_of_rib() ->
         assert V4 in helper.rib_in.routes
     finally:
         await a2.shutdown()
+        await b.shutdown()
+
+
+async def test_ipv6_transport_with_md5_carries_both_families() -> None:
+    b = Speaker(local_as=65002, router_id="192.0.2.2", listen_address="::1", listen_port=0)
+    await b.start()
+    a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
+    v6 = IPv6Network("2001:db8:9::/48")
+    try:
+        b.add_peer(PeerConfig("::1", 65001, passive=True, password="v6-secret"))
+        a.add_peer(
+            PeerConfig(
+                "::1",
+                65002,
+                port=b.listen_port or 0,
+                password="v6-secret",
+                next_hop_v4=IPv4Address("192.0.2.1"),
+            )
+        )
+        a.set_routes({V4: None, v6: None})
+        await a.start()
+        await until(lambda: len(b.routes_in("::1")) == 2, "both families over IPv6 transport")
+        routes = b.routes_in("::1")
+        assert str(routes[V4].next_hop) == "192.0.2.1"
+        assert str(routes[v6].next_hop) == "::1"
+    finally:
+        await a.shutdown()
         await b.shutdown()
