@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 import secrets
 import uuid
 from collections import deque
@@ -76,6 +77,33 @@ def invalid(kind: Kind, name: str, message: str) -> ApiError:
     )
 
 
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _apply_defaults(kind: Kind, obj: Obj) -> None:
+    """The defaulting a real server does on create, for the fields our code reads."""
+    if kind.group == "" and kind.plural == "namespaces":
+        obj.setdefault("status", {}).setdefault("phase", "Active")
+    if kind.group == "" and kind.plural == "services":
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        for port in spec.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+        if spec["type"] == "ExternalName":
+            return
+        # The fake cluster is dual-stack (IPv4 primary); cluster IPs are not allocated.
+        policy = spec.setdefault("ipFamilyPolicy", "SingleStack")
+        families = list(spec.get("ipFamilies") or ["IPv4"])
+        if policy in ("PreferDualStack", "RequireDualStack") and len(families) == 1:
+            families.append("IPv6" if families[0] == "IPv4" else "IPv4")
+        spec["ipFamilies"] = families
+        if spec["type"] in ("LoadBalancer", "NodePort"):
+            spec.setdefault("externalTrafficPolicy", "Cluster")
+        if spec["type"] == "LoadBalancer":
+            spec.setdefault("allocateLoadBalancerNodePorts", True)
+
+
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -100,12 +128,41 @@ def _key(kind: Kind, namespace: str | None, name: str) -> tuple[str, str, str]:
     return (kind.resource, namespace or "", name)
 
 
+class _Objects:
+    """Objects indexed by resource, then (namespace, name)."""
+
+    def __init__(self) -> None:
+        self._by_resource: dict[str, dict[tuple[str, str], Obj]] = {}
+
+    def get(self, key: tuple[str, str, str]) -> Obj | None:
+        return self._by_resource.get(key[0], {}).get(key[1:])
+
+    def __contains__(self, key: tuple[str, str, str]) -> bool:
+        return key[1:] in self._by_resource.get(key[0], {})
+
+    def __setitem__(self, key: tuple[str, str, str], obj: Obj) -> None:
+        self._by_resource.setdefault(key[0], {})[key[1:]] = obj
+
+    def __delitem__(self, key: tuple[str, str, str]) -> None:
+        del self._by_resource[key[0]][key[1:]]
+
+    def of(self, resource: str) -> dict[tuple[str, str], Obj]:
+        return self._by_resource.get(resource, {})
+
+    def items(self) -> list[tuple[tuple[str, str, str], Obj]]:
+        return [
+            ((res, ns, name), obj)
+            for res, objs in self._by_resource.items()
+            for (ns, name), obj in objs.items()
+        ]
+
+
 class Store:
     def __init__(self, kinds: dict[str, Kind], history_size: int = 1000) -> None:
         # Shared with the server, keyed by Kind.resource; register_kind adds rows.
         self.kinds = kinds
         self.rv = 1
-        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.objects = _Objects()
         self.history: deque[WatchEvent] = deque()
         self.history_size = history_size
         # Watches from a resourceVersion below this get 410 Gone.
@@ -175,9 +232,10 @@ class Store:
     # ------------------------------------------------------------------ reads
 
     def iter_objects(self, kind: Kind, namespace: str | None) -> Iterable[Obj]:
-        for (res, ns, _), obj in sorted(self.objects.items()):
-            if res == kind.resource and (namespace is None or ns == namespace):
-                yield obj
+        objs = self.objects.of(kind.resource)
+        for ns, name in sorted(objs):
+            if namespace is None or ns == namespace:
+                yield objs[(ns, name)]
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> Obj:
         obj = self.objects.get(_key(kind, namespace, name))
@@ -202,6 +260,14 @@ class Store:
             else:
                 raise invalid(kind, "", "metadata.name: Required value: name or generateName")
         name = meta["name"]
+        if not _NAME_RE.match(name) or len(name) > 253:
+            raise invalid(
+                kind,
+                name,
+                "metadata.name: Invalid value: a lowercase RFC 1123 subdomain must consist of "
+                "lower case alphanumeric characters, '-' or '.', and must start and end with an "
+                "alphanumeric character",
+            )
         if kind.namespaced:
             if not namespace:
                 raise ApiError(400, "BadRequest", "a namespace is required for a namespaced kind")
@@ -238,6 +304,7 @@ class Store:
         obj["kind"] = kind.kind
         if kind.status_subresource and not raw:
             obj.pop("status", None)
+        _apply_defaults(kind, obj)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
@@ -393,7 +460,7 @@ class Store:
 
     def remove_all(self, match: Callable[[Obj], bool]) -> None:
         """Testing aid: delete matching objects (with DELETED events), ignoring finalizers."""
-        for key, obj in list(self.objects.items()):
+        for key, obj in self.objects.items():
             if match(obj):
                 del self.objects[key]
                 gone = copy.deepcopy(obj)

@@ -585,3 +585,47 @@ async def _until(predicate: Any, within: float = 5.0) -> None:
     while not predicate():
         assert loop.time() < deadline, "condition not met before the deadline"
         await asyncio.sleep(0.01)
+
+
+async def test_service_create_applies_server_defaults(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    single = await core.create_namespaced_service("default", service("a"))
+    assert single.spec.ip_families == ["IPv4"] and single.spec.ip_family_policy == "SingleStack"
+    assert single.spec.ports[0].protocol == "TCP"
+    assert single.spec.external_traffic_policy == "Cluster"
+    dual = await core.create_namespaced_service(
+        "default", service("b", ipFamilyPolicy="RequireDualStack")
+    )
+    assert dual.spec.ip_families == ["IPv4", "IPv6"]
+
+
+async def test_invalid_object_name_is_422(api: client.ApiClient) -> None:
+    with pytest.raises(ApiException) as err:
+        await client.CoreV1Api(api).create_namespaced_service("default", service("Bad_Name"))
+    assert err.value.status == 422
+
+
+async def test_generate_name_creates_unique_names(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    body = service("")
+    body["metadata"] = {"generateName": "web-"}
+    a = await core.create_namespaced_service("default", body)
+    b = await core.create_namespaced_service("default", body)
+    assert a.metadata.name.startswith("web-") and a.metadata.name != b.metadata.name
+
+
+async def test_remove_helper_deletes_despite_finalizers_and_emits_delete(
+    fake_api: FakeApiServer, api: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(api)
+    body = service("a")
+    body["metadata"]["finalizers"] = ["x.io/f"]
+    created = await core.create_namespaced_service("default", body)
+    stream = await watch_services(api, resource_version=created.metadata.resource_version)
+    try:
+        fake_api.remove("services", "a", "default")
+        event = await stream.next_of("DELETED")
+        assert event["object"]["metadata"]["name"] == "a"
+        assert fake_api.get("services", "a", "default") is None
+    finally:
+        stream.close()
