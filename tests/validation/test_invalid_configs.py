@@ -178,6 +178,18 @@ POOL_CASES = [
         "label key 'bad key!'",
     ),
     case(
+        "name-not-dns",
+        [pool("Public_Pool", "192.0.2.0/24")],
+        "AddressPool/Public_Pool: metadata.name",
+        "'Public_Pool' is not a valid name",
+    ),
+    case(
+        "scope-namespace-not-dns",
+        [pool("p", "192.0.2.0/24", serviceAllocation={"namespaces": ["Team A"]})],
+        "AddressPool/p: spec.serviceAllocation.namespaces[0]",
+        "'Team A' is not a namespace name",
+    ),
+    case(
         "wrong-api-version",
         [{**V4, "apiVersion": "lb.teapot.io/v1"}],
         "AddressPool/v4: apiVersion",

@@ -11,10 +11,12 @@ from teapot_lb.model.service import Service
 from teapot_lb.validation.advertisements import l2_problems, vip_problems
 from teapot_lb.validation.bgp import bgp_advertisement_problems, peer_problems
 from teapot_lb.validation.config import ConfigSet
+from teapot_lb.validation.names import name_problems
 from teapot_lb.validation.pools import pool_problems
 from teapot_lb.validation.services import service_problems
 
 RULES = (
+    name_problems,
     pool_problems,
     peer_problems,
     bgp_advertisement_problems,
