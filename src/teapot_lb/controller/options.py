@@ -1,0 +1,37 @@
+"""What the controller is told at start, and the small records its core returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from teapot_lb.model import LOAD_BALANCER_CLASS, Service
+
+ANNOTATION_ALLOCATED_FROM = "lb.teapot.io/allocated-from"
+"""Set by the controller on a Service: the AddressPool its IPs come from."""
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    """`load_balancer_class`: the `spec.loadBalancerClass` we serve. `class_only`: serve only
+    Services that name it (otherwise also LoadBalancer Services that name no class)."""
+
+    load_balancer_class: str = LOAD_BALANCER_CLASS
+    class_only: bool = False
+
+    def handles(self, service: Service) -> bool:
+        return service.is_handled(self.load_balancer_class, unclassed=not self.class_only)
+
+
+class EventType(StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True)
+class Event:
+    """A Kubernetes Event the adapter records on the object it is about."""
+
+    type: EventType
+    reason: str
+    message: str

@@ -1,0 +1,173 @@
+"""Reconcile one Service: which IPs it should show, what to annotate, what to report (pure).
+
+Level-triggered: the outcome depends only on the view and the allocation state, so
+reconciling a key again, at any time, is harmless. Services of other classes are never
+touched, except to take back IPs this controller gave them before their class changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from teapot_lb import ipam
+from teapot_lb.cluster import ClusterView
+from teapot_lb.controller.convert import held_ips, request_of
+from teapot_lb.controller.options import ANNOTATION_ALLOCATED_FROM, Event, EventType
+from teapot_lb.controller.pools import UnparsedPool
+from teapot_lb.controller.state import AllocationState, sync_pools
+from teapot_lb.model import IPAddress, Service
+
+REASON_ALLOCATED = "IPAllocated"
+REASON_CHANGED = "IPChanged"
+REASON_FAILED = "AllocationFailed"
+REASON_RELEASED = "IPReleased"
+
+
+@dataclass(frozen=True)
+class ServiceOutcome:
+    """What reconciling one Service decided.
+
+    - `status`: the IPs `status.loadBalancer.ingress` must list (primary family first),
+      or None when the stored status is already right (or the Service is not ours).
+    - `annotate`: whether the `lb.teapot.io/allocated-from` annotation must be set to
+      `allocated_from` (None: removed).
+    - `events`: to record on the Service once the writes succeeded.
+    - `result`: the IPAM's answer (None when the Service is gone or not ours).
+    - `released`: IPs given back by this reconcile.
+    - `requeue`: other Services to reconcile now (a pool change moved them, or freed
+      addresses may now satisfy a refused one).
+    """
+
+    key: str
+    exists: bool
+    status: tuple[IPAddress, ...] | None = None
+    annotate: bool = False
+    allocated_from: str | None = None
+    events: tuple[Event, ...] = ()
+    result: ipam.Result | None = None
+    released: tuple[IPAddress, ...] = ()
+    requeue: tuple[str, ...] = ()
+
+    @property
+    def writes(self) -> bool:
+        return self.status is not None or self.annotate
+
+
+def _ips(ips: tuple[IPAddress, ...]) -> str:
+    return ", ".join(str(ip) for ip in ips) or "no IP"
+
+
+def reconcile_service(
+    view: ClusterView,
+    state: AllocationState,
+    key: str,
+    unparsed_pools: Mapping[str, UnparsedPool] | None = None,
+) -> ServiceOutcome:
+    """Decide what the Service `key` (`namespace/name`) should hold and show."""
+    requeue = [k for k in sync_pools(view, state, unparsed_pools) if k != key]
+    svc = view.services.get(key)
+    if svc is None:
+        released = state.allocator.release(key)
+        state.changes.pop(key, None)
+        state.refused.discard(key)
+        if released:
+            requeue.extend(sorted(state.refused))
+        return ServiceOutcome(key, exists=False, released=released, requeue=tuple(requeue))
+    if not state.options.handles(svc):
+        return _not_ours(svc, state, key, requeue)
+
+    current = held_ips(svc)
+    current_pool = svc.metadata.annotations.get(ANNOTATION_ALLOCATED_FROM)
+    try:
+        request = request_of(svc, view.namespace_labels(svc.namespace))
+    except ValueError as err:
+        released = state.allocator.release(key)
+        result: ipam.Result = ipam.Refused(key, ipam.RefusalReason.INVALID_REQUEST, f"{key}: {err}")
+    else:
+        before = state.allocator.assignment(key)
+        result = state.allocator.assign(request)
+        released = tuple(
+            ip
+            for ip in (before.ips if before else ())
+            if not isinstance(result, ipam.Assigned) or ip not in result.ips
+        )
+    change = state.changes.get(key)
+
+    if isinstance(result, ipam.Assigned):
+        state.refused.discard(key)
+        desired, pool = result.ips, result.pool
+        events: tuple[Event, ...] = ()
+        if desired != current:
+            if current:
+                why = f" ({change.reason}: {change.message})" if change is not None else ""
+                events = (
+                    Event(
+                        EventType.NORMAL,
+                        REASON_CHANGED,
+                        f"IPs changed from {_ips(current)} to {_ips(desired)} (pool {pool}){why}",
+                    ),
+                )
+            else:
+                events = (
+                    Event(
+                        EventType.NORMAL,
+                        REASON_ALLOCATED,
+                        f"assigned {_ips(desired)} from pool {pool}",
+                    ),
+                )
+    else:
+        state.refused.add(key)
+        desired, pool = (), None
+        lost = f"lost {_ips(current)}: " if current else ""
+        events = (
+            Event(EventType.WARNING, REASON_FAILED, f"{lost}{result.reason}: {result.message}"),
+        )
+
+    status = desired if desired != current else None
+    annotate = current_pool != pool
+    if status is None and change is not None:
+        state.changes.pop(key, None)  # reported (or nothing to report) and written
+    if released:
+        requeue.extend(k for k in sorted(state.refused) if k != key)
+    return ServiceOutcome(
+        key,
+        exists=True,
+        status=status,
+        annotate=annotate,
+        allocated_from=pool,
+        events=events,
+        result=result,
+        released=released,
+        requeue=tuple(requeue),
+    )
+
+
+def _not_ours(svc: Service, state: AllocationState, key: str, requeue: list[str]) -> ServiceOutcome:
+    """A Service we do not serve (any more): take back only what we gave it."""
+    state.refused.discard(key)
+    state.changes.pop(key, None)
+    released = state.allocator.release(key)
+    if not released:
+        return ServiceOutcome(key, exists=True, requeue=tuple(requeue))
+    current = held_ips(svc)
+    remaining = tuple(ip for ip in current if ip not in released)
+    requeue.extend(sorted(state.refused))
+    annotated = ANNOTATION_ALLOCATED_FROM in svc.metadata.annotations
+    return ServiceOutcome(
+        key,
+        exists=True,
+        status=remaining if remaining != current else None,
+        annotate=annotated,
+        allocated_from=None,
+        events=(
+            Event(
+                EventType.NORMAL,
+                REASON_RELEASED,
+                f"released {_ips(released)}: the Service is no longer a LoadBalancer"
+                f" of class {state.options.load_balancer_class}",
+            ),
+        ),
+        released=released,
+        requeue=tuple(requeue),
+    )
