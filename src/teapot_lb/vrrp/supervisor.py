@@ -120,6 +120,7 @@ class KeepalivedSupervisor:
         stable_after_s: float = 10.0,
         ready_timeout_s: float = 10.0,
         stop_timeout_s: float = 5.0,
+        remove_addresses: Callable[[Rendered], int] | None = None,
     ) -> None:
         self.dirs = StateDir(Path(state_dir))
         self.binary = binary
@@ -129,6 +130,8 @@ class KeepalivedSupervisor:
         self.stable_after_s = stable_after_s
         self.ready_timeout_s = ready_timeout_s
         self.stop_timeout_s = stop_timeout_s
+        # How to clear what a dead keepalived left on the interfaces (netlink by default).
+        self.remove_addresses = remove_addresses or _remove_addresses
         self.counters = SupervisorCounters()
         self._states: dict[str, InstanceStatus] = {}
         self._desired: Rendered | None = None
@@ -347,7 +350,7 @@ class KeepalivedSupervisor:
         _kill_orphan_child(self.dirs.vrrp_pid)
         self._drop_states()
         if running is not None:
-            removed = await asyncio.to_thread(_remove_addresses, running)
+            removed = await asyncio.to_thread(self.remove_addresses, running)
             self.counters.stale_vips_removed += removed
             if removed:
                 _log().warning("removed VIPs left by a dead keepalived", count=removed)

@@ -1,0 +1,197 @@
+"""The supervisor's process handling, against a stand-in keepalived (no root needed).
+
+The stand-in speaks keepalived's process interface as the supervisor uses it: it
+writes its pid files, reports every instance of the config it was given on the
+notify FIFO (BACKUP, then MASTER), re-reads the config on SIGHUP and exits on
+SIGTERM. Real keepalived is exercised by test_keepalived_netns.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from teapot_lb.vrrp.notify import Transition, VrrpState
+from teapot_lb.vrrp.render import Rendered, VipGroup, render
+from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
+
+FAKE = r"""#!PYTHON
+import os, re, signal, sys, time
+args = sys.argv[1:]
+conf = args[args.index("--use-file") + 1]
+for flag in ("--pid", "--vrrp_pid"):
+    open(args[args.index(flag) + 1], "w").write(str(os.getpid()))
+log = os.path.join(os.path.dirname(conf), "fake.log")
+
+def report(state):
+    text = open(conf).read()
+    fifo = re.search(r'vrrp_notify_fifo "([^"]+)"', text).group(1)
+    with open(fifo, "w") as f:
+        for name in re.findall(r"^vrrp_instance (\S+) \{", text, re.M):
+            f.write(f'INSTANCE "{name}" {state} 254\n')
+
+def on_hup(*_):
+    open(log, "a").write("HUP\n")
+    report("MASTER")
+
+signal.signal(signal.SIGHUP, on_hup)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+open(log, "a").write("START\n")
+report("BACKUP")
+report("MASTER")
+while True:
+    time.sleep(1)
+"""
+
+
+def groups(*vips: str) -> list[VipGroup]:
+    return [
+        VipGroup(
+            name=f"ns/s{i}",
+            interface="eth0",
+            vips=(ipaddress.ip_address(v),),
+            candidate_nodes=("n1", "n2"),
+        )
+        for i, v in enumerate(vips)
+    ]
+
+
+async def wait_until(check: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def events(state_dir: Path) -> list[str]:
+    try:
+        return (state_dir / "fake.log").read_text().split()
+    except FileNotFoundError:
+        return []
+
+
+@pytest.fixture
+async def supervised(tmp_path: Path) -> AsyncIterator[tuple[KeepalivedSupervisor, list[object]]]:
+    fake = tmp_path / "fake-keepalived"
+    fake.write_text(FAKE.replace("PYTHON", sys.executable, 1))
+    fake.chmod(0o755)
+    seen: list[object] = []
+    removed: list[Rendered] = []
+
+    def remove(rendered: Rendered) -> int:
+        removed.append(rendered)
+        return len(rendered.instances)
+
+    sup = KeepalivedSupervisor(
+        tmp_path / "state",
+        binary=str(fake),
+        on_transition=seen.append,
+        backoff_initial_s=0.05,
+        remove_addresses=remove,
+    )
+    seen.append(removed)
+    try:
+        yield sup, seen
+    finally:
+        await sup.stop()
+
+
+def plan(sup: KeepalivedSupervisor, *vips: str) -> Rendered:
+    return render("n1", groups(*vips), paths=sup.paths)
+
+
+async def test_apply_starts_keepalived_and_reports_masters_from_the_fifo(
+    supervised: tuple[KeepalivedSupervisor, list[object]],
+) -> None:
+    sup, seen = supervised
+    rendered = plan(sup, "192.0.2.10")
+    await sup.apply(rendered)
+    (name,) = [i.name for i in rendered.instances]
+    await wait_until(lambda: name in sup.masters(), "MASTER reported")
+    assert [str(v) for v in sup.masters()[name]] == ["192.0.2.10"]
+    assert sup.states[name].state is VrrpState.MASTER
+    assert [(e.name, e.state) for e in seen if isinstance(e, Transition)][:2] == [
+        (name, VrrpState.BACKUP),
+        (name, VrrpState.MASTER),
+    ]
+    assert sup.dirs.config.read_text() == rendered.text
+    assert sup.counters.starts == 1
+
+
+async def test_reload_only_when_the_rendered_text_changes(
+    supervised: tuple[KeepalivedSupervisor, list[object]],
+) -> None:
+    sup, _ = supervised
+    await sup.apply(plan(sup, "192.0.2.10"))
+    await wait_until(lambda: events(sup.dirs.root) == ["START"], "start")
+    await sup.apply(plan(sup, "192.0.2.10"))
+    assert sup.counters.reloads == 0
+    await sup.apply(plan(sup, "192.0.2.10", "192.0.2.11"))
+    await wait_until(lambda: events(sup.dirs.root) == ["START", "HUP"], "one SIGHUP")
+    assert sup.counters.reloads == 1
+    assert "192.0.2.11/32" in sup.dirs.config.read_text()
+
+
+async def test_a_dead_keepalived_is_cleaned_up_after_and_restarted(
+    supervised: tuple[KeepalivedSupervisor, list[object]],
+) -> None:
+    sup, seen = supervised
+    removed = seen[0]
+    assert isinstance(removed, list)
+    rendered = plan(sup, "192.0.2.10")
+    await sup.apply(rendered)
+    first = sup.pid
+    assert first is not None
+    await wait_until(lambda: bool(sup.masters()), "MASTER")
+    os.killpg(first, signal.SIGKILL)
+    await wait_until(lambda: sup.counters.starts == 2 and sup.pid not in (None, first), "restart")
+    assert sup.counters.unexpected_exits == 1
+    assert removed == [rendered]  # the VIPs it held were removed before the restart
+    stops = [e for e in seen if isinstance(e, Transition) and e.state is VrrpState.STOP]
+    assert len(stops) == 1
+    await wait_until(lambda: bool(sup.masters()), "MASTER again")
+
+
+async def test_stop_terminates_keepalived(
+    supervised: tuple[KeepalivedSupervisor, list[object]],
+) -> None:
+    sup, _ = supervised
+    await sup.apply(plan(sup, "192.0.2.10"))
+    pid = sup.pid
+    assert pid is not None
+    await sup.stop()
+    assert sup.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert sup.states == {}
+
+
+async def test_an_empty_plan_stops_keepalived(
+    supervised: tuple[KeepalivedSupervisor, list[object]],
+) -> None:
+    sup, _ = supervised
+    await sup.apply(plan(sup, "192.0.2.10"))
+    assert sup.pid is not None
+    await sup.apply(render("n3", groups("192.0.2.10"), paths=sup.paths))  # not a candidate
+    await wait_until(lambda: sup.pid is None, "keepalived stopped")
+    assert sup.counters.unexpected_exits == 0
+
+
+async def test_track_files_hold_zero_for_ok_and_one_for_fault(
+    supervised: tuple[KeepalivedSupervisor, list[object]],
+) -> None:
+    sup, _ = supervised
+    track = sup.dirs.track_dir / "ns_local"
+    sup.set_track(track, ok=False)
+    assert track.read_text() == "1\n"
+    sup.set_track(track, ok=True)
+    assert track.read_text() == "0\n"
