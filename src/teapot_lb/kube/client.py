@@ -220,8 +220,11 @@ class KubeClient:
                     raise Unreachable(f"watch {res}: {err!r}") from err
                 if not line:
                     return
-                event = json.loads(line)
-                obj = event.get("object") or {}
+                try:
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                except (ValueError, AttributeError) as err:
+                    raise KubeError(f"watch {res}: malformed event {line[:200]!r}") from err
                 if event.get("type") == "ERROR":
                     _raise_status(int(obj.get("code") or 500), obj, f"watch {res}")
                 yield WatchEvent(str(event.get("type")), _with_kind(res, obj))

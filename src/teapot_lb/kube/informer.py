@@ -118,6 +118,14 @@ class Informer:
                 delay = self.backoff.next()
                 self._log.warning("list/watch failed", error=str(err), retry_in=round(delay, 2))
                 await asyncio.sleep(delay)
+            except Exception:
+                # Never let one bad response end the informer: the cache would go stale
+                # silently. Log it loudly and start over from a list.
+                self.errors += 1
+                delay = self.backoff.next()
+                self._log.exception("informer error", retry_in=round(delay, 2))
+                need_list = True
+                await asyncio.sleep(delay)
 
     async def _relist(self) -> None:
         listed = await self.client.list(

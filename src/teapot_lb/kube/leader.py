@@ -21,6 +21,8 @@ import asyncio
 import contextlib
 import math
 import random
+import secrets
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -55,6 +57,12 @@ class LeaseConfig:
                 "leader election needs 0 < retry_period < renew_deadline < lease_duration "
                 f"(got {self.retry_period_s}, {self.renew_deadline_s}, {self.lease_duration_s})"
             )
+
+
+def default_identity() -> str:
+    """A unique candidate name: the host (the pod name, in a cluster) plus a random suffix,
+    so a restarted process never mistakes its predecessor's lease for its own."""
+    return f"{socket.gethostname()}_{secrets.token_hex(4)}"
 
 
 def _micro_time(now: datetime) -> str:
@@ -266,4 +274,4 @@ class LeaderElector:
                 await asyncio.shield(self.release())
 
 
-__all__ = ["LeaderElector", "LeadershipLost", "LeaseConfig"]
+__all__ = ["LeaderElector", "LeadershipLost", "LeaseConfig", "default_identity"]
