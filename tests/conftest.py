@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
 
-from teapot_lb.netlab import Topology, netns_available
+from needs import require_binary, require_root
+from teapot_lb.netlab import Topology
 
-
-def require_root() -> None:
-    """Skip the calling test when network namespaces cannot be created here."""
-    reason = netns_available()
-    if reason:
-        pytest.skip(reason)
-
-
-def require_binary(*names: str) -> None:
-    """Skip the calling test when one of the daemons/tools is not installed."""
-    for name in names:
-        if shutil.which(name) is None and shutil.which(name, path="/usr/sbin:/usr/lib/frr") is None:
-            pytest.skip(f"{name} is not installed (scripts/setup.sh installs it)")
+__all__ = ["require_binary", "require_root", "topology"]
 
 
 @pytest.fixture

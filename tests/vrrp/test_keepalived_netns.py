@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary  # type: ignore[import-not-found]  # tests/conftest.py
+from needs import require_binary
 from teapot_lb.netlab import Topology
 from teapot_lb.vrrp.lab import VipLab, wait_for
 
@@ -41,7 +41,11 @@ def test_client_reaches_each_vip_on_its_single_master(lab: VipLab) -> None:
     lab.start([WEB, WEB6, PAIR])
     for group, vip in [("default/web", "192.0.2.200"), ("default/web6", "2001:db8::200")]:
         master = lab.settled_master(group)
-        assert wait_for(lambda v=vip: lab.holders(v), timeout_s=5, what=f"{vip} added") == [master]
+
+        def held_by_master_only(vip: str = vip, master: str = master) -> bool:
+            return lab.holders(vip) == [master]
+
+        wait_for(held_by_master_only, timeout_s=5, what=f"{vip} on {master} only")
         assert lab.connect(vip) == master
     pair_master = lab.settled_master("default/pair")
     assert pair_master in ("n1", "n2")

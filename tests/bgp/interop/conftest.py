@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary  # type: ignore[import-not-found]  # tests/conftest.py
+from needs import require_binary
 from teapot_lb.netlab import Topology
 
 from .peers import DAEMONS, BgpDaemon, Lab
