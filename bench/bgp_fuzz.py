@@ -23,7 +23,7 @@ import traceback
 from collections import Counter
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 
-from teapot_lb.bgp.fsm import NotificationSent, Session, SessionConfig, State
+from teapot_lb.bgp.fsm import NotificationSent, Session, SessionConfig, State, UpdateProblems
 from teapot_lb.bgp.wire import (
     IPV4_UNICAST,
     IPV6_UNICAST,
@@ -247,7 +247,13 @@ def main() -> None:
             if sent:
                 fsm[f"reset: {sent[0].describe()}"] += 1
             elif session.state == State.ESTABLISHED:
-                fsm["still established"] += 1
+                problems = [a for a in actions if isinstance(a, UpdateProblems)]
+                if any(p.treat_as_withdraw for p in problems):
+                    fsm["still established, RFC 7606 treat-as-withdraw"] += 1
+                elif problems:
+                    fsm["still established, RFC 7606 attribute discarded"] += 1
+                else:
+                    fsm["still established"] += 1
             else:
                 fsm[f"{session.state.value} (peer NOTIFICATION)"] += 1
         except Exception as exc:
