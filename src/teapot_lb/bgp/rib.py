@@ -342,6 +342,9 @@ class AdjRibIn:
     stale: set[Prefix] = field(default_factory=set)
 
     def learn(self, routes: Iterable[tuple[Prefix, ReceivedPath]]) -> None:
+        if not self.stale:
+            self.routes.update(routes)
+            return
         for prefix, path in routes:
             self.routes[prefix] = path
             self.stale.discard(prefix)
