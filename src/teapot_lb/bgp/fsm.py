@@ -258,6 +258,11 @@ class Session:
     _reader: MessageReader = field(default_factory=MessageReader)
     _ctx: Context = field(default_factory=Context)
 
+    @property
+    def enabled(self) -> bool:
+        """Started and not stopped: the session (re)connects on its own."""
+        return self._enabled
+
     # -- events ------------------------------------------------------------------------------
 
     def start(self) -> list[Action]:

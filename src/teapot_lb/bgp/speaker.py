@@ -231,6 +231,7 @@ class _Link:
     def _attach_protocol(self) -> _Protocol:
         proto = _Protocol(self)
         self.proto = proto
+        self.outgoing = True
         self.connect_task = None
         return proto
 
@@ -243,6 +244,7 @@ class _Link:
         """Take over an accepted connection."""
         self._cancel_connect()
         self.proto = proto
+        self.outgoing = False
         proto.link = self
         self.run(self.session.connection_made())
 
@@ -347,6 +349,10 @@ class Peer:
     def accept(self, proto: _Protocol) -> None:
         """An incoming connection from this peer's address."""
         st = self.main.session.state
+        if st == State.IDLE and self.main.session.enabled:
+            # Waiting to retry after an error: take the peer's connection instead.
+            self.main.run(self.main.session.timer_expired(Timer.CONNECT_RETRY))
+            st = self.main.session.state
         if st in (State.CONNECT, State.ACTIVE):
             self.main.adopt(proto)
         elif st in (State.OPEN_SENT, State.OPEN_CONFIRM) and not self._others:

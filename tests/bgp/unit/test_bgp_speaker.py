@@ -89,3 +89,16 @@ async def test_shutdown_sends_cease_with_the_communication(pair: tuple[Speaker, 
     assert peer_at_b.last_error == (
         'peer sent NOTIFICATION Cease/Administrative Shutdown "maintenance window"'
     )
+
+
+async def test_after_the_peer_drops_us_we_reconnect_and_re_announce(
+    pair: tuple[Speaker, Speaker],
+) -> None:
+    a, b = pair
+    a.set_routes({V4: None})
+    await until(lambda: V4 in b.routes_in("127.0.0.1"), "route at b")
+    await b.remove_peer("127.0.0.1", "reconfiguring")
+    await until(lambda: a.peer("127.0.0.1").state != State.ESTABLISHED, "a notices")
+    b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, hold_time=9))
+    await until(lambda: V4 in b.routes_in("127.0.0.1"), "route re-announced after reconnect")
+    assert a.peer("127.0.0.1").counters.established == 2
