@@ -86,6 +86,9 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
             }
         ),
     ),
+    # events.k8s.io/v1 Events are stored apart from core/v1 ones here (a real server
+    # serves one set of objects through both APIs).
+    Kind("events.k8s.io", "v1", "events", "Event", True, False),
     Kind("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True, False),
     Kind("coordination.k8s.io", "v1", "leases", "Lease", True, False),
     Kind("networking.k8s.io", "v1", "ingresses", "Ingress", True, True),

@@ -186,3 +186,29 @@ async def test_informer_for_custom_resources(fake_api: FakeApiServer, kube: Kube
             {"metadata": {"name": "p", "namespace": "default"}, "spec": {"addresses": []}},
         )
         await until(lambda: inf.get("default/p") is not None, what="pool cached")
+
+
+async def test_cache_drops_managed_fields(fake_api: FakeApiServer, kube: KubeClient) -> None:
+    managed = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+    fake_api.seed(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "listed", "managedFields": managed},
+            "spec": {},
+        }
+    )
+    informer, rec = make(kube)
+    async with running(informer) as inf:
+        fake_api.seed(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "watched", "managedFields": managed},
+                "spec": {},
+            }
+        )
+        await until(rec.saw(EventType.ADDED, "default/watched"), what="ADDED watched")
+        for key in ("default/listed", "default/watched"):
+            cached = inf.get(key)
+            assert cached is not None and "managedFields" not in cached["metadata"]

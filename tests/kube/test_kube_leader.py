@@ -172,7 +172,10 @@ async def test_is_leader_fences_writes_as_soon_as_the_renew_deadline_passes(
     try:
         await until(a.leading.is_set, what="a leads")
         fake_api.faults.delay(30, path_contains="/leases")
+        a.elector.ensure_leader()  # leading: no error
         await until(lambda: not a.elector.is_leader, within=RENEW_S + RETRY_S + 1.0, what="fence")
+        with pytest.raises(LeadershipLost):
+            a.elector.ensure_leader()
     finally:
         await a.stop()
 

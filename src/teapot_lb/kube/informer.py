@@ -135,7 +135,7 @@ class Informer:
             field_selector=self.field_selector,
         )
         self.lists += 1
-        fresh = {object_key(obj): obj for obj in listed.items}
+        fresh = {object_key(obj): _trimmed(obj) for obj in listed.items}
         old = self._cache
         self._cache = fresh
         self.resource_version = listed.resource_version
@@ -169,8 +169,9 @@ class Informer:
                     continue
                 key = object_key(event.object)
                 if event.type in ("ADDED", "MODIFIED"):
-                    self._cache[key] = event.object
-                    self._dispatch(EventType(event.type), key, event.object)
+                    obj = _trimmed(event.object)
+                    self._cache[key] = obj
+                    self._dispatch(EventType(event.type), key, obj)
                 elif event.type == "DELETED":
                     self._cache.pop(key, None)
                     self._dispatch(EventType.DELETED, key, event.object)
@@ -184,3 +185,12 @@ class Informer:
                 handler(type_, key, obj)
             except Exception:
                 self._log.exception("event handler failed", key=key, event=type_.value)
+
+
+def _trimmed(obj: KubeObject) -> KubeObject:
+    """Drop ``metadata.managedFields``: bookkeeping for server-side apply that no reader
+    here needs and that can double the memory of a large cache."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj

@@ -101,6 +101,11 @@ class LeaderElector:
         """
         return self._leading and self._now() - self._renewed_at < self.config.renew_deadline_s
 
+    def ensure_leader(self) -> None:
+        """Raise :class:`LeadershipLost` unless :attr:`is_leader`; call before a write."""
+        if not self.is_leader:
+            raise LeadershipLost(f"{self.config.identity} is not the leader")
+
     @property
     def observed_holder(self) -> str:
         return str(self._observed[0]) if self._observed else ""
