@@ -152,6 +152,51 @@ def test_adding_and_removing_services_reloads_without_interrupting_other_vips(
         assert lab.counters(n)["reloads"] >= reloads[n] + 10
 
 
+def test_after_a_dual_master_the_client_follows_the_winner(lab: VipLab) -> None:
+    """Two masters, each announcing the VIP; when they see each other again the
+    loser steps down and the winner re-announces, so the client does not stay on
+    the loser's MAC (keepalived's defaults would leave it there)."""
+    lab.start([PAIR])
+    instance = lab.instance_of("default/pair")
+    assert instance is not None
+    winner = lab.settled_master("default/pair")
+    loser = "n2" if winner == "n1" else "n1"
+    lab.start_prober(["192.0.2.201"])
+    wait_for(
+        lambda: lab.client_neighbour_mac("192.0.2.201") == lab.nodes[winner].mac("eth0"),
+        timeout_s=5,
+        what="client on the master's MAC",
+    )
+    lab.isolate([winner, loser], isolated=True)
+    wait_for(
+        lambda: sorted(lab.masters(instance)) == sorted([winner, loser]),
+        timeout_s=10,
+        what="two masters while the nodes cannot hear each other",
+    )
+    wait_for(
+        lambda: lab.client_neighbour_mac("192.0.2.201") == lab.nodes[loser].mac("eth0"),
+        timeout_s=5,
+        what="client moved to the second master's MAC by its GARP",
+    )
+    time.sleep(1.5)  # past the second master's delayed GARP burst
+    rx_lower = lab.counters(winner).get("dual_master_resolutions", 0)
+    lab.isolate([winner, loser], isolated=False)
+    wait_for(lambda: lab.masters(instance) == [winner], timeout_s=5, what="loser steps down")
+    wait_for(
+        lambda: lab.client_neighbour_mac("192.0.2.201") == lab.nodes[winner].mac("eth0"),
+        timeout_s=3,
+        what="client back on the winner's MAC (re-announced, not left stale)",
+    )
+    assert lab.counters(winner)["dual_master_resolutions"] > rx_lower
+    assert lab.holders("192.0.2.201") == [winner]
+    t_back = time.monotonic()
+    wait_for(
+        lambda: lab.answered_by_since(t_back, "192.0.2.201", winner),
+        timeout_s=5,
+        what="connects answered by the winner",
+    )
+
+
 def test_local_policy_endpoint_loss_moves_mastership_without_reload(lab: VipLab) -> None:
     local = svc("default/local", "192.0.2.220", local_traffic_policy=True)
     lab.start([WEB, local], local_endpoints={"default/local": NODES})

@@ -11,7 +11,8 @@ The JSON file is the cluster view the speaker would otherwise build from the API
                   "vrid": null, "local_traffic_policy": false, "preempt": true}],
       "node_addresses": {"n1": ["192.0.2.1", "2001:db8::1"]},
       "vrids": {"<instance token>": 51},
-      "local_endpoints": {"default/web": ["n1", "n2"]}
+      "local_endpoints": {"default/web": ["n1", "n2"]},
+      "garp": {"master_refresh_s": 10}
     }
 
 ``vrids`` is the cluster's VRID allocation (the controller keeps it; every node must
@@ -44,6 +45,7 @@ from teapot_lb.vrrp.render import (
     DEFAULT_ADVERT_INTERVAL_S,
     VRID_MAX,
     VRID_MIN,
+    GarpPolicy,
     IPAddress,
     Rendered,
     VipConfigError,
@@ -63,6 +65,7 @@ class AgentInput:
     node_addresses: Mapping[str, tuple[IPAddress, ...]]
     vrids: Mapping[str, int]
     local_endpoints: Mapping[str, frozenset[str]]
+    garp: GarpPolicy
 
 
 def group_from_json(d: Mapping[str, Any]) -> VipGroup:
@@ -93,6 +96,7 @@ def input_from_json(doc: Mapping[str, Any]) -> AgentInput:
             str(g): frozenset(str(n) for n in nodes)
             for g, nodes in doc.get("local_endpoints", {}).items()
         },
+        garp=GarpPolicy(**doc.get("garp", {})),
     )
 
 
@@ -181,6 +185,7 @@ class Agent:
             node_addresses=agent_input.node_addresses,
             interfaces=local_interfaces(),
             previous_vrids=agent_input.vrids,
+            garp=agent_input.garp,
         )
         for err in rendered.errors:
             _log().error("vip configuration error", error=str(err), kind=type(err).__name__)

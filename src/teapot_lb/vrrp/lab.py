@@ -67,6 +67,8 @@ class VipLab:
         self.keepalived = keepalived
         self.node_names = tuple(nodes)
         self.nodes: dict[str, Host] = {}
+        self.ports: dict[str, str] = {}  # node -> its port on the switch
+        self.switch: Host | None = None
         self.addresses: dict[str, list[str]] = {}
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
         self.config_path = workdir / "vips.json"
@@ -81,11 +83,11 @@ class VipLab:
     # ----------------------------------------------------------------- build
 
     def build(self) -> VipLab:
-        sw = self.topo.add_switch("sw")
+        sw = self.switch = self.topo.add_switch("sw")
         for i, name in enumerate(self.node_names, start=1):
             host = self.topo.add_host(name)
             addrs = [f"192.0.2.{i}/24", f"2001:db8::{i}/64"]
-            self.topo.connect(host, sw, addrs=addrs)
+            self.ports[name] = self.topo.connect(host, sw, addrs=addrs)
             self.nodes[name] = host
             self.addresses[name] = [a.split("/")[0] for a in addrs]
         self.client = self.topo.add_host("client")
@@ -136,6 +138,7 @@ class VipLab:
         groups: Sequence[Mapping[str, Any]],
         *,
         local_endpoints: Mapping[str, Sequence[str]] | None = None,
+        garp: Mapping[str, Any] | None = None,
         wait: bool = True,
         timeout_s: float = 20.0,
     ) -> int:
@@ -146,6 +149,7 @@ class VipLab:
             "groups": [dict(g) for g in groups],
             "node_addresses": self.addresses,
             "local_endpoints": {k: list(v) for k, v in (local_endpoints or {}).items()},
+            "garp": dict(garp or {}),
         }
         parsed = input_from_json(doc)
         self.vrids = allocate_vrids(group_instances(parsed.groups), self.vrids).vrids
@@ -278,6 +282,21 @@ class VipLab:
 
     def set_link(self, node: str, up: bool) -> None:
         self.nodes[node].ip("link", "set", "eth0", "up" if up else "down")
+
+    def isolate(self, nodes: Sequence[str], isolated: bool) -> None:
+        """Bridge port isolation: isolated nodes cannot reach each other (only the rest)."""
+        assert self.switch is not None
+        for node in nodes:
+            self.switch.run(
+                "bridge", "link", "set", "dev", self.ports[node], "isolated",
+                "on" if isolated else "off",
+            )  # fmt: skip
+
+    def client_neighbour_mac(self, vip: str) -> str | None:
+        """The MAC the client currently sends ``vip``'s traffic to."""
+        assert self.client is not None
+        words = self.client.ip("neigh", "show", vip).split()
+        return words[words.index("lladdr") + 1] if "lladdr" in words else None
 
     def start_prober(self, targets: Sequence[str], interval_s: float = 0.01) -> None:
         assert self.client is not None

@@ -177,8 +177,8 @@ class VipGroup:
     preempt: bool = True
 
     def __post_init__(self) -> None:
-        if not self.name:
-            raise InvalidVipGroup(self.name, "name", "must not be empty")
+        if not self.name or any(c.isspace() or c in '"{}' for c in self.name):
+            raise InvalidVipGroup(self.name, "name", "must be non-empty, without spaces or quotes")
         if not self.interface or any(c.isspace() for c in self.interface):
             raise InvalidVipGroup(self.name, "interface", f"invalid name {self.interface!r}")
         if not self.vips:
@@ -230,6 +230,9 @@ class GarpPolicy:
     lower_prio_delay_s: int = 1
     # Periodic refresh while master: bounds any remaining stale-MAC window.
     master_refresh_s: int = 10
+    # A master stepping down for a better one first sends one (lower) advert, which
+    # triggers the winner's lower_prio burst.
+    higher_prio_send_advert: bool = True
 
 
 @dataclass(frozen=True)
@@ -603,7 +606,7 @@ def _instance_block(plan: InstancePlan, src: IPAddress | None, garp: GarpPolicy)
         f"    garp_lower_prio_delay {garp.lower_prio_delay_s}",
         f"    garp_lower_prio_repeat {garp.lower_prio_repeat}",
         f"    garp_master_refresh {garp.master_refresh_s}",
-        "    higher_prio_send_advert true",
+        f"    higher_prio_send_advert {'true' if garp.higher_prio_send_advert else 'false'}",
         "    notify_deleted",
     ]
     if src is not None:
