@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from teapot_lb.l2.lab import SERVE_PORT, V4, L2Lab, build, in_netns, wait_for
 from teapot_lb.netlab import Topology
@@ -220,16 +221,15 @@ def stability(seconds: float, workdir: Path) -> tuple[int, int, float]:
             lab.start_agent(node, d)
         wait_for(lambda: lab.connect(V4), 20, "an owner")
         time.sleep(1.0)
-        marks = {n: p.stat().st_size for n, p in lab.logs.items()}
+        starts = {n: p.stat().st_size for n, p in lab.logs.items()}
         hogs = [
             host.popen([sys.executable, "-c", "while True: pass"])
             for host in lab.nodes.values()
             for _ in range(2)
         ]
-        print(
-            f"stability: {len(hogs)} CPU hogs for {seconds:.0f} s, no failure injected", flush=True
-        )
+        print(f"stability: {len(hogs)} CPU hogs for {seconds:.0f} s, no failure injected")
         time.sleep(seconds)
+        ends = {n: p.stat().st_size for n, p in lab.logs.items()}  # the window ends here
         for proc in lab.agents.values():  # graceful stop: they log their counters
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -241,21 +241,28 @@ def stability(seconds: float, workdir: Path) -> tuple[int, int, float]:
         acquisitions = deaths = 0
         max_gap = 0.0
         for node, path in lab.logs.items():
-            with path.open("rb") as fh:
-                fh.seek(marks[node])
-                for line in fh.read().decode(errors="replace").splitlines():
-                    with contextlib.suppress(ValueError):
-                        rec = json.loads(line)
-                        if rec.get("event") == "ownership" and rec.get("owned"):
-                            acquisitions += 1
-                            print(f"  spurious: {node} acquired {rec.get('ip')}", flush=True)
-                        if rec.get("event") == "counters":
-                            max_gap = max([max_gap, *rec.get("max_gap_s", {}).values()])
-                        if rec.get("event") == "member" and rec.get("new") == "dead":
-                            deaths += 1
-                            print(f"  {node} declared {rec.get('member')} dead", flush=True)
+            raw = path.read_bytes()
+            window = raw[starts[node] : ends[node]].decode(errors="replace").splitlines()
+            for rec in _records(window):
+                if rec.get("event") == "ownership" and rec.get("owned"):
+                    acquisitions += 1
+                    print(f"  spurious: {node} acquired {rec.get('ip')}", flush=True)
+                if rec.get("event") == "member" and rec.get("new") == "dead":
+                    deaths += 1
+                    print(f"  {node} declared {rec.get('member')} dead", flush=True)
+            for rec in _records(raw[ends[node] :].decode(errors="replace").splitlines()):
+                if rec.get("event") == "counters":
+                    max_gap = max([max_gap, *rec.get("max_gap_s", {}).values()])
         print(f"stability: longest heartbeat silence seen by any node: {max_gap:.3f} s")
         return acquisitions, deaths, max_gap
+
+
+def _records(lines: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ answers on the wire, what the client's neighbour table holds, how it fails over.
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
 import time
@@ -234,3 +235,33 @@ def test_heartbeat_partition_resolves_to_the_better_ranked_owner_in_one_round_tr
         f"{standby} hearing {owner} again",
     )
     assert lab.connect(ip) == owner
+
+
+def test_malformed_frames_on_the_wire_are_ignored(lab: L2Lab) -> None:
+    sock = netns_socket(lab.client.ns, socket.AF_PACKET, socket.SOCK_RAW)
+    sock.bind(("eth0", 0))
+    mac = wire.parse_mac(lab.client.mac("eth0"))
+    good_arp = wire.encode(wire.arp_request(mac, CLIENT4, IPv4Address(V4)))
+    good_ns = wire.encode(wire.neighbor_solicitation(mac, CLIENT6, IPv6Address(V6)))
+    try:
+        for i in range(300):
+            frame = bytearray(good_arp if i % 2 else good_ns)
+            frame[14 + (i * 7) % (len(frame) - 14)] ^= 1 + i % 255  # corrupt one byte
+            sock.send(bytes(frame[: 20 + i % 60]))
+    finally:
+        sock.close()
+    assert all(proc.poll() is None for proc in lab.agents.values())
+    flush_client(lab)
+    for ip in (V4, V6):
+        assert lab.connect(ip) == order(lab, ip)[0]
+
+
+def test_a_gracefully_stopped_owner_hands_over_at_once(lab: L2Lab) -> None:
+    old, new = order(lab, V4)[:2]
+    lab.agents[old].send_signal(signal.SIGTERM)
+    lab.agents[old].wait(timeout=10)
+    wait_for(lambda: lab.connect(V4, timeout=0.2) == new, 10, f"{V4} served by {new}")
+    assert any(
+        (e["member"], e["new"], e["reason"]) == (old, "dead", "left")
+        for e in events(lab, new, "member")
+    )

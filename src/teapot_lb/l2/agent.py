@@ -245,7 +245,7 @@ def _split(text: str) -> list[str]:
 @click.option("--bind", default=None, help="Local address for heartbeats (default: any).")
 @click.option("--interval", default=0.02, show_default=True, help="Heartbeat interval (s).")
 @click.option("--suspect-after", default=3, show_default=True, help="Missed intervals.")
-@click.option("--dead-after", default=6, show_default=True, help="Missed intervals.")
+@click.option("--dead-after", default=8, show_default=True, help="Missed intervals.")
 @click.option("--refresh", default=None, type=float, help="Re-announce owned IPs every N s.")
 @click.option("--claim-hold", default=3.0, show_default=True, help="Yield to a claim for N s.")
 @click.option("--key-file", default=None, type=click.Path(exists=True, dir_okay=False))

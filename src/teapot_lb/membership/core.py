@@ -56,7 +56,7 @@ class Heartbeat:
 class Timing:
     interval: float = 0.02
     suspect_after: int = 3  # missed intervals
-    dead_after: int = 6  # missed intervals: detection takes interval * dead_after
+    dead_after: int = 8  # missed intervals: detection takes interval * dead_after
 
     @property
     def detection(self) -> float:
