@@ -52,7 +52,7 @@ from teapot_lb.kube.resources import (
 )
 from teapot_lb.kube.status import patch_status, update_status
 from teapot_lb.kube.workqueue import QueueShutDown, WorkQueue
-from teapot_lb.model import AddressPoolStatus, ObjectRef, Service, parse_object
+from teapot_lb.model import AddressPoolStatus, ApiObject, ObjectRef, Service, parse_object
 
 POOLS_KEY = "@pools"  # re-read the pool configuration
 POOL_STATUS_KEY = "@pool-status"  # write every pool's status
@@ -149,6 +149,17 @@ class KubeController:
 
     def view(self) -> ClusterView:
         return self.store.view()
+
+    def config_objects(self) -> list[ApiObject]:
+        """The lb.teapot.io objects in the cache (what the webhook validates against)."""
+        view = self.store.view()
+        return [
+            *view.pools.values(),
+            *view.bgp_peers.values(),
+            *view.bgp_advertisements.values(),
+            *view.l2_advertisements.values(),
+            *view.vip_advertisements.values(),
+        ]
 
     # --------------------------------------------------------------- informers
 

@@ -1,0 +1,73 @@
+"""AdmissionReview v1 for the lb.teapot.io kinds (pure: a decoded review in, a review out).
+
+An object is admitted when it parses and when adding it to the objects that already
+exist brings no problem about it (so an overlap with an existing pool is caught, but an
+unrelated broken object does not block this change). Deletions are always admitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from teapot_lb.model import GROUP, ApiObject, Problem, parse_object
+from teapot_lb.validation import validate_change
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview v1 request."""
+
+
+def _response(uid: str, allowed: bool, message: str = "") -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if not allowed:
+        response["status"] = {"code": 422, "reason": "Invalid", "message": message}
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def denial_message(problems: Iterable[Problem]) -> str:
+    """`Kind/ns/name: field: message` lines joined by `; ` (kubectl shows one line)."""
+    return "; ".join(str(p) for p in problems)
+
+
+def review(body: object, existing: Iterable[ApiObject]) -> tuple[dict[str, Any], str, bool]:
+    """The AdmissionReview answering `body`, the kind reviewed and whether it was allowed.
+
+    Raises BadReview when `body` is not an AdmissionReview request.
+    """
+    if not isinstance(body, Mapping) or body.get("kind") != "AdmissionReview":
+        raise BadReview("expected an AdmissionReview")
+    request = body.get("request")
+    if not isinstance(request, Mapping) or not isinstance(request.get("uid"), str):
+        raise BadReview("the AdmissionReview has no request with a uid")
+    uid = request["uid"]
+    kind_info = request.get("kind") if isinstance(request.get("kind"), Mapping) else {}
+    kind = str(kind_info.get("kind", "")) if isinstance(kind_info, Mapping) else ""
+    group = str(kind_info.get("group", "")) if isinstance(kind_info, Mapping) else ""
+    if request.get("operation") not in ("CREATE", "UPDATE") or group != GROUP:
+        return _response(uid, True), kind, True
+    obj = request.get("object")
+    if not isinstance(obj, Mapping):
+        raise BadReview("a CREATE or UPDATE review needs the object")
+    document = _with_identity(obj, request)
+    parsed, problems = parse_object(document)
+    if parsed is not None and not problems:
+        problems = validate_change(parsed, existing)
+    if problems:
+        return _response(uid, False, denial_message(problems)), kind, False
+    return _response(uid, True), kind, True
+
+
+def _with_identity(obj: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
+    """The object with the namespace and name the API server will give it (a create may
+    leave the namespace to the URL, and the name to `generateName`)."""
+    document = dict(obj)
+    meta = dict(document.get("metadata") or {})
+    if not meta.get("namespace") and request.get("namespace"):
+        meta["namespace"] = request["namespace"]
+    if not meta.get("name"):
+        meta["name"] = request.get("name") or f"{meta.get('generateName', '')}(generated)"
+    document["metadata"] = meta
+    return document
