@@ -555,8 +555,11 @@ class FakeApiServer:
                         next_bookmark = now + self.bookmark_interval
                     wait = min(wait, next_bookmark - now)
                 try:
-                    item = await asyncio.wait_for(watcher.queue.get(), timeout=max(wait, 0.0))
+                    # Wake at least every second to notice a client that went away.
+                    item = await asyncio.wait_for(watcher.queue.get(), timeout=min(wait, 1.0))
                 except TimeoutError:
+                    if request.transport is None or request.transport.is_closing():
+                        break
                     continue
                 if item is None:
                     break

@@ -629,3 +629,12 @@ async def test_remove_helper_deletes_despite_finalizers_and_emits_delete(
         assert fake_api.get("services", "a", "default") is None
     finally:
         stream.close()
+
+
+async def test_watch_of_a_client_that_went_away_is_closed(
+    fake_api: FakeApiServer, api: client.ApiClient
+) -> None:
+    stream = await watch_services(api)
+    await _until(lambda: fake_api.open_watches == 1)
+    stream.response.close()  # drop the connection without reading on
+    await _until(lambda: fake_api.open_watches == 0, within=5.0)
