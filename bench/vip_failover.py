@@ -20,6 +20,15 @@ lost_connects_during_reloads, connects_during_reloads, reloads, trials,
 master_rx_lower_pri_events (a master heard a lower-priority advert: each
 preemption by a recovered node produces one, as does any dual master).
 
+  4. A dual master: two nodes of an instance are split (bridge port isolation),
+     both become master and the client follows the second one's GARP; then they
+     are joined again. Measured: time until the client's neighbour entry for the
+     VIP is the winner's MAC again, and connects failed meanwhile — with
+     teapot-lb's GARP settings and with keepalived's defaults (capped at 60 s).
+     JSON: dual_master_client_back_s, dual_master_failed_connects,
+     dual_master_keepalived_defaults_client_back_s,
+     dual_master_keepalived_defaults_failed_connects.
+
 The kill happens at a random phase of the master's advertisement cycle.
 
 Run as root: .venv/bin/python bench/vip_failover.py [--trials 20] [--reloads 50]
@@ -44,6 +53,7 @@ from teapot_lb.vrrp.render import DEFAULT_ADVERT_INTERVAL_S
 
 NODES = ["n1", "n2", "n3"]
 VIP = "192.0.2.200"
+PAIR_VIP = "192.0.2.201"
 
 
 def svc(name: str, vip: str, advert: float, **kw: Any) -> dict[str, Any]:
@@ -103,6 +113,50 @@ def phase(
         out.append(took)
         print(f"  trial {i + 1:2d}: master {master} lost -> client served again after {took:.3f} s")
     return out
+
+
+KEEPALIVED_DEFAULT_GARP = {
+    "master_delay_s": 5,
+    "master_repeat": 5,
+    "lower_prio_repeat": 0,
+    "lower_prio_delay_s": 5,
+    "master_refresh_s": 0,
+    "higher_prio_send_advert": False,
+}
+
+
+def dual_master(lab: VipLab, garp: dict[str, Any], cap_s: float) -> tuple[float | None, int]:
+    """Split two masters apart, heal; seconds until the client is back on the winner's MAC.
+
+    Returns (seconds or None if not within ``cap_s``, connects that failed after healing).
+    """
+    pair = svc("bench/pair", PAIR_VIP, DEFAULT_ADVERT_INTERVAL_S, candidate_nodes=["n1", "n2"])
+    lab.write_config([pair], garp=garp)
+    instance = lab.instance_of("bench/pair")
+    assert instance is not None
+    winner = lab.settled_master("bench/pair", timeout_s=20, all_healthy=True)
+    loser = "n2" if winner == "n1" else "n1"
+    mac = {n: lab.nodes[n].mac("eth0") for n in (winner, loser)}
+    wait_for(lambda: lab.client_neighbour_mac(PAIR_VIP) == mac[winner], timeout_s=10, what="c")
+    lab.isolate([winner, loser], isolated=True)
+    wait_for(lambda: len(lab.masters(instance)) == 2, timeout_s=10, what="two masters")
+    wait_for(lambda: lab.client_neighbour_mac(PAIR_VIP) == mac[loser], timeout_s=10, what="c")
+    time.sleep(6)  # past every delayed GARP burst of the second master
+    t0 = time.monotonic()
+    lab.isolate([winner, loser], isolated=False)
+    back: float | None = None
+    while time.monotonic() - t0 < cap_s:
+        if lab.client_neighbour_mac(PAIR_VIP) == mac[winner]:
+            back = time.monotonic() - t0
+            break
+        time.sleep(0.02)
+    time.sleep(2.2)
+    failed = [a for a in lab.attempts(since=t0) if PAIR_VIP in a.target and not a.ok]
+    return back, len(failed)
+
+
+def secs(value: float | None) -> str:
+    return "more than the cap" if value is None else f"{value:.3f} s"
 
 
 def summary(name: str, values: list[float]) -> str:
@@ -170,6 +224,15 @@ def main() -> int:
         reloads = min(lab.counters(n).get("reloads", 0) - reloads_before[n] for n in NODES)
         dual = sum(lab.counters(n).get("dual_master_resolutions", 0) for n in NODES)
 
+        print("phase 4: a dual master heals (n1/n2 split by bridge port isolation, then joined)")
+        lab.start_prober([PAIR_VIP])
+        ours_back, ours_failed = dual_master(lab, {}, cap_s=60)
+        print(f"  teapot-lb settings:    back after {secs(ours_back)}, {ours_failed} failed")
+        defaults_back, defaults_failed = dual_master(lab, KEEPALIVED_DEFAULT_GARP, cap_s=60)
+        print(
+            f"  keepalived's defaults: back after {secs(defaults_back)}, {defaults_failed} failed"
+        )
+
     print(summary(f"advert_int {default} s", fast_times))
     print(summary("advert_int 1 s", slow_times))
     print(
@@ -187,6 +250,12 @@ def main() -> int:
         "trials": args.trials,
         "default_advert_interval_s": default,
         "master_rx_lower_pri_events": dual,
+        "dual_master_client_back_s": None if ours_back is None else round(ours_back, 3),
+        "dual_master_failed_connects": ours_failed,
+        "dual_master_keepalived_defaults_client_back_s": (
+            None if defaults_back is None else round(defaults_back, 3)
+        ),
+        "dual_master_keepalived_defaults_failed_connects": defaults_failed,
         "cpus": os.cpu_count(),
     }
     print(json.dumps(result))
