@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fakeapi import FakeApiServer
@@ -96,3 +98,11 @@ def test_keys_round_trip() -> None:
     assert split_key("ns/name") == ("ns", "name")
     assert split_key("node1") == (None, "node1")
     assert object_key({"metadata": {"name": "n"}}) == "n"
+
+
+async def test_connect_takes_the_namespace_of_the_kubeconfig_context(
+    fake_api: FakeApiServer, tmp_path: Path
+) -> None:
+    path = fake_api.write_kubeconfig(tmp_path / "kc-team", namespace="team-a")
+    async with await connect(path) as client:
+        assert client.namespace == "team-a"

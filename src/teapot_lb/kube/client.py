@@ -14,6 +14,7 @@ kind, built-in or custom.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -33,6 +34,8 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 JsonPatch = list[dict[str, Any]]  # RFC 6902 operations
+
+_SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 _API_CLASSES: dict[str, Any] = {
     "": k8s.CoreV1Api,
@@ -68,25 +71,41 @@ async def connect(
     """A client from ``kubeconfig``; without one, the in-cluster service account when
     running in a pod, else ``$KUBECONFIG`` / ``~/.kube/config``."""
     configuration = k8s.Configuration()
+    namespace = "default"
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        namespace = _pod_namespace() or namespace
     else:
-        await k8s_config.load_kube_config(
+        loader = await k8s_config.load_kube_config(
             config_file=str(kubeconfig) if kubeconfig is not None else None,
             context=context,
             client_configuration=configuration,
             persist_config=False,
         )
+        context_node = loader.current_context or {}
+        with contextlib.suppress(KeyError, TypeError, AttributeError):
+            namespace = context_node["context"].get("namespace") or namespace
     api_client = k8s.ApiClient(configuration)
     api_client.user_agent = user_agent
-    return KubeClient(api_client, request_timeout_s=request_timeout_s)
+    return KubeClient(api_client, request_timeout_s=request_timeout_s, namespace=namespace)
+
+
+def _pod_namespace() -> str:
+    try:
+        return Path(_SERVICE_ACCOUNT_NAMESPACE).read_text().strip()
+    except OSError:
+        return ""
 
 
 class KubeClient:
     """Verbs on any :class:`Resource`; objects in and out are JSON dicts."""
 
-    def __init__(self, api_client: Any, *, request_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, api_client: Any, *, request_timeout_s: float = 30.0, namespace: str = "default"
+    ) -> None:
         self._api = api_client
+        # The kubeconfig context's namespace, or the pod's own namespace in a cluster.
+        self.namespace = namespace
         self.request_timeout_s = request_timeout_s
         self._typed: dict[str, Any] = {}
         self._custom = k8s.CustomObjectsApi(api_client)
