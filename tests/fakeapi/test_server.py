@@ -638,3 +638,11 @@ async def test_watch_of_a_client_that_went_away_is_closed(
     await _until(lambda: fake_api.open_watches == 1)
     stream.response.close()  # drop the connection without reading on
     await _until(lambda: fake_api.open_watches == 0, within=5.0)
+
+
+async def test_configuration_helper_reaches_the_server(fake_api: FakeApiServer) -> None:
+    async with client.ApiClient(fake_api.configuration()) as api_client:
+        namespaces = await client.CoreV1Api(api_client).list_namespace()
+    names = [n.metadata.name for n in namespaces.items]
+    assert "default" in names
+    assert namespaces.items[0].status.phase == "Active"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from .. import log
 from .backoff import Backoff
@@ -34,6 +34,25 @@ class EventType(enum.StrEnum):
 
 
 Handler = Callable[[EventType, str, KubeObject], None]
+
+
+def cache_diff(
+    old: Mapping[str, KubeObject], new: Mapping[str, KubeObject]
+) -> list[tuple[EventType, str, KubeObject]]:
+    """The events that turn cache ``old`` into ``new`` (a fresh list), by key.
+
+    An object whose resourceVersion did not change produces no event; one missing from
+    ``new`` is DELETED with its last known state.
+    """
+    changes: list[tuple[EventType, str, KubeObject]] = []
+    for key, obj in new.items():
+        before = old.get(key)
+        if before is None:
+            changes.append((EventType.ADDED, key, obj))
+        elif resource_version(before) != resource_version(obj):
+            changes.append((EventType.MODIFIED, key, obj))
+    changes.extend((EventType.DELETED, key, obj) for key, obj in old.items() if key not in new)
+    return changes
 
 
 class Informer:
@@ -136,18 +155,11 @@ class Informer:
         )
         self.lists += 1
         fresh = {object_key(obj): _trimmed(obj) for obj in listed.items}
-        old = self._cache
+        changes = cache_diff(self._cache, fresh)
         self._cache = fresh
         self.resource_version = listed.resource_version
-        for key, obj in fresh.items():
-            before = old.get(key)
-            if before is None:
-                self._dispatch(EventType.ADDED, key, obj)
-            elif resource_version(before) != resource_version(obj):
-                self._dispatch(EventType.MODIFIED, key, obj)
-        for key, obj in old.items():
-            if key not in fresh:
-                self._dispatch(EventType.DELETED, key, obj)
+        for type_, key, obj in changes:
+            self._dispatch(type_, key, obj)
         self.backoff.reset()
         self._synced.set()
 

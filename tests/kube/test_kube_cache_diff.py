@@ -1,0 +1,43 @@
+"""The re-list diff: the events it emits turn the old cache into the new list."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from teapot_lb.kube.informer import EventType, cache_diff
+from teapot_lb.kube.resources import KubeObject
+
+
+def obj(name: str, rv: int) -> KubeObject:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv)}}
+
+
+caches = st.dictionaries(st.sampled_from([f"ns/o{i}" for i in range(8)]), st.integers(1, 4)).map(
+    lambda d: {k: obj(k.split("/")[1], rv) for k, rv in d.items()}
+)
+
+
+@given(caches, caches)
+def test_applying_the_diff_to_the_old_cache_gives_the_new_one(
+    old: dict[str, KubeObject], new: dict[str, KubeObject]
+) -> None:
+    cache = dict(old)
+    for type_, key, value in cache_diff(old, new):
+        if type_ is EventType.DELETED:
+            assert key in cache
+            del cache[key]
+        else:
+            assert (key in cache) == (type_ is EventType.MODIFIED)
+            cache[key] = value
+    assert cache == new
+
+
+@given(caches)
+def test_an_unchanged_list_produces_no_events(old: dict[str, KubeObject]) -> None:
+    assert cache_diff(old, dict(old)) == []
+
+
+def test_deleted_objects_carry_their_last_known_state() -> None:
+    last = obj("a", 7)
+    assert cache_diff({"ns/a": last}, {}) == [(EventType.DELETED, "ns/a", last)]
