@@ -1,0 +1,119 @@
+"""`teapot-lb speaker --node NAME`: announce this node's share of the Service IPs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from teapot_lb import log
+from teapot_lb.cli.run import MODES, RunConfig, build_speaker, parse_modes
+from teapot_lb.cluster import Store
+from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.kube.client import connect
+from teapot_lb.membership.udp import DEFAULT_PORT
+from teapot_lb.speaker.kube_source import KubeReporter, KubeSource
+from teapot_lb.speaker.metrics import speaker_registry
+
+
+async def run_speaker(
+    config: RunConfig, kubeconfig: str | None, config_namespace: str | None
+) -> None:
+    logger: Any = log.get("speaker").bind(node=config.node)
+    store = Store()
+    speaker = build_speaker(config, store)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with await connect(kubeconfig) as client:
+        source = KubeSource(client, store, speaker.notify, config_namespace=config_namespace)
+        speaker.reporter = KubeReporter(client, config.node)
+        monitor: MonitoringServer | None = None
+        if config.metrics_address:
+            host, port = parse_address(config.metrics_address)
+            monitor = MonitoringServer(
+                speaker_registry(speaker),
+                readiness=[
+                    lambda: [] if source.synced else ["informers not synced"],
+                ],
+            )
+            await monitor.start(host, port)
+        tasks = [
+            asyncio.create_task(source.run(), name="informers"),
+            asyncio.create_task(_run_when_synced(source, speaker), name="speaker"),
+        ]
+        logger.info("started")
+        try:
+            await stop.wait()
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            await speaker.shutdown()
+            if monitor is not None:
+                await monitor.stop()
+            logger.info("stopped")
+
+
+async def _run_when_synced(source: KubeSource, speaker: Any) -> None:
+    # Planning from a half-filled cache would withdraw what other kinds have not yet shown.
+    for informer in source.informers.values():
+        await informer.wait_synced()
+    speaker.notify()
+    await speaker.run()
+
+
+@click.command("speaker")
+@click.option("--node", required=True, envvar="NODE_NAME", help="This node's name.")
+@click.option("--kubeconfig", default=None, help="Default: in-cluster, else $KUBECONFIG.")
+@click.option(
+    "--config-namespace", default=None, help="Namespace of the lb.teapot.io objects (all)."
+)
+@click.option("--state-dir", type=click.Path(path_type=Path), default=Path("/var/lib/teapot-lb"))
+@click.option("--modes", default=",".join(MODES), show_default=True)
+@click.option("--bgp-port", default=179, show_default=True)
+@click.option("--l2-port", default=DEFAULT_PORT, show_default=True)
+@click.option("--heartbeat-interval", default=0.02, show_default=True)
+@click.option("--keepalived", default="keepalived", show_default=True)
+@click.option("--metrics-address", default=":7472", show_default=True)
+def speaker(
+    node: str,
+    kubeconfig: str | None,
+    config_namespace: str | None,
+    state_dir: Path,
+    modes: str,
+    bgp_port: int,
+    l2_port: int,
+    heartbeat_interval: float,
+    keepalived: str,
+    metrics_address: str,
+) -> None:
+    """Announce the Service IPs this node should announce (BGP, L2, VIP), from the API.
+
+    SIGTERM withdraws BGP routes, releases L2 ownership and stops keepalived first.
+    """
+    config = RunConfig(
+        manifests=Path("."),
+        node=node,
+        state_dir=state_dir,
+        modes=parse_modes(modes),
+        bgp_port=None if bgp_port < 0 else bgp_port,
+        l2_port=l2_port,
+        heartbeat_interval_s=heartbeat_interval,
+        keepalived=keepalived,
+        metrics_address=metrics_address or None,
+    )
+    asyncio.run(run_speaker(config, kubeconfig, config_namespace))
+
+
+if __name__ == "__main__":
+    log.configure("info", json=True, component="speaker")
+    speaker.main(args=sys.argv[1:], prog_name="teapot-lb speaker")

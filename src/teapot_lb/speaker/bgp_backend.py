@@ -1,0 +1,212 @@
+"""BGP backend: one :class:`teapot_lb.bgp.Speaker`, a peer per BGPPeer selecting this node.
+
+Peers are keyed by BGPPeer name. A BGPPeer whose session parameters change is removed and
+added again (that session resets; no other does). Routes are set per peer: only peers
+whose desired routes changed get :meth:`Speaker.set_routes`, and the speaker's
+Adj-RIB-Out sends only the difference, so a Service change never resets a session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from ipaddress import IPv4Address, ip_address
+from typing import Any, Protocol
+
+from teapot_lb import log
+from teapot_lb.bgp import PeerConfig, RouteAttributes, Speaker
+from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, LargeCommunity
+from teapot_lb.cluster import ClusterView, object_key
+from teapot_lb.model import AddressFamily, BGPPeer, Node, matches_any, parse_duration
+from teapot_lb.speaker.desired import Prefix, RouteAttrs
+
+_FAMILIES = {AddressFamily.IPV4_UNICAST: IPV4_UNICAST, AddressFamily.IPV6_UNICAST: IPV6_UNICAST}
+
+
+@dataclass(frozen=True)
+class PeerSetup:
+    """A BGPPeer as this node's speaker runs it, or why it cannot."""
+
+    name: str
+    config: PeerConfig | None
+    error: str | None = None
+
+
+def router_id_of(node: Node | None, node_name: str, peers: list[BGPPeer]) -> IPv4Address:
+    """The BGP identifier: a BGPPeer's routerID, else the node's IPv4 InternalIP, else a
+    stable hash of the node name (unique enough; set routerID where it matters)."""
+    for p in peers:
+        if p.spec.router_id is not None:
+            return IPv4Address(str(p.spec.router_id))
+    if node is not None:
+        for a in node.addresses():
+            if a.version == 4:
+                return IPv4Address(str(a))
+    digest = hashlib.sha256(node_name.encode()).digest()
+    return IPv4Address(int.from_bytes(digest[:4], "big") | 1)
+
+
+def peer_setups(view: ClusterView, node_name: str) -> dict[str, PeerSetup]:
+    """Every BGPPeer selecting this node, as a speaker peer configuration (pure)."""
+    node = view.nodes.get(node_name)
+    labels = node.labels if node is not None else {}
+    out: dict[str, PeerSetup] = {}
+    for key in sorted(view.bgp_peers):
+        peer = view.bgp_peers[key]
+        if node is None or not matches_any(peer.spec.node_selectors, labels):
+            continue
+        out[peer.name] = peer_setup(peer, view.secrets)
+    return out
+
+
+def peer_setup(peer: BGPPeer, secrets: Mapping[str, Mapping[str, bytes]]) -> PeerSetup:
+    spec = peer.spec
+    if spec.peer_address is None:
+        return PeerSetup(peer.name, None, "unnumbered BGP (interface) is not implemented yet")
+    password = spec.password
+    if spec.password_secret is not None:
+        ref = spec.password_secret
+        key = object_key(ref.namespace or peer.metadata.namespace, ref.name)
+        data = secrets.get(key)
+        if data is None or "password" not in data:
+            return PeerSetup(peer.name, None, f"Secret {key} with key 'password' not found")
+        password = data["password"].decode()
+    families = frozenset(_FAMILIES[f] for f in spec.families) or frozenset(
+        {IPV4_UNICAST, IPV6_UNICAST}
+    )
+    connect = parse_duration(spec.connect_time) if spec.connect_time is not None else 2.0
+    config = PeerConfig(
+        address=str(ip_address(str(spec.peer_address))),
+        peer_as=spec.peer_asn if spec.dynamic_asn is None else None,
+        port=spec.peer_port,
+        local_address=str(spec.source_address) if spec.source_address is not None else None,
+        local_as=spec.my_asn,
+        hold_time=int(peer.hold_time_seconds()),
+        password=password,
+        ebgp_multihop=255 if spec.ebgp_multi_hop else None,
+        families=families,
+        graceful_restart=spec.enable_graceful_restart,
+        connect_retry=min(connect, 2.0),
+        connect_retry_max=max(connect, 2.0),
+        description=peer.name,
+    )
+    return PeerSetup(peer.name, config)
+
+
+def route_attributes(attrs: RouteAttrs) -> RouteAttributes:
+    return RouteAttributes(
+        communities=attrs.communities,
+        large_communities=tuple(LargeCommunity(*c) for c in attrs.large_communities),
+        local_pref=attrs.local_pref,
+    )
+
+
+class SpeakerLike(Protocol):
+    """What the backend uses of :class:`teapot_lb.bgp.Speaker` (a fake in unit tests)."""
+
+    @property
+    def peers(self) -> Mapping[str, Any]: ...
+
+    async def start(self) -> None: ...
+
+    def add_peer(self, config: PeerConfig) -> Any: ...
+
+    async def remove_peer(self, address: str, communication: str = "") -> None: ...
+
+    def set_routes(
+        self, routes: Mapping[Prefix, RouteAttributes | None], peer: str | None = None
+    ) -> None: ...
+
+    async def shutdown(
+        self, communication: str = "", *, withdraw: bool = False, graceful_restart: bool = False
+    ) -> None: ...
+
+
+SpeakerFactory = Callable[[int, IPv4Address], SpeakerLike]
+
+
+def real_speaker(
+    listen_port: int | None, on_event: Callable[[Any, Any], None] | None = None
+) -> SpeakerFactory:
+    def make(local_as: int, router_id: IPv4Address) -> SpeakerLike:
+        return Speaker(
+            local_as=local_as, router_id=router_id, listen_port=listen_port, on_event=on_event
+        )
+
+    return make
+
+
+class BGPBackend:
+    """Holds the speaker's peers and per-peer routes; :meth:`apply` is idempotent."""
+
+    def __init__(self, factory: SpeakerFactory) -> None:
+        self._factory = factory
+        self.speaker: SpeakerLike | None = None
+        self.setups: dict[str, PeerSetup] = {}  # by BGPPeer name
+        self.routes: dict[str, dict[Prefix, RouteAttrs]] = {}  # by BGPPeer name
+        self.router_id: IPv4Address | None = None
+        self.session_resets = 0  # peers re-created because their configuration changed
+        self._log: Any = log.get("speaker.bgp")
+
+    def errors(self) -> dict[str, str]:
+        return {n: s.error for n, s in self.setups.items() if s.error is not None}
+
+    def address_of(self, peer_name: str) -> str | None:
+        setup = self.setups.get(peer_name)
+        return setup.config.address if setup is not None and setup.config is not None else None
+
+    async def apply(
+        self,
+        setups: Mapping[str, PeerSetup],
+        routes: Mapping[str, Mapping[Prefix, RouteAttrs]],
+        router_id: IPv4Address,
+    ) -> None:
+        usable = {n: s for n, s in setups.items() if s.config is not None}
+        if self.speaker is None:
+            if not usable:
+                self.setups = dict(setups)
+                return
+            first = next(iter(usable.values())).config
+            assert first is not None and first.local_as is not None
+            self.speaker = self._factory(first.local_as, router_id)
+            self.router_id = router_id
+            await self.speaker.start()
+        speaker = self.speaker
+        for name, old in list(self.setups.items()):
+            new = setups.get(name)
+            if old.config is not None and (new is None or new.config != old.config):
+                await speaker.remove_peer(old.config.address, "peer configuration changed")
+                self.routes.pop(name, None)
+                if new is not None and new.config is not None:
+                    self.session_resets += 1
+        for name, new in setups.items():
+            old_setup = self.setups.get(name)
+            if new.error is not None:
+                self._log.warning("bgp peer unusable", peer=name, error=new.error)
+            if new.config is None or (old_setup is not None and old_setup.config == new.config):
+                continue
+            if new.config.address in speaker.peers:
+                self._log.error("two BGPPeers with one address", peer=name)
+                continue
+            speaker.add_peer(new.config)
+            self._log.info("bgp peer added", peer=name, address=new.config.address)
+        self.setups = dict(setups)
+        for name, setup in usable.items():
+            assert setup.config is not None
+            want = dict(routes.get(name, {}))
+            if self.routes.get(name) == want and name in self.routes:
+                continue
+            speaker.set_routes(
+                {p: route_attributes(a) for p, a in want.items()}, peer=setup.config.address
+            )
+            self.routes[name] = want
+        for name in list(self.routes):
+            if name not in usable:
+                del self.routes[name]
+
+    async def shutdown(self) -> None:
+        """Withdraw every route, then close every session (Cease/Administrative Shutdown)."""
+        if self.speaker is not None:
+            await self.speaker.shutdown("teapot-lb speaker stopping", withdraw=True)
+            self.speaker = None

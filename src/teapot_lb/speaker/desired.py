@@ -1,0 +1,101 @@
+"""What each backend must hold, derived from a plan (pure).
+
+A :class:`~teapot_lb.announce.plan.Plan` is a flat set of announcements; the backends
+want it shaped their own way: the BGP backend per peer, prefix → attributes; the L2
+backend per IP, the interfaces to answer on; the VIP backend the memberships. Backends
+compare these shapes with what they hold and apply only the difference, so a change to
+one Service touches only that Service's routes, claims or VRRP instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from ipaddress import IPv4Network, IPv6Network, ip_network
+
+from teapot_lb.announce.plan import BGPRoute, L2Claim, Plan, VIPMembership
+
+Prefix = IPv4Network | IPv6Network
+
+
+@dataclass(frozen=True)
+class RouteAttrs:
+    """Path attributes of one prefix towards one peer (merged over advertisements)."""
+
+    communities: tuple[int, ...] = ()
+    large_communities: tuple[tuple[int, int, int], ...] = ()
+    local_pref: int | None = None
+
+
+def _merge(a: RouteAttrs, b: RouteAttrs) -> RouteAttrs:
+    """Two advertisements select the same prefix for one peer: announce it once, with both
+    advertisements' communities and the higher local preference."""
+    prefs = [p for p in (a.local_pref, b.local_pref) if p is not None]
+    return RouteAttrs(
+        communities=tuple(sorted(set(a.communities) | set(b.communities))),
+        large_communities=tuple(sorted(set(a.large_communities) | set(b.large_communities))),
+        local_pref=max(prefs) if prefs else None,
+    )
+
+
+def bgp_routes(routes: Iterable[BGPRoute]) -> dict[str, dict[Prefix, RouteAttrs]]:
+    """Peer name → prefix → attributes."""
+    out: dict[str, dict[Prefix, RouteAttrs]] = {}
+    for r in sorted(routes):
+        per_peer = out.setdefault(r.peer, {})
+        prefix = ip_network(r.prefix)
+        attrs = RouteAttrs(r.communities, r.large_communities, r.local_pref)
+        old = per_peer.get(prefix)
+        per_peer[prefix] = attrs if old is None else _merge(old, attrs)
+    return out
+
+
+def l2_claims(claims: Iterable[L2Claim]) -> dict[str, tuple[str, ...]]:
+    """IP → interfaces to answer on (empty: the interfaces whose subnet contains the IP)."""
+    out: dict[str, set[str]] = {}
+    unrestricted: set[str] = set()
+    for c in claims:
+        if not c.interfaces:
+            unrestricted.add(c.ip)
+        out.setdefault(c.ip, set()).update(c.interfaces)
+    return {ip: () if ip in unrestricted else tuple(sorted(ifs)) for ip, ifs in out.items()}
+
+
+@dataclass(frozen=True)
+class Desired:
+    """Everything the three backends must hold for one plan."""
+
+    bgp: Mapping[str, Mapping[Prefix, RouteAttrs]] = field(default_factory=dict)
+    l2: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    vip: frozenset[VIPMembership] = frozenset()
+
+
+def desired(plan: Plan) -> Desired:
+    routes = [a for a in plan.announcements if isinstance(a, BGPRoute)]
+    claims = [a for a in plan.announcements if isinstance(a, L2Claim)]
+    vips = frozenset(a for a in plan.announcements if isinstance(a, VIPMembership))
+    return Desired(bgp=bgp_routes(routes), l2=l2_claims(claims), vip=vips)
+
+
+@dataclass(frozen=True)
+class MappingDiff:
+    """Keys added, removed and changed between two mappings."""
+
+    added: frozenset[str] = frozenset()
+    removed: frozenset[str] = frozenset()
+    changed: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+    @property
+    def touched(self) -> frozenset[str]:
+        return self.added | self.removed | self.changed
+
+
+def diff_mappings(old: Mapping[str, object], new: Mapping[str, object]) -> MappingDiff:
+    return MappingDiff(
+        added=frozenset(new.keys() - old.keys()),
+        removed=frozenset(old.keys() - new.keys()),
+        changed=frozenset(k for k in old.keys() & new.keys() if old[k] != new[k]),
+    )

@@ -1,0 +1,214 @@
+"""The speaker against Kubernetes: informers fill the Store; reports go to the Services.
+
+Informers on Services, EndpointSlices, Nodes, Namespaces, the lb.teapot.io kinds and
+Secrets (BGP passwords) put typed objects into the :class:`~teapot_lb.cluster.Store` and
+only call `notify` — the speaker plans from the cache. Reports: the per-node annotation
+`announce.lb.teapot.io/<node>` on each Service (a merge patch of this node's key only,
+so speakers never conflict) and the Events `NodeAnnouncing` / `AnnounceFailed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from teapot_lb import log
+from teapot_lb.cluster import ClusterView, Kind, Store
+from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.kube.errors import KubeError, NotFound
+from teapot_lb.kube.events import EventRecorder
+from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.resources import (
+    ADDRESS_POOLS,
+    BGP_ADVERTISEMENTS,
+    BGP_PEERS,
+    ENDPOINT_SLICES,
+    L2_ADVERTISEMENTS,
+    NAMESPACES,
+    NODES,
+    SECRETS,
+    SERVICES,
+    VIP_ADVERTISEMENTS,
+    KubeObject,
+    Resource,
+    split_key,
+)
+from teapot_lb.model import parse_object
+from teapot_lb.speaker.node import StepResult
+from teapot_lb.speaker.report import annotation_key, summary
+
+COMPONENT = "teapot-lb-speaker"
+
+RESOURCES: dict[Kind, Resource] = {
+    Kind.SERVICE: SERVICES,
+    Kind.ENDPOINT_SLICE: ENDPOINT_SLICES,
+    Kind.NODE: NODES,
+    Kind.NAMESPACE: NAMESPACES,
+    Kind.ADDRESS_POOL: ADDRESS_POOLS,
+    Kind.BGP_PEER: BGP_PEERS,
+    Kind.BGP_ADVERTISEMENT: BGP_ADVERTISEMENTS,
+    Kind.L2_ADVERTISEMENT: L2_ADVERTISEMENTS,
+    Kind.VIP_ADVERTISEMENT: VIP_ADVERTISEMENTS,
+    Kind.SECRET: SECRETS,
+}
+_CONFIG_KINDS = {
+    Kind.ADDRESS_POOL,
+    Kind.BGP_PEER,
+    Kind.BGP_ADVERTISEMENT,
+    Kind.L2_ADVERTISEMENT,
+    Kind.VIP_ADVERTISEMENT,
+    Kind.SECRET,
+}
+
+
+def secret_data(obj: KubeObject) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for k, v in (obj.get("data") or {}).items():
+        try:
+            out[str(k)] = base64.b64decode(str(v), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+    for k, v in (obj.get("stringData") or {}).items():
+        out[str(k)] = str(v).encode()
+    return out
+
+
+def put(store: Store, kind: Kind, key: str, obj: KubeObject) -> bool:
+    """Put one API object into the store; False (and it is dropped) if it does not parse."""
+    if kind is Kind.SECRET:
+        store.put(kind, key, secret_data(obj))
+        return True
+    parsed, problems = parse_object(obj, ignore_unknown_kinds=True)
+    if parsed is None or problems:
+        store.delete(kind, key)
+        log.get("speaker.kube").warning(
+            "object does not parse; ignored", kind=kind.value, key=key, problems=len(problems)
+        )
+        return False
+    store.put(kind, key, parsed)
+    return True
+
+
+class KubeSource:
+    def __init__(
+        self,
+        client: KubeClient,
+        store: Store,
+        notify: Callable[[], None],
+        *,
+        config_namespace: str | None = None,
+        watch_timeout_s: float = 300.0,
+    ) -> None:
+        self.store = store
+        self.informers: dict[Kind, Informer] = {}
+        for kind, resource in RESOURCES.items():
+            namespace = config_namespace if kind in _CONFIG_KINDS else None
+            informer = Informer(
+                client, resource, namespace=namespace, watch_timeout_s=watch_timeout_s
+            )
+            informer.add_handler(self._handler(kind, notify))
+            self.informers[kind] = informer
+
+    def _handler(
+        self, kind: Kind, notify: Callable[[], None]
+    ) -> Callable[[EventType, str, KubeObject], None]:
+        def handle(event: EventType, key: str, obj: KubeObject) -> None:
+            if event is EventType.DELETED:
+                self.store.delete(kind, key)
+            else:
+                put(self.store, kind, key, obj)
+            notify()
+
+        return handle
+
+    @property
+    def synced(self) -> bool:
+        return all(i.has_synced for i in self.informers.values())
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for kind, informer in self.informers.items():
+                group.create_task(informer.run(), name=f"informer-{kind.value}")
+
+
+async def read_cluster(kubeconfig: str | None) -> ClusterView:
+    """One consistent-enough read of every kind (for `explain`)."""
+    store = Store()
+    async with await connect(kubeconfig) as client:
+        for kind, resource in RESOURCES.items():
+            listed = await client.list(resource)
+            for obj in listed.items:
+                meta = obj.get("metadata", {})
+                ns = meta.get("namespace")
+                key = f"{ns}/{meta['name']}" if ns else str(meta["name"])
+                put(store, kind, key, obj)
+    return store.view()
+
+
+class KubeReporter:
+    """Writes this node's annotation on the Services it announces (or stopped announcing)
+    and records the Events of each step."""
+
+    def __init__(self, client: KubeClient, node: str) -> None:
+        self.client = client
+        self.node = node
+        self.key = annotation_key(node)
+        self.recorder = EventRecorder(client, COMPONENT, instance=node)
+        self._written: dict[str, str] = {}
+        self._log: Any = log.get("speaker.kube").bind(node=node)
+
+    async def __call__(self, result: StepResult) -> None:
+        want = {k: summary(v) for k, v in result.announcing.items()}
+        for key in sorted(set(want) | set(self._written)):
+            value = want.get(key)
+            if self._written.get(key) == value:
+                continue
+            if value is None and key not in result.view.services:
+                self._written.pop(key, None)
+                continue
+            namespace, name = split_key(key)
+            try:
+                await self.client.patch(
+                    SERVICES,
+                    name,
+                    {"metadata": {"annotations": {self.key: value}}},
+                    namespace=namespace,
+                )
+            except NotFound:
+                pass
+            except KubeError as err:
+                self._log.warning("annotation write failed", service=key, error=str(err))
+                continue
+            if value is None:
+                self._written.pop(key, None)
+            else:
+                self._written[key] = value
+        for ev in result.events:
+            svc = result.view.services.get(ev.service)
+            if svc is None:
+                continue
+            involved = _involved(svc.metadata.namespace, svc.metadata.name, svc.metadata)
+            await self.recorder.record(
+                involved, "Warning" if ev.warning else "Normal", ev.reason, ev.message
+            )
+
+
+def _involved(namespace: str | None, name: str, meta: Any) -> KubeObject:
+    uid = getattr(meta, "uid", None) or ""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"namespace": namespace, "name": name, "uid": uid},
+    }
+
+
+def read_annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+    meta = obj.get("metadata") or {}
+    return {
+        k: str(v)
+        for k, v in (meta.get("annotations") or {}).items()
+        if str(k).startswith("announce.lb.teapot.io/")
+    }

@@ -1,0 +1,99 @@
+"""The manifest directory: which files, whether they changed, and what they hold.
+
+Change detection polls a fingerprint (path, size, mtime, inode of every manifest file)
+every few hundred milliseconds: cheap for the few hundred files a directory holds, needs
+no inotify, and sees edits, renames and deletions alike. Hidden files and directories
+(editor swap files, the default `.state` directory) are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from teapot_lb.cluster import ClusterView, Kind, Store, object_key
+from teapot_lb.controller import UnparsedPool
+from teapot_lb.model import ApiObject, ObjectRef, Problem
+from teapot_lb.model.manifest import YAML_SUFFIXES, load
+from teapot_lb.validation import validate_manifest
+
+Fingerprint = tuple[tuple[str, int, int, int], ...]
+
+# Objects of these kinds are left out when a problem names them; Services are kept (the
+# controller refuses them with their reason) and pools go to the controller as unparsed.
+_DROPPED_WHEN_INVALID = {"BGPPeer", "BGPAdvertisement", "L2Advertisement", "VIPAdvertisement"}
+
+
+def manifest_files(root: Path, skip: Path | None = None) -> list[Path]:
+    files: list[Path] = []
+    if root.is_file():
+        return [root]
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        if skip is not None and path.is_relative_to(skip):
+            continue
+        if path.suffix in YAML_SUFFIXES and path.is_file():
+            files.append(path)
+    return files
+
+
+def fingerprint(files: list[Path]) -> Fingerprint:
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        out.append((str(f), st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(out)
+
+
+@dataclass
+class Snapshot:
+    """The directory's contents: objects by kind and key, and every problem found."""
+
+    objects: dict[Kind, dict[str, ApiObject]] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    unparsed_pools: dict[str, UnparsedPool] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+    def view(self) -> ClusterView:
+        store = Store()
+        self.fill(store)
+        return store.view()
+
+    def fill(
+        self, store: Store, replace: Mapping[Kind, Mapping[str, object]] | None = None
+    ) -> None:
+        for kind in Kind:
+            if kind is Kind.SECRET:
+                continue
+            objs: Mapping[str, object] = self.objects.get(kind, {})
+            if replace is not None and kind in replace:
+                objs = replace[kind]
+            store.replace(kind, objs)
+
+
+def read(root: Path, skip: Path | None = None) -> Snapshot:
+    files = manifest_files(root, skip)
+    manifest = load(files, ignore_unknown_kinds=True)
+    problems = validate_manifest(manifest)
+    bad: set[ObjectRef] = {p.ref for p in problems}
+    snap = Snapshot(problems=problems, files=[str(f) for f in files])
+    for obj in manifest.objects:
+        ref = obj.ref
+        if ref.kind in _DROPPED_WHEN_INVALID and ref in bad:
+            continue
+        key = object_key(ref.namespace, ref.name)
+        snap.objects.setdefault(Kind(ref.kind), {})[key] = obj
+    pool_refs = {o.ref for o in manifest.objects if o.ref.kind == "AddressPool"}
+    for p in manifest.problems:  # pools that did not parse at all
+        if p.kind == "AddressPool" and p.ref not in pool_refs:
+            key = object_key(p.namespace, p.name)
+            prev = snap.unparsed_pools.get(key)
+            found = (*prev.problems, p) if prev else (p,)
+            snap.unparsed_pools[key] = UnparsedPool(p.ref, found)
+    return snap

@@ -1,0 +1,187 @@
+"""`teapot-lb run`: controller and speaker of one node, fed by a manifest directory.
+
+Loop: poll the directory's fingerprint; on a change read it (bad documents become
+problems, the rest is used), assign IPs with the controller core
+(:mod:`teapot_lb.standalone.assign`), put the objects — Services with their assigned
+status — into the speaker's Store and let the speaker plan and apply. Status goes to
+`<state-dir>/status.json` (rewritten atomically after every step) and Events are
+appended to `<state-dir>/events.log`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teapot_lb import log
+from teapot_lb.cluster import Kind, Store
+from teapot_lb.controller import ControllerOptions
+from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
+from teapot_lb.speaker.report import decisions_json, summary
+from teapot_lb.standalone.assign import Assignment, assign, assigned_services
+from teapot_lb.standalone.directory import Fingerprint, Snapshot, fingerprint, manifest_files, read
+
+
+def default_state_dir(manifests: Path, node: str) -> Path:
+    base = manifests if manifests.is_dir() else manifests.parent
+    return base / ".state" / node
+
+
+def write_json(path: Path, doc: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+@dataclass
+class Loaded:
+    snapshot: Snapshot
+    assignments: dict[str, Assignment]
+    generation: int
+
+
+class ManifestSource:
+    """Keeps the speaker's Store equal to the directory (plus assigned statuses)."""
+
+    def __init__(
+        self,
+        manifests: Path,
+        store: Store,
+        *,
+        state_dir: Path | None = None,
+        options: ControllerOptions | None = None,
+        poll_s: float = 0.2,
+        on_change: Any = None,
+    ) -> None:
+        self.manifests = manifests
+        self.store = store
+        self.state_dir = state_dir
+        self.options = options or ControllerOptions()
+        self.poll_s = poll_s
+        self.on_change = on_change
+        self.loaded: Loaded | None = None
+        self._seen: Fingerprint | None = None
+        self._log: Any = log.get("standalone")
+
+    def reload_if_changed(self) -> bool:
+        files = manifest_files(self.manifests, self.state_dir)
+        fp = fingerprint(files)
+        if fp == self._seen:
+            return False
+        self._seen = fp
+        self.reload()
+        return True
+
+    def reload(self) -> Loaded:
+        snap = read(self.manifests, self.state_dir)
+        view = snap.view()
+        assignments = assign(view, self.options, snap.unparsed_pools)
+        services = assigned_services(view, assignments)
+        snap.fill(self.store, {Kind.SERVICE: services})
+        generation = (self.loaded.generation + 1) if self.loaded else 1
+        self.loaded = Loaded(snap, assignments, generation)
+        for p in snap.problems:
+            self._log.warning("manifest problem", problem=str(p))
+        self._log.info(
+            "manifests loaded",
+            files=len(snap.files),
+            objects=sum(len(v) for v in snap.objects.values()),
+            problems=len(snap.problems),
+            generation=generation,
+        )
+        if self.on_change is not None:
+            self.on_change()
+        return self.loaded
+
+    async def run(self) -> None:
+        while True:
+            try:
+                self.reload_if_changed()
+            except Exception:
+                self._log.exception("reading manifests failed")
+            await asyncio.sleep(self.poll_s)
+
+
+class StatusWriter:
+    """Writes what this node decided and does to `<state-dir>/status.json`."""
+
+    def __init__(self, node: str, state_dir: Path, source: ManifestSource) -> None:
+        self.node = node
+        self.state_dir = state_dir
+        self.source = source
+        self.speaker: NodeSpeaker | None = None
+        self.stopped = False
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.events_path = state_dir / "events.log"
+
+    async def __call__(self, result: StepResult) -> None:
+        with self.events_path.open("a") as fh:
+            for ev in result.events:
+                kind = "Warning" if ev.warning else "Normal"
+                line = {"time": time.time(), "service": ev.service, "type": kind}
+                fh.write(json.dumps({**line, "reason": ev.reason, "message": ev.message}) + "\n")
+        self.write(result)
+
+    def document(self, result: StepResult | None) -> dict[str, Any]:
+        loaded = self.source.loaded
+        assignments: Mapping[str, Assignment] = loaded.assignments if loaded else {}
+        services: dict[str, Any] = {}
+        for key, a in sorted(assignments.items()):
+            services[key] = {
+                "ips": [str(ip) for ip in a.ips],
+                "pool": a.pool,
+                "refused": a.refused,
+                "announcing": summary(result.announcing.get(key, ())) if result else "",
+                "failures": dict(result.failures.get(key, {})) if result else {},
+            }
+        doc: dict[str, Any] = {
+            "node": self.node,
+            "time": time.time(),
+            "pid": os.getpid(),
+            "stopped": self.stopped,
+            "generation": loaded.generation if loaded else 0,
+            "problems": [str(p) for p in loaded.snapshot.problems] if loaded else [],
+            "services": services,
+            "announcing": announced_ips(result),
+            "decisions": decisions_json(result.plan.decisions) if result else [],
+        }
+        sp = self.speaker
+        if sp is not None and sp.bgp is not None:
+            peers: dict[str, Any] = {}
+            for name, setup in sorted(sp.bgp.setups.items()):
+                address = sp.bgp.address_of(name)
+                peer = sp.bgp.speaker.peers.get(address) if sp.bgp.speaker and address else None
+                peers[name] = {
+                    "address": address,
+                    "state": peer.state.value if peer is not None else None,
+                    "error": setup.error or (peer.last_error if peer is not None else None),
+                    "prefixes_sent": peer.prefixes_sent if peer is not None else 0,
+                    "routes": sorted(str(p) for p in sp.bgp.routes.get(name, {})),
+                }
+            doc["bgp"] = {"peers": peers, "session_resets": sp.bgp.session_resets}
+        if sp is not None and sp.l2 is not None:
+            doc["l2"] = {
+                "ready": sp.l2.ready,
+                "owned": sorted(str(ip) for ip in sp.l2.owned),
+                "live_speakers": sorted(sp.l2.live_speakers()),
+                "errors": sp.l2.errors,
+                "counters": sp.l2.counters(),
+            }
+        if sp is not None and sp.vip is not None:
+            rendered = sp.vip.rendered
+            doc["vip"] = {
+                "masters": sorted(sp.vip.masters()),
+                "instances": [i.name for i in rendered.instances] if rendered else [],
+                "errors": sp.vip.errors,
+                "keepalived_pid": sp.vip.supervisor.pid,
+            }
+        return doc
+
+    def write(self, result: StepResult | None) -> None:
+        write_json(self.state_dir / "status.json", self.document(result))
