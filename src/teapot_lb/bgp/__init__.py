@@ -41,7 +41,7 @@ Layers (only ``speaker`` does I/O):
   ``ebgp_multihop`` (TTL; eBGP single hop sends TTL 1), ``families``,
   ``graceful_restart`` / ``restart_time``, ``next_hop_v4`` / ``next_hop_v6`` (default:
   the session's local address, i.e. next-hop self), ``connect_retry`` /
-  ``connect_retry_max`` (reconnect backoff), ``max_prefixes``.
+  ``connect_retry_max`` (reconnect backoff), ``max_prefixes``, ``enforce_first_as``.
 """
 
 from .fsm import Negotiated, Session, SessionConfig, State, Timer

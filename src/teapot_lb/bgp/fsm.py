@@ -201,6 +201,9 @@ class SessionConfig:
     restart_time: int = 120
     restarting: bool = False  # R bit: we restarted and the peer should keep our routes
     forwarding_preserved: bool = False  # F bit for every family
+    enforce_first_as: bool = (
+        True  # eBGP paths must start with the peer's AS (off for route servers)
+    )
 
     def open_message(self) -> Open:
         caps: list[Capability] = [Multiprotocol(f) for f in sorted(self.families)]
@@ -473,7 +476,8 @@ class Session:
         problems = list(msg.problems)
         taw = msg.treat_as_withdraw
         as_path = msg.get(AsPath)
-        if not taw and not neg.ibgp and as_path is not None and msg.reachable():
+        check_first = self.config.enforce_first_as and not neg.ibgp
+        if not taw and check_first and as_path is not None and msg.reachable():
             first = as_path.segments[0].asns[0] if as_path.segments else None
             if first != neg.peer_as and not (first == 23456 and not neg.four_octet_as):
                 # RFC 4271 §6.3 check, handled as treat-as-withdraw (RFC 7606 §7.2).

@@ -93,6 +93,7 @@ class PeerConfig:
     connect_retry: float = 2.0
     connect_retry_max: float = 60.0
     max_prefixes: int | None = None  # Cease/Maximum Number of Prefixes Reached beyond it
+    enforce_first_as: bool = True  # treat-as-withdraw eBGP paths not starting with peer_as
     description: str = ""
 
 
@@ -292,6 +293,7 @@ class Peer:
             restart_time=config.restart_time,
             restarting=speaker.restarting,
             forwarding_preserved=speaker.restarting,
+            enforce_first_as=config.enforce_first_as,
         )
         self.main = _Link(self, Session(self._session_config), outgoing=True)
         self._others: list[_Link] = []

@@ -233,6 +233,12 @@ def test_ebgp_path_not_starting_with_peer_as_is_treat_as_withdraw() -> None:
     assert RoutesWithdrawn((PREFIX,), "treat-as-withdraw") in s.data_received(u.pack())
 
 
+def test_route_server_paths_are_accepted_when_first_as_is_not_enforced() -> None:
+    s = established(enforce_first_as=False)
+    u = Update(attributes=(Origin(0), AsPath.sequence(64999), NextHop(NH)), nlri=(PREFIX,))
+    assert any(isinstance(a, RoutesLearned) for a in s.data_received(u.pack()))
+
+
 def test_local_pref_from_ebgp_peer_is_discarded() -> None:
     s = established()
     actions = s.data_received(route_update(LocalPref(500)))
