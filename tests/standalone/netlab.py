@@ -1,0 +1,204 @@
+"""A small data centre in namespaces for standalone-mode tests.
+
+    client (198.51.100.2) ── router (198.51.100.1 | 192.0.2.1, BIRD, ECMP into its FIB)
+                                   │ LAN 192.0.2.0/24 (switch)
+                  n1 (192.0.2.11)  n2 (192.0.2.12)  n3 (192.0.2.13)
+
+Each node runs `teapot-lb run` on one shared manifest directory and a "who am I" TCP
+server on port 7000. kube-proxy is emulated: every Service IP is bound on `lo` of every
+node with `arp_ignore`/`arp_announce` set, so only teapot-lb makes an IP reachable
+(BGP routes at the router, L2 answers, or keepalived putting the VIP on eth0).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from teapot_lb.netlab import Host, Topology
+
+T = TypeVar("T")
+
+NODES = {"n1": "192.0.2.11", "n2": "192.0.2.12", "n3": "192.0.2.13"}
+ROUTER_LAN = "192.0.2.1"
+ROUTER_UP = "198.51.100.1"
+CLIENT = "198.51.100.2"
+PORT = 7000
+NS = "lb-system"
+API = "lb.teapot.io/v1alpha1"
+EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+
+def wait_for(check: Callable[[], T | None], *, timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}")
+        time.sleep(0.05)
+
+
+# --- manifests -------------------------------------------------------------------------------
+
+
+def ours(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }
+
+
+def node(name: str, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "status": {"addresses": [{"type": "InternalIP", "address": NODES[name]}]},
+    }
+
+
+def service(name: str, ip: str | None = None, **spec: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    if ip is not None:
+        meta["annotations"] = {"lb.teapot.io/ips": ip}
+    body = {"type": "LoadBalancer", "ports": [{"port": PORT, "protocol": "TCP"}], **spec}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": body}
+
+
+def endpoints(svc: str, *ready_nodes: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{svc}-eps",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": svc},
+        },
+        "endpoints": [
+            {"addresses": ["10.0.0.1"], "nodeName": n, "conditions": {"ready": True}}
+            for n in ready_nodes
+        ],
+    }
+
+
+def write(path: Path, docs: Iterable[dict[str, Any]]) -> None:
+    """Write a manifest file atomically (the runners poll the directory)."""
+    tmp = path.parent / f".{path.name}.tmp"
+    tmp.write_text(yaml.safe_dump_all(list(docs), sort_keys=False))
+    tmp.replace(path)
+
+
+# --- the lab ---------------------------------------------------------------------------------
+
+
+class Lab:
+    def __init__(self, topo: Topology, workdir: Path) -> None:
+        self.topo = topo
+        self.workdir = workdir
+        self.manifests = workdir / "manifests"
+        self.manifests.mkdir(parents=True, exist_ok=True)
+        self.lan = topo.add_switch("lan")
+        self.router = topo.add_host("router")
+        self.client = topo.add_host("client")
+        topo.connect(self.router, self.lan, addrs=[f"{ROUTER_LAN}/24"])
+        topo.link_pair(
+            self.router,
+            self.client,
+            a_if="up0",
+            b_if="eth0",
+            a_addrs=[f"{ROUTER_UP}/24"],
+            b_addrs=[f"{CLIENT}/24"],
+        )
+        self.client.ip("route", "add", "default", "via", ROUTER_UP)
+        self.router.sysctl("net.ipv4.ip_forward", "1")
+        self.router.sysctl("net.ipv4.fib_multipath_hash_policy", "1")
+        self.nodes: dict[str, Host] = {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        for name, addr in NODES.items():
+            h = topo.add_host(name)
+            topo.connect(h, self.lan, addrs=[f"{addr}/24"])
+            h.ip("route", "add", "default", "via", ROUTER_LAN)
+            for key in ("all", "eth0"):
+                h.sysctl(f"net.ipv4.conf.{key}.arp_ignore", "1")
+                h.sysctl(f"net.ipv4.conf.{key}.arp_announce", "2")
+            h.popen(
+                [sys.executable, "-m", "teapot_lb.vrrp.probe", "serve", "--name", name],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            self.nodes[name] = h
+
+    def bind_service_ip(self, ip: str) -> None:
+        """kube-proxy's part: every node accepts traffic for the IP (bound on lo)."""
+        for h in self.nodes.values():
+            h.ip("addr", "add", f"{ip}/32", "dev", "lo")
+
+    def state_dir(self, name: str) -> Path:
+        return self.workdir / "state" / name
+
+    def start(self, name: str, *, modes: str = "bgp,l2,vip") -> subprocess.Popen[bytes]:
+        log = (self.workdir / f"{name}.log").open("ab")
+        proc = self.nodes[name].popen(
+            [
+                sys.executable, "-m", "teapot_lb.cli.run",
+                "--manifests", str(self.manifests), "--node", name,
+                "--state-dir", str(self.state_dir(name)), "--modes", modes,
+                "--poll-interval", "0.1",
+            ],
+            stdout=log,
+            stderr=log,
+        )  # fmt: skip
+        self.procs[name] = proc
+        return proc
+
+    def start_all(self, modes: str = "bgp,l2,vip") -> None:
+        for name in self.nodes:
+            self.start(name, modes=modes)
+
+    def terminate(self, name: str, timeout: float = 20) -> int:
+        proc = self.procs[name]
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=timeout)
+
+    def status(self, name: str) -> dict[str, Any]:
+        try:
+            return dict(json.loads((self.state_dir(name) / "status.json").read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        text = (self.workdir / f"{name}.log").read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def generation_at_least(self, gen: int) -> bool:
+        return all(self.status(n).get("generation", 0) >= gen for n in self.procs)
+
+    def who(self, ip: str, timeout: float = 1.0) -> str | None:
+        """The node answering a TCP connect from the client to ip:7000, or None."""
+        code = (
+            "import socket,sys\n"
+            f"s=socket.create_connection(('{ip}',{PORT}),timeout={timeout})\n"
+            "s.settimeout(1.0)\nsys.stdout.write(s.recv(64).decode().strip())\n"
+        )
+        out = self.client.run(sys.executable, "-c", code, check=False, timeout=10)
+        return out.strip() or None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

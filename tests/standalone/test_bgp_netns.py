@@ -1,0 +1,207 @@
+"""BGP mode end to end: three `teapot-lb run` nodes, a BIRD router with ECMP, a client.
+
+One lab per module (building it costs seconds); the tests run in order and each leaves
+the manifests as the next one expects.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bgp.interop.peers import Bird, Neighbor, fib_next_hops
+from needs import require_binary, require_root
+from teapot_lb.netlab import Topology
+
+from .netlab import (
+    EXCLUDE,
+    NODES,
+    ROUTER_LAN,
+    Lab,
+    endpoints,
+    node,
+    ours,
+    service,
+    wait_for,
+    write,
+)
+
+WEB = "203.0.113.10"
+LOCAL = "203.0.113.11"
+PREFIX = f"{WEB}/32"
+
+
+def config_docs(communities: list[str]) -> list[dict[str, object]]:
+    return [
+        ours("AddressPool", "public", {"addresses": ["203.0.113.0/28"]}),
+        ours(
+            "BGPPeer",
+            "router",
+            {"myASN": 64512, "peerASN": 64500, "peerAddress": ROUTER_LAN, "holdTime": "9s"},
+        ),
+        ours(
+            "BGPAdvertisement",
+            "public",
+            {"addressPools": ["public"], "communities": communities},
+        ),
+    ]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Bird]]:
+    require_root()
+    require_binary("bird", "birdc")
+    workdir = tmp_path_factory.mktemp("bgp-lab")
+    with Topology("sbgp") as topo:
+        lab = Lab(topo, workdir)
+        lab.bind_service_ip(WEB)
+        lab.bind_service_ip(LOCAL)
+        write(lab.manifests / "config.yaml", config_docs(["64512:100"]))
+        write(lab.manifests / "nodes.yaml", [node(n) for n in NODES])
+        write(
+            lab.manifests / "services.yaml",
+            [
+                service("web", WEB),
+                service("local", LOCAL, externalTrafficPolicy="Local"),
+                endpoints("local", "n2"),
+            ],
+        )
+        bird = Bird(
+            lab.router,
+            workdir / "bird",
+            asn=64500,
+            router_id=ROUTER_LAN,
+            neighbors=[Neighbor(address=a, asn=64512, hold_time=9) for a in NODES.values()],
+            fib=True,
+        )
+        bird.start()
+        lab.start_all(modes="bgp")
+        try:
+            yield lab, bird
+        finally:
+            for name, proc in lab.procs.items():
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait(timeout=10)
+            bird.stop()
+
+
+def hops(lab: Lab, prefix: str) -> frozenset[str]:
+    return fib_next_hops(lab.router, prefix) or frozenset()
+
+
+def explain(lab: Lab, svc: str) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, "-m", "teapot_lb.cli.explain", svc, "--manifests", str(lab.manifests),
+         "-o", "json"],
+        capture_output=True, text=True, check=True, timeout=30,
+    )  # fmt: skip
+    return dict(json.loads(out.stdout))
+
+
+def bgp_rows(doc: dict[str, object]) -> dict[str, dict[str, object]]:
+    rows = doc["decisions"]
+    assert isinstance(rows, list)
+    return {str(r["node"]): r for r in rows if r["mode"] == "bgp"}
+
+
+def test_service_reachable_through_router_with_ecmp_over_all_nodes(lab: tuple[Lab, Bird]) -> None:
+    lab_, bird = lab
+    for a in NODES.values():
+        bird.wait_established(a, timeout=30)
+    all_nodes = frozenset(NODES.values())
+    wait_for(lambda: hops(lab_, PREFIX) == all_nodes, timeout=20, what="ECMP over 3 nodes")
+    assert wait_for(lambda: lab_.who(WEB), timeout=10, what="client reaches web") in NODES
+
+
+def test_local_policy_announces_only_from_nodes_with_endpoints_and_follows_them(
+    lab: tuple[Lab, Bird],
+) -> None:
+    lab_, _ = lab
+    prefix = f"{LOCAL}/32"
+    wait_for(lambda: hops(lab_, prefix) == {NODES["n2"]}, timeout=20, what="only n2 announces")
+    assert wait_for(lambda: lab_.who(LOCAL), timeout=10, what="client reaches local") == "n2"
+    write(
+        lab_.manifests / "services.yaml",
+        [
+            service("web", WEB),
+            service("local", LOCAL, externalTrafficPolicy="Local"),
+            endpoints("local", "n3"),
+        ],
+    )
+    wait_for(lambda: hops(lab_, prefix) == {NODES["n3"]}, timeout=20, what="moved to n3")
+    assert wait_for(lambda: lab_.who(LOCAL), timeout=10, what="client reaches local") == "n3"
+    rows = bgp_rows(explain(lab_, "default/local"))
+    assert rows["n3"]["announces"] is True
+    assert rows["n2"]["announces"] is False
+    assert "no local endpoint" in str(rows["n2"]["reason"])
+
+
+def test_communities_change_updates_routes_without_session_reset(lab: tuple[Lab, Bird]) -> None:
+    lab_, bird = lab
+    peer = NODES["n1"]
+    wait_for(
+        lambda: "64512:100" in bird.routes().get(PREFIX, _Empty).communities,
+        timeout=20,
+        what="first community at the router",
+    )
+    since = bird.established_at(peer)
+    assert since is not None
+    write(lab_.manifests / "config.yaml", config_docs(["64512:200"]))
+    wait_for(
+        lambda: bird.routes().get(PREFIX, _Empty).communities == {"64512:200"},
+        timeout=20,
+        what="new community at the router",
+    )
+    assert bird.established_at(peer) == since, "the BGP session was reset"
+    assert lab_.status("n1")["bgp"]["session_resets"] == 0
+
+
+def test_node_excluded_by_label_stops_announcing(lab: tuple[Lab, Bird]) -> None:
+    lab_, bird = lab
+    since = bird.established_at(NODES["n3"])
+    write(lab_.manifests / "nodes.yaml", [node("n1"), node("n2"), node("n3", **{EXCLUDE: ""})])
+    want = frozenset({NODES["n1"], NODES["n2"]})
+    wait_for(lambda: hops(lab_, PREFIX) == want, timeout=20, what="n3 withdrawn")
+    assert bird.established_at(NODES["n3"]) == since, "excluding a node must not reset its session"
+    rows = bgp_rows(explain(lab_, "default/web"))
+    assert rows["n3"]["announces"] is False
+    assert EXCLUDE in str(rows["n3"]["reason"])
+    assert rows["n1"]["announces"] is True
+    table = subprocess.run(
+        [sys.executable, "-m", "teapot_lb.cli.explain", "default/web", "--manifests",
+         str(lab_.manifests)],
+        capture_output=True, text=True, check=True, timeout=30,
+    ).stdout  # fmt: skip
+    n3_line = next(line for line in table.splitlines() if line.startswith("n3"))
+    assert "no" in n3_line.split() and "excluded" in n3_line
+    write(lab_.manifests / "nodes.yaml", [node(n) for n in NODES])
+    wait_for(lambda: hops(lab_, PREFIX) == frozenset(NODES.values()), timeout=20, what="n3 back")
+
+
+def test_sigterm_withdraws_routes_before_exit(lab: tuple[Lab, Bird]) -> None:
+    lab_, bird = lab
+    wait_for(
+        lambda: hops(lab_, PREFIX) == frozenset(NODES.values()), timeout=20, what="3 next hops"
+    )
+    assert lab_.terminate("n1") == 0
+    # Hold time is 9 s: seeing the route gone well before, with an Administrative
+    # Shutdown received, means the speaker withdrew and said goodbye itself.
+    want = frozenset({NODES["n2"], NODES["n3"]})
+    wait_for(lambda: hops(lab_, PREFIX) == want, timeout=4, what="n1's next hop withdrawn")
+    assert "administrative shutdown" in bird.last_error(NODES["n1"]).lower()
+    status = lab_.status("n1")
+    assert status["stopped"] is True
+    assert lab_.who(WEB) in {"n2", "n3"}
+
+
+class _EmptyEntry:
+    communities: frozenset[str] = frozenset()
+
+
+_Empty: Any = _EmptyEntry()
