@@ -268,13 +268,19 @@ class Session:
 
     # -- events ------------------------------------------------------------------------------
 
-    def start(self) -> list[Action]:
-        """ManualStart (active) or ManualStart_with_PassiveTcpEstablishment."""
+    def start(self, *, passive: bool | None = None) -> list[Action]:
+        """ManualStart (active) or ManualStart_with_PassiveTcpEstablishment.
+
+        ``passive=True`` waits for the peer's connection this time only (a connection
+        the manager already accepted); later retries follow the configuration.
+        """
         if self.state != State.IDLE:
             return []
         self._enabled = True
         if not self._retry:
             self._retry = self.config.connect_retry
+        if passive:
+            return self._goto(State.ACTIVE, "start (accepting the peer's connection)")
         return self._begin("start")
 
     def stop(

@@ -12,7 +12,7 @@ import contextlib
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any
 
@@ -358,10 +358,9 @@ class Peer:
         if st in (State.CONNECT, State.ACTIVE):
             self.main.adopt(proto)
         elif st in (State.OPEN_SENT, State.OPEN_CONFIRM) and not self._others:
-            cfg = replace(self._session_config, passive=True)
-            link = _Link(self, Session(cfg, auto_restart=False), outgoing=False)
+            link = _Link(self, Session(self._session_config, auto_restart=False), outgoing=False)
             self._others.append(link)
-            link.run(link.session.start())
+            link.run(link.session.start(passive=True))
             link.adopt(proto)
         else:
             reason = "established" if st == State.ESTABLISHED else st.value
@@ -492,7 +491,7 @@ class Peer:
             if other.session.state != State.OPEN_CONFIRM:
                 continue
             keep_local = keep_locally_initiated(self.speaker.router_id, event.open.bgp_id)
-            loser = link if link.outgoing != keep_local else other
+            loser, winner = (link, other) if link.outgoing != keep_local else (other, link)
             _log().info(
                 f"peer {self.address} connection collision: keeping the "
                 f"{'locally' if keep_local else 'remotely'} initiated connection",
@@ -501,9 +500,9 @@ class Peer:
             loser.run(loser.session.collision_lost())
             loser.cancel_all()
             if loser is self.main:
-                self._others.remove(other)
-                self.main = other
-                other.session.auto_restart = True
+                self._others.remove(winner)
+                self.main = winner
+                winner.session.auto_restart = True
             elif loser in self._others:
                 self._others.remove(loser)
             return

@@ -212,3 +212,45 @@ async def test_ipv6_transport_with_md5_carries_both_families() -> None:
     finally:
         await a.shutdown()
         await b.shutdown()
+
+
+async def read_messages(reader: asyncio.StreamReader, count: int) -> list[object]:
+    frames = MessageReader()
+    out: list[object] = []
+    while len(out) < count:
+        data = await asyncio.wait_for(reader.read(4096), 15)
+        assert data, f"connection closed after {out}"
+        frames.feed(data)
+        out.extend(decode_message(t, body) for t, body in frames.frames())
+    return out
+
+
+async def test_collision_keeps_the_connection_of_the_higher_identifier() -> None:
+    """§6.8: the peer (192.0.2.9) outranks us (192.0.2.1): its connection survives."""
+    accepted: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    fake = await asyncio.start_server(
+        lambda r, w: accepted.put_nowait((r, w)), host="127.0.0.1", port=0
+    )
+    a = await listening_speaker(65001, "192.0.2.1")
+    try:
+        peer = a.add_peer(PeerConfig("127.0.0.1", 65009, port=fake.sockets[0].getsockname()[1]))
+        r1, w1 = await asyncio.wait_for(accepted.get(), 15)  # a's connection (conn1)
+        assert isinstance((await read_messages(r1, 1))[0], Open)
+        r2, w2 = await raw_peer(a.listen_port or 0, "127.0.0.1")  # ours (conn2)
+        assert isinstance((await read_messages(r2, 1))[0], Open)
+        ours = Open.build(65009, 90, IPv4Address("192.0.2.9")).pack()
+        w1.write(ours)
+        assert isinstance((await read_messages(r1, 1))[0], Keepalive)  # conn1 in OpenConfirm
+        w2.write(ours)
+        note = await read_notification(r1)
+        assert (note.code, note.subcode) == (6, 7)  # Cease/Connection Collision Resolution
+        assert isinstance((await read_messages(r2, 1))[0], Keepalive)
+        w2.write(Keepalive().pack())
+        await peer.wait_established(15)
+        assert peer.main.outgoing is False and not peer.main.session.config.passive
+        assert peer.counters.established == 1
+        w1.close()
+        w2.close()
+    finally:
+        await a.shutdown()
+        fake.close()
