@@ -187,7 +187,9 @@ class _Link:
             if proto is not None and proto.transport is not None:
                 proto.link = None
                 proto.transport.close()  # flushes what was written (a NOTIFICATION) first
-                self.peer.speaker._closing.add(proto)
+                closing = self.peer.speaker._closing
+                closing.add(proto)
+                proto.closed.add_done_callback(lambda _: closing.discard(proto))
         else:
             self.peer._on_event(self, action)
 
@@ -223,11 +225,16 @@ class _Link:
         except asyncio.CancelledError:
             sock.close()
             raise
-        except OSError as exc:
+        except Exception as exc:
             sock.close()
             self.connect_task = None
-            _log().info("bgp connect failed", peer=cfg.address, port=cfg.port, error=str(exc))
-            self.run(self.session.connection_failed(f"connect: {exc.strerror or exc}"))
+            if isinstance(exc, OSError):
+                reason = f"connect: {exc.strerror or exc}"
+                _log().info("bgp connect failed", peer=cfg.address, port=cfg.port, error=str(exc))
+            else:  # e.g. an MD5 key the kernel refuses: a configuration error, keep retrying
+                reason = f"connect: {exc}"
+                _log().error("bgp cannot connect", peer=cfg.address, error=str(exc))
+            self.run(self.session.connection_failed(reason))
 
     def _attach_protocol(self) -> _Protocol:
         proto = _Protocol(self)
