@@ -285,7 +285,9 @@ class KeepalivedSupervisor:
         for p in (self.dirs.pid, self.dirs.vrrp_pid):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
-        logf = self.dirs.log.open("ab")
+        # keepalived's own log: appended across restarts, started afresh when large.
+        mode = "ab" if _size(self.dirs.log) < _LOG_MAX_BYTES else "wb"
+        logf = self.dirs.log.open(mode)
         try:
             proc = await asyncio.create_subprocess_exec(
                 self.binary,
@@ -417,6 +419,16 @@ class KeepalivedSupervisor:
                 self.on_transition(event)
             except Exception:
                 _log().exception("transition callback failed")
+
+
+_LOG_MAX_BYTES = 16 << 20
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _kill_orphan_child(pid_file: Path) -> None:
