@@ -23,6 +23,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -272,6 +273,10 @@ class BgpDaemon(abc.ABC):
     def routes(self) -> dict[str, RibEntry]:
         """Routes learned over BGP (both families), keyed by prefix."""
 
+    def last_error(self, peer: str) -> str:
+        """Why the session last went down, as the daemon words it ("" if it does not say)."""
+        return ""
+
     def wait_established(self, peer: str, *, timeout: float = 30) -> None:
         wait_for(
             lambda: self.session_state(peer) == "established",
@@ -469,7 +474,8 @@ class Bird(BgpDaemon):
         out = [
             f'log "{self.log}" all;',
             f"router id {self.router_id};",
-            'timeformat protocol "%F %T.%3f";',
+            # Epoch seconds with milliseconds: benchmarks read when sessions came up.
+            'timeformat protocol "%s.%3f";',
             "protocol device {}",
         ]
         if self.fib:
@@ -500,6 +506,7 @@ class Bird(BgpDaemon):
                 f"protocol bgp peer{i} {{",
                 f"  local{local} as {self.asn};",
                 f"  neighbor {n.address} as {n.asn};",
+                "  direct;",  # every neighbor is on-link (BIRD makes iBGP multihop otherwise)
                 f"  hold time {n.hold_time}; keepalive time {max(1, n.hold_time // 3)};",
                 "  connect delay time 1; connect retry time 2; error wait time 1, 4;",
             ]
@@ -583,6 +590,27 @@ class Bird(BgpDaemon):
 
     def routes(self) -> dict[str, RibEntry]:
         return parse_bird_routes(self.ctl.command("show route all"))
+
+    def imported(self, peer: str) -> dict[str, int]:
+        """Routes imported from ``peer`` per channel (O(1) for BIRD, unlike counting)."""
+        counts: dict[str, int] = {}
+        channel = ""
+        for line in self.protocol_info(peer).splitlines():
+            words = line.split()
+            if words[:1] == ["Channel"]:
+                channel = words[1]
+            elif words[:1] == ["Routes:"] and channel:
+                counts[channel] = int(words[1])
+        return counts
+
+    def established_at(self, peer: str) -> float | None:
+        """Wall-clock time (epoch) the session last became Established, or None if down."""
+        head = self.ctl.command(f"show protocols {self.protocol_name(peer)}").splitlines()
+        for line in head[1:]:
+            words = line.split()
+            if len(words) >= 6 and words[3] == "up" and words[5] == "Established":
+                return float(words[4])
+        return None
 
 
 def parse_bird_routes(text: str) -> dict[str, RibEntry]:
@@ -830,9 +858,13 @@ class GoBgp(BgpDaemon):
     kind = "gobgp"
     binaries = ("gobgpd", "gobgp")
 
-    def __init__(self, *args: Any, api_port: int = 50051, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, api_port: int = 50051, admin_down: bool = False, **kwargs: Any
+    ) -> None:
+        """``admin_down``: configure the sessions disabled (load routes, then :meth:`enable`)."""
         super().__init__(*args, **kwargs)
         self.api_port = api_port
+        self.admin_down = admin_down
         self.conf = self.workdir / "gobgpd.toml"
 
     def _write_config(self) -> None:
@@ -853,6 +885,8 @@ class GoBgp(BgpDaemon):
                 f'    neighbor-address = "{n.address}"',
                 f"    peer-as = {n.asn}",
             ]
+            if self.admin_down:
+                out.append("    admin-down = true")
             if n.password:
                 out.append(f'    auth-password = "{n.password}"')
             out += [
@@ -918,7 +952,7 @@ class GoBgp(BgpDaemon):
             "origin",
             "igp",
             "nexthop",
-            "0.0.0.0" if o.version == 4 else "::",
+            self._next_hop(o.version),
         ]
         if o.communities:
             args += ["community", ",".join(o.communities)]
@@ -927,6 +961,33 @@ class GoBgp(BgpDaemon):
         if o.local_pref is not None:
             args += ["local-pref", str(o.local_pref)]
         self.gobgp(*args)
+
+    def _next_hop(self, version: int) -> str:
+        # Our own address of the route's family. Left unspecified, gobgpd picks the
+        # session's address: an IPv4-mapped one for IPv6 routes over IPv4 and an IPv6
+        # one for IPv4 routes over IPv6 (RFC 8950 style, even when not negotiated).
+        for addr in self.local_addresses:
+            if _version(addr) == version:
+                return addr
+        return "0.0.0.0" if version == 4 else "::"
+
+    def rib_count(self, family: str) -> int:
+        """Destinations in the global RIB for ``family`` ("ipv4"/"ipv6")."""
+        out = self.gobgp("global", "rib", "summary", "-a", family)
+        for word, nxt in zip(out.split(), out.split()[1:], strict=False):
+            if word == "Destination:":
+                return int(nxt.rstrip(","))
+        return 0
+
+    def enable(self, peer: str) -> None:
+        self.gobgp("neighbor", peer, "enable")
+
+    def inject_mrt(self, path: Path) -> None:
+        """Load a TABLE_DUMP_V2 file into the global RIB (``gobgp mrt inject global``)."""
+        self.host.run(
+            "gobgp", "-u", "127.0.0.1", "-p", str(self.api_port), "mrt", "inject", "global",
+            str(path), timeout=600,
+        )  # fmt: skip
 
     def log_files(self) -> list[Path]:
         return [self.workdir / "gobgpd.log"]
@@ -1053,10 +1114,21 @@ class ExaBgp(BgpDaemon):
             if statics:
                 out.append("  static {")
                 for o in statics:
-                    out.append(f"    route {o.prefix} next-hop self{_exabgp_attrs(o)};")
+                    out.append(
+                        f"    route {o.prefix} next-hop {self._next_hop(n, o)}{_exabgp_attrs(o)};"
+                    )
                 out.append("  }")
             out.append("}")
         self.conf.write_text("\n".join(out) + "\n")
+
+    def _next_hop(self, n: Neighbor, o: Origination) -> str:
+        """``self`` is the session's address: name our own for the other family."""
+        if o.version == n.version:
+            return "self"
+        for addr in self.local_addresses:
+            if _version(addr) == o.version:
+                return addr
+        raise PeerError(f"no IPv{o.version} local address to announce {o.prefix} over {n}")
 
     def _launch(self) -> None:
         self.record.write_text("")
@@ -1172,7 +1244,183 @@ def _exabgp_attrs(o: Origination) -> str:
     return "".join(parts)
 
 
-DAEMONS: dict[str, type[BgpDaemon]] = {cls.kind: cls for cls in (Bird, Frr, GoBgp, ExaBgp)}
+# --------------------------------------------------------------------------- ours
+
+
+class Teapot(BgpDaemon):
+    """teapot-lb's own ``Speaker`` in a process of its own (``drive_speaker.py``).
+
+    Configured like the daemons; on top, :meth:`set_routes` changes what it announces
+    while it runs and :meth:`stats` reports its CPU time and peak RSS. ``stop()`` sends
+    SIGTERM (graceful: the speaker withdraws / sends Cease); ``kill()`` is a crash.
+    """
+
+    kind = "teapot"
+    binaries = ()
+
+    def __init__(
+        self, *args: Any, listen_port: int | None = 179, restarting: bool = False, **kwargs: Any
+    ) -> None:
+        """``restarting``: come up as a restarting speaker (RFC 4724 R bit)."""
+        super().__init__(*args, **kwargs)
+        self.listen_port = listen_port
+        self.restarting = restarting
+        self.conf = self.workdir / "speaker.json"
+        self.log = self.workdir / "speaker.log"
+        self._buf = b""
+
+    def peer_fields(self, n: Neighbor) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "address": n.address,
+            "peer_as": n.asn,
+            "hold_time": n.hold_time,
+            "passive": n.passive,
+            "graceful_restart": n.graceful_restart,
+            "families": list(n.families),
+        }
+        if n.local_address:
+            fields["local_address"] = n.local_address
+        if n.password:
+            fields["password"] = n.password
+        # Next hop self for the session's own family; name ours for the other one.
+        for addr in self.local_addresses:
+            if _version(addr) != n.version:
+                fields[f"next_hop_v{_version(addr)}"] = addr
+        return fields
+
+    def _write_config(self) -> None:
+        config = {
+            "asn": self.asn,
+            "router_id": self.router_id,
+            "listen_port": self.listen_port,
+            "restarting": self.restarting,
+            "peers": [self.peer_fields(n) for n in self.neighbors],
+            "routes": route_groups(self.originate),
+        }
+        self.conf.write_text(json.dumps(config))
+
+    def _launch(self) -> None:
+        self._buf = b""
+        with self.log.open("ab") as err:
+            proc = self.host.popen(
+                [sys.executable, str(HERE / "drive_speaker.py"), str(self.conf)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
+        self.procs.append(proc)
+
+    def _ready(self) -> bool:
+        self._check_alive()
+        return bool(self.call("ping", timeout=60) == "pong")
+
+    def log_files(self) -> list[Path]:
+        return [self.log]
+
+    @property
+    def pid(self) -> int:
+        return self.procs[0].pid
+
+    def call(self, cmd: str, *, timeout: float = 30, **args: Any) -> Any:
+        """Send one command to the driver and return its result (raises on errors)."""
+        if not self.procs:
+            raise PeerError("the speaker is not running")
+        proc = self.procs[0]
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps({"cmd": cmd, **args}).encode() + b"\n")
+            proc.stdin.flush()
+        except BrokenPipeError:
+            raise PeerError(f"the speaker died\n{self.log_tail()}") from None
+        reply = json.loads(self._readline(proc, timeout))
+        if not reply["ok"]:
+            raise PeerError(f"speaker {cmd}: {reply['error']}")
+        return reply["result"]
+
+    def _readline(self, proc: subprocess.Popen[bytes], timeout: float) -> bytes:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PeerError(f"the speaker did not answer within {timeout:g}s")
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    raise PeerError(f"the speaker exited\n{self.log_tail()}")
+                self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    def set_routes(self, originate: Sequence[Origination], *, peer: str | None = None) -> None:
+        """Replace everything announced (to ``peer`` only, if given)."""
+        self.originate = list(originate)
+        self.call("set_routes", routes=route_groups(originate), peer=peer, timeout=120)
+
+    def info(self, peer: str) -> dict[str, Any]:
+        """State, last error and counters of the session with ``peer``."""
+        result: dict[str, Any] = self.call("info", peer=peer)
+        return result
+
+    def shutdown(
+        self, communication: str = "", *, withdraw: bool = False, graceful_restart: bool = False
+    ) -> None:
+        """Shut the speaker down through its API and wait for the process to exit."""
+        self.call(
+            "shutdown",
+            communication=communication,
+            withdraw=withdraw,
+            graceful_restart=graceful_restart,
+        )
+        for proc in self.procs:
+            proc.wait(timeout=15)
+        self._reap()
+
+    def stats(self) -> dict[str, float]:
+        result: dict[str, float] = self.call("stats")
+        return result
+
+    def session_state(self, peer: str) -> str:
+        if not self.running:
+            return "not running"
+        return str(self.call("state", peer=peer))
+
+    def routes(self) -> dict[str, RibEntry]:
+        by_prefix: dict[str, list[dict[str, Any]]] = {}
+        for n in self.neighbors:
+            for prefix, path in self.call("routes_in", peer=n.address).items():
+                by_prefix.setdefault(prefix, []).append(path)
+        return {
+            prefix: RibEntry(
+                next_hops=_global_next_hops(p["next_hop"] for p in paths if p["next_hop"]),
+                communities=frozenset(paths[0]["communities"]),
+                large_communities=frozenset(paths[0]["large_communities"]),
+                local_pref=paths[0]["local_pref"],
+                as_path=tuple(paths[0]["as_path"]),
+            )
+            for prefix, paths in by_prefix.items()
+        }
+
+
+def route_groups(originate: Sequence[Origination]) -> list[dict[str, Any]]:
+    """Originations grouped by attributes, the driver's compact route format."""
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for o in originate:
+        groups.setdefault((o.communities, o.large_communities, o.local_pref), []).append(o.prefix)
+    return [
+        {
+            "prefixes": prefixes,
+            "communities": list(comms),
+            "large_communities": list(large),
+            "local_pref": local_pref,
+        }
+        for (comms, large, local_pref), prefixes in groups.items()
+    ]
+
+
+DAEMONS: dict[str, type[BgpDaemon]] = {cls.kind: cls for cls in (Bird, Frr, GoBgp, ExaBgp, Teapot)}
 
 
 @dataclass
