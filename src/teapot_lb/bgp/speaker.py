@@ -446,17 +446,14 @@ class Peer:
                 treat_as_withdraw=action.treat_as_withdraw,
             )
         elif isinstance(action, EndOfRib):
-            gone = self.rib_in.sweep_stale(action.family)
-            if gone:
-                _log().info(
-                    "bgp stale routes removed after End-of-RIB", peer=self.address, count=len(gone)
-                )
+            self._forget(self.rib_in.sweep_stale(action.family), "stale after End-of-RIB")
         elif isinstance(action, SessionDown):
             self._on_down(action)
         elif isinstance(action, RouteRefreshRequested):
             self.rib_out.reset()
             self._flush(end_of_rib=True)
-        self.speaker._emit(self, action)
+        if link is self.main:
+            self.speaker._emit(self, action)
 
     def _on_state(self, link: _Link, change: StateChanged) -> None:
         if change.new == State.ESTABLISHED:
@@ -489,7 +486,6 @@ class Peer:
                 peer=self.address,
                 reason=change.reason,
             )
-            self.speaker._emit(self, change)
 
     def _check_collision(self, link: _Link, event: OpenReceived) -> None:
         """§6.8, checked when an OPEN arrives while another connection is in OpenConfirm."""
@@ -550,7 +546,7 @@ class Peer:
             kept = {f.family for f in gr.families if f.forwarding_preserved} if gr else set()
             for fam in (IPV4_UNICAST, IPV6_UNICAST):
                 if fam not in kept:
-                    self.rib_in.sweep_stale(fam)
+                    self._forget(self.rib_in.sweep_stale(fam), f"{fam} not preserved by the peer")
         self._flush(end_of_rib=True)
         self._established.set()
 
@@ -568,16 +564,17 @@ class Peer:
                 down.peer_restart_time, self._stale_expired
             )
         else:
-            self.rib_in.clear()
+            self._forget(self.rib_in.clear(), "session down")
 
     def _stale_expired(self) -> None:
         self._stale_timer = None
-        gone = self.rib_in.sweep_stale()
+        self._forget(self.rib_in.sweep_stale(), "graceful restart time expired")
+
+    def _forget(self, gone: list[Prefix], reason: str) -> None:
+        """Routes removed from the Adj-RIB-In by us rather than by the peer's UPDATEs."""
         if gone:
-            _log().info(
-                "bgp restart time expired; stale routes removed", peer=self.address, count=len(gone)
-            )
-            self.speaker._emit(self, RoutesWithdrawn(tuple(gone), "graceful restart timed out"))
+            _log().info(f"peer {self.address}: {len(gone)} routes removed ({reason})")
+            self.speaker._emit(self, RoutesWithdrawn(tuple(gone), reason))
 
     def _flush(self, end_of_rib: bool = False) -> None:
         export = self._export

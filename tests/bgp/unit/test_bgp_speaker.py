@@ -8,7 +8,7 @@ from ipaddress import IPv4Network, IPv6Address, IPv6Network
 
 import pytest
 
-from teapot_lb.bgp.fsm import State
+from teapot_lb.bgp.fsm import RoutesLearned, RoutesWithdrawn, State, StateChanged
 from teapot_lb.bgp.rib import RouteAttributes
 from teapot_lb.bgp.speaker import PeerConfig, Speaker
 from teapot_lb.bgp.wire import LargeCommunity, community
@@ -102,3 +102,32 @@ async def test_after_the_peer_drops_us_we_reconnect_and_re_announce(
     b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, hold_time=9))
     await until(lambda: V4 in b.routes_in("127.0.0.1"), "route re-announced after reconnect")
     assert a.peer("127.0.0.1").counters.established == 2
+
+
+async def test_events_report_state_changes_and_routes_learned_and_lost() -> None:
+    events: list[object] = []
+    b = Speaker(
+        local_as=65002,
+        router_id="192.0.2.2",
+        listen_address="127.0.0.1",
+        listen_port=0,
+        on_event=lambda peer, ev: events.append(ev),
+    )
+    await b.start()
+    a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
+    try:
+        b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True))
+        a.add_peer(PeerConfig("127.0.0.1", 65002, port=b.listen_port or 0))
+        a.set_routes({V4: None})
+        await a.start()
+        await until(lambda: any(isinstance(e, RoutesLearned) for e in events), "routes learned")
+        await a.shutdown("bye")
+        await until(
+            lambda: any(isinstance(e, RoutesWithdrawn) and V4 in e.prefixes for e in events),
+            "routes of the closed session withdrawn",
+        )
+        ups = [e for e in events if isinstance(e, StateChanged) and e.new == State.ESTABLISHED]
+        assert len(ups) == 1
+    finally:
+        await a.shutdown()
+        await b.shutdown()
