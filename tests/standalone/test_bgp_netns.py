@@ -84,7 +84,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Bird]]:
         try:
             yield lab, bird
         finally:
-            for name, proc in lab.procs.items():
+            for proc in lab.procs.values():
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait(timeout=10)

@@ -89,12 +89,16 @@ class L2Backend:
         self._on_change()
 
     def _stop_heartbeats(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-        if self._heartbeats is not None:
-            self._heartbeats.close()
-            self._heartbeats = None
+        task, heartbeats = self._task, self._heartbeats
+        self._task = self._heartbeats = None
+        if heartbeats is None:
+            return
+        if task is None or task.done():
+            heartbeats.close()
+            return
+        # Close the socket only once the task has let go of it (it removes its reader).
+        task.add_done_callback(lambda _: heartbeats.close())
+        task.cancel()
 
     # --- claims -----------------------------------------------------------------------------
 

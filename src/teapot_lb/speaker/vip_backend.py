@@ -110,7 +110,7 @@ class VIPBackend:
 
     def _on_transition(self, event: Transition) -> None:
         self.transitions += 1
-        self._log.info("vrrp transition", event=str(event))
+        self._log.info("vrrp transition", transition=str(event))
         if self._on_change is not None:
             self._on_change()
 

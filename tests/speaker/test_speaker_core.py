@@ -1,0 +1,245 @@
+"""The speaker's pure parts and its BGP diffing, with a fake BGP speaker."""
+
+from __future__ import annotations
+
+from ipaddress import ip_network
+
+from model.builders import parse
+from teapot_lb.announce.plan import BGPRoute, L2Claim, Mode, plan
+from teapot_lb.cluster import Kind
+from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setup, router_id_of
+from teapot_lb.speaker.desired import RouteAttrs, bgp_routes, diff_mappings, l2_claims
+from teapot_lb.speaker.node import NodeSpeaker, peer_addresses
+from teapot_lb.speaker.report import REASON_ANNOUNCING, REASON_FAILED, Announcing, events
+
+from .builders import FakeFactory, bgp_setup, lb_service, node, ours, put, store_of
+
+P10 = ip_network("203.0.113.10/32")
+P11 = ip_network("203.0.113.11/32")
+
+
+# --- desired state -------------------------------------------------------------------------
+
+
+def test_two_advertisements_of_one_prefix_to_one_peer_merge_into_one_route() -> None:
+    routes = bgp_routes(
+        [
+            BGPRoute("r1", "203.0.113.10/32", communities=(1,), local_pref=100),
+            BGPRoute("r1", "203.0.113.10/32", communities=(2,), local_pref=200),
+            BGPRoute("r2", "203.0.113.10/32"),
+        ]
+    )
+    assert routes["r1"] == {P10: RouteAttrs(communities=(1, 2), local_pref=200)}
+    assert routes["r2"] == {P10: RouteAttrs()}
+
+
+def test_an_unrestricted_l2_claim_wins_over_interface_lists() -> None:
+    claims = l2_claims([L2Claim("192.0.2.200", ("eth1",)), L2Claim("192.0.2.200")])
+    assert claims == {"192.0.2.200": ()}
+    assert l2_claims([L2Claim("192.0.2.201", ("eth1", "eth0"))]) == {
+        "192.0.2.201": ("eth0", "eth1")
+    }
+
+
+def test_mapping_diff_names_added_removed_and_changed_keys() -> None:
+    d = diff_mappings({"a": 1, "b": 2, "c": 3}, {"b": 2, "c": 4, "d": 5})
+    assert (d.added, d.removed, d.changed) == ({"d"}, {"a"}, {"c"})
+    assert not diff_mappings({"a": 1}, {"a": 1})
+
+
+# --- peers ----------------------------------------------------------------------------------
+
+
+def test_peer_password_comes_from_the_referenced_secret() -> None:
+    peer = parse(
+        ours(
+            "BGPPeer",
+            "r1",
+            {
+                "myASN": 64512,
+                "peerASN": 64500,
+                "peerAddress": "192.0.2.1",
+                "passwordSecret": {"name": "bgp"},
+            },
+        )
+    )
+    setup = peer_setup(peer, {"lb-system/bgp": {"password": b"s3cret"}})
+    assert setup.error is None and setup.config is not None
+    assert setup.config.password == "s3cret"
+    missing = peer_setup(peer, {})
+    assert missing.config is None
+    assert "Secret lb-system/bgp" in str(missing.error)
+
+
+def test_router_id_is_the_nodes_ipv4_address_unless_a_peer_sets_one() -> None:
+    n = parse(node("n1", "192.0.2.11"))
+    assert str(router_id_of(n, "n1", [])) == "192.0.2.11"
+    p = parse(ours("BGPPeer", "r", {"myASN": 1, "peerASN": 2, "routerID": "198.51.100.9"}))
+    assert str(router_id_of(n, "n1", [p])) == "198.51.100.9"
+    assert router_id_of(None, "n1", []) == router_id_of(None, "n1", [])
+
+
+def test_heartbeat_peers_are_the_other_nodes_addresses() -> None:
+    view = store_of(*bgp_setup(), node("n3", "192.0.2.13")).view()
+    assert peer_addresses(view, "n1") == ["192.0.2.12", "192.0.2.13"]
+    assert peer_addresses(view, "unknown") == []
+
+
+# --- the BGP backend through the node speaker ----------------------------------------------
+
+
+async def test_each_selected_peer_gets_the_services_routes_with_next_hop_self() -> None:
+    factory = FakeFactory()
+    store = store_of(*bgp_setup(["64512:7"]), lb_service("web", "203.0.113.10"))
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(factory))
+    await speaker.step()
+    (bgp,) = factory.made
+    assert bgp.started and bgp.local_as == 64512 and str(bgp.router_id) == "192.0.2.11"
+    assert set(bgp.peers) == {"192.0.2.1", "192.0.2.2"}
+    for addr in ("192.0.2.1", "192.0.2.2"):
+        attrs = bgp.routes[addr][P10]
+        assert attrs is not None
+        assert attrs.communities == (64512 << 16 | 7,)
+        assert attrs.next_hop is None  # next hop self
+
+
+async def test_a_service_change_updates_routes_without_touching_sessions() -> None:
+    factory = FakeFactory()
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(factory))
+    await speaker.step()
+    bgp = factory.made[0]
+    bgp.calls.clear()
+    put(store, lb_service("api", "203.0.113.11"))
+    await speaker.step()
+    assert [c[0] for c in bgp.calls] == ["routes", "routes"]
+    assert set(bgp.routes["192.0.2.1"]) == {P10, P11}
+    bgp.calls.clear()
+    await speaker.step()  # nothing changed: nothing sent
+    assert bgp.calls == []
+
+
+async def test_changing_communities_resends_routes_but_keeps_the_session() -> None:
+    factory = FakeFactory()
+    store = store_of(*bgp_setup(["64512:1"]), lb_service("web", "203.0.113.10"))
+    backend = BGPBackend(factory)
+    speaker = NodeSpeaker("n1", store, bgp=backend)
+    await speaker.step()
+    bgp = factory.made[0]
+    bgp.calls.clear()
+    put(
+        store,
+        ours(
+            "BGPAdvertisement", "public", {"addressPools": ["public"], "communities": ["64512:2"]}
+        ),
+    )
+    await speaker.step()
+    assert ("remove", "192.0.2.1") not in bgp.calls
+    attrs = bgp.routes["192.0.2.1"][P10]
+    assert attrs is not None and attrs.communities == (64512 << 16 | 2,)
+    assert backend.session_resets == 0
+
+
+async def test_changing_one_peers_settings_resets_only_that_peer() -> None:
+    factory = FakeFactory()
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    backend = BGPBackend(factory)
+    speaker = NodeSpeaker("n1", store, bgp=backend)
+    await speaker.step()
+    bgp = factory.made[0]
+    bgp.calls.clear()
+    put(
+        store,
+        ours(
+            "BGPPeer",
+            "r1",
+            {"myASN": 64512, "peerASN": 64500, "peerAddress": "192.0.2.1", "holdTime": "9s"},
+        ),
+    )
+    await speaker.step()
+    assert bgp.calls == [("remove", "192.0.2.1"), ("add", "192.0.2.1"), ("routes", "192.0.2.1")]
+    assert bgp.peers["192.0.2.1"].config.hold_time == 9
+    assert backend.session_resets == 1
+
+
+async def test_a_peer_that_stops_selecting_the_node_is_removed() -> None:
+    factory = FakeFactory()
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(factory))
+    await speaker.step()
+    bgp = factory.made[0]
+    put(
+        store,
+        ours(
+            "BGPPeer",
+            "r2",
+            {
+                "myASN": 64512,
+                "peerASN": 64500,
+                "peerAddress": "192.0.2.2",
+                "nodeSelectors": [{"matchLabels": {"rack": "b"}}],
+            },
+        ),
+    )
+    await speaker.step()
+    assert set(bgp.peers) == {"192.0.2.1"}
+
+
+async def test_shutdown_withdraws_before_closing_sessions() -> None:
+    factory = FakeFactory()
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(factory))
+    await speaker.step()
+    await speaker.shutdown()
+    assert factory.made[0].shut_down == {"withdraw": True, "graceful_restart": False}
+
+
+async def test_no_peer_no_speaker_started() -> None:
+    factory = FakeFactory()
+    store = store_of(node("n1", "192.0.2.11"), lb_service("web", "203.0.113.10"))
+    await NodeSpeaker("n1", store, bgp=BGPBackend(factory)).step()
+    assert factory.made == []
+
+
+async def test_a_peer_whose_secret_is_missing_is_reported_as_announce_failed() -> None:
+    factory = FakeFactory()
+    docs = bgp_setup(passwordSecret={"name": "nope"})
+    store = store_of(*docs, lb_service("web", "203.0.113.10"))
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(factory))
+    result = await speaker.step()
+    assert "r1" in result.failures["default/web"]["203.0.113.10"]
+    assert any(e.reason == REASON_FAILED for e in result.events)
+    assert set(factory.made[0].peers) == {"192.0.2.2"}
+
+
+# --- reports -------------------------------------------------------------------------------
+
+
+async def test_step_events_say_when_the_node_starts_and_stops_announcing() -> None:
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(FakeFactory()))
+    first = await speaker.step()
+    (ev,) = first.events
+    assert ev.reason == REASON_ANNOUNCING and not ev.warning
+    assert ev.message == "node n1 announces bgp 203.0.113.10 to r1,r2"
+    store.delete(Kind.SERVICE, "default/web")
+    second = await speaker.step()
+    assert [e.message for e in second.events] == [
+        "node n1 stopped announcing bgp 203.0.113.10 to r1,r2"
+    ]
+
+
+def test_events_report_a_failure_once() -> None:
+    a = {"default/web": (Announcing("192.0.2.200", Mode.L2),)}
+    fail = {"default/web": {"192.0.2.200": "no interface"}}
+    first = events("n1", {}, a, fail, {})
+    again = events("n1", a, a, fail, fail)
+    assert [e.reason for e in first] == [REASON_ANNOUNCING, REASON_FAILED]
+    assert again == []
+
+
+def test_plan_of_a_view_without_status_announces_nothing() -> None:
+    store = store_of(*bgp_setup(), lb_service("web"))
+    p = plan(store.view(), "n1")
+    assert p.announcements == frozenset()
+    assert p.decisions[0].reason == "no IP assigned yet"

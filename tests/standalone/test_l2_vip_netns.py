@@ -1,0 +1,168 @@
+"""L2 and VIP modes end to end: three `teapot-lb run` nodes on a LAN, a router, a client.
+
+The router is a plain Linux router (no BGP): it reaches the Service IPs on its LAN by
+ARP, so only the L2 responder (L2 mode) or keepalived (VIP mode) makes them reachable.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from needs import require_binary, require_root
+from teapot_lb.netlab import Topology
+
+from .netlab import NODES, Lab, endpoints, node, ours, service, wait_for, write
+
+L2_IP = "192.0.2.200"
+L2_LOCAL = "192.0.2.201"
+VIP_IP = "192.0.2.230"
+
+
+def explain_rows(lab: Lab, svc: str, mode: str) -> dict[str, dict[str, object]]:
+    out = subprocess.run(
+        [sys.executable, "-m", "teapot_lb.cli.explain", svc, "--manifests", str(lab.manifests),
+         "-o", "json"],
+        capture_output=True, text=True, check=True, timeout=30,
+    )  # fmt: skip
+    return {str(r["node"]): r for r in json.loads(out.stdout)["decisions"] if r["mode"] == mode}
+
+
+def owners(lab: Lab, ip: str) -> list[str]:
+    """Nodes whose status says they answer ARP for ip."""
+    return sorted(n for n in lab.procs if ip in lab.status(n).get("l2", {}).get("owned", []))
+
+
+def vip_masters(lab: Lab, ip: str) -> list[str]:
+    return sorted(n for n in lab.procs if ip in lab.status(n).get("vip", {}).get("masters", []))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    require_root()
+    require_binary("keepalived")
+    workdir = tmp_path_factory.mktemp("l2-lab")
+    with Topology("sl2") as topo:
+        lab = Lab(topo, workdir)
+        for ip in (L2_IP, L2_LOCAL, VIP_IP):
+            lab.bind_service_ip(ip)
+        write(
+            lab.manifests / "config.yaml",
+            [
+                ours("AddressPool", "lan", {"addresses": ["192.0.2.200-192.0.2.209"]}),
+                ours("AddressPool", "vip", {"addresses": ["192.0.2.230-192.0.2.239"]}),
+                ours("L2Advertisement", "lan", {"addressPools": ["lan"]}),
+                ours(
+                    "VIPAdvertisement",
+                    "vip",
+                    {"addressPools": ["vip"], "interface": "eth0", "advertisementInterval": "0.1s"},
+                ),
+            ],
+        )
+        write(lab.manifests / "nodes.yaml", [node(n) for n in NODES])
+        write(
+            lab.manifests / "services.yaml",
+            [
+                service("l2web", L2_IP),
+                service("l2local", L2_LOCAL, externalTrafficPolicy="Local"),
+                endpoints("l2local", "n1"),
+                service("vipweb", VIP_IP),
+            ],
+        )
+        lab.start_all(modes="l2,vip")
+        try:
+            yield lab
+        finally:
+            for proc in lab.procs.values():
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait(timeout=10)
+
+
+def test_l2_service_is_answered_by_exactly_the_elected_node(lab: Lab) -> None:
+    rows = wait_for(
+        lambda: (r := explain_rows(lab, "default/l2web", "l2")) and r, timeout=10, what="explain"
+    )
+    elected = [n for n, r in rows.items() if r["announces"]]
+    assert len(elected) == 1
+    owner = elected[0]
+    for n, r in rows.items():
+        if n != owner:
+            assert f"owner is {owner}" in str(r["reason"])
+    wait_for(lambda: owners(lab, L2_IP) == [owner], timeout=20, what=f"{owner} owns {L2_IP}")
+    assert wait_for(lambda: lab.who(L2_IP), timeout=10, what="client reaches the L2 IP") == owner
+    router_mac = lab.router.ip("-j", "neigh", "show", L2_IP)
+    assert lab.nodes[owner].mac("eth0") in router_mac
+
+
+def test_l2_local_policy_owner_has_the_endpoint_and_moves_with_it(lab: Lab) -> None:
+    wait_for(lambda: owners(lab, L2_LOCAL) == ["n1"], timeout=20, what="n1 owns the Local IP")
+    assert wait_for(lambda: lab.who(L2_LOCAL), timeout=10, what="reach") == "n1"
+    write(
+        lab.manifests / "services.yaml",
+        [
+            service("l2web", L2_IP),
+            service("l2local", L2_LOCAL, externalTrafficPolicy="Local"),
+            endpoints("l2local", "n2"),
+            service("vipweb", VIP_IP),
+        ],
+    )
+    wait_for(lambda: owners(lab, L2_LOCAL) == ["n2"], timeout=20, what="n2 takes the Local IP")
+    wait_for(lambda: lab.who(L2_LOCAL) == "n2", timeout=10, what="client follows to n2")
+
+
+def test_vip_service_has_one_master_and_is_reachable(lab: Lab) -> None:
+    master = wait_for(
+        lambda: (m := vip_masters(lab, VIP_IP)) and len(m) == 1 and m[0],
+        timeout=30,
+        what="one VRRP master for the VIP",
+    )
+    assert wait_for(lambda: lab.who(VIP_IP), timeout=10, what="client reaches the VIP") == master
+    rows = explain_rows(lab, "default/vipweb", "vip")
+    assert all(r["announces"] for r in rows.values()), rows
+
+
+def test_killing_the_l2_owner_moves_the_ip_to_a_live_node(lab: Lab) -> None:
+    owner = wait_for(lambda: owners(lab, L2_IP), timeout=20, what="an owner")[0]
+    lab.procs[owner].kill()
+    lab.procs[owner].wait(timeout=10)
+    others = sorted(set(lab.procs) - {owner})
+    new = wait_for(
+        lambda: (o := [n for n in owners(lab, L2_IP) if n in others]) and o[0],
+        timeout=10,
+        what="another node takes over",
+    )
+    wait_for(lambda: lab.who(L2_IP) == new, timeout=10, what=f"client served by {new}")
+    lab.start(owner, modes="l2,vip")
+
+
+def test_sigterm_releases_l2_and_stops_keepalived(lab: Lab) -> None:
+    master = wait_for(
+        lambda: (m := vip_masters(lab, VIP_IP)) and len(m) == 1 and m[0],
+        timeout=30,
+        what="one VRRP master",
+    )
+    pid = wait_for(
+        lambda: lab.status(master).get("vip", {}).get("keepalived_pid"),
+        timeout=10,
+        what="keepalived pid in status",
+    )
+    assert lab.terminate(master) == 0
+    status = lab.status(master)
+    assert status["stopped"] is True
+    assert status["l2"]["owned"] == []
+    with pytest.raises(ProcessLookupError):
+        import os
+
+        os.kill(int(pid), 0)
+    others = sorted(set(lab.procs) - {master})
+    wait_for(
+        lambda: (m := vip_masters(lab, VIP_IP)) and m[0] in others,
+        timeout=15,
+        what="another VRRP master",
+    )
+    wait_for(lambda: lab.who(VIP_IP) in others, timeout=10, what="client served by another")
