@@ -100,11 +100,10 @@ def timed_assign(
 ) -> tuple[list[float], list[float], Allocator]:
     """Wall and CPU seconds of each successive chunk of 10k assignments on an empty allocator.
 
-    With `pause_gc` the cyclic garbage collector does not run inside the timed loop. Its
-    full collections walk every live object of the process (here mostly the benchmark's
-    own 100k requests), start only once the heap has grown by a quarter, and so fire a
-    few times at 100k and never at 10k: a cost of the process's heap, not of the IPAM's
-    algorithm. Both figures are printed.
+    With `pause_gc` the cyclic garbage collector does not run inside the timed loop: a
+    diagnostic. The headline figures run with it on. (The allocator's state holds no
+    GC-tracked objects per Service, so the collector has no reason to walk 100k of them;
+    the two figures should agree.)
     """
     allocator = Allocator(pools())
     walls, cpus = [], []
@@ -211,14 +210,14 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "assign_per_s_10k": round(10_000 / best[10_000, True]),
-                "assign_per_s_100k": round(100_000 / best[100_000, True]),
-                "cost_ratio_100k_vs_10k": ratio(best, True),
+                "assign_per_s_10k": round(10_000 / best[10_000, False]),
+                "assign_per_s_100k": round(100_000 / best[100_000, False]),
+                "cost_ratio_100k_vs_10k": ratio(best, False),
                 "bytes_per_assignment": round(memory),
-                "assign_per_s_100k_gc_on": round(100_000 / best[100_000, False]),
-                "cost_ratio_100k_vs_10k_gc_on": ratio(best, False),
-                "assign_per_s_100k_cpu": round(100_000 / best_cpu[100_000, True]),
-                "cost_ratio_100k_vs_10k_cpu": ratio(best_cpu, True),
+                "assign_per_s_100k_cpu": round(100_000 / best_cpu[100_000, False]),
+                "cost_ratio_100k_vs_10k_cpu": ratio(best_cpu, False),
+                "assign_per_s_100k_gc_paused": round(100_000 / best[100_000, True]),
+                "cost_ratio_100k_vs_10k_gc_paused": ratio(best, True),
                 "rebuild_per_s_100k": round(100_000 / rebuild_s),
                 "repeat": args.repeat,
                 "loadavg_1m": round(os.getloadavg()[0], 2),

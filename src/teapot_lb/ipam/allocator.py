@@ -42,8 +42,23 @@ Claim = tuple[IPFamily, int]
 Drop = tuple[IPAddress, ChangeReason, str]
 
 
+# What a Service holds, as stored: its pool's name and its addresses, IPv6 ones marked by
+# a bit above the 128 address bits. Only str and int inside, so the garbage collector
+# stops tracking these tuples after its first look and never walks 100k of them again.
+_Record = tuple[str, tuple[int, ...]]
+_V6_MARK = 1 << 128
+
+
 def _ip(family: IPFamily, n: int) -> IPAddress:
     return IPv4Address(n) if family is V4 else IPv6Address(n)
+
+
+def _decode(code: int) -> tuple[IPFamily, int]:
+    return (V6, code ^ _V6_MARK) if code >= _V6_MARK else (V4, code)
+
+
+def _record_ips(record: _Record) -> tuple[IPAddress, ...]:
+    return tuple(_ip(*_decode(code)) for code in record[1])
 
 
 def _families_text(families: Iterable[IPFamily]) -> str:
@@ -76,15 +91,14 @@ class Allocator:
 
     def assign(self, request: ServiceRequest) -> Result:
         """Give `request` its IPs: the ones it holds when still valid, else new ones."""
-        assigned = self._assigned.get(request.key)
-        if assigned is None:
+        record = self._assigned.get(request.key)
+        if record is None:
             return self._fresh(request)
         if self._requests[request.key] == request and (
-            request.requested_ips or len(assigned.ips) == len(request.families)
+            request.requested_ips or len(record[1]) == len(request.families)
         ):
-            return assigned
-        self._unhold(request.key)
-        return self._settle(request, assigned.ips)
+            return Assigned(request.key, _record_ips(record), record[0])
+        return self._settle(request, self._unhold(request.key))
 
     def release(self, key: str) -> tuple[IPAddress, ...]:
         """`key` (namespace/name) gives its IPs back; returns them (empty if it held none)."""
@@ -96,7 +110,7 @@ class Allocator:
         Services whose IPs are still valid keep them; the others are re-assigned (or
         refused), each reported as a Change with the reason.
         """
-        items = [(self._requests[key], assigned.ips) for key, assigned in self._assigned.items()]
+        items = [(self._requests[key], _record_ips(rec)) for key, rec in self._assigned.items()]
         self._install(pools)
         return self._replay(items)
 
@@ -111,15 +125,16 @@ class Allocator:
         return self._replay(items)
 
     def assignment(self, key: str) -> Assigned | None:
-        return self._assigned.get(key)
+        record = self._assigned.get(key)
+        return None if record is None else Assigned(key, _record_ips(record), record[0])
 
     def assignments(self) -> dict[str, Assigned]:
-        return dict(self._assigned)
+        return {key: Assigned(key, _record_ips(rec), rec[0]) for key, rec in self._assigned.items()}
 
     def holdings(self) -> list[Holding]:
         """The whole state, in the form `rebuild` takes."""
         return [
-            Holding(self._requests[key], assigned.ips) for key, assigned in self._assigned.items()
+            Holding(self._requests[key], _record_ips(rec)) for key, rec in self._assigned.items()
         ]
 
     def holders(self, ip: IPAddress) -> tuple[str, ...]:
@@ -142,7 +157,7 @@ class Allocator:
         """New pools and empty state."""
         self._holders: dict[IPFamily, dict[int, tuple[str, ...]]] = {V4: {}, V6: {}}
         # What each Service holds, and what it asked for (two dicts: fewer objects for the GC).
-        self._assigned: dict[str, Assigned] = {}
+        self._assigned: dict[str, _Record] = {}
         self._requests: dict[str, ServiceRequest] = {}
         self._by_sharing_key: dict[str, set[Claim]] = {}
         self._order: list[_PoolState] = []
@@ -193,7 +208,7 @@ class Allocator:
 
     def _hold(self, request: ServiceRequest, state: _PoolState, claims: list[Claim]) -> Assigned:
         key, sharing_key = request.key, request.sharing_key
-        ips = []
+        ips, codes = [], []
         for family, n in claims:
             holders = self._holders[family]
             current = holders.get(n)
@@ -205,19 +220,19 @@ class Allocator:
             if sharing_key is not None:
                 self._by_sharing_key.setdefault(sharing_key, set()).add((family, n))
             ips.append(_ip(family, n))
-        assigned = Assigned(key, tuple(ips), state.pool.name)
-        self._assigned[key] = assigned
+            codes.append(n if family is V4 else n | _V6_MARK)
+        self._assigned[key] = (state.pool.name, tuple(codes))
         self._requests[key] = request
-        return assigned
+        return Assigned(key, tuple(ips), state.pool.name)
 
     def _unhold(self, key: str) -> tuple[IPAddress, ...]:
-        assigned = self._assigned.pop(key, None)
-        if assigned is None:
+        record = self._assigned.pop(key, None)
+        if record is None:
             return ()
         request = self._requests.pop(key)
-        state = self._pools[assigned.pool]
-        for ip in assigned.ips:
-            family, n = IPFamily.of(ip), int(ip)
+        state = self._pools[record[0]]
+        for code in record[1]:
+            family, n = _decode(code)
             holders = self._holders[family]
             rest = tuple(k for k in holders[n] if k != key)
             if rest:
@@ -232,7 +247,7 @@ class Allocator:
                 shared.discard((family, n))
                 if not shared:
                     del self._by_sharing_key[request.sharing_key]
-        return assigned.ips
+        return _record_ips(record)
 
     def _conflict(
         self, request: ServiceRequest, family: IPFamily, n: int
