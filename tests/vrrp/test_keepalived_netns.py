@@ -135,8 +135,10 @@ def test_adding_and_removing_services_reloads_without_interrupting_other_vips(
     for _ in range(5):
         lab.write_config([WEB, WEB6, PAIR, *extra])
         wait_for(lambda: lab.holders("192.0.2.210"), timeout_s=10, what="added VIP")
+        time.sleep(0.1)  # pace the changes so the probe sees every configuration
         lab.write_config([WEB, WEB6, PAIR])
         wait_for(lambda: not lab.holders("192.0.2.210"), timeout_s=10, what="removed VIP")
+        time.sleep(0.1)
     t1 = time.monotonic()
     # Every attempt started before t1 has finished once the prober's 2 s timeout passed.
     time.sleep(2.2)
