@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from ipam_builders import ip, ips_of, pool, svc
 
 from teapot_lb.ipam import (
@@ -146,3 +147,16 @@ def test_release_returns_the_ips_and_they_can_be_assigned_again() -> None:
     assert alloc.release("default/x") == (ip("192.0.2.0"),)
     assert alloc.release("default/x") == ()
     assert ips_of(alloc.assign(svc("y"))) == ["192.0.2.0"]
+
+
+def test_overlapping_pools_are_a_programming_error_that_changes_nothing() -> None:
+    # Validation rejects overlapping pools before they reach the IPAM; if one slips
+    # through, the allocator says which pools and keeps its state.
+    alloc = Allocator([pool("a", "192.0.2.0/28")])
+    before = alloc.assign(svc("x"))
+    with pytest.raises(ValueError, match=r"pools a and b overlap at 192\.0\.2\.8"):
+        alloc.reconfigure([pool("a", "192.0.2.0/28"), pool("b", "192.0.2.8/29")])
+    with pytest.raises(ValueError, match="two pools are named a"):
+        alloc.reconfigure([pool("a", "192.0.2.0/28"), pool("a", "198.51.100.0/28")])
+    assert alloc.pools == (pool("a", "192.0.2.0/28"),)
+    assert alloc.assign(svc("x")) == before

@@ -154,17 +154,13 @@ class Allocator:
     # -- configuration ----------------------------------------------------------------
 
     def _install(self, pools: Iterable[Pool]) -> None:
-        """New pools and empty state."""
-        self._holders: dict[IPFamily, dict[int, tuple[str, ...]]] = {V4: {}, V6: {}}
-        # What each Service holds, and what it asked for (two dicts: fewer objects for the GC).
-        self._assigned: dict[str, _Record] = {}
-        self._requests: dict[str, ServiceRequest] = {}
-        self._by_sharing_key: dict[str, set[Claim]] = {}
-        self._order: list[_PoolState] = []
-        self._pools: dict[str, _PoolState] = {}
+        """New pools and empty state; on a ValueError the allocator is left as it was."""
+        holders: dict[IPFamily, dict[int, tuple[str, ...]]] = {V4: {}, V6: {}}
+        order: list[_PoolState] = []
+        by_name: dict[str, _PoolState] = {}
         spans: dict[IPFamily, list[tuple[int, int, _PoolState]]] = {V4: [], V6: []}
         for pool in sorted(pools, key=lambda p: p.order):
-            if pool.name in self._pools:
+            if pool.name in by_name:
                 raise ValueError(f"two pools are named {pool.name}")
             per_family: dict[IPFamily, list[tuple[int, int]]] = {}
             for first, last in pool.ranges:
@@ -173,7 +169,7 @@ class Allocator:
                 pool=pool,
                 spaces={
                     family: FreeSpace(
-                        ranges, pool.avoid_buggy_ips and family is V4, self._holders[family]
+                        ranges, pool.avoid_buggy_ips and family is V4, holders[family]
                     )
                     for family, ranges in per_family.items()
                 },
@@ -181,21 +177,28 @@ class Allocator:
                     pool.namespaces or pool.namespace_selectors or pool.service_selectors
                 ),
             )
-            self._order.append(state)
-            self._pools[pool.name] = state
+            order.append(state)
+            by_name[pool.name] = state
             for family, ranges in per_family.items():
-                spans[family].extend((first, last, state) for first, last in ranges)
-        self._firsts: dict[IPFamily, list[int]] = {}
-        self._spans: dict[IPFamily, list[tuple[int, _PoolState]]] = {}
+                spans[family].extend((lo, hi, state) for lo, hi in ranges)
+        firsts: dict[IPFamily, list[int]] = {}
+        lasts: dict[IPFamily, list[tuple[int, _PoolState]]] = {}
         for family, family_spans in spans.items():
-            family_spans.sort(key=lambda s: s[0])
+            family_spans.sort(key=lambda span: span[0])
             for (_, end, a), (start, _, b) in pairwise(family_spans):
                 if start <= end:
-                    raise ValueError(
-                        f"pools {a.pool.name} and {b.pool.name} overlap at {_ip(family, start)}"
-                    )
-            self._firsts[family] = [start for start, _, _ in family_spans]
-            self._spans[family] = [(end, state) for _, end, state in family_spans]
+                    where = _ip(family, start)
+                    raise ValueError(f"pools {a.pool.name} and {b.pool.name} overlap at {where}")
+            firsts[family] = [start for start, _, _ in family_spans]
+            lasts[family] = [(end, state) for _, end, state in family_spans]
+
+        self._order, self._pools = order, by_name
+        self._firsts, self._spans = firsts, lasts
+        self._holders = holders
+        # What each Service holds, and what it asked for.
+        self._assigned: dict[str, _Record] = {}
+        self._requests: dict[str, ServiceRequest] = {}
+        self._by_sharing_key: dict[str, set[Claim]] = {}
 
     def _pool_of(self, family: IPFamily, n: int) -> _PoolState | None:
         i = bisect_right(self._firsts[family], n) - 1
