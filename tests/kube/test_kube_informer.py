@@ -108,7 +108,7 @@ async def test_deletes_missed_while_history_compacted_arrive_from_relist(
         fake_api.faults.compact()
         await until(rec.saw(EventType.DELETED, "default/gone2"), what="DELETED gone2")
         assert rec.saw(EventType.DELETED, "default/gone1")()
-        assert sorted(inf.keys()) == ["default/keep"]
+        assert sorted(inf.list_keys()) == ["default/keep"]
         assert inf.lists >= 2
 
 
@@ -152,7 +152,7 @@ async def test_informer_with_label_selector_sees_only_matching_objects(
     await kube.create(SERVICES, service("db", {"app": "db"}))
     informer, rec = make(kube, label_selector="app=web")
     async with running(informer) as inf:
-        assert inf.keys() == ["default/web"]
+        assert inf.list_keys() == ["default/web"]
         await kube.patch(
             SERVICES, "db", {"metadata": {"labels": {"app": "web"}}}, namespace="default"
         )
@@ -161,7 +161,7 @@ async def test_informer_with_label_selector_sees_only_matching_objects(
             SERVICES, "web", {"metadata": {"labels": {"app": "x"}}}, namespace="default"
         )
         await until(rec.saw(EventType.DELETED, "default/web"), what="web no longer matches")
-        assert inf.keys() == ["default/db"]
+        assert inf.list_keys() == ["default/db"]
 
 
 async def test_bookmarks_advance_the_resource_version(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 from .. import log
 from .backoff import Backoff
@@ -100,14 +100,11 @@ class Informer:
     def get(self, key: str) -> KubeObject | None:
         return self._cache.get(key)
 
-    def keys(self) -> list[str]:
+    def list_keys(self) -> list[str]:
         return list(self._cache)
 
-    def items(self) -> list[KubeObject]:
+    def list_objects(self) -> list[KubeObject]:
         return list(self._cache.values())
-
-    def __iter__(self) -> Iterator[KubeObject]:
-        return iter(list(self._cache.values()))
 
     def __len__(self) -> int:
         return len(self._cache)
