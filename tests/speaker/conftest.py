@@ -1,0 +1,19 @@
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from fakeapi import FakeApiServer
+from fakeapi.fixtures import fake_api
+from teapot_lb.kube.client import KubeClient, connect
+
+__all__ = ["fake_api", "kube"]
+
+
+@pytest_asyncio.fixture
+async def kube(fake_api: FakeApiServer) -> AsyncIterator[KubeClient]:
+    """Our client, connected to the fake API server through its kubeconfig."""
+    client = await connect(fake_api.kubeconfig_path, request_timeout_s=5.0)
+    try:
+        yield client
+    finally:
+        await client.close()
