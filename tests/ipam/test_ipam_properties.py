@@ -234,11 +234,25 @@ class AllocatorMachine(RuleBasedStateMachine):
         key = data.draw(st.sampled_from(sorted(self.requests)))
         before = self.alloc.assignment(key)
         assert before is not None
+        released = self.requests[key]
         assert self.alloc.release(key) == before.ips
         del self.requests[key]
         assert self.alloc.assignment(key) is None
         for a in before.ips:
             assert key not in self.alloc.holders(a)
+        # A released address can be had again (unless another sharer still holds it).
+        for a in before.ips:
+            if self.alloc.holders(a):
+                continue
+            probe = ServiceRequest(
+                released.namespace,
+                "probe",
+                ip_families=(_family(a),),
+                requested_ips=(a,),
+            )
+            got = self.alloc.assign(probe)
+            assert isinstance(got, Assigned) and got.ips == (a,), got
+            assert self.alloc.release(probe.key) == (a,)
 
     @rule(pools=pool_configs())
     def reconfigure(self, pools: list[Pool]) -> None:
