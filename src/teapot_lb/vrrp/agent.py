@@ -31,41 +31,29 @@ import ipaddress
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from teapot_lb import log
+from teapot_lb.vrrp.backend import VipBackend, VipClusterView, local_interfaces
 from teapot_lb.vrrp.notify import Transition
 from teapot_lb.vrrp.render import (
     DEFAULT_ADVERT_INTERVAL_S,
     VRID_MAX,
     VRID_MIN,
     GarpPolicy,
-    IPAddress,
     Rendered,
     VipConfigError,
     VipGroup,
-    render,
 )
 from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
 
 
 def _log() -> Any:
     return log.get("vrrp.agent")
-
-
-@dataclass(frozen=True)
-class AgentInput:
-    groups: tuple[VipGroup, ...]
-    node_addresses: Mapping[str, tuple[IPAddress, ...]]
-    vrids: Mapping[str, int]
-    local_endpoints: Mapping[str, frozenset[str]]
-    garp: GarpPolicy
 
 
 def group_from_json(d: Mapping[str, Any]) -> VipGroup:
@@ -84,8 +72,8 @@ def group_from_json(d: Mapping[str, Any]) -> VipGroup:
     )
 
 
-def input_from_json(doc: Mapping[str, Any]) -> AgentInput:
-    return AgentInput(
+def input_from_json(doc: Mapping[str, Any]) -> VipClusterView:
+    return VipClusterView(
         groups=tuple(group_from_json(g) for g in doc.get("groups", ())),
         node_addresses={
             str(n): tuple(ipaddress.ip_address(a) for a in addrs)
@@ -98,10 +86,6 @@ def input_from_json(doc: Mapping[str, Any]) -> AgentInput:
         },
         garp=GarpPolicy(**doc.get("garp", {})),
     )
-
-
-def local_interfaces() -> frozenset[str]:
-    return frozenset(name for _, name in socket.if_nameindex())
 
 
 class Agent:
@@ -125,6 +109,7 @@ class Agent:
             backoff_max_s=backoff_max_s,
             stable_after_s=stable_after_s,
         )
+        self.backend = VipBackend(node, self.supervisor)
         self.rendered: Rendered | None = None
         self.errors: list[str] = []
         self.generation = 0
@@ -178,26 +163,7 @@ class Agent:
             _log().error("bad input", path=str(self.config), error=str(exc))
             self.write_status()
             return
-        rendered = render(
-            self.node,
-            agent_input.groups,
-            paths=self.supervisor.paths,
-            node_addresses=agent_input.node_addresses,
-            interfaces=local_interfaces(),
-            previous_vrids=agent_input.vrids,
-            garp=agent_input.garp,
-        )
-        for err in rendered.errors:
-            _log().error("vip configuration error", error=str(err), kind=type(err).__name__)
-        # Track files first, so a new Local instance starts with the right value.
-        for plan in rendered.instances:
-            if plan.track_file is not None:
-                has_endpoints = any(
-                    self.node in agent_input.local_endpoints.get(g, frozenset())
-                    for g in plan.groups
-                )
-                self.supervisor.set_track(plan.track_file, has_endpoints)
-        await self.supervisor.apply(rendered)
+        rendered = await self.backend.apply(agent_input)
         self.rendered = rendered
         self.errors = [str(e) for e in rendered.errors]
         self.generation += 1
