@@ -94,6 +94,16 @@ class PeerConfig:
     connect_retry_max: float = 60.0
     max_prefixes: int | None = None  # Cease/Maximum Number of Prefixes Reached beyond it
     enforce_first_as: bool = True  # treat-as-withdraw eBGP paths not starting with peer_as
+
+    def __post_init__(self) -> None:
+        ip_address(self.address)  # ValueError names the bad address
+        if self.hold_time in (1, 2) or not 0 <= self.hold_time <= 0xFFFF:
+            raise ValueError(f"peer {self.address}: hold time must be 0 or 3..65535 seconds")
+        if self.peer_as is not None and not 1 <= self.peer_as <= 0xFFFFFFFF:
+            raise ValueError(f"peer {self.address}: peer_as {self.peer_as} is not a valid ASN")
+        if self.password is not None and len(self.password.encode()) > 80:
+            raise ValueError(f"peer {self.address}: TCP MD5 password longer than 80 bytes")
+
     description: str = ""
 
 
@@ -293,7 +303,7 @@ class Peer:
             router_id=speaker.router_id,
             hold_time=config.hold_time,
             passive=config.passive,
-            families=config.families,
+            families=frozenset(Family(*f) for f in config.families),
             connect_retry=config.connect_retry,
             connect_retry_max=config.connect_retry_max,
             graceful_restart=config.graceful_restart,
@@ -302,6 +312,7 @@ class Peer:
             forwarding_preserved=speaker.restarting,
             enforce_first_as=config.enforce_first_as,
         )
+        self._session_config.open_message().pack()  # refuse a bad config here, not later
         self.main = _Link(self, Session(self._session_config), outgoing=True)
         self._others: list[_Link] = []
         self._established = asyncio.Event()

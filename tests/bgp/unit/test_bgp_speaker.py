@@ -131,3 +131,12 @@ async def test_events_report_state_changes_and_routes_learned_and_lost() -> None
     finally:
         await a.shutdown()
         await b.shutdown()
+
+
+def test_peer_config_refuses_what_no_session_could_use() -> None:
+    with pytest.raises(ValueError, match="hold time"):
+        PeerConfig("192.0.2.1", 65000, hold_time=2)
+    with pytest.raises(ValueError, match="does not appear to be an IPv4 or IPv6 address"):
+        PeerConfig("router-1", 65000)
+    with pytest.raises(ValueError, match="80 bytes"):
+        PeerConfig("192.0.2.1", 65000, password="x" * 81)
