@@ -160,3 +160,23 @@ def test_overlapping_pools_are_a_programming_error_that_changes_nothing() -> Non
         alloc.reconfigure([pool("a", "192.0.2.0/28"), pool("a", "198.51.100.0/28")])
     assert alloc.pools == (pool("a", "192.0.2.0/28"),)
     assert alloc.assign(svc("x")) == before
+
+
+def test_rebuild_completes_a_service_holding_part_of_its_requested_ips() -> None:
+    alloc = Allocator([pool("a", "192.0.2.0/28", "2001:db8::/64")])
+    wants_both = svc("x", ips="192.0.2.5,2001:db8::5", policy="RequireDualStack")
+    [change] = alloc.rebuild([Holding(wants_both, (ip("192.0.2.5"),))])
+    assert change.reason is ChangeReason.FAMILY_ADDED
+    assert ips_of(change.result) == ["192.0.2.5", "2001:db8::5"]
+    assert ips_of(alloc.assign(wants_both)) == ["192.0.2.5", "2001:db8::5"]
+
+
+def test_a_require_dual_stack_service_whose_pool_lacks_a_family_moves_whole() -> None:
+    alloc = Allocator(
+        [pool("a", "192.0.2.0/28", priority=1), pool("b", "198.51.100.0/28", "2001:db8::/64")]
+    )
+    both = svc("x", policy="RequireDualStack")
+    [change] = alloc.rebuild([Holding(both, (ip("192.0.2.3"),))])
+    assert change.reason is ChangeReason.INCOMPLETE
+    assert ips_of(change.result) == ["198.51.100.0", "2001:db8::"]
+    assert alloc.holders(ip("192.0.2.3")) == ()

@@ -61,6 +61,11 @@ def _record_ips(record: _Record) -> tuple[IPAddress, ...]:
     return tuple(_ip(*_decode(code)) for code in record[1])
 
 
+def _complete(request: ServiceRequest, held: int) -> bool:
+    """Holding `held` addresses, `request` has all it asks for."""
+    return held == (len(request.requested_ips) or len(request.families))
+
+
 def _families_text(families: Iterable[IPFamily]) -> str:
     return " and ".join(str(f) for f in families)
 
@@ -94,9 +99,7 @@ class Allocator:
         record = self._assigned.get(request.key)
         if record is None:
             return self._fresh(request)
-        if self._requests[request.key] == request and (
-            request.requested_ips or len(record[1]) == len(request.families)
-        ):
+        if self._requests[request.key] == request and _complete(request, len(record[1])):
             return Assigned(request.key, _record_ips(record), record[0])
         return self._settle(request, self._unhold(request.key))
 
@@ -352,8 +355,7 @@ class Allocator:
             state, claims, drops = self._keep(request, ips)
             if state is not None:
                 self._hold(request, state, claims)
-            complete = bool(request.requested_ips) or len(claims) == len(request.families)
-            if drops or not complete:
+            if drops or not _complete(request, len(claims)):
                 pending.append((request, ips, drops))
         changes = []
         for request, ips, drops in pending:

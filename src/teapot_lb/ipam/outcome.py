@@ -57,8 +57,8 @@ class ChangeReason(StrEnum):
     NOT_REQUESTED = "NotRequested"  # the Service now asks for other IPs, pool or families
     SPLIT_POOLS = "SplitPools"  # its IPs now lie in different pools
     CONFLICT = "Conflict"  # another Service holds the IP and may not share it
-    FAMILY_ADDED = "FamilyAdded"  # PreferDualStack got the family it lacked
-    INCOMPLETE = "Incomplete"  # RequireDualStack could not get both families from its pool
+    FAMILY_ADDED = "FamilyAdded"  # a dual-stack Service got the family it lacked
+    INCOMPLETE = "Incomplete"  # RequireDualStack could not get both families from one pool
 
 
 @dataclass(frozen=True, slots=True)
