@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from teapot_lb.vrrp.backend import VipBackend, VipClusterView
 from teapot_lb.vrrp.notify import Transition, VrrpState
 from teapot_lb.vrrp.render import Rendered, VipGroup, render
 from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
@@ -195,3 +196,27 @@ async def test_track_files_hold_zero_for_ok_and_one_for_fault(
     assert track.read_text() == "1\n"
     sup.set_track(track, ok=True)
     assert track.read_text() == "0\n"
+
+
+async def test_backend_writes_track_files_and_endpoint_changes_do_not_reload(
+    supervised: tuple[KeepalivedSupervisor, list[object]],
+) -> None:
+    sup, _ = supervised
+    local = VipGroup(
+        name="ns/local",
+        interface="eth0",
+        vips=(ipaddress.ip_address("192.0.2.20"),),
+        candidate_nodes=("n1", "n2"),
+        local_traffic_policy=True,
+    )
+    backend = VipBackend("n1", sup)
+    view = VipClusterView(groups=(local,), local_endpoints={"ns/local": frozenset({"n1"})})
+    rendered = await backend.apply(view, interfaces={"eth0"})
+    (plan_,) = rendered.instances
+    assert plan_.track_file is not None
+    track = sup.dirs.track_dir / plan_.track_file.name
+    assert track.read_text() == "0\n"
+    moved = VipClusterView(groups=(local,), local_endpoints={"ns/local": frozenset({"n2"})})
+    await backend.apply(moved, interfaces={"eth0"})
+    assert track.read_text() == "1\n"
+    assert sup.counters.reloads == 0 and sup.counters.starts == 1
