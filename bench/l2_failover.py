@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,22 @@ PROBE_EVERY = 0.01
 
 def first_other_answer(ip: str, old: str, timeout: float) -> tuple[float, str] | None:
     """From the calling thread's namespace: a connect every 10 ms until one is answered by a
-    node other than ``old``; (monotonic time of that connect's completion, node name)."""
-    pending: dict[socket.socket, float] = {}
+    node other than ``old``; (monotonic time of that connect's completion, node name).
+
+    Nothing blocks: connects and the servers' name lines are both waited for with select,
+    so a connection the old owner accepted just before its link went down cannot stall
+    the probing (it would stall a blocking read for its whole timeout).
+    """
+    connecting: dict[socket.socket, float] = {}  # socket -> when the SYN went out
+    connected: dict[socket.socket, float] = {}  # socket -> when the connect completed
     next_probe = time.monotonic()
     deadline = next_probe + timeout
+
+    def drop(s: socket.socket) -> None:
+        connecting.pop(s, None)
+        connected.pop(s, None)
+        s.close()
+
     try:
         while time.monotonic() < deadline:
             now = time.monotonic()
@@ -56,29 +69,32 @@ def first_other_answer(ip: str, old: str, timeout: float) -> tuple[float, str] |
                 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 s.setblocking(False)
                 s.connect_ex((ip, SERVE_PORT))
-                pending[s] = now
+                connecting[s] = now
                 next_probe += PROBE_EVERY
             wait = max(0.0, next_probe - time.monotonic())
-            _, writable, _ = select.select([], list(pending), [], wait)
+            readable, writable, _ = select.select(list(connected), list(connecting), [], wait)
             for s in writable:
-                done = time.monotonic()
-                ok = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
-                name = ""
-                if ok:
-                    s.settimeout(1.0)
-                    with contextlib.suppress(OSError):
-                        name = s.recv(64).decode().strip()
-                s.close()
-                del pending[s]
-                if ok and name and name != old:
+                if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                    connected[s] = time.monotonic()
+                    del connecting[s]
+                else:
+                    drop(s)
+            for s in readable:
+                try:
+                    name = s.recv(64).decode().strip()
+                except OSError:
+                    name = ""
+                done = connected[s]
+                drop(s)
+                if name and name != old:
                     return done, name
-            for s, started in list(pending.items()):
-                if time.monotonic() - started > 1.5:  # stale SYN: retransmits at 1 s, drop it
-                    s.close()
-                    del pending[s]
+            for table in (connecting, connected):
+                for s, started in list(table.items()):
+                    if time.monotonic() - started > 1.5:  # stale: its SYN retransmits at 1 s
+                        drop(s)
         return None
     finally:
-        for s in pending:
+        for s in [*connecting, *connected]:
             s.close()
 
 
@@ -127,18 +143,38 @@ def teapot_trials(trials: int, workdir: Path) -> list[float]:
         for i in range(trials):
             assert lab.connect(V4) == owner
 
-            def kill(node: str = owner) -> None:
+            killed_wall: list[float] = []
+
+            def kill(node: str = owner, killed_wall: list[float] = killed_wall) -> None:
+                killed_wall.append(time.time())
                 lab.kill_agent(node)
                 lab.link(node, up=False)
 
             took = measure_kill(lab, V4, owner, kill)
             results.append(took)
-            print(f"teapot-lb trial {i + 1:2d}: {took:.3f} s", flush=True)
+            print(
+                f"teapot-lb trial {i + 1:2d}: {took:.3f} s"
+                f"  ({takeover_logged(lab, owner, killed_wall[0])})",
+                flush=True,
+            )
             lab.link(owner, up=True)
             lab.start_agent(owner, workdir)
             wait_for(lambda: lab.connect(V4, 0.2) == owner, 20, "the owner back")
             time.sleep(0.5)
     return results
+
+
+def takeover_logged(lab: L2Lab, old: str, since: float) -> str:
+    """Which node logged taking the IP after ``since`` (wall clock), and how long after."""
+    for node, path in lab.logs.items():
+        if node == old:
+            continue
+        for rec in _records(path.read_text(errors="replace").splitlines()):
+            if rec.get("event") == "ownership" and rec.get("owned"):
+                at = datetime.fromisoformat(rec["timestamp"]).timestamp()
+                if at >= since:
+                    return f"{node} logged the takeover at +{at - since:.3f} s"
+    return "no takeover logged"
 
 
 # --- keepalived -------------------------------------------------------------------------
