@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from teapot_lb.bgp.fsm import (
     ArmTimer,
     CloseConnection,
@@ -328,3 +331,61 @@ def test_message_split_across_reads_is_reassembled() -> None:
     raw = route_update()
     assert s.data_received(raw[:7]) == []
     assert any(isinstance(a, RoutesLearned) for a in s.data_received(raw[7:]))
+
+
+EVENTS = st.lists(
+    st.one_of(
+        st.just(("start",)),
+        st.just(("stop",)),
+        st.just(("made",)),
+        st.just(("failed",)),
+        st.just(("lost",)),
+        st.tuples(st.just("timer"), st.sampled_from(list(Timer))),
+        st.tuples(
+            st.just("data"),
+            st.sampled_from(
+                [
+                    peer_open(),
+                    peer_open(asn=65009),
+                    Keepalive().pack(),
+                    route_update(),
+                    Update().pack(),
+                    Notification(6, 2).pack(),
+                    RouteRefreshMessage(IPV6_UNICAST).pack(),
+                    b"\xff" * 16,
+                    b"junk",
+                ]
+            ),
+        ),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300)
+@given(EVENTS)
+def test_any_event_sequence_keeps_the_session_consistent(events: list[tuple[object, ...]]) -> None:
+    s = Session(config())
+    for ev in events:
+        kind = ev[0]
+        if kind == "start":
+            actions = s.start()
+        elif kind == "stop":
+            actions = s.stop()
+        elif kind == "made":
+            actions = s.connection_made()
+        elif kind == "failed":
+            actions = s.connection_failed()
+        elif kind == "lost":
+            actions = s.connection_lost()
+        elif kind == "timer":
+            actions = s.timer_expired(ev[1])  # type: ignore[arg-type]
+        else:
+            actions = s.data_received(ev[1])  # type: ignore[arg-type]
+        for a in actions:
+            if isinstance(a, Send):
+                assert decode_stream(a.data)  # only whole, valid messages are sent
+        if s.state == State.ESTABLISHED:
+            assert s.negotiated is not None
+        if any(isinstance(a, NotificationSent) for a in actions):
+            assert any(isinstance(a, CloseConnection) for a in actions)

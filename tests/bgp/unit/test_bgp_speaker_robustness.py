@@ -14,11 +14,15 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Network
 from teapot_lb.bgp.fsm import State
 from teapot_lb.bgp.speaker import PeerConfig, Speaker
 from teapot_lb.bgp.wire import (
+    IPV4_UNICAST,
     ErrorCode,
     Keepalive,
     MessageReader,
     Notification,
     Open,
+    RouteRefresh,
+    RouteRefreshMessage,
+    Update,
     decode_message,
 )
 
@@ -254,3 +258,37 @@ async def test_collision_keeps_the_connection_of_the_higher_identifier() -> None
     finally:
         await a.shutdown()
         fake.close()
+
+
+async def test_too_many_prefixes_end_the_session_with_cease_max_prefixes() -> None:
+    b = await listening_speaker()
+    a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
+    try:
+        b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, max_prefixes=1))
+        sender = a.add_peer(PeerConfig("127.0.0.1", 65002, port=b.listen_port or 0))
+        a.set_routes({V4: None, IPv4Network("198.51.100.8/32"): None})
+        await a.start()
+        await until(lambda: sender.counters.notifications_received > 0, "a is told off")
+        assert sender.last_error == ("peer sent NOTIFICATION Cease/Maximum Prefixes Reached")
+    finally:
+        await a.shutdown()
+        await b.shutdown()
+
+
+async def test_route_refresh_request_gets_the_table_again() -> None:
+    b = await listening_speaker()
+    try:
+        b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True))
+        b.set_routes({V4: None})
+        reader, writer = await raw_peer(b.listen_port or 0, "127.0.0.1")
+        hello = Open.build(65001, 90, IPv4Address("192.0.2.1"), (RouteRefresh(),))
+        writer.write(hello.pack() + Keepalive().pack())
+        first = await read_messages(reader, 4)  # OPEN, KEEPALIVE, UPDATE, End-of-RIB
+        assert [type(m).__name__ for m in first] == ["Open", "Keepalive", "Update", "Update"]
+        writer.write(RouteRefreshMessage(IPV4_UNICAST).pack())
+        again = await read_messages(reader, 2)
+        assert isinstance(again[0], Update) and again[0].nlri == (V4,)
+        assert isinstance(again[1], Update) and again[1].end_of_rib() == IPV4_UNICAST
+        writer.close()
+    finally:
+        await b.shutdown()
