@@ -201,6 +201,25 @@ def test_after_a_dual_master_the_client_follows_the_winner(lab: VipLab) -> None:
     )
 
 
+def test_a_node_joining_the_candidates_keeps_the_instance(lab: VipLab) -> None:
+    lab.start([PAIR])
+    before = lab.instance_of("default/pair")
+    old_master = lab.settled_master("default/pair")
+    lab.start_prober(["192.0.2.201"])
+    wait_for(lambda: lab.attempts(), timeout_s=10, what="the prober to run")
+    t0 = time.monotonic()
+    lab.write_config([svc("default/pair", "192.0.2.201")])  # now n1, n2 and n3
+    assert lab.instance_of("default/pair", "n3") == before  # same VRID, same instance name
+    master = lab.settled_master("default/pair", all_healthy=True)
+    assert lab.connect("192.0.2.201") == master
+    if master == old_master:
+        # The newcomer did not rank first: nothing moved, nothing was lost.
+        t1 = time.monotonic()
+        time.sleep(2.2)  # every attempt started before t1 has finished
+        window = [a for a in lab.attempts(since=t0) if a.start < t1]
+        assert window and all(a.ok and a.node == old_master for a in window)
+
+
 def test_local_policy_endpoint_loss_moves_mastership_without_reload(lab: VipLab) -> None:
     local = svc("default/local", "192.0.2.220", local_traffic_policy=True)
     lab.start([WEB, local], local_endpoints={"default/local": NODES})

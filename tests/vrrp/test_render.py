@@ -136,7 +136,7 @@ def test_all_nodes_agree_on_vrids_and_priorities_and_priorities_are_distinct() -
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 64, 200, 254])
 def test_priorities_are_distinct_and_valid_for_any_candidate_count(count: int) -> None:
     key = InstanceKey.of(group("ns/x", nodes=[f"n{i}" for i in range(count)]))
-    prios = node_priorities(key)
+    prios = node_priorities(key, 7)
     assert len(set(prios.values())) == count
     assert all(1 <= p <= PRIORITY_MAX for p in prios.values())
     assert max(prios.values()) == PRIORITY_MAX
@@ -145,8 +145,8 @@ def test_priorities_are_distinct_and_valid_for_any_candidate_count(count: int) -
 def test_masters_of_different_instances_spread_over_the_nodes() -> None:
     tops = set()
     for i in range(30):
-        key = InstanceKey.of(group(f"ns/s{i}", nodes=NODES, interface=f"vlan{i}"))
-        prios = node_priorities(key)
+        key = InstanceKey.of(group(f"ns/s{i}", nodes=NODES))
+        prios = node_priorities(key, vrid=1 + i)
         tops.add(max(prios, key=lambda n: prios[n]))
     assert tops == set(NODES)
 
@@ -161,6 +161,21 @@ def test_adding_a_service_keeps_every_existing_vrid_given_the_previous_allocatio
     second = render_on("n1", before + added, previous_vrids=first.vrids)
     for token, vrid in first.vrids.items():
         assert second.vrids[token] == vrid
+
+
+def test_a_node_joining_keeps_the_vrid_name_and_the_order_of_the_other_nodes() -> None:
+    before = render_on("n1", [group("ns/a", "192.0.2.10")])
+    after = render_on(
+        "n1", [group("ns/a", "192.0.2.10", nodes=(*NODES, "n4"))], previous_vrids=before.vrids
+    )
+    (old,) = before.instances
+    (new,) = after.instances
+    assert (new.name, new.vrid) == (old.name, old.vrid)
+    order = sorted(old.priorities, key=lambda n: -old.priorities[n])
+    new_order = [n for n in sorted(new.priorities, key=lambda n: -new.priorities[n]) if n != "n4"]
+    assert new_order == order
+    # Only the vanished instance's VRID is inherited, and only once.
+    assert set(after.vrids.values()) == set(before.vrids.values())
 
 
 def test_changing_the_vips_of_an_instance_keeps_its_name_vrid_and_advertised_address() -> None:
@@ -321,9 +336,10 @@ _names = st.text(alphabet="abcdefgh", min_size=1, max_size=3)
 @given(
     first=st.lists(st.tuples(_names, st.sampled_from(["eth0", "eth1"])), max_size=30),
     more=st.lists(st.tuples(_names, st.sampled_from(["eth0", "eth1"])), max_size=30),
+    dropped=st.integers(min_value=0, max_value=10),
 )
 def test_allocation_has_no_duplicates_and_never_renumbers_with_previous(
-    first: list[tuple[str, str]], more: list[tuple[str, str]]
+    first: list[tuple[str, str]], more: list[tuple[str, str]], dropped: int
 ) -> None:
     def groups_of(specs: list[tuple[str, str]], prefix: str) -> list[VipGroup]:
         return [
@@ -332,7 +348,8 @@ def test_allocation_has_no_duplicates_and_never_renumbers_with_previous(
         ]
 
     old = allocate_vrids(group_instances(groups_of(first, "a")))
-    new = allocate_vrids(group_instances(groups_of(first, "a") + groups_of(more, "b")), old.vrids)
+    kept = groups_of(first, "a")[dropped:]  # some go away, freeing VRIDs to inherit
+    new = allocate_vrids(group_instances(kept + groups_of(more, "b")), old.vrids)
     for alloc in (old, new):
         per_pool: dict[str, list[int]] = {}
         for token, vrid in alloc.vrids.items():
@@ -341,4 +358,5 @@ def test_allocation_has_no_duplicates_and_never_renumbers_with_previous(
         for vrids in per_pool.values():
             assert len(vrids) == len(set(vrids))
     for token, vrid in old.vrids.items():
-        assert new.vrids[token] == vrid
+        if token in {InstanceKey.of(g).token() for g in kept}:
+            assert new.vrids[token] == vrid

@@ -298,6 +298,17 @@ class InstanceKey:
             parts.append(f"local={self.track}")
         return "/".join(parts)
 
+    def lineage(self) -> str:
+        """The token without the node set: what stays when nodes join or leave."""
+        return lineage_of_token(self.token())
+
+
+def lineage_of_token(token: str) -> str:
+    # Token layout: interface / family / nodes / knobs...; interface and node names
+    # never contain "/".
+    parts = token.split("/")
+    return "/".join(parts[:2] + parts[3:])
+
 
 def _digest(*parts: str) -> int:
     h = hashlib.sha256("\x00".join(parts).encode()).digest()
@@ -328,14 +339,22 @@ def allocate_vrids(
 
     Deterministic: the same inputs give the same VRIDs on every node. Stable:
     explicit VRIDs first, then instances keep their ``previous`` VRID when it is
-    still free and in range, then new instances take a hash-preferred VRID,
-    probing upwards (wrapping) within their range. Adding an instance therefore
+    still free and in range; a new instance whose node set is the only change from
+    a vanished one (same interface, family and knobs: nodes joined or left)
+    inherits that VRID, so keepalived keeps the instance across the reload; other
+    new instances take a hash-preferred VRID, probing upwards (wrapping) within
+    their range. Adding an instance therefore
     never renumbers one listed in ``previous``; without ``previous`` a new instance
     whose preferred VRID is taken by an older one may sort first and take it, so
     callers that need stability across changes keep the last allocation (the
     controller stores it; :attr:`Rendered.vrids` is the value to keep).
     """
     previous = previous or {}
+    current = {k.token() for k in members}
+    vanished: dict[str, list[int]] = {}
+    for token, old_vrid in sorted(previous.items()):
+        if token not in current:
+            vanished.setdefault(lineage_of_token(token), []).append(old_vrid)
     vrids: dict[str, int] = {}
     errors: list[VipConfigError] = []
     pools: dict[tuple[str, Family], list[InstanceKey]] = {}
@@ -370,6 +389,13 @@ def allocate_vrids(
                 fresh.append(key)
         for key in fresh:
             lo, hi = key.vrid_range
+            heirs = vanished.get(key.lineage(), [])
+            inherited = next((v for v in heirs if lo <= v <= hi and v not in taken), None)
+            if inherited is not None:
+                heirs.remove(inherited)
+                taken[inherited] = key
+                vrids[key.token()] = inherited
+                continue
             size = hi - lo + 1
             start = _digest(key.token()) % size
             for i in range(size):
@@ -383,16 +409,20 @@ def allocate_vrids(
     return Allocation(vrids=vrids, errors=tuple(errors))
 
 
-def node_priorities(key: InstanceKey) -> dict[str, int]:
+def node_priorities(key: InstanceKey, vrid: int) -> dict[str, int]:
     """Distinct priorities for the instance's nodes, highest first by hash rank.
 
-    The rank is a hash of (instance, node), so masters spread over the nodes.
+    The rank is a hash of (instance lineage, VRID, node): different instances rank
+    the nodes differently, so masters spread over the nodes; and it is a
+    rendezvous hash, so a node joining or leaving the set keeps the other nodes'
+    order (the master stays unless the newcomer ranks first).
     Raises :class:`TooManyCandidates` beyond 254 nodes.
     """
     count = len(key.nodes)
     if count > PRIORITY_MAX:
         raise TooManyCandidates(count, ())
-    ranked = sorted(key.nodes, key=lambda n: (_digest(key.token(), n), n))
+    seed = f"{key.lineage()}#{vrid}"
+    ranked = sorted(key.nodes, key=lambda n: (_digest(seed, n), n))
     step = min(PRIORITY_STEP_MAX, (PRIORITY_MAX - PRIORITY_MIN) // max(count - 1, 1))
     return {node: PRIORITY_MAX - rank * step for rank, node in enumerate(ranked)}
 
@@ -511,7 +541,7 @@ def render(
         if vrid is None or node not in key.nodes:
             continue
         try:
-            priorities = node_priorities(key)
+            priorities = node_priorities(key, vrid)
         except TooManyCandidates as exc:
             errors.append(TooManyCandidates(exc.count, group_names))
             continue
