@@ -13,7 +13,8 @@ Layers (only ``speaker`` does I/O):
   actions out (``Send``, ``Connect``, ``CloseConnection``, ``ArmTimer``, ``CancelTimer``,
   ``StateChanged``, ``OpenReceived``, ``RoutesLearned``, ``RoutesWithdrawn``,
   ``EndOfRib``, ``RouteRefreshRequested``, ``NotificationSent``,
-  ``NotificationReceived``). ``collision_winner(local_id, remote_id)`` decides §6.8.
+  ``NotificationReceived``, ``UpdateProblems``, ``SessionDown``).
+  ``keep_locally_initiated(local_id, remote_id)`` decides collisions (§6.8).
 - :mod:`teapot_lb.bgp.speaker` — asyncio:
 
   .. code-block:: python
@@ -33,8 +34,15 @@ Layers (only ``speaker`` does I/O):
   ``Speaker(local_as, router_id, listen_address=None, listen_port=179, restarting=False,
   on_event=None)``: ``listen_port=0`` binds an ephemeral port (``speaker.listen_port``);
   ``restarting=True`` sets the graceful-restart R bit after our own restart;
-  ``on_event(peer, action)`` receives the fsm actions above (state changes, routes
-  learned/withdrawn, NOTIFICATIONs) for relays and metrics.
+  ``on_event(peer, action)`` receives the fsm actions above for the peer's live session
+  (state changes, routes learned/withdrawn — including routes dropped when a session
+  ends or a graceful restart times out —, NOTIFICATIONs) for relays and metrics.
+
+  ``RouteAttributes(next_hop=None, communities=(), large_communities=(), local_pref=None,
+  med=None, origin=IGP, as_path=())``: ``next_hop=None`` is next-hop self; ``local_pref``
+  goes to iBGP peers only (100 when unset); eBGP peers get our ASN prepended.
+  ``ReceivedPath`` has ``next_hop``, ``as_path``, ``communities``, ``large_communities``,
+  ``local_pref``, ``med`` and the raw ``attributes``.
 
   ``PeerConfig`` fields: ``address``, ``peer_as``, ``port`` (179), ``local_address``,
   ``local_as`` (speaker's), ``passive``, ``hold_time`` (90), ``password`` (TCP MD5),
