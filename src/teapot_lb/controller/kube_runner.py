@@ -118,6 +118,8 @@ class KubeController:
         self._events: asyncio.Queue[tuple[KubeObject, Event]] = asyncio.Queue()
         self._log = log.get("controller")
         self.informers: dict[Kind, Informer] = {}
+        # The newest JSON of each object: the informers' events plus our own writes.
+        self._raw: dict[Kind, dict[str, KubeObject]] = {kind: {} for kind in _RESOURCES}
         for kind, resource in _RESOURCES.items():
             namespace = self.config.config_namespace if kind in _CONFIG_KINDS else None
             informer = Informer(
@@ -164,16 +166,30 @@ class KubeController:
     # --------------------------------------------------------------- informers
 
     def _handler(self, kind: Kind) -> Callable[[EventType, str, KubeObject], None]:
+        raw = self._raw[kind]
+
         def handle(event: EventType, key: str, obj: KubeObject) -> None:
             if event is EventType.DELETED:
+                raw.pop(key, None)
                 self.store.delete(kind, key)
                 if kind is Kind.ADDRESS_POOL:
                     self.unparsed_pools.pop(key, None)
             else:
+                current = raw.get(key)
+                if current is not None and not _newer(obj, current):
+                    return  # this version (or a newer one, our own write) is cached already
+                raw[key] = obj
                 self._put(kind, key, obj)
             self._enqueue_for(kind, key)
 
         return handle
+
+    def _write_through(self, kind: Kind, key: str, based_on: KubeObject, obj: KubeObject) -> None:
+        """Put what a write returned into the cache, unless the informer brought something
+        newer meanwhile, so the next reconcile sees our own write and does not repeat it."""
+        if self._raw[kind].get(key) is based_on:
+            self._raw[kind][key] = obj
+            self._put(kind, key, obj)
 
     def _put(self, kind: Kind, key: str, obj: KubeObject) -> None:
         parsed, problems = parse_object(obj)
@@ -332,7 +348,7 @@ class KubeController:
             return
         if not self.is_leader:
             raise KubeError("not the leader any more; not writing")
-        raw = self.informers[Kind.SERVICE].get(outcome.key)
+        raw = self._raw[Kind.SERVICE].get(outcome.key)
         if raw is None:
             return  # deleted meanwhile; its DELETED event reconciles it again
         namespace, name = split_key(outcome.key)
@@ -342,18 +358,21 @@ class KubeController:
             )
             if written is None:
                 return
+            self._write_through(Kind.SERVICE, outcome.key, raw, written)
             raw = written
         if outcome.annotate:
             patch = {
                 "metadata": {"annotations": {ANNOTATION_ALLOCATED_FROM: outcome.allocated_from}}
             }
             try:
-                raw = await self.client.patch(SERVICES, name, patch, namespace=namespace)
+                written = await self.client.patch(SERVICES, name, patch, namespace=namespace)
             except NotFound:
                 return
             except KubeError as err:
                 self._api_error("patch service", err)
                 raise
+            self._write_through(Kind.SERVICE, outcome.key, raw, written)
+            raw = written
         for event in outcome.events:
             self._events.put_nowait((raw, event))
 
@@ -439,6 +458,17 @@ class KubeController:
             ok = await self.recorder.record(involved, event.type.value, event.reason, event.message)
             if not ok:
                 self.metrics.api_errors.labels("create event", "0").inc()
+
+
+def _newer(obj: KubeObject, than: KubeObject) -> bool:
+    """Whether `obj` is a newer version than `than`. Resource versions are opaque, but
+    API servers in practice serve etcd revisions (integers); when they are not integers,
+    any other version counts as newer."""
+    a = obj.get("metadata", {}).get("resourceVersion", "")
+    b = than.get("metadata", {}).get("resourceVersion", "")
+    if a.isdigit() and b.isdigit():
+        return int(a) > int(b)
+    return a != b or not a
 
 
 @contextlib.asynccontextmanager
