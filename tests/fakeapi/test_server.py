@@ -446,24 +446,37 @@ async def test_watch_from_compacted_history_gets_410_error_event(
         stream.close()
 
 
-async def test_bounded_history_expires_old_resource_versions(api: client.ApiClient) -> None:
-    server = FakeApiServer(history_size=3)
-    await server.start()
-    try:
-        cfg = client.Configuration(host=server.url)
-        async with client.ApiClient(cfg) as small:
-            core = client.CoreV1Api(small)
-            listed = await core.list_namespaced_service("default")
-            for i in range(5):
-                await core.create_namespaced_service("default", service(f"s{i}"))
-            stream = await watch_services(small, resource_version=listed.metadata.resource_version)
-            try:
-                event = await stream.next()
-                assert event is not None and event["object"]["code"] == 410
-            finally:
-                stream.close()
-    finally:
-        await server.stop()
+class TestSmallHistory:
+    @pytest.fixture
+    def fake_api_options(self) -> dict[str, Any]:
+        return {"history_size": 3}
+
+    async def test_bounded_history_expires_old_resource_versions(
+        self, api: client.ApiClient
+    ) -> None:
+        core = client.CoreV1Api(api)
+        listed = await core.list_namespaced_service("default")
+        for i in range(5):
+            await core.create_namespaced_service("default", service(f"s{i}"))
+        stream = await watch_services(api, resource_version=listed.metadata.resource_version)
+        try:
+            event = await stream.next()
+            assert event is not None and event["object"]["code"] == 410
+        finally:
+            stream.close()
+
+    async def test_recent_versions_are_still_served(self, api: client.ApiClient) -> None:
+        core = client.CoreV1Api(api)
+        for i in range(5):
+            created = await core.create_namespaced_service("default", service(f"s{i}"))
+        await core.create_namespaced_service("default", service("last"))
+        stream = await watch_services(api, resource_version=created.metadata.resource_version)
+        try:
+            event = await stream.next()
+            assert event is not None and event["type"] == "ADDED"
+            assert event["object"]["metadata"]["name"] == "last"
+        finally:
+            stream.close()
 
 
 async def test_watch_sends_bookmarks_with_current_resource_version(
