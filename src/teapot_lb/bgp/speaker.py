@@ -319,6 +319,7 @@ class Peer:
         self._stale_timer: asyncio.TimerHandle | None = None
         self._export: ExportPolicy | None = None
         self._warned_next_hop: set[Family] = set()
+        self._flush_pending = False
 
     def __repr__(self) -> str:
         return f"Peer({self.address}, AS{self.config.peer_as}, {self.state.value})"
@@ -363,8 +364,17 @@ class Peer:
 
     def set_desired(self, routes: CompiledRoutes) -> None:
         self.rib_out.set_desired(routes)
-        if self.established:
+        if self.established and not self._flush_pending:
+            # Coalesce: several set_routes in one loop iteration cost one diff.
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._deferred_flush)
+
+    def _deferred_flush(self) -> None:
+        self._flush_pending = False
+        try:
             self._flush()
+        except Exception:
+            _log().exception("bgp cannot send UPDATEs", peer=self.address)
 
     def accept(self, proto: _Protocol) -> None:
         """An incoming connection from this peer's address."""

@@ -140,3 +140,18 @@ def test_peer_config_refuses_what_no_session_could_use() -> None:
         PeerConfig("router-1", 65000)
     with pytest.raises(ValueError, match="80 bytes"):
         PeerConfig("192.0.2.1", 65000, password="x" * 81)
+
+
+async def test_changes_within_one_loop_iteration_are_sent_as_one_diff(
+    pair: tuple[Speaker, Speaker],
+) -> None:
+    a, b = pair
+    a.set_routes({V4: None})
+    await until(lambda: V4 in b.routes_in("127.0.0.1"), "route at b")
+    sender = a.peer("127.0.0.1")
+    before = sender.counters.updates_sent
+    a.set_routes({V4: None, IPv4Network("198.51.100.8/32"): None})
+    a.set_routes({V4: None})  # back where we were before the loop ran: nothing to send
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sender.counters.updates_sent == before
