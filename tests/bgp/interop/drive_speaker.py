@@ -12,7 +12,8 @@ CONFIG: ``{"asn", "router_id", "listen_port" (null: no listener), "log_level",
 ``{"prefixes": [...], "communities": ["65000:1"], "large_communities": ["65000:1:2"],
 "local_pref": 200}``. Routes are set before the peers are added, as a node would at boot.
 
-Commands: ``ping``, ``add_peer {peer}``, ``set_routes {routes, peer?}``, ``state {peer}``,
+Commands: ``ping``, ``add_peer {peer}``, ``set_routes {routes, peer?}`` (returns how long
+parsing our JSON and the speaker's ``set_routes`` took), ``state {peer}``,
 ``info {peer}`` (state, last error, counters), ``routes_in {peer}``, ``stats`` (CPU, peak
 RSS), ``shutdown {communication?, withdraw?, graceful_restart?}`` (the process then exits).
 CONFIG ``"restarting": true`` starts the speaker as a restarting speaker (RFC 4724 R bit).
@@ -27,6 +28,7 @@ import json
 import resource
 import signal
 import sys
+import time
 from ipaddress import ip_address, ip_network
 from typing import Any
 
@@ -107,12 +109,14 @@ class Driver:
             self.add_peer(msg["peer"])
             return None
         if cmd == "set_routes":
+            started = time.perf_counter()
             routes = parse_routes(msg["routes"])
+            parsed = time.perf_counter()
             if msg.get("peer"):
                 self.speaker.set_routes(routes, peer=msg["peer"])
             else:
                 self.speaker.set_routes(routes)
-            return None
+            return {"parse_s": parsed - started, "set_routes_s": time.perf_counter() - parsed}
         if cmd == "state":
             state = self.peers[msg["peer"]].state
             return str(getattr(state, "name", state)).lower()

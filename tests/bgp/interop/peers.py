@@ -1354,10 +1354,18 @@ class Teapot(BgpDaemon):
         line, _, self._buf = self._buf.partition(b"\n")
         return line
 
-    def set_routes(self, originate: Sequence[Origination], *, peer: str | None = None) -> None:
-        """Replace everything announced (to ``peer`` only, if given)."""
+    def set_routes(
+        self, originate: Sequence[Origination], *, peer: str | None = None
+    ) -> dict[str, float]:
+        """Replace everything announced (to ``peer`` only, if given).
+
+        Returns the driver's timing: ``parse_s`` (its JSON), ``set_routes_s`` (the speaker).
+        """
         self.originate = list(originate)
-        self.call("set_routes", routes=route_groups(originate), peer=peer, timeout=120)
+        timing: dict[str, float] = self.call(
+            "set_routes", routes=route_groups(originate), peer=peer, timeout=120
+        )
+        return timing
 
     def info(self, peer: str) -> dict[str, Any]:
         """State, last error and counters of the session with ``peer``."""
