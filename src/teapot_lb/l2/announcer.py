@@ -73,9 +73,9 @@ class Announcer:
     schedule: tuple[float, ...] = DEFAULT_SCHEDULE
     refresh: float | None = None
     counters: Counters = field(default_factory=Counters)
-    _owned: set[IPAddress] = field(default_factory=set)
-    _watched: set[IPAddress] = field(default_factory=set)
-    _repeats: dict[IPAddress, _Repeat] = field(default_factory=dict)
+    _owned: set[IPAddress] = field(default_factory=set, init=False)
+    _watched: set[IPAddress] = field(default_factory=set, init=False)
+    _repeats: dict[IPAddress, _Repeat] = field(default_factory=dict, init=False)
 
     @property
     def owned(self) -> frozenset[IPAddress]:

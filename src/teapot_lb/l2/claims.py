@@ -50,7 +50,7 @@ class ClaimTiming:
 class ClaimArbiter:
     node: str
     timing: ClaimTiming = field(default_factory=ClaimTiming)
-    _silent_until: dict[IPAddress, float] = field(default_factory=dict)
+    _silent_until: dict[IPAddress, float] = field(default_factory=dict, init=False)
 
     def judge(
         self,

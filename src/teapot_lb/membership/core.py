@@ -151,8 +151,8 @@ class Membership:
     key: bytes | None = None
     counters: MembershipCounters = field(default_factory=MembershipCounters)
     members: dict[str, Member] = field(default_factory=dict)
-    _sequence: int = 0
-    _next_send: float | None = None
+    _sequence: int = field(default=0, init=False)
+    _next_send: float | None = field(default=None, init=False)
 
     # --- sending ---
 

@@ -71,7 +71,7 @@ class UdpHeartbeats:
             self._on_change(changes)
 
     def _drain(self) -> None:
-        while True:
+        for _ in range(4096):  # bounded, so a flood on the port cannot wedge the loop
             try:
                 data = self._sock.recv(2048)
             except (BlockingIOError, InterruptedError):
