@@ -3,10 +3,10 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from fakeapi import FakeApiServer
-from fakeapi.fixtures import fake_api
+from fakeapi.fixtures import fake_api, fake_api_options
 from teapot_lb.kube.client import KubeClient, connect
 
-__all__ = ["fake_api", "kube"]
+__all__ = ["fake_api", "fake_api_options", "kube"]
 
 
 @pytest_asyncio.fixture

@@ -99,6 +99,49 @@ def test_l2_service_is_answered_by_exactly_the_elected_node(lab: Lab) -> None:
     assert lab.nodes[owner].mac("eth0") in router_mac
 
 
+def judged(lab: Lab, name: str, verdict: str) -> int:
+    return int(lab.status(name).get("l2", {}).get("claims_judged", {}).get(verdict, 0))
+
+
+def test_heartbeat_partition_the_owner_defends_and_the_standby_yields(lab: Lab) -> None:
+    """Heartbeats from the owner are dropped (the data path works): the others think it
+    dead and one takes the IP; the owner sees that claim and defends, the standby yields;
+    the client stays on the owner."""
+    owner = wait_for(lambda: owners(lab, L2_IP), timeout=20, what="an owner")[0]
+    others = sorted(set(lab.procs) - {owner})
+    host = lab.nodes[owner]
+    # Blackhole routes to the other nodes: the owner's heartbeats are lost, while ARP
+    # (not routed) and the client's traffic (via the router) still work.
+    peers = [NODES[n] for n in others]
+    for addr in peers:
+        host.ip("route", "add", "blackhole", f"{addr}/32")
+    try:
+        standby = wait_for(
+            lambda: next((n for n in others if judged(lab, n, "yield")), None),
+            timeout=15,
+            what="a standby yielding to the owner",
+        )
+        # Status files are written after each step: wait for them, do not race them.
+        wait_for(lambda: judged(lab, owner, "defend"), timeout=5, what="the owner defending")
+        wait_for(
+            lambda: "yielded" in lab.status(standby)["l2"]["errors"].get(L2_IP, ""),
+            timeout=5,
+            what="the standby reporting it yielded",
+        )
+        assert owners(lab, L2_IP) == [owner]
+        assert lab.who(L2_IP) == owner
+        assert lab.nodes[owner].mac("eth0") in lab.router.ip("-j", "neigh", "show", L2_IP)
+    finally:
+        for addr in peers:
+            host.ip("route", "del", "blackhole", f"{addr}/32", check=False)
+    wait_for(
+        lambda: all(owner in lab.status(n)["l2"]["live_speakers"] for n in others),
+        timeout=10,
+        what="the owner heard again",
+    )
+    assert lab.who(L2_IP) == owner
+
+
 def test_l2_local_policy_owner_has_the_endpoint_and_moves_with_it(lab: Lab) -> None:
     wait_for(lambda: owners(lab, L2_LOCAL) == ["n1"], timeout=20, what="n1 owns the Local IP")
     assert wait_for(lambda: lab.who(L2_LOCAL), timeout=10, what="reach") == "n1"

@@ -401,3 +401,28 @@ def explain(
     for node in sorted(view.nodes):
         decisions.extend(planner.decide(node, service_key, svc, eligible)[1])
     return decisions
+
+
+def l2_election_orders(
+    view: ClusterView, options: PlanOptions | None = None
+) -> dict[str, tuple[str, ...]]:
+    """Every IP announced in L2 mode → the nodes allowed to own it, in election order.
+
+    Liveness is ignored: this is what every speaker agrees on even when heartbeats are
+    cut, so the L2 backend uses it to settle two owners answering at once (split brain).
+    """
+    planner = _Planner(view, options or PlanOptions())
+    out: dict[str, tuple[str, ...]] = {}
+    for key, svc in planner.handled_services():
+        eligible: dict[str, str | None] | None = None
+        for ip in svc.ingress_ips():
+            pool = view.pool_of(ip)
+            if pool is None:
+                continue
+            l2_advs = planner.advertisements_for(pool)[1]
+            if not l2_advs:
+                continue
+            if eligible is None:
+                eligible = _eligible_nodes(view, key, svc)
+            out[str(ip)] = ranking(ip, planner._candidates(l2_advs, eligible))
+    return out

@@ -5,6 +5,14 @@ that (`PlanOptions.live_speakers`) for the per-IP election, so every speaker com
 same owner. This backend then only acquires and releases IPs on the responders. Like the
 standalone L2 agent, a starting speaker claims nothing for one detection interval, so it
 has heard every live peer first and never answers alongside the current owner.
+
+Two owners at once (heartbeats cut while the LAN works, or two speakers that saw a
+configuration change a few hundred milliseconds apart) are settled on the wire by the
+split-brain arbiter (:mod:`teapot_lb.l2.claims`): when another station claims an IP we
+answer for, the node ranked better wins and the other stops answering. The ranking is
+the election order among the nodes *allowed* to own the IP (liveness ignored, so both
+sides of a heartbeat partition agree), then every other known node: a node that in its
+own view of the configuration may no longer own the IP never silences one that may.
 """
 
 from __future__ import annotations
@@ -17,7 +25,9 @@ from ipaddress import ip_address
 from typing import Any
 
 from teapot_lb import log
-from teapot_lb.l2.announcer import IPAddress
+from teapot_lb.announce.election import ranking
+from teapot_lb.l2.announcer import Claim, IPAddress
+from teapot_lb.l2.claims import ClaimArbiter, ClaimTiming, Verdict
 from teapot_lb.l2.responder import InterfaceInfo, Responder, default_interfaces, interfaces
 from teapot_lb.membership.core import MemberChanged, Membership, Timing
 from teapot_lb.membership.udp import DEFAULT_PORT, UdpHeartbeats
@@ -30,6 +40,7 @@ class L2Backend:
         *,
         on_change: Callable[[], None],
         timing: Timing | None = None,
+        claim_timing: ClaimTiming | None = None,
         port: int = DEFAULT_PORT,
         list_interfaces: Callable[[], Awaitable[dict[str, InterfaceInfo]]] = interfaces,
         clock: Callable[[], float] = time.monotonic,
@@ -44,6 +55,10 @@ class L2Backend:
         self.responders: dict[str, Responder] = {}
         self.owned: dict[IPAddress, tuple[str, ...]] = {}  # IP -> interfaces answering
         self.errors: dict[str, str] = {}  # IP -> why it cannot be answered
+        self.arbiter = ClaimArbiter(node, claim_timing or ClaimTiming())
+        self.orders: Mapping[str, tuple[str, ...]] = {}  # IP -> nodes allowed, election order
+        self._arbiter_timer: asyncio.TimerHandle | None = None
+        self.claims_judged: dict[str, int] = {}  # verdict -> count
         self._peers: tuple[str, ...] = ()
         self._heartbeats: UdpHeartbeats | None = None
         self._task: asyncio.Task[None] | None = None
@@ -102,14 +117,29 @@ class L2Backend:
 
     # --- claims -----------------------------------------------------------------------------
 
-    async def apply(self, claims: Mapping[str, tuple[str, ...]]) -> None:
-        """Answer for exactly these IPs (IP → interfaces; empty: by subnet)."""
+    async def apply(
+        self,
+        claims: Mapping[str, tuple[str, ...]],
+        orders: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> None:
+        """Answer for exactly these IPs (IP → interfaces; empty: by subnet).
+
+        `orders`: every L2 IP of the cluster → the nodes allowed to own it, in election
+        order (for the split-brain arbiter; see the module docstring).
+        """
         want: dict[IPAddress, tuple[str, ...]] = {}
         self.errors = {}
+        self.orders = dict(orders or {})
+        now = self._clock()
         if claims and self.ready:
             infos = await self._list_interfaces()
+            macs = tuple(i.mac for i in infos.values() if any(i.mac))
+            self.membership.macs = macs  # peers map our claims to our name
             for text, ifaces in claims.items():
                 ip = ip_address(text)
+                if self.arbiter.silenced(ip, now):
+                    self.errors[text] = "yielded: a better-ranked node claims it (split brain)"
+                    continue
                 names: list[str] = list(ifaces) or default_interfaces(ip, infos)
                 missing = [n for n in names if n not in infos]
                 names = [n for n in names if n in infos]
@@ -121,7 +151,7 @@ class L2Backend:
                 want[ip] = tuple(names)
                 for name in names:
                     if name not in self.responders:
-                        r = Responder(infos[name])
+                        r = Responder(infos[name], on_claim=self._on_claim)
                         r.start()
                         self.responders[name] = r
         for ip, held in list(self.owned.items()):
@@ -142,7 +172,55 @@ class L2Backend:
                     self._log.info("ownership", ip=str(ip), iface=name, owned=True)
             self.owned[ip] = wanted
         for r in self.responders.values():
-            r.watch({ip for ip, where in want.items() if r.info.name in where})
+            # Keep watching what we owned or yielded: a yielded node must keep hearing the
+            # winner to stay silent, and must notice when it is gone.
+            watched = {ip for ip, where in want.items() if r.info.name in where}
+            watched |= {ip for ip in map(ip_address, self.orders) if ip not in want}
+            r.watch(watched)
+        self._arm_arbiter()
+
+    def _ranking(self, ip: IPAddress) -> tuple[str, ...]:
+        allowed = self.orders.get(str(ip), ())
+        rest = [n for n in self.membership.known() if n not in allowed]
+        return allowed + ranking(ip, rest)
+
+    def _on_claim(self, responder: Responder, claim: Claim) -> None:
+        now = self._clock()
+        claimant = self.membership.node_of_mac(claim.mac)
+        verdict = self.arbiter.judge(
+            claim.ip,
+            claimant=claimant,
+            claimant_mac=claim.mac,
+            own_mac=responder.info.mac,
+            ranking=self._ranking(claim.ip),
+            owned=claim.ip in responder.owned,
+            now=now,
+        )
+        if verdict is Verdict.IGNORE:
+            return
+        self.claims_judged[verdict.value] = self.claims_judged.get(verdict.value, 0) + 1
+        self._log.info(
+            "claim",
+            ip=str(claim.ip),
+            iface=responder.info.name,
+            claimant=claimant,
+            verdict=verdict.value,
+        )
+        if verdict is Verdict.DEFEND:
+            t = self.arbiter.timing
+            responder.defend(claim.ip, until=now + t.memory, every=t.refresh)
+        else:
+            responder.release(claim.ip)  # at once; the next plan keeps it released
+        self._on_change()  # re-plan (a yielded IP stays released) and report
+
+    def _arm_arbiter(self) -> None:
+        if self._arbiter_timer is not None:
+            self._arbiter_timer.cancel()
+            self._arbiter_timer = None
+        deadline = self.arbiter.next_deadline()
+        if deadline is not None:
+            delay = max(deadline - self._clock(), 0.0) + 0.001
+            self._arbiter_timer = asyncio.get_running_loop().call_later(delay, self._on_change)
 
     def counters(self) -> dict[str, Any]:
         return {name: vars(r.counters) for name, r in self.responders.items()}
@@ -159,6 +237,8 @@ class L2Backend:
         self._stop_heartbeats()
         if self._ready_timer is not None:
             self._ready_timer.cancel()
+        if self._arbiter_timer is not None:
+            self._arbiter_timer.cancel()
         for r in self.responders.values():
             r.close()
         self.responders.clear()

@@ -18,7 +18,7 @@ from ipaddress import ip_address
 from typing import Any
 
 from teapot_lb import log
-from teapot_lb.announce.plan import Mode, Plan, PlanOptions, plan
+from teapot_lb.announce.plan import Mode, Plan, PlanOptions, l2_election_orders, plan
 from teapot_lb.bgp import State
 from teapot_lb.cluster import ClusterView, Store
 from teapot_lb.l2.responder import InterfaceInfo, interfaces
@@ -158,7 +158,8 @@ class NodeSpeaker:
             await self.bgp.apply(setups, want.bgp, router_id_of(node, self.node, selected))
         if self.l2 is not None:
             self.l2.set_peers(peer_addresses(view, self.node))
-            await self.l2.apply(want.l2)
+            orders = l2_election_orders(view, options) if view.l2_advertisements else {}
+            await self.l2.apply(want.l2, orders)
         if self.vip is not None:
             memberships = cluster_vip_memberships(view, options)
             if memberships or self.vip.rendered is not None:

@@ -172,6 +172,7 @@ class StatusWriter:
                 "live_speakers": sorted(sp.l2.live_speakers()),
                 "errors": sp.l2.errors,
                 "counters": sp.l2.counters(),
+                "claims_judged": sp.l2.claims_judged,
             }
         if sp is not None and sp.vip is not None:
             rendered = sp.vip.rendered
