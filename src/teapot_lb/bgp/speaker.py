@@ -379,6 +379,17 @@ class Peer:
     def accept(self, proto: _Protocol) -> None:
         """An incoming connection from this peer's address."""
         st = self.main.session.state
+        neg = self.main.session.negotiated
+        if st == State.ESTABLISHED and neg is not None and neg.peer_graceful_restart is not None:
+            # RFC 4724 §4.2: a new connection from a peer that can restart gracefully means
+            # it restarted; the old session is gone, its routes are kept as stale.
+            _log().info(
+                f"peer {self.address} reconnected while Established: treating it as the "
+                "peer's graceful restart",
+                peer=self.address,
+            )
+            self.main.run(self.main.session.connection_lost("peer reconnected (restarted)"))
+            st = self.main.session.state
         if st == State.IDLE and self.main.session.enabled:
             # Waiting to retry after an error: take the peer's connection instead.
             self.main.run(self.main.session.timer_expired(Timer.CONNECT_RETRY))

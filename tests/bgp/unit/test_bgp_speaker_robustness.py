@@ -15,11 +15,17 @@ from teapot_lb.bgp.fsm import State
 from teapot_lb.bgp.speaker import PeerConfig, Speaker
 from teapot_lb.bgp.wire import (
     IPV4_UNICAST,
+    AsPath,
     ErrorCode,
+    GracefulRestart,
+    GracefulRestartFamily,
     Keepalive,
     MessageReader,
+    Multiprotocol,
+    NextHop,
     Notification,
     Open,
+    Origin,
     RouteRefresh,
     RouteRefreshMessage,
     Update,
@@ -290,5 +296,36 @@ async def test_route_refresh_request_gets_the_table_again() -> None:
         assert isinstance(again[0], Update) and again[0].nlri == (V4,)
         assert isinstance(again[1], Update) and again[1].end_of_rib() == IPV4_UNICAST
         writer.close()
+    finally:
+        await b.shutdown()
+
+
+async def test_peer_reconnecting_while_established_is_its_graceful_restart() -> None:
+    b = await listening_speaker()
+    try:
+        helper = b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True))
+        gr = GracefulRestart(60, families=(GracefulRestartFamily(IPV4_UNICAST, True),))
+        caps = (Multiprotocol(IPV4_UNICAST), gr)
+        route = Update(
+            attributes=(Origin(0), AsPath.sequence(65001), NextHop(IPv4Address("192.0.2.1"))),
+            nlri=(V4,),
+        )
+        r1, w1 = await raw_peer(b.listen_port or 0, "127.0.0.1")
+        w1.write(Open.build(65001, 90, IPv4Address("192.0.2.1"), caps).pack())
+        w1.write(Keepalive().pack() + route.pack())
+        await until(lambda: V4 in helper.rib_in.routes, "route learned on the first session")
+        # The peer "restarts": a new connection while the old one looks alive.
+        _, w2 = await raw_peer(b.listen_port or 0, "127.0.0.1")
+        restarted = GracefulRestart(60, restarting=True, families=gr.families)
+        w2.write(Open.build(65001, 90, IPv4Address("192.0.2.1"), (caps[0], restarted)).pack())
+        w2.write(Keepalive().pack())
+        await helper.wait_established(15)
+        await asyncio.wait_for(r1.read(), 15)  # reads until b closes the old connection
+        assert r1.at_eof()
+        assert V4 in helper.rib_in.stale  # kept, but stale, until the peer's End-of-RIB
+        w2.write(Update.end_of_rib_for(IPV4_UNICAST).pack())
+        await until(lambda: V4 not in helper.rib_in.routes, "not re-announced: swept at EoR")
+        w1.close()
+        w2.close()
     finally:
         await b.shutdown()
