@@ -9,18 +9,20 @@ import asyncio
 import socket
 import struct
 from collections.abc import Callable
-from ipaddress import IPv4Address, IPv4Network, IPv6Network
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 
 from teapot_lb.bgp.fsm import State
 from teapot_lb.bgp.speaker import PeerConfig, Speaker
 from teapot_lb.bgp.wire import (
     IPV4_UNICAST,
+    IPV6_UNICAST,
     AsPath,
     ErrorCode,
     GracefulRestart,
     GracefulRestartFamily,
     Keepalive,
     MessageReader,
+    MpReachNlri,
     Multiprotocol,
     NextHop,
     Notification,
@@ -328,4 +330,31 @@ async def test_peer_reconnecting_while_established_is_its_graceful_restart() -> 
         w1.close()
         w2.close()
     finally:
+        await b.shutdown()
+
+
+async def test_update_flood_from_one_peer_leaves_the_other_session_alone() -> None:
+    b = await listening_speaker()
+    a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
+    try:
+        good = b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, hold_time=3))
+        flooder = b.add_peer(PeerConfig("127.0.0.2", 65003, passive=True))
+        a.add_peer(PeerConfig("127.0.0.1", 65002, port=b.listen_port or 0, hold_time=3))
+        await a.start()
+        await until(lambda: good.state == State.ESTABLISHED, "good session up")
+        _, writer = await raw_peer(b.listen_port or 0, "127.0.0.2")
+        caps = (Multiprotocol(IPV4_UNICAST), Multiprotocol(IPV6_UNICAST))
+        writer.write(Open.build(65003, 90, IPv4Address("192.0.2.3"), caps).pack())
+        writer.write(Keepalive().pack())
+        base = int(IPv6Address("2001:db8:f::"))
+        for chunk in range(240):
+            nets = tuple(IPv6Network((base + chunk * 200 + i, 128)) for i in range(200))
+            mp = MpReachNlri(IPV6_UNICAST, (IPv6Address("2001:db8::3"),), nets)
+            writer.write(Update(attributes=(Origin(0), AsPath.sequence(65003), mp)).pack())
+        await writer.drain()
+        await until(lambda: flooder.prefixes_received == 48_000, "all flooded routes stored")
+        assert good.state == State.ESTABLISHED and good.counters.established == 1
+        writer.close()
+    finally:
+        await a.shutdown()
         await b.shutdown()
