@@ -3,8 +3,13 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from fakeapi import FakeApiServer
-from fakeapi.fixtures import fake_api
+from fakeapi import fixtures as _fake_api_fixtures
 from teapot_lb.kube.client import KubeClient, connect
+
+fake_api = _fake_api_fixtures.fake_api
+# Newer versions of the fixture take their settings from a `fake_api_options` fixture.
+if hasattr(_fake_api_fixtures, "fake_api_options"):
+    fake_api_options = _fake_api_fixtures.fake_api_options
 
 __all__ = ["fake_api", "kube"]
 
