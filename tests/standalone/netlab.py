@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -150,14 +150,16 @@ class Lab:
     def state_dir(self, name: str) -> Path:
         return self.workdir / "state" / name
 
-    def start(self, name: str, *, modes: str = "bgp,l2,vip") -> subprocess.Popen[bytes]:
+    def start(
+        self, name: str, *, modes: str = "bgp,l2,vip", extra: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("ab")
         proc = self.nodes[name].popen(
             [
                 sys.executable, "-m", "teapot_lb.cli.run",
                 "--manifests", str(self.manifests), "--node", name,
                 "--state-dir", str(self.state_dir(name)), "--modes", modes,
-                "--poll-interval", "0.1",
+                "--poll-interval", "0.1", *extra,
             ],
             stdout=log,
             stderr=log,
@@ -165,9 +167,17 @@ class Lab:
         self.procs[name] = proc
         return proc
 
-    def start_all(self, modes: str = "bgp,l2,vip") -> None:
+    def start_all(self, modes: str = "bgp,l2,vip", extra: Sequence[str] = ()) -> None:
         for name in self.nodes:
-            self.start(name, modes=modes)
+            self.start(name, modes=modes, extra=extra)
+
+    def fetch(self, name: str, url: str) -> str:
+        """GET a URL from inside a node's namespace (e.g. its /metrics)."""
+        code = (
+            "import urllib.request\n"
+            f"print(urllib.request.urlopen({url!r}, timeout=5).read().decode())"
+        )
+        return self.nodes[name].run(sys.executable, "-c", code, timeout=20)
 
     def terminate(self, name: str, timeout: float = 20) -> int:
         proc = self.procs[name]

@@ -34,6 +34,7 @@ from .netlab import (
 WEB = "203.0.113.10"
 LOCAL = "203.0.113.11"
 PREFIX = f"{WEB}/32"
+METRICS = "127.0.0.1:7472"
 
 
 def config_docs(communities: list[str]) -> list[dict[str, object]]:
@@ -80,7 +81,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Bird]]:
             fib=True,
         )
         bird.start()
-        lab.start_all(modes="bgp")
+        lab.start_all(modes="bgp", extra=["--metrics-address", METRICS])
         try:
             yield lab, bird
         finally:
@@ -117,6 +118,24 @@ def test_service_reachable_through_router_with_ecmp_over_all_nodes(lab: tuple[La
     all_nodes = frozenset(NODES.values())
     wait_for(lambda: hops(lab_, PREFIX) == all_nodes, timeout=20, what="ECMP over 3 nodes")
     assert wait_for(lambda: lab_.who(WEB), timeout=10, what="client reaches web") in NODES
+
+
+def test_metrics_and_health_are_served(lab: tuple[Lab, Bird]) -> None:
+    lab_, bird = lab
+    bird.wait_established(NODES["n1"], timeout=30)
+    text = wait_for(
+        lambda: (
+            (t := lab_.fetch("n1", f"http://{METRICS}/metrics"))
+            and 'teapot_lb_speaker_bgp_session_up{peer="router"} 1.0' in t
+            and t
+        ),
+        timeout=10,
+        what="session up in the metrics",
+    )
+    assert 'teapot_lb_speaker_bgp_prefixes_desired{peer="router"}' in text
+    assert "teapot_lb_speaker_plan_duration_seconds" in text
+    assert lab_.fetch("n1", f"http://{METRICS}/healthz").strip() == "ok"
+    assert lab_.fetch("n1", f"http://{METRICS}/readyz").strip() == "ok"
 
 
 def test_local_policy_announces_only_from_nodes_with_endpoints_and_follows_them(

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from teapot_lb import log
+from teapot_lb.announce.plan import PlanOptions
 from teapot_lb.cluster import Store
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
@@ -45,7 +46,11 @@ class RunConfig:
 
 def build_speaker(config: RunConfig, store: Store) -> NodeSpeaker:
     """The node speaker with the backends of the enabled modes (shared with `speaker`)."""
-    speaker = NodeSpeaker(config.node, store)
+    options = PlanOptions(
+        load_balancer_class=config.controller.load_balancer_class,
+        handle_unclassed=not config.controller.class_only,
+    )
+    speaker = NodeSpeaker(config.node, store, options=options)
     if "bgp" in config.modes:
         speaker.bgp = BGPBackend(real_speaker(config.bgp_port, speaker.on_bgp_event))
     if "l2" in config.modes:
@@ -65,8 +70,8 @@ def build_speaker(config: RunConfig, store: Store) -> NodeSpeaker:
     return speaker
 
 
-async def run_node(config: RunConfig) -> None:
-    """Run until SIGTERM/SIGINT, then withdraw everything and return."""
+async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None:
+    """Run until SIGTERM/SIGINT (or `stop` is set), then withdraw everything and return."""
     logger: Any = log.get("standalone").bind(node=config.node)
     config.state_dir.mkdir(parents=True, exist_ok=True)
     store = Store()
@@ -82,10 +87,7 @@ async def run_node(config: RunConfig) -> None:
     writer = StatusWriter(config.node, config.state_dir, source)
     writer.speaker = speaker
     speaker.reporter = writer
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop or stop_on_signals()
     monitor: MonitoringServer | None = None
     if config.metrics_address:
         host, port = parse_address(config.metrics_address)
@@ -118,6 +120,14 @@ async def run_node(config: RunConfig) -> None:
         if monitor is not None:
             await monitor.stop()
         logger.info("stopped")
+
+
+def stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 def parse_modes(text: str) -> tuple[str, ...]:

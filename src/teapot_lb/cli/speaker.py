@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,25 +11,27 @@ from typing import Any
 import click
 
 from teapot_lb import log
-from teapot_lb.cli.run import MODES, RunConfig, build_speaker, parse_modes
+from teapot_lb.cli.run import MODES, RunConfig, build_speaker, parse_modes, stop_on_signals
 from teapot_lb.cluster import Store
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.membership.udp import DEFAULT_PORT
 from teapot_lb.speaker.kube_source import KubeReporter, KubeSource
 from teapot_lb.speaker.metrics import speaker_registry
+from teapot_lb.speaker.node import NodeSpeaker
 
 
 async def run_speaker(
-    config: RunConfig, kubeconfig: str | None, config_namespace: str | None
-) -> None:
+    config: RunConfig,
+    kubeconfig: str | None,
+    config_namespace: str | None,
+    stop: asyncio.Event | None = None,
+) -> NodeSpeaker:
+    """Run until SIGTERM/SIGINT (or `stop` is set); returns the speaker after shutdown."""
     logger: Any = log.get("speaker").bind(node=config.node)
     store = Store()
     speaker = build_speaker(config, store)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop or stop_on_signals()
     async with await connect(kubeconfig) as client:
         source = KubeSource(client, store, speaker.notify, config_namespace=config_namespace)
         speaker.reporter = KubeReporter(client, config.node)
@@ -61,9 +62,10 @@ async def run_speaker(
             if monitor is not None:
                 await monitor.stop()
             logger.info("stopped")
+    return speaker
 
 
-async def _run_when_synced(source: KubeSource, speaker: Any) -> None:
+async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
     # Planning from a half-filled cache would withdraw what other kinds have not yet shown.
     for informer in source.informers.values():
         await informer.wait_synced()
