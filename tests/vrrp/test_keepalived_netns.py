@@ -6,8 +6,10 @@ each node runs a TCP server answering with its name; the client connects to the 
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,9 @@ import pytest
 
 from needs import require_binary
 from teapot_lb.netlab import Topology
+from teapot_lb.vrrp.agent import group_from_json
 from teapot_lb.vrrp.lab import VipLab, wait_for
+from teapot_lb.vrrp.render import InstanceKey, allocate_vrids, group_instances, node_priorities
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon]
 
@@ -201,23 +205,37 @@ def test_after_a_dual_master_the_client_follows_the_winner(lab: VipLab) -> None:
     )
 
 
-def test_a_node_joining_the_candidates_keeps_the_instance(lab: VipLab) -> None:
-    lab.start([PAIR])
+def _pair_whose_master_outranks_the_third_node() -> tuple[list[str], str]:
+    """Two candidates and a joiner such that the joiner will not rank first."""
+    for pair in itertools.combinations(NODES, 2):
+        (joiner,) = set(NODES) - set(pair)
+        g = group_from_json(svc("default/pair", "192.0.2.201", candidate_nodes=list(pair)))
+        vrid = allocate_vrids(group_instances([g])).vrids[InstanceKey.of(g).token()]
+        prios = node_priorities(InstanceKey.of(replace(g, candidate_nodes=tuple(NODES))), vrid)
+        if max(prios, key=lambda n: prios[n]) != joiner:
+            return list(pair), joiner
+    raise AssertionError("every joiner ranks first")  # impossible for 3 pairs
+
+
+def test_a_node_joining_keeps_the_instance_and_its_master(lab: VipLab) -> None:
+    pair, joiner = _pair_whose_master_outranks_the_third_node()
+    lab.start([svc("default/pair", "192.0.2.201", candidate_nodes=pair)])
     before = lab.instance_of("default/pair")
     old_master = lab.settled_master("default/pair")
+    pids = {n: lab.keepalived_pid(n) for n in pair}
     lab.start_prober(["192.0.2.201"])
     wait_for(lambda: lab.attempts(), timeout_s=10, what="the prober to run")
     t0 = time.monotonic()
-    lab.write_config([svc("default/pair", "192.0.2.201")])  # now n1, n2 and n3
-    assert lab.instance_of("default/pair", "n3") == before  # same VRID, same instance name
-    master = lab.settled_master("default/pair", all_healthy=True)
-    assert lab.connect("192.0.2.201") == master
-    if master == old_master:
-        # The newcomer did not rank first: nothing moved, nothing was lost.
-        t1 = time.monotonic()
-        time.sleep(2.2)  # every attempt started before t1 has finished
-        window = [a for a in lab.attempts(since=t0) if a.start < t1]
-        assert window and all(a.ok and a.node == old_master for a in window)
+    lab.write_config([svc("default/pair", "192.0.2.201")])  # all three nodes
+    assert lab.instance_of("default/pair", joiner) == before  # same VRID, same name
+    assert lab.settled_master("default/pair", all_healthy=True) == old_master
+    time.sleep(1.0)  # observe the new configuration for a while
+    t1 = time.monotonic()
+    time.sleep(2.2)  # every attempt started before t1 has finished (prober timeout 2 s)
+    window = [a for a in lab.attempts(since=t0) if a.start < t1]
+    assert len(window) > 20
+    assert all(a.ok and a.node == old_master for a in window)
+    assert {n: lab.keepalived_pid(n) for n in pair} == pids  # reloaded, not restarted
 
 
 def test_local_policy_endpoint_loss_moves_mastership_without_reload(lab: VipLab) -> None:
