@@ -71,6 +71,22 @@ def test_peer_password_comes_from_the_referenced_secret() -> None:
     assert "Secret lb-system/bgp" in str(missing.error)
 
 
+def test_other_family_next_hop_is_the_nodes_address_of_that_family() -> None:
+    dual = node("n1", "192.0.2.11")
+    dual["status"]["addresses"].append({"type": "InternalIP", "address": "2001:db8::11"})
+    v4_session = parse(ours("BGPPeer", "r", {"myASN": 1, "peerASN": 2, "peerAddress": "192.0.2.1"}))
+    setup = peer_setup(v4_session, {}, parse(dual))
+    assert setup.config is not None
+    assert setup.config.next_hop_v4 is None  # the session's own address: next hop self
+    assert str(setup.config.next_hop_v6) == "2001:db8::11"
+    v6_session = parse(
+        ours("BGPPeer", "r", {"myASN": 1, "peerASN": 2, "peerAddress": "2001:db8::1"})
+    )
+    setup6 = peer_setup(v6_session, {}, parse(dual))
+    assert setup6.config is not None
+    assert str(setup6.config.next_hop_v4) == "192.0.2.11" and setup6.config.next_hop_v6 is None
+
+
 def test_router_id_is_the_nodes_ipv4_address_unless_a_peer_sets_one() -> None:
     n = parse(node("n1", "192.0.2.11"))
     assert str(router_id_of(n, "n1", [])) == "192.0.2.11"

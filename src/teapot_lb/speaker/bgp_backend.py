@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from ipaddress import IPv4Address, ip_address
+from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any, Protocol
 
 from teapot_lb import log
@@ -56,11 +56,16 @@ def peer_setups(view: ClusterView, node_name: str) -> dict[str, PeerSetup]:
         peer = view.bgp_peers[key]
         if node is None or not matches_any(peer.spec.node_selectors, labels):
             continue
-        out[peer.name] = peer_setup(peer, view.secrets)
+        out[peer.name] = peer_setup(peer, view.secrets, node)
     return out
 
 
-def peer_setup(peer: BGPPeer, secrets: Mapping[str, Mapping[str, bytes]]) -> PeerSetup:
+def peer_setup(
+    peer: BGPPeer, secrets: Mapping[str, Mapping[str, bytes]], node: Node | None = None
+) -> PeerSetup:
+    """The speaker's peer configuration. Next hop: the session's local address for its own
+    family; for the other family the node's InternalIP of that family (IPv6 routes over an
+    IPv4 session need an IPv6 next hop)."""
     spec = peer.spec
     if spec.peer_address is None:
         return PeerSetup(peer.name, None, "unnumbered BGP (interface) is not implemented yet")
@@ -76,6 +81,10 @@ def peer_setup(peer: BGPPeer, secrets: Mapping[str, Mapping[str, bytes]]) -> Pee
         {IPV4_UNICAST, IPV6_UNICAST}
     )
     connect = parse_duration(spec.connect_time) if spec.connect_time is not None else 2.0
+    addresses = node.addresses() if node is not None else []
+    v4 = next((IPv4Address(str(a)) for a in addresses if a.version == 4), None)
+    v6 = next((IPv6Address(str(a)) for a in addresses if a.version == 6), None)
+    session_v6 = ip_address(str(spec.peer_address)).version == 6
     config = PeerConfig(
         address=str(ip_address(str(spec.peer_address))),
         peer_as=spec.peer_asn if spec.dynamic_asn is None else None,
@@ -89,6 +98,8 @@ def peer_setup(peer: BGPPeer, secrets: Mapping[str, Mapping[str, bytes]]) -> Pee
         graceful_restart=spec.enable_graceful_restart,
         connect_retry=min(connect, 2.0),
         connect_retry_max=max(connect, 2.0),
+        next_hop_v4=v4 if session_v6 else None,
+        next_hop_v6=v6 if not session_v6 else None,
         description=peer.name,
     )
     return PeerSetup(peer.name, config)
