@@ -265,3 +265,39 @@ def test_a_gracefully_stopped_owner_hands_over_at_once(lab: L2Lab) -> None:
         (e["member"], e["new"], e["reason"]) == (old, "dead", "left")
         for e in events(lab, new, "member")
     )
+
+
+def test_only_the_owner_joins_the_solicited_node_group_of_an_ipv6_ip(lab: L2Lab) -> None:
+    owner = order(lab, V6)[0]
+    group = str(wire.solicited_node(IPv6Address(V6)))
+    for node, host in lab.nodes.items():
+        joined = group in host.ip("-6", "maddr", "show", "dev", "eth0")
+        assert joined == (node == owner), node
+
+
+def test_requests_on_an_interface_outside_the_ips_subnet_are_not_answered(
+    partitioned_lab: L2Lab,
+) -> None:
+    lab = partitioned_lab
+    owner = order(lab, V4)[0]
+    hb_switch = lab.topology.hosts["hb"]
+    prober = lab.topology.add_host("probe")
+    lab.topology.connect(prober, hb_switch, addrs=["198.51.100.99/24"])
+    sniffer = Sniffer(hb_switch.ns, "p3")  # the probe's port: nodes took p0..p2
+    sock = netns_socket(prober.ns, socket.AF_PACKET, socket.SOCK_RAW)
+    sock.bind(("eth0", 0))
+    mac = wire.parse_mac(prober.mac("eth0"))
+    try:
+        for _ in range(5):
+            sock.send(
+                wire.encode(wire.arp_request(mac, IPv4Address("198.51.100.99"), IPv4Address(V4)))
+            )
+            time.sleep(0.05)
+        time.sleep(0.3)
+    finally:
+        sock.close()
+        sniffer.close()
+    requests = [r for _, r in sniffer.frames if r[6:12] == mac and r[12:14] == b"\x08\x06"]
+    assert len(requests) == 5  # the capture works
+    assert on_wire(sniffer, V4) == []
+    assert lab.connect(V4) == owner  # while it does answer on the IP's own subnet
