@@ -282,8 +282,8 @@ def test_requests_on_an_interface_outside_the_ips_subnet_are_not_answered(
     owner = order(lab, V4)[0]
     hb_switch = lab.topology.hosts["hb"]
     prober = lab.topology.add_host("probe")
-    lab.topology.connect(prober, hb_switch, addrs=["198.51.100.99/24"])
-    sniffer = Sniffer(hb_switch.ns, "p3")  # the probe's port: nodes took p0..p2
+    port = lab.topology.connect(prober, hb_switch, addrs=["198.51.100.99/24"])
+    sniffer = Sniffer(hb_switch.ns, port)
     sock = netns_socket(prober.ns, socket.AF_PACKET, socket.SOCK_RAW)
     sock.bind(("eth0", 0))
     mac = wire.parse_mac(prober.mac("eth0"))
@@ -301,3 +301,20 @@ def test_requests_on_an_interface_outside_the_ips_subnet_are_not_answered(
     assert len(requests) == 5  # the capture works
     assert on_wire(sniffer, V4) == []
     assert lab.connect(V4) == owner  # while it does answer on the IP's own subnet
+
+
+def test_a_frozen_owner_that_resumes_reclaims_its_ip_with_an_announcement(
+    lab: L2Lab, sniffer: Sniffer
+) -> None:
+    """SIGSTOP (a VM pause, a stuck process): the standby takes over; on SIGCONT the owner
+    is still first in hash order, sees the standby's announcement and defends, so the
+    client's neighbour entry comes back to it instead of staying on a node that released."""
+    owner, standby = order(lab, V4)[:2]
+    lab.agents[owner].send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: lab.connect(V4, timeout=0.2) == standby, 10, f"{V4} on {standby}")
+    finally:
+        lab.agents[owner].send_signal(signal.SIGCONT)
+    wait_for(lambda: lab.client_neighbor(V4) == lab.mac(owner), 10, "the client back on the owner")
+    assert lab.connect(V4) == owner
+    assert any(e["verdict"] == "defend" for e in events(lab, owner, "claim"))
