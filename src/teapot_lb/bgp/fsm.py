@@ -350,9 +350,7 @@ class Session:
                 ]
             return []
         if timer == Timer.HOLD and st in (State.OPEN_SENT, State.OPEN_CONFIRM, State.ESTABLISHED):
-            return self._fail(
-                Notification(ErrorCode.HOLD_TIMER_EXPIRED), "hold timer expired", graceful=True
-            )
+            return self._fail(Notification(ErrorCode.HOLD_TIMER_EXPIRED), "hold timer expired")
         if timer == Timer.KEEPALIVE and st in (State.OPEN_CONFIRM, State.ESTABLISHED):
             neg = self.negotiated
             if neg is None or not neg.hold_time:
@@ -548,7 +546,6 @@ class Session:
         reason: str,
         *,
         restart: bool = True,
-        graceful: bool = False,
     ) -> list[Action]:
         """Send a NOTIFICATION, close, go Idle (§6: every error ends the session)."""
         self.last_error = reason
@@ -557,8 +554,9 @@ class Session:
             Send(notification.pack()),
             NotificationSent(notification, reason),
         ]
-        # RFC 4724 §4: a hold timer expiry does not stop the peer's graceful restart.
-        return actions + self._down(reason, graceful=graceful, restart=restart)
+        # RFC 4724 §4.2: only a TCP loss (no NOTIFICATION) starts the peer's graceful
+        # restart; the N bit of RFC 8538 is not advertised.
+        return actions + self._down(reason, graceful=False, restart=restart)
 
     def _down(self, reason: str, *, graceful: bool, restart: bool = True) -> list[Action]:
         was = self.state

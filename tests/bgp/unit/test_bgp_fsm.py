@@ -289,6 +289,12 @@ def test_peer_notification_ends_session_without_graceful_restart() -> None:
     assert s.last_error == 'peer sent NOTIFICATION Cease/Administrative Shutdown "bye"'
 
 
+def test_hold_timer_expiry_ends_graceful_restart_too() -> None:
+    s = established(peer_gr=True)
+    (down,) = [a for a in s.timer_expired(Timer.HOLD) if isinstance(a, SessionDown)]
+    assert down.peer_restart_time is None
+
+
 def test_connection_loss_with_graceful_restart_peer_keeps_routes() -> None:
     s = established(peer_gr=True)
     (down,) = [a for a in s.connection_lost() if isinstance(a, SessionDown)]
