@@ -177,7 +177,11 @@ class KubeController:
             else:
                 current = raw.get(key)
                 if current is not None and not _newer(obj, current):
-                    return  # this version (or a newer one, our own write) is cached already
+                    # This version (or a newer one, our own write) is cached already; keep
+                    # one copy of it in memory, the informer's.
+                    if _same_version(obj, current):
+                        raw[key] = obj
+                    return
                 raw[key] = obj
                 self._put(kind, key, obj)
             self._enqueue_for(kind, key)
@@ -187,7 +191,8 @@ class KubeController:
     def _write_through(self, kind: Kind, key: str, based_on: KubeObject, obj: KubeObject) -> None:
         """Put what a write returned into the cache, unless the informer brought something
         newer meanwhile, so the next reconcile sees our own write and does not repeat it."""
-        if self._raw[kind].get(key) is based_on:
+        current = self._raw[kind].get(key)
+        if current is not None and _same_version(current, based_on):
             self._raw[kind][key] = obj
             self._put(kind, key, obj)
 
@@ -469,6 +474,11 @@ def _newer(obj: KubeObject, than: KubeObject) -> bool:
     if a.isdigit() and b.isdigit():
         return int(a) > int(b)
     return a != b or not a
+
+
+def _same_version(a: KubeObject, b: KubeObject) -> bool:
+    version = a.get("metadata", {}).get("resourceVersion")
+    return bool(version) and version == b.get("metadata", {}).get("resourceVersion")
 
 
 @contextlib.asynccontextmanager
