@@ -285,6 +285,29 @@ async def test_of_two_controllers_only_the_leader_writes_and_the_other_takes_ove
         await alpha.client.close()
 
 
+async def test_a_leader_whose_lease_is_taken_stops_writing_at_once(
+    fake_api: FakeApiServer, kube: KubeClient
+) -> None:
+    seed_config_namespace(fake_api)
+    await create(kube, pool("blue", "192.0.2.0/28"))
+    async with controller(fake_api, "alpha", elected=True) as alpha:
+        await until(lambda: alpha.is_leader and alpha.queue is not None, DEADLINE, "leads")
+        lease = fake_api.get("leases", "teapot-lb-controller", "kube-system")
+        assert lease is not None
+        # Someone else holds the lease now, for an hour.
+        lease["spec"] = {
+            **lease["spec"],
+            "holderIdentity": "intruder",
+            "leaseDurationSeconds": 3600,
+        }
+        fake_api.put(lease)
+        await until(lambda: not alpha.is_leader and alpha.queue is None, DEADLINE, "stepped down")
+        assert alpha.metrics.leader._value.get() == 0
+        await create(kube, service("late"))
+        await until(lambda: alpha.store.view().services.get("default/late"), DEADLINE, "seen")
+        assert ips_of(fake_api, "late") == []  # no worker left to write it
+
+
 async def test_deletions_missed_during_a_compacted_watch_gap_leak_no_ip(
     fake_api: FakeApiServer, kube: KubeClient
 ) -> None:

@@ -270,6 +270,7 @@ class KubeController:
         for informer in self.informers.values():
             await informer.wait_synced()
         queue = WorkQueue(base_delay_s=0.1, max_delay_s=30.0)
+        self._events = asyncio.Queue()  # Events of an earlier term are not sent late
         self.state = rebuild(self.store.view(), self.config.options, self.unparsed_pools)
         self.queue = queue
         self._log.info(
