@@ -66,7 +66,8 @@ async def running(fake_api: FakeApiServer, kube: KubeClient) -> AsyncIterator[Ru
     store = Store()
     speaker = NodeSpeaker("n1", store, bgp=BGPBackend(factory))
     source = KubeSource(kube, store, speaker.notify, watch_timeout_s=5)
-    speaker.reporter = KubeReporter(kube, "n1")
+    reporter = KubeReporter(kube, "n1")
+    speaker.reporter = reporter
     tasks = [asyncio.create_task(source.run()), asyncio.create_task(speaker.run())]
     try:
         yield Running(speaker, source, factory)
@@ -76,6 +77,7 @@ async def running(fake_api: FakeApiServer, kube: KubeClient) -> AsyncIterator[Ru
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+        await reporter.close()
 
 
 def annotation(fake_api: FakeApiServer, name: str) -> str | None:

@@ -9,7 +9,7 @@ from teapot_lb.announce.plan import BGPRoute, L2Claim, Mode, plan
 from teapot_lb.cluster import Kind
 from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setup, router_id_of
 from teapot_lb.speaker.desired import RouteAttrs, bgp_routes, diff_mappings, l2_claims
-from teapot_lb.speaker.node import NodeSpeaker, peer_addresses
+from teapot_lb.speaker.node import NodeSpeaker, StepResult, peer_addresses
 from teapot_lb.speaker.report import REASON_ANNOUNCING, REASON_FAILED, Announcing, events
 
 from .builders import FakeFactory, bgp_setup, lb_service, node, ours, put, store_of
@@ -29,8 +29,8 @@ def test_two_advertisements_of_one_prefix_to_one_peer_merge_into_one_route() -> 
             BGPRoute("r2", "203.0.113.10/32"),
         ]
     )
-    assert routes["r1"] == {P10: RouteAttrs(communities=(1, 2), local_pref=200)}
-    assert routes["r2"] == {P10: RouteAttrs()}
+    assert routes["r1"] == {"203.0.113.10/32": RouteAttrs(communities=(1, 2), local_pref=200)}
+    assert routes["r2"] == {"203.0.113.10/32": RouteAttrs()}
 
 
 def test_an_unrestricted_l2_claim_wins_over_interface_lists() -> None:
@@ -208,6 +208,23 @@ async def test_shutdown_withdraws_before_closing_sessions() -> None:
     await speaker.step()
     await speaker.shutdown()
     assert factory.made[0].shut_down == {"withdraw": True, "graceful_restart": False}
+
+
+async def test_shutdown_reports_that_the_node_stopped_announcing() -> None:
+    seen: list[StepResult] = []
+
+    async def reporter(result: StepResult) -> None:
+        seen.append(result)
+
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(FakeFactory()), reporter=reporter)
+    await speaker.step()
+    await speaker.shutdown()
+    final = seen[-1]
+    assert final.announcing == {}
+    assert [e.message for e in final.events] == [
+        "node n1 stopped announcing bgp 203.0.113.10 to r1,r2"
+    ]
 
 
 async def test_no_peer_no_speaker_started() -> None:

@@ -37,7 +37,8 @@ async def test_speaker_command_reports_from_the_api_and_stops_on_request(
     await until(annotated, 10, "the n2 annotation")
     stop.set()
     speaker = await asyncio.wait_for(task, 10)
-    assert speaker.last is not None and speaker.stats.step_errors == 0
+    assert speaker.stats.step_errors == 0
+    assert not annotated(), "a stopped speaker must remove its annotation"
 
 
 async def test_metrics_show_sessions_prefixes_and_plans() -> None:

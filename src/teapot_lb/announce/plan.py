@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from ipaddress import ip_network
 from typing import TypeVar
 
@@ -172,7 +173,24 @@ def _prefix(ip: IPAddress, adv: BGPAdvertisement) -> str:
     else:
         v6 = adv.spec.aggregation_length_v6
         length = v6 if v6 is not None else 128
+    return _prefix_text(ip, length)
+
+
+# Planning runs on every change for every Service: parse each IP/prefix and community
+# list once, not once per Service, peer and plan.
+@lru_cache(maxsize=65536)
+def _prefix_text(ip: IPAddress, length: int) -> str:
     return str(ip_network(f"{ip}/{length}", strict=False))
+
+
+@lru_cache(maxsize=4096)
+def _communities(texts: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(sorted({parse_community(c) for c in texts}))
+
+
+@lru_cache(maxsize=4096)
+def _large_communities(texts: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
+    return tuple(sorted({parse_large_community(c) for c in texts}))
 
 
 def _sorted(objs: Mapping[str, object]) -> list[str]:
@@ -367,8 +385,8 @@ def _route(ip: IPAddress, adv: BGPAdvertisement, peer: BGPPeer) -> BGPRoute:
     return BGPRoute(
         peer=peer.name,
         prefix=_prefix(ip, adv),
-        communities=tuple(sorted({parse_community(c) for c in spec.communities})),
-        large_communities=tuple(sorted({parse_large_community(c) for c in spec.large_communities})),
+        communities=_communities(tuple(spec.communities)),
+        large_communities=_large_communities(tuple(spec.large_communities)),
         local_pref=spec.local_pref if peer.is_ibgp() else None,
     )
 

@@ -34,7 +34,8 @@ async def run_speaker(
     stop = stop or stop_on_signals()
     async with await connect(kubeconfig) as client:
         source = KubeSource(client, store, speaker.notify, config_namespace=config_namespace)
-        speaker.reporter = KubeReporter(client, config.node)
+        reporter = KubeReporter(client, config.node)
+        speaker.reporter = reporter
         monitor: MonitoringServer | None = None
         if config.metrics_address:
             host, port = parse_address(config.metrics_address)
@@ -59,6 +60,9 @@ async def run_speaker(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
             await speaker.shutdown()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(reporter.flush(), 5)
+            await reporter.close()
             if monitor is not None:
                 await monitor.stop()
             logger.info("stopped")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any, Protocol
 
@@ -19,7 +20,7 @@ from teapot_lb.bgp import PeerConfig, RouteAttributes, Speaker
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, LargeCommunity
 from teapot_lb.cluster import ClusterView, object_key
 from teapot_lb.model import AddressFamily, BGPPeer, Node, matches_any, parse_duration
-from teapot_lb.speaker.desired import Prefix, RouteAttrs
+from teapot_lb.speaker.desired import Prefix, RouteAttrs, network
 
 _FAMILIES = {AddressFamily.IPV4_UNICAST: IPV4_UNICAST, AddressFamily.IPV6_UNICAST: IPV6_UNICAST}
 
@@ -105,6 +106,7 @@ def peer_setup(
     return PeerSetup(peer.name, config)
 
 
+@lru_cache(maxsize=4096)
 def route_attributes(attrs: RouteAttrs) -> RouteAttributes:
     return RouteAttributes(
         communities=attrs.communities,
@@ -155,7 +157,7 @@ class BGPBackend:
         self._factory = factory
         self.speaker: SpeakerLike | None = None
         self.setups: dict[str, PeerSetup] = {}  # by BGPPeer name
-        self.routes: dict[str, dict[Prefix, RouteAttrs]] = {}  # by BGPPeer name
+        self.routes: dict[str, dict[str, RouteAttrs]] = {}  # by BGPPeer name, prefix text
         self.router_id: IPv4Address | None = None
         self.session_resets = 0  # peers re-created because their configuration changed
         self._log: Any = log.get("speaker.bgp")
@@ -170,7 +172,7 @@ class BGPBackend:
     async def apply(
         self,
         setups: Mapping[str, PeerSetup],
-        routes: Mapping[str, Mapping[Prefix, RouteAttrs]],
+        routes: Mapping[str, Mapping[str, RouteAttrs]],
         router_id: IPv4Address,
     ) -> None:
         usable = {n: s for n, s in setups.items() if s.config is not None}
@@ -209,7 +211,8 @@ class BGPBackend:
             if self.routes.get(name) == want and name in self.routes:
                 continue
             speaker.set_routes(
-                {p: route_attributes(a) for p, a in want.items()}, peer=setup.config.address
+                {network(p): route_attributes(a) for p, a in want.items()},
+                peer=setup.config.address,
             )
             self.routes[name] = want
         for name in list(self.routes):

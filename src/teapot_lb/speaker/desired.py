@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
 
 from teapot_lb.announce.plan import BGPRoute, L2Claim, Plan, VIPMembership
@@ -38,12 +39,22 @@ def _merge(a: RouteAttrs, b: RouteAttrs) -> RouteAttrs:
     )
 
 
-def bgp_routes(routes: Iterable[BGPRoute]) -> dict[str, dict[Prefix, RouteAttrs]]:
-    """Peer name → prefix → attributes."""
-    out: dict[str, dict[Prefix, RouteAttrs]] = {}
-    for r in sorted(routes):
+@lru_cache(maxsize=65536)
+def network(text: str) -> Prefix:
+    """A prefix in its canonical text (as the planner writes it) as a network object."""
+    return ip_network(text)
+
+
+def bgp_routes(routes: Iterable[BGPRoute]) -> dict[str, dict[str, RouteAttrs]]:
+    """Peer name → prefix (canonical text) → attributes (merging is order-independent).
+
+    Prefixes stay text here: hashing and comparing strings is several times cheaper than
+    network objects, which only the BGP library needs (see :func:`network`).
+    """
+    out: dict[str, dict[str, RouteAttrs]] = {}
+    for r in routes:
         per_peer = out.setdefault(r.peer, {})
-        prefix = ip_network(r.prefix)
+        prefix = r.prefix
         attrs = RouteAttrs(r.communities, r.large_communities, r.local_pref)
         old = per_peer.get(prefix)
         per_peer[prefix] = attrs if old is None else _merge(old, attrs)
@@ -65,7 +76,7 @@ def l2_claims(claims: Iterable[L2Claim]) -> dict[str, tuple[str, ...]]:
 class Desired:
     """Everything the three backends must hold for one plan."""
 
-    bgp: Mapping[str, Mapping[Prefix, RouteAttrs]] = field(default_factory=dict)
+    bgp: Mapping[str, Mapping[str, RouteAttrs]] = field(default_factory=dict)
     l2: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     vip: frozenset[VIPMembership] = frozenset()
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,7 +40,7 @@ from teapot_lb.kube.resources import (
 )
 from teapot_lb.model import parse_object
 from teapot_lb.speaker.node import StepResult
-from teapot_lb.speaker.report import annotation_key, summary
+from teapot_lb.speaker.report import ServiceEvent, annotation_key, summary
 
 COMPONENT = "teapot-lb-speaker"
 
@@ -150,17 +152,71 @@ async def read_cluster(kubeconfig: str | None) -> ClusterView:
 
 class KubeReporter:
     """Writes this node's annotation on the Services it announces (or stopped announcing)
-    and records the Events of each step."""
+    and records the Events of each step.
 
-    def __init__(self, client: KubeClient, node: str) -> None:
+    Writing never delays announcing: a step only hands its result over; a worker task
+    applies the newest announcement state (intermediate ones are skipped) and sends the
+    Events in order (at most `max_pending_events` wait; older ones are dropped and
+    counted).
+    """
+
+    def __init__(self, client: KubeClient, node: str, *, max_pending_events: int = 1000) -> None:
         self.client = client
         self.node = node
         self.key = annotation_key(node)
         self.recorder = EventRecorder(client, COMPONENT, instance=node)
+        self.events_dropped = 0
         self._written: dict[str, str] = {}
+        self._latest: StepResult | None = None
+        self._events: deque[tuple[ServiceEvent, KubeObject]] = deque(maxlen=max_pending_events)
+        self._wake = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._log: Any = log.get("speaker.kube").bind(node=node)
 
     async def __call__(self, result: StepResult) -> None:
+        self._latest = result
+        for ev in result.events:
+            svc = result.view.services.get(ev.service)
+            if svc is None:
+                continue
+            if len(self._events) == self._events.maxlen:
+                self.events_dropped += 1
+            self._events.append(
+                (ev, _involved(svc.metadata.namespace, svc.metadata.name, svc.metadata))
+            )
+        self._idle.clear()
+        self._wake.set()
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._work(), name="reporter")
+
+    async def flush(self) -> None:
+        """Wait until everything handed over so far is written (for tests and shutdown)."""
+        await self._idle.wait()
+
+    async def close(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+
+    async def _work(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            result, self._latest = self._latest, None
+            if result is not None:
+                await self._annotate(result)
+            while self._events:
+                ev, involved = self._events.popleft()
+                await self.recorder.record(
+                    involved, "Warning" if ev.warning else "Normal", ev.reason, ev.message
+                )
+            if not self._wake.is_set():
+                self._idle.set()
+
+    async def _annotate(self, result: StepResult) -> None:
         want = {k: summary(v) for k, v in result.announcing.items()}
         for key in sorted(set(want) | set(self._written)):
             value = want.get(key)
@@ -186,14 +242,6 @@ class KubeReporter:
                 self._written.pop(key, None)
             else:
                 self._written[key] = value
-        for ev in result.events:
-            svc = result.view.services.get(ev.service)
-            if svc is None:
-                continue
-            involved = _involved(svc.metadata.namespace, svc.metadata.name, svc.metadata)
-            await self.recorder.record(
-                involved, "Warning" if ev.warning else "Normal", ev.reason, ev.message
-            )
 
 
 def _involved(namespace: str | None, name: str, meta: Any) -> KubeObject:

@@ -183,8 +183,12 @@ class NodeSpeaker:
         self.stats.last_step_s = result.seconds
         self.stats.plan_seconds.append(plan_s)
         del self.stats.plan_seconds[:-100]
+        # A restart with thousands of Services must not flood the log: past a few, one line.
+        say = self._log.info if len(result.events) <= 20 else self._log.debug
         for ev in result.events:
-            self._log.info("event", service=ev.service, reason=ev.reason, message=ev.message)
+            say("event", service=ev.service, reason=ev.reason, message=ev.message)
+        if len(result.events) > 20:
+            self._log.info("events", count=len(result.events), seconds=round(result.seconds, 3))
         if self.reporter is not None:
             try:
                 await self.reporter(result)
@@ -222,7 +226,28 @@ class NodeSpeaker:
         if self.vip is not None:
             with contextlib.suppress(Exception):
                 await self.vip.shutdown()
+        await self._report_stopped()
         self._log.info("shut down")
+
+    async def _report_stopped(self) -> None:
+        """Tell the reporter that this node announces nothing any more."""
+        last = self.last
+        if last is None:
+            return
+        result = StepResult(
+            plan=Plan(self.node, frozenset(), ()),
+            view=last.view,
+            announcing={},
+            failures={},
+            events=tuple(events(self.node, last.announcing, {})),
+            seconds=0.0,
+        )
+        self.last = result
+        if self.reporter is not None:
+            try:
+                await self.reporter(result)
+            except Exception:
+                self._log.exception("reporting failed")
 
 
 def announced_ips(result: StepResult | None) -> dict[str, list[str]]:
