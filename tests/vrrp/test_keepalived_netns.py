@@ -256,6 +256,21 @@ def test_local_policy_endpoint_loss_moves_mastership_without_reload(lab: VipLab)
     assert after == before, "endpoint changes must not reload or restart keepalived"
 
 
+def test_unicast_instance_elects_one_master_and_fails_over(lab: VipLab) -> None:
+    lab.start([svc("default/uni", "192.0.2.250", unicast=True)])
+    old = lab.settled_master("default/uni", all_healthy=True)
+    assert lab.connect("192.0.2.250") == old
+    instance = lab.instance_of("default/uni")
+    assert instance is not None
+    lab.set_link(old, up=False)
+    new = wait_for(
+        lambda: next((m for m in lab.masters(instance) if m != old), None),
+        timeout_s=10,
+        what="another node MASTER",
+    )
+    assert lab.connect("192.0.2.250") == new
+
+
 def test_a_missing_interface_is_reported_and_other_instances_still_run(lab: VipLab) -> None:
     broken = svc("default/elsewhere", "192.0.2.230", interface="eth9")
     lab.start([WEB, broken])
