@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .conftest import DaemonFactory
-from .peers import Lab, Neighbor, Origination, RibEntry, wait_fib
+from .peers import Lab, Neighbor, Origination, RibEntry, parse_bird_routes, wait_fib
 
 AS_A = 4_200_000_001  # 4-byte ASNs (RFC 6793)
 AS_B = 4_200_000_002
@@ -140,3 +140,51 @@ def test_bird_router_installs_one_ecmp_nexthop_per_speaker(
 
     exa.kill()  # no Cease: the router only sees the TCP connection close
     wait_fib(host, vip.prefix, {lab.v6["s1"]})
+
+
+BIRD_SHOW_ROUTE_ALL = """\
+Table master4:
+198.51.100.2/32      unicast [peer0 1796220414.476] * (100) [AS4200000002i]
+\tvia 192.0.2.2 on eth0
+\tType: BGP univ
+\tBGP.origin: IGP
+\tBGP.as_path: 4200000002
+\tBGP.next_hop: 192.0.2.2
+\tBGP.local_pref: 100
+\tBGP.community: (65000,7) (65000,8)
+\tBGP.large_community: (65000, 1, 3)
+                     unicast [peer1 1796220415.001] (100) [AS4200000002i]
+\tvia 192.0.2.3 on eth0
+\tType: BGP univ
+\tBGP.origin: IGP
+\tBGP.as_path: 4200000002
+\tBGP.next_hop: 192.0.2.3
+\tBGP.local_pref: 100
+198.51.100.1/32      blackhole [static4 1796220410.463] * (200)
+\tType: static univ
+
+Table master6:
+2001:db8:2::1/128    unicast [peer0 1796220414.488 from 192.0.2.2] * (100) [AS4200000002i]
+\tvia 2001:db8::2 on eth0
+\tType: BGP univ
+\tBGP.origin: IGP
+\tBGP.as_path: 4200000002 65010
+\tBGP.next_hop: 2001:db8::2 fe80::c826:9bff:fe53:165
+\tBGP.local_pref: 100
+"""
+
+
+def test_bird_route_parser_merges_paths_and_skips_local_routes() -> None:
+    rib = parse_bird_routes(BIRD_SHOW_ROUTE_ALL)
+    assert rib == {
+        "198.51.100.2/32": RibEntry(
+            next_hops=frozenset({"192.0.2.2", "192.0.2.3"}),
+            communities=frozenset({"65000:7", "65000:8"}),
+            large_communities=frozenset({"65000:1:3"}),
+            local_pref=100,
+            as_path=(AS_B,),
+        ),
+        "2001:db8:2::1/128": RibEntry(
+            next_hops=frozenset({"2001:db8::2"}), local_pref=100, as_path=(AS_B, 65010)
+        ),
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,15 @@ from .base import (
 )
 
 FRR_DIR = Path("/usr/lib/frr")
+# Each FRR daemon keeps a crash-log buffer in /var/tmp/frr/<daemon>.<pid>/ (not
+# configurable); it removes it on a clean exit, we remove it after a kill.
+FRR_TMP = Path("/var/tmp/frr")
+
+
+def _remove_tmp_dirs(pids: list[int]) -> None:
+    for pid in pids:
+        for daemon in ("zebra", "bgpd"):
+            shutil.rmtree(FRR_TMP / f"{daemon}.{pid}", ignore_errors=True)
 
 
 class Frr(BgpDaemon):
@@ -100,6 +110,16 @@ class Frr(BgpDaemon):
             if lp is not None:
                 out.append(f" set local-preference {lp}")
         (self.workdir / "bgpd.conf").write_text("\n".join(out) + "\n")
+
+    def stop(self, *, timeout: float = 15) -> None:
+        pids = [p.pid for p in self.procs]
+        super().stop(timeout=timeout)
+        _remove_tmp_dirs(pids)
+
+    def kill(self) -> None:
+        pids = [p.pid for p in self.procs]
+        super().kill()
+        _remove_tmp_dirs(pids)
 
     def _launch(self) -> None:
         for name in ("zserv.api", "zebra.vty", "bgpd.vty"):
