@@ -61,28 +61,15 @@ class Agent:
     ):
         self.config = config
         self._clock = clock
+        self._infos = infos
         self._log: Any = log.get("l2.agent").bind(node=config.node)
+        self.services: dict[IPAddress, ServiceIP] = {}
+        self.nodes: list[Node] | None = None  # None: every speaker heard, without labels
         self.placement: dict[IPAddress, list[str]] = {}
-        for ip in config.ips:
-            names = list(config.ifaces) or default_interfaces(ip, infos)
-            missing = [n for n in names if n not in infos]
-            if missing:
-                raise click.UsageError(f"unknown interface(s) {', '.join(missing)}")
-            if not names:
-                # Not fatal: the other IPs still work. Placement is read once at start.
-                self._log.warning("unplaced", ip=str(ip), reason="no interface subnet contains it")
-            self.placement[ip] = names
-        used = sorted({n for names in self.placement.values() for n in names})
-        self.responders = {
-            name: Responder(infos[name], on_claim=self._on_claim, refresh=config.refresh)
-            for name in used
-        }
+        self.responders: dict[str, Responder] = {}
+        self._running = False
         self.membership = Membership(
-            node=config.node,
-            incarnation=time.time_ns(),
-            macs=tuple(r.info.mac for r in self.responders.values()),
-            timing=config.timing,
-            key=config.key,
+            node=config.node, incarnation=time.time_ns(), timing=config.timing, key=config.key
         )
         self.heartbeats = UdpHeartbeats(
             self.membership,
@@ -96,6 +83,51 @@ class Agent:
         self._started_at = clock()
         self._ready = False
         self._timer: asyncio.TimerHandle | None = None
+        self.update([ServiceIP(ip) for ip in config.ips])
+
+    def update(self, services: Sequence[ServiceIP], nodes: Sequence[Node] | None = None) -> None:
+        """Replace the IPs to announce and, optionally, the node view (labels, conditions).
+
+        The speaker calls this whenever its informers change; IPs that disappear are
+        released at once, new ones are placed on interfaces and elected.
+        """
+        self.services = {svc.ip: svc for svc in services}
+        self.nodes = list(nodes) if nodes is not None else None
+        for ip in list(self.placement):
+            if ip not in self.services:
+                for name in self.placement.pop(ip):
+                    if ip in self.responders[name].owned:
+                        self.responders[name].release(ip)
+                        self._log.info(
+                            "ownership", ip=str(ip), iface=name, owned=False, reason="removed"
+                        )
+        for ip in self.services:
+            if ip not in self.placement:
+                self.placement[ip] = self._place(ip)
+        for names in self.placement.values():
+            for name in names:
+                if name not in self.responders:
+                    r = Responder(
+                        self._infos[name], on_claim=self._on_claim, refresh=self.config.refresh
+                    )
+                    self.responders[name] = r
+                    if self._running:
+                        r.start()
+        self.membership.macs = tuple(r.info.mac for r in self.responders.values())
+        for r in self.responders.values():
+            r.watch(set(self.placement))
+        if self._running:
+            self.reconcile()
+
+    def _place(self, ip: IPAddress) -> list[str]:
+        names = list(self.config.ifaces) or default_interfaces(ip, self._infos)
+        missing = [n for n in names if n not in self._infos]
+        if missing:
+            raise click.UsageError(f"unknown interface(s) {', '.join(missing)}")
+        if not names:
+            # Not fatal: the other IPs still work. Interfaces are read once at start.
+            self._log.warning("unplaced", ip=str(ip), reason="no interface subnet contains it")
+        return names
 
     # --- decisions ---
 
@@ -106,11 +138,11 @@ class Agent:
                 ip: "starting: waiting one detection interval to hear peers"
                 for ip in self.placement
             }
-        nodes = [Node(n) for n in self.membership.known()]
+        nodes = self.nodes if self.nodes is not None else [Node(n) for n in self.membership.known()]
         alive = self.membership.alive()
         out: dict[IPAddress, str] = {}
         for ip in self.placement:
-            reason = elect(ServiceIP(ip), nodes, alive).reason(self.config.node)
+            reason = elect(self.services[ip], nodes, alive).reason(self.config.node)
             if reason == "elected" and self.arbiter.silenced(ip, now):
                 reason = "yielded: a better-ranked node claims it (split-brain arbitration)"
             out[ip] = reason
@@ -187,8 +219,8 @@ class Agent:
     # --- running ---
 
     async def run(self) -> None:
+        self._running = True
         for r in self.responders.values():
-            r.watch(set(self.placement))
             r.start()
         self._log.info(
             "started",
