@@ -316,6 +316,8 @@ def test_nopreempt_and_interval_are_rendered() -> None:
         ({"vrid": 256}, "vrid"),
         ({"candidate_nodes": ()}, "candidate_nodes"),
         ({"interface": "eth 0"}, "interface"),
+        ({"interface": "eth/0"}, "interface"),
+        ({"candidate_nodes": ("n1", "a,b")}, "candidate_nodes"),
         (
             {"vips": (ipaddress.ip_address("192.0.2.1"), ipaddress.ip_address("2001:db8::1"))},
             "vips",

@@ -179,7 +179,7 @@ class VipGroup:
     def __post_init__(self) -> None:
         if not self.name or any(c.isspace() or c in '"{}' for c in self.name):
             raise InvalidVipGroup(self.name, "name", "must be non-empty, without spaces or quotes")
-        if not self.interface or any(c.isspace() for c in self.interface):
+        if not self.interface or any(c.isspace() or c in '/"{}' for c in self.interface):
             raise InvalidVipGroup(self.name, "interface", f"invalid name {self.interface!r}")
         if not self.vips:
             raise InvalidVipGroup(self.name, "vips", "at least one address is required")
@@ -187,8 +187,10 @@ class VipGroup:
             raise InvalidVipGroup(self.name, "vips", "mixes IPv4 and IPv6; use one group each")
         if not self.candidate_nodes:
             raise InvalidVipGroup(self.name, "candidate_nodes", "no candidate node")
-        if any(not n or any(c.isspace() for c in n) for n in self.candidate_nodes):
-            raise InvalidVipGroup(self.name, "candidate_nodes", "node names must be non-empty")
+        if any(not n or any(c.isspace() or c in '/,"{}' for c in n) for n in self.candidate_nodes):
+            raise InvalidVipGroup(
+                self.name, "candidate_nodes", "node names must be non-empty DNS-style names"
+            )
         centis = self.advert_interval_s * 100
         if not (
             ADVERT_CENTIS_MIN <= round(centis) <= ADVERT_CENTIS_MAX
