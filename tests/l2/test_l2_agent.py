@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from ipaddress import ip_address
 
@@ -15,8 +16,10 @@ from teapot_lb.netlab import Topology
 
 
 async def _until(cond: Callable[[], bool]) -> None:
-    async with asyncio.timeout(10):
-        while not cond():
+    async with asyncio.timeout(10):  # poll: the state changes inside the agent's callbacks
+        for _ in itertools.count():
+            if cond():
+                return
             await asyncio.sleep(0.01)
 
 
