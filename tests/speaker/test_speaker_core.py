@@ -9,7 +9,7 @@ from teapot_lb.announce.plan import BGPRoute, L2Claim, Mode, plan
 from teapot_lb.cluster import Kind
 from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setup, router_id_of
 from teapot_lb.speaker.desired import RouteAttrs, bgp_routes, diff_mappings, l2_claims
-from teapot_lb.speaker.node import NodeSpeaker, StepResult, peer_addresses
+from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips, peer_addresses
 from teapot_lb.speaker.report import REASON_ANNOUNCING, REASON_FAILED, Announcing, events
 
 from .builders import FakeFactory, bgp_setup, lb_service, node, ours, put, store_of
@@ -276,3 +276,15 @@ def test_plan_of_a_view_without_status_announces_nothing() -> None:
     p = plan(store.view(), "n1")
     assert p.announcements == frozenset()
     assert p.decisions[0].reason == "no IP assigned yet"
+
+
+async def test_status_lists_ipv4_and_ipv6_announcements_together() -> None:
+    docs = bgp_setup()
+    docs[2] = ours("AddressPool", "public", {"addresses": ["203.0.113.0/28", "2001:db8:ff::/120"]})
+    store = store_of(
+        *docs,
+        lb_service("web6", "2001:db8:ff::10", ipFamilies=["IPv6"]),
+        lb_service("web", "203.0.113.10"),
+    )
+    result = await NodeSpeaker("n1", store, bgp=BGPBackend(FakeFactory())).step()
+    assert announced_ips(result) == {"bgp": ["203.0.113.10", "2001:db8:ff::10"]}

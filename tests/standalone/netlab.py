@@ -29,9 +29,13 @@ from teapot_lb.netlab import Host, Topology
 T = TypeVar("T")
 
 NODES = {"n1": "192.0.2.11", "n2": "192.0.2.12", "n3": "192.0.2.13"}
+NODES6 = {"n1": "2001:db8::11", "n2": "2001:db8::12", "n3": "2001:db8::13"}
 ROUTER_LAN = "192.0.2.1"
+ROUTER_LAN6 = "2001:db8::1"
 ROUTER_UP = "198.51.100.1"
+ROUTER_UP6 = "2001:db8:1::1"
 CLIENT = "198.51.100.2"
+CLIENT6 = "2001:db8:1::2"
 PORT = 7000
 NS = "lb-system"
 API = "lb.teapot.io/v1alpha1"
@@ -67,7 +71,12 @@ def node(name: str, **labels: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-        "status": {"addresses": [{"type": "InternalIP", "address": NODES[name]}]},
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": NODES[name]},
+                {"type": "InternalIP", "address": NODES6[name]},
+            ]
+        },
     }
 
 
@@ -114,24 +123,27 @@ class Lab:
         self.lan = topo.add_switch("lan")
         self.router = topo.add_host("router")
         self.client = topo.add_host("client")
-        topo.connect(self.router, self.lan, addrs=[f"{ROUTER_LAN}/24"])
+        topo.connect(self.router, self.lan, addrs=[f"{ROUTER_LAN}/24", f"{ROUTER_LAN6}/64"])
         topo.link_pair(
             self.router,
             self.client,
             a_if="up0",
             b_if="eth0",
-            a_addrs=[f"{ROUTER_UP}/24"],
-            b_addrs=[f"{CLIENT}/24"],
+            a_addrs=[f"{ROUTER_UP}/24", f"{ROUTER_UP6}/64"],
+            b_addrs=[f"{CLIENT}/24", f"{CLIENT6}/64"],
         )
         self.client.ip("route", "add", "default", "via", ROUTER_UP)
+        self.client.ip("-6", "route", "add", "default", "via", ROUTER_UP6)
         self.router.sysctl("net.ipv4.ip_forward", "1")
+        self.router.sysctl("net.ipv6.conf.all.forwarding", "1")
         self.router.sysctl("net.ipv4.fib_multipath_hash_policy", "1")
         self.nodes: dict[str, Host] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         for name, addr in NODES.items():
             h = topo.add_host(name)
-            topo.connect(h, self.lan, addrs=[f"{addr}/24"])
+            topo.connect(h, self.lan, addrs=[f"{addr}/24", f"{NODES6[name]}/64"])
             h.ip("route", "add", "default", "via", ROUTER_LAN)
+            h.ip("-6", "route", "add", "default", "via", ROUTER_LAN6)
             for key in ("all", "eth0"):
                 h.sysctl(f"net.ipv4.conf.{key}.arp_ignore", "1")
                 h.sysctl(f"net.ipv4.conf.{key}.arp_announce", "2")
@@ -144,8 +156,9 @@ class Lab:
 
     def bind_service_ip(self, ip: str) -> None:
         """kube-proxy's part: every node accepts traffic for the IP (bound on lo)."""
+        length = 128 if ":" in ip else 32
         for h in self.nodes.values():
-            h.ip("addr", "add", f"{ip}/32", "dev", "lo")
+            h.ip("addr", "add", f"{ip}/{length}", "dev", "lo")
 
     def state_dir(self, name: str) -> Path:
         return self.workdir / "state" / name

@@ -21,7 +21,9 @@ from teapot_lb.netlab import Topology
 from .netlab import (
     EXCLUDE,
     NODES,
+    NODES6,
     ROUTER_LAN,
+    ROUTER_LAN6,
     Lab,
     endpoints,
     node,
@@ -33,13 +35,23 @@ from .netlab import (
 
 WEB = "203.0.113.10"
 LOCAL = "203.0.113.11"
+WEB6 = "2001:db8:ff::10"
 PREFIX = f"{WEB}/32"
 METRICS = "127.0.0.1:7472"
+
+
+SERVICES_START = [
+    service("web", WEB),
+    service("web6", WEB6, ipFamilies=["IPv6"]),
+    service("local", LOCAL, externalTrafficPolicy="Local"),
+    endpoints("local", "n2"),
+]
 
 
 def config_docs(communities: list[str]) -> list[dict[str, object]]:
     return [
         ours("AddressPool", "public", {"addresses": ["203.0.113.0/28"]}),
+        ours("AddressPool", "public6", {"addresses": ["2001:db8:ff::/120"]}),
         ours(
             "BGPPeer",
             "router",
@@ -48,7 +60,7 @@ def config_docs(communities: list[str]) -> list[dict[str, object]]:
         ours(
             "BGPAdvertisement",
             "public",
-            {"addressPools": ["public"], "communities": communities},
+            {"addressPools": ["public", "public6"], "communities": communities},
         ),
     ]
 
@@ -62,15 +74,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Bird]]:
         lab = Lab(topo, workdir)
         lab.bind_service_ip(WEB)
         lab.bind_service_ip(LOCAL)
+        lab.bind_service_ip(WEB6)
         write(lab.manifests / "config.yaml", config_docs(["64512:100"]))
         write(lab.manifests / "nodes.yaml", [node(n) for n in NODES])
         write(
             lab.manifests / "services.yaml",
-            [
-                service("web", WEB),
-                service("local", LOCAL, externalTrafficPolicy="Local"),
-                endpoints("local", "n2"),
-            ],
+            SERVICES_START,
         )
         bird = Bird(
             lab.router,
@@ -79,6 +88,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Bird]]:
             router_id=ROUTER_LAN,
             neighbors=[Neighbor(address=a, asn=64512, hold_time=9) for a in NODES.values()],
             fib=True,
+            local_addresses=[ROUTER_LAN, ROUTER_LAN6],
         )
         bird.start()
         lab.start_all(modes="bgp", extra=["--metrics-address", METRICS])
@@ -120,6 +130,13 @@ def test_service_reachable_through_router_with_ecmp_over_all_nodes(lab: tuple[La
     assert wait_for(lambda: lab_.who(WEB), timeout=10, what="client reaches web") in NODES
 
 
+def test_ipv6_service_gets_ecmp_over_the_nodes_ipv6_addresses(lab: tuple[Lab, Bird]) -> None:
+    lab_, _ = lab
+    want = frozenset(NODES6.values())
+    wait_for(lambda: hops(lab_, f"{WEB6}/128") == want, timeout=20, what="IPv6 ECMP")
+    assert wait_for(lambda: lab_.who(WEB6), timeout=10, what="client reaches web6") in NODES
+
+
 def test_metrics_and_health_are_served(lab: tuple[Lab, Bird]) -> None:
     lab_, bird = lab
     bird.wait_established(NODES["n1"], timeout=30)
@@ -147,11 +164,7 @@ def test_local_policy_announces_only_from_nodes_with_endpoints_and_follows_them(
     assert wait_for(lambda: lab_.who(LOCAL), timeout=10, what="client reaches local") == "n2"
     write(
         lab_.manifests / "services.yaml",
-        [
-            service("web", WEB),
-            service("local", LOCAL, externalTrafficPolicy="Local"),
-            endpoints("local", "n3"),
-        ],
+        [*SERVICES_START[:3], endpoints("local", "n3")],
     )
     wait_for(lambda: hops(lab_, prefix) == {NODES["n3"]}, timeout=20, what="moved to n3")
     assert wait_for(lambda: lab_.who(LOCAL), timeout=10, what="client reaches local") == "n3"

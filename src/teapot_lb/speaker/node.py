@@ -250,6 +250,11 @@ class NodeSpeaker:
                 self._log.exception("reporting failed")
 
 
+def _ip_order(text: str) -> tuple[int, int]:
+    ip = ip_address(text)
+    return ip.version, int(ip)
+
+
 def announced_ips(result: StepResult | None) -> dict[str, list[str]]:
     """Mode → IPs this node announces (for status files and tests)."""
     out: dict[str, set[str]] = {}
@@ -258,4 +263,4 @@ def announced_ips(result: StepResult | None) -> dict[str, list[str]]:
     for items in result.announcing.values():
         for a in items:
             out.setdefault(a.mode.value, set()).add(a.ip)
-    return {m: sorted(ips, key=lambda s: ip_address(s)) for m, ips in out.items()}
+    return {m: sorted(ips, key=_ip_order) for m, ips in out.items()}
