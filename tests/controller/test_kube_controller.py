@@ -14,7 +14,7 @@ from teapot_lb.controller import ANNOTATION_ALLOCATED_FROM, ControllerOptions
 from teapot_lb.controller.kube_runner import KubeController, RunnerConfig, running
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.leader import LeaseConfig
-from teapot_lb.kube.resources import ADDRESS_POOLS, SERVICES
+from teapot_lb.kube.resources import ADDRESS_POOLS, NAMESPACES, SERVICES
 
 DEADLINE = 15.0
 
@@ -207,6 +207,41 @@ async def test_a_deleted_or_shrunk_pool_moves_its_services_with_an_event(
             DEADLINE,
             "both in the second pool",
         )
+
+
+async def test_namespace_labels_steer_new_assignments_and_valid_ips_are_kept(
+    fake_api: FakeApiServer, kube: KubeClient
+) -> None:
+    seed_config_namespace(fake_api)
+    fake_api.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}})
+    await create(
+        kube,
+        pool(
+            "gold",
+            "203.0.113.0/28",
+            serviceAllocation={
+                "priority": 1,
+                "namespaceSelectors": [{"matchLabels": {"tier": "gold"}}],
+            },
+        ),
+        pool("common", "192.0.2.0/28", serviceAllocation={"priority": 2}),
+    )
+    async with controller(fake_api) as runner:
+        await create(kube, service("web", namespace="shop"))
+        await until(lambda: ips_of(fake_api, "web", "shop") == ["192.0.2.0"], DEADLINE)
+        await kube.patch(NAMESPACES, "shop", {"metadata": {"labels": {"tier": "gold"}}})
+        # Still allowed in "common": a valid IP is kept (stability) ...
+        await until(lambda: runner.queue is not None and runner.queue.pending == 0, DEADLINE)
+        assert ips_of(fake_api, "web", "shop") == ["192.0.2.0"]
+        # ... and a new Service there now gets a gold address.
+        await create(kube, service("api", namespace="shop"))
+        await until(lambda: ips_of(fake_api, "api", "shop") == ["203.0.113.0"], DEADLINE)
+        await until(
+            lambda: runner.metrics.pool_in_use.labels("gold", "IPv4")._value.get() == 1,
+            DEADLINE,
+            "pool metrics updated",
+        )
+        assert runner.metrics.pool_size.labels("gold", "IPv4")._value.get() == 16
 
 
 async def test_a_deleted_services_ip_is_given_to_the_next_one(
