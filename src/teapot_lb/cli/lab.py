@@ -1,0 +1,135 @@
+"""`teapot-lb lab`: the one-command proof on one machine (see docs/lab.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from teapot_lb.lab.manifests import MODES
+from teapot_lb.lab.report import table, to_json
+from teapot_lb.lab.router import ROUTERS
+from teapot_lb.lab.runner import REPO_EXAMPLES, LabOptions, run_lab
+from teapot_lb.lab.scenarios import Sizes
+from teapot_lb.netlab import cleanup_stale, netns_available
+
+
+def _modes(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[str, ...]:
+    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise click.BadParameter(f"unknown mode(s) {', '.join(bad)}; use {', '.join(MODES)}")
+    return modes
+
+
+@click.command("lab")
+@click.option(
+    "--modes", default=",".join(MODES), show_default=True, callback=_modes,
+    help="Announcement modes to exercise, comma-separated.",
+)  # fmt: skip
+@click.option(
+    "--nodes", type=click.IntRange(1, 60), default=None,
+    help="Node namespaces node-1..node-N [default: the manifests' Nodes, 3 in examples/lab].",
+)  # fmt: skip
+@click.option("--router", type=click.Choice(ROUTERS), default="bird", show_default=True)
+@click.option(
+    "--manifests", type=click.Path(exists=True, path_type=Path), default=None,
+    help="Your own manifest directory (copied; see docs/lab.md) [default: examples/lab].",
+)  # fmt: skip
+@click.option("--services", type=click.IntRange(1, 20), default=5, show_default=True,
+              help="Services the lab creates per mode (create→reachable samples).")  # fmt: skip
+@click.option("--requests", type=click.IntRange(1, 10000), default=30, show_default=True,
+              help="Requests sent to show the spread over nodes.")  # fmt: skip
+@click.option("--trials", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Failover trials per mode (and per kind in BGP mode).")  # fmt: skip
+@click.option(
+    "--poll-interval",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="How often each node's `teapot-lb run` checks the manifest directory (s).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the figures as JSON to this file (schema: docs/lab.md).",
+)
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Leave the lab running at the end, for debugging (remove: --cleanup).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Keep manifests, logs and status files here instead of a temporary dir.",
+)
+@click.option(
+    "--cleanup",
+    is_flag=True,
+    help="Only remove namespaces left behind by crashed lab runs and tests, then exit.",
+)
+@click.pass_context
+def lab(
+    ctx: click.Context,
+    modes: tuple[str, ...],
+    nodes: int | None,
+    router: str,
+    manifests: Path | None,
+    services: int,
+    requests: int,
+    trials: int,
+    poll_interval: float,
+    json_path: Path | None,
+    keep: bool,
+    workdir: Path | None,
+    cleanup: bool,
+) -> None:
+    """Build a small data centre in network namespaces, run teapot-lb, break it, measure.
+
+    A router (BIRD or FRR, ECMP into its kernel FIB), a client behind it and N nodes on a
+    LAN, each running `teapot-lb run` and an HTTP server answering its name. For each mode:
+    create Services, reach them, show which nodes serve, kill the serving node and time
+    the failover, delete a Service. Needs root. Exit status 1 if any scenario failed.
+    """
+    reason = netns_available()
+    if reason:
+        raise click.ClickException(reason)
+    if cleanup:
+        removed = cleanup_stale()
+        click.echo(f"removed {len(removed)} namespace(s)" + "".join(f"\n  {n}" for n in removed))
+        return
+    if manifests is None and not REPO_EXAMPLES.exists():
+        raise click.ClickException("examples/lab not found; pass --manifests DIR")
+    options = LabOptions(
+        modes=modes,
+        nodes=nodes,
+        router=router,
+        manifests=manifests or REPO_EXAMPLES,
+        sizes=Sizes(services=services, requests=requests, trials=trials),
+        poll_interval=poll_interval,
+        keep=keep,
+        workdir=workdir,
+    )
+    start = time.monotonic()
+
+    def progress(text: str) -> None:
+        click.echo(f"[{time.monotonic() - start:6.1f}s] {text}", err=True)
+        sys.stderr.flush()
+
+    report = run_lab(options, progress)
+    click.echo("")
+    click.echo(table(report))
+    if json_path is not None:
+        json_path.write_text(json.dumps(to_json(report), indent=1) + "\n")
+    ctx.exit(0 if report.ok else 1)
+
+
+if __name__ == "__main__":
+    lab.main(args=sys.argv[1:], prog_name="teapot-lb lab")

@@ -1,0 +1,238 @@
+"""What the lab reads from a manifest directory, and the Services it writes there.
+
+The lab's topology follows the manifests: the Nodes name the node namespaces and give
+their addresses on the LAN, the BGPPeers give the router's address and AS number and
+the session timers, and the advertisements tell which pools are announced by which
+mode. Service IPs are computed with the very same pure assignment every `teapot-lb run`
+uses (:func:`teapot_lb.standalone.assign.assign`), so the lab knows a Service's IP the
+moment it writes the Service, without waiting for any node to report it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from teapot_lb.cluster import ClusterView, Kind, object_key
+from teapot_lb.controller import ControllerOptions
+from teapot_lb.model import Service
+from teapot_lb.model.manifest import YAML_SUFFIXES, parse_object
+from teapot_lb.model.service import ANNOTATION_POOL
+from teapot_lb.standalone.assign import assign
+from teapot_lb.standalone.directory import Snapshot, read
+
+MODES = ("bgp", "l2", "vip")
+LAN = ipaddress.ip_network("192.0.2.0/24")
+ROUTER_LAN = "192.0.2.1"
+ROUTER_UP = "198.51.100.1"
+CLIENT = "198.51.100.2"
+UPLINK_PREFIX = 24
+SERVICE_PORT = 80
+LAB_NAMESPACE = "lab"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+class LabConfigError(ValueError):
+    """The manifests cannot drive the lab (a message the user can act on)."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    address: str  # on the LAN
+
+
+@dataclass(frozen=True)
+class BgpSpec:
+    """The router side of the BGP sessions, from the BGPPeers."""
+
+    router_address: str
+    router_asn: int
+    node_asn: int
+    hold_time: int
+    keepalive_time: int
+
+
+@dataclass
+class LabLayout:
+    nodes: list[NodeSpec]
+    router_address: str
+    bgp: BgpSpec | None
+    pools: dict[str, list[str]] = field(default_factory=dict)  # mode -> pool names
+    generated_nodes: bool = False
+
+
+def node_names(count: int) -> list[str]:
+    return [f"node-{i}" for i in range(1, count + 1)]
+
+
+def generated_node_address(index: int) -> str:
+    """The LAN address of the ``index``-th (1-based) generated node."""
+    return str(LAN.network_address + 10 + index)
+
+
+def node_doc(spec: NodeSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": spec.name, "labels": {HOSTNAME_LABEL: spec.name}},
+        "status": {"addresses": [{"type": "InternalIP", "address": spec.address}]},
+    }
+
+
+def service_doc(name: str, pool: str, port: int = SERVICE_PORT) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": LAB_NAMESPACE,
+            "annotations": {ANNOTATION_POOL: pool},
+        },
+        "spec": {"type": "LoadBalancer", "ports": [{"port": port, "protocol": "TCP"}]},
+    }
+
+
+def write_docs(path: Path, docs: Iterable[dict[str, Any]]) -> None:
+    """Write a manifest file atomically (the nodes poll the directory)."""
+    tmp = path.parent / f".{path.name}.tmp"
+    tmp.write_text(yaml.safe_dump_all(list(docs), sort_keys=False))
+    tmp.replace(path)
+
+
+def copy_manifests(src: Path, dst: Path, *, drop_nodes: bool) -> None:
+    """Copy the YAML files of ``src`` into ``dst`` (flat), without Nodes if asked."""
+    dst.mkdir(parents=True, exist_ok=True)
+    files = [src] if src.is_file() else sorted(src.rglob("*"))
+    for i, path in enumerate(files):
+        rel = path.relative_to(src) if src.is_dir() else Path(path.name)
+        if any(part.startswith(".") for part in rel.parts) or path.suffix not in YAML_SUFFIXES:
+            continue
+        if not path.is_file():
+            continue
+        target = dst / f"{i:03d}-{'-'.join(rel.parts)}"
+        if not drop_nodes:
+            shutil.copyfile(path, target)
+            continue
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        kept = [d for d in docs if not (isinstance(d, dict) and d.get("kind") == "Node")]
+        write_docs(target, kept)
+
+
+def layout(snapshot: Snapshot, *, nodes: int | None) -> LabLayout:
+    """The lab's shape from the manifests; ``nodes`` overrides the manifests' Nodes."""
+    problems = [str(p) for p in snapshot.problems]
+    if problems:
+        raise LabConfigError("the manifests have problems:\n  " + "\n  ".join(problems))
+    view = snapshot.view()
+    specs: list[NodeSpec] = []
+    generated = nodes is not None or not view.nodes
+    if generated:
+        count = 3 if nodes is None else nodes
+        specs = [NodeSpec(n, generated_node_address(i)) for i, n in enumerate(node_names(count), 1)]
+    else:
+        for name, node in sorted(view.nodes.items()):
+            addrs = [a for a in node.addresses() if a.version == 4 and a in LAN]
+            if not addrs:
+                raise LabConfigError(
+                    f"Node {name}: the lab needs an InternalIP in its LAN {LAN}"
+                    f" (or pass --nodes N to let the lab make its Nodes)"
+                )
+            specs.append(NodeSpec(name, str(addrs[0])))
+    if not 1 <= len(specs) <= 60:
+        raise LabConfigError(f"{len(specs)} nodes: the lab runs 1 to 60")
+    bgp = _bgp_spec(view)
+    router = bgp.router_address if bgp else ROUTER_LAN
+    taken = {s.address for s in specs}
+    if router in taken:
+        raise LabConfigError(f"the router's address {router} is also a Node's InternalIP")
+    if len(taken) != len(specs):
+        raise LabConfigError("two Nodes have the same InternalIP")
+    return LabLayout(specs, router, bgp, pools_by_mode(view), generated)
+
+
+def _bgp_spec(view: ClusterView) -> BgpSpec | None:
+    peers = sorted(view.bgp_peers.values(), key=lambda p: p.name)
+    if not peers:
+        return None
+    peer = peers[0]
+    spec = peer.spec
+    for other in peers[1:]:
+        if other.spec.peer_address != spec.peer_address:
+            raise LabConfigError(
+                f"BGPPeers {peer.name} and {other.name} name different routers; the lab has one"
+            )
+    if spec.peer_address is None or spec.peer_address.version != 4 or spec.peer_address not in LAN:
+        raise LabConfigError(
+            f"BGPPeer {peer.name}: the lab's router needs a peerAddress in its LAN {LAN}"
+        )
+    if spec.peer_asn is None:
+        raise LabConfigError(f"BGPPeer {peer.name}: the lab's router needs peerASN")
+    hold = int(peer.hold_time_seconds())
+    return BgpSpec(
+        router_address=str(spec.peer_address),
+        router_asn=spec.peer_asn,
+        node_asn=spec.my_asn,
+        hold_time=hold,
+        keepalive_time=max(1, int(peer.keepalive_time_seconds())),
+    )
+
+
+def pools_by_mode(view: ClusterView) -> dict[str, list[str]]:
+    """Pool names per announcement mode (a pool may be announced by several)."""
+    out: dict[str, list[str]] = {m: [] for m in MODES}
+    advs: dict[str, Sequence[Any]] = {
+        "bgp": list(view.bgp_advertisements.values()),
+        "l2": list(view.l2_advertisements.values()),
+        "vip": list(view.vip_advertisements.values()),
+    }
+    for key, pool in sorted(view.pools.items()):
+        if not pool.spec.addresses:
+            continue
+        for mode, found in advs.items():
+            if any(
+                a.metadata.namespace == pool.metadata.namespace and a.spec.selects_pool(pool)
+                for a in found
+            ):
+                out[mode].append(pool.name)
+        del key
+    return out
+
+
+def mode_of_ip(view: ClusterView, ip: str, pools: dict[str, list[str]]) -> str | None:
+    pool = view.pool_of(ipaddress.ip_address(ip))
+    if pool is None:
+        return None
+    for mode in MODES:
+        if pool.name in pools.get(mode, []):
+            return mode
+    return None
+
+
+def with_services(snapshot: Snapshot, docs: Iterable[dict[str, Any]]) -> ClusterView:
+    """The view the nodes will see once ``docs`` (Services) are written."""
+    services = dict(snapshot.objects.get(Kind.SERVICE, {}))
+    for doc in docs:
+        obj, problems = parse_object(doc)
+        if obj is None or problems or not isinstance(obj, Service):
+            raise LabConfigError(f"generated Service is invalid: {problems}")
+        services[object_key(obj.metadata.namespace, obj.metadata.name)] = obj
+    objects = dict(snapshot.objects)
+    objects[Kind.SERVICE] = services
+    return Snapshot(objects, [], dict(snapshot.unparsed_pools), list(snapshot.files)).view()
+
+
+def assigned_ips(view: ClusterView, snapshot: Snapshot) -> dict[str, list[str]]:
+    """Every Service's IPs as every node computes them (key -> IPs; [] when refused)."""
+    result = assign(view, ControllerOptions(), snapshot.unparsed_pools)
+    return {key: [str(ip) for ip in a.ips] for key, a in result.items()}
+
+
+def read_dir(path: Path) -> Snapshot:
+    return read(path)

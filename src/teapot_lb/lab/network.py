@@ -1,0 +1,307 @@
+"""The lab's namespaces and processes.
+
+    client ──── router ──── LAN switch ──┬── node-1
+                (BIRD/FRR)               ├── node-2
+                                         └── node-3
+
+Each node runs the HTTP workload (:mod:`teapot_lb.lab.serve`) and `teapot-lb run` on
+the lab's manifest directory. kube-proxy is emulated as in IPVS mode: every Service IP
+is bound on ``lo`` of every node with ``arp_ignore=1``/``arp_announce=2`` set in the
+node's namespace, so a node accepts traffic for the IP but never answers ARP for it
+itself: only teapot-lb makes an IP reachable (BGP routes at the router, the L2
+responder, or keepalived putting the VIP on ``eth0``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from teapot_lb.l2 import wire
+from teapot_lb.lab.client import enter_netns
+from teapot_lb.lab.manifests import CLIENT, ROUTER_UP, SERVICE_PORT, UPLINK_PREFIX, LabLayout
+from teapot_lb.lab.router import Router, RouterConfig, Session, make_router
+from teapot_lb.netlab import Host, Topology
+
+T = TypeVar("T")
+_ETH_P_ARP = 0x0806
+_SIOCGIFADDR = 0x8915
+
+
+class LabTimeout(RuntimeError):
+    """Something the lab waited for did not happen in time."""
+
+
+def wait_for(check: Callable[[], T | None], *, timeout: float, what: str, every: float = 0.02) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise LabTimeout(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
+
+
+@dataclass
+class LabNode:
+    name: str
+    address: str
+    host: Host
+    speaker: subprocess.Popen[bytes] | None = None
+    server: subprocess.Popen[bytes] | None = None
+
+
+class LabNetwork:
+    """Builds the namespaces and runs the processes; :meth:`close` removes everything."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        layout: LabLayout,
+        workdir: Path,
+        manifests: Path,
+        *,
+        router: str,
+        modes: tuple[str, ...],
+        poll_interval: float,
+    ) -> None:
+        self.topology = topology
+        self.layout = layout
+        self.workdir = workdir
+        self.manifests = manifests
+        self.router_kind = router
+        self.modes = modes
+        self.poll_interval = poll_interval
+        self.nodes: dict[str, LabNode] = {}
+        self.bound: set[str] = set()
+        self.router_daemon: Router | None = None
+        self.lan = topology.add_switch("lan")
+        self.router = topology.add_host("router")
+        self.client = topology.add_host("client")
+
+    # -- building
+
+    def build(self) -> None:
+        topo, router = self.topology, self.router
+        topo.connect(router, self.lan, addrs=[f"{self.layout.router_address}/24"])
+        topo.link_pair(
+            router, self.client, a_if="up0", b_if="eth0",
+            a_addrs=[f"{ROUTER_UP}/{UPLINK_PREFIX}"], b_addrs=[f"{CLIENT}/{UPLINK_PREFIX}"],
+        )  # fmt: skip
+        self.client.ip("route", "add", "default", "via", ROUTER_UP)
+        router.sysctl("net.ipv4.ip_forward", "1")
+        # Hash on ports too, so connections from one client spread over ECMP next hops.
+        router.sysctl("net.ipv4.fib_multipath_hash_policy", "1")
+        for spec in self.layout.nodes:
+            if spec.name in self.topology.hosts:
+                raise ValueError(f"node name {spec.name!r} is taken by a lab namespace")
+            host = topo.add_host(spec.name)
+            for conf in ("all", "default"):
+                host.sysctl(f"net.ipv4.conf.{conf}.arp_ignore", "1")
+                host.sysctl(f"net.ipv4.conf.{conf}.arp_announce", "2")
+            topo.connect(host, self.lan, addrs=[f"{spec.address}/24"])
+            host.ip("route", "add", "default", "via", self.layout.router_address)
+            node = LabNode(spec.name, spec.address, host)
+            self.nodes[spec.name] = node
+            self.start_server(node)
+
+    def start_router(self) -> Router:
+        bgp = self.layout.bgp
+        sessions: tuple[Session, ...] = ()
+        asn = 64500
+        if bgp is not None and "bgp" in self.modes:
+            asn = bgp.router_asn
+            sessions = tuple(
+                Session(n.address, bgp.node_asn, bgp.hold_time, bgp.keepalive_time)
+                for n in self.nodes.values()
+            )
+        config = RouterConfig(asn, self.layout.router_address, sessions)
+        daemon = make_router(self.router_kind, self.router, self.workdir / "router", config)
+        self.router_daemon = daemon
+        daemon.start()
+        wait_for(daemon.ready, timeout=30, what=f"{daemon.kind} to answer", every=0.1)
+        return daemon
+
+    # -- node processes
+
+    def log_path(self, name: str) -> Path:
+        return self.workdir / "logs" / f"{name}.log"
+
+    def state_dir(self, name: str) -> Path:
+        return self.workdir / "state" / name
+
+    def start_server(self, node: LabNode) -> None:
+        node.server = node.host.popen(
+            [sys.executable, "-m", "teapot_lb.lab.serve", "--name", node.name,
+             "--port", str(SERVICE_PORT)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def start_speaker(self, name: str) -> None:
+        node = self.nodes[name]
+        self.log_path(name).parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path(name).open("ab") as log:
+            node.speaker = node.host.popen(
+                [
+                    sys.executable, "-m", "teapot_lb.cli.run",
+                    "--manifests", str(self.manifests), "--node", name,
+                    "--state-dir", str(self.state_dir(name)), "--modes", ",".join(self.modes),
+                    "--poll-interval", str(self.poll_interval),
+                ],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+    def speaker_alive(self, name: str) -> bool:
+        proc = self.nodes[name].speaker
+        return proc is not None and proc.poll() is None
+
+    def terminate_speaker(self, name: str) -> None:
+        """SIGTERM (returns at once): the speaker withdraws everything, then exits."""
+        proc = self.nodes[name].speaker
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+
+    def stop_speaker(self, name: str, *, timeout: float = 20) -> int | None:
+        """SIGTERM and wait: returns the speaker's exit status (None if it had to be killed)."""
+        proc = self.nodes[name].speaker
+        if proc is None:
+            return None
+        self.terminate_speaker(name)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+            return None
+        finally:
+            self.nodes[name].speaker = None
+
+    def crash(self, name: str) -> float:
+        """The node fails hard: its link goes down, then every process in it is SIGKILLed
+        (speaker, keepalived, the workload); nothing gets a word out. Returns the time."""
+        node = self.nodes[name]
+        t0 = time.monotonic()
+        node.host.ip("link", "set", "eth0", "down")
+        out = subprocess.run(
+            ["ip", "netns", "pids", node.host.ns], capture_output=True, text=True, check=False
+        ).stdout
+        for pid in out.split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        for proc in (node.speaker, node.server):
+            if proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
+                with contextlib.suppress(ValueError):
+                    node.host.procs.remove(proc)
+        node.speaker = node.server = None
+        return t0
+
+    def revive(self, name: str) -> None:
+        """The node boots again: link up, workload and speaker started."""
+        node = self.nodes[name]
+        node.host.ip("link", "set", "eth0", "up")
+        node.host.ip("route", "replace", "default", "via", self.layout.router_address)
+        self.start_server(node)
+        self.start_speaker(name)
+
+    # -- kube-proxy emulation
+
+    def bind(self, ip: str) -> None:
+        for node in self.nodes.values():
+            node.host.ip("addr", "replace", f"{ip}/32", "dev", "lo")
+        self.bound.add(ip)
+
+    def unbind(self, ip: str) -> None:
+        for node in self.nodes.values():
+            node.host.ip("addr", "del", f"{ip}/32", "dev", "lo", check=False)
+        self.bound.discard(ip)
+
+    # -- observations
+
+    def status(self, name: str) -> dict[str, Any]:
+        try:
+            doc = json.loads((self.state_dir(name) / "status.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        try:
+            text = self.log_path(name).read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(text[-lines:])
+
+    def arp_answered(self, ip: str, timeout: float = 0.1) -> bool:
+        """Whether anything on the LAN answers an ARP request for ``ip`` (asked from the
+        router's LAN interface, the way the router itself would ask)."""
+        return arp_answered(self.router.ns, "eth0", ip, timeout)
+
+
+def arp_answered(ns: str, ifname: str, ip: str, timeout: float) -> bool:
+    """Send one ARP who-has from ``ifname`` in namespace ``ns``; True on a reply in time."""
+    result: list[bool] = []
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            enter_netns(ns)
+            result.append(_ask_arp(ifname, ipaddress.IPv4Address(ip), timeout))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return result[0]
+
+
+def _ask_arp(ifname: str, target: ipaddress.IPv4Address, timeout: float) -> bool:
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ARP)) as sock:
+        sock.bind((ifname, _ETH_P_ARP))
+        mac = sock.getsockname()[4][:6]
+        sender = _ipv4_of(ifname)
+        sock.send(wire.encode(wire.arp_request(mac, sender, target)))
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([sock], [], [], left)
+            if not ready:
+                break
+            try:
+                frame = wire.decode(sock.recv(2048))
+            except wire.WireError:
+                continue
+            if (
+                isinstance(frame, wire.ArpFrame)
+                and frame.arp.op == wire.ArpOp.REPLY
+                and frame.arp.sender_ip == target
+            ):
+                return True
+    return False
+
+
+def _ipv4_of(ifname: str) -> ipaddress.IPv4Address:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        packed = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, struct.pack("256s", ifname.encode()[:15]))
+    return ipaddress.IPv4Address(packed[20:24])

@@ -1,0 +1,300 @@
+"""The lab's results: typed records, the report table and the JSON document (pure).
+
+JSON schema (``schema: "teapot-lb.lab/v1"``) is documented in docs/lab.md; every
+time is in seconds, ``null`` when it could not be measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from teapot_lb.lab.measure import percentile
+
+SCHEMA = "teapot-lb.lab/v1"
+
+
+@dataclass
+class ServiceResult:
+    name: str
+    ip: str
+    created_by_lab: bool
+    create_to_reachable_s: float | None = None  # None for the manifests' own Services
+    reachable: bool = False
+
+
+@dataclass
+class Trial:
+    node: str
+    outage_s: float | None  # None: the client was not served well again in time
+    failed_requests: int
+    requests: int
+    withdrawn_s: float | None = None  # BGP: until the router's FIB lost the node's next hop
+
+    @property
+    def failover_s(self) -> float | None:
+        """Until traffic stopped going to the node: the later of what the client saw and
+        (BGP) when the router's FIB dropped the node; None when it did not recover."""
+        if self.outage_s is None:
+            return None
+        return max(self.outage_s, self.withdrawn_s or 0.0)
+
+
+@dataclass
+class Failover:
+    kind: str  # "hard" (link down + SIGKILL) or "graceful" (SIGTERM)
+    trials: list[Trial] = field(default_factory=list)
+
+    def outages(self) -> list[float]:
+        return [f for t in self.trials if (f := t.failover_s) is not None]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.trials) and all(t.failover_s is not None for t in self.trials)
+
+    @property
+    def p50_s(self) -> float | None:
+        return percentile(self.outages(), 50)
+
+    @property
+    def max_s(self) -> float | None:
+        values = self.outages()
+        return max(values) if values else None
+
+
+@dataclass
+class Spread:
+    ip: str
+    requests: int
+    by_node: dict[str, int]
+    ok: bool
+
+
+@dataclass
+class Deletion:
+    name: str
+    ip: str
+    withdrawn_after_s: float | None
+    unreachable: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.withdrawn_after_s is not None and self.unreachable
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    services: list[ServiceResult] = field(default_factory=list)
+    spread: Spread | None = None
+    failovers: list[Failover] = field(default_factory=list)
+    deletion: Deletion | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def create_times(self) -> list[float]:
+        return [s.create_to_reachable_s for s in self.services if s.create_to_reachable_s]
+
+    @property
+    def ok(self) -> bool:
+        return (
+            not self.errors
+            and bool(self.services)
+            and all(s.reachable for s in self.services)
+            and self.spread is not None
+            and self.spread.ok
+            and all(f.ok for f in self.failovers)
+            and bool(self.failovers)
+            and self.deletion is not None
+            and self.deletion.ok
+        )
+
+
+@dataclass
+class Goal:
+    name: str
+    target: str
+    value: float | None
+    met: bool
+
+
+@dataclass
+class Cleanup:
+    ok: bool
+    leftover_namespaces: list[str] = field(default_factory=list)
+    leftover_processes: int = 0
+    kept: bool = False
+
+
+@dataclass
+class LabReport:
+    options: dict[str, Any]
+    modes: list[ModeResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    cleanup: Cleanup | None = None
+    duration_s: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        cleanup_ok = self.cleanup is None or self.cleanup.ok
+        return (
+            not self.errors
+            and not self.interrupted
+            and bool(self.modes)
+            and all(m.ok for m in self.modes)
+            and cleanup_ok
+        )
+
+    def goals(self) -> list[Goal]:
+        return goals(self)
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def goals(report: LabReport) -> list[Goal]:
+    """The issue's goals, each measured against this run's figures."""
+    out: list[Goal] = []
+    creates = [t for m in report.modes for t in m.create_times()]
+    if creates:
+        p50, p99 = percentile(creates, 50), percentile(creates, 99)
+        out.append(Goal("create→reachable p50", "≤ 0.1 s", p50, p50 is not None and p50 <= 0.1))
+        out.append(Goal("create→reachable p99", "≤ 0.5 s", p99, p99 is not None and p99 <= 0.5))
+    hold = report.options.get("bgp_hold_time_s")
+    for m in report.modes:
+        for f in m.failovers:
+            p50 = f.p50_s
+            if m.mode == "l2" and f.kind == "hard":
+                out.append(Goal("L2 failover p50", "≤ 0.5 s", p50, p50 is not None and p50 <= 0.5))
+            elif m.mode == "vip" and f.kind == "hard":
+                out.append(Goal("VIP failover p50", "≤ 1 s", p50, p50 is not None and p50 <= 1.0))
+            elif m.mode == "bgp" and f.kind == "graceful":
+                worst = f.max_s
+                out.append(
+                    Goal(
+                        "BGP graceful stop max",
+                        "≤ 0.1 s",
+                        worst,
+                        worst is not None and worst <= 0.1,
+                    )
+                )
+            elif m.mode == "bgp" and f.kind == "hard" and hold is not None:
+                worst = f.max_s
+                bound = float(hold) + 0.5
+                out.append(
+                    Goal(
+                        "BGP hard kill max",
+                        f"≤ hold time {hold:g} s (+0.5 s)",
+                        worst,
+                        worst is not None and worst <= bound,
+                    )
+                )
+    return out
+
+
+def table(report: LabReport) -> str:
+    """The report as a fixed-width table, one row per mode, then goals and cleanup."""
+    head = [
+        "mode", "result", "reachable", "spread (requests per node)", "create→reach p50/p99",
+        "failover p50/max", "delete",
+    ]  # fmt: skip
+    rows: list[list[str]] = []
+    for m in report.modes:
+        creates = m.create_times()
+        reach = f"{sum(s.reachable for s in m.services)}/{len(m.services)}"
+        spread = "-"
+        if m.spread is not None:
+            spread = " ".join(f"{n}:{c}" for n, c in m.spread.by_node.items())
+        fail = "; ".join(
+            f"{f.kind} {_fmt(f.p50_s)}/{_fmt(f.max_s)}"
+            + ("" if f.ok else f" ({sum(t.outage_s is None for t in f.trials)} not recovered)")
+            for f in m.failovers
+        )
+        delete = "-"
+        if m.deletion is not None:
+            d = m.deletion
+            delete = f"ok {_fmt(d.withdrawn_after_s)}" if d.ok else "FAILED"
+        rows.append(
+            [
+                m.mode,
+                "ok" if m.ok else "FAILED",
+                reach,
+                spread,
+                f"{_fmt(percentile(creates, 50))}/{_fmt(percentile(creates, 99))}",
+                fail or "-",
+                delete,
+            ]
+        )
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in
+             [head, ["-" * w for w in widths], *rows]]  # fmt: skip
+    for m in report.modes:
+        for err in m.errors:
+            lines.append(f"{m.mode}: {err}")
+    for err in report.errors:
+        lines.append(f"error: {err}")
+    lines.append("")
+    for g in report.goals():
+        lines.append(f"goal {g.name} {g.target}: {_fmt(g.value)} {'met' if g.met else 'NOT met'}")
+    if report.cleanup is not None:
+        c = report.cleanup
+        if c.kept:
+            state = "kept (--keep): remove with `teapot-lb lab --cleanup`"
+        elif c.ok:
+            state = "ok (all namespaces and processes removed)"
+        else:
+            state = (
+                f"FAILED: namespaces left {c.leftover_namespaces},"
+                f" processes left {c.leftover_processes}"
+            )
+        lines.append(f"cleanup: {state}")
+    verdict = "interrupted" if report.interrupted else ("PASSED" if report.ok else "FAILED")
+    lines.append(f"lab {verdict} in {report.duration_s:.1f} s")
+    return "\n".join(lines)
+
+
+def to_json(report: LabReport) -> dict[str, Any]:
+    """The JSON document (see docs/lab.md for the schema)."""
+    modes: dict[str, Any] = {}
+    for m in report.modes:
+        creates = m.create_times()
+        modes[m.mode] = {
+            "ok": m.ok,
+            "services": [asdict(s) for s in m.services],
+            "reachable": {
+                "reached": sum(s.reachable for s in m.services),
+                "total": len(m.services),
+            },
+            "create_to_reachable_s": {
+                "p50": percentile(creates, 50),
+                "p99": percentile(creates, 99),
+                "max": max(creates) if creates else None,
+                "samples": len(creates),
+            },
+            "spread": asdict(m.spread) if m.spread is not None else None,
+            "failover": {
+                f.kind: {
+                    "ok": f.ok,
+                    "p50_s": f.p50_s,
+                    "max_s": f.max_s,
+                    "trials": [{**asdict(t), "failover_s": t.failover_s} for t in f.trials],
+                }
+                for f in m.failovers
+            },
+            "delete": ({**asdict(m.deletion), "ok": m.deletion.ok} if m.deletion else None),
+            "errors": list(m.errors),
+        }
+    return {
+        "schema": SCHEMA,
+        "ok": report.ok,
+        "interrupted": report.interrupted,
+        "duration_s": report.duration_s,
+        "options": report.options,
+        "modes": modes,
+        "goals": [asdict(g) for g in report.goals()],
+        "errors": list(report.errors),
+        "cleanup": asdict(report.cleanup) if report.cleanup is not None else None,
+    }
