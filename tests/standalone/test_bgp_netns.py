@@ -216,6 +216,33 @@ def test_node_excluded_by_label_stops_announcing(lab: tuple[Lab, Bird]) -> None:
     wait_for(lambda: hops(lab_, PREFIX) == frozenset(NODES.values()), timeout=20, what="n3 back")
 
 
+def test_a_broken_manifest_is_reported_and_everything_keeps_running(
+    lab: tuple[Lab, Bird],
+) -> None:
+    lab_, bird = lab
+    all_nodes = frozenset(NODES.values())
+    wait_for(lambda: hops(lab_, PREFIX) == all_nodes, timeout=20, what="3 next hops")
+    since = bird.established_at(NODES["n2"])
+    (lab_.manifests / "services.yaml").write_text("- kind: [unclosed\n")
+    (lab_.manifests / "extra.yaml").write_text("apiVersion: v1\nkind: Service\nspec: 3\n")
+    try:
+        wait_for(
+            lambda: (
+                any("services.yaml" in p for p in lab_.status("n2").get("problems", []))
+                and any("extra.yaml" in p for p in lab_.status("n2").get("problems", []))
+            ),
+            timeout=10,
+            what="the problems in n2's status",
+        )
+        assert hops(lab_, PREFIX) == all_nodes
+        assert lab_.who(WEB) in NODES
+        assert bird.established_at(NODES["n2"]) == since
+    finally:
+        (lab_.manifests / "extra.yaml").unlink()
+        write(lab_.manifests / "services.yaml", SERVICES_START)
+    wait_for(lambda: lab_.status("n2").get("problems") == [], timeout=10, what="problems gone")
+
+
 def test_sigterm_withdraws_routes_before_exit(lab: tuple[Lab, Bird]) -> None:
     lab_, bird = lab
     wait_for(

@@ -161,3 +161,22 @@ def test_explain_of_an_unknown_service_fails_with_a_message(tmp_path: Path) -> N
 def test_manifest_view_carries_the_assigned_status(tmp_path: Path) -> None:
     view = manifest_view(lab_dir(tmp_path))
     assert view.services["default/web"].ingress_ips()
+
+
+def test_a_file_that_stops_parsing_keeps_its_last_good_content(tmp_path: Path) -> None:
+    write(tmp_path / "config.yaml", config())
+    write(tmp_path / "services.yaml", [service("web"), service("api")])
+    store = Store()
+    source = ManifestSource(tmp_path, store)
+    source.reload_if_changed()
+    before = {k: s.ingress_ips() for k, s in store.view().services.items()}
+    (tmp_path / "services.yaml").write_text("- half: [written\n")  # a save in progress
+    source.reload_if_changed()
+    assert {k: s.ingress_ips() for k, s in store.view().services.items()} == before
+    loaded = source.loaded
+    assert loaded is not None
+    texts = [str(p) for p in loaded.snapshot.problems]
+    assert any("services.yaml" in t and "last good content" in t for t in texts), texts
+    (tmp_path / "services.yaml").unlink()  # a deleted file takes its objects with it
+    source.reload_if_changed()
+    assert store.view().services == {}

@@ -9,13 +9,13 @@ no inotify, and sees edits, renames and deletions alike. Hidden files and direct
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import UnparsedPool
 from teapot_lb.model import ApiObject, ObjectRef, Problem
-from teapot_lb.model.manifest import YAML_SUFFIXES, load
+from teapot_lb.model.manifest import YAML_SUFFIXES, Document, parse_documents, read_documents
 from teapot_lb.validation import validate_manifest
 
 Fingerprint = tuple[tuple[str, int, int, int], ...]
@@ -77,9 +77,36 @@ class Snapshot:
             store.replace(kind, objs)
 
 
-def read(root: Path, skip: Path | None = None) -> Snapshot:
+def read(
+    root: Path, skip: Path | None = None, last_good: dict[str, list[Document]] | None = None
+) -> Snapshot:
+    """Read and check the directory.
+
+    `last_good` (file → its documents when it last read cleanly) makes a file that does
+    not read (a YAML error, a half-written save) keep its last good content instead of
+    vanishing with everything it declares; the problem is still reported. It is updated.
+    """
     files = manifest_files(root, skip)
-    manifest = load(files, ignore_unknown_kinds=True)
+    documents: list[Document] = []
+    file_problems: list[Problem] = []
+    for f in files:
+        docs, problems = read_documents([f])
+        key = str(f)
+        if problems and last_good is not None and key in last_good:
+            note = " (its last good content stays in use)"
+            file_problems.extend(replace(p, message=p.message + note) for p in problems)
+            docs = last_good[key]
+        else:
+            file_problems.extend(problems)
+            if last_good is not None and not problems:
+                last_good[key] = docs
+        documents.extend(docs)
+    if last_good is not None:
+        for gone in set(last_good) - {str(f) for f in files}:
+            del last_good[gone]
+    manifest = parse_documents(documents, ignore_unknown_kinds=True)
+    manifest.problems[:0] = file_problems
+    manifest.files = [str(f) for f in files]
     problems = validate_manifest(manifest)
     bad: set[ObjectRef] = {p.ref for p in problems}
     snap = Snapshot(problems=problems, files=[str(f) for f in files])
