@@ -75,3 +75,12 @@ def test_a_namespace_given_only_by_the_request_counts() -> None:
 def test_something_else_than_a_review_is_rejected() -> None:
     with pytest.raises(BadReview):
         review({"kind": "Pod"}, [])
+
+
+def test_an_object_outside_the_config_namespace_is_admitted_with_a_warning() -> None:
+    answer, _, allowed = review(admission(pool("blue", "192.0.2.0/28")), [], "teapot-lb-system")
+    assert allowed
+    (warning,) = answer["response"]["warnings"]
+    assert "'teapot-lb-system' only" in warning and "'lb-system'" in warning
+    quiet, _, _ = review(admission(pool("blue", "192.0.2.0/28")), [], "lb-system")
+    assert "warnings" not in quiet["response"]

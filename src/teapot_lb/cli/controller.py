@@ -155,6 +155,7 @@ async def _serve(
                 runner.config_objects,
                 certificate=ReloadingCertificate(*cert),
                 ready=runner.readiness,
+                config_namespace=config.config_namespace,
                 observe=lambda kind, allowed: metrics.webhook_requests.labels(
                     kind, str(allowed).lower()
                 ).inc(),

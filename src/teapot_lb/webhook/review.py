@@ -20,10 +20,14 @@ class BadReview(ValueError):
     """The body is not an AdmissionReview v1 request."""
 
 
-def _response(uid: str, allowed: bool, message: str = "") -> dict[str, Any]:
+def _response(
+    uid: str, allowed: bool, message: str = "", warnings: list[str] | None = None
+) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": allowed}
     if not allowed:
         response["status"] = {"code": 422, "reason": "Invalid", "message": message}
+    if warnings:
+        response["warnings"] = warnings
     return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
 
 
@@ -32,10 +36,14 @@ def denial_message(problems: Iterable[Problem]) -> str:
     return "; ".join(str(p) for p in problems)
 
 
-def review(body: object, existing: Iterable[ApiObject]) -> tuple[dict[str, Any], str, bool]:
+def review(
+    body: object, existing: Iterable[ApiObject], config_namespace: str | None = None
+) -> tuple[dict[str, Any], str, bool]:
     """The AdmissionReview answering `body`, the kind reviewed and whether it was allowed.
 
-    Raises BadReview when `body` is not an AdmissionReview request.
+    With `config_namespace`, an object created elsewhere is admitted with a warning
+    (kubectl prints it) that the controller will not read it. Raises BadReview when
+    `body` is not an AdmissionReview request.
     """
     if not isinstance(body, Mapping) or body.get("kind") != "AdmissionReview":
         raise BadReview("expected an AdmissionReview")
@@ -57,7 +65,14 @@ def review(body: object, existing: Iterable[ApiObject]) -> tuple[dict[str, Any],
         problems = validate_change(parsed, existing)
     if problems:
         return _response(uid, False, denial_message(problems)), kind, False
-    return _response(uid, True), kind, True
+    namespace = document["metadata"].get("namespace")
+    warnings = []
+    if config_namespace and namespace != config_namespace:
+        warnings.append(
+            f"teapot-lb reads {kind} objects from namespace {config_namespace!r} only;"
+            f" this one in {namespace!r} has no effect"
+        )
+    return _response(uid, True, warnings=warnings), kind, True
 
 
 def _with_identity(obj: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:

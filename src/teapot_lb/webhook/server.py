@@ -81,6 +81,7 @@ class WebhookServer:
     """POST /validate: AdmissionReview in, AdmissionReview out.
 
     `existing()` gives the lb.teapot.io objects in the cache (for overlap checks);
+    objects outside `config_namespace` (when given) are admitted with a warning;
     `ready()` returns reasons not to answer yet (503 then, so the API server applies
     the webhook's failurePolicy); `observe(kind, allowed)` counts verdicts.
     """
@@ -93,8 +94,10 @@ class WebhookServer:
         ready: Callable[[], Sequence[str]] = lambda: (),
         observe: Callable[[str, bool], None] = lambda kind, allowed: None,
         reload_interval_s: float = 10.0,
+        config_namespace: str | None = None,
     ) -> None:
         self.existing = existing
+        self.config_namespace = config_namespace
         self.certificate = certificate
         self.ready = ready
         self.observe = observe
@@ -115,7 +118,7 @@ class WebhookServer:
             return web.Response(status=503, text="not ready: " + "; ".join(waiting))
         try:
             body: Any = json.loads(await request.read())
-            answer, kind, allowed = review(body, self.existing())
+            answer, kind, allowed = review(body, self.existing(), self.config_namespace)
         except (ValueError, BadReview) as err:
             return web.Response(status=400, text=f"bad AdmissionReview: {err}")
         self.observe(kind, allowed)
