@@ -213,6 +213,24 @@ def test_graceful_restart_keeps_our_routes_at_the_peer_across_our_restart(
     assert rib[V4_RICH.prefix].communities == set(V4_RICH.communities)
 
 
+@pytest.mark.parametrize("daemon", DAEMONS)
+def test_we_keep_a_restarting_peers_routes_as_graceful_restart_helper(
+    bgp_pair: PairFactory, daemon: str
+) -> None:
+    pair = bgp_pair(daemon, hold_time=9, graceful_restart=True, peer_originate=THEIRS)
+    ours, peer = pair.ours, pair.peer
+    ours.wait_routes(lambda r: prefixes(THEIRS) <= r.keys(), what="the peer's routes")
+
+    peer.kill()  # the peer crashes: TCP closes, no NOTIFICATION (RFC 4724 §4.2)
+    ours.wait_not_established(pair.peer_addr, timeout=15)
+    assert prefixes(THEIRS) <= ours.routes().keys(), "we dropped the restarting peer's routes"
+
+    peer.start()
+    pair.wait_up()
+    learned = ours.wait_routes(lambda r: prefixes(THEIRS) <= r.keys(), what="routes after")
+    assert learned[THEIRS[0].prefix].next_hops == {pair.lab.addr("peer", 4)}
+
+
 @pytest.mark.parametrize("router", ["bird", "frr"])
 def test_router_fib_has_one_ecmp_nexthop_per_speaker(
     lab: Lab, make_daemon: DaemonFactory, router: str
