@@ -21,6 +21,18 @@ from .netlab import NODES, Lab, endpoints, node, ours, service, wait_for, write
 L2_IP = "192.0.2.200"
 L2_LOCAL = "192.0.2.201"
 VIP_IP = "192.0.2.230"
+VIP_LOCAL = "192.0.2.231"
+
+
+def services_docs(l2local: str = "n1", viplocal: str = "n1") -> list[dict[str, object]]:
+    return [
+        service("l2web", L2_IP),
+        service("l2local", L2_LOCAL, externalTrafficPolicy="Local"),
+        endpoints("l2local", l2local),
+        service("vipweb", VIP_IP),
+        service("viplocal", VIP_LOCAL, externalTrafficPolicy="Local"),
+        endpoints("viplocal", viplocal),
+    ]
 
 
 def explain_rows(lab: Lab, svc: str, mode: str) -> dict[str, dict[str, object]]:
@@ -48,7 +60,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     workdir = tmp_path_factory.mktemp("l2-lab")
     with Topology("sl2") as topo:
         lab = Lab(topo, workdir)
-        for ip in (L2_IP, L2_LOCAL, VIP_IP):
+        for ip in (L2_IP, L2_LOCAL, VIP_IP, VIP_LOCAL):
             lab.bind_service_ip(ip)
         write(
             lab.manifests / "config.yaml",
@@ -64,15 +76,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             ],
         )
         write(lab.manifests / "nodes.yaml", [node(n) for n in NODES])
-        write(
-            lab.manifests / "services.yaml",
-            [
-                service("l2web", L2_IP),
-                service("l2local", L2_LOCAL, externalTrafficPolicy="Local"),
-                endpoints("l2local", "n1"),
-                service("vipweb", VIP_IP),
-            ],
-        )
+        write(lab.manifests / "services.yaml", services_docs())
         lab.start_all(modes="l2,vip")
         try:
             yield lab
@@ -145,15 +149,7 @@ def test_heartbeat_partition_the_owner_defends_and_the_standby_yields(lab: Lab) 
 def test_l2_local_policy_owner_has_the_endpoint_and_moves_with_it(lab: Lab) -> None:
     wait_for(lambda: owners(lab, L2_LOCAL) == ["n1"], timeout=20, what="n1 owns the Local IP")
     assert wait_for(lambda: lab.who(L2_LOCAL), timeout=10, what="reach") == "n1"
-    write(
-        lab.manifests / "services.yaml",
-        [
-            service("l2web", L2_IP),
-            service("l2local", L2_LOCAL, externalTrafficPolicy="Local"),
-            endpoints("l2local", "n2"),
-            service("vipweb", VIP_IP),
-        ],
-    )
+    write(lab.manifests / "services.yaml", services_docs(l2local="n2"))
     wait_for(lambda: owners(lab, L2_LOCAL) == ["n2"], timeout=20, what="n2 takes the Local IP")
     wait_for(lambda: lab.who(L2_LOCAL) == "n2", timeout=10, what="client follows to n2")
 
@@ -167,6 +163,19 @@ def test_vip_service_has_one_master_and_is_reachable(lab: Lab) -> None:
     assert wait_for(lambda: lab.who(VIP_IP), timeout=10, what="client reaches the VIP") == master
     rows = explain_rows(lab, "default/vipweb", "vip")
     assert all(r["announces"] for r in rows.values()), rows
+
+
+def test_vip_local_policy_master_follows_endpoints_without_reloading(lab: Lab) -> None:
+    wait_for(lambda: vip_masters(lab, VIP_LOCAL) == ["n1"], timeout=30, what="n1 master")
+    assert wait_for(lambda: lab.who(VIP_LOCAL), timeout=10, what="reach") == "n1"
+    reloads = {n: lab.status(n)["vip"]["reloads"] for n in lab.procs}
+    write(lab.manifests / "services.yaml", services_docs(l2local="n2", viplocal="n3"))
+    wait_for(lambda: vip_masters(lab, VIP_LOCAL) == ["n3"], timeout=30, what="n3 master")
+    wait_for(lambda: lab.who(VIP_LOCAL) == "n3", timeout=10, what="client follows to n3")
+    assert {n: lab.status(n)["vip"]["reloads"] for n in lab.procs} == reloads
+    rows = explain_rows(lab, "default/viplocal", "vip")
+    assert rows["n3"]["announces"] is True
+    assert "no local endpoint" in str(rows["n1"]["reason"])
 
 
 def test_killing_the_l2_owner_moves_the_ip_to_a_live_node(lab: Lab) -> None:

@@ -28,7 +28,7 @@ from teapot_lb.speaker.l2_backend import L2Backend
 from teapot_lb.speaker.report import Announcing, ServiceEvent, announcing, events
 from teapot_lb.speaker.vip_backend import (
     VIPBackend,
-    cluster_vip_memberships,
+    cluster_vip_input,
     node_addresses,
     vip_groups,
 )
@@ -161,11 +161,13 @@ class NodeSpeaker:
             orders = l2_election_orders(view, options) if view.l2_advertisements else {}
             await self.l2.apply(want.l2, orders)
         if self.vip is not None:
-            memberships = cluster_vip_memberships(view, options)
-            if memberships or self.vip.rendered is not None:
+            vip_input = cluster_vip_input(view, options)
+            if vip_input.memberships or self.vip.rendered is not None:
                 infos = await self._list_interfaces()
-                groups, errors = vip_groups(memberships, infos)
-                await self.vip.apply(groups, node_addresses(view), sorted(infos), errors)
+                groups, errors = vip_groups(vip_input, infos)
+                await self.vip.apply(
+                    groups, node_addresses(view), sorted(infos), errors, vip_input.local
+                )
         now = announcing(the_plan)
         failures = self._failures(the_plan)
         before = self.last.announcing if self.last is not None else {}

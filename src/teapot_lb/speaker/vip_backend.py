@@ -10,6 +10,7 @@ changes (the supervisor compares it).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from teapot_lb import log
 from teapot_lb.announce.plan import Mode, PlanOptions, VIPMembership, plan
 from teapot_lb.cluster import ClusterView
 from teapot_lb.l2.responder import InterfaceInfo, default_interfaces
+from teapot_lb.model import ExternalTrafficPolicy
 from teapot_lb.vrrp.notify import Transition
 from teapot_lb.vrrp.render import (
     DEFAULT_ADVERT_INTERVAL_S,
@@ -32,22 +34,51 @@ from teapot_lb.vrrp.render import (
 from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
 
 
-def cluster_vip_memberships(
-    view: ClusterView, options: PlanOptions | None = None
-) -> frozenset[VIPMembership]:
+@dataclass(frozen=True)
+class VipInput:
+    """The cluster-wide VIP memberships, and for Local Services who has endpoints.
+
+    `local`: IP of a Service with `externalTrafficPolicy: Local` → nodes with a ready
+    endpoint. Such IPs get an instance of their own whose candidates are all eligible
+    nodes regardless of endpoints; a node without endpoints is held in FAULT through
+    its track file, so endpoints moving never changes (nor reloads) keepalived.conf.
+    """
+
+    memberships: frozenset[VIPMembership] = frozenset()
+    local: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+def cluster_vip_input(view: ClusterView, options: PlanOptions | None = None) -> VipInput:
     """Every node's VIP memberships (the same on every node for the same view)."""
     if not view.vip_advertisements:
-        return frozenset()
+        return VipInput()
+    # Plan Local Services as Cluster ones: instance membership must not follow endpoints.
+    local: dict[str, frozenset[str]] = {}
+    services = dict(view.services)
+    for key, svc in view.services.items():
+        if svc.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL:
+            ready = frozenset(view.ready_endpoint_nodes(key))
+            for ip in svc.ingress_ips():
+                local[str(ip)] = local.get(str(ip), frozenset()) | ready
+            spec = svc.spec.model_copy(
+                update={"external_traffic_policy": ExternalTrafficPolicy.CLUSTER}
+            )
+            services[key] = svc.model_copy(update={"spec": spec})
+    as_cluster = replace(view, services=services) if local else view
     out: set[VIPMembership] = set()
     for node in sorted(view.nodes):
-        for a in plan(view, node, options).of_mode(Mode.VIP):
+        for a in plan(as_cluster, node, options).of_mode(Mode.VIP):
             assert isinstance(a, VIPMembership)
             out.add(a)
-    return frozenset(out)
+    return VipInput(frozenset(out), local)
+
+
+def group_name(m: VIPMembership) -> str:
+    return f"{m.advertisement}/{m.ip}"
 
 
 def vip_groups(
-    memberships: frozenset[VIPMembership], infos: Mapping[str, InterfaceInfo]
+    vip_input: VipInput, infos: Mapping[str, InterfaceInfo]
 ) -> tuple[list[VipGroup], list[str]]:
     """Renderer input from memberships; an IP without an interface is reported, not fatal.
 
@@ -56,7 +87,7 @@ def vip_groups(
     """
     groups: list[VipGroup] = []
     errors: list[str] = []
-    for m in sorted(memberships, key=lambda m: (m.advertisement, m.ip)):
+    for m in sorted(vip_input.memberships, key=lambda m: (m.advertisement, m.ip)):
         ip = ip_address(m.ip)
         iface = m.interface
         if iface is None:
@@ -68,13 +99,14 @@ def vip_groups(
         try:
             groups.append(
                 VipGroup(
-                    name=f"{m.advertisement}/{m.ip}",
+                    name=group_name(m),
                     interface=iface,
                     vips=(ip,),
                     candidate_nodes=m.candidates,
                     advert_interval_s=m.advertisement_interval_s or DEFAULT_ADVERT_INTERVAL_S,
                     vrid_range=m.vrid_range or (VRID_MIN, VRID_MAX),
                     unicast=m.unicast_peers,
+                    local_traffic_policy=m.ip in vip_input.local,
                 )
             )
         except VipConfigError as err:
@@ -106,6 +138,7 @@ class VIPBackend:
         )
         self.rendered: Rendered | None = None
         self.errors: list[str] = []
+        self._tracks: dict[str, bool] = {}  # track file -> written value
         self._log: Any = log.get("speaker.vip").bind(node=node)
 
     def _on_transition(self, event: Transition) -> None:
@@ -120,7 +153,10 @@ class VIPBackend:
         addresses: Mapping[str, Sequence[IPAddress]],
         interfaces: Sequence[str],
         errors: Sequence[str] = (),
+        local: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
+        """Render, set the Local instances' track files, then (re)load keepalived if the
+        text changed. `local`: IP → nodes with a ready endpoint (Local Services)."""
         rendered = render(
             self.node,
             groups,
@@ -131,6 +167,21 @@ class VIPBackend:
         self.errors = [*errors, *(str(e) for e in rendered.errors)]
         for err in self.errors:
             self._log.error("vip configuration error", error=err)
+        # Track files first, so a new Local instance starts in the right state.
+        local = local or {}
+        ips_of = {g.name: [str(v) for v in g.vips] for g in groups}
+        for inst in rendered.instances:
+            if inst.track_file is None:
+                continue
+            ok = any(
+                self.node in local.get(ip, frozenset())
+                for g in inst.groups
+                for ip in ips_of.get(g, [])
+            )
+            path = str(inst.track_file)
+            if self._tracks.get(path) != ok:
+                self.supervisor.set_track(inst.track_file, ok)
+                self._tracks[path] = ok
         if self.rendered is not None and self.rendered.text == rendered.text:
             return
         if self.rendered is None and not rendered.instances:

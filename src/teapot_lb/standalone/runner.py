@@ -183,6 +183,7 @@ class StatusWriter:
                 "instances": [i.name for i in rendered.instances] if rendered else [],
                 "errors": sp.vip.errors,
                 "keepalived_pid": sp.vip.supervisor.pid,
+                "reloads": sp.vip.supervisor.counters.reloads,
             }
         return doc
 
