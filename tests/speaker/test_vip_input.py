@@ -1,0 +1,79 @@
+"""VIP renderer input from the cluster view (pure): the same on every node."""
+
+from __future__ import annotations
+
+from teapot_lb.speaker.vip_backend import cluster_vip_input, vip_groups
+
+from .builders import lb_service, node, ours, store_of
+
+
+def vip_docs(*extra: dict[str, object]) -> list[dict[str, object]]:
+    return [
+        node("n1", "192.0.2.11"),
+        node("n2", "192.0.2.12"),
+        node("n3", "192.0.2.13", role="storage"),
+        ours("AddressPool", "vip", {"addresses": ["192.0.2.224/28"]}),
+        ours(
+            "VIPAdvertisement",
+            "vip",
+            {
+                "addressPools": ["vip"],
+                "interface": "eth0",
+                "nodeSelectors": [
+                    {"matchExpressions": [{"key": "role", "operator": "DoesNotExist"}]}
+                ],
+            },
+        ),
+        *extra,  # type: ignore[list-item]
+    ]
+
+
+def eps(svc: str, *nodes: str) -> dict[str, object]:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{svc}-1",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": svc},
+        },
+        "endpoints": [
+            {"addresses": ["10.0.0.1"], "nodeName": n, "conditions": {"ready": True}} for n in nodes
+        ],
+    }
+
+
+def test_every_node_gets_the_same_groups_with_selected_candidates() -> None:
+    view = store_of(*vip_docs(lb_service("dns", "192.0.2.230"))).view()
+    inp = cluster_vip_input(view)
+    (m,) = inp.memberships
+    assert m.candidates == ("n1", "n2")
+    groups, errors = vip_groups(inp, {})
+    assert errors == []
+    (g,) = groups
+    assert g.name == "vip/192.0.2.230" and g.interface == "eth0" and not g.local_traffic_policy
+
+
+def test_a_local_service_keeps_every_eligible_node_and_records_who_has_endpoints() -> None:
+    docs = vip_docs(
+        lb_service("web", "192.0.2.231", externalTrafficPolicy="Local"), eps("web", "n2")
+    )
+    inp = cluster_vip_input(store_of(*docs).view())
+    (m,) = inp.memberships
+    assert m.candidates == ("n1", "n2")  # not only n2: endpoints move by track file
+    assert inp.local == {"192.0.2.231": frozenset({"n2"})}
+    (g,) = vip_groups(inp, {})[0]
+    assert g.local_traffic_policy
+
+
+def test_no_vip_advertisement_no_work() -> None:
+    view = store_of(node("n1", "192.0.2.11"), lb_service("dns", "192.0.2.230")).view()
+    assert cluster_vip_input(view).memberships == frozenset()
+
+
+def test_an_ip_without_interface_or_subnet_is_an_error_not_a_crash() -> None:
+    docs = vip_docs(lb_service("dns", "192.0.2.230"))
+    docs[4] = ours("VIPAdvertisement", "vip", {"addressPools": ["vip"]})
+    groups, errors = vip_groups(cluster_vip_input(store_of(*docs).view()), {})
+    assert groups == []
+    assert errors == ["192.0.2.230: no interface's subnet contains it; set interface"]
