@@ -129,10 +129,10 @@ async def test_requested_ip_requested_pool_and_dual_stack(
         pool("dual", "198.51.100.0/28", "2001:db8::/124", autoAssign=False),
     )
     async with controller(fake_api):
+        await create(kube, service("pinned", ips="192.0.2.9"), service("named", pool="dual"))
+        await assigned(fake_api, "pinned", "named")
         await create(
             kube,
-            service("pinned", ips="192.0.2.9"),
-            service("named", pool="dual"),
             service(
                 "both",
                 pool="dual",

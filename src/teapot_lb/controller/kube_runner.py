@@ -48,6 +48,7 @@ from teapot_lb.kube.resources import (
     VIP_ADVERTISEMENTS,
     KubeObject,
     Resource,
+    object_key,
     split_key,
 )
 from teapot_lb.kube.status import patch_status, update_status
@@ -114,7 +115,6 @@ class KubeController:
             if self.config.lease
             else None
         )
-        self._leading = self.elector is None
         self._events: asyncio.Queue[tuple[KubeObject, Event]] = asyncio.Queue()
         self._log = log.get("controller")
         self.informers: dict[Kind, Informer] = {}
@@ -261,7 +261,6 @@ class KubeController:
                 self._log.warning("leadership lost; campaigning again", reason=str(lost))
 
     def _on_leadership(self, leading: bool) -> None:
-        self._leading = leading
         self.metrics.leader.set(1 if leading else 0)
 
     async def _lead(self) -> None:
@@ -269,6 +268,7 @@ class KubeController:
         self.metrics.leader.set(1)
         for informer in self.informers.values():
             await informer.wait_synced()
+        await self._catch_up_services()
         queue = WorkQueue(base_delay_s=0.1, max_delay_s=30.0)
         self._events = asyncio.Queue()  # Events of an earlier term are not sent late
         self.state = rebuild(self.store.view(), self.config.options, self.unparsed_pools)
@@ -293,6 +293,25 @@ class KubeController:
             queue.shut_down()
             self.queue = None
             self.metrics.leader.set(0)
+
+    async def _catch_up_services(self) -> None:
+        """Read every Service once more before rebuilding, so that IPs the previous leader
+        wrote just before it stopped are known even if our watch has not delivered them
+        yet (otherwise such an IP could be handed out twice)."""
+        while True:
+            try:
+                listed = await self.client.list(SERVICES)
+                break
+            except KubeError as err:
+                self._api_error("list services", err)
+                await asyncio.sleep(1.0)
+        raw = self._raw[Kind.SERVICE]
+        for obj in listed.items:
+            key = object_key(obj)
+            current = raw.get(key)
+            if current is None or _newer(obj, current):
+                raw[key] = obj
+                self._put(Kind.SERVICE, key, obj)
 
     async def _work(self, queue: WorkQueue) -> None:
         while True:
