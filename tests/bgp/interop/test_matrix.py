@@ -145,6 +145,27 @@ def test_notification_from_a_peer_expecting_another_asn_is_logged(
     assert_logged(ours, pair.peer_addr, "bad peer as")
 
 
+# GoBGP's `softresetin` re-filters its Adj-RIB-In without asking; ExaBGP only sends a
+# refresh through its API. BIRD (`reload in`) and FRR (`clear bgp X soft in`) ask.
+@pytest.mark.parametrize("daemon", ["bird", "frr"])
+def test_route_refresh_from_the_peer_gets_everything_sent_again(
+    bgp_pair: PairFactory, daemon: str
+) -> None:
+    pair = bgp_pair(daemon, our_originate=OURS)
+    ours, peer = pair.ours, pair.peer
+    peer.wait_routes(lambda r: prefixes(OURS) <= r.keys(), what="our routes")
+    sent = ours.info(pair.peer_addr)["counters"]["updates_sent"]
+    peer.request_refresh(pair.our_addr)  # ROUTE-REFRESH (RFC 2918) for each family
+    wait_for(
+        lambda: ours.info(pair.peer_addr)["counters"]["updates_sent"] >= sent + 2,
+        timeout=15,
+        what="our UPDATEs answering the refresh",
+        on_timeout=ours.log_tail,
+    )
+    assert pair.peer.session_state(pair.our_addr) == "established"
+    assert prefixes(OURS) <= peer.routes().keys()
+
+
 @pytest.mark.parametrize("daemon", DAEMONS)
 def test_hold_timer_expires_when_the_peer_goes_silent(bgp_pair: PairFactory, daemon: str) -> None:
     pair = bgp_pair(daemon, hold_time=3, our_originate=[V4_PLAIN])

@@ -253,6 +253,10 @@ class BgpDaemon(abc.ABC):
     def routes(self) -> dict[str, RibEntry]:
         """Routes learned over BGP (both families), keyed by prefix."""
 
+    def request_refresh(self, peer: str) -> None:
+        """Make the daemon send ROUTE-REFRESH (RFC 2918) for every family to ``peer``."""
+        raise NotImplementedError(f"{self.kind}: no route refresh trigger in the harness")
+
     def last_error(self, peer: str) -> str:
         """Why the session last went down, as the daemon words it ("" if it does not say)."""
         return ""

@@ -209,6 +209,9 @@ class Bird(BgpDaemon):
                 return line.split(":", 1)[1].strip().lower()
         return "unknown"
 
+    def request_refresh(self, peer: str) -> None:
+        self.ctl.command(f"reload in {self.protocol_name(peer)}")
+
     def last_error(self, peer: str) -> str:
         for line in self.protocol_info(peer).splitlines():
             if line.strip().startswith("Last error:"):

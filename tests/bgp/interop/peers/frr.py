@@ -178,6 +178,9 @@ class Frr(BgpDaemon):
         except (PeerError, json.JSONDecodeError):
             return "unreachable"
 
+    def request_refresh(self, peer: str) -> None:
+        self.vtysh(f"clear bgp {peer} soft in")
+
     def last_error(self, peer: str) -> str:
         info = self.neighbor_info(peer)
         return " ".join(
