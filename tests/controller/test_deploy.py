@@ -152,6 +152,14 @@ def test_no_role_grants_wildcards_or_deletes_and_the_speaker_only_reads() -> Non
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
 
 
+def test_the_install_notes_render() -> None:
+    from .chart import Renderer, _parse
+
+    context = {"Values": {"configNamespace": ""}, "Release": {"Namespace": "lb"}}
+    notes = Renderer(context).render(_parse((CHART / "templates" / "NOTES.txt").read_text()))
+    assert "kubectl get addresspools -n lb" in notes and "{{" not in notes
+
+
 def test_the_chart_ships_the_generated_crds() -> None:
     assert (CHART / "crds").resolve() == (ROOT / "deploy" / "crds").resolve()
     assert sorted(p.name for p in (CHART / "crds").glob("*.yaml"))
