@@ -143,3 +143,16 @@ async def test_explain_reads_the_whole_cluster(fake_api: FakeApiServer) -> None:
     assert set(view.nodes) == {"n1", "n2"}
     assert view.services["default/web"].ingress_ips()
     assert set(view.bgp_peers) == {"lb-system/r1", "lb-system/r2"}
+
+
+async def test_explain_now_reads_the_speakers_annotations(
+    running: Running, fake_api: FakeApiServer
+) -> None:
+    from teapot_lb.announce.plan import explain
+    from teapot_lb.cli.explain import now_of, observed_in_cluster
+
+    await until(lambda: annotation(fake_api, "web") is not None, 10, "annotation")
+    view = await read_cluster(str(fake_api.kubeconfig_path))
+    observed = observed_in_cluster(view, "default/web")
+    now = {d.node: now_of(d, observed) for d in explain(view, "default/web")}
+    assert now == {"n1": "yes", "n2": "no"}  # only n1 runs a speaker here

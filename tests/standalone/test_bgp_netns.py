@@ -109,7 +109,7 @@ def hops(lab: Lab, prefix: str) -> frozenset[str]:
 def explain(lab: Lab, svc: str) -> dict[str, object]:
     out = subprocess.run(
         [sys.executable, "-m", "teapot_lb.cli.explain", svc, "--manifests", str(lab.manifests),
-         "-o", "json"],
+         "--state-root", str(lab.workdir / "state"), "-o", "json"],
         capture_output=True, text=True, check=True, timeout=30,
     )  # fmt: skip
     return dict(json.loads(out.stdout))
@@ -201,10 +201,14 @@ def test_node_excluded_by_label_stops_announcing(lab: tuple[Lab, Bird]) -> None:
     want = frozenset({NODES["n1"], NODES["n2"]})
     wait_for(lambda: hops(lab_, PREFIX) == want, timeout=20, what="n3 withdrawn")
     assert bird.established_at(NODES["n3"]) == since, "excluding a node must not reset its session"
-    rows = bgp_rows(explain(lab_, "default/web"))
+    rows = wait_for(
+        lambda: (r := bgp_rows(explain(lab_, "default/web")))["n3"]["now"] == "no" and r,
+        timeout=10,
+        what="n3 reporting it stopped",
+    )
     assert rows["n3"]["announces"] is False
     assert EXCLUDE in str(rows["n3"]["reason"])
-    assert rows["n1"]["announces"] is True
+    assert rows["n1"]["announces"] is True and rows["n1"]["now"] == "yes"
     table = subprocess.run(
         [sys.executable, "-m", "teapot_lb.cli.explain", "default/web", "--manifests",
          str(lab_.manifests)],
@@ -258,6 +262,8 @@ def test_sigterm_withdraws_routes_before_exit(lab: tuple[Lab, Bird]) -> None:
     assert f"{proto}: Received: Administrative shutdown" in bird.log_text()
     status = lab_.status("n1")
     assert status["stopped"] is True
+    assert status["announcing"] == {}
+    assert bgp_rows(explain(lab_, "default/web"))["n1"]["now"] == "stopped"
     assert lab_.who(WEB) in {"n2", "n3"}
 
 

@@ -180,3 +180,34 @@ def test_a_file_that_stops_parsing_keeps_its_last_good_content(tmp_path: Path) -
     (tmp_path / "services.yaml").unlink()  # a deleted file takes its objects with it
     source.reload_if_changed()
     assert store.view().services == {}
+
+
+def test_explain_now_column_shows_what_the_running_nodes_report(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    d = lab_dir(tmp_path / "m")
+    state = tmp_path / "state"
+    view = manifest_view(d)
+    ip = str(view.services["default/web"].ingress_ips()[0])
+    for name, doc in {
+        "n1": {"services": {"default/web": {"announcing": f"bgp {ip} to router"}}},
+        "n2": {"stopped": True, "services": {}},
+    }.items():
+        (state / name).mkdir(parents=True)
+        (state / name / "status.json").write_text(json.dumps(doc))
+    out = CliRunner().invoke(
+        explain_command, ["web", "--manifests", str(d), "--state-root", str(state)]
+    )
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[1].split() == ["NODE", "IP", "MODE", "ANNOUNCES", "NOW", "WHY"]
+    now = {line.split()[0]: line.split()[4] for line in lines[2:]}
+    assert now == {"n1": "yes", "n2": "stopped", "n3": "?"}
+    doc = json.loads(
+        CliRunner()
+        .invoke(
+            explain_command,
+            ["web", "--manifests", str(d), "--state-root", str(state), "-o", "json"],
+        )
+        .output
+    )
+    assert [r["now"] for r in doc["decisions"]] == ["yes", "stopped", "?"]

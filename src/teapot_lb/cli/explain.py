@@ -11,6 +11,7 @@ import click
 
 from teapot_lb.announce.plan import Decision, PlanOptions, explain
 from teapot_lb.cluster import ClusterView, Kind, Store
+from teapot_lb.speaker.report import annotation_key, parse_summary
 from teapot_lb.standalone.assign import assign, assigned_services
 from teapot_lb.standalone.directory import read
 
@@ -31,45 +32,93 @@ async def cluster_view(kubeconfig: str | None) -> ClusterView:
     return await read_cluster(kubeconfig)
 
 
-def table(decisions: list[Decision]) -> str:
-    """A fixed-width table: SERVICE IP, NODE, MODE, ANNOUNCES, REASON."""
-    rows = [("NODE", "IP", "MODE", "ANNOUNCES", "WHY")]
+# What the running speakers report, per node: the (mode, IP) pairs it announces now, or
+# a word when that is unknown ("stopped", or None: no report from that node).
+Observed = dict[str, set[tuple[str, str]] | str | None]
+
+
+def observed_in_cluster(view: ClusterView, service: str) -> Observed:
+    """From the speakers' per-node annotations on the Service."""
+    svc = view.services[service]
+    notes = svc.metadata.annotations
+    return {node: parse_summary(notes.get(annotation_key(node), "")) for node in sorted(view.nodes)}
+
+
+def observed_in_state(view: ClusterView, service: str, state_root: Path) -> Observed:
+    """From the status files of standalone nodes (`STATE_ROOT/<node>/status.json`)."""
+    out: Observed = {}
+    for node in sorted(view.nodes):
+        try:
+            doc = json.loads((state_root / node / "status.json").read_text())
+        except (OSError, ValueError):
+            out[node] = None
+            continue
+        if doc.get("stopped"):
+            out[node] = "stopped"
+            continue
+        entry = (doc.get("services") or {}).get(service) or {}
+        out[node] = parse_summary(str(entry.get("announcing") or ""))
+    return out
+
+
+def now_of(d: Decision, observed: Observed | None) -> str | None:
+    """'yes' / 'no' / 'stopped' / '?' for one decision, None without observations."""
+    if observed is None:
+        return None
+    seen = observed.get(d.node)
+    if seen is None:
+        return "?"
+    if isinstance(seen, str):
+        return seen
+    if d.mode is None:
+        return "no"
+    return "yes" if (d.mode.value, d.ip) in seen else "no"
+
+
+def table(decisions: list[Decision], observed: Observed | None = None) -> str:
+    """A fixed-width table: NODE, IP, MODE, ANNOUNCES [, NOW], WHY.
+
+    ANNOUNCES is what the configuration asks for; NOW is what the node's speaker
+    reports it does (when that is known).
+    """
+    head = ["NODE", "IP", "MODE", "ANNOUNCES", *(["NOW"] if observed is not None else [])]
+    rows = [[*head, "WHY"]]
     for d in decisions:
-        rows.append(
-            (
-                d.node,
-                d.ip or "-",
-                d.mode.value if d.mode is not None else "-",
-                "yes" if d.announces else "no",
-                d.reason,
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        row = [
+            d.node,
+            d.ip or "-",
+            d.mode.value if d.mode is not None else "-",
+            "yes" if d.announces else "no",
+        ]
+        now = now_of(d, observed)
+        if now is not None:
+            row.append(now)
+        rows.append([*row, d.reason])
+    n = len(head)
+    widths = [max(len(r[i]) for r in rows) for i in range(n)]
     lines = []
     for r in rows:
-        cells = [r[i].ljust(widths[i]) for i in range(4)]
-        lines.append("  ".join([*cells, r[4]]).rstrip())
+        cells = [r[i].ljust(widths[i]) for i in range(n)]
+        lines.append("  ".join([*cells, r[n]]).rstrip())
     return "\n".join(lines)
 
 
-def as_json(service: str, decisions: list[Decision]) -> str:
-    return json.dumps(
-        {
-            "service": service,
-            "decisions": [
-                {
-                    "node": d.node,
-                    "ip": d.ip,
-                    "mode": d.mode.value if d.mode is not None else None,
-                    "announces": d.announces,
-                    "reason": d.reason,
-                    "peers": list(d.peers),
-                }
-                for d in decisions
-            ],
-        },
-        indent=1,
-    )
+def as_json(service: str, decisions: list[Decision], observed: Observed | None = None) -> str:
+    rows = []
+    for d in decisions:
+        row: dict[str, object] = {
+            "node": d.node,
+            "ip": d.ip,
+            "mode": d.mode.value if d.mode is not None else None,
+            "announces": d.announces,
+            "reason": d.reason,
+            "peers": list(d.peers),
+        }
+        now = now_of(d, observed)
+        if now is not None:
+            row["now"] = now
+        rows.append(row)
+    return json.dumps({"service": service, "decisions": rows}, indent=1)
 
 
 @click.command("explain")
@@ -80,15 +129,28 @@ def as_json(service: str, decisions: list[Decision]) -> str:
     default=None,
     help="Standalone mode: the manifest directory.",
 )
+@click.option(
+    "--state-root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Standalone: where the nodes' state dirs are (STATE_ROOT/NODE/status.json)"
+    " [default: MANIFESTS/.state].",
+)
 @click.option("--kubeconfig", default=None, help="A cluster (default: $KUBECONFIG / in-cluster).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
 def explain_command(
-    service: str, manifests: Path | None, kubeconfig: str | None, output: str
+    service: str,
+    manifests: Path | None,
+    state_root: Path | None,
+    kubeconfig: str | None,
+    output: str,
 ) -> None:
     """Explain, per node and mode, whether NAMESPACE/NAME's IPs are announced, and why not.
 
-    Liveness of speakers and BGP session states are not known here: every speaker is
-    assumed alive (the running speakers' status shows what they actually do).
+    ANNOUNCES is what the configuration asks for, every speaker assumed alive and every
+    BGP session up. NOW is what each node's speaker reports it does: from the
+    `announce.lb.teapot.io/<node>` annotations in a cluster, from the nodes' status.json
+    in standalone mode ('?': no status from that node, 'stopped': it was stopped).
     """
     if "/" not in service:
         service = f"default/{service}"
@@ -100,11 +162,18 @@ def explain_command(
         raise click.ClickException(
             f"Service {service} is not a LoadBalancer Service teapot-lb handles"
         )
+    observed: Observed | None = None
+    if manifests is None:
+        observed = observed_in_cluster(view, service)
+    else:
+        root = state_root or (manifests if manifests.is_dir() else manifests.parent) / ".state"
+        if root.is_dir():
+            observed = observed_in_state(view, service, root)
     if output == "json":
-        click.echo(as_json(service, decisions))
+        click.echo(as_json(service, decisions, observed))
     else:
         click.echo(f"Service {service}")
-        click.echo(table(decisions))
+        click.echo(table(decisions, observed))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,16 @@ def summary(items: tuple[Announcing, ...]) -> str:
     return "; ".join(a.text() for a in items)
 
 
+def parse_summary(text: str) -> set[tuple[str, str]]:
+    """(mode, IP) pairs of a :func:`summary` (as read back from an annotation or status)."""
+    out: set[tuple[str, str]] = set()
+    for part in text.split(";"):
+        words = part.split()
+        if len(words) >= 2:
+            out.add((words[0], words[1]))
+    return out
+
+
 @dataclass(frozen=True)
 class ServiceEvent:
     service: str
