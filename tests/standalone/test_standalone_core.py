@@ -211,3 +211,25 @@ def test_explain_now_column_shows_what_the_running_nodes_report(tmp_path: Path) 
         .output
     )
     assert [r["now"] for r in doc["decisions"]] == ["yes", "stopped", "?"]
+
+
+def test_only_changed_files_are_parsed_again(tmp_path: Path, monkeypatch: Any) -> None:
+    from teapot_lb.standalone import directory
+
+    write(tmp_path / "config.yaml", config())
+    write(tmp_path / "services.yaml", [service("web")])
+    parsed: list[str] = []
+    real = directory.read_documents
+
+    def counting(paths: Any) -> Any:
+        parsed.extend(Path(p).name for p in paths)
+        return real(paths)
+
+    monkeypatch.setattr(directory, "read_documents", counting)
+    source = ManifestSource(tmp_path, Store())
+    source.reload_if_changed()
+    assert sorted(parsed) == ["config.yaml", "services.yaml"]
+    parsed.clear()
+    write(tmp_path / "services.yaml", [service("web"), service("api")])
+    source.reload_if_changed()
+    assert parsed == ["services.yaml"]

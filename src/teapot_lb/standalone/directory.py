@@ -77,33 +77,52 @@ class Snapshot:
             store.replace(kind, objs)
 
 
-def read(
-    root: Path, skip: Path | None = None, last_good: dict[str, list[Document]] | None = None
-) -> Snapshot:
+@dataclass
+class FileCache:
+    """Per manifest file: its (size, mtime, inode) when it last read cleanly, and its
+    documents. Unchanged files are not parsed again (YAML parsing is most of a reload);
+    a file that stops reading keeps its last good documents."""
+
+    entries: dict[str, tuple[tuple[int, int, int], list[Document]]] = field(default_factory=dict)
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def read(root: Path, skip: Path | None = None, cache: FileCache | None = None) -> Snapshot:
     """Read and check the directory.
 
-    `last_good` (file → its documents when it last read cleanly) makes a file that does
-    not read (a YAML error, a half-written save) keep its last good content instead of
-    vanishing with everything it declares; the problem is still reported. It is updated.
+    With a `cache` (kept between reads), unchanged files are not parsed again and a file
+    that does not read (a YAML error, a half-written save) keeps its last good content
+    instead of vanishing with everything it declares; the problem is still reported.
     """
     files = manifest_files(root, skip)
     documents: list[Document] = []
     file_problems: list[Problem] = []
     for f in files:
+        key, stat = str(f), _stat_key(f)
+        entry = cache.entries.get(key) if cache is not None else None
+        if entry is not None and stat is not None and entry[0] == stat:
+            documents.extend(entry[1])
+            continue
         docs, problems = read_documents([f])
-        key = str(f)
-        if problems and last_good is not None and key in last_good:
+        if problems and entry is not None:
             note = " (its last good content stays in use)"
             file_problems.extend(replace(p, message=p.message + note) for p in problems)
-            docs = last_good[key]
+            docs = entry[1]
         else:
             file_problems.extend(problems)
-            if last_good is not None and not problems:
-                last_good[key] = docs
+            if cache is not None and not problems and stat is not None:
+                cache.entries[key] = (stat, docs)
         documents.extend(docs)
-    if last_good is not None:
-        for gone in set(last_good) - {str(f) for f in files}:
-            del last_good[gone]
+    if cache is not None:
+        for gone in set(cache.entries) - {str(f) for f in files}:
+            del cache.entries[gone]
     manifest = parse_documents(documents, ignore_unknown_kinds=True)
     manifest.problems[:0] = file_problems
     manifest.files = [str(f) for f in files]

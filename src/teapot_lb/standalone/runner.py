@@ -22,11 +22,17 @@ from typing import Any
 from teapot_lb import log
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.controller import ControllerOptions
-from teapot_lb.model.manifest import Document
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import decisions_json, summary
 from teapot_lb.standalone.assign import Assignment, assign, assigned_services
-from teapot_lb.standalone.directory import Fingerprint, Snapshot, fingerprint, manifest_files, read
+from teapot_lb.standalone.directory import (
+    FileCache,
+    Fingerprint,
+    Snapshot,
+    fingerprint,
+    manifest_files,
+    read,
+)
 
 
 def default_state_dir(manifests: Path, node: str) -> Path:
@@ -68,7 +74,7 @@ class ManifestSource:
         self.on_change = on_change
         self.loaded: Loaded | None = None
         self._seen: Fingerprint | None = None
-        self._last_good: dict[str, list[Document]] = {}
+        self._files = FileCache()
         self._log: Any = log.get("standalone")
 
     def reload_if_changed(self) -> bool:
@@ -81,7 +87,7 @@ class ManifestSource:
         return True
 
     def reload(self) -> Loaded:
-        snap = read(self.manifests, self.state_dir, self._last_good)
+        snap = read(self.manifests, self.state_dir, self._files)
         view = snap.view()
         assignments = assign(view, self.options, snap.unparsed_pools)
         services = assigned_services(view, assignments)
