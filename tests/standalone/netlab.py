@@ -37,6 +37,7 @@ ROUTER_UP6 = "2001:db8:1::1"
 CLIENT = "198.51.100.2"
 CLIENT6 = "2001:db8:1::2"
 PORT = 7000
+POLL = "0.1"  # manifest poll interval of the runners (s)
 NS = "lb-system"
 API = "lb.teapot.io/v1alpha1"
 EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"
@@ -172,7 +173,7 @@ class Lab:
                 sys.executable, "-m", "teapot_lb.cli.run",
                 "--manifests", str(self.manifests), "--node", name,
                 "--state-dir", str(self.state_dir(name)), "--modes", modes,
-                "--poll-interval", "0.1", *extra,
+                "--poll-interval", POLL, *extra,
             ],
             stdout=log,
             stderr=log,
