@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.resources import ADDRESS_POOLS, NAMESPACES, SERVICES
@@ -77,7 +78,9 @@ async def start_fake_api(kubeconfig: Path, history: int) -> asyncio.subprocess.P
     return process
 
 
-async def start_controller(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.Process:
+async def start_controller(
+    kubeconfig: Path, metrics_port: int, log: Path
+) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -99,7 +102,22 @@ async def start_controller(kubeconfig: Path, metrics_port: int) -> asyncio.subpr
         f"127.0.0.1:{metrics_port}",
         "--webhook-addr",
         "",
+        stderr=log.open("wb"),
     )
+
+
+def warnings_in(log: Path) -> dict[str, int]:
+    """How often the controller logged each warning (leadership lost, reconcile failed...)."""
+    counts: dict[str, int] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("level") in ("warning", "error"):
+            event = str(entry.get("event"))
+            counts[event] = counts.get(event, 0) + 1
+    return counts
 
 
 async def reconcile_count(metrics_port: int) -> float:
@@ -158,7 +176,7 @@ async def watch_assigned(
                     return
 
 
-async def run(args: argparse.Namespace) -> dict[str, float]:
+async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
         fake = await start_fake_api(kubeconfig, history=max(200_000, args.services * 6))
@@ -175,7 +193,8 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
                 },
             )
             metrics_port = free_port()
-            controller = await start_controller(kubeconfig, metrics_port)
+            controller_log = Path(tmp) / "controller.log"
+            controller = await start_controller(kubeconfig, metrics_port, controller_log)
             await wait_ready(metrics_port)
             fake_cpu0, ctl_cpu0 = cpu_seconds(fake.pid), cpu_seconds(controller.pid)
             listed = await kube.list(SERVICES, namespace=NAMESPACE)
@@ -212,6 +231,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
                 "fake_api_cpu_s": round(cpu_seconds(fake.pid) - fake_cpu0, 1),
                 "bench_client_cpu_s": round(time.process_time(), 1),
                 "reconciles_per_service": round(reconciles / args.services, 2),
+                "controller_warnings": warnings_in(controller_log),
             }
         finally:
             for process in (controller, fake):
@@ -239,6 +259,7 @@ def main() -> None:
         f"fake API server {figures['fake_api_cpu_s']} s, this client "
         f"{figures['bench_client_cpu_s']} s (2 shared cores)"
     )
+    print(f"controller warnings:         {figures['controller_warnings'] or 'none'}")
     print(json.dumps(figures))
 
 
