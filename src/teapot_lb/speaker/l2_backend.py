@@ -43,6 +43,7 @@ class L2Backend:
         claim_timing: ClaimTiming | None = None,
         port: int = DEFAULT_PORT,
         list_interfaces: Callable[[], Awaitable[dict[str, InterfaceInfo]]] = interfaces,
+        responder: Callable[..., Responder] = Responder,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.node = node
@@ -50,6 +51,7 @@ class L2Backend:
         self.port = port
         self._on_change = on_change
         self._list_interfaces = list_interfaces
+        self._responder = responder  # a fake in unit tests (the real one needs AF_PACKET)
         self._clock = clock
         self.membership = Membership(node=node, incarnation=time.time_ns(), timing=self.timing)
         self.responders: dict[str, Responder] = {}
@@ -62,7 +64,7 @@ class L2Backend:
         self._peers: tuple[str, ...] = ()
         self._heartbeats: UdpHeartbeats | None = None
         self._task: asyncio.Task[None] | None = None
-        self._started_at = clock()
+        self._started_at: float | None = None  # when heartbeats first started
         self._ready_timer: asyncio.TimerHandle | None = None
         self._log: Any = log.get("speaker.l2").bind(node=node)
 
@@ -70,7 +72,9 @@ class L2Backend:
 
     @property
     def ready(self) -> bool:
-        return self._clock() >= self._started_at + self.timing.detection
+        """True one detection interval after heartbeats started: every live peer heard."""
+        started = self._started_at
+        return started is not None and self._clock() >= started + self.timing.detection
 
     def live_speakers(self) -> frozenset[str]:
         return self.membership.alive()
@@ -88,8 +92,9 @@ class L2Backend:
         self._task = asyncio.get_running_loop().create_task(
             self._heartbeats.run(), name="l2-heartbeats"
         )
-        if self._ready_timer is None and not self.ready:
-            delay = self._started_at + self.timing.detection - self._clock() + 0.001
+        if self._started_at is None:
+            self._started_at = self._clock()
+            delay = self.timing.detection + 0.001
             self._ready_timer = asyncio.get_running_loop().call_later(delay, self._on_change)
 
     def _members_changed(self, changes: list[MemberChanged]) -> None:
@@ -151,7 +156,7 @@ class L2Backend:
                 want[ip] = tuple(names)
                 for name in names:
                     if name not in self.responders:
-                        r = Responder(infos[name], on_claim=self._on_claim)
+                        r = self._responder(infos[name], on_claim=self._on_claim)
                         r.start()
                         self.responders[name] = r
         for ip, held in list(self.owned.items()):
