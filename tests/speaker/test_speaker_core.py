@@ -227,6 +227,24 @@ async def test_shutdown_reports_that_the_node_stopped_announcing() -> None:
     ]
 
 
+async def test_a_second_bgppeer_with_the_same_address_is_refused_until_the_first_goes() -> None:
+    factory = FakeFactory()
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    put(
+        store, ours("BGPPeer", "r9", {"myASN": 64512, "peerASN": 64500, "peerAddress": "192.0.2.1"})
+    )
+    backend = BGPBackend(factory)
+    speaker = NodeSpeaker("n1", store, bgp=backend)
+    await speaker.step()
+    assert backend.errors() == {"r9": "BGPPeer r1 has the same address"}
+    assert factory.made[0].calls.count(("add", "192.0.2.1")) == 1
+    store.delete(Kind.BGP_PEER, "lb-system/r1")
+    await speaker.step()
+    assert backend.errors() == {}
+    assert backend.address_of("r9") == "192.0.2.1"
+    assert factory.made[0].routes["192.0.2.1"]
+
+
 async def test_no_peer_no_speaker_started() -> None:
     factory = FakeFactory()
     store = store_of(node("n1", "192.0.2.11"), lb_service("web", "203.0.113.10"))

@@ -157,17 +157,22 @@ class BGPBackend:
         self._factory = factory
         self.speaker: SpeakerLike | None = None
         self.setups: dict[str, PeerSetup] = {}  # by BGPPeer name
+        self.active: dict[str, PeerConfig] = {}  # BGPPeer name -> peer in the speaker
         self.routes: dict[str, dict[str, RouteAttrs]] = {}  # by BGPPeer name, prefix text
+        self._duplicates: dict[str, str] = {}
         self.router_id: IPv4Address | None = None
         self.session_resets = 0  # peers re-created because their configuration changed
         self._log: Any = log.get("speaker.bgp")
 
     def errors(self) -> dict[str, str]:
-        return {n: s.error for n, s in self.setups.items() if s.error is not None}
+        """BGPPeer name → why it is not in use on this node."""
+        out = {n: s.error for n, s in self.setups.items() if s.error is not None}
+        out.update(self._duplicates)
+        return out
 
     def address_of(self, peer_name: str) -> str | None:
-        setup = self.setups.get(peer_name)
-        return setup.config.address if setup is not None and setup.config is not None else None
+        config = self.active.get(peer_name)
+        return config.address if config is not None else None
 
     async def apply(
         self,
@@ -175,49 +180,54 @@ class BGPBackend:
         routes: Mapping[str, Mapping[str, RouteAttrs]],
         router_id: IPv4Address,
     ) -> None:
-        usable = {n: s for n, s in setups.items() if s.config is not None}
+        """Peers per BGPPeer name as `setups` says, each with its `routes` (idempotent)."""
+        for name, setup in setups.items():
+            old = self.setups.get(name)
+            if setup.error is not None and (old is None or old.error != setup.error):
+                self._log.warning("bgp peer unusable", peer=name, error=setup.error)
+        self.setups = dict(setups)
+        desired = {n: s.config for n, s in setups.items() if s.config is not None}
         if self.speaker is None:
-            if not usable:
-                self.setups = dict(setups)
+            if not desired:
                 return
-            first = next(iter(usable.values())).config
-            assert first is not None and first.local_as is not None
-            self.speaker = self._factory(first.local_as, router_id)
+            first = next(iter(desired.values()))
+            self.speaker = self._factory(first.local_as or 0, router_id)
             self.router_id = router_id
             await self.speaker.start()
+        elif router_id != self.router_id and desired:
+            self._log.warning(
+                "bgp router ID changed; applies when the speaker restarts",
+                running=str(self.router_id),
+                wanted=str(router_id),
+            )
         speaker = self.speaker
-        for name, old in list(self.setups.items()):
-            new = setups.get(name)
-            if old.config is not None and (new is None or new.config != old.config):
-                await speaker.remove_peer(old.config.address, "peer configuration changed")
+        for name, config in list(self.active.items()):
+            if desired.get(name) != config:
+                await speaker.remove_peer(config.address, "peer configuration changed")
+                del self.active[name]
                 self.routes.pop(name, None)
-                if new is not None and new.config is not None:
+                if name in desired:
                     self.session_resets += 1
-        for name, new in setups.items():
-            old_setup = self.setups.get(name)
-            if new.error is not None:
-                self._log.warning("bgp peer unusable", peer=name, error=new.error)
-            if new.config is None or (old_setup is not None and old_setup.config == new.config):
+        self._duplicates = {}
+        in_use = {c.address: n for n, c in self.active.items()}
+        for name, config in sorted(desired.items()):
+            if name in self.active:
                 continue
-            if new.config.address in speaker.peers:
-                self._log.error("two BGPPeers with one address", peer=name)
+            if config.address in in_use:
+                self._duplicates[name] = f"BGPPeer {in_use[config.address]} has the same address"
                 continue
-            speaker.add_peer(new.config)
-            self._log.info("bgp peer added", peer=name, address=new.config.address)
-        self.setups = dict(setups)
-        for name, setup in usable.items():
-            assert setup.config is not None
+            speaker.add_peer(config)
+            self.active[name] = config
+            in_use[config.address] = name
+            self._log.info("bgp peer added", peer=name, address=config.address)
+        for name, config in self.active.items():
             want = dict(routes.get(name, {}))
-            if self.routes.get(name) == want and name in self.routes:
+            if name in self.routes and self.routes[name] == want:
                 continue
             speaker.set_routes(
-                {network(p): route_attributes(a) for p, a in want.items()},
-                peer=setup.config.address,
+                {network(p): route_attributes(a) for p, a in want.items()}, peer=config.address
             )
             self.routes[name] = want
-        for name in list(self.routes):
-            if name not in usable:
-                del self.routes[name]
 
     async def shutdown(self) -> None:
         """Withdraw every route, then close every session (Cease/Administrative Shutdown)."""

@@ -162,13 +162,14 @@ class StatusWriter:
         sp = self.speaker
         if sp is not None and sp.bgp is not None:
             peers: dict[str, Any] = {}
-            for name, setup in sorted(sp.bgp.setups.items()):
+            errors = sp.bgp.errors()
+            for name in sorted(sp.bgp.setups):
                 address = sp.bgp.address_of(name)
                 peer = sp.bgp.speaker.peers.get(address) if sp.bgp.speaker and address else None
                 peers[name] = {
                     "address": address,
                     "state": peer.state.value if peer is not None else None,
-                    "error": setup.error or (peer.last_error if peer is not None else None),
+                    "error": errors.get(name) or (peer.last_error if peer is not None else None),
                     "prefixes_sent": peer.prefixes_sent if peer is not None else 0,
                     "routes": sorted(str(p) for p in sp.bgp.routes.get(name, {})),
                 }
