@@ -244,6 +244,14 @@ class LabNetwork:
             return {}
         return doc if isinstance(doc, dict) else {}
 
+    def interface_addresses(self, name: str, ifname: str) -> list[str]:
+        out = self.nodes[name].host.ip("-j", "addr", "show", "dev", ifname, check=False)
+        try:
+            links = json.loads(out or "[]")
+        except ValueError:
+            return []
+        return [a["local"] for link in links for a in link.get("addr_info", []) if "local" in a]
+
     def log_tail(self, name: str, lines: int = 20) -> str:
         try:
             text = self.log_path(name).read_text(errors="replace").splitlines()

@@ -238,14 +238,17 @@ class ModeScenario:
         return names[trial % len(names)]
 
     def owners(self, ip: str) -> list[str]:
-        """Nodes whose status says they hold ``ip`` (L2: answer ARP; VIP: VRRP master)."""
+        """Nodes holding ``ip``: L2, whose status says they answer ARP for it; VIP, whose
+        eth0 carries it (keepalived's master puts it there)."""
         out = []
         for name in sorted(self.net.nodes):
-            st = self.net.status(name)
-            held = (st.get("l2") or {}).get("owned", []) if self.mode == "l2" else []
+            if not self.net.speaker_alive(name):
+                continue
             if self.mode == "vip":
-                held = (st.get("vip") or {}).get("masters", [])
-            if ip in held and self.net.speaker_alive(name):
+                held = self.net.interface_addresses(name, "eth0")
+            else:
+                held = (self.net.status(name).get("l2") or {}).get("owned", [])
+            if ip in held:
                 out.append(name)
         return out
 

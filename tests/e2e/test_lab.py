@@ -1,0 +1,212 @@
+"""End to end: `teapot-lb lab` in namespaces with real daemons, at small sizes.
+
+Each run builds the whole lab (router daemon, client, nodes running `teapot-lb run`),
+goes through every mode's scenarios and removes everything; the tests check the report
+says what happened and that nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from needs import require_binary, require_root
+from teapot_lb.lab.report import LabReport, to_json
+from teapot_lb.lab.runner import REPO_EXAMPLES, LabOptions, run_lab
+from teapot_lb.lab.scenarios import Sizes
+from teapot_lb.netlab.topology import PREFIX
+
+SMALL = Sizes(services=2, requests=20, trials=1)
+NETNS = Path("/run/netns")
+
+
+def our_namespaces(pid: int) -> list[str]:
+    if not NETNS.exists():
+        return []
+    return sorted(p.name for p in NETNS.iterdir() if p.name.startswith(f"{PREFIX}{pid}lab"))
+
+
+def require_lab(router: str) -> None:
+    require_root()
+    require_binary("keepalived", "arping")
+    if router == "bird":
+        require_binary("bird", "birdc")
+    else:
+        require_binary("/usr/lib/frr/zebra", "/usr/lib/frr/bgpd", "vtysh")
+
+
+def check_all_modes(report: LabReport, nodes: int) -> None:
+    assert not report.errors, report.errors
+    by_mode = {m.mode: m for m in report.modes}
+    assert sorted(by_mode) == ["bgp", "l2", "vip"]
+    for m in report.modes:
+        assert not m.errors, (m.mode, m.errors)
+        assert m.services and all(s.reachable for s in m.services), m.services
+        assert len(m.create_times()) == SMALL.services
+        assert m.spread is not None and m.spread.ok, m.spread
+        assert m.deletion is not None and m.deletion.ok, m.deletion
+        assert m.failovers and all(f.ok for f in m.failovers)
+    # ECMP: every node serves some requests; L2 and VIP: exactly one node does.
+    assert len(by_mode["bgp"].spread.by_node) == nodes  # type: ignore[union-attr]
+    assert len(by_mode["l2"].spread.by_node) == 1  # type: ignore[union-attr]
+    assert len(by_mode["vip"].spread.by_node) == 1  # type: ignore[union-attr]
+    kinds = [f.kind for f in by_mode["bgp"].failovers]
+    assert kinds == ["graceful", "hard"]
+    # A graceful stop loses no request: the node withdraws before it goes.
+    assert all(t.failed_requests == 0 for t in by_mode["bgp"].failovers[0].trials)
+    assert report.cleanup is not None and report.cleanup.ok, report.cleanup
+    assert report.ok
+
+
+def test_lab_with_frr_router_proves_all_three_modes_and_cleans_up(tmp_path: Path) -> None:
+    require_lab("frr")
+    lines: list[str] = []
+    options = LabOptions(router="frr", nodes=2, sizes=SMALL, workdir=tmp_path / "work")
+    report = run_lab(options, lines.append)
+    check_all_modes(report, nodes=2)
+    assert our_namespaces(os.getpid()) == []
+    assert any("frr has an Established session with every node" in line for line in lines)
+
+
+def test_lab_command_with_bird_router_exits_0_and_writes_json(tmp_path: Path) -> None:
+    require_lab("bird")
+    out = tmp_path / "lab.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "teapot_lb.cli.lab", "--nodes", "2", "--services", "2",
+         "--requests", "20", "--trials", "1", "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stdout + stderr
+    assert "lab PASSED" in stdout
+    assert "bird has an Established session with every node" in stderr
+    assert our_namespaces(proc.pid) == []
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "teapot-lb.lab/v1"
+    assert doc["ok"] is True
+    assert doc["options"]["router"] == "bird" and doc["options"]["nodes"] == 2
+    assert set(doc["modes"]) == {"bgp", "l2", "vip"}
+    assert set(doc["modes"]["bgp"]["failover"]) == {"graceful", "hard"}
+    for mode in doc["modes"].values():
+        assert mode["ok"] is True
+        assert mode["create_to_reachable_s"]["samples"] == 2
+        assert mode["delete"]["ok"] is True
+    assert doc["cleanup"]["ok"] is True
+    assert {g["name"] for g in doc["goals"]} >= {"create→reachable p50", "L2 failover p50"}
+
+
+def test_ctrl_c_removes_everything_the_lab_created(tmp_path: Path) -> None:
+    require_lab("bird")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "teapot_lb.cli.lab", "--nodes", "2", "--modes", "l2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not our_namespaces(proc.pid):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the lab never created its namespaces"
+            time.sleep(0.05)
+
+        # Wait until both nodes run their processes (workload and speaker), then Ctrl-C.
+        def node_pids() -> list[int]:
+            nodes = [ns for ns in our_namespaces(proc.pid) if "node-" in ns]
+            return [
+                len(subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                   text=True).stdout.split())
+                for ns in nodes
+            ]  # fmt: skip
+
+        while (pids := node_pids()) != [2, 2] and not all(p >= 2 for p in pids or [0]):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, f"node processes: {pids}"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1
+    assert "interrupted" in err
+    assert "cleanup: ok" in out
+    assert our_namespaces(proc.pid) == []
+
+
+def test_cleanup_option_removes_namespaces_of_a_crashed_lab() -> None:
+    require_root()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = f"{PREFIX}{gone.pid}lab0-node-1"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "teapot_lb.cli.lab", "--cleanup"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert stale in proc.stdout
+        assert not (NETNS / stale).exists()
+    finally:
+        subprocess.run(["ip", "netns", "del", stale], capture_output=True)
+
+
+def test_invalid_manifests_fail_the_lab_with_the_problem(tmp_path: Path) -> None:
+    require_root()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    text = (REPO_EXAMPLES / "config.yaml").read_text().replace("holdTime: 3s", "holdTime: 2s")
+    (bad / "config.yaml").write_text(text)
+    report = run_lab(LabOptions(manifests=bad, modes=("bgp",)), lambda _: None)
+    assert not report.ok
+    assert any("holdTime" in e for e in report.errors), report.errors
+    assert to_json(report)["ok"] is False
+
+
+@pytest.mark.parametrize("mode", ["l2"])
+def test_own_manifests_with_a_single_mode_and_their_nodes(tmp_path: Path, mode: str) -> None:
+    """A user's directory: only an L2 pool and two Nodes of their own naming."""
+    require_lab("bird")
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "lab.yaml").write_text(
+        """
+apiVersion: lb.teapot.io/v1alpha1
+kind: AddressPool
+metadata: {name: mine, namespace: ops}
+spec: {addresses: [192.0.2.150/31]}
+---
+apiVersion: lb.teapot.io/v1alpha1
+kind: L2Advertisement
+metadata: {name: mine, namespace: ops}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: alpha}
+status: {addresses: [{type: InternalIP, address: 192.0.2.21}]}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: beta}
+status: {addresses: [{type: InternalIP, address: 192.0.2.22}]}
+"""
+    )
+    options = LabOptions(manifests=own, modes=(mode,), sizes=SMALL)
+    report = run_lab(options, lambda _: None)
+    assert report.ok, (report.errors, [m.errors for m in report.modes])
+    assert report.options["node_names"] == ["alpha", "beta"]
+    (result,) = report.modes
+    assert {s.ip for s in result.services} <= {"192.0.2.150", "192.0.2.151"}
+    assert result.spread is not None and set(result.spread.by_node) <= {"alpha", "beta"}
