@@ -105,7 +105,20 @@ def test_the_speaker_runs_on_the_host_network_with_only_net_raw_and_net_admin() 
     }
     assert "privileged" not in c["securityContext"]
     assert "--node=$(NODE_NAME)" in c["args"]
+    assert "--config-namespace=teapot-lb-system" in c["args"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert f"--metrics-address=:{ports['metrics']}" in c["args"]
     assert pod["tolerations"] == [{"operator": "Exists"}]
+
+
+def test_the_rendered_speaker_arguments_are_accepted_by_the_command() -> None:
+    speaker_command = pytest.importorskip("teapot_lb.cli.speaker").speaker
+    c = container(one(render_objects(), "DaemonSet", "teapot-lb-speaker"))
+    assert c["args"][1] == "speaker"
+    ctx = speaker_command.make_context("speaker", list(c["args"][2:]))
+    assert ctx.params["config_namespace"] == "teapot-lb-system"
+    mounts = {m["mountPath"] for m in c["volumeMounts"]}
+    assert str(ctx.params["state_dir"]) in mounts
 
 
 def test_the_webhook_covers_every_lb_kind_and_reaches_the_controller() -> None:
@@ -141,15 +154,19 @@ def test_values_switch_the_webhook_and_cert_manager() -> None:
     )
 
 
-def test_no_role_grants_wildcards_or_deletes_and_the_speaker_only_reads() -> None:
+def test_no_role_grants_wildcards_or_deletes_and_the_speaker_writes_only_reports() -> None:
     for obj in render_objects():
         if obj["kind"] not in ("Role", "ClusterRole"):
             continue
         for rule in obj["rules"]:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"], obj
             assert not {"delete", "deletecollection", "escalate", "bind"} & set(rule["verbs"])
-            if obj["metadata"]["name"] == "teapot-lb-speaker" and rule["resources"] != ["events"]:
-                assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+            if obj["metadata"]["name"] == "teapot-lb-speaker":
+                writes = set(rule["verbs"]) - {"get", "list", "watch"}
+                # Events, and its announcement annotation on Services: nothing else.
+                allowed = {"events": {"create", "patch"}, "services": {"patch"}}
+                for resource in rule["resources"]:
+                    assert writes <= allowed.get(resource, set()), rule
 
 
 def test_the_install_notes_render() -> None:
