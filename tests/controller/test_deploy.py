@@ -10,6 +10,8 @@ prove: that helm renders byte-identically, or that a real API server accepts the
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -228,18 +230,32 @@ def _allowed(
     return False
 
 
+def rules_of(*roles: tuple[str, str]) -> list[tuple[dict[str, Any], str | None]]:
+    """The rendered rules of these (name, kind) roles, each with its namespace."""
+    objects = render_objects(namespace=NS)
+    rules: list[tuple[dict[str, Any], str | None]] = []
+    for name, kind in roles:
+        role = one(objects, kind, name)
+        rules += [(rule, role["metadata"].get("namespace")) for rule in role["rules"]]
+    return rules
+
+
+def requests_by(fake_api: FakeApiServer, user_agent: str) -> set[tuple[str, str, str, str | None]]:
+    return {
+        _request_attributes(r.method, r.path, r.query)
+        for r in fake_api.requests
+        if r.user_agent == user_agent
+    }
+
+
 async def test_the_controller_role_allows_every_request_the_controller_makes(
     fake_api: FakeApiServer, kube: KubeClient
 ) -> None:
-    objects = render_objects(namespace=NS)
-    rules: list[tuple[dict[str, Any], str | None]] = []
-    for name, kind in (
+    rules = rules_of(
         ("teapot-lb-controller", "ClusterRole"),
         ("teapot-lb-controller", "Role"),
         ("teapot-lb-controller-leader", "Role"),
-    ):
-        role = one(objects, kind, name)
-        rules += [(rule, role["metadata"].get("namespace")) for rule in role["rules"]]
+    )
 
     fake_api.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     await kube.create(resources.ADDRESS_POOLS, pool("blue", "192.0.2.0/30"))
@@ -275,12 +291,50 @@ async def test_the_controller_role_allows_every_request_the_controller_makes(
             )
     finally:
         await client.close()
-    made = {
-        _request_attributes(r.method, r.path, r.query)
-        for r in fake_api.requests
-        if r.user_agent == "teapot-lb/rbac"
-    }
+    made = requests_by(fake_api, "teapot-lb/rbac")
     assert ("patch", "", "services/status", "default") in made
     assert ("update", "coordination.k8s.io", "leases", NS) in made
+    denied = [m for m in made if not _allowed(rules, *m)]
+    assert not denied, f"requests the rendered RBAC would forbid: {denied}"
+
+
+async def test_the_speaker_role_allows_every_request_the_speaker_makes(
+    fake_api: FakeApiServer,
+) -> None:
+    """The speaker's informers and reports (annotation, Events) with a fake BGP backend."""
+    builders = pytest.importorskip("speaker.builders")
+    from teapot_lb.cluster import Store
+    from teapot_lb.speaker.bgp_backend import BGPBackend
+    from teapot_lb.speaker.kube_source import KubeReporter, KubeSource
+    from teapot_lb.speaker.node import NodeSpeaker
+
+    rules = rules_of(("teapot-lb-speaker", "ClusterRole"), ("teapot-lb-speaker", "Role"))
+    fake_api.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    for doc in (*builders.bgp_setup(), builders.lb_service("web", "203.0.113.10")):
+        fake_api.seed(doc)
+    client = await connect(fake_api.kubeconfig_path, user_agent="teapot-lb/speaker-rbac")
+    store = Store()
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(builders.FakeFactory()))
+    source = KubeSource(client, store, speaker.notify, config_namespace=NS, watch_timeout_s=5)
+    reporter = KubeReporter(client, "n1")
+    speaker.reporter = reporter
+    tasks = [asyncio.create_task(source.run()), asyncio.create_task(speaker.run())]
+    try:
+        await until(
+            lambda: any(e["reason"] == "NodeAnnouncing" for e in fake_api.list("events")),
+            15,
+            "the speaker reported",
+        )
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await reporter.close()
+        await client.close()
+    made = requests_by(fake_api, "teapot-lb/speaker-rbac")
+    assert ("patch", "", "services", "default") in made
+    assert ("list", "", "secrets", NS) in made
     denied = [m for m in made if not _allowed(rules, *m)]
     assert not denied, f"requests the rendered RBAC would forbid: {denied}"
