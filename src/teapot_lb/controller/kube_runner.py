@@ -250,6 +250,10 @@ class KubeController:
             group.create_task(self._campaign())
 
     async def _campaign(self) -> None:
+        # A replica whose cache is not filled (API unreachable, CRDs missing) does not
+        # take the lease from one that could work.
+        for informer in self.informers.values():
+            await informer.wait_synced()
         if self.elector is None:
             await self._lead()
             return
