@@ -203,8 +203,25 @@ class _Link:
         else:
             self.peer._on_event(self, action)
 
+    def _log_unanswered_connect(self) -> None:
+        """The previous connect got no answer before the ConnectRetry timer fired."""
+        cfg = self.peer.config
+        if cfg.password:
+            # RFC 2385 §2.0: segments with a wrong or missing MD5 signature are dropped
+            # silently by the receiving kernel, so a key mismatch looks like a dead peer.
+            _log().warning(
+                "bgp connect unanswered; TCP MD5 is configured: check that the md5 password "
+                f"matches on {cfg.address} (a mismatch makes the peer drop our SYNs silently)",
+                peer=cfg.address,
+                port=cfg.port,
+            )
+        else:
+            _log().info("bgp connect unanswered", peer=cfg.address, port=cfg.port)
+
     def _fire(self, timer: Timer) -> None:
         self.timers.pop(timer, None)
+        if timer is Timer.CONNECT_RETRY and self.connect_task and not self.connect_task.done():
+            self._log_unanswered_connect()
         self.run(self.session.timer_expired(timer))
 
     def cancel_all(self) -> None:
