@@ -107,8 +107,12 @@ def endpoints(svc: str, *ready_nodes: str) -> dict[str, Any]:
 
 def write(path: Path, docs: Iterable[dict[str, Any]]) -> None:
     """Write a manifest file atomically (the runners poll the directory)."""
+    write_text(path, yaml.safe_dump_all(list(docs), sort_keys=False))
+
+
+def write_text(path: Path, text: str) -> None:
     tmp = path.parent / f".{path.name}.tmp"
-    tmp.write_text(yaml.safe_dump_all(list(docs), sort_keys=False))
+    tmp.write_text(text)
     tmp.replace(path)
 
 

@@ -31,6 +31,7 @@ from .netlab import (
     service,
     wait_for,
     write,
+    write_text,
 )
 
 WEB = "203.0.113.10"
@@ -100,6 +101,20 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Bird]]:
                     proc.kill()
                 proc.wait(timeout=10)
             bird.stop()
+
+
+def same_session(bird: Bird, lab: Lab, node: str, since: float | None) -> bool:
+    """The session of `node` was not reset: BIRD shows the same start (its clock display
+    jitters by a millisecond; a reset takes over a second, BIRD's connect delay) and our
+    side counts one Established."""
+    now = bird.established_at(NODES[node])
+    peers = lab.status(node)["bgp"]["peers"]
+    return (
+        since is not None
+        and now is not None
+        and abs(now - since) < 0.5
+        and peers["router"]["times_established"] == 1
+    )
 
 
 def hops(lab: Lab, prefix: str) -> frozenset[str]:
@@ -190,7 +205,7 @@ def test_communities_change_updates_routes_without_session_reset(lab: tuple[Lab,
         timeout=20,
         what="new community at the router",
     )
-    assert bird.established_at(peer) == since, "the BGP session was reset"
+    assert same_session(bird, lab_, "n1", since), "the BGP session was reset"
     assert lab_.status("n1")["bgp"]["session_resets"] == 0
 
 
@@ -198,25 +213,27 @@ def test_node_excluded_by_label_stops_announcing(lab: tuple[Lab, Bird]) -> None:
     lab_, bird = lab
     since = bird.established_at(NODES["n3"])
     write(lab_.manifests / "nodes.yaml", [node("n1"), node("n2"), node("n3", **{EXCLUDE: ""})])
-    want = frozenset({NODES["n1"], NODES["n2"]})
-    wait_for(lambda: hops(lab_, PREFIX) == want, timeout=20, what="n3 withdrawn")
-    assert bird.established_at(NODES["n3"]) == since, "excluding a node must not reset its session"
-    rows = wait_for(
-        lambda: (r := bgp_rows(explain(lab_, "default/web")))["n3"]["now"] == "no" and r,
-        timeout=10,
-        what="n3 reporting it stopped",
-    )
-    assert rows["n3"]["announces"] is False
-    assert EXCLUDE in str(rows["n3"]["reason"])
-    assert rows["n1"]["announces"] is True and rows["n1"]["now"] == "yes"
-    table = subprocess.run(
-        [sys.executable, "-m", "teapot_lb.cli.explain", "default/web", "--manifests",
-         str(lab_.manifests)],
-        capture_output=True, text=True, check=True, timeout=30,
-    ).stdout  # fmt: skip
-    n3_line = next(line for line in table.splitlines() if line.startswith("n3"))
-    assert "no" in n3_line.split() and "excluded" in n3_line
-    write(lab_.manifests / "nodes.yaml", [node(n) for n in NODES])
+    try:
+        want = frozenset({NODES["n1"], NODES["n2"]})
+        wait_for(lambda: hops(lab_, PREFIX) == want, timeout=20, what="n3 withdrawn")
+        assert same_session(bird, lab_, "n3", since), "excluding a node must not reset its session"
+        rows = wait_for(
+            lambda: (r := bgp_rows(explain(lab_, "default/web")))["n3"]["now"] == "no" and r,
+            timeout=10,
+            what="n3 reporting it stopped",
+        )
+        assert rows["n3"]["announces"] is False
+        assert EXCLUDE in str(rows["n3"]["reason"])
+        assert rows["n1"]["announces"] is True and rows["n1"]["now"] == "yes"
+        table = subprocess.run(
+            [sys.executable, "-m", "teapot_lb.cli.explain", "default/web", "--manifests",
+             str(lab_.manifests)],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout  # fmt: skip
+        n3_line = next(line for line in table.splitlines() if line.startswith("n3"))
+        assert "no" in n3_line.split() and "excluded" in n3_line
+    finally:
+        write(lab_.manifests / "nodes.yaml", [node(n) for n in NODES])
     wait_for(lambda: hops(lab_, PREFIX) == frozenset(NODES.values()), timeout=20, what="n3 back")
 
 
@@ -227,8 +244,9 @@ def test_a_broken_manifest_is_reported_and_everything_keeps_running(
     all_nodes = frozenset(NODES.values())
     wait_for(lambda: hops(lab_, PREFIX) == all_nodes, timeout=20, what="3 next hops")
     since = bird.established_at(NODES["n2"])
-    (lab_.manifests / "services.yaml").write_text("- kind: [unclosed\n")
-    (lab_.manifests / "extra.yaml").write_text("apiVersion: v1\nkind: Service\nspec: 3\n")
+    # Written atomically like every edit (an in-place write can be read half done).
+    write_text(lab_.manifests / "services.yaml", "- kind: [unclosed\n")
+    write_text(lab_.manifests / "extra.yaml", "apiVersion: v1\nkind: Service\nspec: 3\n")
     try:
         wait_for(
             lambda: (
@@ -240,7 +258,7 @@ def test_a_broken_manifest_is_reported_and_everything_keeps_running(
         )
         assert hops(lab_, PREFIX) == all_nodes
         assert lab_.who(WEB) in NODES
-        assert bird.established_at(NODES["n2"]) == since
+        assert same_session(bird, lab_, "n2", since)
     finally:
         (lab_.manifests / "extra.yaml").unlink()
         write(lab_.manifests / "services.yaml", SERVICES_START)

@@ -171,6 +171,7 @@ class StatusWriter:
                     "state": peer.state.value if peer is not None else None,
                     "error": errors.get(name) or (peer.last_error if peer is not None else None),
                     "prefixes_sent": peer.prefixes_sent if peer is not None else 0,
+                    "times_established": peer.counters.established if peer is not None else 0,
                     "routes": sorted(str(p) for p in sp.bgp.routes.get(name, {})),
                 }
             doc["bgp"] = {"peers": peers, "session_resets": sp.bgp.session_resets}
