@@ -87,7 +87,26 @@ async def connect(
             namespace = context_node["context"].get("namespace") or namespace
     api_client = k8s.ApiClient(configuration)
     api_client.user_agent = user_agent
+    _skip_environment_lookups(api_client)
     return KubeClient(api_client, request_timeout_s=request_timeout_s, namespace=namespace)
+
+
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def _skip_environment_lookups(api_client: Any) -> None:
+    """Stop aiohttp from reading proxy settings and ~/.netrc on every request.
+
+    kubernetes_asyncio opens its session with ``trust_env=True``, which costs two thread
+    hops per request; measured, that was half of the controller's CPU at 10k Services.
+    When no proxy variable is set there is nothing to find, so the lookups are switched
+    off; with a proxy configured the behaviour is left as it is.
+    """
+    if any(os.environ.get(v) or os.environ.get(v.upper()) for v in _PROXY_VARIABLES):
+        return
+    session = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False
 
 
 def _pod_namespace() -> str:
