@@ -132,3 +132,17 @@ def test_defending_re_announces_periodically_until_the_deadline() -> None:
         a.due(deadline)
         sent.append(deadline)
     assert sent == [2.0, 3.0]
+
+
+def test_keep_defending_extends_the_defence_without_an_extra_frame() -> None:
+    a = Announcer(MAC, LL, schedule=(0.0,))
+    a.acquire(VIP4, 0.0)
+    a.defend(VIP4, 1.0, until=2.5, every=1.0)
+    a.keep_defending(VIP4, 1.5, until=4.5, every=1.0)
+    sent = []
+    while (deadline := a.next_deadline()) is not None:
+        a.due(deadline)
+        sent.append(deadline)
+    assert sent == [2.0, 3.0, 4.0]
+    a.keep_defending(VIP4, 10.0, until=12.0, every=1.0)
+    assert a.next_deadline() == 11.0

@@ -56,3 +56,17 @@ def test_an_unknown_claimant_is_ranked_by_mac_on_both_sides() -> None:
 def test_claims_by_our_own_other_interfaces_are_ignored() -> None:
     a = ClaimArbiter("node-a")
     assert judge(a, "node-a", MAC_B, MAC_A, owned=True) is Verdict.IGNORE
+
+
+def test_a_defended_ip_stays_contested_while_the_claimant_is_dead_in_our_view() -> None:
+    a = ClaimArbiter("node-a")
+    judge(a, "node-b", MAC_B, MAC_A, owned=True)
+    assert a.still_contested(alive={"node-a", "node-c"}) == [IP]
+    assert a.still_contested(alive={"node-a", "node-b"}) == []  # healed: settled
+    assert a.still_contested(alive={"node-a"}) == []
+
+
+def test_an_unknown_claimant_is_not_defended_against_beyond_the_memory() -> None:
+    a = ClaimArbiter("node-a")
+    judge(a, None, MAC_B, MAC_A, owned=True)
+    assert a.still_contested(alive={"node-a"}) == []

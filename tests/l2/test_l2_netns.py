@@ -70,13 +70,27 @@ def events(lab: L2Lab, node: str, event: str) -> list[dict[str, Any]]:
     return out
 
 
+def converged(lab: L2Lab) -> None:
+    """Wait until every agent has heard every other one and each IP is on its elected owner:
+    the state every test starts from (agents start in parallel, at the pace of the host)."""
+
+    def heard_all(node: str) -> bool:
+        heard = {e["member"] for e in events(lab, node, "member") if e["new"] == "alive"}
+        return heard >= set(lab.nodes) - {node}
+
+    for node in lab.nodes:
+        wait_for(lambda node=node: heard_all(node), 30, f"{node} hearing every peer")
+    for ip in lab.ips:
+        owner = order(lab, ip)[0]
+        wait_for(lambda ip=ip, owner=owner: lab.connect(ip) == owner, 20, f"{ip} on {owner}")
+
+
 @pytest.fixture
 def lab(topology: Topology, tmp_path: Path) -> Iterator[L2Lab]:
     lab = build(topology)
     for node in lab.nodes:
         lab.start_agent(node, tmp_path)
-    for ip in lab.ips:
-        wait_for(lambda ip=ip: lab.connect(ip), 20, f"{ip} reachable from the client")
+    converged(lab)
     yield lab
     for node, path in lab.logs.items():  # shown by pytest when a test fails
         print(f"--- {node} ---\n{path.read_text()[-4000:]}")
@@ -187,9 +201,9 @@ def test_the_old_owner_coming_back_never_causes_two_answers(
 def partitioned_lab(topology: Topology, tmp_path: Path) -> Iterator[L2Lab]:
     lab = build(topology, heartbeat_network=True)
     for node in lab.nodes:
-        lab.start_agent(node, tmp_path)
-    for ip in lab.ips:
-        wait_for(lambda ip=ip: lab.connect(ip), 20, f"{ip} reachable from the client")
+        # Short claim timers, so a test of a few seconds covers several hold periods.
+        lab.start_agent(node, tmp_path, "--claim-hold", "0.5", "--claim-memory", "1.0")
+    converged(lab)
     yield lab
     for node, path in lab.logs.items():
         print(f"--- {node} ---\n{path.read_text()[-4000:]}")
@@ -213,7 +227,9 @@ def test_heartbeat_partition_resolves_to_the_better_ranked_owner_in_one_round_tr
             10,
             f"{standby} yielding {ip}",
         )
-        time.sleep(1.5)  # the yielded standby must stay silent; the owner keeps the IP
+        # The standby must stay silent for the whole partition (many times hold + memory)
+        # while the owner keeps the IP.
+        time.sleep(3.0)
         seen = on_wire(sniffer, ip)
     finally:
         sniffer.close()

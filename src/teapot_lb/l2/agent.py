@@ -218,6 +218,19 @@ class Agent:
 
     # --- running ---
 
+    async def _keep_defending(self) -> None:
+        """While a heartbeat partition lasts, keep the IPs we defended announced."""
+        t = self.arbiter.timing
+        while True:
+            await asyncio.sleep(t.refresh)
+            now = self._clock()
+            for ip in self.arbiter.still_contested(self.membership.alive()):
+                owning = [n for n in self.placement.get(ip, []) if ip in self.responders[n].owned]
+                if not owning:
+                    del self.arbiter.contested[ip]  # released meanwhile: nothing to defend
+                for name in owning:
+                    self.responders[name].keep_defending(ip, until=now + t.memory, every=t.refresh)
+
     async def run(self) -> None:
         self._running = True
         for r in self.responders.values():
@@ -231,7 +244,11 @@ class Agent:
             dead_after=self.config.timing.dead_after,
         )
         self.reconcile()
-        await self.heartbeats.run()
+        defending = asyncio.ensure_future(self._keep_defending())
+        try:
+            await self.heartbeats.run()
+        finally:
+            defending.cancel()
 
     def shutdown(self) -> None:
         """Graceful stop: stop answering, tell peers to take over now."""
@@ -280,6 +297,9 @@ def _split(text: str) -> list[str]:
 @click.option("--dead-after", default=8, show_default=True, help="Missed intervals.")
 @click.option("--refresh", default=None, type=float, help="Re-announce owned IPs every N s.")
 @click.option("--claim-hold", default=3.0, show_default=True, help="Yield to a claim for N s.")
+@click.option(
+    "--claim-memory", default=10.0, show_default=True, help="Defend after a claim for N s."
+)
 @click.option("--key-file", default=None, type=click.Path(exists=True, dir_okay=False))
 @click.option("--log-level", default="info", show_default=True)
 def main(
@@ -294,6 +314,7 @@ def main(
     dead_after: int,
     refresh: float | None,
     claim_hold: float,
+    claim_memory: float,
     key_file: str | None,
     log_level: str,
 ) -> None:
@@ -311,7 +332,9 @@ def main(
         port=port,
         bind=bind,
         timing=Timing(interval=interval, suspect_after=suspect_after, dead_after=dead_after),
-        claim_timing=ClaimTiming(hold=claim_hold, refresh=min(1.0, claim_hold / 3)),
+        claim_timing=ClaimTiming(
+            hold=claim_hold, memory=claim_memory, refresh=min(1.0, claim_hold / 3)
+        ),
         refresh=refresh,
         key=key,
     )

@@ -105,6 +105,17 @@ class Announcer:
         rep = _Repeat(at=now, start=now, step=len(self.schedule), every=every, until=until)
         return self._send(ip, rep, now)
 
+    def keep_defending(self, ip: IPAddress, now: float, *, until: float, every: float) -> None:
+        """Extend (or start, first frame after ``every``) the defence of ``ip`` to ``until``."""
+        if ip not in self._owned:
+            return
+        rep = self._repeats.get(ip)
+        if rep is not None and rep.until is not None:
+            rep.until = max(rep.until, until)
+        else:
+            start = len(self.schedule)
+            self._repeats[ip] = _Repeat(now + every, now, start, every=every, until=until)
+
     def next_deadline(self) -> float | None:
         return min((r.at for r in self._repeats.values()), default=None)
 

@@ -10,22 +10,23 @@ without talking:
   heard, alive or not) wins; if the claimant's node is unknown (its MAC never appeared in
   a heartbeat), the lower MAC wins;
 * the winner *defends*: it re-announces at once, so the link's last word is its own, and
-  every ``refresh`` seconds for ``memory`` seconds after the last claim;
+  every ``refresh`` seconds for ``memory`` seconds after the last claim — and for as long
+  as the claimant (a known node) stays dead in its view, i.e. the partition lasts;
 * the loser *yields*: it stops answering at once and stays silent while it keeps hearing
   the winner (``hold`` seconds after the winner's last announcement). If the winner dies
   during the partition, the loser takes the IP back ``hold`` seconds later.
 
-Two owners therefore coexist for one frame's round trip per claim, not indefinitely. While
-a heartbeat partition lasts, the loser tries again ``memory + hold`` seconds after the
-last conflict (the winner has stopped refreshing), which is again resolved in one round
-trip. Announcements by a better-ranked node only silence a node that owns the IP or has
-already yielded it: a standby never lets the owner's routine announcements delay its
-takeover.
+Two owners therefore coexist for one frame's round trip per claim, not indefinitely: the
+winner's refreshes keep the loser silent for the whole partition. (A claimant whose MAC no
+heartbeat ever listed is defended against for ``memory`` seconds only; if it claims again,
+that conflict is again resolved in one round trip.) Announcements by a better-ranked node
+only silence a node that owns the IP or has already yielded it: a standby never lets the
+owner's routine announcements delay its takeover.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from ipaddress import IPv4Address, IPv6Address
@@ -51,6 +52,8 @@ class ClaimArbiter:
     node: str
     timing: ClaimTiming = field(default_factory=ClaimTiming)
     _silent_until: dict[IPAddress, float] = field(default_factory=dict, init=False)
+    # IP -> the known node we defended it against, while that node may try again.
+    contested: dict[IPAddress, str] = field(default_factory=dict, init=False)
 
     def judge(
         self,
@@ -77,7 +80,20 @@ class ClaimArbiter:
                 self._silent_until[ip] = now + self.timing.hold
                 return Verdict.YIELD
             return Verdict.IGNORE
-        return Verdict.DEFEND if owned else Verdict.IGNORE
+        if not owned:
+            return Verdict.IGNORE
+        if claimant is not None:
+            self.contested[ip] = claimant
+        return Verdict.DEFEND
+
+    def still_contested(self, alive: Collection[str]) -> list[IPAddress]:
+        """The IPs to keep defending: their claimant is still dead in our view, so the
+        partition that made it claim lasts and it would claim again when its hold ends.
+        Claimants we hear again agree with us on the owner: those IPs are settled."""
+        for ip, claimant in list(self.contested.items()):
+            if claimant in alive:
+                del self.contested[ip]
+        return list(self.contested)
 
     def silenced(self, ip: IPAddress, now: float) -> bool:
         """True while a better-ranked claimant was heard less than ``hold`` ago."""

@@ -162,6 +162,10 @@ class Responder:
         self._send(self.announcer.defend(ip, self._clock(), until=until, every=every))
         self._arm()
 
+    def keep_defending(self, ip: IPAddress, *, until: float, every: float) -> None:
+        self.announcer.keep_defending(ip, self._clock(), until=until, every=every)
+        self._arm()
+
     def _membership(self, op: int, ip: IPv6Address) -> None:
         mreq = wire.solicited_node(ip).packed + struct.pack("@I", self.info.index)
         with contextlib.suppress(OSError):  # already joined / already left
