@@ -2,12 +2,56 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from teapot_lb import __version__, log
 
+# Subcommands are imported only when used: `teapot-lb run` in a lab node need not load
+# the Kubernetes client, and `--help` stays fast.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "controller": ("teapot_lb.cli.controller", "controller"),
+    "speaker": ("teapot_lb.cli.speaker", "speaker"),
+    "run": ("teapot_lb.cli.run", "run"),
+    "lab": ("teapot_lb.cli.lab", "lab"),
+    "explain": ("teapot_lb.cli.explain", "explain_command"),
+    "validate": ("teapot_lb.cli.validate", "validate"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+_SUMMARIES = {
+    "controller": "Assign IPs to LoadBalancer Services (Kubernetes, leader-elected).",
+    "speaker": "Announce this node's Service IPs by BGP, L2 or VIP (Kubernetes).",
+    "run": "Standalone: controller and speaker from a directory of manifests.",
+    "lab": "Build a namespace lab, run teapot-lb in it, break it, measure.",
+    "explain": "Why each node does or does not announce a Service.",
+    "validate": "Check manifests and report every problem.",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module = importlib.import_module(target[0])
+        command = getattr(module, target[1])
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, _SUMMARIES[name]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(
+    cls=_LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="teapot-lb")
 @click.option(
     "--log-level",
@@ -32,14 +76,3 @@ def main(ctx: click.Context, log_level: str, log_format: str) -> None:
     """
     json = None if log_format == "auto" else log_format == "json"
     log.configure(log_level, json=json, component=ctx.invoked_subcommand)
-
-
-def _register() -> None:
-    from teapot_lb.cli.netlab import lab_cleanup
-    from teapot_lb.cli.validate import validate
-
-    for command in (lab_cleanup, validate):
-        main.add_command(command)
-
-
-_register()
