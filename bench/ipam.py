@@ -20,6 +20,7 @@ import time
 import tracemalloc
 from collections.abc import Mapping
 
+from teapot_lb.addresses import parse_address_entry
 from teapot_lb.ipam import (
     Allocator,
     Assigned,
@@ -27,7 +28,6 @@ from teapot_lb.ipam import (
     IPFamilyPolicy,
     Pool,
     ServiceRequest,
-    address_range,
 )
 
 
@@ -46,21 +46,23 @@ def pools() -> list[Pool]:
         # A small pool tried first for the "team-a" namespace only; it fills up early.
         Pool(
             "team-a",
-            (address_range("198.18.0.0/24"), address_range("2001:db8:a::/120")),
+            (parse_address_entry("198.18.0.0/24"), parse_address_entry("2001:db8:a::/120")),
             namespaces=frozenset({"team-a"}),
             priority=1,
         ),
         # Dual-stack pool for Services labelled stack=dual.
         Pool(
             "dual",
-            (address_range("198.18.128.0/17"), address_range("2001:db8:1::/64")),
+            (parse_address_entry("198.18.128.0/17"), parse_address_entry("2001:db8:1::/64")),
             service_selectors=(_Equals("stack", "dual"),),
             priority=2,
         ),
-        Pool("v4-main", (address_range("198.18.1.0-198.18.127.255"),), priority=10),
-        Pool("v4-spill", (address_range("198.19.0.0/16"),), avoid_buggy_ips=True, priority=20),
-        Pool("v6-big", (address_range("2001:db8:2::/48"),)),
-        Pool("reserved", (address_range("2001:db8:ff::/64"),), auto_assign=False),
+        Pool("v4-main", (parse_address_entry("198.18.1.0-198.18.127.255"),), priority=10),
+        Pool(
+            "v4-spill", (parse_address_entry("198.19.0.0/16"),), avoid_buggy_ips=True, priority=20
+        ),
+        Pool("v6-big", (parse_address_entry("2001:db8:2::/48"),)),
+        Pool("reserved", (parse_address_entry("2001:db8:ff::/64"),), auto_assign=False),
     ]
 
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import ip_address
 
+from teapot_lb.addresses import parse_address_entry
 from teapot_lb.ipam import (
     Assigned,
     IPAddress,
@@ -15,7 +16,6 @@ from teapot_lb.ipam import (
     Result,
     ServiceRequest,
     TrafficPolicy,
-    address_range,
 )
 
 
@@ -31,7 +31,7 @@ class MatchLabels:
 
 def pool(name: str, *specs: str, **kwargs: object) -> Pool:
     """`pool("a", "192.0.2.0/28", "2001:db8::/64", priority=1)`."""
-    return Pool(name, tuple(address_range(s) for s in specs), **kwargs)  # type: ignore[arg-type]
+    return Pool(name, tuple(parse_address_entry(s) for s in specs), **kwargs)  # type: ignore[arg-type]
 
 
 def ip(text: str) -> IPAddress:

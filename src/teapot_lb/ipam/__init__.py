@@ -14,7 +14,7 @@ from teapot_lb.ipam.outcome import (
     Refused,
     Result,
 )
-from teapot_lb.ipam.pool import AddressRange, LabelMatcher, Pool, address_range
+from teapot_lb.ipam.pool import AddressRange, LabelMatcher, Pool
 from teapot_lb.ipam.request import (
     Holding,
     IPAddress,
@@ -44,5 +44,4 @@ __all__ = [
     "Result",
     "ServiceRequest",
     "TrafficPolicy",
-    "address_range",
 ]

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from ipaddress import ip_address, ip_network
 from typing import Protocol
 
 from teapot_lb.ipam.request import IPAddress, IPFamily, ServiceRequest
 
-# An inclusive first..last range of one family.
+# An inclusive first..last range of one family (a NamedTuple, so plain pairs fit too).
 AddressRange = tuple[IPAddress, IPAddress]
 
 
@@ -65,12 +64,3 @@ class Pool:
         ):
             return f"pool {self.name}: no serviceSelector matches the labels of {request.key}"
         return None
-
-
-def address_range(spec: str) -> AddressRange:
-    """Parse a CIDR (`192.0.2.0/28`) or an inclusive range (`192.0.2.1-192.0.2.9`)."""
-    if "-" in spec:
-        first, last = (ip_address(part.strip()) for part in spec.split("-", 1))
-        return first, last
-    net = ip_network(spec.strip(), strict=False)
-    return net[0], net[-1]

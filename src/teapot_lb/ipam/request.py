@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from ipaddress import IPv4Address, IPv6Address
 from types import MappingProxyType
 
-IPAddress = IPv4Address | IPv6Address
+from teapot_lb.addresses import IPAddress as IPAddress
 
 # (protocol, port), e.g. ("TCP", 443). Two Services sharing an IP must not both use one.
 Port = tuple[str, int]

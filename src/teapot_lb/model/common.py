@@ -10,7 +10,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
-from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Annotated, Any, NamedTuple
 
 from pydantic import (
@@ -25,11 +24,12 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from teapot_lb.addresses import IPAddress as IPAddress
+from teapot_lb.addresses import parse_ip as parse_ip
+
 GROUP = "lb.teapot.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
-
-IPAddress = IPv4Address | IPv6Address
 
 
 class KubeModel(BaseModel):
@@ -61,18 +61,6 @@ class KubeView(BaseModel):
 
 
 # --- scalar types with their own syntax -------------------------------------------------------
-
-
-def parse_ip(value: object) -> IPAddress:
-    """An IPv4 or IPv6 address from its text; ValueError says what is wrong."""
-    if isinstance(value, IPv4Address | IPv6Address):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"expected an IP address as a string, got {type(value).__name__}")
-    try:
-        return ip_address(value.strip())
-    except ValueError:
-        raise ValueError(f"{value!r} is not an IPv4 or IPv6 address") from None
 
 
 IPAddressField = Annotated[

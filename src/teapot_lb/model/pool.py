@@ -3,98 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from ipaddress import (
-    IPv4Network,
-    IPv6Network,
-    ip_network,
-    summarize_address_range,
-)
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr, WithJsonSchema
 
+from teapot_lb.addresses import AddressRange as AddressRange
+from teapot_lb.addresses import IPAddress, count_with_low_octet
+from teapot_lb.addresses import is_buggy as is_buggy
+from teapot_lb.addresses import parse_address_entry as parse_address_entry
 from teapot_lb.model.common import (
     Condition,
-    IPAddress,
     KubeModel,
     LabelSelector,
     ObjectMeta,
     ObjectRef,
-    parse_ip,
 )
-
-IPNetwork = IPv4Network | IPv6Network
-
-
-class AddressRange(NamedTuple):
-    """An inclusive range of addresses of one family: `(first, last)`."""
-
-    first: IPAddress
-    last: IPAddress
-
-    @property
-    def version(self) -> int:
-        return self.first.version
-
-    @property
-    def size(self) -> int:
-        return int(self.last) - int(self.first) + 1
-
-    def __contains__(self, ip: object) -> bool:
-        if not isinstance(ip, IPAddress):
-            return False
-        return ip.version == self.version and int(self.first) <= int(ip) <= int(self.last)
-
-    def cidrs(self) -> list[IPNetwork]:
-        """The fewest CIDR blocks that exactly cover the range."""
-        return list(summarize_address_range(self.first, self.last))
-
-    def overlap(self, other: AddressRange) -> AddressRange | None:
-        """The addresses both ranges hold, if any."""
-        if self.version != other.version:
-            return None
-        first = self.first if int(self.first) >= int(other.first) else other.first
-        last = self.last if int(self.last) <= int(other.last) else other.last
-        return AddressRange(first, last) if int(first) <= int(last) else None
-
-    def __str__(self) -> str:
-        blocks = self.cidrs()
-        if len(blocks) == 1:
-            return str(blocks[0])
-        return f"{self.first}-{self.last}"
-
-
-def parse_address_entry(text: str) -> AddressRange:
-    """One `spec.addresses` entry, a CIDR or an `a-b` range; ValueError says what is wrong."""
-    entry = text.strip()
-    if "-" in entry:
-        start_text, _, end_text = (part.strip() for part in entry.partition("-"))
-        if "/" in start_text or "/" in end_text:
-            raise ValueError(f"{text!r}: the ends of a range are addresses, not CIDRs")
-        if not start_text or not end_text:
-            raise ValueError(f"{text!r}: a range needs two addresses, first-last")
-        first, last = parse_ip(start_text), parse_ip(end_text)
-        if first.version != last.version:
-            raise ValueError(f"{text!r} mixes IPv4 and IPv6; a range must be of one family")
-        if int(first) > int(last):
-            raise ValueError(f"{text!r} starts after it ends ({first} > {last})")
-        return AddressRange(first, last)
-    if "/" in entry:
-        try:
-            net = ip_network(entry, strict=True)
-        except ValueError as err:
-            try:
-                loose = ip_network(entry, strict=False)
-            except ValueError:
-                raise ValueError(f"{text!r} is not a valid CIDR ({err})") from None
-            raise ValueError(f"{text!r} has host bits set; the network would be {loose}") from None
-        return AddressRange(net.network_address, net.broadcast_address)
-    try:
-        single = parse_ip(entry)
-    except ValueError:
-        raise ValueError(f"{text!r} is neither a CIDR nor an a-b range") from None
-    suffix = 32 if single.version == 4 else 128
-    raise ValueError(f"{text!r} is a single address; write it as a CIDR ({single}/{suffix})")
 
 
 def _check_address_entry(text: str) -> str:
@@ -107,17 +30,6 @@ AddressEntry = Annotated[
     AfterValidator(_check_address_entry),
     WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 100}),
 ]
-
-
-def _count_with_low_octet(rng: AddressRange, octet: int) -> int:
-    """How many addresses in an IPv4 range end in `octet` (numbers congruent mod 256)."""
-    a, b = int(rng.first), int(rng.last)
-    return (b - octet) // 256 - (a - 1 - octet) // 256
-
-
-def is_buggy(ip: IPAddress) -> bool:
-    """IPv4 addresses ending in .0 or .255, which some old clients mistake for broadcast."""
-    return ip.version == 4 and int(ip) % 256 in (0, 255)
 
 
 class ServiceAllocation(KubeModel):
@@ -198,7 +110,7 @@ class AddressPool(KubeModel):
                 continue
             total += rng.size
             if self.spec.avoid_buggy_ips and version == 4:
-                total -= _count_with_low_octet(rng, 0) + _count_with_low_octet(rng, 255)
+                total -= count_with_low_octet(rng, 0) + count_with_low_octet(rng, 255)
         return total
 
     def families(self) -> set[int]:
