@@ -306,3 +306,16 @@ async def test_status_lists_ipv4_and_ipv6_announcements_together() -> None:
     )
     result = await NodeSpeaker("n1", store, bgp=BGPBackend(FakeFactory())).step()
     assert announced_ips(result) == {"bgp": ["203.0.113.10", "2001:db8:ff::10"]}
+
+
+async def test_only_sessions_going_up_or_down_trigger_a_new_plan() -> None:
+    from teapot_lb.bgp import State
+    from teapot_lb.bgp.fsm import StateChanged
+
+    speaker = NodeSpeaker("n1", store_of(*bgp_setup()))
+    speaker.on_bgp_event(None, StateChanged(State.CONNECT, State.OPEN_SENT))
+    assert not speaker._wake.is_set()
+    speaker.on_bgp_event(None, object())  # e.g. routes learned from the router
+    assert not speaker._wake.is_set()
+    speaker.on_bgp_event(None, StateChanged(State.OPEN_CONFIRM, State.ESTABLISHED))
+    assert speaker._wake.is_set()

@@ -20,6 +20,7 @@ from typing import Any
 from teapot_lb import log
 from teapot_lb.announce.plan import Mode, Plan, PlanOptions, l2_election_orders, plan
 from teapot_lb.bgp import State
+from teapot_lb.bgp.fsm import StateChanged
 from teapot_lb.cluster import ClusterView, Store
 from teapot_lb.l2.responder import InterfaceInfo, interfaces
 from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setups, router_id_of
@@ -106,9 +107,11 @@ class NodeSpeaker:
         """Something changed: plan again soon (idempotent; many calls, one step)."""
         self._wake.set()
 
-    def on_bgp_event(self, _peer: Any, _action: Any) -> None:
-        """bgp.Speaker callback: session changes alter the explanations (peer down)."""
-        self.notify()
+    def on_bgp_event(self, _peer: Any, action: Any) -> None:
+        """bgp.Speaker callback: a session coming up or going down changes the explanations
+        (and the status); routes the router sends us do not concern the plan."""
+        if isinstance(action, StateChanged) and State.ESTABLISHED in (action.old, action.new):
+            self.notify()
 
     async def run(self) -> None:
         """Plan and apply whenever notified, until cancelled."""
