@@ -52,7 +52,7 @@ def check_all_modes(report: LabReport, nodes: int) -> None:
         assert len(m.create_times()) == SMALL.services
         assert m.spread is not None and m.spread.ok, m.spread
         assert m.deletion is not None and m.deletion.ok, m.deletion
-        assert m.failovers and all(f.ok for f in m.failovers)
+        assert m.failovers and all(f.ok for f in m.failovers), m.failovers
     # ECMP: every node serves some requests; L2 and VIP: exactly one node does.
     assert len(by_mode["bgp"].spread.by_node) == nodes  # type: ignore[union-attr]
     assert len(by_mode["l2"].spread.by_node) == 1  # type: ignore[union-attr]
@@ -60,7 +60,8 @@ def check_all_modes(report: LabReport, nodes: int) -> None:
     kinds = [f.kind for f in by_mode["bgp"].failovers]
     assert kinds == ["graceful", "hard"]
     # A graceful stop loses no request: the node withdraws before it goes.
-    assert all(t.failed_requests == 0 for t in by_mode["bgp"].failovers[0].trials)
+    graceful = by_mode["bgp"].failovers[0].trials
+    assert all(t.failed_requests == 0 for t in graceful), graceful
     assert report.cleanup is not None and report.cleanup.ok, report.cleanup
     assert report.ok
 

@@ -35,6 +35,12 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
+def failure_reasons(attempts: Iterable[Attempt], since: float) -> dict[str, int]:
+    """Failed requests started at or after ``since``, counted by error."""
+    counts = Counter(a.error or "failed" for a in attempts if not a.ok and a.start >= since)
+    return dict(sorted(counts.items()))
+
+
 def spread(attempts: Iterable[Attempt]) -> dict[str, int]:
     """Successful requests per answering node (failures under ``"(failed)"``)."""
     counts = Counter(a.node if a.node is not None else "(failed)" for a in attempts)

@@ -30,6 +30,8 @@ class Trial:
     failed_requests: int
     requests: int
     withdrawn_s: float | None = None  # BGP: until the router's FIB lost the node's next hop
+    return_failed_requests: int = 0  # requests that failed while the node came back
+    failures: dict[str, int] = field(default_factory=dict)  # why requests failed, counted
 
     @property
     def failover_s(self) -> float | None:

@@ -25,7 +25,14 @@ from teapot_lb.lab.manifests import (
     with_services,
     write_docs,
 )
-from teapot_lb.lab.measure import Attempt, first_success, outage, settled, spread
+from teapot_lb.lab.measure import (
+    Attempt,
+    failure_reasons,
+    first_success,
+    outage,
+    settled,
+    spread,
+)
 from teapot_lb.lab.network import LabNetwork, LabTimeout, wait_for
 from teapot_lb.lab.report import Deletion, Failover, ModeResult, ServiceResult, Spread, Trial
 from teapot_lb.lab.router import fib_next_hops
@@ -298,9 +305,10 @@ class ModeScenario:
             return bool(gone) and settled(probe.snapshot(), t0, bad=bad, settle=SETTLE_S)
 
         try:
-            wait_for(
-                done, timeout=limit, what=f"the client to be served without {victim}", every=0.005
-            )
+            # Each check runs `ip route`: poll finely only where milliseconds matter.
+            every = 0.02 if hard else 0.005
+            what = f"the client to be served without {victim}"
+            wait_for(done, timeout=limit, what=what, every=every)
         finally:
             attempts = probe.stop()
         o = outage(attempts, t0, bad=bad, settle=SETTLE_S)
@@ -310,15 +318,23 @@ class ModeScenario:
             f"{kind} {victim}: router dropped it after {_ms(withdrawn)}, client served without"
             f" it after {_ms(o.recovered_after)} ({o.failed} of {o.total} requests failed)"
         )
-        if hard:
-            self.net.revive(victim)
-        else:
-            code = self.net.stop_speaker(victim)
-            if code != 0:
-                self.result.errors.append(f"{victim}: teapot-lb run exited with {code} on SIGTERM")
-            self.net.start_speaker(victim)
-        self._wait_all_hops(ip)
-        return Trial(victim, o.recovered_after, o.failed, o.total, withdrawn)
+        probe = self.client.probe([(ip, SERVICE_PORT)], PROBE_INTERVAL_S)
+        try:
+            if hard:
+                self.net.revive(victim)
+            else:
+                code = self.net.stop_speaker(victim)
+                if code != 0:
+                    self.result.errors.append(
+                        f"{victim}: teapot-lb run exited with {code} on SIGTERM"
+                    )
+                self.net.start_speaker(victim)
+            self._wait_all_hops(ip)
+        finally:
+            back = probe.stop()
+        lost = sum(1 for a in back if not a.ok)
+        why = failure_reasons(attempts, t0)
+        return Trial(victim, o.recovered_after, o.failed, o.total, withdrawn, lost, why)
 
     def _owner_trial(self, ip: str) -> Trial:
         probe = self._baseline(ip, single_owner=True)
@@ -338,9 +354,25 @@ class ModeScenario:
             f"hard kill {owner}: served by {', '.join(sorted(n for n in after if n))} after"
             f" {_ms(o.recovered_after)} ({o.failed} of {o.total} requests failed)"
         )
-        self.net.revive(owner)
-        self._wait_node_back(owner)
-        return Trial(owner, o.recovered_after, o.failed, o.total)
+        # The node comes back (and may take the IP back): count what that costs the client.
+        probe = self.client.probe([(ip, SERVICE_PORT)], PROBE_INTERVAL_S)
+        try:
+            self.net.revive(owner)
+            self._wait_node_back(owner)
+            wait_for(
+                lambda: (
+                    len(self.owners(ip)) == 1 and settled(probe.snapshot(), 0.0, settle=SETTLE_S)
+                ),
+                timeout=20,
+                what=f"one node to hold {ip} after {owner} came back",
+            )
+        finally:
+            back = probe.stop()
+        lost = sum(1 for a in back if not a.ok)
+        holder = self.owners(ip)
+        self.say(f"{owner} back; {ip} held by {', '.join(holder)}; {lost} requests failed")
+        why = failure_reasons(attempts, t0)
+        return Trial(owner, o.recovered_after, o.failed, o.total, None, lost, why)
 
     # -- waits
 
