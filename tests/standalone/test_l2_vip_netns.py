@@ -22,6 +22,7 @@ L2_IP = "192.0.2.200"
 L2_LOCAL = "192.0.2.201"
 VIP_IP = "192.0.2.230"
 VIP_LOCAL = "192.0.2.231"
+L2_V6 = "2001:db8::200"
 
 
 def services_docs(l2local: str = "n1", viplocal: str = "n1") -> list[dict[str, object]]:
@@ -32,6 +33,7 @@ def services_docs(l2local: str = "n1", viplocal: str = "n1") -> list[dict[str, o
         service("vipweb", VIP_IP),
         service("viplocal", VIP_LOCAL, externalTrafficPolicy="Local"),
         endpoints("viplocal", viplocal),
+        service("l2web6", L2_V6, ipFamilies=["IPv6"]),
     ]
 
 
@@ -60,12 +62,16 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     workdir = tmp_path_factory.mktemp("l2-lab")
     with Topology("sl2") as topo:
         lab = Lab(topo, workdir)
-        for ip in (L2_IP, L2_LOCAL, VIP_IP, VIP_LOCAL):
+        for ip in (L2_IP, L2_LOCAL, VIP_IP, VIP_LOCAL, L2_V6):
             lab.bind_service_ip(ip)
         write(
             lab.manifests / "config.yaml",
             [
-                ours("AddressPool", "lan", {"addresses": ["192.0.2.200-192.0.2.209"]}),
+                ours(
+                    "AddressPool",
+                    "lan",
+                    {"addresses": ["192.0.2.200-192.0.2.209", "2001:db8::200-2001:db8::20f"]},
+                ),
                 ours("AddressPool", "vip", {"addresses": ["192.0.2.230-192.0.2.239"]}),
                 ours("L2Advertisement", "lan", {"addressPools": ["lan"]}),
                 ours(
@@ -105,6 +111,14 @@ def test_l2_service_is_answered_by_exactly_the_elected_node(lab: Lab) -> None:
 
 def judged(lab: Lab, name: str, verdict: str) -> int:
     return int(lab.status(name).get("l2", {}).get("claims_judged", {}).get(verdict, 0))
+
+
+def test_l2_ipv6_service_is_answered_by_ndp_from_the_elected_node(lab: Lab) -> None:
+    rows = explain_rows(lab, "default/l2web6", "l2")
+    (owner,) = [n for n, r in rows.items() if r["announces"]]
+    wait_for(lambda: owners(lab, L2_V6) == [owner], timeout=20, what=f"{owner} owns {L2_V6}")
+    assert wait_for(lambda: lab.who(L2_V6), timeout=10, what="client reaches it") == owner
+    assert lab.nodes[owner].mac("eth0") in lab.router.ip("-6", "-j", "neigh", "show", L2_V6)
 
 
 def test_heartbeat_partition_the_owner_defends_and_the_standby_yields(lab: Lab) -> None:
