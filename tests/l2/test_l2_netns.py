@@ -7,6 +7,7 @@ answers on the wire, what the client's neighbour table holds, how it fails over.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import socket
@@ -78,11 +79,13 @@ def converged(lab: L2Lab) -> None:
         heard = {e["member"] for e in events(lab, node, "member") if e["new"] == "alive"}
         return heard >= set(lab.nodes) - {node}
 
+    def on_owner(ip: str) -> bool:
+        return lab.connect(ip) == order(lab, ip)[0]
+
     for node in lab.nodes:
-        wait_for(lambda node=node: heard_all(node), 30, f"{node} hearing every peer")
+        wait_for(functools.partial(heard_all, node), 30, f"{node} hearing every peer")
     for ip in lab.ips:
-        owner = order(lab, ip)[0]
-        wait_for(lambda ip=ip, owner=owner: lab.connect(ip) == owner, 20, f"{ip} on {owner}")
+        wait_for(functools.partial(on_owner, ip), 20, f"{ip} on its elected owner")
 
 
 @pytest.fixture
