@@ -56,3 +56,16 @@ def test_unknown_kinds_can_be_skipped(tmp_path: Path) -> None:
     assert run(str(tmp_path))[0] == 1
     code, output = run("--ignore-unknown-kinds", str(tmp_path))
     assert code == 0, output
+
+
+def test_hidden_folders_such_as_the_standalone_state_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "pool.yaml").write_text(
+        "apiVersion: lb.teapot.io/v1alpha1\nkind: AddressPool\n"
+        "metadata: {name: p, namespace: lb-system}\nspec: {addresses: [192.0.2.0/28]}\n"
+    )
+    state = tmp_path / ".state" / "node-a"
+    state.mkdir(parents=True)
+    (state / "status.json").write_text('{"node": "node-a", "services": {}}')
+    code, output = run(str(tmp_path))
+    assert code == 0, output
+    assert "1 object(s) in 1 file(s)" in output

@@ -60,6 +60,9 @@ KINDS: dict[tuple[str, str], type[BaseModel]] = {
 }
 _API_VERSION_OF_KIND = {kind: api for api, kind in KINDS}
 
+# libyaml's parser when it is there: YAML parsing is most of a standalone reload.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -219,12 +222,26 @@ def manifest_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Proble
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.suffix in YAML_SUFFIXES))
+            files.extend(files_under(path))
         elif path.is_file():
             files.append(path)
         else:
             problems.append(_file_problem(path, "no such file or directory"))
     return files, problems
+
+
+def files_under(root: Path, skip: Path | None = None) -> list[Path]:
+    """YAML/JSON files below `root`, sorted; hidden files and folders (such as the
+    `.state/` standalone mode writes beside the manifests) and `skip` are left out."""
+    files: list[Path] = []
+    for path in sorted(root.rglob("*")):
+        if any(part.startswith(".") for part in path.relative_to(root).parts):
+            continue
+        if skip is not None and path.is_relative_to(skip):
+            continue
+        if path.suffix in YAML_SUFFIXES and path.is_file():
+            files.append(path)
+    return files
 
 
 def _file_problem(path: Path, message: str) -> Problem:
@@ -235,7 +252,7 @@ def decode_documents(text: str, source: str) -> tuple[list[Document], list[Probl
     """The non-empty documents of a multi-document YAML text (`kind: List` items expanded)."""
     documents: list[Document] = []
     try:
-        for index, body in enumerate(yaml.safe_load_all(text), start=1):
+        for index, body in enumerate(yaml.load_all(text, Loader=_SafeLoader), start=1):
             if body is None:
                 continue
             where = f"{source}, document {index}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import UnparsedPool
 from teapot_lb.model import ApiObject, ObjectRef, Problem
-from teapot_lb.model.manifest import YAML_SUFFIXES, Document, parse_documents, read_documents
+from teapot_lb.model.manifest import Document, files_under, parse_documents, read_documents
 from teapot_lb.validation import validate_manifest
 
 Fingerprint = tuple[tuple[str, int, int, int], ...]
@@ -26,18 +26,7 @@ _DROPPED_WHEN_INVALID = {"BGPPeer", "BGPAdvertisement", "L2Advertisement", "VIPA
 
 
 def manifest_files(root: Path, skip: Path | None = None) -> list[Path]:
-    files: list[Path] = []
-    if root.is_file():
-        return [root]
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
-        if skip is not None and path.is_relative_to(skip):
-            continue
-        if path.suffix in YAML_SUFFIXES and path.is_file():
-            files.append(path)
-    return files
+    return [root] if root.is_file() else files_under(root, skip)
 
 
 def fingerprint(files: list[Path]) -> Fingerprint:
