@@ -35,7 +35,7 @@ def our_namespaces(pid: int) -> list[str]:
 
 def require_lab(router: str) -> None:
     require_root()
-    require_binary("keepalived", "arping")
+    require_binary("keepalived")
     if router == "bird":
         require_binary("bird", "birdc")
     else:

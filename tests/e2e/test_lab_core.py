@@ -9,7 +9,9 @@ import pytest
 
 from teapot_lb.lab.manifests import (
     LabConfigError,
+    announced_view,
     assigned_ips,
+    bgp_announcers,
     copy_manifests,
     layout,
     read_dir,
@@ -212,3 +214,26 @@ def test_frr_config_allows_ecmp_over_every_node() -> None:
     assert " neighbor 192.0.2.11 timers 1 3" in text
     assert "  neighbor 192.0.2.12 activate" in text
     assert "no bgp ebgp-requires-policy" in text
+
+
+def test_the_router_peers_only_with_nodes_a_bgppeer_selects(tmp_path: Path) -> None:
+    copy_manifests(REPO_EXAMPLES, tmp_path, drop_nodes=False)
+    config = tmp_path / "000-config.yaml"
+    config.write_text(
+        config.read_text().replace(
+            "  connectTime: 1s\n",
+            "  connectTime: 1s\n  nodeSelectors:\n"
+            "    - matchLabels: {kubernetes.io/hostname: node-2}\n",
+        )
+    )
+    lay = layout(read_dir(tmp_path), nodes=None)
+    assert lay.bgp is not None and lay.bgp.nodes == ("node-2",)
+
+
+def test_bgp_announcers_come_from_the_nodes_own_plan(tmp_path: Path) -> None:
+    copy_manifests(REPO_EXAMPLES, tmp_path, drop_nodes=False)
+    view = announced_view(read_dir(tmp_path), [service_doc("bgp-1", "lab-bgp")])
+    assert bgp_announcers(view, "203.0.113.65") == (
+        "203.0.113.65/32", {"node-1", "node-2", "node-3"},
+    )  # fmt: skip
+    assert bgp_announcers(view, "192.0.2.200") == (None, set())  # an L2 address

@@ -10,6 +10,7 @@ moment it writes the Service, without waiting for any node to report it.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import shutil
 from collections.abc import Iterable, Sequence
@@ -19,12 +20,14 @@ from typing import Any
 
 import yaml
 
-from teapot_lb.cluster import ClusterView, Kind, object_key
+from teapot_lb.announce.plan import BGPRoute, Mode, plan
+from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import ControllerOptions
-from teapot_lb.model import Service
+from teapot_lb.model import Node, Service
+from teapot_lb.model.common import matches_any
 from teapot_lb.model.manifest import YAML_SUFFIXES, parse_object
 from teapot_lb.model.service import ANNOTATION_POOL
-from teapot_lb.standalone.assign import assign
+from teapot_lb.standalone.assign import assign, assigned_services
 from teapot_lb.standalone.directory import Snapshot, read
 
 MODES = ("bgp", "l2", "vip")
@@ -57,6 +60,7 @@ class BgpSpec:
     node_asn: int
     hold_time: int
     keepalive_time: int
+    nodes: tuple[str, ...] = ()  # the nodes some BGPPeer selects: the router peers with them
 
 
 @dataclass
@@ -147,6 +151,8 @@ def layout(snapshot: Snapshot, *, nodes: int | None) -> LabLayout:
             specs.append(NodeSpec(name, str(addrs[0])))
     if not 1 <= len(specs) <= 60:
         raise LabConfigError(f"{len(specs)} nodes: the lab runs 1 to 60")
+    if generated:
+        view = _with_nodes(view, specs)
     bgp = _bgp_spec(view)
     router = bgp.router_address if bgp else ROUTER_LAN
     taken = {s.address for s in specs}
@@ -155,6 +161,15 @@ def layout(snapshot: Snapshot, *, nodes: int | None) -> LabLayout:
     if len(taken) != len(specs):
         raise LabConfigError("two Nodes have the same InternalIP")
     return LabLayout(specs, router, bgp, pools_by_mode(view), generated)
+
+
+def _with_nodes(view: ClusterView, specs: Sequence[NodeSpec]) -> ClusterView:
+    nodes = {}
+    for spec in specs:
+        obj, _ = parse_object(node_doc(spec))
+        assert isinstance(obj, Node)
+        nodes[spec.name] = obj
+    return dataclasses.replace(view, nodes=nodes)
 
 
 def _bgp_spec(view: ClusterView) -> BgpSpec | None:
@@ -175,12 +190,18 @@ def _bgp_spec(view: ClusterView) -> BgpSpec | None:
     if spec.peer_asn is None:
         raise LabConfigError(f"BGPPeer {peer.name}: the lab's router needs peerASN")
     hold = int(peer.hold_time_seconds())
+    peered = tuple(
+        name
+        for name, node in sorted(view.nodes.items())
+        if any(matches_any(p.spec.node_selectors, node.labels) for p in peers)
+    )
     return BgpSpec(
         router_address=str(spec.peer_address),
         router_asn=spec.peer_asn,
         node_asn=spec.my_asn,
         hold_time=hold,
         keepalive_time=max(1, int(peer.keepalive_time_seconds())),
+        nodes=peered,
     )
 
 
@@ -232,6 +253,40 @@ def assigned_ips(view: ClusterView, snapshot: Snapshot) -> dict[str, list[str]]:
     """Every Service's IPs as every node computes them (key -> IPs; [] when refused)."""
     result = assign(view, ControllerOptions(), snapshot.unparsed_pools)
     return {key: [str(ip) for ip in a.ips] for key, a in result.items()}
+
+
+def announced_view(snapshot: Snapshot, docs: Iterable[dict[str, Any]]) -> ClusterView:
+    """What every node's speaker plans from: the objects, Services with their IPs in status."""
+    view = with_services(snapshot, docs)
+    services = assigned_services(view, assign(view, ControllerOptions(), snapshot.unparsed_pools))
+    store = Store()
+    for kind, objs in (
+        (Kind.SERVICE, services),
+        (Kind.ENDPOINT_SLICE, view.endpoint_slices),
+        (Kind.NODE, view.nodes),
+        (Kind.NAMESPACE, view.namespaces),
+        (Kind.ADDRESS_POOL, view.pools),
+        (Kind.BGP_PEER, view.bgp_peers),
+        (Kind.BGP_ADVERTISEMENT, view.bgp_advertisements),
+        (Kind.L2_ADVERTISEMENT, view.l2_advertisements),
+        (Kind.VIP_ADVERTISEMENT, view.vip_advertisements),
+    ):
+        store.replace(kind, objs)
+    return store.view()
+
+
+def bgp_announcers(view: ClusterView, ip: str) -> tuple[str | None, set[str]]:
+    """The prefix carrying ``ip`` and the nodes announcing it over BGP, as they plan it."""
+    addr = ipaddress.ip_address(ip)
+    prefix: str | None = None
+    nodes: set[str] = set()
+    for name in sorted(view.nodes):
+        for route in plan(view, name).of_mode(Mode.BGP):
+            assert isinstance(route, BGPRoute)
+            if addr in ipaddress.ip_network(route.prefix):
+                prefix = route.prefix
+                nodes.add(name)
+    return prefix, nodes
 
 
 def read_dir(path: Path) -> Snapshot:

@@ -130,6 +130,7 @@ class LabNetwork:
             sessions = tuple(
                 Session(n.address, bgp.node_asn, bgp.hold_time, bgp.keepalive_time)
                 for n in self.nodes.values()
+                if n.name in bgp.nodes
             )
         config = RouterConfig(asn, self.layout.router_address, sessions)
         daemon = make_router(self.router_kind, self.router, self.workdir / "router", config)

@@ -68,7 +68,7 @@ class LabOptions:
 
 def missing_programs(options: LabOptions) -> list[str]:
     """Programs this run needs that are not installed."""
-    need = ["ip", "arping"]
+    need = ["ip"]
     if "bgp" in options.modes:
         need += ["bird", "birdc"] if options.router == "bird" else ["vtysh"]
     if "vip" in options.modes:
@@ -202,7 +202,8 @@ def _wait_ready(net: LabNetwork, modes: tuple[str, ...], progress: Progress) -> 
     progress("lab: teapot-lb run is up on every node")
     if "bgp" in modes and net.router_daemon is not None:
         router = net.router_daemon
-        want = {n.address for n in net.nodes.values()}
+        peered = net.layout.bgp.nodes if net.layout.bgp else ()
+        want = {n.address for n in net.nodes.values() if n.name in peered}
         wait_for(
             lambda: router.established() >= want,
             timeout=60,

@@ -18,7 +18,9 @@ from teapot_lb.lab.client import Client, Probe
 from teapot_lb.lab.manifests import (
     LAB_NAMESPACE,
     SERVICE_PORT,
+    announced_view,
     assigned_ips,
+    bgp_announcers,
     mode_of_ip,
     read_dir,
     service_doc,
@@ -176,8 +178,8 @@ class ModeScenario:
         by_node = spread(attempts)
         failed = by_node.get("(failed)", 0)
         serving = [n for n in by_node if n != "(failed)"]
-        n_nodes = len(self.net.nodes)
         if self.mode == "bgp":
+            n_nodes = len(self.bgp_announcers(ip))
             want = n_nodes if self.sizes.requests >= 10 * n_nodes else min(2, n_nodes)
             ok = failed == 0 and len(serving) >= want
         else:
@@ -241,8 +243,22 @@ class ModeScenario:
     # -- failover trials
 
     def _victim(self, trial: int) -> str:
-        names = sorted(self.net.nodes)
+        names = sorted(self.bgp_announcers(self.lab_ips[0]))
+        if len(names) < 2:
+            raise ScenarioError(
+                f"{len(names)} node(s) announce {self.lab_ips[0]}: need 2 to fail over"
+            )
         return names[trial % len(names)]
+
+    def bgp_announcers(self, ip: str) -> list[str]:
+        """The nodes that announce ``ip`` over BGP, by the same plan the nodes compute."""
+        view = announced_view(read_dir(self.net.manifests), self.state.all_docs())
+        prefix, nodes = bgp_announcers(view, ip)
+        if prefix is None or not nodes:
+            raise ScenarioError(f"no node plans to announce {ip} over BGP (see teapot-lb explain)")
+        if prefix != f"{ip}/32":
+            raise ScenarioError(f"{ip} is announced as {prefix}: the lab needs /32 routes")
+        return sorted(nodes)
 
     def owners(self, ip: str) -> list[str]:
         """Nodes holding ``ip``: L2, whose status says they answer ARP for it; VIP, whose
@@ -388,11 +404,12 @@ class ModeScenario:
         return True
 
     def _wait_all_hops(self, ip: str) -> None:
-        want = frozenset(n.address for n in self.net.nodes.values())
+        names = self.bgp_announcers(ip)
+        want = frozenset(self.net.nodes[n].address for n in names)
         wait_for(
             lambda: fib_next_hops(self.net.router, f"{ip}/32") == want,
             timeout=30,
-            what=f"the router's FIB to hold {ip}/32 via all {len(want)} nodes",
+            what=f"the router's FIB to hold {ip}/32 via {', '.join(names)}",
             every=0.05,
         )
 
