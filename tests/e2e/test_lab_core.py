@@ -237,3 +237,11 @@ def test_bgp_announcers_come_from_the_nodes_own_plan(tmp_path: Path) -> None:
         "203.0.113.65/32", {"node-1", "node-2", "node-3"},
     )  # fmt: skip
     assert bgp_announcers(view, "192.0.2.200") == (None, set())  # an L2 address
+
+
+def test_pools_outside_the_documentation_ranges_are_refused(tmp_path: Path) -> None:
+    copy_manifests(REPO_EXAMPLES, tmp_path, drop_nodes=False)
+    config = tmp_path / "000-config.yaml"
+    config.write_text(config.read_text().replace("203.0.113.64/27", "10.1.0.0/27"))
+    with pytest.raises(LabConfigError, match=r"lab-bgp: 10\.1\.0\.0-10\.1\.0\.31 is outside"):
+        layout(read_dir(tmp_path), nodes=None)

@@ -27,6 +27,7 @@ from teapot_lb.model import Node, Service
 from teapot_lb.model.common import matches_any
 from teapot_lb.model.manifest import YAML_SUFFIXES, parse_object
 from teapot_lb.model.service import ANNOTATION_POOL
+from teapot_lb.netlab.topology import ALLOWED_NETS
 from teapot_lb.standalone.assign import assign, assigned_services
 from teapot_lb.standalone.directory import Snapshot, read
 
@@ -153,6 +154,7 @@ def layout(snapshot: Snapshot, *, nodes: int | None) -> LabLayout:
         raise LabConfigError(f"{len(specs)} nodes: the lab runs 1 to 60")
     if generated:
         view = _with_nodes(view, specs)
+    _check_documentation_ranges(view)
     bgp = _bgp_spec(view)
     router = bgp.router_address if bgp else ROUTER_LAN
     taken = {s.address for s in specs}
@@ -161,6 +163,19 @@ def layout(snapshot: Snapshot, *, nodes: int | None) -> LabLayout:
     if len(taken) != len(specs):
         raise LabConfigError("two Nodes have the same InternalIP")
     return LabLayout(specs, router, bgp, pools_by_mode(view), generated)
+
+
+def _check_documentation_ranges(view: ClusterView) -> None:
+    """The lab puts Service IPs on interfaces and routes: documentation ranges only."""
+    for pool in sorted(view.pools.values(), key=lambda p: p.name):
+        for rng in pool.address_ranges():
+            inside = any(rng.first in net and rng.last in net for net in ALLOWED_NETS)
+            if not inside:
+                allowed = ", ".join(str(n) for n in ALLOWED_NETS)
+                raise LabConfigError(
+                    f"AddressPool {pool.name}: {rng.first}-{rng.last} is outside the"
+                    f" documentation ranges the lab may use ({allowed})"
+                )
 
 
 def _with_nodes(view: ClusterView, specs: Sequence[NodeSpec]) -> ClusterView:

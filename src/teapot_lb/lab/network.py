@@ -37,6 +37,7 @@ from teapot_lb.lab.client import enter_netns
 from teapot_lb.lab.manifests import CLIENT, ROUTER_UP, SERVICE_PORT, UPLINK_PREFIX, LabLayout
 from teapot_lb.lab.router import Router, RouterConfig, Session, make_router
 from teapot_lb.netlab import Host, Topology
+from teapot_lb.netlab.topology import check_documentation_address
 
 T = TypeVar("T")
 _ETH_P_ARP = 0x0806
@@ -227,6 +228,7 @@ class LabNetwork:
     # -- kube-proxy emulation
 
     def bind(self, ip: str) -> None:
+        check_documentation_address(ip)
         for node in self.nodes.values():
             node.host.ip("addr", "replace", f"{ip}/32", "dev", "lo")
         self.bound.add(ip)
