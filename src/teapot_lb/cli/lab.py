@@ -31,7 +31,7 @@ def _modes(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[str
     help="Announcement modes to exercise, comma-separated.",
 )  # fmt: skip
 @click.option(
-    "--nodes", type=click.IntRange(1, 60), default=None,
+    "--nodes", type=click.IntRange(2, 60), default=None,
     help="Node namespaces node-1..node-N [default: the manifests' Nodes, 3 in examples/lab].",
 )  # fmt: skip
 @click.option("--router", type=click.Choice(ROUTERS), default="bird", show_default=True)

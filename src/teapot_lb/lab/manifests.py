@@ -150,8 +150,8 @@ def layout(snapshot: Snapshot, *, nodes: int | None) -> LabLayout:
                     f" (or pass --nodes N to let the lab make its Nodes)"
                 )
             specs.append(NodeSpec(name, str(addrs[0])))
-    if not 1 <= len(specs) <= 60:
-        raise LabConfigError(f"{len(specs)} nodes: the lab runs 1 to 60")
+    if not 2 <= len(specs) <= 60:
+        raise LabConfigError(f"{len(specs)} node(s): the lab runs 2 to 60 (failover needs two)")
     if generated:
         view = _with_nodes(view, specs)
     _check_documentation_ranges(view)
