@@ -108,7 +108,8 @@ def test_lab_command_with_bird_router_exits_0_and_writes_json(tmp_path: Path) ->
     assert {g["name"] for g in doc["goals"]} >= {"create→reachable p50", "L2 failover p50"}
 
 
-def test_ctrl_c_removes_everything_the_lab_created(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupting_the_lab_removes_everything_it_created(sig: signal.Signals) -> None:
     require_lab("bird")
     proc = subprocess.Popen(
         [sys.executable, "-m", "teapot_lb.cli.lab", "--nodes", "2", "--modes", "l2"],
@@ -134,7 +135,7 @@ def test_ctrl_c_removes_everything_the_lab_created(tmp_path: Path) -> None:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, f"node processes: {pids}"
             time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -176,8 +177,7 @@ def test_invalid_manifests_fail_the_lab_with_the_problem(tmp_path: Path) -> None
     assert to_json(report)["ok"] is False
 
 
-@pytest.mark.parametrize("mode", ["l2"])
-def test_own_manifests_with_a_single_mode_and_their_nodes(tmp_path: Path, mode: str) -> None:
+def test_own_manifests_with_a_single_mode_and_their_nodes(tmp_path: Path) -> None:
     """A user's directory: only an L2 pool and two Nodes of their own naming."""
     require_lab("bird")
     own = tmp_path / "own"
@@ -204,7 +204,7 @@ metadata: {name: beta}
 status: {addresses: [{type: InternalIP, address: 192.0.2.22}]}
 """
     )
-    options = LabOptions(manifests=own, modes=(mode,), sizes=SMALL)
+    options = LabOptions(manifests=own, modes=("l2",), sizes=SMALL)
     report = run_lab(options, lambda _: None)
     assert report.ok, (report.errors, [m.errors for m in report.modes])
     assert report.options["node_names"] == ["alpha", "beta"]
