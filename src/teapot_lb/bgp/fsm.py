@@ -193,9 +193,13 @@ class SessionConfig:
     peer_as: int | None  # None accepts any ASN
     router_id: IPv4Address
     hold_time: int = 90
+    # None: a third of the negotiated hold time. Never more than that (RFC 4271 §10):
+    # a longer value is clamped (``Negotiated.keepalive_clamped`` says so).
+    keepalive_time: float | None = None
     passive: bool = False
     families: frozenset[Family] = BOTH_FAMILIES
-    connect_retry: float = 5.0  # first retry delay; doubles up to connect_retry_max
+    # First retry delay; doubles up to connect_retry_max (equal values: a fixed interval).
+    connect_retry: float = 5.0
     connect_retry_max: float = 120.0
     graceful_restart: bool = True
     restart_time: int = 120
@@ -229,12 +233,28 @@ class Negotiated:
     peer_open: Open
     peer_as: int
     hold_time: int
-    keepalive_time: float
+    keepalive_time: float  # 0 when the hold time is 0: no KEEPALIVEs
     four_octet_as: bool
     families: frozenset[Family]
     route_refresh: bool
     ibgp: bool
     peer_graceful_restart: GracefulRestart | None
+    keepalive_clamped: bool = False  # the configured keepalive_time exceeded hold_time / 3
+
+
+def keepalive_interval(configured: float | None, hold_time: int) -> tuple[float, bool]:
+    """The KEEPALIVE interval for a negotiated ``hold_time`` and whether it was clamped.
+
+    RFC 4271 §10: at most a third of the hold time; no KEEPALIVEs when the hold time is 0.
+    """
+    if not hold_time:
+        return 0.0, False
+    limit = hold_time / 3
+    if configured is None or configured <= 0:
+        return limit, False
+    if configured > limit:
+        return limit, True
+    return configured, False
 
 
 def keep_locally_initiated(local_id: IPv4Address, remote_id: IPv4Address) -> bool:
@@ -343,8 +363,10 @@ class Session:
                     Connect(),
                 ]
             if st == State.ACTIVE and not self.config.passive:
+                # The connect timeout of this attempt: the backoff advances on its failure
+                # (connection_failed, or the timeout in Connect), once per attempt.
                 return [
-                    ArmTimer(Timer.CONNECT_RETRY, self._next_retry()),
+                    ArmTimer(Timer.CONNECT_RETRY, self._retry or self.config.connect_retry),
                     Connect(),
                     *self._goto(State.CONNECT, "connect retry timer expired"),
                 ]
@@ -449,12 +471,14 @@ class Session:
                 f"bad BGP identifier {msg.bgp_id}",
             )
         hold = min(cfg.hold_time, msg.hold_time)
+        keepalive, clamped = keepalive_interval(cfg.keepalive_time, hold)
         four = msg.four_octet_as
         self.negotiated = Negotiated(
             peer_open=msg,
             peer_as=msg.asn,
             hold_time=hold,
-            keepalive_time=hold / 3,
+            keepalive_time=keepalive,
+            keepalive_clamped=clamped,
             four_octet_as=four,
             families=cfg.families & msg.families,
             route_refresh=msg.route_refresh,
@@ -465,7 +489,7 @@ class Session:
         self.sent["keepalive"] += 1
         actions: list[Action] = [OpenReceived(msg), Send(KEEPALIVE_BYTES)]
         if hold:
-            actions += [ArmTimer(Timer.HOLD, hold), ArmTimer(Timer.KEEPALIVE, hold / 3)]
+            actions += [ArmTimer(Timer.HOLD, hold), ArmTimer(Timer.KEEPALIVE, keepalive)]
         else:
             actions += [CancelTimer(Timer.HOLD), CancelTimer(Timer.KEEPALIVE)]
         return actions + self._goto(State.OPEN_CONFIRM, "OPEN received")

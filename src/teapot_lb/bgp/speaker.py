@@ -12,7 +12,7 @@ import contextlib
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any
 
@@ -83,6 +83,8 @@ class PeerConfig:
     local_as: int | None = None  # default: the speaker's
     passive: bool = False
     hold_time: int = 90
+    # KEEPALIVE interval; None: a third of the negotiated hold time (also the upper bound).
+    keepalive_time: float | None = None
     password: str | None = None  # TCP MD5 (RFC 2385)
     ebgp_multihop: int | None = None  # TTL; eBGP without it uses TTL 1 (single hop)
     families: frozenset[Family] = BOTH_FAMILIES
@@ -90,8 +92,8 @@ class PeerConfig:
     restart_time: int = 120
     next_hop_v4: IPv4Address | None = None  # default: the session's local address
     next_hop_v6: IPv6Address | None = None
-    connect_retry: float = 2.0
-    connect_retry_max: float = 60.0
+    connect_retry: float = 2.0  # first ConnectRetry interval; doubles up to connect_retry_max
+    connect_retry_max: float = 60.0  # equal to connect_retry: a fixed interval
     max_prefixes: int | None = None  # Cease/Maximum Number of Prefixes Reached beyond it
     enforce_first_as: bool = True  # treat-as-withdraw eBGP paths not starting with peer_as
 
@@ -101,6 +103,12 @@ class PeerConfig:
             raise ValueError(f"peer {self.address}: hold time must be 0 or 3..65535 seconds")
         if self.peer_as is not None and not 1 <= self.peer_as <= 0xFFFFFFFF:
             raise ValueError(f"peer {self.address}: peer_as {self.peer_as} is not a valid ASN")
+        if self.keepalive_time is not None and not 0 <= self.keepalive_time <= 0xFFFF:
+            raise ValueError(f"peer {self.address}: keepalive time must be 0..65535 seconds")
+        if not 0 < self.connect_retry <= self.connect_retry_max:
+            raise ValueError(
+                f"peer {self.address}: connect retry must be > 0 and <= connect_retry_max"
+            )
         if self.password is not None and len(self.password.encode()) > 80:
             raise ValueError(f"peer {self.address}: TCP MD5 password longer than 80 bytes")
 
@@ -319,14 +327,15 @@ class Peer:
             peer_as=config.peer_as,
             router_id=speaker.router_id,
             hold_time=config.hold_time,
+            keepalive_time=config.keepalive_time,
             passive=config.passive,
             families=frozenset(Family(*f) for f in config.families),
             connect_retry=config.connect_retry,
             connect_retry_max=config.connect_retry_max,
             graceful_restart=config.graceful_restart,
             restart_time=config.restart_time,
-            restarting=speaker.restarting,
-            forwarding_preserved=speaker.restarting,
+            restarting=speaker.restarting_for(config.restart_time),
+            forwarding_preserved=speaker.restarting_for(config.restart_time),
             enforce_first_as=config.enforce_first_as,
         )
         self._session_config.open_message().pack()  # refuse a bad config here, not later
@@ -336,6 +345,7 @@ class Peer:
         self._stale_timer: asyncio.TimerHandle | None = None
         self._export: ExportPolicy | None = None
         self._warned_next_hop: set[Family] = set()
+        self._warned_keepalive = False
         self._flush_pending = False
 
     def __repr__(self) -> str:
@@ -563,6 +573,22 @@ class Peer:
         self.counters.established += 1
         neg = self.main.session.negotiated
         assert neg is not None
+        if neg.keepalive_clamped and not self._warned_keepalive:
+            self._warned_keepalive = True
+            _log().warning(
+                f"peer {self.address}: keepalive time {self.config.keepalive_time}s is more "
+                f"than a third of the negotiated hold time {neg.hold_time}s; sending "
+                f"KEEPALIVEs every {neg.keepalive_time:g}s (RFC 4271 §10)",
+                peer=self.address,
+            )
+        if self._session_config.restarting:
+            # The R and F bits describe this restart only (RFC 4724 §3): later sessions of
+            # this peer (a flap an hour on) open without them.
+            self._session_config = replace(
+                self._session_config, restarting=False, forwarding_preserved=False
+            )
+            for link in (self.main, *self._others):
+                link.session.config = self._session_config
         sockname: Any = None
         proto = self.main.proto
         if proto is not None and proto.transport is not None:
@@ -666,7 +692,10 @@ class Speaker:
         self.router_id = IPv4Address(router_id)
         self.listen_address = listen_address
         self._listen_port = listen_port
-        self.restarting = restarting  # set the R bit: we came back from a restart (RFC 4724)
+        # Set the R (and F) bit: we came back from a restart (RFC 4724 §3). Applies to
+        # the first session of each peer started within its restart time of start().
+        self.restarting = restarting
+        self._started_at: float | None = None
         self.on_event = on_event
         self.peers: dict[str, Peer] = {}
         self._listener = _Listener()
@@ -683,8 +712,17 @@ class Speaker:
                 return int(sock.getsockname()[1])
         return self._listen_port
 
+    def restarting_for(self, restart_time: float) -> bool:
+        """Whether a peer with ``restart_time`` that starts now opens with the R bit."""
+        if not self.restarting:
+            return False
+        started = self._started_at
+        return started is None or time.monotonic() - started < restart_time
+
     async def start(self) -> None:
         self._running = True
+        if self._started_at is None:
+            self._started_at = time.monotonic()
         if self._listen_port is not None:
             loop = asyncio.get_running_loop()
             hosts: list[str] = [self.listen_address] if self.listen_address else ["0.0.0.0", "::"]

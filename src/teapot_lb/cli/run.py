@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -44,15 +45,45 @@ class RunConfig:
     controller: ControllerOptions = field(default_factory=ControllerOptions)
 
 
-def build_speaker(config: RunConfig, store: Store) -> NodeSpeaker:
-    """The node speaker with the backends of the enabled modes (shared with `speaker`)."""
+class RunMarker:
+    """A file that exists while teapot-lb runs: found at start, the previous run of this
+    node did not stop gracefully (crash, SIGKILL, OOM kill) and this start is a restart.
+
+    Then BGP sessions open with the graceful-restart R and F bits (RFC 4724 §3): a router
+    that kept our routes as stale keeps forwarding to them until our End-of-RIB.
+    A node reboot clears it only if the state directory is on a tmpfs (e.g. /run).
+    """
+
+    NAME = "running"
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / self.NAME
+
+    def begin(self) -> bool:
+        """Write the marker; True if the previous run left one (it did not stop cleanly)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        restarting = self.path.exists()
+        self.path.write_text(f"{os.getpid()}\n")
+        return restarting
+
+    def end(self) -> None:
+        """A graceful stop: the next start is a fresh start."""
+        self.path.unlink(missing_ok=True)
+
+
+def build_speaker(config: RunConfig, store: Store, *, restarting: bool = False) -> NodeSpeaker:
+    """The node speaker with the backends of the enabled modes (shared with `speaker`).
+
+    ``restarting``: the previous run did not stop gracefully (see :class:`RunMarker`)."""
     options = PlanOptions(
         load_balancer_class=config.controller.load_balancer_class,
         handle_unclassed=not config.controller.class_only,
     )
     speaker = NodeSpeaker(config.node, store, options=options)
     if "bgp" in config.modes:
-        speaker.bgp = BGPBackend(real_speaker(config.bgp_port, speaker.on_bgp_event))
+        speaker.bgp = BGPBackend(
+            real_speaker(config.bgp_port, speaker.on_bgp_event, restarting=restarting)
+        )
     if "l2" in config.modes:
         speaker.l2 = L2Backend(
             config.node,
@@ -74,8 +105,14 @@ async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None
     """Run until SIGTERM/SIGINT (or `stop` is set), then withdraw everything and return."""
     logger: Any = log.get("standalone").bind(node=config.node)
     config.state_dir.mkdir(parents=True, exist_ok=True)
+    marker = RunMarker(config.state_dir)
+    restarting = marker.begin()
+    if restarting:
+        logger.warning(
+            "the previous run did not stop gracefully; restarting (BGP graceful restart)"
+        )
     store = Store()
-    speaker = build_speaker(config, store)
+    speaker = build_speaker(config, store, restarting=restarting)
     source = ManifestSource(
         config.manifests,
         store,
@@ -119,6 +156,7 @@ async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None
         writer.write(speaker.last)
         if monitor is not None:
             await monitor.stop()
+        marker.end()
         logger.info("stopped")
 
 
@@ -150,7 +188,8 @@ def parse_modes(text: str) -> tuple[str, ...]:
     "--state-dir",
     type=click.Path(path_type=Path),
     default=None,
-    help="Where status.json, events.log and keepalived files go [default: MANIFESTS/.state/NODE].",
+    help="Where status.json, events.log, keepalived files and the restart marker go "
+    "[default: MANIFESTS/.state/NODE].",
 )
 @click.option("--modes", default=",".join(MODES), show_default=True, help="Backends to run.")
 @click.option(

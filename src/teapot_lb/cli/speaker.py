@@ -11,7 +11,14 @@ from typing import Any
 import click
 
 from teapot_lb import log
-from teapot_lb.cli.run import MODES, RunConfig, build_speaker, parse_modes, stop_on_signals
+from teapot_lb.cli.run import (
+    MODES,
+    RunConfig,
+    RunMarker,
+    build_speaker,
+    parse_modes,
+    stop_on_signals,
+)
 from teapot_lb.cluster import Store
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
@@ -29,8 +36,14 @@ async def run_speaker(
 ) -> NodeSpeaker:
     """Run until SIGTERM/SIGINT (or `stop` is set); returns the speaker after shutdown."""
     logger: Any = log.get("speaker").bind(node=config.node)
+    marker = RunMarker(config.state_dir)
+    restarting = marker.begin()
+    if restarting:
+        logger.warning(
+            "the previous run did not stop gracefully; restarting (BGP graceful restart)"
+        )
     store = Store()
-    speaker = build_speaker(config, store)
+    speaker = build_speaker(config, store, restarting=restarting)
     stop = stop or stop_on_signals()
     async with await connect(kubeconfig) as client:
         source = KubeSource(client, store, speaker.notify, config_namespace=config_namespace)
@@ -65,6 +78,7 @@ async def run_speaker(
             await reporter.close()
             if monitor is not None:
                 await monitor.stop()
+            marker.end()
             logger.info("stopped")
     return speaker
 
@@ -83,7 +97,15 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
 @click.option(
     "--config-namespace", default=None, help="Namespace of the lb.teapot.io objects (all)."
 )
-@click.option("--state-dir", type=click.Path(path_type=Path), default=Path("/var/lib/teapot-lb"))
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path),
+    default=Path("/var/lib/teapot-lb"),
+    show_default=True,
+    help="keepalived files and the restart marker (a file present while the speaker runs: "
+    "found at start, BGP opens with the graceful-restart R bit). Must outlive the container "
+    "(the manifests mount an emptyDir here).",
+)
 @click.option("--modes", default=",".join(MODES), show_default=True)
 @click.option("--bgp-port", default=179, show_default=True)
 @click.option("--l2-port", default=DEFAULT_PORT, show_default=True)

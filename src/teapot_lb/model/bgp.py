@@ -153,9 +153,11 @@ class BGPPeerSpec(KubeModel):
     hold_time: Duration | None = None
     """Proposed hold time: 0 or at least 3s (RFC 4271 §4.2), whole seconds. Default 90s."""
     keepalive_time: Duration | None = None
-    """Keepalive interval, shorter than holdTime. Default: a third of the hold time."""
+    """Keepalive interval. Default: a third of the negotiated hold time, which is also the
+    most it can be (RFC 4271 §10): a longer value is lowered to it (and logged)."""
     connect_time: Duration | None = None
-    """Time between connection attempts. Default 120s (RFC 4271 ConnectRetryTimer)."""
+    """Fixed time between connection attempts (ConnectRetryTimer, RFC 4271 §8), at least 1s.
+    Default: 2s, doubling after each failed attempt up to 60s."""
     router_id: IPAddressField | None = Field(default=None, alias="routerID")
     """BGP identifier (IPv4 dotted quad); defaults to the node's IPv4 address."""
     node_selectors: list[LabelSelector] = []
@@ -173,7 +175,8 @@ class BGPPeerSpec(KubeModel):
     vrf: InterfaceName | None = None
     """Open the session in this VRF (reserved: not implemented yet)."""
     families: list[AddressFamily] = []
-    """Address families to negotiate (RFC 4760); empty means those of the announced IPs."""
+    """Address families to offer (RFC 4760); empty offers both IPv4 and IPv6 unicast. IPv6
+    routes over an IPv4 session use the node's IPv6 InternalIP as next hop."""
 
 
 class BGPPeer(KubeModel):
@@ -206,6 +209,8 @@ class BGPPeer(KubeModel):
         return self.hold_time_seconds() / 3
 
     def connect_time_seconds(self) -> float:
+        """connectTime, else 120s (MetalLB's figure). The speaker does not use the fallback:
+        without connectTime it backs off from 2s to 60s (see connectTime)."""
         spec = self.spec
         return 120.0 if spec.connect_time is None else parse_duration(spec.connect_time)
 

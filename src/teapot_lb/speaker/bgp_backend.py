@@ -23,6 +23,8 @@ from teapot_lb.model import AddressFamily, BGPPeer, Node, matches_any, parse_dur
 from teapot_lb.speaker.desired import Prefix, RouteAttrs, network
 
 _FAMILIES = {AddressFamily.IPV4_UNICAST: IPV4_UNICAST, AddressFamily.IPV6_UNICAST: IPV6_UNICAST}
+DEFAULT_CONNECT_RETRY = 2.0  # without connectTime: 2s, doubling on each failure ...
+DEFAULT_CONNECT_RETRY_MAX = 60.0  # ... up to 60s
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,18 @@ def peer_setup(
         if data is None or "password" not in data:
             return PeerSetup(peer.name, None, f"Secret {key} with key 'password' not found")
         password = data["password"].decode()
+    # Empty: offer both; the router keeps what it supports too (RFC 4760 negotiation).
     families = frozenset(_FAMILIES[f] for f in spec.families) or frozenset(
         {IPV4_UNICAST, IPV6_UNICAST}
     )
-    connect = parse_duration(spec.connect_time) if spec.connect_time is not None else 2.0
+    # connectTime set: a fixed ConnectRetry interval; unset: 2s doubling up to 60s.
+    if spec.connect_time is not None:
+        connect_retry = connect_retry_max = max(parse_duration(spec.connect_time), 1.0)
+    else:
+        connect_retry, connect_retry_max = DEFAULT_CONNECT_RETRY, DEFAULT_CONNECT_RETRY_MAX
+    keepalive = (
+        min(peer.keepalive_time_seconds(), 65535.0) if spec.keepalive_time is not None else None
+    )
     addresses = node.addresses() if node is not None else []
     v4 = next((IPv4Address(str(a)) for a in addresses if a.version == 4), None)
     v6 = next((IPv6Address(str(a)) for a in addresses if a.version == 6), None)
@@ -93,12 +103,13 @@ def peer_setup(
         local_address=str(spec.source_address) if spec.source_address is not None else None,
         local_as=spec.my_asn,
         hold_time=int(peer.hold_time_seconds()),
+        keepalive_time=keepalive,
         password=password,
         ebgp_multihop=255 if spec.ebgp_multi_hop else None,
         families=families,
         graceful_restart=spec.enable_graceful_restart,
-        connect_retry=min(connect, 2.0),
-        connect_retry_max=max(connect, 2.0),
+        connect_retry=connect_retry,
+        connect_retry_max=connect_retry_max,
         next_hop_v4=v4 if session_v6 else None,
         next_hop_v6=v6 if not session_v6 else None,
         description=peer.name,
@@ -140,11 +151,21 @@ SpeakerFactory = Callable[[int, IPv4Address], SpeakerLike]
 
 
 def real_speaker(
-    listen_port: int | None, on_event: Callable[[Any, Any], None] | None = None
+    listen_port: int | None,
+    on_event: Callable[[Any, Any], None] | None = None,
+    *,
+    restarting: bool = False,
 ) -> SpeakerFactory:
+    """``restarting``: the previous run did not stop gracefully (see
+    :class:`teapot_lb.cli.run.RunMarker`); the OPENs carry the graceful-restart R bit."""
+
     def make(local_as: int, router_id: IPv4Address) -> SpeakerLike:
         return Speaker(
-            local_as=local_as, router_id=router_id, listen_port=listen_port, on_event=on_event
+            local_as=local_as,
+            router_id=router_id,
+            listen_port=listen_port,
+            on_event=on_event,
+            restarting=restarting,
         )
 
     return make
