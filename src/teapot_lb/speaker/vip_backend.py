@@ -5,10 +5,19 @@ every node must render from the same list: :func:`cluster_vip_groups` computes i
 the view (the memberships of every node), not only this node's. keepalived is started
 only once this node takes part in an instance, and reloaded only when the rendered text
 changes (the supervisor compares it).
+
+VRIDs are sticky: the last allocation (:attr:`Rendered.vrids`) is passed back as
+``previous_vrids`` on every apply and kept in ``<state-dir>/vrids.json`` across
+restarts, so adding an instance whose preferred VRID is taken never renumbers a
+running one. A node that starts with no history (new node, lost state dir) allocates
+from the current groups alone, which can differ after such a collision; see
+docs/troubleshooting.md ("VRIDs differ between nodes").
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from ipaddress import ip_address
@@ -121,6 +130,27 @@ def node_addresses(view: ClusterView) -> dict[str, tuple[IPAddress, ...]]:
     }
 
 
+VRIDS_FILE = "vrids.json"
+
+
+def load_vrids(path: Path) -> dict[str, int]:
+    """The allocation kept by the previous run; empty when missing or unreadable."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {str(k): v for k, v in doc.items() if isinstance(v, int) and VRID_MIN <= v <= VRID_MAX}
+
+
+def save_vrids(path: Path, vrids: Mapping[str, int]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(dict(sorted(vrids.items())), indent=1) + "\n")
+    os.replace(tmp, path)
+
+
 class VIPBackend:
     def __init__(
         self,
@@ -138,6 +168,8 @@ class VIPBackend:
         )
         self.rendered: Rendered | None = None
         self.errors: list[str] = []
+        self.vrids_path = state_dir / VRIDS_FILE
+        self.vrids: dict[str, int] = load_vrids(self.vrids_path)  # instance token -> VRID
         self._tracks: dict[str, bool] = {}  # track file -> written value
         self._log: Any = log.get("speaker.vip").bind(node=node)
 
@@ -163,7 +195,14 @@ class VIPBackend:
             paths=self.supervisor.paths,
             node_addresses=addresses,
             interfaces=interfaces,
+            previous_vrids=self.vrids,
         )
+        if rendered.vrids != self.vrids:
+            self.vrids = dict(rendered.vrids)
+            try:
+                save_vrids(self.vrids_path, self.vrids)
+            except OSError as exc:
+                self._log.warning("cannot keep the VRID allocation", error=str(exc))
         self.errors = [*errors, *(str(e) for e in rendered.errors)]
         for err in self.errors:
             self._log.error("vip configuration error", error=err)
