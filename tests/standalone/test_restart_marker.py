@@ -23,10 +23,8 @@ from needs import require_root
 from teapot_lb.cli.run import RunMarker
 from teapot_lb.netlab import Topology
 
-from .netlab import node, ours, service, write
+from .restart_lab import NODE_IP, ROUTER_IP, NodeLab
 
-ROUTER_IP = "192.0.2.1"
-NODE_IP = "192.0.2.11"
 LB_IP = "203.0.113.1/32"
 
 ROUTER = """
@@ -95,29 +93,9 @@ def wait_for(check: Callable[[], object], what: str, timeout: float = 30.0) -> N
         time.sleep(0.05)
 
 
-class Lab:
+class Lab(NodeLab):
     def __init__(self, topo: Topology, workdir: Path) -> None:
-        self.router = topo.add_host("router")
-        self.node = topo.add_host("n1")
-        topo.link_pair(
-            self.router, self.node, a_if="eth0", b_if="eth0",
-            a_addrs=[f"{ROUTER_IP}/24"], b_addrs=[f"{NODE_IP}/24"],
-        )  # fmt: skip
-        self.manifests = workdir / "manifests"
-        self.manifests.mkdir()
-        self.state = workdir / "state"
-        self.log = workdir / "run.log"
-        peer = {"myASN": 64512, "peerASN": 64500, "peerAddress": ROUTER_IP}
-        write(
-            self.manifests / "all.yaml",
-            [
-                node("n1"),
-                ours("AddressPool", "public", {"addresses": ["203.0.113.0/29"]}),
-                ours("BGPPeer", "router", {**peer, "enableGracefulRestart": True}),
-                ours("BGPAdvertisement", "public", {"addressPools": ["public"]}),
-                service("web", "203.0.113.1"),
-            ],
-        )
+        super().__init__(topo, workdir, graceful_restart=True)
         proc = self.router.popen(
             [sys.executable, "-c", ROUTER, ROUTER_IP, NODE_IP],
             stdout=subprocess.PIPE,
@@ -125,27 +103,6 @@ class Lab:
         )
         self.rlog = RouterLog(proc)
         wait_for(lambda: self.rlog.events("listening"), "the router to listen")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.proc = self.node.popen(
-                [
-                    sys.executable, "-m", "teapot_lb.cli.run",
-                    "--manifests", str(self.manifests), "--node", "n1",
-                    "--state-dir", str(self.state), "--modes", "bgp", "--bgp-port", "-1",
-                    "--poll-interval", "0.1",
-                ],
-                stdout=log,
-                stderr=log,
-            )  # fmt: skip
-
-    def stop(self, sig: signal.Signals) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=30)
-        self.proc = None
-        return code
 
     def next_open(self) -> dict[str, Any]:
         """Start `teapot-lb run`; the router's view of its OPEN once the session is up."""
