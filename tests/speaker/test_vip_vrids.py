@@ -36,9 +36,13 @@ def backend(state_dir: Path) -> VIPBackend:
     return b
 
 
-def group(name: str, ip: str, *nodes: str) -> VipGroup:
+def group(name: str, ip: str, *nodes: str, vrid_range: tuple[int, int] = RANGE) -> VipGroup:
     return VipGroup(
-        name=name, interface="eth0", vips=(ip_address(ip),), candidate_nodes=nodes, vrid_range=RANGE
+        name=name,
+        interface="eth0",
+        vips=(ip_address(ip),),
+        candidate_nodes=nodes,
+        vrid_range=vrid_range,
     )
 
 
@@ -100,3 +104,28 @@ async def test_nodes_with_the_same_history_agree(tmp_path: Path) -> None:
         await b.apply([existing, newcomer], {}, ["eth0"])
         seen.append(b.vrids)
     assert seen[0] == seen[1]
+
+
+async def test_a_node_set_change_is_numbered_alike_with_and_without_history(
+    tmp_path: Path,
+) -> None:
+    # n4 joins: the instance's node set changes. A node that saw the old instance must not
+    # hand it the old VRID (the renderer's lineage inheritance), or n4, which never saw
+    # it, would run the same VIP under another VRID. (Full range: no probing collision.)
+    full = (1, 255)
+    before = [
+        group("vip/web", "192.0.2.200", "n1", "n2", vrid_range=full),
+        group("vip/db", "192.0.2.201", "n1", vrid_range=full),
+    ]
+    after = [group("vip/web", "192.0.2.200", "n1", "n2", "n4", vrid_range=full), before[1]]
+    old_node = backend(tmp_path / "n1")
+    await old_node.apply(before, {}, ["eth0"])
+    old_vrid = vrid_of(old_node, "vip/web")
+    scratch = render("n1", after, paths=PATHS)
+    (fresh,) = scratch.instances_for_group("vip/web")
+    assert fresh.vrid != old_vrid, "precondition: the new node set prefers another VRID"
+    await old_node.apply(after, {}, ["eth0"])
+    new_node = VIPBackend("n4", tmp_path / "n4")
+    new_node.supervisor = FakeSupervisor()  # type: ignore[assignment]
+    await new_node.apply(after, {}, ["eth0"])
+    assert old_node.vrids == new_node.vrids

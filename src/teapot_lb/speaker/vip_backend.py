@@ -6,12 +6,12 @@ the view (the memberships of every node), not only this node's. keepalived is st
 only once this node takes part in an instance, and reloaded only when the rendered text
 changes (the supervisor compares it).
 
-VRIDs are sticky: the last allocation (:attr:`Rendered.vrids`) is passed back as
-``previous_vrids`` on every apply and kept in ``<state-dir>/vrids.json`` across
-restarts, so adding an instance whose preferred VRID is taken never renumbers a
-running one. A node that starts with no history (new node, lost state dir) allocates
-from the current groups alone, which can differ after such a collision; see
-docs/troubleshooting.md ("VRIDs differ between nodes").
+VRIDs are sticky: the last allocation (:attr:`Rendered.vrids`) of the instances that
+still exist is passed back as ``previous_vrids`` on every apply and kept in
+``<state-dir>/vrids.json`` across restarts, so adding an instance whose preferred VRID
+is taken never renumbers a running one. A node that starts with no history (new node,
+lost state dir) allocates from the current groups alone, which can differ after such a
+collision; see docs/troubleshooting.md ("VRIDs differ between nodes").
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from teapot_lb.vrrp.render import (
     Rendered,
     VipConfigError,
     VipGroup,
+    group_instances,
     render,
 )
 from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
@@ -179,6 +180,18 @@ class VIPBackend:
         if self._on_change is not None:
             self._on_change()
 
+    def kept_vrids(self, groups: Sequence[VipGroup]) -> dict[str, int]:
+        """The previous VRIDs of the instances that still exist.
+
+        Vanished instances are left out on purpose: given them, the renderer lets an
+        instance whose node set changed inherit the old VRID, which a node without this
+        history (one that just joined, which is what changed the node sets) cannot know,
+        and the two would run the same VIPs under different VRIDs. Left out, such an
+        instance is allocated afresh, the same on every node.
+        """
+        current = {key.token() for key in group_instances(groups)}
+        return {token: vrid for token, vrid in self.vrids.items() if token in current}
+
     async def apply(
         self,
         groups: Sequence[VipGroup],
@@ -195,7 +208,7 @@ class VIPBackend:
             paths=self.supervisor.paths,
             node_addresses=addresses,
             interfaces=interfaces,
-            previous_vrids=self.vrids,
+            previous_vrids=self.kept_vrids(groups),
         )
         if rendered.vrids != self.vrids:
             self.vrids = dict(rendered.vrids)
