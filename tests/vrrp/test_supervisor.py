@@ -41,7 +41,8 @@ def report(state):
 
 def on_hup(*_):
     open(log, "a").write("HUP\n")
-    report("MASTER")
+    if not os.environ.get("FAKE_SILENT_RELOAD"):  # real keepalived: no transition on reload
+        report("MASTER")
 
 signal.signal(signal.SIGHUP, on_hup)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -140,6 +141,20 @@ async def test_reload_only_when_the_rendered_text_changes(
     await wait_until(lambda: events(sup.dirs.root) == ["START", "HUP"], "one SIGHUP")
     assert sup.counters.reloads == 1
     assert "192.0.2.11/32" in sup.dirs.config.read_text()
+
+
+async def test_vips_added_by_a_reload_are_reported_without_a_new_transition(
+    supervised: tuple[KeepalivedSupervisor, list[object]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SILENT_RELOAD", "1")
+    sup, _ = supervised
+    await sup.apply(plan(sup, "192.0.2.10"))
+    (name,) = [i.name for i in plan(sup, "192.0.2.10").instances]
+    await wait_until(lambda: name in sup.masters(), "MASTER reported")
+    await sup.apply(plan(sup, "192.0.2.10", "192.0.2.11"))
+    await wait_until(lambda: events(sup.dirs.root) == ["START", "HUP"], "one SIGHUP")
+    assert sorted(str(v) for v in sup.masters()[name]) == ["192.0.2.10", "192.0.2.11"]
+    assert sorted(str(v) for v in sup.states[name].vips) == ["192.0.2.10", "192.0.2.11"]
 
 
 async def test_a_dead_keepalived_is_cleaned_up_after_and_restarted(

@@ -24,7 +24,7 @@ import stat
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -163,11 +163,19 @@ class KeepalivedSupervisor:
 
     @property
     def states(self) -> dict[str, InstanceStatus]:
-        return dict(self._states)
+        """Instance name -> state; the VIPs are those of the configuration running now
+        (a reload adds and removes VIPs without a state transition)."""
+        return {name: self._current(status) for name, status in self._states.items()}
 
     def masters(self) -> dict[str, tuple[IPAddress, ...]]:
         """Instance name -> VIPs, for the instances this node is MASTER of."""
-        return {n: s.vips for n, s in self._states.items() if s.state is VrrpState.MASTER}
+        return {n: s.vips for n, s in self.states.items() if s.state is VrrpState.MASTER}
+
+    def _current(self, status: InstanceStatus) -> InstanceStatus:
+        plan = self._running.instance(status.name) if self._running else None
+        if plan is None or plan.vips == status.vips:
+            return status
+        return replace(status, vips=plan.vips)
 
     async def apply(self, rendered: Rendered, *, timeout_s: float = 15.0) -> None:
         """Make keepalived run ``rendered`` (start, SIGHUP or stop) and wait until it has.
