@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from ipaddress import IPv4Address
 
 from teapot_lb.bgp.fsm import (
@@ -15,6 +18,7 @@ from teapot_lb.bgp.fsm import (
     Timer,
     keepalive_interval,
 )
+from teapot_lb.bgp.speaker import PeerConfig, Speaker
 from teapot_lb.bgp.wire import IPV4_UNICAST, Keepalive, Multiprotocol, Open
 
 PEER_ID = IPv4Address("192.0.2.1")
@@ -102,3 +106,75 @@ def test_equal_connect_retry_and_max_give_a_fixed_interval() -> None:
 def test_connect_retry_backs_off_up_to_its_maximum() -> None:
     s = session(connect_retry=2.0, connect_retry_max=60.0)
     assert retry_intervals(s, 7) == [2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+
+
+# --- through the asyncio speaker, two of ours over loopback -------------------------------
+
+
+async def until(cond: Callable[[], object], what: str, within: float = 15.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@asynccontextmanager
+async def pair(
+    a_config: Callable[[int], PeerConfig], *, restarting: bool = False
+) -> AsyncIterator[tuple[Speaker, Speaker]]:
+    """Speaker b (AS 65002, passive, hold 9 s) and a (AS 65001, active, `a_config(port)`)."""
+    b = Speaker(local_as=65002, router_id="192.0.2.2", listen_address="127.0.0.1", listen_port=0)
+    a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None, restarting=restarting)
+    try:
+        await b.start()
+        b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, hold_time=9))
+        await a.start()
+        a.add_peer(a_config(b.listen_port or 0))
+        yield a, b
+    finally:
+        await a.shutdown()
+        await b.shutdown()
+
+
+async def test_speaker_clamps_a_too_long_keepalive_and_logs_it_once(
+    no_internal_errors: list[dict[str, object]],
+) -> None:
+    def config(port: int) -> PeerConfig:
+        return PeerConfig(
+            "127.0.0.1", 65002, port=port, hold_time=90, keepalive_time=20.0, connect_retry=0.2
+        )
+
+    async with pair(config) as (a, b):
+        peer = a.peer("127.0.0.1")
+        await peer.wait_established(15)
+        neg = peer.negotiated
+        assert neg is not None and neg.hold_time == 9 and neg.keepalive_time == 3.0
+        # A second session (b drops and re-adds the peer) is clamped again, not logged again.
+        await b.remove_peer("127.0.0.1")
+        await until(lambda: not peer.established, "a to see the session end")
+        b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, hold_time=9))
+        await until(lambda: peer.counters.established == 2, "the second session")
+        assert peer.negotiated is not None and peer.negotiated.keepalive_time == 3.0
+        warnings = [e for e in no_internal_errors if "keepalive time" in str(e.get("event"))]
+        assert len(warnings) == 1 and "every 3s" in str(warnings[0]["event"])
+
+
+async def test_r_bit_is_set_on_the_first_session_after_a_restart_only() -> None:
+    def config(port: int) -> PeerConfig:
+        return PeerConfig("127.0.0.1", 65002, port=port, connect_retry=0.2, connect_retry_max=0.2)
+
+    async with pair(config, restarting=True) as (_a, b):
+        first = b.peer("127.0.0.1")
+        await first.wait_established(15)
+        assert first.negotiated is not None
+        gr = first.negotiated.peer_graceful_restart
+        assert gr is not None and gr.restarting
+        # The session flaps (b drops and re-adds the peer): the next OPEN is a plain one.
+        await b.remove_peer("127.0.0.1")
+        again = b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, hold_time=9))
+        await again.wait_established(15)
+        assert again.negotiated is not None
+        gr = again.negotiated.peer_graceful_restart
+        assert gr is not None and not gr.restarting
