@@ -123,6 +123,42 @@ def test_the_rendered_speaker_arguments_are_accepted_by_the_command() -> None:
     assert str(ctx.params["state_dir"]) in mounts
 
 
+def state_volume(daemonset: dict[str, Any]) -> dict[str, Any]:
+    """The volume mounted at the speaker's --state-dir."""
+    c = container(daemonset)
+    (state_dir,) = [a.split("=", 1)[1] for a in c["args"] if a.startswith("--state-dir=")]
+    (mount,) = [m for m in c["volumeMounts"] if m["mountPath"] == state_dir]
+    assert not mount.get("readOnly") and "mountPropagation" not in mount and "subPath" not in mount
+    (volume,) = [
+        v for v in daemonset["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]
+    ]
+    return dict(volume)
+
+
+def test_the_speaker_state_dir_is_a_host_directory_that_outlives_the_pod() -> None:
+    """The restart marker and VRIDs survive a rollout; the marker's boot id handles reboots."""
+    daemonset = one(render_objects(), "DaemonSet", "teapot-lb-speaker")
+    volume = state_volume(daemonset)
+    assert volume["hostPath"] == {"path": "/var/lib/teapot-lb", "type": "DirectoryOrCreate"}
+    # Only that directory of the host, and no privilege added for it.
+    host_paths = [v for v in daemonset["spec"]["template"]["spec"]["volumes"] if "hostPath" in v]
+    assert host_paths == [volume]
+    security = container(daemonset)["securityContext"]
+    assert security["capabilities"]["add"] == ["NET_RAW", "NET_ADMIN"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False and "privileged" not in security
+
+
+def test_values_move_the_speaker_state_dir_or_make_it_an_empty_dir() -> None:
+    def speaker_with(host_path: str) -> dict[str, Any]:
+        objects = render_objects({"speaker": {"stateHostPath": host_path}})
+        return one(objects, "DaemonSet", "teapot-lb-speaker")
+
+    moved = state_volume(speaker_with("/srv/teapot"))
+    assert moved["hostPath"] == {"path": "/srv/teapot", "type": "DirectoryOrCreate"}
+    assert state_volume(speaker_with("")) == {"name": "state", "emptyDir": {}}
+
+
 def test_the_webhook_covers_every_lb_kind_and_reaches_the_controller() -> None:
     objects = render_objects()
     config = one(objects, "ValidatingWebhookConfiguration", "teapot-lb")

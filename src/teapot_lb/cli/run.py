@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -45,30 +46,71 @@ class RunConfig:
     controller: ControllerOptions = field(default_factory=ControllerOptions)
 
 
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
 class RunMarker:
     """A file that exists while teapot-lb runs: found at start, the previous run of this
     node did not stop gracefully (crash, SIGKILL, OOM kill) and this start is a restart.
 
     Then BGP sessions open with the graceful-restart R and F bits (RFC 4724 §3): a router
     that kept our routes as stale keeps forwarding to them until our End-of-RIB.
-    A node reboot clears it only if the state directory is on a tmpfs (e.g. /run).
+
+    The marker records the kernel's boot id. A marker from another boot means the node
+    rebooted since: the data plane restarted with it, so claiming preserved forwarding
+    state (the F bit) would be false, and the start is a fresh one. That keeps the answer
+    right when the state directory outlives reboots (a hostPath, /var/lib). A marker
+    without a boot id (older versions, or no readable ``boot_id_path``) counts as a restart.
     """
 
     NAME = "running"
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, boot_id_path: Path = BOOT_ID) -> None:
         self.path = state_dir / self.NAME
+        self.boot_id_path = boot_id_path
 
     def begin(self) -> bool:
-        """Write the marker; True if the previous run left one (it did not stop cleanly)."""
+        """Write the marker; True if the previous run left one in this boot (it did not stop
+        cleanly and the node did not reboot since)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        restarting = self.path.exists()
-        self.path.write_text(f"{os.getpid()}\n")
-        return restarting
+        boot_id = self._boot_id()
+        left = self._read()
+        self.path.write_text(json.dumps({"pid": os.getpid(), "boot_id": boot_id}) + "\n")
+        if left is None:
+            return False
+        previous = left.get("boot_id")
+        if boot_id and isinstance(previous, str) and previous and previous != boot_id:
+            log.get("run-marker").info(
+                "the run marker is from an earlier boot: the node rebooted, so this is a "
+                "fresh start, not a graceful restart (no forwarding state survives a reboot)",
+                previous_boot_id=previous,
+                boot_id=boot_id,
+            )
+            return False
+        return True
 
     def end(self) -> None:
         """A graceful stop: the next start is a fresh start."""
         self.path.unlink(missing_ok=True)
+
+    def _read(self) -> dict[str, Any] | None:
+        """The marker a previous run left: None if none; {} if it holds no JSON object (the
+        pid-only format of older versions, or a truncated write)."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def _boot_id(self) -> str | None:
+        try:
+            return self.boot_id_path.read_text().strip() or None
+        except OSError:
+            return None
 
 
 def build_speaker(config: RunConfig, store: Store, *, restarting: bool = False) -> NodeSpeaker:
