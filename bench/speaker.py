@@ -1,0 +1,370 @@
+"""Benchmark the standalone speaker: planning cost, and manifest write → router FIB end to end.
+
+Usage: ``.venv/bin/python bench/speaker.py [--quick] [--skip-netns]``
+
+Part 1, pure (no I/O): a view of N LoadBalancer Services (BGP, L2 and VIP pools, IPv4 and
+IPv6; every 10th Service ``externalTrafficPolicy: Local`` with an EndpointSlice) on 3 and
+10 nodes. Median of a few repeats of ``plan(view, node)``, of the standalone IP assignment
+(``assign``), and of one speaker step after a single new Service: what ``teapot-lb run``
+does on a reload minus reading files (assign, Services with their status into the Store)
+plus ``NodeSpeaker.step()`` with a recording BGP speaker and a stand-in L2 backend (no
+sockets, no keepalived; VIP rendering is not included).
+
+Part 2, end to end (root, BIRD; skipped with the reason otherwise): the lab's namespaces
+(``teapot_lb.lab.network``: a router running BIRD with ``merge paths on`` into its kernel
+FIB, 3 nodes each running ``teapot-lb run --modes bgp``) on a copy of ``examples/lab``.
+For 20 Services created one at a time (written to a hidden file, then renamed into the
+manifest directory): rename → the router's FIB holds the /32 with all 3 next hops (polled
+every 5 ms), at two poll intervals; then SIGTERM of one node → its next hop gone from the
+first Service's route (5 trials, the node restarted in between).
+
+Last line, JSON: ``pure`` (per size: plan_s, assign_s, change_reload_s, change_step_s) and
+``netns`` (per poll interval: add p50/p95/max; sigterm p50/p95/max), or ``netns_skipped``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from ipaddress import IPv4Address
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from teapot_lb import log
+from teapot_lb.announce.plan import plan
+from teapot_lb.cluster import Kind, Store
+from teapot_lb.lab.manifests import assigned_ips, layout, read_dir, service_doc, with_services
+from teapot_lb.lab.network import LabNetwork, wait_for
+from teapot_lb.lab.router import fib_next_hops
+from teapot_lb.model.manifest import parse_object
+from teapot_lb.netlab import Topology, netns_available
+from teapot_lb.speaker.bgp_backend import BGPBackend
+from teapot_lb.speaker.node import NodeSpeaker
+from teapot_lb.standalone.assign import assign, assigned_services
+
+ROOT = Path(__file__).resolve().parents[1]
+API = "lb.teapot.io/v1alpha1"
+NS = "teapot-bench"
+# Documentation ranges only; IPv6 carries the bulk (IPv4 documentation space is 768 IPs).
+POOLS = {
+    "bgp4": ("203.0.113.0/24", "bgp"),
+    "bgp6": ("2001:db8:100::/112", "bgp"),
+    "l2-4": ("198.51.100.0/24", "l2"),
+    "l2-6": ("2001:db8:200::/112", "l2"),
+    "vip": ("192.0.2.128/26", "vip"),
+}
+
+# --------------------------------------------------------------------------- part 1: pure
+
+
+def ours(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }
+
+
+def pool_for(i: int, used: dict[str, int]) -> tuple[str, bool]:
+    """The pool of Service ``i`` (about 5 % VIP, 25 % L2, 70 % BGP) and whether it is IPv6."""
+    mode = "vip" if i % 20 == 0 and used["vip"] < 50 else "l2" if i % 4 == 1 else "bgp"
+    if mode == "vip":
+        used["vip"] += 1
+        return "vip", False
+    four = f"{mode}-4" if mode == "l2" else "bgp4"
+    if used[four] < 200:
+        used[four] += 1
+        return four, False
+    return ("l2-6" if mode == "l2" else "bgp6"), True
+
+
+def cluster_docs(services: int, nodes: int) -> list[dict[str, Any]]:
+    names = [f"n{i}" for i in range(1, nodes + 1)]
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+            "status": {"addresses": [{"type": "InternalIP", "address": f"192.0.2.{10 + i}"}]},
+        }
+        for i, n in enumerate(names, 1)
+    ]
+    docs += [ours("AddressPool", p, {"addresses": [cidr]}) for p, (cidr, _) in POOLS.items()]
+    peer = {"myASN": 64512, "peerASN": 64500, "peerAddress": "192.0.2.1"}
+    docs.append(ours("BGPPeer", "router", peer))
+    docs.append(ours("BGPAdvertisement", "bgp", {"addressPools": ["bgp4", "bgp6"]}))
+    docs.append(ours("L2Advertisement", "l2", {"addressPools": ["l2-4", "l2-6"]}))
+    vip = {"addressPools": ["vip"], "interface": "eth0", "vridRange": {"start": 1, "end": 255}}
+    docs.append(ours("VIPAdvertisement", "vip", vip))
+    used = dict.fromkeys(POOLS, 0)
+    for i in range(services):
+        docs += service_docs(i, pool_for(i, used), names)
+    return docs
+
+
+def service_docs(i: int, pool: tuple[str, bool], nodes: list[str]) -> list[dict[str, Any]]:
+    name, six = pool
+    spec: dict[str, Any] = {"type": "LoadBalancer", "ports": [{"port": 80}]}
+    if six:
+        spec["ipFamilies"] = ["IPv6"]
+    local = i % 10 == 3
+    if local:
+        spec["externalTrafficPolicy"] = "Local"
+    meta = {"name": f"svc-{i:05d}", "namespace": "default"}
+    svc = {"apiVersion": "v1", "kind": "Service", "spec": spec,
+           "metadata": {**meta, "annotations": {"lb.teapot.io/pool": name}}}  # fmt: skip
+    if not local:
+        return [svc]
+    on = [nodes[i % len(nodes)], nodes[(i + 1) % len(nodes)]]
+    endpoints = [{"addresses": [f"10.0.{j}.1"], "nodeName": n, "conditions": {"ready": True}}
+                 for j, n in enumerate(on)]  # fmt: skip
+    labels = {"kubernetes.io/service-name": meta["name"]}
+    eps = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+           "metadata": {**meta, "labels": labels}, "endpoints": endpoints}  # fmt: skip
+    return [svc, eps]
+
+
+def store_of(docs: list[dict[str, Any]]) -> Store:
+    store = Store()
+    for doc in docs:
+        obj, problems = parse_object(doc)
+        assert obj is not None and not problems, problems
+        store.put_object(obj)
+    return store
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+class FakeSpeaker:
+    """Records routes instead of sending them (the backend's SpeakerLike)."""
+
+    def __init__(self, local_as: int, router_id: IPv4Address) -> None:
+        self.peers: dict[str, Any] = {}
+        self.routes: dict[str | None, Mapping[Any, Any]] = {}
+
+    async def start(self) -> None: ...
+
+    def add_peer(self, config: Any) -> Any:
+        self.peers[config.address] = config
+
+    async def remove_peer(self, address: str, communication: str = "") -> None:
+        self.peers.pop(address, None)
+
+    def set_routes(self, routes: Mapping[Any, Any], peer: str | None = None) -> None:
+        self.routes[peer] = routes
+
+    async def shutdown(self, communication: str = "", **_: bool) -> None: ...
+
+
+class FakeL2:
+    """What NodeSpeaker.step uses of the L2 backend, minus sockets: every node alive."""
+
+    def __init__(self, nodes: list[str]) -> None:
+        self.nodes = frozenset(nodes)
+        self.errors: dict[str, str] = {}
+        self.claims: Mapping[str, Any] = {}
+
+    def live_speakers(self) -> frozenset[str]:
+        return self.nodes
+
+    def set_peers(self, addresses: Any) -> None: ...
+
+    async def apply(self, claims: Mapping[str, Any], orders: Any = None) -> None:
+        self.claims = claims
+
+
+async def change_cost(docs: list[dict[str, Any]], nodes: int, repeats: int) -> tuple[float, float]:
+    """Median (reload without file reads, step) after one new Service, node n1's view."""
+    source = store_of(docs)
+    store = Store()
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(FakeSpeaker))
+    speaker.l2 = FakeL2([f"n{i}" for i in range(1, nodes + 1)])  # type: ignore[assignment]
+
+    def reload() -> None:
+        view = source.view()
+        for kind, objs in kinds_of(view).items():
+            store.replace(kind, objs)
+        store.replace(Kind.SERVICE, assigned_services(view, assign(view)))
+
+    reload()
+    await speaker.step()
+    reloads, steps = [], []
+    for r in range(repeats):
+        (doc,) = service_docs(10**6 + 10 * r, ("bgp6", True), [])  # not Local
+        obj, _ = parse_object(doc)
+        source.put_object(obj)
+        t0 = time.perf_counter()
+        reload()
+        t1 = time.perf_counter()
+        await speaker.step()
+        reloads.append(t1 - t0)
+        steps.append(time.perf_counter() - t1)
+    return statistics.median(reloads), statistics.median(steps)
+
+
+def kinds_of(view: Any) -> dict[Kind, Mapping[str, Any]]:
+    return {
+        Kind.NODE: view.nodes, Kind.ADDRESS_POOL: view.pools, Kind.BGP_PEER: view.bgp_peers,
+        Kind.BGP_ADVERTISEMENT: view.bgp_advertisements, Kind.NAMESPACE: view.namespaces,
+        Kind.L2_ADVERTISEMENT: view.l2_advertisements, Kind.ENDPOINT_SLICE: view.endpoint_slices,
+        Kind.VIP_ADVERTISEMENT: view.vip_advertisements,
+    }  # fmt: skip
+
+
+def pure(sizes: list[int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    print(f"{'services':>8} {'nodes':>5} {'plan':>9} {'assign':>9} {'reload':>9} {'step':>9}")
+    for services in sizes:
+        repeats = 5 if services <= 1000 else 3
+        for nodes in (3, 10):
+            docs = cluster_docs(services, nodes)
+            raw = store_of(docs).view()
+            assigned = assign(raw)
+            refused = [a.key for a in assigned.values() if a.refused]
+            assert not refused, f"refused: {refused[:3]}"
+            store = store_of(docs)
+            store.replace(Kind.SERVICE, assigned_services(raw, assigned))
+            view = store.view()
+            plan_s = timed(lambda v=view: plan(v, "n1"), repeats)
+            assign_s = timed(lambda v=raw: assign(v), repeats)
+            reload_s, step_s = asyncio.run(change_cost(docs, nodes, repeats))
+            row = {"plan_s": plan_s, "assign_s": assign_s}
+            row |= {"change_reload_s": reload_s, "change_step_s": step_s}
+            out[f"{services}x{nodes}"] = row
+            cells = " ".join(f"{v * 1000:7.1f}ms" for v in row.values())
+            print(f"{services:>8} {nodes:>5} {cells}")
+    return out
+
+
+# --------------------------------------------------------------------------- part 2: netns
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"p50": statistics.median(ordered), "p95": p95, "max": ordered[-1], "n": len(ordered)}
+
+
+def show(what: str, s: dict[str, float]) -> None:
+    print(f"  {what:<44} p50 {s['p50']:.3f} s  p95 {s['p95']:.3f} s  max {s['max']:.3f} s")
+
+
+def poll(check: Callable[[], bool], timeout: float = 30.0) -> float:
+    """Seconds until ``check()`` holds, polled every 5 ms (raises after ``timeout``)."""
+    t0 = time.monotonic()
+    while not check():
+        if time.monotonic() - t0 > timeout:
+            raise TimeoutError(f"not within {timeout} s")
+        time.sleep(0.005)
+    return time.monotonic() - t0
+
+
+def netns(polls: list[float], services: int, trials: int) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="teapot-bench-speaker-"))
+    manifests = work / "manifests"
+    manifests.mkdir()
+    for name in ("config.yaml", "nodes.yaml"):  # examples/lab without its Services
+        shutil.copyfile(ROOT / "examples" / "lab" / name, manifests / name)
+    snapshot = read_dir(manifests)
+    lay = layout(snapshot, nodes=None)
+    docs = [service_doc(f"svc-{i:02d}", "lab-bgp") for i in range(services)]
+    ips = assigned_ips(with_services(snapshot, docs), snapshot)
+    out: dict[str, Any] = {}
+    try:
+        with Topology("spkbn") as topo:
+            net = LabNetwork(topo, lay, work, manifests, router="bird", modes=("bgp",),
+                             poll_interval=polls[0])  # fmt: skip
+            net.build()
+            router = net.start_router()
+            hops = {n.address for n in net.nodes.values()}
+            for interval in polls:
+                net.poll_interval = interval
+                for f in manifests.glob("svc-*.yaml"):
+                    f.unlink()
+                for name in net.nodes:
+                    net.start_speaker(name)
+                wait_for(lambda: router.established() >= hops, timeout=60,
+                         what="BGP sessions", every=0.1)  # fmt: skip
+                added = []
+                for doc in docs:
+                    name = doc["metadata"]["name"]
+                    prefix = f"{ips[f'lab/{name}'][0]}/32"
+                    tmp = manifests / f".{name}.yaml.tmp"
+                    tmp.write_text(yaml.safe_dump(doc))
+                    t0 = time.monotonic()
+                    tmp.rename(manifests / f"{name}.yaml")
+                    poll(lambda p=prefix: fib_next_hops(net.router, p) == hops)
+                    added.append(time.monotonic() - t0)
+                key = f"poll_{interval:g}s"
+                out[key] = {"add": stats(added)}
+                show(f"write → 3-way ECMP in FIB, poll {interval:g} s", out[key]["add"])
+                if interval == polls[-1]:
+                    out["sigterm"] = stats(sigterm_trials(net, ips, trials, hops))
+                    show(f"SIGTERM → next hop gone, poll {interval:g} s", out["sigterm"])
+                for name in net.nodes:
+                    net.stop_speaker(name)
+                wait_for(lambda: not router.established(), timeout=30, what="sessions down")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def sigterm_trials(
+    net: LabNetwork, ips: dict[str, list[str]], trials: int, hops: set[str]
+) -> list[float]:
+    prefix = f"{ips['lab/svc-00'][0]}/32"
+    names = sorted(net.nodes)
+    gone = []
+    for t in range(trials):
+        victim = net.nodes[names[t % len(names)]]
+        proc = victim.speaker
+        assert proc is not None
+        t0 = time.monotonic()
+        net.terminate_speaker(victim.name)
+        poll(lambda a=victim.address: a not in fib_next_hops(net.router, prefix))
+        gone.append(time.monotonic() - t0)
+        proc.wait(timeout=20)
+        net.start_speaker(victim.name)
+        poll(lambda: fib_next_hops(net.router, prefix) == hops, timeout=60)
+    return gone
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer trials")
+    parser.add_argument("--skip-netns", action="store_true", help="only the pure part")
+    args = parser.parse_args()
+    log.configure("warning", json=False)
+    sizes = [200, 1000] if args.quick else [1000, 10000]
+    result: dict[str, Any] = {"quick": args.quick, "pure": pure(sizes)}
+    reason = "--skip-netns" if args.skip_netns else netns_available()
+    missing = [b for b in ("bird", "birdc") if shutil.which(b) is None]
+    reason = reason or (f"not installed: {', '.join(missing)}" if missing else None)
+    if reason:
+        print(f"end to end skipped: {reason}")
+        result["netns_skipped"] = reason
+    else:
+        count, trials = (8, 3) if args.quick else (20, 5)
+        print(f"end to end: {count} Services one at a time, 3 nodes, BIRD ECMP router")
+        result["netns"] = netns([0.2, 0.05], count, trials)
+    print(json.dumps(result, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
