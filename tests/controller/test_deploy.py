@@ -75,7 +75,7 @@ def test_the_controller_runs_two_leader_elected_replicas_with_matching_probes() 
     assert "--no-leader-elect" not in c["args"]
     assert {e["name"] for e in c["env"]} >= {"POD_NAME", "POD_NAMESPACE"}
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert f"--metrics-addr=:{ports['metrics']}" in c["args"]
+    assert f"--metrics-address=:{ports['metrics']}" in c["args"]
     assert f"--webhook-addr=:{ports['webhook']}" in c["args"]
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}

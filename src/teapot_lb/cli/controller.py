@@ -56,7 +56,9 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     help="Namespace of the AddressPools and advertisements ('' for every namespace).",
 )
 @click.option(
+    "--metrics-address",
     "--metrics-addr",
+    "metrics_addr",
     default=":7472",
     show_default=True,
     callback=_address,

@@ -246,7 +246,9 @@ def parse_modes(text: str) -> tuple[str, ...]:
 )
 @click.option("--keepalived", default="keepalived", show_default=True, help="keepalived binary.")
 @click.option("--poll-interval", default=0.2, show_default=True, help="Manifest poll period (s).")
-@click.option("--metrics-address", default=None, help="Serve /metrics and /healthz on HOST:PORT.")
+@click.option(
+    "--metrics-address", default=None, help="Serve /metrics, /healthz and /readyz on HOST:PORT."
+)
 @click.option("--class-only", is_flag=True, help="Serve only Services naming our class.")
 def run(
     manifests: Path,

@@ -104,7 +104,7 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
     show_default=True,
     help="keepalived files and the restart marker (a file present while the speaker runs: "
     "found at start, BGP opens with the graceful-restart R bit). Must outlive the container "
-    "(the manifests mount an emptyDir here).",
+    "(the manifests mount a hostPath here).",
 )
 @click.option("--modes", default=",".join(MODES), show_default=True)
 @click.option("--bgp-port", default=179, show_default=True)

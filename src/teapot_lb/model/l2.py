@@ -21,7 +21,7 @@ class L2AdvertisementSpec(PoolSelection):
     """Which pools are announced by ARP (IPv4) / NDP (IPv6), from which nodes and interfaces."""
 
     interfaces: list[InterfaceName] = []
-    """Answer only on these interfaces; empty means every interface of the node."""
+    """Answer only on these interfaces; empty means the interface whose subnet holds the IP."""
 
 
 class L2Advertisement(KubeModel):

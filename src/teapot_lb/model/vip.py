@@ -18,6 +18,10 @@ from teapot_lb.model.common import (
 )
 from teapot_lb.model.pool import PoolSelection
 
+# What the speaker renders when advertisementInterval is unset (vrrp.render has the same
+# value; tests/model/test_kinds.py keeps the two equal).
+DEFAULT_ADVERT_INTERVAL_S = 0.1
+
 
 class VRIDRange(KubeModel):
     """Inclusive range of VRRP router IDs (RFC 5798 §5.2.3: 1-255) this advertisement may use."""
@@ -39,9 +43,9 @@ class VIPAdvertisementSpec(PoolSelection):
     """How keepalived announces the selected pools' addresses."""
 
     interface: InterfaceName | None = None
-    """Interface the VRRP instances run on; default: the one with a route to the address."""
+    """Interface the VRRP instances run on; default: the one whose subnet holds the address."""
     advertisement_interval: Duration | None = None
-    """VRRP advertisement interval, 10ms-40.95s in 10ms steps (RFC 5798 §5.2.7). Default 1s."""
+    """VRRP advertisement interval, 10ms-40.95s in 10ms steps (RFC 5798 §5.2.7). Default 100ms."""
     vrid_range: VRIDRange | None = Field(default=None, alias="vridRange")
     """VRIDs to use; must not overlap another VIPAdvertisement on the same link. Default 1-255."""
     unicast_peers: bool = False
@@ -75,4 +79,4 @@ class VIPAdvertisement(KubeModel):
 
     def advertisement_interval_seconds(self) -> float:
         interval = self.spec.advertisement_interval
-        return 1.0 if interval is None else parse_duration(interval)
+        return DEFAULT_ADVERT_INTERVAL_S if interval is None else parse_duration(interval)
