@@ -19,11 +19,15 @@ the /32 with a first next hop, and with all 3 (polled every 5 ms), at poll inter
 (the default) and 0.05 s. Each node polls on its own phase, so "all 3" waits for the
 slowest of three polls: its median is about 0.8 of the interval, plus the processing.
 Then SIGTERM of one node → its next hop gone from the first Service's route and from all
-20 (5 trials, the node restarted and the FIB full again in between).
+20 (5 trials, the node restarted and the FIB full again in between). ``fib_read_s``: one
+`ip -j route` read of the FIB, the resolution of every end-to-end figure.
+
+The pure figures include Python's cyclic garbage collector, as in the real process: at
+10,000 Services it is a large and variable share (a third of ``assign``).
 
 Last line, JSON: ``pure`` (per "SERVICESxNODES": plan_s, assign_s, change_reload_s,
 change_step_s; medians, seconds) and ``netns`` (``poll_0.2s``/``poll_0.05s``: ``add`` and
-``add_first_hop``; ``sigterm`` and ``sigterm_all``; each p50/p95/max/n in seconds), or
+``add_first_hop``; ``sigterm``, ``sigterm_all``: p50/p95/max/n in seconds; ``fib_read_s``), or
 ``netns_skipped`` with the reason.
 """
 
@@ -38,6 +42,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any
@@ -247,8 +252,8 @@ def pure(sizes: list[int]) -> dict[str, Any]:
             store = store_of(docs)
             store.replace(Kind.SERVICE, assigned_services(raw, assigned))
             view = store.view()
-            plan_s = timed(lambda v=view: plan(v, "n1"), repeats)
-            assign_s = timed(lambda v=raw: assign(v), repeats)
+            plan_s = timed(partial(plan, view, "n1"), repeats)
+            assign_s = timed(partial(assign, raw), repeats)
             reload_s, step_s = asyncio.run(change_cost(docs, nodes, repeats))
             row = {"plan_s": plan_s, "assign_s": assign_s}
             row |= {"change_reload_s": reload_s, "change_step_s": step_s}
@@ -313,6 +318,8 @@ def netns(polls: list[float], services: int, trials: int) -> dict[str, Any]:
                 show(f"write → route with 1st next hop, poll {interval:g} s", stats(first))
                 show(f"write → 3-way ECMP in FIB, poll {interval:g} s", out[key]["add"])
                 if interval == polls[-1]:
+                    out["fib_read_s"] = timed(partial(fib_table, net), 20)
+                    print(f"  one FIB read (the resolution): {out['fib_read_s'] * 1000:.1f} ms")
                     one, every = sigterm_trials(net, ips, trials, hops)
                     out["sigterm"], out["sigterm_all"] = stats(one), stats(every)
                     show("SIGTERM → next hop gone from one route", out["sigterm"])
@@ -323,6 +330,12 @@ def netns(polls: list[float], services: int, trials: int) -> dict[str, Any]:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
+
+
+def fib_holds(net: LabNetwork, prefix: str, want: set[str] | None) -> bool:
+    """The router's route for ``prefix`` has exactly the next hops ``want`` (None: any)."""
+    got = fib_next_hops(net.router, prefix)
+    return got == want if want is not None else bool(got)
 
 
 def add_trials(
@@ -342,9 +355,9 @@ def add_trials(
         time.sleep(rng.uniform(0, interval))
         t0 = time.monotonic()
         tmp.rename(net.manifests / f"{name}.yaml")
-        poll(lambda p=prefix: bool(fib_next_hops(net.router, p)))
+        poll(partial(fib_holds, net, prefix, None))
         first.append(time.monotonic() - t0)
-        poll(lambda p=prefix: fib_next_hops(net.router, p) == hops)
+        poll(partial(fib_holds, net, prefix, hops))
         every.append(time.monotonic() - t0)
     return first, every
 
