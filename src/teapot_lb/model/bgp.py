@@ -11,12 +11,12 @@ from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 from teapot_lb.model.common import (
     ConditionsStatus,
     Duration,
+    Identified,
     InterfaceName,
     IPAddressField,
     KubeModel,
     LabelSelector,
     ObjectMeta,
-    ObjectRef,
     none_as_empty,
     parse_duration,
 )
@@ -179,7 +179,7 @@ class BGPPeerSpec(KubeModel):
     routes over an IPv4 session use the node's IPv6 InternalIP as next hop."""
 
 
-class BGPPeer(KubeModel):
+class BGPPeer(Identified, KubeModel):
     """A BGP router the nodes peer with."""
 
     api_version: Literal["lb.teapot.io/v1alpha1"] = Field(
@@ -189,14 +189,6 @@ class BGPPeer(KubeModel):
     metadata: ObjectMeta
     spec: BGPPeerSpec
     status: ConditionsStatus | None = None
-
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     def hold_time_seconds(self) -> float:
         spec = self.spec
@@ -238,7 +230,7 @@ class BGPAdvertisementSpec(PoolSelection):
     """Large communities (RFC 8092): 64512:1:2."""
 
 
-class BGPAdvertisement(KubeModel):
+class BGPAdvertisement(Identified, KubeModel):
     """Announce pools' addresses over BGP, with path attributes."""
 
     api_version: Literal["lb.teapot.io/v1alpha1"] = Field(
@@ -250,11 +242,3 @@ class BGPAdvertisement(KubeModel):
         default_factory=BGPAdvertisementSpec
     )
     status: ConditionsStatus | None = None
-
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple
 
 from pydantic import (
     AfterValidator,
@@ -168,6 +168,25 @@ class ObjectRef(NamedTuple):
         if self.namespace:
             return f"{self.kind}/{self.namespace}/{self.name}"
         return f"{self.kind}/{self.name}"
+
+
+class Identified:
+    """`ref` and `name` for the kinds (mixed into the pydantic models, which hold `kind` and
+    `metadata`). Cluster-scoped kinds set `namespaced = False`."""
+
+    namespaced: ClassVar[bool] = True
+    if TYPE_CHECKING:
+        kind: str
+        metadata: ObjectMeta
+
+    @property
+    def ref(self) -> ObjectRef:
+        namespace = self.metadata.namespace if self.namespaced else None
+        return ObjectRef(self.kind, namespace, self.metadata.name)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
 
 
 # --- label selectors --------------------------------------------------------------------------

@@ -8,10 +8,10 @@ from pydantic import BeforeValidator, Field
 
 from teapot_lb.model.common import (
     ConditionsStatus,
+    Identified,
     InterfaceName,
     KubeModel,
     ObjectMeta,
-    ObjectRef,
     none_as_empty,
 )
 from teapot_lb.model.pool import PoolSelection
@@ -24,7 +24,7 @@ class L2AdvertisementSpec(PoolSelection):
     """Answer only on these interfaces; empty means the interface whose subnet holds the IP."""
 
 
-class L2Advertisement(KubeModel):
+class L2Advertisement(Identified, KubeModel):
     """Announce pools' addresses on the local link (active/standby per address)."""
 
     api_version: Literal["lb.teapot.io/v1alpha1"] = Field(
@@ -36,11 +36,3 @@ class L2Advertisement(KubeModel):
         default_factory=L2AdvertisementSpec
     )
     status: ConditionsStatus | None = None
-
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name

@@ -13,10 +13,10 @@ from teapot_lb.addresses import is_buggy as is_buggy
 from teapot_lb.addresses import parse_address_entry as parse_address_entry
 from teapot_lb.model.common import (
     Condition,
+    Identified,
     KubeModel,
     LabelSelector,
     ObjectMeta,
-    ObjectRef,
 )
 
 
@@ -73,7 +73,7 @@ class AddressPoolStatus(KubeModel):
     """Current conditions (e.g. Valid)."""
 
 
-class AddressPool(KubeModel):
+class AddressPool(Identified, KubeModel):
     """A pool of addresses for LoadBalancer Services (MetalLB: IPAddressPool)."""
 
     api_version: Literal["lb.teapot.io/v1alpha1"] = Field(
@@ -89,14 +89,6 @@ class AddressPool(KubeModel):
 
     def model_post_init(self, context: Any, /) -> None:
         self._ranges = tuple(parse_address_entry(entry) for entry in self.spec.addresses)
-
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     def address_ranges(self) -> list[AddressRange]:
         """The pool's addresses as inclusive `(first, last)` ranges, in spec order."""

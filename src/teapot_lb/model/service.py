@@ -7,11 +7,11 @@ API server parse as they are.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from teapot_lb.model.common import IPAddress, KubeView, ObjectMeta, ObjectRef, parse_ip
+from teapot_lb.model.common import Identified, IPAddress, KubeView, ObjectMeta, parse_ip
 
 LOAD_BALANCER_CLASS = "lb.teapot.io/teapot"
 ANNOTATION_IPS = "lb.teapot.io/ips"
@@ -86,7 +86,7 @@ class ServiceStatus(KubeView):
     load_balancer: LoadBalancerStatus = Field(default_factory=LoadBalancerStatus)
 
 
-class Service(KubeView):
+class Service(Identified, KubeView):
     """A Kubernetes Service, as far as load balancing is concerned."""
 
     api_version: Literal["v1"] = Field(default="v1", alias="apiVersion")
@@ -94,14 +94,6 @@ class Service(KubeView):
     metadata: ObjectMeta
     spec: ServiceSpec = Field(default_factory=ServiceSpec)
     status: ServiceStatus = Field(default_factory=ServiceStatus)
-
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     @property
     def namespace(self) -> str:
@@ -195,7 +187,7 @@ class Endpoint(KubeView):
         return self.conditions.ready is not False
 
 
-class EndpointSlice(KubeView):
+class EndpointSlice(Identified, KubeView):
     """A discovery.k8s.io/v1 EndpointSlice: which nodes have (ready) endpoints of a Service."""
 
     api_version: Literal["discovery.k8s.io/v1"] = Field(
@@ -205,14 +197,6 @@ class EndpointSlice(KubeView):
     metadata: ObjectMeta
     address_type: str = "IPv4"
     endpoints: list[Endpoint] = []
-
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     @property
     def service_name(self) -> str | None:
@@ -242,7 +226,7 @@ class NodeStatus(KubeView):
     addresses: list[NodeAddress] = []
 
 
-class Node(KubeView):
+class Node(Identified, KubeView):
     """A Kubernetes Node: its labels (for nodeSelectors) and network condition."""
 
     api_version: Literal["v1"] = Field(default="v1", alias="apiVersion")
@@ -251,13 +235,7 @@ class Node(KubeView):
     spec: NodeSpec = Field(default_factory=NodeSpec)
     status: NodeStatus = Field(default_factory=NodeStatus)
 
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.kind, None, self.metadata.name)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
+    namespaced: ClassVar[bool] = False
 
     @property
     def labels(self) -> dict[str, str]:
@@ -281,17 +259,11 @@ class Node(KubeView):
         return found
 
 
-class Namespace(KubeView):
+class Namespace(Identified, KubeView):
     """A Kubernetes Namespace: its labels (for AddressPool namespaceSelectors)."""
 
     api_version: Literal["v1"] = Field(default="v1", alias="apiVersion")
     kind: Literal["Namespace"] = "Namespace"
     metadata: ObjectMeta
 
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.kind, None, self.metadata.name)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
+    namespaced: ClassVar[bool] = False

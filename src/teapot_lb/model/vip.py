@@ -9,10 +9,10 @@ from pydantic import BeforeValidator, Field
 from teapot_lb.model.common import (
     ConditionsStatus,
     Duration,
+    Identified,
     InterfaceName,
     KubeModel,
     ObjectMeta,
-    ObjectRef,
     none_as_empty,
     parse_duration,
 )
@@ -52,7 +52,7 @@ class VIPAdvertisementSpec(PoolSelection):
     """Send VRRP advertisements by unicast to the other selected nodes instead of multicast."""
 
 
-class VIPAdvertisement(KubeModel):
+class VIPAdvertisement(Identified, KubeModel):
     """Announce pools' addresses as keepalived virtual IPs."""
 
     api_version: Literal["lb.teapot.io/v1alpha1"] = Field(
@@ -64,14 +64,6 @@ class VIPAdvertisement(KubeModel):
         default_factory=VIPAdvertisementSpec
     )
     status: ConditionsStatus | None = None
-
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.kind, self.metadata.namespace, self.metadata.name)
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     def vrids(self) -> range:
         rng = self.spec.vrid_range
