@@ -9,12 +9,12 @@ the decisions of every node. No I/O, no clock: the same view gives the same plan
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from ipaddress import ip_network
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from teapot_lb.announce.election import EXCLUDE_LABEL, ranking
 from teapot_lb.cluster import ClusterView
@@ -391,16 +391,39 @@ def _route(ip: IPAddress, adv: BGPAdvertisement, peer: BGPPeer) -> BGPRoute:
     )
 
 
-def plan(view: ClusterView, node: str, options: PlanOptions | None = None) -> Plan:
-    """What `node` announces for every Service it may serve, with the reason for each choice."""
-    planner = _Planner(view, options or PlanOptions())
+def plan(
+    view: ClusterView,
+    node: str,
+    options: PlanOptions | None = None,
+    *,
+    cache: PlanCache | None = None,
+) -> Plan:
+    """What `node` announces for every Service it may serve, with the reason for each choice.
+
+    With a `cache` (one per caller, kept between calls), Services whose inputs did not change
+    since the previous call reuse their decisions; the plan is the same as without it.
+    """
+    opts = options or PlanOptions()
+    planner = _Planner(view, opts)
     announcements: set[Announcement] = set()
     decisions: list[Decision] = []
-    for key, svc in planner.handled_services():
-        eligible = _eligible_nodes(view, key, svc)
-        anns, decs = planner.decide(node, key, svc, eligible)
-        announcements |= anns
-        decisions.extend(decs)
+    if cache is None:
+        for key, svc in planner.handled_services():
+            anns, decs = planner.decide(node, key, svc, _eligible_nodes(view, key, svc))
+            announcements |= anns
+            decisions.extend(decs)
+    else:
+
+        def decide(key: str, svc: Service) -> tuple[frozenset[Announcement], tuple[Decision, ...]]:
+            if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
+                return frozenset(), ()
+            anns, decs = planner.decide(node, key, svc, _eligible_nodes(view, key, svc))
+            return frozenset(anns), tuple(decs)
+
+        scope = (node, _options_key(opts, liveness=True))
+        for kept_anns, kept_decs in cache.plans.results(view, scope, _PLAN_KINDS, decide):
+            announcements |= kept_anns
+            decisions.extend(kept_decs)
     return Plan(node=node, announcements=frozenset(announcements), decisions=tuple(decisions))
 
 
@@ -422,16 +445,21 @@ def explain(
 
 
 def l2_election_orders(
-    view: ClusterView, options: PlanOptions | None = None
+    view: ClusterView, options: PlanOptions | None = None, *, cache: PlanCache | None = None
 ) -> dict[str, tuple[str, ...]]:
     """Every IP announced in L2 mode → the nodes allowed to own it, in election order.
 
     Liveness is ignored: this is what every speaker agrees on even when heartbeats are
     cut, so the L2 backend uses it to settle two owners answering at once (split brain).
+    With a `cache`, unchanged Services reuse their orders (the result is the same).
     """
-    planner = _Planner(view, options or PlanOptions())
-    out: dict[str, tuple[str, ...]] = {}
-    for key, svc in planner.handled_services():
+    opts = options or PlanOptions()
+    planner = _Planner(view, opts)
+
+    def orders(key: str, svc: Service) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
+            return ()
+        out: list[tuple[str, tuple[str, ...]]] = []
         eligible: dict[str, str | None] | None = None
         for ip in svc.ingress_ips():
             pool = view.pool_of(ip)
@@ -442,5 +470,146 @@ def l2_election_orders(
                 continue
             if eligible is None:
                 eligible = _eligible_nodes(view, key, svc)
-            out[str(ip)] = ranking(ip, planner._candidates(l2_advs, eligible))
+            out.append((str(ip), ranking(ip, planner._candidates(l2_advs, eligible))))
+        return tuple(out)
+
+    out: dict[str, tuple[str, ...]] = {}
+    if cache is None:
+        per_service: Iterable[tuple[tuple[str, tuple[str, ...]], ...]] = (
+            orders(key, view.services[key]) for key in _sorted(view.services)
+        )
+    else:
+        scope = _options_key(opts, liveness=False)
+        per_service = cache.orders.results(view, scope, _L2_KINDS, orders)
+    for items in per_service:
+        for ip_text, order in items:
+            out[ip_text] = order
     return out
+
+
+# --- incremental planning ----------------------------------------------------------------------
+
+# What a per-Service decision reads besides the Service and its EndpointSlices: when any of
+# these (or the node, or the options) differs from the previous call, everything is planned
+# again. Namespaces and Secrets are not read by the planner.
+_PLAN_KINDS = (
+    "nodes",
+    "pools",
+    "bgp_peers",
+    "bgp_advertisements",
+    "l2_advertisements",
+    "vip_advertisements",
+)
+_L2_KINDS = ("nodes", "pools", "l2_advertisements")
+
+_T = TypeVar("_T")
+
+
+def _options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:
+    key: tuple[object, ...] = (options.load_balancer_class, options.handle_unclassed)
+    if liveness:
+        live = options.live_speakers
+        key += (None if live is None else frozenset(live), frozenset(options.down_peers))
+    return key
+
+
+def _same(a: object, b: object) -> bool:
+    # Objects are immutable in practice (the Store replaces, never edits): identity is the
+    # fast answer; equality catches an equal object put again (a re-list, a reload).
+    return a is b or a == b
+
+
+def _same_items(old: tuple[tuple[str, object], ...], new: tuple[tuple[str, object], ...]) -> bool:
+    return len(old) == len(new) and all(
+        ok == nk and _same(ov, nv) for (ok, ov), (nk, nv) in zip(old, new, strict=True)
+    )
+
+
+@dataclass
+class _Entry(Generic[_T]):
+    service: Service
+    slices: tuple[object, ...] | None
+    result: _T
+
+
+class _PerService(Generic[_T]):
+    """Results per Service key, valid while the Service, its EndpointSlices (when the
+    Service is Local) and the shared inputs stay the same."""
+
+    def __init__(self) -> None:
+        self._scope: tuple[object, ...] | None = None
+        self._shared: tuple[tuple[tuple[str, object], ...], ...] | None = None
+        self._entries: dict[str, _Entry[_T]] = {}
+        self.computed = 0
+
+    def held(self) -> list[str]:
+        """The Service keys held (those of the last call)."""
+        return sorted(self._entries)
+
+    def results(
+        self,
+        view: ClusterView,
+        scope: tuple[object, ...],
+        kinds: tuple[str, ...],
+        compute: Callable[[str, Service], _T],
+    ) -> Iterator[_T]:
+        """Each Service's result in key order, computing only those that may have changed."""
+        shared = tuple(tuple(sorted(getattr(view, k).items())) for k in kinds)
+        if (
+            scope != self._scope
+            or self._shared is None
+            or not all(_same_items(o, n) for o, n in zip(self._shared, shared, strict=True))
+        ):
+            self._entries = {}
+        self._scope, self._shared = scope, shared
+        services = view.services
+        old = self._entries
+        entries: dict[str, _Entry[_T]] = {}
+        for key in _sorted(services):
+            svc = services[key]
+            local = svc.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
+            slices = tuple(view.slices_of(key)) if local else None
+            entry = old.get(key)
+            if (
+                entry is None
+                or not _same(entry.service, svc)
+                or not _same_slices(entry.slices, slices)
+            ):
+                entry = _Entry(svc, slices, compute(key, svc))
+                self.computed += 1
+            else:
+                # Hold the current objects so that the next call's identity checks succeed.
+                entry.service, entry.slices = svc, slices
+            entries[key] = entry
+            yield entry.result
+        # Services that disappeared are dropped with the old table.
+        self._entries = entries
+
+
+def _same_slices(a: tuple[object, ...] | None, b: tuple[object, ...] | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+
+
+class PlanCache:
+    """Per-Service results kept between calls of :func:`plan` and :func:`l2_election_orders`
+    for one node, so that one changed Service costs one Service's planning.
+
+    Pass the same instance with every call (``plan(view, node, options, cache=c)``); the
+    result is exactly the uncached one. `computed`: how many Services were (re)planned.
+    """
+
+    def __init__(self) -> None:
+        self.plans: _PerService[tuple[frozenset[Announcement], tuple[Decision, ...]]] = (
+            _PerService()
+        )
+        self.orders: _PerService[tuple[tuple[str, tuple[str, ...]], ...]] = _PerService()
+
+    @property
+    def computed(self) -> int:
+        return self.plans.computed
+
+    @property
+    def orders_computed(self) -> int:
+        return self.orders.computed

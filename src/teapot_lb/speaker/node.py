@@ -18,7 +18,14 @@ from ipaddress import ip_address
 from typing import Any
 
 from teapot_lb import log
-from teapot_lb.announce.plan import Mode, Plan, PlanOptions, l2_election_orders, plan
+from teapot_lb.announce.plan import (
+    Mode,
+    Plan,
+    PlanCache,
+    PlanOptions,
+    l2_election_orders,
+    plan,
+)
 from teapot_lb.bgp import State
 from teapot_lb.bgp.fsm import StateChanged
 from teapot_lb.cluster import ClusterView, Store
@@ -98,6 +105,8 @@ class NodeSpeaker:
         self.stats = SpeakerStats()
         self.last: StepResult | None = None
         self._list_interfaces = list_interfaces
+        # Per-Service plans kept between steps: one changed Service is planned alone.
+        self.plan_cache = PlanCache()
         self._wake = asyncio.Event()
         self._log: Any = log.get("speaker").bind(node=node)
 
@@ -150,7 +159,7 @@ class NodeSpeaker:
         started = time.perf_counter()
         view = self.store.view()
         options = self.plan_options()
-        the_plan = plan(view, self.node, options)
+        the_plan = plan(view, self.node, options, cache=self.plan_cache)
         plan_s = time.perf_counter() - started
         want = desired(the_plan)
         if self.bgp is not None:
@@ -161,7 +170,11 @@ class NodeSpeaker:
             await self.bgp.apply(setups, want.bgp, router_id_of(node, self.node, selected))
         if self.l2 is not None:
             self.l2.set_peers(peer_addresses(view, self.node))
-            orders = l2_election_orders(view, options) if view.l2_advertisements else {}
+            orders = (
+                l2_election_orders(view, options, cache=self.plan_cache)
+                if view.l2_advertisements
+                else {}
+            )
             await self.l2.apply(want.l2, orders)
         if self.vip is not None:
             vip_input = cluster_vip_input(view, options)

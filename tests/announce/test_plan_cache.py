@@ -1,0 +1,308 @@
+"""Incremental planning: with a PlanCache, plan() and l2_election_orders() give exactly the
+uncached result, and replan only the Services whose inputs changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model.builders import (
+    bgp_advertisement,
+    l2_advertisement,
+    parse,
+    peer,
+    pool,
+    service,
+    vip_advertisement,
+)
+from teapot_lb.announce.election import EXCLUDE_LABEL
+from teapot_lb.announce.plan import PlanCache, PlanOptions, l2_election_orders, plan
+from teapot_lb.cluster import Kind, Store, object_key
+
+NODE_NAMES = ("node-a", "node-b", "node-c")
+SERVICE_NAMES = ("s0", "s1", "s2")
+IPS = ("192.0.2.1", "192.0.2.2", "198.51.100.1", "2001:db8::1", "203.0.113.9")
+
+
+def node_doc(name: str, labels: dict[str, str], unavailable: bool = False) -> dict[str, Any]:
+    status = (
+        {"conditions": [{"type": "NetworkUnavailable", "status": "True"}]} if unavailable else {}
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": status,
+    }
+
+
+def slice_doc(svc: str, ready: dict[str, bool]) -> dict[str, Any]:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{svc}-x",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": svc},
+        },
+        "endpoints": [
+            {"addresses": ["192.0.2.200"], "nodeName": n, "conditions": {"ready": r}}
+            for n, r in ready.items()
+        ],
+    }
+
+
+def service_doc(name: str, ips: list[str], local: bool, handled: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {"externalTrafficPolicy": "Local" if local else "Cluster"}
+    if not handled:
+        spec["loadBalancerClass"] = "example.org/other"
+    doc = service(name, **spec)
+    return {**doc, "status": {"loadBalancer": {"ingress": [{"ip": ip} for ip in ips]}}}
+
+
+def selectors(rack: str | None) -> list[dict[str, Any]]:
+    return [{"matchLabels": {"rack": rack}}] if rack else []
+
+
+racks = st.sampled_from([None, "r1", "r2"])
+
+# Each change is (kind of change, arguments); applied in order to one Store.
+_service_changes = st.one_of(
+    st.tuples(
+        st.just("service"),
+        st.sampled_from(SERVICE_NAMES),
+        st.lists(st.sampled_from(IPS), max_size=3, unique=True),
+        st.booleans(),
+        st.booleans() | st.just(True),
+    ),
+    st.tuples(st.just("delete-service"), st.sampled_from(SERVICE_NAMES)),
+    st.tuples(
+        st.just("slice"),
+        st.sampled_from(SERVICE_NAMES),
+        st.dictionaries(st.sampled_from(NODE_NAMES), st.booleans()),
+    ),
+    st.tuples(st.just("delete-slice"), st.sampled_from(SERVICE_NAMES)),
+)
+_other_changes = st.one_of(
+    st.tuples(st.just("node"), st.sampled_from(NODE_NAMES), racks, st.booleans(), st.booleans()),
+    st.tuples(st.just("delete-node"), st.sampled_from(NODE_NAMES)),
+    st.tuples(st.just("pool"), st.sampled_from(["p1", "p2"]), st.booleans()),
+    st.tuples(st.just("peer"), st.sampled_from(["tor1", "tor2"]), racks, st.booleans()),
+    st.tuples(st.just("delete-peer"), st.sampled_from(["tor1", "tor2"])),
+    st.tuples(
+        st.just("bgp-adv"),
+        st.sampled_from(["b1", "b2"]),
+        st.sampled_from(["p1", "p2"]),
+        racks,
+        st.sampled_from([[], ["tor1"], ["tor2"]]),
+        st.sampled_from([None, 24]),
+    ),
+    st.tuples(
+        st.just("l2-adv"),
+        st.sampled_from(["l1", "l2"]),
+        st.sampled_from(["p1", "p2"]),
+        racks,
+        st.sampled_from([[], ["eth0"], ["eth1", "eth0"]]),
+    ),
+    st.tuples(
+        st.just("vip-adv"), st.sampled_from(["v1", "v2"]), st.sampled_from(["p1", "p2"]), racks
+    ),
+    st.tuples(
+        st.just("delete-adv"),
+        st.sampled_from(
+            [
+                (Kind.BGP_ADVERTISEMENT, "b1"),
+                (Kind.BGP_ADVERTISEMENT, "b2"),
+                (Kind.L2_ADVERTISEMENT, "l1"),
+                (Kind.L2_ADVERTISEMENT, "l2"),
+                (Kind.VIP_ADVERTISEMENT, "v1"),
+            ]
+        ),
+    ),
+    st.tuples(
+        st.just("options"),
+        st.none() | st.frozensets(st.sampled_from(NODE_NAMES)),
+        st.frozensets(st.sampled_from(["tor1", "tor2"])),
+        st.booleans(),
+    ),
+    st.tuples(st.just("reload")),
+)
+
+# Services and their endpoints change most often, as in a cluster.
+changes = st.one_of(_service_changes, _service_changes, _other_changes)
+
+POOL_ADDRESSES = {
+    "p1": (["192.0.2.0/28", "2001:db8::/124"], ["192.0.2.0/30"]),
+    "p2": (["198.51.100.0/28"], ["198.51.100.0/28", "203.0.113.0/28"]),
+}
+
+
+def apply(store: Store, change: tuple[Any, ...], options: PlanOptions) -> PlanOptions:
+    """Apply one change to the store; return the options to plan with from now on."""
+    what, *args = change
+    if what == "service":
+        name, ips, local, handled = args
+        store.put_object(parse(service_doc(name, ips, local, handled)))
+    elif what == "delete-service":
+        store.delete(Kind.SERVICE, object_key("default", args[0]))
+    elif what == "slice":
+        store.put_object(parse(slice_doc(args[0], args[1])))
+    elif what == "delete-slice":
+        store.delete(Kind.ENDPOINT_SLICE, object_key("default", f"{args[0]}-x"))
+    elif what == "node":
+        name, rack, excluded, unavailable = args
+        labels = {"rack": rack} if rack else {}
+        if excluded:
+            labels[EXCLUDE_LABEL] = ""
+        store.put_object(parse(node_doc(name, labels, unavailable)))
+    elif what == "delete-node":
+        store.delete(Kind.NODE, args[0])
+    elif what == "pool":
+        name, second = args
+        store.put_object(parse(pool(name, *POOL_ADDRESSES[name][1 if second else 0])))
+    elif what == "peer":
+        name, rack, ibgp = args
+        store.put_object(
+            parse(peer(name, peerASN=64512 if ibgp else 64500, nodeSelectors=selectors(rack)))
+        )
+    elif what == "delete-peer":
+        store.delete(Kind.BGP_PEER, object_key("lb-system", args[0]))
+    elif what == "bgp-adv":
+        name, pool_name, rack, peers, aggregation = args
+        spec: dict[str, Any] = {"nodeSelectors": selectors(rack), "peers": peers}
+        if aggregation is not None:
+            spec["aggregationLength"] = aggregation
+        spec["communities"] = ["65000:1"] if rack else []
+        spec["localPref"] = 120
+        store.put_object(parse(bgp_advertisement(name, pool_name, **spec)))
+    elif what == "l2-adv":
+        name, pool_name, rack, interfaces = args
+        doc = l2_advertisement(
+            name, pool_name, nodeSelectors=selectors(rack), interfaces=interfaces
+        )
+        store.put_object(parse(doc))
+    elif what == "vip-adv":
+        name, pool_name, rack = args
+        store.put_object(parse(vip_advertisement(name, pool_name, nodeSelectors=selectors(rack))))
+    elif what == "delete-adv":
+        kind, name = args[0]
+        store.delete(kind, object_key("lb-system", name))
+    elif what == "options":
+        live, down, unclassed = args
+        return PlanOptions(live_speakers=live, down_peers=tuple(down), handle_unclassed=unclassed)
+    elif what == "reload":
+        # A re-list: every kind replaced by equal objects, the same ones kept for some kinds.
+        view = store.view()
+        store.replace(Kind.NODE, dict(view.nodes))
+        store.replace(
+            Kind.SERVICE,
+            {k: type(s).model_validate(s.model_dump()) for k, s in view.services.items()},
+        )
+    return options
+
+
+def base_store() -> Store:
+    store = Store()
+    for name in NODE_NAMES:
+        store.put_object(parse(node_doc(name, {})))
+    store.put_object(parse(pool("p1", *POOL_ADDRESSES["p1"][0])))
+    store.put_object(parse(peer("tor1")))
+    store.put_object(parse(bgp_advertisement("b1", "p1")))
+    store.put_object(parse(l2_advertisement("l1", "p2")))
+    return store
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(changes, min_size=1, max_size=40))
+def test_cached_plans_equal_uncached_plans_after_every_change(steps: list[tuple[Any, ...]]) -> None:
+    store = base_store()
+    options = PlanOptions()
+    caches = {name: PlanCache() for name in NODE_NAMES}
+    orders_cache = PlanCache()
+    for change in steps:
+        options = apply(store, change, options)
+        view = store.view()
+        for name in NODE_NAMES:
+            cached = plan(view, name, options, cache=caches[name])
+            full = plan(view, name, options)
+            assert cached.announcements == full.announcements
+            assert cached.decisions == full.decisions
+        cached_orders = l2_election_orders(view, options, cache=orders_cache)
+        full_orders = l2_election_orders(view, options)
+        assert list(cached_orders.items()) == list(full_orders.items())
+
+
+def many_services(store: Store, count: int) -> None:
+    for i in range(count):
+        ip = f"192.0.2.{i + 1}" if i % 2 else f"198.51.100.{i + 1}"
+        store.put_object(parse(service_doc(f"svc{i}", [ip], local=i % 3 == 0, handled=True)))
+
+
+def test_after_one_service_change_only_that_service_is_planned_again() -> None:
+    store = base_store()
+    many_services(store, 12)
+    cache = PlanCache()
+    plan(store.view(), "node-a", cache=cache)
+    l2_election_orders(store.view(), cache=cache)
+    assert (cache.computed, cache.orders_computed) == (12, 12)
+
+    store.put_object(parse(service_doc("svc4", ["192.0.2.14"], local=False, handled=True)))
+    plan(store.view(), "node-a", cache=cache)
+    l2_election_orders(store.view(), cache=cache)
+    assert (cache.computed, cache.orders_computed) == (13, 13)
+
+    # Nothing changed: nothing planned again.
+    plan(store.view(), "node-a", cache=cache)
+    assert cache.computed == 13
+
+
+def test_an_endpoint_change_replans_only_its_local_service() -> None:
+    store = base_store()
+    many_services(store, 12)
+    cache = PlanCache()
+    plan(store.view(), "node-a", cache=cache)
+    store.put_object(parse(slice_doc("svc3", {"node-a": True})))  # svc3 is Local
+    store.put_object(parse(slice_doc("svc1", {"node-a": True})))  # svc1 is not
+    p = plan(store.view(), "node-a", cache=cache)
+    assert cache.computed == 13
+    assert p == plan(store.view(), "node-a")
+
+
+def test_an_equal_object_put_again_is_not_planned_again() -> None:
+    store = base_store()
+    many_services(store, 6)
+    cache = PlanCache()
+    plan(store.view(), "node-a", cache=cache)
+    many_services(store, 6)  # new but equal Service objects
+    store.put_object(parse(node_doc("node-b", {})))  # an equal Node
+    plan(store.view(), "node-a", cache=cache)
+    assert cache.computed == 6
+
+
+def test_shared_inputs_and_options_replan_every_service() -> None:
+    store = base_store()
+    many_services(store, 5)
+    cache = PlanCache()
+    plan(store.view(), "node-a", cache=cache)
+    store.put_object(parse(node_doc("node-c", {"rack": "r1"})))
+    plan(store.view(), "node-a", cache=cache)
+    assert cache.computed == 10
+    plan(store.view(), "node-a", PlanOptions(live_speakers={"node-a"}), cache=cache)
+    assert cache.computed == 15
+    plan(store.view(), "node-b", PlanOptions(live_speakers={"node-a"}), cache=cache)
+    assert cache.computed == 20
+
+
+def test_a_deleted_service_is_dropped_from_the_cache_and_the_plan() -> None:
+    store = base_store()
+    many_services(store, 4)
+    cache = PlanCache()
+    plan(store.view(), "node-a", cache=cache)
+    store.delete(Kind.SERVICE, object_key("default", "svc1"))
+    p = plan(store.view(), "node-a", cache=cache)
+    assert p == plan(store.view(), "node-a")
+    assert all(d.service != "default/svc1" for d in p.decisions)
+    assert cache.computed == 4
+    assert object_key("default", "svc1") not in cache.plans.held()
