@@ -525,9 +525,29 @@ def _same_items(old: tuple[tuple[str, object], ...], new: tuple[tuple[str, objec
     )
 
 
+class _Versions:
+    """A token per Service key that changes only when the Service's value does: an equal
+    object put again keeps the token, so the equality test runs once per new object, not
+    once per cache that holds the Service."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[Service, object]] = {}
+
+    def of(self, key: str, svc: Service) -> object:
+        seen = self._seen.get(key)
+        token = seen[1] if seen is not None and _same(seen[0], svc) else object()
+        self._seen[key] = (svc, token)  # holding the object keeps its identity unique
+        return token
+
+    def keep(self, keys: Mapping[str, object]) -> None:
+        """Forget Services that are gone."""
+        if len(self._seen) > len(keys) or any(k not in keys for k in self._seen):
+            self._seen = {k: v for k, v in self._seen.items() if k in keys}
+
+
 @dataclass
 class _Entry(Generic[_T]):
-    service: Service
+    version: object
     slices: tuple[object, ...] | None
     result: _T
 
@@ -536,7 +556,8 @@ class _PerService(Generic[_T]):
     """Results per Service key, valid while the Service, its EndpointSlices (when the
     Service is Local) and the shared inputs stay the same."""
 
-    def __init__(self) -> None:
+    def __init__(self, versions: _Versions) -> None:
+        self._versions = versions
         self._scope: tuple[object, ...] | None = None
         self._shared: tuple[tuple[tuple[str, object], ...], ...] | None = None
         self._entries: dict[str, _Entry[_T]] = {}
@@ -567,23 +588,25 @@ class _PerService(Generic[_T]):
         entries: dict[str, _Entry[_T]] = {}
         for key in _sorted(services):
             svc = services[key]
+            version = self._versions.of(key, svc)
             local = svc.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
             slices = tuple(view.slices_of(key)) if local else None
             entry = old.get(key)
             if (
                 entry is None
-                or not _same(entry.service, svc)
+                or entry.version is not version
                 or not _same_slices(entry.slices, slices)
             ):
-                entry = _Entry(svc, slices, compute(key, svc))
+                entry = _Entry(version, slices, compute(key, svc))
                 self.computed += 1
             else:
                 # Hold the current objects so that the next call's identity checks succeed.
-                entry.service, entry.slices = svc, slices
+                entry.slices = slices
             entries[key] = entry
             yield entry.result
         # Services that disappeared are dropped with the old table.
         self._entries = entries
+        self._versions.keep(services)
 
 
 def _same_slices(a: tuple[object, ...] | None, b: tuple[object, ...] | None) -> bool:
@@ -601,10 +624,11 @@ class PlanCache:
     """
 
     def __init__(self) -> None:
-        self.plans: _PerService[tuple[frozenset[Announcement], tuple[Decision, ...]]] = (
-            _PerService()
+        versions = _Versions()
+        self.plans: _PerService[tuple[frozenset[Announcement], tuple[Decision, ...]]] = _PerService(
+            versions
         )
-        self.orders: _PerService[tuple[tuple[str, tuple[str, ...]], ...]] = _PerService()
+        self.orders: _PerService[tuple[tuple[str, tuple[str, ...]], ...]] = _PerService(versions)
 
     @property
     def computed(self) -> int:
