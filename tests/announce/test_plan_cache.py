@@ -88,6 +88,7 @@ _service_changes = st.one_of(
 _other_changes = st.one_of(
     st.tuples(st.just("node"), st.sampled_from(NODE_NAMES), racks, st.booleans(), st.booleans()),
     st.tuples(st.just("delete-node"), st.sampled_from(NODE_NAMES)),
+    st.tuples(st.just("touch-node"), st.sampled_from(NODE_NAMES), st.integers(0, 9)),
     st.tuples(st.just("pool"), st.sampled_from(["p1", "p2"]), st.booleans()),
     st.tuples(st.just("peer"), st.sampled_from(["tor1", "tor2"]), racks, st.booleans()),
     st.tuples(st.just("delete-peer"), st.sampled_from(["tor1", "tor2"])),
@@ -157,6 +158,15 @@ def apply(store: Store, change: tuple[Any, ...], options: PlanOptions) -> PlanOp
         if excluded:
             labels[EXCLUDE_LABEL] = ""
         store.put_object(parse(node_doc(name, labels, unavailable)))
+    elif what == "touch-node":
+        # A status update: a new resourceVersion and address, the same labels and condition.
+        name, version = args
+        current = store.view().nodes.get(name)
+        if current is not None:
+            doc = current.model_dump(by_alias=True, mode="json")
+            doc["metadata"]["resourceVersion"] = str(version)
+            doc["status"]["addresses"] = [{"type": "InternalIP", "address": f"192.0.2.{version}"}]
+            store.put_object(parse(doc))
     elif what == "delete-node":
         store.delete(Kind.NODE, args[0])
     elif what == "pool":
@@ -214,9 +224,7 @@ def base_store() -> Store:
     return store
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.lists(changes, min_size=1, max_size=40))
-def test_cached_plans_equal_uncached_plans_after_every_change(steps: list[tuple[Any, ...]]) -> None:
+def check_against_uncached(steps: list[tuple[Any, ...]]) -> None:
     store = base_store()
     options = PlanOptions()
     caches = {name: PlanCache() for name in NODE_NAMES}
@@ -232,6 +240,22 @@ def test_cached_plans_equal_uncached_plans_after_every_change(steps: list[tuple[
         cached_orders = l2_election_orders(view, options, cache=orders_cache)
         full_orders = l2_election_orders(view, options)
         assert list(cached_orders.items()) == list(full_orders.items())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(changes, min_size=1, max_size=40))
+def test_cached_plans_equal_uncached_plans_after_every_change(steps: list[tuple[Any, ...]]) -> None:
+    check_against_uncached(steps)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_service_changes, min_size=1, max_size=30))
+def test_cached_plans_equal_uncached_plans_under_service_and_endpoint_churn(
+    steps: list[tuple[Any, ...]],
+) -> None:
+    # Only Services and EndpointSlices change: the cache is never reset, every Service's
+    # entry must follow its own changes.
+    check_against_uncached(steps)
 
 
 def many_services(store: Store, count: int) -> None:
@@ -306,3 +330,30 @@ def test_a_deleted_service_is_dropped_from_the_cache_and_the_plan() -> None:
     assert all(d.service != "default/svc1" for d in p.decisions)
     assert cache.computed == 4
     assert object_key("default", "svc1") not in cache.plans.held()
+
+
+def test_a_node_status_update_that_the_plan_does_not_read_replans_nothing() -> None:
+    store = base_store()
+    many_services(store, 6)
+    cache = PlanCache()
+    plan(store.view(), "node-a", cache=cache)
+    doc = node_doc("node-b", {})
+    doc["metadata"]["resourceVersion"] = "42"
+    doc["status"]["addresses"] = [{"type": "InternalIP", "address": "192.0.2.99"}]
+    store.put_object(parse(doc))
+    assert plan(store.view(), "node-a", cache=cache) == plan(store.view(), "node-a")
+    assert cache.computed == 6
+
+
+def test_endpoints_that_keep_the_same_ready_nodes_replan_nothing() -> None:
+    store = base_store()
+    many_services(store, 6)
+    store.put_object(parse(slice_doc("svc3", {"node-a": True, "node-b": False})))
+    cache = PlanCache()
+    plan(store.view(), "node-a", cache=cache)
+    store.put_object(parse(slice_doc("svc3", {"node-a": True, "node-c": False})))
+    assert plan(store.view(), "node-a", cache=cache) == plan(store.view(), "node-a")
+    assert cache.computed == 6
+    store.put_object(parse(slice_doc("svc3", {"node-a": True, "node-c": True})))
+    assert plan(store.view(), "node-a", cache=cache) == plan(store.view(), "node-a")
+    assert cache.computed == 7

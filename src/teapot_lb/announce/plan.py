@@ -502,6 +502,15 @@ _PLAN_KINDS = (
 )
 _L2_KINDS = ("nodes", "pools", "l2_advertisements")
 
+
+def _shared_value(kind: str, obj: object) -> object:
+    """What the planner reads of a shared object. Nodes change often (status, resourceVersion)
+    without changing what the planner reads of them: their labels and network condition."""
+    if kind == "nodes" and isinstance(obj, Node):
+        return (tuple(sorted(obj.labels.items())), obj.network_unavailable)
+    return obj
+
+
 _T = TypeVar("_T")
 
 
@@ -549,6 +558,7 @@ class _Versions:
 class _Entry(Generic[_T]):
     version: object
     slices: tuple[object, ...] | None
+    ready: frozenset[str] | None
     result: _T
 
 
@@ -563,6 +573,18 @@ class _PerService(Generic[_T]):
         self._entries: dict[str, _Entry[_T]] = {}
         self.computed = 0
 
+    def _computed(
+        self,
+        key: str,
+        svc: Service,
+        version: object,
+        slices: tuple[object, ...] | None,
+        view: ClusterView,
+        compute: Callable[[str, Service], _T],
+    ) -> _Entry[_T]:
+        self.computed += 1
+        return _Entry(version, slices, _ready(view, key, slices), compute(key, svc))
+
     def held(self) -> list[str]:
         """The Service keys held (those of the last call)."""
         return sorted(self._entries)
@@ -575,7 +597,10 @@ class _PerService(Generic[_T]):
         compute: Callable[[str, Service], _T],
     ) -> Iterator[_T]:
         """Each Service's result in key order, computing only those that may have changed."""
-        shared = tuple(tuple(sorted(getattr(view, k).items())) for k in kinds)
+        shared = tuple(
+            tuple((key, _shared_value(k, obj)) for key, obj in sorted(getattr(view, k).items()))
+            for k in kinds
+        )
         if (
             scope != self._scope
             or self._shared is None
@@ -592,21 +617,24 @@ class _PerService(Generic[_T]):
             local = svc.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
             slices = tuple(view.slices_of(key)) if local else None
             entry = old.get(key)
-            if (
-                entry is None
-                or entry.version is not version
-                or not _same_slices(entry.slices, slices)
-            ):
-                entry = _Entry(version, slices, compute(key, svc))
-                self.computed += 1
-            else:
-                # Hold the current objects so that the next call's identity checks succeed.
-                entry.slices = slices
+            if entry is None or entry.version is not version:
+                entry = self._computed(key, svc, version, slices, view, compute)
+            elif not _same_slices(entry.slices, slices):
+                # Endpoints changed; the plan reads only which nodes have a ready one.
+                ready = _ready(view, key, slices)
+                if ready != entry.ready:
+                    entry = self._computed(key, svc, version, slices, view, compute)
+                else:
+                    entry.slices = slices
             entries[key] = entry
             yield entry.result
         # Services that disappeared are dropped with the old table.
         self._entries = entries
         self._versions.keep(services)
+
+
+def _ready(view: ClusterView, key: str, slices: tuple[object, ...] | None) -> frozenset[str] | None:
+    return None if slices is None else frozenset(view.ready_endpoint_nodes(key))
 
 
 def _same_slices(a: tuple[object, ...] | None, b: tuple[object, ...] | None) -> bool:
