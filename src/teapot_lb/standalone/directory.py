@@ -15,7 +15,14 @@ from pathlib import Path
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import UnparsedPool
 from teapot_lb.model import ApiObject, ObjectRef, Problem
-from teapot_lb.model.manifest import Document, files_under, parse_documents, read_documents
+from teapot_lb.model.manifest import (
+    KINDS,
+    Document,
+    files_under,
+    parse_documents,
+    parse_object,
+    read_documents,
+)
 from teapot_lb.validation import validate_manifest
 
 Fingerprint = tuple[tuple[str, int, int, int], ...]
@@ -23,6 +30,28 @@ Fingerprint = tuple[tuple[str, int, int, int], ...]
 # Objects of these kinds are left out when a problem names them; Services are kept (the
 # controller refuses them with their reason) and pools go to the controller as unparsed.
 _DROPPED_WHEN_INVALID = {"BGPPeer", "BGPAdvertisement", "L2Advertisement", "VIPAdvertisement"}
+
+
+OUR_GROUP = "lb.teapot.io/"
+
+
+def unknown_kinds_of_ours(documents: list[Document]) -> list[Problem]:
+    """Documents of our API group whose kind teapot-lb does not know (a typo such as
+    `AdressPool`): reported, where other unknown kinds (a Deployment beside the Services)
+    are skipped silently."""
+    out: list[Problem] = []
+    for doc in documents:
+        body = doc.body
+        if not isinstance(body, Mapping):
+            continue
+        api_version, kind = body.get("apiVersion"), body.get("kind")
+        if not isinstance(api_version, str) or not api_version.startswith(OUR_GROUP):
+            continue
+        if (api_version, str(kind)) in KINDS:
+            continue
+        _, problems = parse_object(body)
+        out.extend(replace(p, source=doc.source) for p in problems)
+    return out
 
 
 def manifest_files(root: Path, skip: Path | None = None) -> list[Path]:
@@ -113,7 +142,7 @@ def read(root: Path, skip: Path | None = None, cache: FileCache | None = None) -
         for gone in set(cache.entries) - {str(f) for f in files}:
             del cache.entries[gone]
     manifest = parse_documents(documents, ignore_unknown_kinds=True)
-    manifest.problems[:0] = file_problems
+    manifest.problems[:0] = file_problems + unknown_kinds_of_ours(documents)
     manifest.files = [str(f) for f in files]
     problems = validate_manifest(manifest)
     bad: set[ObjectRef] = {p.ref for p in problems}

@@ -15,13 +15,15 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from teapot_lb import log
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.controller import ControllerOptions
+from teapot_lb.model import Problem
+from teapot_lb.model.problem import FILE
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import decisions_json, summary
 from teapot_lb.standalone.assign import Assignment, assign, assigned_services
@@ -75,15 +77,40 @@ class ManifestSource:
         self.loaded: Loaded | None = None
         self._seen: Fingerprint | None = None
         self._files = FileCache()
+        self._gone = False
         self._log: Any = log.get("standalone")
 
     def reload_if_changed(self) -> bool:
+        if not self.manifests.exists():
+            return self._missing()
+        self._gone = False
         files = manifest_files(self.manifests, self.state_dir)
         fp = fingerprint(files)
         if fp == self._seen:
             return False
         self._seen = fp
         self.reload()
+        return True
+
+    def _missing(self) -> bool:
+        """The manifest directory (or file) is gone: most likely being replaced (a
+        checkout, a volume re-mounted), so what was loaded stays in use — withdrawing
+        every Service would be the one wrong answer — and the problem is reported."""
+        if self._gone:
+            return False
+        self._gone = True
+        self._seen = None  # whatever comes back is read, even an empty directory
+        self._files = FileCache()
+        message = "does not exist; the last manifests read stay in use until it is back"
+        problem = Problem(FILE, str(self.manifests), None, "", message, source=None)
+        self._log.error("manifests missing", manifests=str(self.manifests))
+        if self.loaded is not None:
+            snap = replace(self.loaded.snapshot, problems=[problem])
+            self.loaded = replace(self.loaded, snapshot=snap, generation=self.loaded.generation + 1)
+        else:
+            self.loaded = Loaded(Snapshot(problems=[problem]), {}, 1)
+        if self.on_change is not None:
+            self.on_change()
         return True
 
     def reload(self) -> Loaded:
