@@ -384,8 +384,43 @@ CASES = [
 ]
 
 
+# Standalone assignment is a pure function of the manifests (every node must agree without
+# talking), so it cannot know which of two conflicting objects came first: the one that
+# sorts later by name loses. A newcomer that sorts first takes over from the Service or
+# pool already in use. Kept here, expected to fail, until that is settled.
+KEY_ORDER = (
+    "standalone cannot tell which object came first: the conflict is decided by name order,"
+    " so a newcomer sorting first wins over the one in use"
+)
+KNOWN_LIMITS = [
+    pytest.param(
+        Case(
+            "same ip, the newcomer sorting first",
+            add("same.yaml", service("aaa-copy", GOOD_IP)),
+            ("default/aaa-copy", GOOD_IP),
+        ),
+        marks=pytest.mark.xfail(strict=True, reason=KEY_ORDER),
+        id="known limit: same ip, the newcomer sorting first",
+    ),
+    pytest.param(
+        Case(
+            "overlapping pool sorting first",
+            add(
+                "overlap.yaml",
+                ours("AddressPool", "aaa-overlap", {"addresses": ["203.0.113.0/30"]}),
+            ),
+            ("aaa-overlap", "203.0.113.0/30"),
+        ),
+        marks=pytest.mark.xfail(strict=True, reason=KEY_ORDER),
+        id="known limit: overlapping pool sorting first",
+    ),
+]
+
+
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize(
+    "case", [*CASES, *KNOWN_LIMITS], ids=[c.name for c in CASES] + [str(p.id) for p in KNOWN_LIMITS]
+)
 async def test_bad_input_is_reported_and_the_good_service_is_untouched(
     tmp_path: Path, case: Case
 ) -> None:
@@ -403,7 +438,7 @@ async def test_bad_input_is_reported_and_the_good_service_is_untouched(
         except AssertionError:
             raise AssertionError(f"{case.expect} not all in:\n{r.reported()}") from None
         assert r.alive()
-        await until(r.good_ok, "web still announced")
+        await until(r.good_ok, "web still announced", within=8)
         # The good Service is never refused nor reported as failing.
         web = r.status()["services"]["default/web"]
         assert web["refused"] is None
@@ -425,7 +460,7 @@ async def test_a_huge_manifest_file_keeps_the_runner_responsive(tmp_path: Path) 
         doc = r.status()
         assert len(doc["services"]) == 5001
         assert r.alive()
-        await until(r.good_ok, "web still announced")
+        await until(r.good_ok, "web still announced", within=8)
         # Still responsive: a small edit after the big one is applied promptly.
         write(r.manifests / "late.yaml", [service("late", "203.0.113.2")])
         await until(
@@ -448,7 +483,7 @@ async def test_a_deleted_manifest_file_withdraws_only_its_objects(tmp_path: Path
         )
         assert "203.0.113.3" not in r.status().get("announcing", {}).get("bgp", [])
         assert r.alive()
-        await until(r.good_ok, "web still announced")
+        await until(r.good_ok, "web still announced", within=8)
 
 
 async def test_a_removed_manifest_directory_keeps_the_last_state_until_it_returns(
@@ -477,4 +512,4 @@ async def test_a_removed_manifest_directory_keeps_the_last_state_until_it_return
         )
         assert r.status()["generation"] > gen
         assert not r.status()["problems"]
-        await until(r.good_ok, "web still announced")
+        await until(r.good_ok, "web still announced", within=8)
