@@ -286,6 +286,7 @@ class Case:
     # A bad peer that selects this node is one `web` is not announced to: reported on
     # `web` too (as a failure naming that peer), which is right; nothing else may be.
     web_failure: str | None = None
+    vip_failed: tuple[str, ...] = ()  # VIPs the VIP backend must name as not run here
 
 
 CASES = [
@@ -359,12 +360,14 @@ CASES = [
     Case(
         "vip advertisement whose vrid range is too small",
         add("vip.yaml", *vip_setup({"start": 10, "end": 10}, "eth0", 3)),
-        ("VRID",),
+        ("no free virtual router ID in 10-10", "vip/203.0.113.66", "widen vridRange"),
+        vip_failed=("203.0.113.66", "203.0.113.67"),
     ),
     Case(
         "vip advertisement naming a missing interface",
         add("vip.yaml", *vip_setup(None, "nope0", 1)),
-        ("nope0",),
+        ("no interface 'nope0'", "vip/203.0.113.65"),
+        vip_failed=("203.0.113.65",),
     ),
     Case(
         "service asking for an ip outside every pool",
@@ -445,6 +448,9 @@ async def test_bad_input_is_reported_and_the_good_service_is_untouched(
         allowed = {GOOD_IP: case.web_failure} if case.web_failure else {}
         assert web["failures"] == allowed
         assert r.speaker.stats.step_errors == 0, r.speaker.stats.last_error
+        if case.vip_failed:  # the backend says which VIPs fail (for the Services' status)
+            assert r.speaker.vip is not None
+            assert set(r.speaker.vip.failed) == set(case.vip_failed)
 
 
 async def test_a_huge_manifest_file_keeps_the_runner_responsive(tmp_path: Path) -> None:

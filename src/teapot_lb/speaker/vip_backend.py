@@ -131,6 +131,26 @@ def node_addresses(view: ClusterView) -> dict[str, tuple[IPAddress, ...]]:
     }
 
 
+def failed_vips(
+    groups: Sequence[VipGroup], errors: Sequence[str], rendered: Sequence[VipConfigError]
+) -> dict[str, str]:
+    """VIP → why it is not run here, from the errors naming it: those of :func:`vip_groups`
+    (which start with the IP) and the renderer's (which name their VIP groups)."""
+    out: dict[str, str] = {}
+    for text in errors:
+        head = text.split(":", 1)[0]
+        try:
+            out.setdefault(str(ip_address(head)), text)
+        except ValueError:
+            continue
+    vips_of = {g.name: g.vips for g in groups}
+    for err in rendered:
+        for name in getattr(err, "groups", ()):
+            for ip in vips_of.get(name, ()):
+                out.setdefault(str(ip), str(err))
+    return out
+
+
 VRIDS_FILE = "vrids.json"
 
 
@@ -169,6 +189,7 @@ class VIPBackend:
         )
         self.rendered: Rendered | None = None
         self.errors: list[str] = []
+        self.failed: dict[str, str] = {}  # VIP -> why this node does not run it (per Service)
         self.vrids_path = state_dir / VRIDS_FILE
         self.vrids: dict[str, int] = load_vrids(self.vrids_path)  # instance token -> VRID
         self._tracks: dict[str, bool] = {}  # track file -> written value
@@ -217,6 +238,7 @@ class VIPBackend:
             except OSError as exc:
                 self._log.warning("cannot keep the VRID allocation", error=str(exc))
         self.errors = [*errors, *(str(e) for e in rendered.errors)]
+        self.failed = failed_vips(groups, errors, rendered.errors)
         for err in self.errors:
             self._log.error("vip configuration error", error=err)
         # Track files first, so a new Local instance starts in the right state.
