@@ -193,10 +193,10 @@ async def until(check: Callable[[], Any], what: str, within: float = 15.0) -> An
 
 
 @contextlib.asynccontextmanager
-async def running(tmp_path: Path) -> AsyncIterator[Runner]:
+async def running(tmp_path: Path, state: Path | None = None) -> AsyncIterator[Runner]:
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    state = tmp_path / "state"
+    state = state or tmp_path / "state"
     write(manifests / "base.yaml", base())
     write(manifests / "web.yaml", [service("web", GOOD_IP)])
     store = Store()
@@ -518,4 +518,25 @@ async def test_a_removed_manifest_directory_keeps_the_last_state_until_it_return
         )
         assert r.status()["generation"] > gen
         assert not r.status()["problems"]
+        await until(r.good_ok, "web still announced", within=8)
+
+
+async def test_the_default_state_dir_comes_back_with_a_recreated_manifest_directory(
+    tmp_path: Path,
+) -> None:
+    # The default state directory is MANIFESTS/.state/NODE: removed with the manifests.
+    async with running(tmp_path, tmp_path / "manifests" / ".state" / "n1") as r:
+        saved = tmp_path / "saved"
+        shutil.copytree(r.manifests, saved, ignore=shutil.ignore_patterns(".state"))
+        shutil.rmtree(r.manifests)
+        r.speaker.notify()
+        await until(lambda: r.source._gone, "the missing directory noticed")
+        assert not r.manifests.exists()  # not recreated by writing the status
+        write(saved / "more.yaml", [service("more", "203.0.113.4")])
+        shutil.copytree(saved, r.manifests)
+        await until(
+            lambda: "203.0.113.4" in r.status().get("announcing", {}).get("bgp", []),
+            "status written again once the directory is back",
+        )
+        assert r.alive()
         await until(r.good_ok, "web still announced", within=8)

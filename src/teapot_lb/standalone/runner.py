@@ -155,7 +155,15 @@ class StatusWriter:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.events_path = state_dir / "events.log"
 
+    def _ensure_state_dir(self) -> None:
+        """Recreate the state directory if it went (the default one is inside the
+        manifest directory, which may be removed and recreated) — but never recreate a
+        vanished manifest directory by doing so: that would read as "no manifests"."""
+        if not self.state_dir.exists() and self.source.manifests.exists():
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+
     async def __call__(self, result: StepResult) -> None:
+        self._ensure_state_dir()
         with self.events_path.open("a") as fh:
             for ev in result.events:
                 kind = "Warning" if ev.warning else "Normal"
@@ -223,4 +231,5 @@ class StatusWriter:
         return doc
 
     def write(self, result: StepResult | None) -> None:
+        self._ensure_state_dir()
         write_json(self.state_dir / "status.json", self.document(result))
