@@ -22,7 +22,7 @@ from typing import Any
 from teapot_lb import log
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.controller import ControllerOptions
-from teapot_lb.model import Problem
+from teapot_lb.model import Problem, Service
 from teapot_lb.model.problem import FILE
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import decisions_json, summary
@@ -114,10 +114,18 @@ class ManifestSource:
         return True
 
     def reload(self) -> Loaded:
+        return self._apply(*self._compute())
+
+    def _compute(self) -> tuple[Snapshot, dict[str, Assignment], dict[str, Service]]:
+        """Read and assign (the slow part; no Store, no loop: may run in a thread)."""
         snap = read(self.manifests, self.state_dir, self._files)
         view = snap.view()
         assignments = assign(view, self.options, snap.unparsed_pools)
-        services = assigned_services(view, assignments)
+        return snap, assignments, assigned_services(view, assignments)
+
+    def _apply(
+        self, snap: Snapshot, assignments: dict[str, Assignment], services: dict[str, Service]
+    ) -> Loaded:
         snap.fill(self.store, {Kind.SERVICE: services})
         generation = (self.loaded.generation + 1) if self.loaded else 1
         self.loaded = Loaded(snap, assignments, generation)
@@ -134,10 +142,24 @@ class ManifestSource:
             self.on_change()
         return self.loaded
 
+    async def poll(self) -> bool:
+        """:meth:`reload_if_changed` with the reading done in a thread, so a huge manifest
+        does not stall the event loop (L2 heartbeats, BGP keepalives) while it parses."""
+        if not self.manifests.exists():
+            return self._missing()
+        self._gone = False
+        files = manifest_files(self.manifests, self.state_dir)
+        fp = await asyncio.to_thread(fingerprint, files)
+        if fp == self._seen:
+            return False
+        self._seen = fp
+        self._apply(*await asyncio.to_thread(self._compute))
+        return True
+
     async def run(self) -> None:
         while True:
             try:
-                self.reload_if_changed()
+                await self.poll()
             except Exception:
                 self._log.exception("reading manifests failed")
             await asyncio.sleep(self.poll_s)
