@@ -218,12 +218,15 @@ class NodeSpeaker:
         out: dict[str, dict[str, str]] = {}
         l2_errors = self.l2.errors if self.l2 is not None else {}
         bgp_errors = self.bgp.errors() if self.bgp is not None else {}
+        vip_failed = self.vip.failed if self.vip is not None else {}
         for d in the_plan.decisions:
             if not d.announces:
                 continue
             why: str | None = None
             if d.mode is Mode.L2 and d.ip in l2_errors:
                 why = l2_errors[d.ip]
+            if d.mode is Mode.VIP:
+                why = vip_failed.get(d.ip)
             if d.mode is Mode.BGP:
                 bad = [f"BGPPeer {p}: {bgp_errors[p]}" for p in d.peers if p in bgp_errors]
                 why = "; ".join(bad) or None
