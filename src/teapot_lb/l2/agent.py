@@ -179,13 +179,7 @@ class Agent:
 
     def _on_members(self, changes: list[MemberChanged]) -> None:
         for c in changes:
-            self._log.info(
-                "member",
-                member=c.node,
-                old=c.old.value if c.old else None,
-                new=c.new.value,
-                reason=c.reason,
-            )
+            self._log.info("member", **c.log_fields())
         self.reconcile()
 
     def _on_claim(self, responder: Responder, claim: Claim) -> None:

@@ -70,6 +70,15 @@ class MemberChanged:
     new: MemberState
     reason: str
 
+    def log_fields(self) -> dict[str, str | None]:
+        """The change as structured-log fields (one shape for every component that logs it)."""
+        return {
+            "member": self.node,
+            "old": self.old.value if self.old else None,
+            "new": self.new.value,
+            "reason": self.reason,
+        }
+
 
 @dataclass
 class Member:

@@ -99,13 +99,7 @@ class L2Backend:
 
     def _members_changed(self, changes: list[MemberChanged]) -> None:
         for c in changes:
-            self._log.info(
-                "member",
-                member=c.node,
-                old=c.old.value if c.old else None,
-                new=c.new.value,
-                reason=c.reason,
-            )
+            self._log.info("member", **c.log_fields())
         self._on_change()
 
     def _stop_heartbeats(self) -> None:
