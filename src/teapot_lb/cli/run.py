@@ -87,6 +87,10 @@ class RunMarker:
                 boot_id=boot_id,
             )
             return False
+        log.get("run-marker").warning(
+            "the previous run did not stop gracefully; restarting (BGP graceful restart)",
+            state_dir=str(self.path.parent),
+        )
         return True
 
     def end(self) -> None:
@@ -149,10 +153,6 @@ async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None
     config.state_dir.mkdir(parents=True, exist_ok=True)
     marker = RunMarker(config.state_dir)
     restarting = marker.begin()
-    if restarting:
-        logger.warning(
-            "the previous run did not stop gracefully; restarting (BGP graceful restart)"
-        )
     store = Store()
     speaker = build_speaker(config, store, restarting=restarting)
     source = ManifestSource(

@@ -38,10 +38,6 @@ async def run_speaker(
     logger: Any = log.get("speaker").bind(node=config.node)
     marker = RunMarker(config.state_dir)
     restarting = marker.begin()
-    if restarting:
-        logger.warning(
-            "the previous run did not stop gracefully; restarting (BGP graceful restart)"
-        )
     store = Store()
     speaker = build_speaker(config, store, restarting=restarting)
     stop = stop or stop_on_signals()
