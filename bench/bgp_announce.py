@@ -28,8 +28,25 @@ The 100k IPv4 /32s come from 198.18.0.0/15 (RFC 2544, the benchmarking range): t
 documentation ranges hold only 768 addresses. They exist only in the BGP RIBs of this
 benchmark's namespaces (the receiver installs nothing in any kernel, FRR runs ``-n``).
 
+Receive (``--receivers ours,gobgp``): the other direction, in the same run. A BIRD sender
+(a ``static`` protocol) announces ``--rx-n`` IPv4 /32s to each receiver in turn:
+
+- ``ours``: teapot-lb's Speaker in ``drive_speaker.py``, the product's own Speaker/Peer path
+  into the peer's Adj-RIB-In (a passive peer: BIRD connects);
+- ``gobgp``: gobgpd with a passive neighbor, default import policy accept.
+
+The receiver starts first and settles; its CPU is read from /proc before the BIRD sender
+starts and again once it holds every route, so the figure covers the session and the
+routes only (startup and imports excluded). Times run from the sender's Established
+timestamp to the receiver holding 99 % / 100 % of the routes. Asking GoBGP for a count
+costs it CPU (it walks its table), so both receivers are asked only when /proc shows them
+idle (see ``ReceiveBench._measure``). BIRD as a sender holds its last UPDATE for up to
+~3 s: the 99 % time is the one that shows the receiver.
+
 Prints a table, then one JSON line with every figure and ``ours_vs_best_daemon`` (ours
-over the fastest daemon's time) and ``ours_vs_exabgp`` (ours over ExaBGP's API path).
+over the fastest daemon's time) and ``ours_vs_exabgp`` (ours over ExaBGP's API path), and
+the receive figures ``receive_100k_s``, ``receive_cpu_s_100k`` (ours, scaled to 100k
+routes) and ``gobgp_receive_100k_s``, ``gobgp_receive_cpu_s_100k``.
 """
 
 from __future__ import annotations
@@ -70,6 +87,9 @@ TX_AS = 65001
 BENCH_V4 = ipaddress.IPv4Network("198.18.0.0/15")
 BENCH_V6 = ipaddress.IPv6Network("2001:db8:1000::/64")
 SENDERS = ("ours", "ours-late", "frr", "bird", "exabgp", "exabgp-api", "gobgp")
+RECEIVERS = ("ours", "gobgp")
+IDLE_FIRST = 0.05  # receive: ask for the count after this long without CPU use
+IDLE_MAX = 0.5
 DAEMON_SENDERS = ("frr", "bird", "exabgp", "gobgp")  # candidates for "best daemon"
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -328,6 +348,123 @@ class Bench:
             result.rss_mb = stats["maxrss_kb"] / 1024
 
 
+@dataclass
+class Received:
+    receiver: str
+    status: str = "ok"
+    t99: float | None = None
+    t100: float | None = None
+    cpu_s: float | None = None
+    rss_mb: float | None = None
+    note: str = ""
+
+
+class ReceiveBench:
+    """A BIRD sender announcing ``n`` IPv4 /32s to one receiver at a time."""
+
+    def __init__(self, args: argparse.Namespace, lab: Lab, workdir: Path) -> None:
+        self.args = args
+        self.lab = lab  # the announce benchmark's LAN
+        self.workdir = workdir
+        self.lab.add("bird-tx")
+        v4, _ = prefixes(args.rx_n, 0)
+        self.originate = [Origination(p) for p in v4]
+
+    def run(self, receiver: str) -> Received:
+        name = f"rcv-{receiver}"[:12]
+        self.lab.add(name)
+        host = self.lab.hosts[name]
+        rx4, tx4 = self.lab.v4[name], self.lab.v4["bird-tx"]
+        down = Neighbor(tx4, TX_AS, hold_time=90, passive=True, families=("ipv4",))
+        common: dict[str, Any] = {
+            "asn": RX_AS, "router_id": rx4, "neighbors": [down], "local_addresses": [rx4],
+        }  # fmt: skip
+        wd = self.workdir / f"receive-{receiver}"
+        rx: BgpDaemon
+        if receiver == "ours":
+            rx = Teapot(host, wd, **common)
+        elif receiver == "gobgp":
+            rx = GoBgp(host, wd, **common)
+        else:
+            raise SystemExit(f"unknown receiver {receiver!r}; choose from {', '.join(RECEIVERS)}")
+        sender = Bird(
+            self.lab.hosts["bird-tx"], self.workdir / f"tx-bird-{receiver}", asn=TX_AS,
+            router_id=tx4, originate=self.originate,
+            neighbors=[Neighbor(rx4, RX_AS, hold_time=90, families=("ipv4",))],
+        )  # fmt: skip
+        result = Received(receiver)
+        try:
+            rx.start(timeout=120)
+            time.sleep(0.5)  # let the receiver settle: its startup is not the figure
+            pids = proc_tree([p.pid for p in rx.procs])
+            cpu0 = cpu_seconds(pids)
+            sender.start(timeout=300)
+            self._measure(sender, rx, rx4, tx4, result)
+            pids = proc_tree([p.pid for p in rx.procs])
+            result.cpu_s = cpu_seconds(pids) - cpu0
+            result.rss_mb = peak_rss_mb(pids)
+        except PeerError as exc:
+            result.status = "failed"
+            result.note = str(exc).splitlines()[0][:200]
+        finally:
+            sender.kill()
+            rx.kill()
+        return result
+
+    def _measure(self, sender: Bird, rx: BgpDaemon, rx4: str, tx4: str, result: Received) -> None:
+        """Poll the receiver's CPU (free) and ask for its route count only once it idles.
+
+        A count query costs the receiver CPU (GoBGP walks its Adj-RIB-In for it), so it is
+        asked only after 50 ms without CPU use, then at growing intervals (up to 0.5 s)
+        while nothing changes. The completion time is that of the first query that sees
+        every route: an upper bound, within the interval.
+        """
+        n = len(self.originate)
+        deadline = time.monotonic() + self.args.timeout
+        t_est = None
+        while t_est is None:
+            t_est = sender.established_at(rx4)
+            if time.monotonic() > deadline:
+                raise PeerError(f"session never came up\n{rx.log_tail()}")
+            time.sleep(0.005)
+        pids = proc_tree([p.pid for p in rx.procs])
+        last_cpu = cpu_seconds(pids)
+        last_busy = time.monotonic()
+        wait = IDLE_FIRST
+        next_query = 0.0
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+            mono = time.monotonic()
+            cpu = cpu_seconds(pids)
+            if cpu != last_cpu:
+                last_cpu, last_busy, wait = cpu, mono, IDLE_FIRST
+                continue
+            if mono - last_busy < IDLE_FIRST or mono < next_query:
+                continue
+            got = received_count(rx, tx4)
+            now = time.time()
+            next_query, wait = mono + wait, min(wait * 2, IDLE_MAX)
+            if result.t99 is None and got >= 0.99 * n:
+                result.t99 = now - t_est
+            if got >= n:
+                result.t100 = now - t_est
+                return
+        result.status = "timeout"
+        result.note = f"receiver holds {received_count(rx, tx4)} of {n}"
+
+
+def received_count(rx: BgpDaemon, peer: str) -> int:
+    """Routes ``rx`` holds from ``peer``, in O(1) (never a table walk)."""
+    if isinstance(rx, Teapot):
+        return int(rx.call("received", peer=peer))
+    assert isinstance(rx, GoBgp)
+    info = rx.neighbor_info(peer)
+    total = 0
+    for afi_safi in info.get("afi_safis", []):
+        total += int(afi_safi.get("state", {}).get("received", 0))
+    return total
+
+
 def fmt(x: float | None, unit: str = "s") -> str:
     return "-" if x is None else f"{x:.3f}{unit}" if unit == "s" else f"{x:.0f}{unit}"
 
@@ -338,12 +475,20 @@ def main() -> None:
     parser.add_argument("--n6", type=int, default=20_000, help="IPv6 /128s (default 20000)")
     parser.add_argument("--senders", default=",".join(SENDERS), help="comma-separated")
     parser.add_argument("--timeout", type=float, default=300, help="per sender, seconds")
+    parser.add_argument(
+        "--receivers", default=",".join(RECEIVERS), help="comma-separated; '' for none"
+    )
+    parser.add_argument(
+        "--rx-n", type=int, default=100_000, help="IPv4 /32s BIRD sends each receiver"
+    )
     args = parser.parse_args()
     reason = netns_available()
     if reason:
         raise SystemExit(f"bgp_announce: {reason}")
     senders = [s for s in args.senders.split(",") if s]
+    receivers = [r for r in args.receivers.split(",") if r]
     results: list[Result] = []
+    received: list[Received] = []
     with tempfile.TemporaryDirectory(prefix="bgp-announce-") as tmp, Topology("bgpann") as topo:
         bench = Bench(args, topo, Path(tmp))
         for sender in senders:
@@ -352,6 +497,11 @@ def main() -> None:
                 continue
             print(f"... {sender}", file=sys.stderr, flush=True)
             results.append(bench.run(sender))
+        if receivers:
+            rbench = ReceiveBench(args, bench.lab, Path(tmp))
+            for receiver in receivers:
+                print(f"... receive: {receiver}", file=sys.stderr, flush=True)
+                received.append(rbench.run(receiver))
 
     print(f"\nBGP announce: {args.n} IPv4 /32 + {args.n6} IPv6 /128 into BIRD, "
           "times from session Established")  # fmt: skip
@@ -366,6 +516,16 @@ def main() -> None:
         times = f"{fmt(r.t99_v4):>10}{fmt(r.t100_v4):>10}{fmt(r.t100_all):>10}"
         cost = f"{fmt(r.cpu_s):>9}{fmt(r.cpu_total_s):>9}{fmt(r.rss_mb, 'MB'):>8}"
         print(f"{r.sender:<12}{times}{cost}  {note}")
+
+    if received:
+        print(f"\nBGP receive: {args.rx_n} IPv4 /32 from BIRD, times from session Established")
+        head = f"{'receiver':<12}{'99%':>10}{'100%':>10}{'CPU':>9}{'RSS':>8}  note"
+        print(head)
+        print("-" * len(head))
+        for x in received:
+            note = x.note if x.status == "ok" else f"{x.status}: {x.note}"
+            cost = f"{fmt(x.cpu_s):>9}{fmt(x.rss_mb, 'MB'):>8}"
+            print(f"{x.receiver:<12}{fmt(x.t99):>10}{fmt(x.t100):>10}{cost}  {note}")
 
     by = {r.sender: r for r in results}
     ours = by.get("ours")
@@ -396,8 +556,30 @@ def main() -> None:
         "best_daemon": best.sender if best else None,
         "ours_vs_best_daemon": ratio(ours_t, best.compare_time if best else None),
         "ours_vs_exabgp": ratio(ours_t, api.t100_v4 if api else None),
+        "receive": {
+            x.receiver: {
+                "status": x.status,
+                "t99_s": x.t99,
+                "t100_s": x.t100,
+                "cpu_s": x.cpu_s,
+                "rss_mb": x.rss_mb,
+            }
+            for x in received
+        },
     }
+    rx = {x.receiver: x for x in received}
+    scale = 100_000 / args.rx_n
+    for key, name in (("", "ours"), ("gobgp_", "gobgp")):
+        got = rx.get(name)
+        summary[f"{key}receive_100k_s"] = scaled(got.t100 if got else None, scale)
+        summary[f"{key}receive_cpu_s_100k"] = scaled(got.cpu_s if got else None, scale)
+    if rx.get("ours") and rx.get("gobgp"):
+        summary["receive_cpu_ours_vs_gobgp"] = ratio(rx["ours"].cpu_s, rx["gobgp"].cpu_s)
     print(json.dumps(summary))
+
+
+def scaled(x: float | None, factor: float) -> float | None:
+    return None if x is None else round(x * factor, 3)
 
 
 def _ours_available() -> bool:

@@ -14,7 +14,8 @@ CONFIG: ``{"asn", "router_id", "listen_port" (null: no listener), "log_level",
 
 Commands: ``ping``, ``add_peer {peer}``, ``set_routes {routes, peer?}`` (returns how long
 parsing our JSON and the speaker's ``set_routes`` took), ``state {peer}``,
-``info {peer}`` (state, last error, counters), ``routes_in {peer}``, ``stats`` (CPU, peak
+``info {peer}`` (state, last error, counters), ``received {peer}`` (how many routes the
+peer's Adj-RIB-In holds; O(1), for polling), ``routes_in {peer}``, ``stats`` (CPU, peak
 RSS), ``shutdown {communication?, withdraw?, graceful_restart?}`` (the process then exits).
 CONFIG ``"restarting": true`` starts the speaker as a restarting speaker (RFC 4724 R bit).
 SIGTERM and end of stdin also shut the speaker down gracefully.
@@ -127,6 +128,8 @@ class Driver:
                 "last_error": peer.last_error,
                 "counters": dataclasses.asdict(peer.counters),
             }
+        if cmd == "received":
+            return self.peers[msg["peer"]].prefixes_received
         if cmd == "routes_in":
             paths = self.speaker.routes_in(msg["peer"])
             return {str(prefix): describe_path(path) for prefix, path in paths.items()}
