@@ -1,0 +1,663 @@
+"""Import and export policy as data, evaluated by one small interpreter (BIRD filters).
+
+A :class:`Filter` is a list of :class:`Rule`\\ s. A rule has conditions (all must hold; none:
+every route) and actions: changes to the route (:class:`SetLocalPref`,
+:class:`StripCommunities`, ...) and at most one verdict, last: :class:`Accept` or
+:class:`Reject` with a reason. Rules are tried in order; a rule whose conditions hold applies
+its changes, and its verdict (if it has one) decides. A route no rule decides gets the
+filter's ``default``. A reject carries its reason and the rule's position, for ``explain``,
+logs and metrics.
+
+A relay's per-tenant import filter reads like this::
+
+    Filter((
+        reject("bogon", PrefixIn(BOGONS)),
+        reject("prefix outside the tenant's allocation",
+               Not(PrefixIn(PrefixSet.of("203.0.113.0/24{24,32}")))),
+        reject("next hop is not a tenant node", Not(NextHopIn(PrefixSet.of("192.0.2.11")))),
+        reject("AS path is not the tenant's ASN only", Not(AsPathIs((64512,)))),
+        accept(then=(StripCommunities(), StripLargeCommunities())),
+    ), name="tenant-a")
+
+Routes are judged in batches (all prefixes of one UPDATE share their path): conditions on
+the path are evaluated once per batch, conditions on the prefix once per prefix, on
+integers taken from the NLRI encoding; no ``ipaddress`` object is built.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from ipaddress import ip_address, ip_network
+from typing import Generic, TypeAlias, TypeVar
+
+from .attributes import Path
+from .wire import LargeCommunity, OriginCode, Prefix, community
+from .wire.community import format_community
+from .wire.family import IPV4_UNICAST, Address, Family
+
+P = TypeVar("P", bound=Path)
+_KeyOf: TypeAlias = Callable[[bytes], "RouteKey"]
+
+# ---------------------------------------------------------------------------- prefix sets
+
+_RANGE = re.compile(
+    r"^(?P<net>[^{+\-]+)(?:(?P<plus>\+)|(?P<minus>-)|\{(?P<lo>\d+),(?P<hi>\d+)\})?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixRange:
+    """A network and the prefix lengths accepted inside it (BIRD's ``net{lo,hi}``).
+
+    Text forms: ``203.0.113.0/24`` (exactly), ``203.0.113.0/24+`` (it and every
+    more-specific), ``203.0.113.0/24-`` (it and every less-specific),
+    ``203.0.113.0/24{25,32}`` (lengths 25 to 32 inside it). As in BIRD, a prefix is in
+    range when its length is and its first min(its length, the net's length) bits equal
+    the net's.
+    """
+
+    network: Prefix
+    min_len: int
+    max_len: int
+    _bits: int = field(init=False, repr=False, compare=False)
+    _value: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        bits = self.network.max_prefixlen
+        if not 0 <= self.min_len <= self.max_len <= bits:
+            raise ValueError(
+                f"prefix range {self.network}{{{self.min_len},{self.max_len}}}: lengths must "
+                f"satisfy 0 <= low <= high <= {bits}"
+            )
+        object.__setattr__(self, "_bits", bits)
+        object.__setattr__(self, "_value", int(self.network.network_address))
+
+    @classmethod
+    def parse(cls, text: str) -> PrefixRange:
+        m = _RANGE.match(text.replace(" ", ""))
+        if m is None:
+            raise ValueError(
+                f"prefix range {text!r}: expected NET/LEN, NET/LEN+, NET/LEN-, or NET/LEN{{LO,HI}}"
+            )
+        try:
+            net = ip_network(m["net"])  # strict: host bits set is an error worth reporting
+        except ValueError as exc:
+            raise ValueError(f"prefix range {text!r}: {exc}") from None
+        if m["plus"]:
+            return cls(net, net.prefixlen, net.max_prefixlen)
+        if m["minus"]:
+            return cls(net, 0, net.prefixlen)
+        if m["lo"] is not None:
+            return cls(net, int(m["lo"]), int(m["hi"]))
+        return cls(net, net.prefixlen, net.prefixlen)
+
+    def holds(self, bits: int, value: int, plen: int) -> bool:
+        """Whether the prefix ``value/plen`` (``bits`` wide, as an integer) is in range."""
+        if bits != self._bits or not self.min_len <= plen <= self.max_len:
+            return False
+        # The first min(plen, len) bits agree: inside the network, or covering it.
+        common = min(plen, self.network.prefixlen)
+        return (value ^ self._value) >> (bits - common) == 0
+
+    def __str__(self) -> str:
+        net, lo, hi = self.network, self.min_len, self.max_len
+        if lo == hi == net.prefixlen:
+            return str(net)
+        if lo == net.prefixlen and hi == net.max_prefixlen:
+            return f"{net}+"
+        if lo == 0 and hi == net.prefixlen:
+            return f"{net}-"
+        return f"{net}{{{lo},{hi}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixSet:
+    """Prefix ranges, IPv4 and IPv6 mixed (BIRD's ``prefix set``)."""
+
+    ranges: tuple[PrefixRange, ...]
+
+    @classmethod
+    def of(cls, *texts: str | Address | Prefix) -> PrefixSet:
+        """From text ranges (see :class:`PrefixRange`), networks, or addresses (host routes)."""
+        out: list[PrefixRange] = []
+        for t in texts:
+            if isinstance(t, str) and "/" not in t:
+                t = ip_address(t)
+            if isinstance(t, str):
+                out.append(PrefixRange.parse(t))
+            else:
+                net = ip_network(t)
+                out.append(PrefixRange(net, net.prefixlen, net.prefixlen))
+        return cls(tuple(out))
+
+    def holds(self, bits: int, value: int, plen: int) -> bool:
+        return any(r.holds(bits, value, plen) for r in self.ranges)
+
+    def __contains__(self, item: Prefix | Address) -> bool:
+        net = ip_network(item)
+        return self.holds(net.max_prefixlen, int(net.network_address), net.prefixlen)
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(map(str, self.ranges)) + "]"
+
+
+# Never routed on the Internet (RFC 6890 and friends); a relay rejects them.
+BOGONS = PrefixSet.of(
+    "0.0.0.0/8+",
+    "10.0.0.0/8+",
+    "100.64.0.0/10+",
+    "127.0.0.0/8+",
+    "169.254.0.0/16+",
+    "172.16.0.0/12+",
+    "192.0.0.0/24+",
+    "192.0.2.0/24+",
+    "192.168.0.0/16+",
+    "198.18.0.0/15+",
+    "198.51.100.0/24+",
+    "203.0.113.0/24+",
+    "224.0.0.0/3+",
+    "::/8+",
+    "100::/64+",
+    "2001:db8::/32+",
+    "fc00::/7+",
+    "fe80::/10+",
+    "ff00::/8+",
+)
+
+
+# ---------------------------------------------------------------------------- the route judged
+
+
+@dataclass(frozen=True, slots=True)
+class RouteKey:
+    """A prefix as integers: its width in bits, its value (host bits clear), its length."""
+
+    bits: int
+    value: int
+    plen: int
+
+    @classmethod
+    def of(cls, prefix: Prefix) -> RouteKey:
+        return cls(prefix.max_prefixlen, int(prefix.network_address), prefix.prefixlen)
+
+    @classmethod
+    def from_encoding(cls, family: Family, enc: bytes) -> RouteKey:
+        """From an NLRI encoding (length octet, then the significant octets)."""
+        bits = 32 if family == IPV4_UNICAST else 128
+        return cls(bits, int.from_bytes(enc[1:], "big") << (bits - 8 * (len(enc) - 1)), enc[0])
+
+
+# ---------------------------------------------------------------------------- conditions
+
+
+class Condition:
+    """Base of the rule conditions. ``ON_PREFIX``: reads the prefix (else only the path)."""
+
+    __slots__ = ()
+    ON_PREFIX = False
+
+    def on_path(self, path: Path) -> bool:
+        """The condition, for conditions on the path only."""
+        raise NotImplementedError
+
+    def on_route(self, key: RouteKey, path: Path) -> bool:
+        return self.on_path(path)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixIn(Condition):
+    """The prefix is in the set (length ranges included)."""
+
+    ON_PREFIX = True
+    prefixes: PrefixSet
+
+    def on_route(self, key: RouteKey, path: Path) -> bool:
+        return self.prefixes.holds(key.bits, key.value, key.plen)
+
+    def __str__(self) -> str:
+        return f"net ~ {self.prefixes}"
+
+
+@dataclass(frozen=True, slots=True)
+class NextHopIn(Condition):
+    """The next hop is one of these addresses or inside these networks."""
+
+    addresses: PrefixSet
+
+    def on_path(self, path: Path) -> bool:
+        nh = path.next_hop
+        if nh is None:
+            return False
+        bits = nh.max_prefixlen
+        return self.addresses.holds(bits, int(nh), bits)
+
+    def __str__(self) -> str:
+        return f"next hop ~ {self.addresses}"
+
+
+@dataclass(frozen=True, slots=True)
+class AsPathIs(Condition):
+    """The AS path is exactly this sequence (``()``: a locally originated route)."""
+
+    asns: tuple[int, ...]
+
+    def on_path(self, path: Path) -> bool:
+        return path.as_path == self.asns
+
+    def __str__(self) -> str:
+        return f"bgp_path = {' '.join(map(str, self.asns)) or '(empty)'}"
+
+
+@dataclass(frozen=True, slots=True)
+class AsPathContains(Condition):
+    """Any of these ASNs appears in the AS path."""
+
+    asns: frozenset[int]
+
+    def on_path(self, path: Path) -> bool:
+        return not self.asns.isdisjoint(path.as_path)
+
+    def __str__(self) -> str:
+        return f"bgp_path contains any of {sorted(self.asns)}"
+
+
+@dataclass(frozen=True, slots=True)
+class AsPathLength(Condition):
+    """The AS path has ``min_len`` to ``max_len`` ASNs."""
+
+    min_len: int = 0
+    max_len: int = 255
+
+    def on_path(self, path: Path) -> bool:
+        return self.min_len <= len(path.as_path) <= self.max_len
+
+    def __str__(self) -> str:
+        return f"bgp_path.len in {self.min_len}..{self.max_len}"
+
+
+@dataclass(frozen=True, slots=True)
+class OriginAsIn(Condition):
+    """The route was originated by one of these ASNs (the last in the path)."""
+
+    asns: frozenset[int]
+
+    def on_path(self, path: Path) -> bool:
+        asns = path.as_path
+        return bool(asns) and asns[-1] in self.asns
+
+    def __str__(self) -> str:
+        return f"bgp_path.last in {sorted(self.asns)}"
+
+
+@dataclass(frozen=True, slots=True)
+class HasCommunity(Condition):
+    """Any of these communities (RFC 1997) is attached."""
+
+    values: frozenset[int]
+
+    @classmethod
+    def of(cls, *texts: str) -> HasCommunity:
+        return cls(frozenset(parse_community(t) for t in texts))
+
+    def on_path(self, path: Path) -> bool:
+        return not self.values.isdisjoint(path.communities)
+
+    def __str__(self) -> str:
+        return f"bgp_community ~ [{', '.join(map(format_community, sorted(self.values)))}]"
+
+
+@dataclass(frozen=True, slots=True)
+class HasLargeCommunity(Condition):
+    """Any of these large communities (RFC 8092) is attached."""
+
+    values: frozenset[LargeCommunity]
+
+    def on_path(self, path: Path) -> bool:
+        return not self.values.isdisjoint(path.large_communities)
+
+    def __str__(self) -> str:
+        return f"bgp_large_community ~ {sorted(map(str, self.values))}"
+
+
+@dataclass(frozen=True, slots=True)
+class OriginIs(Condition):
+    """The ORIGIN attribute is this code."""
+
+    code: OriginCode
+
+    def on_path(self, path: Path) -> bool:
+        return path.origin == self.code
+
+    def __str__(self) -> str:
+        return f"bgp_origin = {self.code.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Condition):
+    """The condition does not hold."""
+
+    condition: Condition
+
+    @property
+    def ON_PREFIX(self) -> bool:  # type: ignore[override]
+        return self.condition.ON_PREFIX
+
+    def on_path(self, path: Path) -> bool:
+        return not self.condition.on_path(path)
+
+    def on_route(self, key: RouteKey, path: Path) -> bool:
+        return not self.condition.on_route(key, path)
+
+    def __str__(self) -> str:
+        return f"!({self.condition})"
+
+
+def parse_community(text: str) -> int:
+    """``"65000:1"`` → the 32-bit community."""
+    asn, _, value = text.partition(":")
+    try:
+        a, v = int(asn), int(value)
+    except ValueError:
+        raise ValueError(f"community {text!r}: expected ASN:VALUE") from None
+    if not (0 <= a <= 0xFFFF and 0 <= v <= 0xFFFF):
+        raise ValueError(f"community {text!r}: both halves must be 0..65535")
+    return community(a, v)
+
+
+# ---------------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True, slots=True)
+class Accept:
+    """Verdict: the route passes (with the changes made so far)."""
+
+    def __str__(self) -> str:
+        return "accept"
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Verdict: the route is dropped, for ``reason`` (shown by explain, logs, metrics)."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return f'reject "{self.reason}"'
+
+
+Verdict: TypeAlias = Accept | Reject
+
+
+class Change:
+    """Base of the actions that change a route."""
+
+    __slots__ = ()
+
+    def apply(self, path: P) -> P:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class SetLocalPref(Change):
+    value: int
+
+    def apply(self, path: P) -> P:
+        return path.evolve(local_pref=self.value)  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        return f"bgp_local_pref = {self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class SetMed(Change):
+    value: int | None  # None removes it
+
+    def apply(self, path: P) -> P:
+        return path.evolve(med=self.value)  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        return f"bgp_med = {self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class SetOrigin(Change):
+    code: OriginCode
+
+    def apply(self, path: P) -> P:
+        return path.evolve(origin=self.code)  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        return f"bgp_origin = {self.code.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class SetNextHop(Change):
+    address: Address
+
+    def apply(self, path: P) -> P:
+        return path.evolve(next_hop=self.address)  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        return f"bgp_next_hop = {self.address}"
+
+
+@dataclass(frozen=True, slots=True)
+class AddCommunities(Change):
+    values: tuple[int, ...]
+
+    def apply(self, path: P) -> P:
+        have = path.communities
+        added = tuple(v for v in self.values if v not in have)
+        return path.evolve(communities=have + added) if added else path  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        return f"bgp_community.add({', '.join(map(format_community, self.values))})"
+
+
+@dataclass(frozen=True, slots=True)
+class StripCommunities(Change):
+    """Remove these communities; none given: all of them."""
+
+    values: frozenset[int] = frozenset()
+
+    def apply(self, path: P) -> P:
+        have = path.communities
+        if not have:
+            return path
+        keep = tuple(c for c in have if self.values and c not in self.values)
+        return path.evolve(communities=keep)  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        which = ", ".join(map(format_community, sorted(self.values))) or "all"
+        return f"bgp_community.delete({which})"
+
+
+@dataclass(frozen=True, slots=True)
+class StripLargeCommunities(Change):
+    """Remove these large communities; none given: all of them."""
+
+    values: frozenset[LargeCommunity] = frozenset()
+
+    def apply(self, path: P) -> P:
+        have = path.large_communities
+        if not have:
+            return path
+        keep = tuple(c for c in have if self.values and c not in self.values)
+        return path.evolve(large_communities=keep)  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        which = ", ".join(sorted(map(str, self.values))) or "all"
+        return f"bgp_large_community.delete({which})"
+
+
+Action: TypeAlias = Change | Accept | Reject
+
+
+# ---------------------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """If every condition in ``when`` holds: apply ``then`` (changes, then at most one
+    verdict, last). Without a verdict evaluation goes on to the next rule."""
+
+    when: tuple[Condition, ...] = ()
+    then: tuple[Action, ...] = ()
+    _changes: tuple[Change, ...] = field(init=False, repr=False, compare=False)
+    _verdict: Verdict | None = field(init=False, repr=False, compare=False)
+    _on_path: tuple[Condition, ...] = field(init=False, repr=False, compare=False)
+    _on_prefix: tuple[Condition, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        verdicts = [i for i, a in enumerate(self.then) if isinstance(a, Accept | Reject)]
+        if verdicts and verdicts != [len(self.then) - 1]:
+            raise ValueError(f"rule {self}: at most one verdict (accept/reject), and last")
+        last = self.then[-1] if verdicts else None
+        changes = tuple(a for a in self.then if isinstance(a, Change))
+        object.__setattr__(self, "_changes", changes)
+        object.__setattr__(self, "_verdict", last)
+        object.__setattr__(self, "_on_path", tuple(c for c in self.when if not c.ON_PREFIX))
+        object.__setattr__(self, "_on_prefix", tuple(c for c in self.when if c.ON_PREFIX))
+
+    def __str__(self) -> str:
+        cond = " && ".join(map(str, self.when)) or "true"
+        return f"if {cond} then {{ {'; '.join(map(str, self.then))} }}"
+
+
+def reject(reason: str, *when: Condition) -> Rule:
+    """A rule rejecting, for ``reason``, what matches all of ``when``."""
+    return Rule(tuple(when), (Reject(reason),))
+
+
+def accept(*when: Condition, then: Sequence[Change] = ()) -> Rule:
+    """A rule accepting what matches all of ``when``, after ``then``'s changes."""
+    return Rule(tuple(when), (*then, Accept()))
+
+
+def modify(*when: Condition, then: Sequence[Change]) -> Rule:
+    """A rule changing what matches all of ``when``; evaluation goes on."""
+    return Rule(tuple(when), tuple(then))
+
+
+# ---------------------------------------------------------------------------- outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted(Generic[P]):
+    path: P
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    reason: str
+    rule: int | None  # position in the filter; None: the filter's default
+    filter: str = ""
+
+    def __str__(self) -> str:
+        where = f"rule {self.rule + 1}" if self.rule is not None else "default"
+        name = f"filter {self.filter!r} " if self.filter else ""
+        return f"rejected by {name}{where}: {self.reason}"
+
+
+@dataclass(slots=True)
+class Judged(Generic[P]):
+    """A batch's outcome: accepted encodings grouped by their (possibly changed) path, and
+    rejected encodings grouped by their rejection."""
+
+    accepted: list[tuple[P, list[bytes]]] = field(default_factory=list)
+    rejected: list[tuple[Rejected, list[bytes]]] = field(default_factory=list)
+
+    def accepted_count(self) -> int:
+        return sum(len(e) for _, e in self.accepted)
+
+    def rejected_count(self) -> int:
+        return sum(len(e) for _, e in self.rejected)
+
+
+# ---------------------------------------------------------------------------- the interpreter
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """A rule list; routes no rule decides get ``default``."""
+
+    rules: tuple[Rule, ...] = ()
+    default: Verdict = Accept()
+    name: str = ""
+
+    @property
+    def accepts_all(self) -> bool:
+        return not self.rules and isinstance(self.default, Accept)
+
+    def judge(self, prefix: Prefix, path: P) -> Accepted[P] | Rejected:
+        """One route (explain, tests)."""
+        judged = self._run(lambda enc: RouteKey.of(prefix), [b""], path)
+        if judged.accepted:
+            return Accepted(judged.accepted[0][0])
+        return judged.rejected[0][0]
+
+    def judge_batch(self, family: Family, encodings: Iterable[bytes], path: P) -> Judged[P]:
+        """Prefixes in NLRI encoding sharing ``path`` (the receive path, the Adj-RIB-Out)."""
+        encs = encodings if isinstance(encodings, list) else list(encodings)
+        return self._run(lambda enc: RouteKey.from_encoding(family, enc), encs, path)
+
+    def _run(self, key_of: _KeyOf, encs: list[bytes], path: P) -> Judged[P]:
+        out: Judged[P] = Judged()
+        if self.accepts_all:
+            out.accepted.append((path, encs))
+            return out
+        keys: dict[bytes, RouteKey] = {}
+        # Groups of routes that took the same way through the rules so far: same path.
+        groups: list[tuple[P, list[bytes]]] = [(path, encs)]
+        for index, rule in enumerate(self.rules):
+            nxt: list[tuple[P, list[bytes]]] = []
+            for gpath, genc in groups:
+                if not all(c.on_path(gpath) for c in rule._on_path):
+                    nxt.append((gpath, genc))
+                    continue
+                if rule._on_prefix:
+                    hit, miss = [], []
+                    for enc in genc:
+                        key = keys.get(enc)
+                        if key is None:
+                            key = keys[enc] = key_of(enc)
+                        if all(c.on_route(key, gpath) for c in rule._on_prefix):
+                            hit.append(enc)
+                        else:
+                            miss.append(enc)
+                    if miss:
+                        nxt.append((gpath, miss))
+                    if not hit:
+                        continue
+                else:
+                    hit = genc
+                changed = gpath
+                for change in rule._changes:
+                    changed = change.apply(changed)
+                verdict = rule._verdict
+                if verdict is None:
+                    nxt.append((changed, hit))
+                elif isinstance(verdict, Accept):
+                    out.accepted.append((changed, hit))
+                else:
+                    out.rejected.append((Rejected(verdict.reason, index, self.name), hit))
+            groups = nxt
+            if not groups:
+                return out
+        for gpath, genc in groups:
+            if isinstance(self.default, Accept):
+                out.accepted.append((gpath, genc))
+            else:
+                out.rejected.append((Rejected(self.default.reason, None, self.name), genc))
+        return out
+
+    def __str__(self) -> str:
+        lines = [f"filter {self.name or '(unnamed)'} {{"]
+        lines += [f"  {rule};" for rule in self.rules]
+        lines.append(f"  {self.default};")
+        return "\n".join(lines) + "\n}"
+
+
+ACCEPT_ALL = Filter()
