@@ -52,27 +52,34 @@ Layers (only ``speaker`` does I/O):
   ``connect_retry_max`` (reconnect backoff), ``max_prefixes``, ``enforce_first_as``.
 """
 
+from .attributes import ReceivedPath, RouteAttributes
 from .fsm import Negotiated, Session, SessionConfig, State, Timer
-from .rib import AdjRibIn, AdjRibOut, ExportPolicy, ReceivedPath, RouteAttributes, compile_routes
+from .policy import Filter, PrefixSet, Rule, accept, reject
+from .rib import AdjRibIn, AdjRibOut, ExportContext, compile_routes
 from .speaker import Peer, PeerConfig, PeerCounters, Speaker
 from .wire import LargeCommunity, community
 
 __all__ = [
     "AdjRibIn",
     "AdjRibOut",
-    "ExportPolicy",
+    "ExportContext",
+    "Filter",
     "LargeCommunity",
     "Negotiated",
     "Peer",
     "PeerConfig",
     "PeerCounters",
+    "PrefixSet",
     "ReceivedPath",
     "RouteAttributes",
+    "Rule",
     "Session",
     "SessionConfig",
     "Speaker",
     "State",
     "Timer",
+    "accept",
     "community",
     "compile_routes",
+    "reject",
 ]

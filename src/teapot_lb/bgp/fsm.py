@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 from typing import TypeAlias
 
-from .rib import ReceivedPath
+from .attributes import ReceivedPath
+from .policy import Rejected
 from .wire import (
     IPV4_UNICAST,
     IPV6_UNICAST,
@@ -42,18 +43,21 @@ from .wire import (
     Keepalive,
     LocalPref,
     MessageReader,
-    MpReachNlri,
-    MpUnreachNlri,
+    MessageType,
     Multiprotocol,
     NextHop,
     Notification,
     Open,
     OpenSubcode,
     Prefix,
+    Reach,
     RouteRefresh,
     RouteRefreshMessage,
-    Update,
+    Unreach,
+    UpdateRoutes,
     decode_message,
+    decode_prefixes,
+    decode_update_routes,
     merge_as4_path,
 )
 
@@ -116,13 +120,46 @@ class OpenReceived:
 
 @dataclass(frozen=True, slots=True)
 class RoutesLearned:
-    routes: tuple[tuple[Prefix, ReceivedPath], ...]
+    """Prefixes of one family received with one path, in NLRI encoding (objects on demand:
+    :attr:`prefixes`, :attr:`routes`)."""
+
+    family: Family
+    encodings: tuple[bytes, ...]
+    path: ReceivedPath
+
+    @property
+    def prefixes(self) -> tuple[Prefix, ...]:
+        return decode_prefixes(self.encodings, self.family.afi)
+
+    @property
+    def routes(self) -> tuple[tuple[Prefix, ReceivedPath], ...]:
+        return tuple((p, self.path) for p in self.prefixes)
 
 
 @dataclass(frozen=True, slots=True)
 class RoutesWithdrawn:
-    prefixes: tuple[Prefix, ...]
+    """Prefixes of one family gone (withdrawn by the peer, or dropped by us: ``reason``)."""
+
+    family: Family
+    encodings: tuple[bytes, ...]
     reason: str = ""
+
+    @property
+    def prefixes(self) -> tuple[Prefix, ...]:
+        return decode_prefixes(self.encodings, self.family.afi)
+
+
+@dataclass(frozen=True, slots=True)
+class RoutesFiltered:
+    """Prefixes the peer's import filter rejected (none of them is in the Adj-RIB-In)."""
+
+    family: Family
+    encodings: tuple[bytes, ...]
+    rejected: Rejected
+
+    @property
+    def prefixes(self) -> tuple[Prefix, ...]:
+        return decode_prefixes(self.encodings, self.family.afi)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +210,7 @@ Action: TypeAlias = (
     | OpenReceived
     | RoutesLearned
     | RoutesWithdrawn
+    | RoutesFiltered
     | EndOfRib
     | RouteRefreshRequested
     | UpdateProblems
@@ -389,7 +427,11 @@ class Session:
         self._reader.feed(data)
         try:
             for mtype, body in self._reader.frames():
-                msg = decode_message(mtype, body, self._ctx)
+                msg: object
+                if mtype == MessageType.UPDATE:
+                    msg = decode_update_routes(body, self._ctx)
+                else:
+                    msg = decode_message(mtype, body, self._ctx)
                 traffic = True
                 actions.extend(self._on_message(msg))
                 if self._idle():
@@ -431,7 +473,7 @@ class Session:
             self.received["open"] += 1
             if st == State.OPEN_SENT:
                 return self._on_open(msg)
-        elif isinstance(msg, Update):
+        elif isinstance(msg, UpdateRoutes):
             self.received["update"] += 1
             if st == State.ESTABLISHED:
                 return self._on_update(msg)
@@ -494,7 +536,7 @@ class Session:
             actions += [CancelTimer(Timer.HOLD), CancelTimer(Timer.KEEPALIVE)]
         return actions + self._goto(State.OPEN_CONFIRM, "OPEN received")
 
-    def _on_update(self, msg: Update) -> list[Action]:
+    def _on_update(self, msg: UpdateRoutes) -> list[Action]:
         neg = self.negotiated
         assert neg is not None
         eor = msg.end_of_rib()
@@ -505,7 +547,7 @@ class Session:
         taw = msg.treat_as_withdraw
         as_path = msg.get(AsPath)
         check_first = self.config.enforce_first_as and not neg.ibgp
-        if not taw and check_first and as_path is not None and msg.reachable():
+        if not taw and check_first and as_path is not None and msg.reach:
             first = as_path.segments[0].asns[0] if as_path.segments else None
             if first != neg.peer_as and not (first == 23456 and not neg.four_octet_as):
                 # RFC 4271 §6.3 check, handled as treat-as-withdraw (RFC 7606 §7.2).
@@ -514,19 +556,24 @@ class Session:
         if problems:
             actions.append(UpdateProblems(tuple(problems), taw))
         if taw:
-            gone = (*msg.unreachable(), *msg.reachable())
-            return [*actions, RoutesWithdrawn(gone, "treat-as-withdraw")] if gone else actions
-        withdrawn = [p for p in msg.unreachable() if _family(p) in neg.families]
-        if withdrawn:
-            actions.append(RoutesWithdrawn(tuple(withdrawn)))
-        if not msg.reachable():
+            batches: tuple[Reach | Unreach, ...] = (*msg.unreach, *msg.reach)
+            for batch in batches:
+                if batch.encodings:
+                    actions.append(
+                        RoutesWithdrawn(batch.family, batch.encodings, "treat-as-withdraw")
+                    )
+            return actions
+        for gone in msg.unreach:
+            if gone.encodings and gone.family in neg.families:
+                actions.append(RoutesWithdrawn(gone.family, gone.encodings))
+        if not msg.reach:
             return actions
         if not neg.four_octet_as and as_path is not None:
             as_path = merge_as4_path(as_path, msg.get(As4Path))
         kept = []
         for a in msg.attributes:
             t = type(a)
-            if t in (MpReachNlri, MpUnreachNlri, As4Path, As4Aggregator, NextHop):
+            if t in (As4Path, As4Aggregator, NextHop):
                 continue
             if t is AsPath and as_path is not None:
                 a = as_path
@@ -534,17 +581,12 @@ class Session:
                 continue  # RFC 7606 §7.5: LOCAL_PREF from an external peer is discarded
             kept.append(a)
         attrs = tuple(kept)
-        routes: list[tuple[Prefix, ReceivedPath]] = []
-        if msg.nlri and IPV4_UNICAST in neg.families:
-            nh = msg.get(NextHop)
-            path = ReceivedPath(nh.address if nh else None, attrs)
-            routes.extend((p, path) for p in msg.nlri)
-        mp = msg.get(MpReachNlri)
-        if mp is not None and mp.nlri and mp.family in neg.families:
-            path = ReceivedPath(mp.next_hops[0], attrs)
-            routes.extend((p, path) for p in mp.nlri)
-        if routes:
-            actions.append(RoutesLearned(tuple(routes)))
+        for reach in msg.reach:
+            if reach.encodings and reach.family in neg.families:
+                hop = reach.next_hops[0] if reach.next_hops else None
+                actions.append(
+                    RoutesLearned(reach.family, reach.encodings, ReceivedPath(hop, attrs))
+                )
         return actions
 
     # -- transitions -------------------------------------------------------------------------
@@ -613,7 +655,3 @@ class Session:
             return []
         self.state = new
         return [StateChanged(old, new, reason)]
-
-
-def _family(prefix: Prefix) -> Family:
-    return IPV4_UNICAST if prefix.version == 4 else IPV6_UNICAST

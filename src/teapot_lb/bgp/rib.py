@@ -2,19 +2,26 @@
 
 The Adj-RIB-Out holds what the caller wants advertised (prefix → :class:`RouteAttributes`)
 and what was sent; :meth:`AdjRibOut.updates` returns the minimal UPDATEs that move the
-peer from one to the other, packing all prefixes with identical attributes into as few
-4096-byte messages as possible. Prefixes are kept in their NLRI encoding (bytes) so the
-hot path is dict scans and ``bytes.join``; the encoding is done once per
+peer from one to the other (after the peer's export filter), packing all prefixes with
+identical attributes into as few 4096-byte messages as possible. The Adj-RIB-In holds what
+the peer sent and its import filter accepted, and why the rest was rejected.
+
+Both keep prefixes in their NLRI encoding (bytes), per family, so the hot paths are dict
+operations and ``bytes.join``: no ``ipaddress`` object is built until someone asks
+(:attr:`AdjRibIn.routes`, :meth:`AdjRibIn.get`). The export encoding is done once per
 :func:`compile_routes`, shared by every peer.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address
 
+from .attributes import DEFAULT_ATTRIBUTES, ReceivedPath, RouteAttributes
+from .policy import ACCEPT_ALL, Filter, Judged, Rejected
 from .wire import (
     IPV4_UNICAST,
     IPV6_UNICAST,
@@ -25,43 +32,44 @@ from .wire import (
     Context,
     Family,
     LargeCommunities,
-    LargeCommunity,
     LocalPref,
     MultiExitDisc,
     NextHop,
     Origin,
-    OriginCode,
     Prefix,
     pack_update,
 )
 from .wire.aspath import As4Path, Segment, SegmentType
-from .wire.attribute import EXTENDED_LENGTH, OPTIONAL, AttrType, UnknownAttribute
-from .wire.family import Address
+from .wire.attribute import EXTENDED_LENGTH, OPTIONAL, AttrType
+from .wire.family import family_of
 from .wire.mp import pack_mp_reach_value, pack_mp_unreach_value
-from .wire.nlri import decode_prefix
+from .wire.nlri import decode_prefixes
+
+__all__ = [
+    "DEFAULT_ATTRIBUTES",
+    "EMPTY_ROUTES",
+    "AdjRibIn",
+    "AdjRibOut",
+    "CompiledRoutes",
+    "ExportContext",
+    "ReceivedPath",
+    "RouteAttributes",
+    "compile_routes",
+    "decode_encodings",
+    "encode_prefix",
+    "export_attributes",
+    "pack_announcements",
+    "pack_withdrawals",
+]
 
 DEFAULT_LOCAL_PREF = 100
 
 
 @dataclass(frozen=True, slots=True)
-class RouteAttributes:
-    """What to advertise with a prefix; per-peer details are applied at export."""
-
-    next_hop: Address | None = None  # None: next-hop self (the session's local address)
-    communities: tuple[int, ...] = ()
-    large_communities: tuple[LargeCommunity, ...] = ()
-    local_pref: int | None = None  # sent to iBGP peers only (default 100 there)
-    med: int | None = None
-    origin: int = OriginCode.IGP
-    as_path: tuple[int, ...] = ()  # after our own ASN on eBGP sessions
-
-
-DEFAULT_ATTRIBUTES = RouteAttributes()
-
-
-@dataclass(frozen=True, slots=True)
-class ExportPolicy:
-    """What the Adj-RIB-Out needs to know about one established session."""
+class ExportContext:
+    """What the Adj-RIB-Out needs to know about one established session (the protocol's
+    part of export: our ASN on eBGP, next-hop self, LOCAL_PREF towards iBGP only); what a
+    peer gets is the export filter's part (:mod:`.policy`)."""
 
     local_as: int
     peer_as: int
@@ -114,11 +122,17 @@ EMPTY_ROUTES = CompiledRoutes({IPV4_UNICAST: {}, IPV6_UNICAST: {}})
 
 
 class AdjRibOut:
-    """Desired routes vs. routes sent to one peer; emits the difference as UPDATEs."""
+    """Desired routes vs. routes sent to one peer; emits the difference as UPDATEs.
 
-    def __init__(self) -> None:
+    ``export_filter`` decides, per prefix, what of the desired routes the peer gets (and
+    with which attributes); :attr:`rejected` says why the others are held back.
+    """
+
+    def __init__(self, export_filter: Filter = ACCEPT_ALL) -> None:
+        self.export_filter = export_filter
         self._desired: CompiledRoutes = EMPTY_ROUTES
         self._sent: dict[Family, dict[bytes, RouteAttributes]] = {}
+        self.rejected: dict[Family, dict[bytes, Rejected]] = {}
 
     def set_desired(self, routes: CompiledRoutes) -> None:
         self._desired = routes
@@ -136,13 +150,34 @@ class AdjRibOut:
         """The session went down: nothing is advertised any more."""
         self._sent = {}
 
-    def updates(self, export: ExportPolicy) -> list[bytes]:
+    def why_not(self, prefix: Prefix) -> Rejected | None:
+        """Why the export filter holds ``prefix`` back (None: it does not)."""
+        return self.rejected.get(family_of(prefix), {}).get(encode_prefix(prefix))
+
+    def _exported(self, family: Family) -> Mapping[bytes, RouteAttributes]:
+        """The desired routes of ``family`` as the export filter lets them out."""
+        desired = self._desired.by_family.get(family, {})
+        if self.export_filter.accepts_all:
+            self.rejected.pop(family, None)
+            return desired
+        out: dict[bytes, RouteAttributes] = {}
+        rejected: dict[bytes, Rejected] = {}
+        for attrs, encs in _group(desired.items()):
+            judged = self.export_filter.judge_batch(family, encs, attrs)
+            for path, accepted in judged.accepted:
+                out.update(dict.fromkeys(accepted, path))
+            for why, held in judged.rejected:
+                rejected.update(dict.fromkeys(held, why))
+        self.rejected[family] = rejected
+        return out
+
+    def updates(self, export: ExportContext) -> list[bytes]:
         """The UPDATE messages that bring the peer from what was sent to what is desired."""
         out: list[bytes] = []
         for family in (IPV4_UNICAST, IPV6_UNICAST):
             if family not in export.families:
                 continue
-            desired = self._desired.by_family.get(family, {})
+            desired = self._exported(family)
             sent = self._sent.get(family)
             if not sent:
                 if not desired:
@@ -163,7 +198,7 @@ class AdjRibOut:
             self._sent[family] = dict(desired)
         return out
 
-    def withdraw_all(self, export: ExportPolicy) -> list[bytes]:
+    def withdraw_all(self, export: ExportContext) -> list[bytes]:
         """UPDATEs withdrawing everything sent (graceful stop)."""
         out: list[bytes] = []
         for family, sent in self._sent.items():
@@ -232,7 +267,7 @@ def _mp_attr(tcode: int, value: bytes) -> bytes:
     return struct.pack("!BBH", OPTIONAL | EXTENDED_LENGTH, tcode, len(value)) + value
 
 
-def export_attributes(attrs: RouteAttributes, export: ExportPolicy) -> list[Attribute]:
+def export_attributes(attrs: RouteAttributes, export: ExportContext) -> list[Attribute]:
     """The path attributes (without next hop) one peer gets for ``attrs``."""
     asns = attrs.as_path if export.ibgp else (export.local_as, *attrs.as_path)
     as_path = AsPath((Segment(SegmentType.AS_SEQUENCE, asns),) if asns else ())
@@ -251,7 +286,7 @@ def export_attributes(attrs: RouteAttributes, export: ExportPolicy) -> list[Attr
 
 
 def pack_announcements(
-    family: Family, attrs: RouteAttributes, encs: list[bytes], export: ExportPolicy
+    family: Family, attrs: RouteAttributes, encs: list[bytes], export: ExportContext
 ) -> list[bytes]:
     ctx = Context(export.four_octet_as)
     common = b"".join(a.pack(ctx) for a in export_attributes(attrs, export))
@@ -281,107 +316,119 @@ def pack_announcements(
 
 # ---------------------------------------------------------------------------- Adj-RIB-In
 
-
-@dataclass(frozen=True, slots=True)
-class ReceivedPath:
-    """A received route's next hop and path attributes (MP attributes removed,
-    AS4_PATH already merged into AS_PATH)."""
-
-    next_hop: Address | None
-    attributes: tuple[Attribute, ...]
-
-    def get(self, cls: type[Attribute]) -> Attribute | None:
-        for a in self.attributes:
-            if type(a) is cls:
-                return a
-        return None
-
-    @property
-    def as_path(self) -> tuple[int, ...]:
-        a = self.get(AsPath)
-        return a.asns() if isinstance(a, AsPath) else ()
-
-    @property
-    def communities(self) -> tuple[int, ...]:
-        a = self.get(Communities)
-        return a.values if isinstance(a, Communities) else ()
-
-    @property
-    def large_communities(self) -> tuple[LargeCommunity, ...]:
-        a = self.get(LargeCommunities)
-        return a.values if isinstance(a, LargeCommunities) else ()
-
-    @property
-    def local_pref(self) -> int | None:
-        a = self.get(LocalPref)
-        return a.value if isinstance(a, LocalPref) else None
-
-    @property
-    def med(self) -> int | None:
-        a = self.get(MultiExitDisc)
-        return a.value if isinstance(a, MultiExitDisc) else None
-
-    def forwardable(self) -> tuple[Attribute, ...]:
-        """Attributes as passed on: unknown transitive ones with Partial set."""
-        out: list[Attribute] = []
-        for a in self.attributes:
-            if isinstance(a, UnknownAttribute):
-                fwd = a.forwarded()
-                if fwd is not None:
-                    out.append(fwd)
-            else:
-                out.append(a)
-        return tuple(out)
+_FAMILIES = (IPV4_UNICAST, IPV6_UNICAST)
 
 
-@dataclass
 class AdjRibIn:
-    """Routes received from one peer, with graceful-restart stale marking (RFC 4724)."""
+    """Routes received from one peer that its import filter accepted, by NLRI encoding per
+    family; graceful-restart stale marks (RFC 4724); why each filtered route was rejected."""
 
-    routes: dict[Prefix, ReceivedPath] = field(default_factory=dict)
-    stale: set[Prefix] = field(default_factory=set)
+    def __init__(self, import_filter: Filter = ACCEPT_ALL) -> None:
+        self.import_filter = import_filter
+        self.tables: dict[Family, dict[bytes, ReceivedPath]] = {f: {} for f in _FAMILIES}
+        self.stale_marks: dict[Family, set[bytes]] = {f: set() for f in _FAMILIES}
+        # Like BIRD's "import keep filtered", but only the reason is kept, not the route.
+        self.filtered: dict[Family, dict[bytes, Rejected]] = {f: {} for f in _FAMILIES}
+        self.rejections: Counter[str] = Counter()  # routes rejected, by reason (metrics)
 
-    def learn(self, routes: Iterable[tuple[Prefix, ReceivedPath]]) -> None:
-        if not self.stale:
-            self.routes.update(routes)
-            return
-        for prefix, path in routes:
-            self.routes[prefix] = path
-            self.stale.discard(prefix)
+    def __len__(self) -> int:
+        return sum(len(t) for t in self.tables.values())
 
-    def withdraw(self, prefixes: Iterable[Prefix]) -> list[Prefix]:
+    # -- objects, on demand -------------------------------------------------------------------
+
+    @property
+    def routes(self) -> dict[Prefix, ReceivedPath]:
+        """Every route with its prefix decoded (O(n): for explain, tools and tests)."""
+        out: dict[Prefix, ReceivedPath] = {}
+        for family, table in self.tables.items():
+            out.update(zip(decode_prefixes(table, family.afi), table.values(), strict=True))
+        return out
+
+    @property
+    def stale(self) -> set[Prefix]:
+        return {p for f, marks in self.stale_marks.items() for p in decode_prefixes(marks, f.afi)}
+
+    def get(self, prefix: Prefix) -> ReceivedPath | None:
+        return self.tables[family_of(prefix)].get(encode_prefix(prefix))
+
+    def why_not(self, prefix: Prefix) -> Rejected | None:
+        """Why the import filter rejected ``prefix`` (None: it did not, or never saw it)."""
+        return self.filtered[family_of(prefix)].get(encode_prefix(prefix))
+
+    # -- the receive path ----------------------------------------------------------------------
+
+    def learn(
+        self, family: Family, encodings: Iterable[bytes], path: ReceivedPath
+    ) -> Judged[ReceivedPath]:
+        """Prefixes announced with ``path``, through the import filter. A rejected prefix
+        replaces (removes) any earlier path for it, as the new announcement does."""
+        table = self.tables[family]
+        stale = self.stale_marks[family]
+        filtered = self.filtered[family]
+        judged = self.import_filter.judge_batch(family, encodings, path)
+        for accepted_path, encs in judged.accepted:
+            if len(judged.accepted) == 1 and not judged.rejected:
+                table.update(dict.fromkeys(encs, accepted_path))
+            else:
+                for enc in encs:
+                    table[enc] = accepted_path
+            if stale:
+                stale.difference_update(encs)
+            if filtered:
+                for enc in encs:
+                    filtered.pop(enc, None)
+        for why, encs in judged.rejected:
+            for enc in encs:
+                table.pop(enc, None)
+            filtered.update(dict.fromkeys(encs, why))
+            if stale:
+                stale.difference_update(encs)
+            self.rejections[why.reason] += len(encs)
+        return judged
+
+    def withdraw(self, family: Family, encodings: Sequence[bytes]) -> list[bytes]:
         """Remove prefixes; returns those that were present."""
-        gone = []
-        for p in prefixes:
-            if self.routes.pop(p, None) is not None:
-                gone.append(p)
-                self.stale.discard(p)
+        table = self.tables[family]
+        filtered = self.filtered[family]
+        gone = [enc for enc in encodings if table.pop(enc, None) is not None]
+        if filtered:
+            for enc in encodings:
+                filtered.pop(enc, None)
+        stale = self.stale_marks[family]
+        if stale:
+            stale.difference_update(gone)
         return gone
+
+    # -- graceful restart ----------------------------------------------------------------------
 
     def mark_stale(self, family: Family | None = None) -> int:
-        """Keep routes but mark them stale (peer restarting); returns how many."""
-        for p in self.routes:
-            if family is None or (p.version == 4) == (family == IPV4_UNICAST):
-                self.stale.add(p)
-        return len(self.stale)
+        """Keep routes but mark them stale (peer restarting); returns how many are stale."""
+        for f in _FAMILIES if family is None else (family,):
+            self.stale_marks[f].update(self.tables[f])
+        return sum(len(m) for m in self.stale_marks.values())
 
-    def sweep_stale(self, family: Family | None = None) -> list[Prefix]:
+    def sweep_stale(self, family: Family | None = None) -> dict[Family, list[bytes]]:
         """Drop stale routes not refreshed (End-of-RIB received or restart timer expired)."""
-        gone = [
-            p for p in self.stale if family is None or (p.version == 4) == (family == IPV4_UNICAST)
-        ]
-        for p in gone:
-            self.routes.pop(p, None)
-            self.stale.discard(p)
-        return gone
+        out: dict[Family, list[bytes]] = {}
+        for f in _FAMILIES if family is None else (family,):
+            marks = self.stale_marks[f]
+            if marks:
+                table = self.tables[f]
+                for enc in marks:
+                    table.pop(enc, None)
+                out[f] = list(marks)
+                marks.clear()
+        return out
 
-    def clear(self) -> list[Prefix]:
-        gone = list(self.routes)
-        self.routes.clear()
-        self.stale.clear()
-        return gone
+    def clear(self) -> dict[Family, list[bytes]]:
+        out = {f: list(t) for f, t in self.tables.items() if t}
+        for f in _FAMILIES:
+            self.tables[f].clear()
+            self.stale_marks[f].clear()
+            self.filtered[f].clear()
+        return out
 
 
 def decode_encodings(encs: Iterable[bytes], family: Family) -> list[Prefix]:
     """Prefixes back from NLRI encodings (tests and diagnostics)."""
-    return [decode_prefix(e, family.afi) for e in encs]
+    return list(decode_prefixes(encs, family.afi))

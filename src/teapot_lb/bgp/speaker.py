@@ -18,6 +18,7 @@ from typing import Any
 
 from teapot_lb import log
 
+from .attributes import ReceivedPath, RouteAttributes
 from .fsm import (
     BOTH_FAMILIES,
     Action,
@@ -31,6 +32,7 @@ from .fsm import (
     NotificationSent,
     OpenReceived,
     RouteRefreshRequested,
+    RoutesFiltered,
     RoutesLearned,
     RoutesWithdrawn,
     Send,
@@ -43,15 +45,8 @@ from .fsm import (
     UpdateProblems,
     keep_locally_initiated,
 )
-from .rib import (
-    AdjRibIn,
-    AdjRibOut,
-    CompiledRoutes,
-    ExportPolicy,
-    ReceivedPath,
-    RouteAttributes,
-    compile_routes,
-)
+from .policy import ACCEPT_ALL, Filter
+from .rib import AdjRibIn, AdjRibOut, CompiledRoutes, ExportContext, compile_routes
 from .transport import TCP_MD5SIG, md5sig_struct, set_md5, set_ttl
 from .wire import (
     IPV4_UNICAST,
@@ -96,6 +91,8 @@ class PeerConfig:
     connect_retry_max: float = 60.0  # equal to connect_retry: a fixed interval
     max_prefixes: int | None = None  # Cease/Maximum Number of Prefixes Reached beyond it
     enforce_first_as: bool = True  # treat-as-withdraw eBGP paths not starting with peer_as
+    import_filter: Filter = ACCEPT_ALL  # what of the peer's routes enters its Adj-RIB-In
+    export_filter: Filter = ACCEPT_ALL  # what of the desired routes the peer gets
 
     def __post_init__(self) -> None:
         ip_address(self.address)  # ValueError names the bad address
@@ -127,6 +124,7 @@ class PeerCounters:
     notifications_received: int = 0
     prefixes_learned: int = 0
     prefixes_withdrawn: int = 0
+    prefixes_rejected: int = 0  # by the import filter (by reason: rib_in.rejections)
     update_errors: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -319,8 +317,8 @@ class Peer:
         self.config = config
         self.address = str(ip_address(config.address))
         self.counters = PeerCounters()
-        self.rib_out = AdjRibOut()
-        self.rib_in = AdjRibIn()
+        self.rib_out = AdjRibOut(config.export_filter)
+        self.rib_in = AdjRibIn(config.import_filter)
         self.local_as = config.local_as or speaker.local_as
         self._session_config = SessionConfig(
             local_as=self.local_as,
@@ -343,7 +341,7 @@ class Peer:
         self._others: list[_Link] = []
         self._established = asyncio.Event()
         self._stale_timer: asyncio.TimerHandle | None = None
-        self._export: ExportPolicy | None = None
+        self._export: ExportContext | None = None
         self._warned_next_hop: set[Family] = set()
         self._warned_keepalive = False
         self._flush_pending = False
@@ -376,10 +374,10 @@ class Peer:
 
     @property
     def prefixes_received(self) -> int:
-        return len(self.rib_in.routes)
+        return len(self.rib_in)
 
     def routes_in(self) -> dict[Prefix, ReceivedPath]:
-        return dict(self.rib_in.routes)
+        return self.rib_in.routes
 
     async def wait_established(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109
         await asyncio.wait_for(self._established.wait(), timeout)
@@ -487,16 +485,26 @@ class Peer:
             return
         elif isinstance(action, RoutesLearned):
             self.counters.updates_received += 1
-            self.counters.prefixes_learned += len(action.routes)
-            self.rib_in.learn(action.routes)
+            self.counters.prefixes_learned += len(action.encodings)
+            judged = self.rib_in.learn(action.family, action.encodings, action.path)
             limit = self.config.max_prefixes
-            if limit is not None and len(self.rib_in.routes) > limit:
+            if limit is not None and len(self.rib_in) > limit:
                 note = Notification.cease(CeaseSubcode.MAXIMUM_PREFIXES_REACHED)
                 link.run(link.session.notify(note, f"more than {limit} prefixes received"))
+            if judged.rejected:
+                for why, encs in judged.rejected:
+                    self.counters.prefixes_rejected += len(encs)
+                    self.speaker._emit(self, RoutesFiltered(action.family, tuple(encs), why))
+                for path, encs in judged.accepted:
+                    self.speaker._emit(self, RoutesLearned(action.family, tuple(encs), path))
+                return
+            if judged.accepted and judged.accepted[0][0] is not action.path:
+                path, encs = judged.accepted[0]  # the filter changed the path
+                action = RoutesLearned(action.family, tuple(encs), path)
         elif isinstance(action, RoutesWithdrawn):
             self.counters.updates_received += 1
-            self.counters.prefixes_withdrawn += len(action.prefixes)
-            self.rib_in.withdraw(action.prefixes)
+            self.counters.prefixes_withdrawn += len(action.encodings)
+            self.rib_in.withdraw(action.family, action.encodings)
         elif isinstance(action, UpdateProblems):
             self.counters.update_errors += 1
             _log().warning(
@@ -607,7 +615,7 @@ class Peer:
                         f"{4 if fam == IPV4_UNICAST else 6}); not advertising {fam}",
                         peer=self.address,
                     )
-        self._export = ExportPolicy(
+        self._export = ExportContext(
             local_as=self.local_as,
             peer_as=neg.peer_as,
             four_octet_as=neg.four_octet_as,
@@ -617,7 +625,7 @@ class Peer:
         )
         # RFC 4724 §4.2: routes of families the restarted peer did not preserve go now.
         gr = neg.peer_graceful_restart
-        if self.rib_in.stale:
+        if any(self.rib_in.stale_marks.values()):
             kept = {f.family for f in gr.families if f.forwarding_preserved} if gr else set()
             for fam in (IPV4_UNICAST, IPV6_UNICAST):
                 if fam not in kept:
@@ -645,11 +653,12 @@ class Peer:
         self._stale_timer = None
         self._forget(self.rib_in.sweep_stale(), "graceful restart time expired")
 
-    def _forget(self, gone: list[Prefix], reason: str) -> None:
+    def _forget(self, gone: dict[Family, list[bytes]], reason: str) -> None:
         """Routes removed from the Adj-RIB-In by us rather than by the peer's UPDATEs."""
-        if gone:
-            _log().info(f"peer {self.address}: {len(gone)} routes removed ({reason})")
-            self.speaker._emit(self, RoutesWithdrawn(tuple(gone), reason))
+        for family, encs in gone.items():
+            if encs:
+                _log().info(f"peer {self.address}: {len(encs)} {family} routes removed ({reason})")
+                self.speaker._emit(self, RoutesWithdrawn(family, tuple(encs), reason))
 
     def _flush(self, end_of_rib: bool = False) -> None:
         export = self._export

@@ -7,13 +7,24 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_net
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from teapot_lb.bgp.policy import (
+    Filter,
+    HasCommunity,
+    Not,
+    PrefixIn,
+    PrefixSet,
+    StripCommunities,
+    accept,
+    reject,
+)
 from teapot_lb.bgp.rib import (
     AdjRibIn,
     AdjRibOut,
-    ExportPolicy,
+    ExportContext,
     ReceivedPath,
     RouteAttributes,
     compile_routes,
+    encode_prefix,
 )
 from teapot_lb.bgp.wire import (
     IPV4_UNICAST,
@@ -27,15 +38,16 @@ from teapot_lb.bgp.wire import (
     Prefix,
     Update,
     decode_stream,
+    split_prefixes,
 )
 
-EBGP = ExportPolicy(
+EBGP = ExportContext(
     local_as=65001,
     peer_as=65000,
     next_hop_v4=IPv4Address("192.0.2.10"),
     next_hop_v6=(IPv6Address("2001:db8::10"),),
 )
-IBGP = ExportPolicy(local_as=65001, peer_as=65001, next_hop_v4=IPv4Address("192.0.2.10"))
+IBGP = ExportContext(local_as=65001, peer_as=65001, next_hop_v4=IPv4Address("192.0.2.10"))
 
 
 def hosts(n: int, base: str = "198.51.100.0") -> list[IPv4Network]:
@@ -44,7 +56,7 @@ def hosts(n: int, base: str = "198.51.100.0") -> list[IPv4Network]:
 
 
 def push(
-    rib: AdjRibOut, routes: dict[Prefix, RouteAttributes], export: ExportPolicy = EBGP
+    rib: AdjRibOut, routes: dict[Prefix, RouteAttributes], export: ExportContext = EBGP
 ) -> list[Update]:
     rib.set_desired(compile_routes(routes))
     raw = rib.updates(export)
@@ -189,15 +201,16 @@ def test_rib_in_keeps_stale_routes_until_swept() -> None:
     rib = AdjRibIn()
     path = ReceivedPath(IPv4Address("192.0.2.1"), ())
     a, b = hosts(2)
-    rib.learn([(a, path), (b, path)])
+    rib.learn(IPV4_UNICAST, [encode_prefix(a), encode_prefix(b)], path)
     rib.mark_stale(IPV4_UNICAST)
-    rib.learn([(a, path)])  # refreshed after the restart
-    assert rib.sweep_stale(IPV4_UNICAST) == [b]
+    rib.learn(IPV4_UNICAST, [encode_prefix(a)], path)  # refreshed after the restart
+    assert rib.stale == {b}
+    assert rib.sweep_stale(IPV4_UNICAST) == {IPV4_UNICAST: [encode_prefix(b)]}
     assert set(rib.routes) == {a}
 
 
 def test_four_octet_path_to_a_two_octet_peer_adds_as4_path() -> None:
-    export = ExportPolicy(
+    export = ExportContext(
         4200000001, 65000, four_octet_as=False, next_hop_v4=IPv4Address("192.0.2.1")
     )
     rib = AdjRibOut()
@@ -206,3 +219,63 @@ def test_four_octet_path_to_a_two_octet_peer_adds_as4_path() -> None:
     assert isinstance(msg, Update)
     assert any(a.type_code() == 17 for a in msg.attributes)
     _ = IPV6_UNICAST
+
+
+# ---------------------------------------------------------------------------- filters
+
+TENANT = Filter(
+    (
+        reject("outside the allocation", Not(PrefixIn(PrefixSet.of("198.51.100.0/30+")))),
+        accept(then=(StripCommunities(),)),
+    ),
+    name="tenant",
+)
+
+
+def test_import_filter_keeps_rejected_routes_out_with_their_reason() -> None:
+    rib = AdjRibIn(TENANT)
+    path = ReceivedPath(IPv4Address("192.0.2.1"), (Communities((7,)),))
+    inside, outside = hosts(8)[1], hosts(8)[7]
+    judged = rib.learn(IPV4_UNICAST, [encode_prefix(inside), encode_prefix(outside)], path)
+    assert judged.accepted_count() == 1 and judged.rejected_count() == 1
+    assert set(rib.routes) == {inside}
+    accepted = rib.get(inside)
+    assert accepted is not None and accepted.communities == ()
+    why = rib.why_not(outside)
+    assert why is not None and why.reason == "outside the allocation"
+    assert rib.rejections == {"outside the allocation": 1}
+
+
+def test_a_rejected_announcement_replaces_the_accepted_one_before_it() -> None:
+    rib = AdjRibIn(Filter((reject("tagged", HasCommunity.of("0:7")),)))
+    prefix = encode_prefix(hosts(1)[0])
+    rib.learn(IPV4_UNICAST, [prefix], ReceivedPath(IPv4Address("192.0.2.1"), ()))
+    rib.learn(IPV4_UNICAST, [prefix], ReceivedPath(IPv4Address("192.0.2.1"), (Communities((7,)),)))
+    assert len(rib) == 0 and rib.why_not(hosts(1)[0]) is not None
+    rib.withdraw(IPV4_UNICAST, [prefix])
+    assert rib.why_not(hosts(1)[0]) is None
+
+
+def test_adj_rib_in_keys_one_prefix_by_one_encoding_whatever_the_host_bits() -> None:
+    rib = AdjRibIn()
+    path = ReceivedPath(IPv4Address("192.0.2.1"), ())
+    # 198.51.100.0/22 sent with host bits set in its last octet: the same prefix.
+    (sloppy,) = split_prefixes(b"\x16\xc6\x33\x67", 1, 0)
+    rib.learn(IPV4_UNICAST, [sloppy], path)
+    assert set(rib.routes) == {IPv4Network("198.51.100.0/22")}
+    assert rib.withdraw(IPV4_UNICAST, [encode_prefix(IPv4Network("198.51.100.0/22"))])
+
+
+def test_export_filter_holds_routes_back_and_withdraws_them_when_it_changes() -> None:
+    inside, outside = hosts(8)[1], hosts(8)[7]
+    tagged = RouteAttributes(communities=(7,))
+    updates = push(AdjRibOut(TENANT), {inside: tagged, outside: tagged})
+    assert announced(updates) == {inside}
+    assert all(u.get(Communities) is None for u in updates)
+    rib = AdjRibOut()
+    push(rib, {inside: tagged, outside: tagged})
+    rib.export_filter = TENANT
+    again = push(rib, {inside: tagged, outside: tagged})
+    assert withdrawn(again) == {outside}
+    why = rib.why_not(outside)
+    assert why is not None and why.reason == "outside the allocation"

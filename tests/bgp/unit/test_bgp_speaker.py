@@ -8,7 +8,8 @@ from ipaddress import IPv4Network, IPv6Address, IPv6Network
 
 import pytest
 
-from teapot_lb.bgp.fsm import RoutesLearned, RoutesWithdrawn, State, StateChanged
+from teapot_lb.bgp.fsm import RoutesFiltered, RoutesLearned, RoutesWithdrawn, State, StateChanged
+from teapot_lb.bgp.policy import Filter, Not, PrefixIn, PrefixSet, reject
 from teapot_lb.bgp.rib import RouteAttributes
 from teapot_lb.bgp.speaker import PeerConfig, Speaker
 from teapot_lb.bgp.wire import LargeCommunity, community
@@ -24,6 +25,19 @@ async def until(cond: Callable[[], bool], what: str, within: float = 15.0) -> No
         if loop.time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+async def listening_speaker(events: list[object]) -> Speaker:
+    """AS 65002 on 127.0.0.1 (an ephemeral port), recording its events."""
+    b = Speaker(
+        local_as=65002,
+        router_id="192.0.2.2",
+        listen_address="127.0.0.1",
+        listen_port=0,
+        on_event=lambda peer, ev: events.append(ev),
+    )
+    await b.start()
+    return b
 
 
 @pytest.fixture
@@ -106,14 +120,7 @@ async def test_after_the_peer_drops_us_we_reconnect_and_re_announce(
 
 async def test_events_report_state_changes_and_routes_learned_and_lost() -> None:
     events: list[object] = []
-    b = Speaker(
-        local_as=65002,
-        router_id="192.0.2.2",
-        listen_address="127.0.0.1",
-        listen_port=0,
-        on_event=lambda peer, ev: events.append(ev),
-    )
-    await b.start()
+    b = await listening_speaker(events)
     a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
     try:
         b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True))
@@ -155,3 +162,29 @@ async def test_changes_within_one_loop_iteration_are_sent_as_one_diff(
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     assert sender.counters.updates_sent == before
+
+
+async def test_import_filter_keeps_rejected_routes_out_and_reports_why() -> None:
+    events: list[object] = []
+    allocation = PrefixSet.of("198.51.100.0/30+")
+    tenant = Filter((reject("outside the allocation", Not(PrefixIn(allocation))),), name="t")
+    b = await listening_speaker(events)
+    a = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
+    inside = IPv4Network("198.51.100.1/32")
+    try:
+        b.add_peer(PeerConfig("127.0.0.1", 65001, passive=True, import_filter=tenant))
+        a.add_peer(PeerConfig("127.0.0.1", 65002, port=b.listen_port or 0))
+        a.set_routes({inside: None, V4: None})
+        await a.start()
+        await until(lambda: any(isinstance(e, RoutesFiltered) for e in events), "a reject")
+        await until(lambda: inside in b.routes_in("127.0.0.1"), "the allocated route")
+        peer = b.peer("127.0.0.1")
+        assert set(b.routes_in("127.0.0.1")) == {inside}
+        assert peer.counters.prefixes_rejected == 1
+        (filtered,) = [e for e in events if isinstance(e, RoutesFiltered)]
+        assert filtered.prefixes == (V4,) and filtered.rejected.reason == "outside the allocation"
+        learned = [p for e in events if isinstance(e, RoutesLearned) for p in e.prefixes]
+        assert learned == [inside]
+    finally:
+        await a.shutdown()
+        await b.shutdown()

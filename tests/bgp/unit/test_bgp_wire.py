@@ -45,7 +45,10 @@ from teapot_lb.bgp.wire import (
     Update,
     UpdateSubcode,
     decode_message,
+    decode_prefixes,
     decode_stream,
+    decode_update_routes,
+    family_of,
     merge_as4_path,
     pack_attribute,
 )
@@ -96,6 +99,23 @@ def test_update_round_trips_with_four_octet_asns(msg: Update) -> None:
 @given(updates(four=False))
 def test_update_round_trips_with_two_octet_asns(msg: Update) -> None:
     assert one(msg.pack(TWO), TWO) == msg
+
+
+@given(updates(four=True))
+def test_receive_path_decoding_agrees_with_the_typed_update(msg: Update) -> None:
+    body = msg.pack(FOUR)[19:]
+    typed = Update.unpack(body, FOUR)
+    routes = decode_update_routes(body, FOUR)
+    reach = {
+        (r.family, p) for r in routes.reach for p in decode_prefixes(r.encodings, r.family.afi)
+    }
+    assert reach == {(family_of(p), p) for p in typed.reachable()}
+    unreach = {p for u in routes.unreach for p in decode_prefixes(u.encodings, u.family.afi)}
+    assert unreach == set(typed.unreachable())
+    others = tuple(a for a in typed.attributes if not isinstance(a, MpReachNlri | MpUnreachNlri))
+    assert routes.attributes == others
+    assert routes.end_of_rib() == typed.end_of_rib()
+    assert routes.treat_as_withdraw == typed.treat_as_withdraw
 
 
 @given(st.one_of(notifications, route_refreshes, keepalives))

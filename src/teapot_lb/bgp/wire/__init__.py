@@ -63,13 +63,27 @@ from .family import AFI, IPV4_UNICAST, IPV6_UNICAST, SAFI, Address, Family, Pref
 from .header import MAX_MESSAGE_LENGTH, MessageReader, MessageType, frame
 from .keepalive import KEEPALIVE_BYTES, Keepalive
 from .message import Message, decode_message, decode_stream
-from .mp import MpReachNlri, MpUnreachNlri
-from .nlri import pack_prefix, pack_prefixes, unpack_prefixes
+from .mp import MpReachNlri, MpUnreachNlri, Reach, Unreach
+from .nlri import (
+    decode_prefix,
+    decode_prefixes,
+    pack_prefix,
+    pack_prefixes,
+    split_prefixes,
+    unpack_prefixes,
+)
 from .notification import Notification
 from .open import Open
 from .path import AtomicAggregate, LocalPref, MultiExitDisc, NextHop, Origin, OriginCode
 from .route_refresh import RefreshSubtype, RouteRefreshMessage
-from .update import ATTRIBUTES, UPDATE_ROOM, Update, pack_update
+from .update import (
+    ATTRIBUTES,
+    UPDATE_ROOM,
+    Update,
+    UpdateRoutes,
+    decode_update_routes,
+    pack_update,
+)
 
 __all__ = [
     "AFI",
@@ -128,6 +142,7 @@ __all__ = [
     "Origin",
     "OriginCode",
     "Prefix",
+    "Reach",
     "RefreshSubtype",
     "RouteRefresh",
     "RouteRefreshMessage",
@@ -136,11 +151,16 @@ __all__ = [
     "SegmentType",
     "UnknownAttribute",
     "UnknownCapability",
+    "Unreach",
     "Update",
+    "UpdateRoutes",
     "UpdateSubcode",
     "community",
     "decode_message",
+    "decode_prefix",
+    "decode_prefixes",
     "decode_stream",
+    "decode_update_routes",
     "describe_error",
     "family_of",
     "format_community",
@@ -150,5 +170,6 @@ __all__ = [
     "pack_prefix",
     "pack_prefixes",
     "pack_update",
+    "split_prefixes",
     "unpack_prefixes",
 ]

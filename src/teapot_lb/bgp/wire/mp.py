@@ -14,7 +14,7 @@ from typing import ClassVar
 from .attribute import OPTIONAL, Attribute, AttrType, Context, ErrorAction, Malformed
 from .errors import CodecError, UpdateSubcode
 from .family import AFI, KNOWN_FAMILIES, Address, Family, Prefix
-from .nlri import pack_prefixes, unpack_prefixes
+from .nlri import decode_prefixes, pack_prefixes, split_prefixes
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,28 +34,66 @@ class MpReachNlri(Attribute):
 
     @classmethod
     def unpack_value(cls, data: bytes, ctx: Context) -> MpReachNlri:
-        if len(data) < 5:
-            raise Malformed(f"MP_REACH_NLRI of length {len(data)}")
-        afi, safi, nhlen = struct.unpack_from("!HBB", data)
-        fam = Family(afi, safi)
-        if 4 + nhlen + 1 > len(data):
-            raise Malformed("MP_REACH_NLRI next hop overruns the attribute")
-        nh = data[4 : 4 + nhlen]
-        hops: tuple[Address, ...]
-        if afi == AFI.IPV4 and nhlen == 4:
-            hops = (IPv4Address(nh),)
-        elif afi == AFI.IPV6 and nhlen == 16:
-            hops = (IPv6Address(nh),)
-        elif afi == AFI.IPV6 and nhlen == 32:
-            hops = (IPv6Address(nh[:16]), IPv6Address(nh[16:]))
-        else:
-            raise Malformed(f"MP_REACH_NLRI next hop of length {nhlen} for {fam}")
-        # One reserved octet (was SNPA count, RFC 4760 §3), then the NLRI.
-        try:
-            nlri = unpack_prefixes(data[5 + nhlen :], afi, UpdateSubcode.OPTIONAL_ATTRIBUTE_ERROR)
-        except CodecError as exc:
-            raise Malformed(f"MP_REACH_NLRI: {exc}") from None
-        return cls(fam, hops, nlri)
+        reach = unpack_mp_reach(data)
+        return cls(
+            reach.family, reach.next_hops, decode_prefixes(reach.encodings, reach.family.afi)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """Prefixes of one family announced with one next hop, in NLRI encoding (the receive
+    path's form of MP_REACH_NLRI and of the classic NLRI field)."""
+
+    family: Family
+    next_hops: tuple[Address, ...]
+    encodings: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Unreach:
+    """Prefixes of one family withdrawn, in NLRI encoding."""
+
+    family: Family
+    encodings: tuple[bytes, ...]
+
+
+def unpack_mp_reach(data: bytes) -> Reach:
+    """An MP_REACH_NLRI value with its prefixes left encoded; raises :class:`Malformed`."""
+    if len(data) < 5:
+        raise Malformed(f"MP_REACH_NLRI of length {len(data)}")
+    afi, safi, nhlen = struct.unpack_from("!HBB", data)
+    fam = Family(afi, safi)
+    if 4 + nhlen + 1 > len(data):
+        raise Malformed("MP_REACH_NLRI next hop overruns the attribute")
+    nh = data[4 : 4 + nhlen]
+    hops: tuple[Address, ...]
+    if afi == AFI.IPV4 and nhlen == 4:
+        hops = (IPv4Address(nh),)
+    elif afi == AFI.IPV6 and nhlen == 16:
+        hops = (IPv6Address(nh),)
+    elif afi == AFI.IPV6 and nhlen == 32:
+        hops = (IPv6Address(nh[:16]), IPv6Address(nh[16:]))
+    else:
+        raise Malformed(f"MP_REACH_NLRI next hop of length {nhlen} for {fam}")
+    # One reserved octet (was SNPA count, RFC 4760 §3), then the NLRI.
+    try:
+        encs = split_prefixes(data[5 + nhlen :], afi, UpdateSubcode.OPTIONAL_ATTRIBUTE_ERROR)
+    except CodecError as exc:
+        raise Malformed(f"MP_REACH_NLRI: {exc}") from None
+    return Reach(fam, hops, tuple(encs))
+
+
+def unpack_mp_unreach(data: bytes) -> Unreach:
+    """An MP_UNREACH_NLRI value with its prefixes left encoded; raises :class:`Malformed`."""
+    if len(data) < 3:
+        raise Malformed(f"MP_UNREACH_NLRI of length {len(data)}")
+    afi, safi = struct.unpack_from("!HB", data)
+    try:
+        encs = split_prefixes(data[3:], afi, UpdateSubcode.OPTIONAL_ATTRIBUTE_ERROR)
+    except CodecError as exc:
+        raise Malformed(f"MP_UNREACH_NLRI: {exc}") from None
+    return Unreach(Family(afi, safi), tuple(encs))
 
 
 def pack_mp_reach_value(family: Family, next_hop: bytes, nlri: bytes) -> bytes:
@@ -80,14 +118,8 @@ class MpUnreachNlri(Attribute):
 
     @classmethod
     def unpack_value(cls, data: bytes, ctx: Context) -> MpUnreachNlri:
-        if len(data) < 3:
-            raise Malformed(f"MP_UNREACH_NLRI of length {len(data)}")
-        afi, safi = struct.unpack_from("!HB", data)
-        try:
-            prefixes = unpack_prefixes(data[3:], afi, UpdateSubcode.OPTIONAL_ATTRIBUTE_ERROR)
-        except CodecError as exc:
-            raise Malformed(f"MP_UNREACH_NLRI: {exc}") from None
-        return cls(Family(afi, safi), prefixes)
+        unreach = unpack_mp_unreach(data)
+        return cls(unreach.family, decode_prefixes(unreach.encodings, unreach.family.afi))
 
 
 def is_known_family(data: bytes) -> bool:

@@ -22,7 +22,8 @@ def pack_prefixes(prefixes: Iterable[Prefix]) -> bytes:
 
 
 def split_prefixes(data: bytes, afi: int, subcode: int) -> list[bytes]:
-    """Cut an NLRI field into per-prefix encodings, validating lengths."""
+    """Cut an NLRI field into per-prefix encodings (canonical: host bits clear), validating
+    lengths. The receive path keeps prefixes in this form until someone asks for objects."""
     maxlen = 32 if afi == 1 else 128
     out = []
     pos = 0
@@ -36,7 +37,12 @@ def split_prefixes(data: bytes, afi: int, subcode: int) -> list[bytes]:
                 subcode,
                 reason=f"prefix length {plen} at offset {pos} is invalid or overruns",
             )
-        out.append(data[pos:end])
+        enc = data[pos:end]
+        if plen & 7 and enc[-1] & (0xFF >> (plen & 7)):
+            # Bits beyond the length are ignored (RFC 4271 §4.3): clear them, so one prefix
+            # has one encoding (the Adj-RIB-In is keyed by it).
+            enc = enc[:-1] + bytes((enc[-1] & (0xFF << (8 - (plen & 7))) & 0xFF,))
+        out.append(enc)
         pos = end
     return out
 
@@ -55,3 +61,7 @@ def unpack_prefixes(
     data: bytes, afi: int, subcode: int = UpdateSubcode.INVALID_NETWORK_FIELD
 ) -> tuple[Prefix, ...]:
     return tuple(decode_prefix(e, afi) for e in split_prefixes(data, afi, subcode))
+
+
+def decode_prefixes(encs: Iterable[bytes], afi: int) -> tuple[Prefix, ...]:
+    return tuple(decode_prefix(e, afi) for e in encs)

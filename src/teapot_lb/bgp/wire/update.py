@@ -32,8 +32,16 @@ from .community import Communities, ExtendedCommunities, LargeCommunities
 from .errors import CodecError, ErrorCode, UpdateSubcode
 from .family import IPV4_UNICAST, Family, Prefix
 from .header import MessageType, frame
-from .mp import MpReachNlri, MpUnreachNlri, is_known_family
-from .nlri import pack_prefixes, unpack_prefixes
+from .mp import (
+    MpReachNlri,
+    MpUnreachNlri,
+    Reach,
+    Unreach,
+    is_known_family,
+    unpack_mp_reach,
+    unpack_mp_unreach,
+)
+from .nlri import pack_prefixes, split_prefixes, unpack_prefixes
 from .path import AtomicAggregate, LocalPref, MultiExitDisc, NextHop, Origin
 
 ATTRIBUTES: Mapping[int, Any] = MappingProxyType(
@@ -129,25 +137,85 @@ class Update:
 
     @classmethod
     def unpack(cls, body: bytes, ctx: Context = DEFAULT_CONTEXT) -> Update:
-        n = len(body)
-        if n < 4:
-            raise _attr_list_error("UPDATE shorter than its length fields")
-        (wlen,) = _U16.unpack_from(body)
-        if 2 + wlen + 2 > n:
-            raise _attr_list_error(f"withdrawn routes length {wlen} overruns the message")
-        (alen,) = _U16.unpack_from(body, 2 + wlen)
-        astart = 4 + wlen
-        if astart + alen > n:
-            raise _attr_list_error(f"total path attribute length {alen} overruns the message")
-        withdrawn = unpack_prefixes(body[2 : 2 + wlen], 1)
-        nlri = unpack_prefixes(body[astart + alen :], 1)
-        attrs, taw, problems = decode_attributes(body[astart : astart + alen], ctx)
+        wdata, adata, ndata = _split_body(body)
+        withdrawn = unpack_prefixes(wdata, 1)
+        nlri = unpack_prefixes(ndata, 1)
+        attrs, taw, problems = decode_attributes(adata, ctx)
         if (nlri or any(type(a) is MpReachNlri for a in attrs)) and not taw:
             missing = _missing_mandatory(attrs, bool(nlri))
             if missing:
                 taw = True
                 problems.append(f"missing well-known attribute {missing}")  # RFC 7606 §3(d)
         return cls(withdrawn, tuple(attrs), nlri, taw, tuple(problems))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRoutes:
+    """An UPDATE as the receive path uses it: prefixes left in NLRI encoding, next to the
+    decoded attributes (MP_REACH_NLRI / MP_UNREACH_NLRI taken out into ``reach`` /
+    ``unreach``; the classic fields are IPv4 unicast entries there). Building 100,000
+    ``ipaddress`` objects cost more than everything else on the receive path together."""
+
+    attributes: tuple[Attribute, ...]
+    reach: tuple[Reach, ...] = ()
+    unreach: tuple[Unreach, ...] = ()
+    treat_as_withdraw: bool = False
+    problems: tuple[str, ...] = ()
+
+    def get(self, cls: type[A]) -> A | None:
+        for a in self.attributes:
+            if type(a) is cls:
+                return a
+        return None
+
+    def end_of_rib(self) -> Family | None:
+        """The family this End-of-RIB marker is for, else None (RFC 4724 §2)."""
+        if self.reach or self.attributes:
+            return None
+        if not self.unreach:
+            return IPV4_UNICAST
+        if len(self.unreach) == 1 and not self.unreach[0].encodings:
+            return self.unreach[0].family  # an empty MP_UNREACH_NLRI alone
+        return None
+
+
+def decode_update_routes(body: bytes, ctx: Context = DEFAULT_CONTEXT) -> UpdateRoutes:
+    """Decode an UPDATE body for the receive path (same checks as :meth:`Update.unpack`)."""
+    wdata, adata, ndata = _split_body(body)
+    subcode = UpdateSubcode.INVALID_NETWORK_FIELD
+    withdrawn = split_prefixes(wdata, 1, subcode)
+    nlri = split_prefixes(ndata, 1, subcode)
+    mp: list[Reach | Unreach] = []
+    attrs, taw, problems = decode_attributes(adata, ctx, mp)
+    reach = [m for m in mp if isinstance(m, Reach)]
+    unreach = [m for m in mp if isinstance(m, Unreach)]
+    if (nlri or reach) and not taw:
+        missing = _missing_mandatory(attrs, bool(nlri))
+        if missing:
+            taw = True
+            problems.append(f"missing well-known attribute {missing}")  # RFC 7606 §3(d)
+    if nlri:
+        nh = next((a for a in attrs if type(a) is NextHop), None)
+        hops = (nh.address,) if isinstance(nh, NextHop) else ()
+        reach.insert(0, Reach(IPV4_UNICAST, hops, tuple(nlri)))
+    if withdrawn:
+        unreach.insert(0, Unreach(IPV4_UNICAST, tuple(withdrawn)))
+    return UpdateRoutes(tuple(attrs), tuple(reach), tuple(unreach), taw, tuple(problems))
+
+
+def _split_body(body: bytes) -> tuple[bytes, bytes, bytes]:
+    """Withdrawn routes, path attributes, NLRI (RFC 4271 §4.3), lengths checked."""
+    n = len(body)
+    if n < 4:
+        raise _attr_list_error("UPDATE shorter than its length fields")
+    (wlen,) = _U16.unpack_from(body)
+    if 2 + wlen + 2 > n:
+        raise _attr_list_error(f"withdrawn routes length {wlen} overruns the message")
+    (alen,) = _U16.unpack_from(body, 2 + wlen)
+    astart = 4 + wlen
+    if astart + alen > n:
+        raise _attr_list_error(f"total path attribute length {alen} overruns the message")
+    return body[2 : 2 + wlen], body[astart : astart + alen], body[astart + alen :]
 
 
 def _attr_list_error(reason: str) -> CodecError:
@@ -172,8 +240,14 @@ def _missing_mandatory(attrs: list[Attribute], classic_nlri: bool) -> str | None
     return None
 
 
-def decode_attributes(data: bytes, ctx: Context) -> tuple[list[Attribute], bool, list[str]]:
-    """Attributes, whether to treat-as-withdraw, and what was wrong (RFC 7606)."""
+def decode_attributes(
+    data: bytes, ctx: Context, mp: list[Reach | Unreach] | None = None
+) -> tuple[list[Attribute], bool, list[str]]:
+    """Attributes, whether to treat-as-withdraw, and what was wrong (RFC 7606).
+
+    With ``mp`` given, MP_REACH_NLRI / MP_UNREACH_NLRI go there with their prefixes left
+    encoded (:class:`~.mp.Reach`, :class:`~.mp.Unreach`) instead of into the attributes.
+    """
     out: list[Attribute] = []
     seen: set[int] = set()
     problems: list[str] = []
@@ -234,7 +308,12 @@ def decode_attributes(data: bytes, ctx: Context) -> tuple[list[Attribute], bool,
                 raise Malformed(
                     f"flags {flags:#04x} for attribute {tcode}", UpdateSubcode.ATTRIBUTE_FLAGS_ERROR
                 )
-            out.append(cls.unpack_value(value, ctx))
+            if mp is not None and tcode == AttrType.MP_REACH_NLRI:
+                mp.append(unpack_mp_reach(value))
+            elif mp is not None and tcode == AttrType.MP_UNREACH_NLRI:
+                mp.append(unpack_mp_unreach(value))
+            else:
+                out.append(cls.unpack_value(value, ctx))
         except Malformed as err:
             action: ErrorAction = cls.ON_ERROR
             if action == ErrorAction.SESSION_RESET:
