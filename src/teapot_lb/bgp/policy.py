@@ -135,6 +135,14 @@ class PrefixSet:
     def holds(self, bits: int, value: int, plen: int) -> bool:
         return any(r.holds(bits, value, plen) for r in self.ranges)
 
+    def without(self, *texts: str) -> PrefixSet:
+        """The set less these ranges (as written in it)."""
+        drop = {PrefixRange.parse(t) for t in texts}
+        missing = drop - set(self.ranges)
+        if missing:
+            raise ValueError(f"prefix set has no range {', '.join(map(str, missing))}")
+        return PrefixSet(tuple(r for r in self.ranges if r not in drop))
+
     def __contains__(self, item: Prefix | Address) -> bool:
         net = ip_network(item)
         return self.holds(net.max_prefixlen, int(net.network_address), net.prefixlen)

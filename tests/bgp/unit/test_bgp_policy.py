@@ -123,6 +123,9 @@ def test_prefix_set_of_addresses_holds_host_routes() -> None:
 def test_bogons_hold_documentation_and_private_space_not_public() -> None:
     assert net("10.1.0.0/16") in BOGONS and net("2001:db8:5::/48") in BOGONS
     assert net("8.8.8.0/24") not in BOGONS and net("2a00:1450::/32") not in BOGONS
+    assert net("203.0.113.7/32") not in BOGONS.without("203.0.113.0/24+")
+    with pytest.raises(ValueError, match=r"no range 203\.0\.113\.0/25"):
+        BOGONS.without("203.0.113.0/25")
 
 
 @given(
@@ -320,8 +323,8 @@ def relay_filter() -> Filter:
     )
 
 
-# BOGONS without the documentation space the tests allocate from.
-LAB_BOGONS = PrefixSet.of("10.0.0.0/8+", "192.168.0.0/16+", "fc00::/7+")
+# BOGONS without the documentation space the tests allocate from (as docs/bgp.md shows).
+LAB_BOGONS = BOGONS.without("192.0.2.0/24+", "203.0.113.0/24+", "2001:db8::/32+")
 ALLOCATION = PrefixSet.of("203.0.113.0/25{25,32}", "2001:db8:a::/48{48,128}")
 NODES = PrefixSet.of("192.0.2.11", "192.0.2.12", "2001:db8::11")
 
@@ -420,4 +423,5 @@ def test_filters_print_like_bird_filters() -> None:
     assert text.startswith("filter tenant-a {")
     assert 'reject "next hop is not a tenant node"' in text
     assert "!(net ~ [203.0.113.0/25+, 2001:db8:a::/48+])" in text
+    assert "10.0.0.0/8+" in text and "203.0.113.0/24+" not in text
     assert "bgp_community.delete(all)" in text
