@@ -1,12 +1,20 @@
-"""teapot-lb's native BGP-4 speaker: a sans-I/O core plus one asyncio adapter.
+"""teapot-lb's native BGP-4 speaker: sans-I/O cores plus a thin asyncio adapter.
 
-Layers (only ``speaker`` does I/O):
+Layers, one idea per module (only ``peer`` and ``speaker`` do I/O):
 
 - :mod:`teapot_lb.bgp.wire` — typed messages with ``pack``/``unpack``; every decode
   failure is a :class:`~teapot_lb.bgp.wire.CodecError` carrying its NOTIFICATION.
-- :mod:`teapot_lb.bgp.rib` — :class:`RouteAttributes` (what to advertise with a prefix),
-  :class:`AdjRibOut` (desired vs. sent → minimal packed UPDATEs), :class:`AdjRibIn`
-  (received routes, stale marking for graceful restart), :class:`ReceivedPath`.
+  ``decode_update_routes`` is the receive path's UPDATE decoder: prefixes stay NLRI
+  encodings (bytes) until someone asks for ``ipaddress`` objects.
+- :mod:`teapot_lb.bgp.attributes` — :class:`RouteAttributes`, the one route-attribute type
+  (what to advertise with a prefix), and :class:`ReceivedPath` (a path as received).
+- :mod:`teapot_lb.bgp.policy` — import/export policy as data: a :class:`Filter` is a list
+  of :class:`Rule` s (conditions on prefix, next hop, AS path, communities, origin; actions
+  accept, reject with a reason, set/strip attributes), run by one interpreter.
+- :mod:`teapot_lb.bgp.rib` — :class:`AdjRibOut` (desired vs. sent → minimal packed
+  UPDATEs, after the export filter), :class:`AdjRibIn` (received routes after the import
+  filter, per family by NLRI encoding; stale marking for graceful restart; why each
+  rejected prefix was rejected).
 - :mod:`teapot_lb.bgp.fsm` — :class:`Session`, the RFC 4271 §8 state machine: events in
   (``start()``, ``stop()``, ``connection_made()``, ``connection_failed()``,
   ``connection_lost()``, ``data_received(bytes)``, ``timer_expired(Timer)``), a list of
@@ -15,7 +23,15 @@ Layers (only ``speaker`` does I/O):
   ``EndOfRib``, ``RouteRefreshRequested``, ``NotificationSent``,
   ``NotificationReceived``, ``UpdateProblems``, ``SessionDown``).
   ``keep_locally_initiated(local_id, remote_id)`` decides collisions (§6.8).
-- :mod:`teapot_lb.bgp.speaker` — asyncio:
+- :mod:`teapot_lb.bgp.neighbor` — :class:`~.neighbor.Neighbor`, everything for one
+  configured neighbor, sans I/O: one session per connection, collisions, a reconnect as
+  the peer's graceful restart, the RIBs and their filters, stale-route and flush timers,
+  the export context; events in, orders out (``Dial``, ``Adopt``, ``Refuse``,
+  ``Transmit``, ``Close``, ``Release``, timer orders, ``Report``).
+- :mod:`teapot_lb.bgp.config` — :class:`PeerConfig`.
+- :mod:`teapot_lb.bgp.peer` — asyncio: a :class:`Peer` carries out its neighbor's orders
+  (sockets, connection attempts, timers). :mod:`teapot_lb.bgp.transport`: MD5 and TTL.
+- :mod:`teapot_lb.bgp.speaker` — asyncio, the entry point:
 
   .. code-block:: python
 
@@ -36,27 +52,33 @@ Layers (only ``speaker`` does I/O):
   ``restarting=True`` sets the graceful-restart R bit after our own restart;
   ``on_event(peer, action)`` receives the fsm actions above for the peer's live session
   (state changes, routes learned/withdrawn — including routes dropped when a session
-  ends or a graceful restart times out —, NOTIFICATIONs) for relays and metrics.
+  ends or a graceful restart times out —, routes the import filter rejected
+  (``RoutesFiltered``, with the reason), NOTIFICATIONs) for relays and metrics. Route
+  events carry the family and NLRI encodings; ``.prefixes`` decodes them.
 
   ``RouteAttributes(next_hop=None, communities=(), large_communities=(), local_pref=None,
   med=None, origin=IGP, as_path=())``: ``next_hop=None`` is next-hop self; ``local_pref``
   goes to iBGP peers only (100 when unset); eBGP peers get our ASN prepended.
   ``ReceivedPath`` has ``next_hop``, ``as_path``, ``communities``, ``large_communities``,
-  ``local_pref``, ``med`` and the raw ``attributes``.
+  ``origin``, ``local_pref``, ``med``, the raw ``attributes`` and ``to_attributes()``.
 
   ``PeerConfig`` fields: ``address``, ``peer_as``, ``port`` (179), ``local_address``,
   ``local_as`` (speaker's), ``passive``, ``hold_time`` (90), ``password`` (TCP MD5),
   ``ebgp_multihop`` (TTL; eBGP single hop sends TTL 1), ``families``,
   ``graceful_restart`` / ``restart_time``, ``next_hop_v4`` / ``next_hop_v6`` (default:
   the session's local address, i.e. next-hop self), ``connect_retry`` /
-  ``connect_retry_max`` (reconnect backoff), ``max_prefixes``, ``enforce_first_as``.
+  ``connect_retry_max`` (reconnect backoff), ``max_prefixes``, ``enforce_first_as``,
+  ``import_filter`` / ``export_filter`` (:class:`Filter`, default: accept all).
 """
 
 from .attributes import ReceivedPath, RouteAttributes
+from .config import PeerConfig
 from .fsm import Negotiated, Session, SessionConfig, State, Timer
+from .neighbor import PeerCounters
+from .peer import Peer
 from .policy import Filter, PrefixSet, Rule, accept, reject
 from .rib import AdjRibIn, AdjRibOut, ExportContext, compile_routes
-from .speaker import Peer, PeerConfig, PeerCounters, Speaker
+from .speaker import Speaker
 from .wire import LargeCommunity, community
 
 __all__ = [

@@ -3,12 +3,13 @@
 A :class:`Session` is one peering attempt's state: events go in (``start``, ``stop``,
 ``connection_made``, ``connection_failed``, ``connection_lost``, ``data_received``,
 ``timer_expired``) and each returns a list of actions for the I/O layer to perform
-(:class:`Send`, :class:`Connect`, :class:`CloseConnection`, :class:`ArmTimer`,
-:class:`CancelTimer`) or to learn from (:class:`StateChanged`, :class:`RoutesLearned`,
+(:class:`Send`, :class:`Connect`, :class:`CloseConnection`, and the timer orders
+:class:`~teapot_lb.timers.ArmTimer` / :class:`~teapot_lb.timers.CancelTimer` of every
+sans-I/O core) or to learn from (:class:`StateChanged`, :class:`RoutesLearned`,
 ...). No sockets, no clock.
 
 Collision detection (§6.8) needs two connections to the same peer, so it lives one
-level up: the connection manager runs one ``Session`` per connection, and when a
+level up: :class:`~.neighbor.Neighbor` runs one ``Session`` per connection, and when a
 session reports :class:`OpenReceived` while another to the same peer is in OpenConfirm
 (or OpenSent with the peer identifier known), it asks :func:`keep_locally_initiated` which
 one survives and calls :meth:`Session.collision_lost` on the other.
@@ -21,6 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 from typing import TypeAlias
+
+from teapot_lb.timers import ArmTimer, CancelTimer
 
 from .attributes import ReceivedPath
 from .policy import Rejected
@@ -93,17 +96,6 @@ class Connect:
 @dataclass(frozen=True, slots=True)
 class CloseConnection:
     reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class ArmTimer:
-    timer: Timer
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class CancelTimer:
-    timer: Timer
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +196,8 @@ Action: TypeAlias = (
     Send
     | Connect
     | CloseConnection
-    | ArmTimer
-    | CancelTimer
+    | ArmTimer[Timer]
+    | CancelTimer[Timer]
     | StateChanged
     | OpenReceived
     | RoutesLearned

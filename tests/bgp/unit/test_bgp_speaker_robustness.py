@@ -259,7 +259,8 @@ async def test_collision_keeps_the_connection_of_the_higher_identifier() -> None
         assert isinstance((await read_messages(r2, 1))[0], Keepalive)
         w2.write(Keepalive().pack())
         await peer.wait_established(15)
-        assert peer.main.outgoing is False and not peer.main.session.config.passive
+        main = peer.neighbor.main
+        assert main.outgoing is False and not main.session.config.passive
         assert peer.counters.established == 1
         w1.close()
         w2.close()
