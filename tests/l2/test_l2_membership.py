@@ -8,14 +8,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from teapot_lb.membership.core import (
+    Beat,
     Heartbeat,
     HeartbeatError,
+    MemberChanged,
     Membership,
     MemberState,
+    Output,
+    SendTimer,
+    SilenceTimer,
     Timing,
     decode,
     encode,
 )
+from teapot_lb.timers import ArmTimer, CancelTimer
 
 T = Timing(interval=0.02, suspect_after=3, dead_after=6)
 KEY = b"shared-secret"
@@ -25,76 +31,127 @@ def pair(key: bytes | None = None) -> tuple[Membership, Membership]:
     return Membership("a", 1, timing=T, key=key), Membership("b", 1, (b"\x02" * 6,), T, key)
 
 
+def beat(m: Membership) -> bytes:
+    """``m``'s next heartbeat."""
+    (data,) = [o.data for o in m.timer_expired(SendTimer.HEARTBEAT) if isinstance(o, Beat)]
+    return data
+
+
+def changes(outputs: list[Output]) -> list[MemberState]:
+    return [o.new for o in outputs if isinstance(o, MemberChanged)]
+
+
+class Clock:
+    """The test's loop: carries out one core's timer orders and fires them as time passes."""
+
+    def __init__(self, core: Membership) -> None:
+        self.core = core
+        self.now = 0.0
+        self.timers: dict[object, float] = {}
+
+    def apply(self, outputs: list[Output]) -> list[Output]:
+        for o in outputs:
+            if isinstance(o, ArmTimer):
+                self.timers[o.timer] = self.now + o.seconds
+            elif isinstance(o, CancelTimer):
+                self.timers.pop(o.timer, None)
+        return outputs
+
+    def receive(self, data: bytes) -> list[Output]:
+        return self.apply(self.core.receive(data, self.now))
+
+    def advance(self, to: float) -> list[Output]:
+        """Fire every timer due by ``to``, in time order."""
+        out: list[Output] = []
+        while self.timers:
+            timer, at = min(self.timers.items(), key=lambda kv: kv[1])
+            if at > to + 1e-9:
+                break
+            del self.timers[timer]
+            self.now = at
+            out += self.apply(self.core.timer_expired(timer))  # type: ignore[arg-type]
+        self.now = to
+        return out
+
+
 def test_a_peer_is_alive_once_heard_and_dead_after_the_detection_interval() -> None:
     a, b = pair()
-    beat = b.poll(0.0)
-    assert beat is not None
-    (change,) = a.receive(beat, 0.0)
-    assert change.new is MemberState.ALIVE and a.alive() == {"a", "b"}
-    assert a.tick(0.059) == []
-    assert [c.new for c in a.tick(0.06)] == [MemberState.SUSPECT]
+    clock = Clock(a)
+    assert changes(clock.receive(beat(b))) == [MemberState.ALIVE]
+    assert a.alive() == {"a", "b"}
+    assert changes(clock.advance(0.059)) == []
+    assert changes(clock.advance(0.06)) == [MemberState.SUSPECT]
     assert a.alive() == {"a", "b"}  # suspicion does not move IPs
-    assert [c.new for c in a.tick(0.12)] == [MemberState.DEAD]
+    assert changes(clock.advance(0.119)) == []
+    assert changes(clock.advance(0.12)) == [MemberState.DEAD]
     assert a.alive() == {"a"}
 
 
-def test_waking_at_the_next_deadline_always_changes_state() -> None:
+def test_a_heartbeat_restarts_the_silence_timer() -> None:
     a, b = pair()
-    a.receive(b.poll(0.1) or b"", 0.1)
-    a._next_send = 1e9  # only member deadlines matter here
-    for expected in (MemberState.SUSPECT, MemberState.DEAD):
-        assert [c.new for c in a.tick(a.next_deadline())] == [expected]
+    clock = Clock(a)
+    clock.receive(beat(b))
+    clock.advance(0.05)
+    clock.receive(beat(b))
+    assert changes(clock.advance(0.109)) == []
+    assert changes(clock.advance(0.11)) == [MemberState.SUSPECT]
 
 
 def test_heartbeats_keep_a_peer_alive() -> None:
     a, b = pair()
-    for i in range(100):
+    sender, receiver = Clock(b), Clock(a)
+    sender.apply(b.start())
+    for i in range(1, 100):
         now = i * 0.02
-        beat = b.poll(now)
-        if beat:
-            a.receive(beat, now)
-        a.tick(now)
+        for out in sender.advance(now):
+            if isinstance(out, Beat):
+                receiver.now = now
+                receiver.receive(out.data)
+        receiver.advance(now)
     assert a.members["b"].state is MemberState.ALIVE
 
 
 def test_heartbeats_are_due_once_per_interval() -> None:
     a, _ = pair()
-    assert a.poll(0.0) is not None
-    assert a.poll(0.01) is None
-    assert a.poll(0.02) is not None
+    first = a.start()
+    assert isinstance(first[0], Beat) and ArmTimer(SendTimer.HEARTBEAT, 0.02) in first
+    again = a.timer_expired(SendTimer.HEARTBEAT)
+    assert isinstance(again[0], Beat) and ArmTimer(SendTimer.HEARTBEAT, 0.02) in again
 
 
 def test_a_leaving_peer_is_dead_at_once() -> None:
     a, b = pair()
-    a.receive(b.poll(0.0) or b"", 0.0)
-    (change,) = a.receive(b.goodbye(), 0.001)
+    a.receive(beat(b), 0.0)
+    out = a.receive(b.goodbye(), 0.001)
+    assert CancelTimer(SilenceTimer("b")) in out
+    (change,) = [o for o in out if isinstance(o, MemberChanged)]
     assert change.new is MemberState.DEAD and change.reason == "left"
 
 
 def test_a_restarted_peer_with_a_new_incarnation_is_accepted_and_old_beats_are_not() -> None:
     a, b = pair()
-    old = b.poll(0.0) or b""
-    a.receive(old, 0.0)
-    a.tick(1.0)
+    old = beat(b)
+    clock = Clock(a)
+    clock.receive(old)
+    clock.advance(1.0)
     restarted = Membership("b", 2, timing=T)
-    (change,) = a.receive(restarted.poll(1.0) or b"", 1.0)
-    assert change.new is MemberState.ALIVE
+    assert changes(clock.receive(beat(restarted))) == [MemberState.ALIVE]
     assert a.receive(old, 1.01) == [] and a.counters.rejected == 1
 
 
 def test_with_a_key_forged_and_unauthenticated_heartbeats_are_rejected() -> None:
     a, b = pair(KEY)
-    good = b.poll(0.0) or b""
+    good = beat(b)
     forged = encode(Heartbeat("b", 5, 5), b"wrong-key")
     plain = encode(Heartbeat("b", 6, 6))
     assert a.receive(forged, 0.0) == [] and a.receive(plain, 0.0) == []
     assert a.counters.rejected == 2
-    assert a.receive(good, 0.0)[0].new is MemberState.ALIVE
+    assert changes(a.receive(good, 0.0)) == [MemberState.ALIVE]
 
 
 def test_the_sender_macs_map_back_to_the_node() -> None:
     a, b = pair()
-    a.receive(b.poll(0.0) or b"", 0.0)
+    a.receive(beat(b), 0.0)
     assert a.node_of_mac(b"\x02" * 6) == "b"
     assert a.node_of_mac(b"\x03" * 6) is None
 

@@ -1,4 +1,11 @@
-"""Heartbeat liveness among speakers, sans-I/O: bytes and ``now`` in, events out.
+"""Heartbeat liveness among speakers, sans-I/O: bytes and timer expiries in, orders out.
+
+Timers are the sans-I/O cores' one style (:mod:`teapot_lb.timers`): :meth:`Membership.start`
+and every event return :class:`Beat` (send these bytes to every peer),
+:class:`MemberChanged` and :class:`~teapot_lb.timers.ArmTimer` /
+:class:`~teapot_lb.timers.CancelTimer` orders; the adapter calls
+:meth:`Membership.timer_expired` when one expires. ``receive`` takes ``now`` only to
+record when a member was last heard (metrics); the core never reads a clock.
 
 Every node sends a small heartbeat to every peer each ``interval``. A member heard within
 ``suspect_after`` intervals is ALIVE, within ``dead_after`` intervals SUSPECT (still
@@ -25,6 +32,9 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeAlias
+
+from teapot_lb.timers import ArmTimer, CancelTimer
 
 MAGIC = b"TLB1"
 _HEAD = struct.Struct("!4sBBQQ")
@@ -149,6 +159,30 @@ def decode(data: bytes, key: bytes | None = None) -> Heartbeat:
     return Heartbeat(node, incarnation, sequence, macs, bool(flags & FLAG_LEAVING))
 
 
+class SendTimer(Enum):
+    HEARTBEAT = "heartbeat"  # our next heartbeat is due
+
+
+@dataclass(frozen=True)
+class SilenceTimer:
+    """``node`` has not been heard for as long as its state allows: it moves on."""
+
+    node: str
+
+
+TimerName: TypeAlias = SendTimer | SilenceTimer
+
+
+@dataclass(frozen=True)
+class Beat:
+    """Send ``data`` (a heartbeat) to every peer."""
+
+    data: bytes
+
+
+Output: TypeAlias = Beat | MemberChanged | ArmTimer[TimerName] | CancelTimer[TimerName]
+
+
 @dataclass
 class Membership:
     """The view of one node (``node``) of its peers' liveness."""
@@ -161,23 +195,22 @@ class Membership:
     counters: MembershipCounters = field(default_factory=MembershipCounters)
     members: dict[str, Member] = field(default_factory=dict)
     _sequence: int = field(default=0, init=False)
-    _next_send: float | None = field(default=None, init=False)
 
     # --- sending ---
 
-    def poll(self, now: float) -> bytes | None:
-        """The heartbeat to send to every peer now, or None when none is due."""
-        if self._next_send is not None and now < self._next_send:
-            return None
-        # Next beat one interval after the due time (not after ``now``), so a late loop
-        # does not slowly stretch the period; but never schedule into the past.
-        base = now if self._next_send is None else self._next_send
-        self._next_send = max(base + self.timing.interval, now + self.timing.interval / 2)
-        return self._beat(leaving=False)
+    def start(self) -> list[Output]:
+        """The first heartbeat, at once; the next one each interval after."""
+        return self._heartbeat()
 
     def goodbye(self) -> bytes:
         """A last heartbeat telling peers we are leaving: they drop us at once."""
         return self._beat(leaving=True)
+
+    def _heartbeat(self) -> list[Output]:
+        return [
+            Beat(self._beat(leaving=False)),
+            ArmTimer(SendTimer.HEARTBEAT, self.timing.interval),
+        ]
 
     def _beat(self, *, leaving: bool) -> bytes:
         self._sequence += 1
@@ -187,7 +220,7 @@ class Membership:
 
     # --- receiving and time ---
 
-    def receive(self, data: bytes, now: float) -> list[MemberChanged]:
+    def receive(self, data: bytes, now: float) -> list[Output]:
         try:
             hb = decode(data, self.key)
         except HeartbeatError:
@@ -214,51 +247,34 @@ class Membership:
                 member.max_gap = max(member.max_gap, now - member.last_heard)
             member.incarnation, member.sequence = hb.incarnation, hb.sequence
             member.last_heard, member.macs = now, hb.macs
+        timer = SilenceTimer(hb.node)
         if hb.leaving:
             member.state = MemberState.DEAD
-            return (
-                []
-                if old is MemberState.DEAD
-                else [MemberChanged(hb.node, old, member.state, "left")]
-            )
+            if old is MemberState.DEAD:
+                return []
+            return [CancelTimer(timer), MemberChanged(hb.node, old, member.state, "left")]
         member.state = MemberState.ALIVE
-        if old is MemberState.ALIVE:
+        out: list[Output] = [ArmTimer(timer, self.timing.interval * self.timing.suspect_after)]
+        if old is not MemberState.ALIVE:
+            out.append(MemberChanged(hb.node, old, MemberState.ALIVE, "heartbeat received"))
+        return out
+
+    def timer_expired(self, timer: TimerName) -> list[Output]:
+        """Our heartbeat is due, or a member stayed silent: ALIVE → SUSPECT → DEAD."""
+        if isinstance(timer, SendTimer):
+            return self._heartbeat()
+        m = self.members.get(timer.node)
+        if m is None or m.state is MemberState.DEAD:
             return []
-        return [MemberChanged(hb.node, old, MemberState.ALIVE, "heartbeat received")]
-
-    def tick(self, now: float) -> list[MemberChanged]:
-        """Apply the passage of time: members not heard become SUSPECT, then DEAD."""
-        changes: list[MemberChanged] = []
-        for m in self.members.values():
-            if m.state is MemberState.DEAD:
-                continue
-            # Same expressions as next_deadline(), so waking at a deadline always changes state.
-            t = self.timing
-            new = (
-                MemberState.DEAD
-                if now >= m.last_heard + t.interval * t.dead_after
-                else MemberState.SUSPECT
-                if now >= m.last_heard + t.interval * t.suspect_after
-                else MemberState.ALIVE
-            )
-            missed = (now - m.last_heard) / t.interval
-            if new is not m.state:
-                changes.append(
-                    MemberChanged(m.node, m.state, new, f"no heartbeat for {missed:.1f} intervals")
-                )
-                m.state = new
-        return changes
-
-    def next_deadline(self) -> float:
-        """The earliest time :meth:`poll` or :meth:`tick` may have something to do."""
         t = self.timing
-        times = [self._next_send if self._next_send is not None else 0.0]
-        for m in self.members.values():
-            if m.state is MemberState.ALIVE:
-                times.append(m.last_heard + t.interval * t.suspect_after)
-            elif m.state is MemberState.SUSPECT:
-                times.append(m.last_heard + t.interval * t.dead_after)
-        return min(times)
+        if m.state is MemberState.ALIVE:
+            m.state = MemberState.SUSPECT
+            reason = f"no heartbeat for {t.suspect_after} intervals"
+            out: list[Output] = [ArmTimer(timer, t.interval * (t.dead_after - t.suspect_after))]
+            return [*out, MemberChanged(m.node, MemberState.ALIVE, m.state, reason)]
+        m.state = MemberState.DEAD
+        reason = f"no heartbeat for {t.dead_after} intervals"
+        return [MemberChanged(m.node, MemberState.SUSPECT, m.state, reason)]
 
     def alive(self) -> frozenset[str]:
         """This node and every member not DEAD (SUSPECT members still count)."""

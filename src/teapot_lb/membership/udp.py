@@ -1,9 +1,10 @@
 """UDP transport for the heartbeat core: unicast to a static peer list, on asyncio.
 
-The loop wakes exactly when the core has something to do (next heartbeat, next member
-deadline). Before judging anyone dead it drains every heartbeat already queued in the
-socket: when this process was starved of CPU, the peers' heartbeats are still waiting in
-the kernel buffer and must count, so a busy *receiver* never declares spurious deaths.
+The core's timer orders run on the loop (:class:`~teapot_lb.timers.LoopTimers`). Before a
+member's silence timer counts, every heartbeat already queued in the socket is drained:
+when this process was starved of CPU, the peers' heartbeats are still waiting in the
+kernel buffer and must count, so a busy *receiver* never declares spurious deaths (a
+heartbeat found there re-arms the timer, and the expiry is void).
 Heartbeats are marked CS6 (network control) so switches that honour DSCP queue them first.
 """
 
@@ -16,7 +17,15 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
-from teapot_lb.membership.core import MemberChanged, Membership
+from teapot_lb.membership.core import (
+    Beat,
+    MemberChanged,
+    Membership,
+    Output,
+    SilenceTimer,
+    TimerName,
+)
+from teapot_lb.timers import LoopTimers
 
 DEFAULT_PORT = 7480
 _DSCP_CS6 = 48 << 2
@@ -54,6 +63,7 @@ class UdpHeartbeats:
         family = _family([*peers, *([bind] if bind else [])])
         self._peers = [(_mapped(p, family), port) for p in peers]
         self.send_errors = 0
+        self._timers: LoopTimers[TimerName] = LoopTimers(self._fire)
         self._sock = socket.socket(family, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
         if family == socket.AF_INET6:
@@ -66,9 +76,24 @@ class UdpHeartbeats:
         default_bind = "::" if family == socket.AF_INET6 else "0.0.0.0"
         self._sock.bind((_mapped(bind, family) if bind else default_bind, port))
 
-    def _emit(self, changes: list[MemberChanged]) -> None:
+    def _apply(self, outputs: list[Output]) -> None:
+        changes: list[MemberChanged] = []
+        for out in outputs:
+            if isinstance(out, Beat):
+                self._send(out.data)
+            elif isinstance(out, MemberChanged):
+                changes.append(out)
+            else:
+                self._timers.apply(out)
         if changes:
             self._on_change(changes)
+
+    def _fire(self, timer: TimerName) -> None:
+        if isinstance(timer, SilenceTimer):
+            self._drain()
+            if timer in self._timers.running():
+                return  # heard meanwhile: re-armed
+        self._apply(self.membership.timer_expired(timer))
 
     def _drain(self) -> None:
         for _ in range(4096):  # bounded, so a flood on the port cannot wedge the loop
@@ -78,7 +103,7 @@ class UdpHeartbeats:
                 return
             except OSError:
                 return  # e.g. ICMP port unreachable reported on the socket: not our problem
-            self._emit(self.membership.receive(data, self._clock()))
+            self._apply(self.membership.receive(data, self._clock()))
 
     def _send(self, data: bytes) -> None:
         for peer in self._peers:
@@ -92,16 +117,11 @@ class UdpHeartbeats:
         loop = asyncio.get_running_loop()
         loop.add_reader(self._sock.fileno(), self._drain)
         try:
-            while True:
-                self._drain()
-                now = self._clock()
-                self._emit(self.membership.tick(now))
-                beat = self.membership.poll(now)
-                if beat is not None:
-                    self._send(beat)
-                delay = self.membership.next_deadline() - self._clock()
-                await asyncio.sleep(max(delay, 0.0))
+            self._drain()
+            self._apply(self.membership.start())
+            await asyncio.Event().wait()
         finally:
+            self._timers.cancel()
             loop.remove_reader(self._sock.fileno())
 
     def goodbye(self) -> None:
