@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from ipaddress import IPv4Address, IPv6Address
 
+from timer_clock import TimerClock
+
 from teapot_lb.l2 import wire
-from teapot_lb.l2.announcer import DEFAULT_SCHEDULE, Announcer, Claim
+from teapot_lb.l2.announcer import DEFAULT_SCHEDULE, Announcer, AnnounceTimer, Claim, Output
+from teapot_lb.timers import CancelTimer
 
 MAC = bytes.fromhex("020000000001")
 OTHER = bytes.fromhex("020000000002")
@@ -25,6 +28,15 @@ def solicit(ip: IPv6Address) -> bytes:
 
 def decoded(frames: tuple[bytes, ...] | list[bytes]) -> list[wire.Frame]:
     return [wire.decode(f) for f in frames]
+
+
+def frames(outputs: list[Output]) -> list[bytes]:
+    """The frames to send among an announcer's outputs (the rest are timer orders)."""
+    return [o for o in outputs if isinstance(o, bytes)]
+
+
+def clock_of(a: Announcer, now: float = 0.0) -> TimerClock:
+    return TimerClock(a.timer_expired, now)
 
 
 def test_an_arp_request_for_an_owned_ip_gets_a_reply_with_our_mac() -> None:
@@ -48,10 +60,9 @@ def test_requests_for_ips_we_do_not_own_get_no_answer() -> None:
 def test_a_released_ip_is_no_longer_answered_and_its_announcements_stop() -> None:
     a = Announcer(MAC, LL)
     a.acquire(VIP4, 0.0)
-    a.release(VIP4)
+    assert a.release(VIP4) == [CancelTimer(AnnounceTimer(VIP4))]
     assert a.receive(who_has(VIP4), 0.1).send == ()
-    assert a.next_deadline() is None
-    assert a.due(10.0) == []
+    assert a.timer_expired(AnnounceTimer(VIP4), 10.0) == []
 
 
 def test_malformed_and_foreign_frames_are_ignored_and_counted() -> None:
@@ -65,29 +76,27 @@ def test_malformed_and_foreign_frames_are_ignored_and_counted() -> None:
 
 def test_acquiring_announces_at_once_then_on_the_schedule() -> None:
     a = Announcer(MAC, LL)
-    (first,) = decoded(a.acquire(VIP4, 10.0))
+    clock = clock_of(a, now=10.0)
+    (first,) = decoded(frames(clock.apply(a.acquire(VIP4, 10.0))))
     assert isinstance(first, wire.ArpFrame) and first.arp.is_gratuitous
-    times = []
-    now = 10.0
-    while (deadline := a.next_deadline()) is not None:
-        now = deadline
-        assert len(a.due(now)) == 1
-        times.append(round(now - 10.0, 6))
+    assert len(frames(clock.run_out())) == len(DEFAULT_SCHEDULE) - 1
+    times = [round(at - 10.0, 6) for at, _ in clock.fired]
     assert times == list(DEFAULT_SCHEDULE[1:])
     assert a.counters.gratuitous_sent == len(DEFAULT_SCHEDULE)
 
 
 def test_periodic_refresh_keeps_announcing_after_the_schedule() -> None:
     a = Announcer(MAC, LL, schedule=(0.0,), refresh=5.0)
-    a.acquire(VIP4, 0.0)
-    assert a.next_deadline() == 5.0
-    a.due(5.0)
-    assert a.next_deadline() == 10.0
+    clock = clock_of(a)
+    clock.apply(a.acquire(VIP4, 0.0))
+    assert clock.next_due() == 5.0
+    assert len(frames(clock.advance(5.0))) == 1
+    assert clock.next_due() == 10.0
 
 
 def test_ipv6_takeover_sends_an_unsolicited_override_advertisement_to_all_nodes() -> None:
     a = Announcer(MAC, LL)
-    (na,) = decoded(a.acquire(VIP6, 0.0))
+    (na,) = decoded(frames(a.acquire(VIP6, 0.0)))
     assert isinstance(na, wire.NdpFrame) and na.dst_ip == wire.ALL_NODES and na.src_ip == LL
     assert isinstance(na.message, wire.NeighborAdvertisement)
     assert na.message.override and not na.message.solicited
@@ -125,24 +134,24 @@ def test_another_station_announcing_a_watched_ip_is_reported_as_a_claim() -> Non
 
 def test_defending_re_announces_periodically_until_the_deadline() -> None:
     a = Announcer(MAC, LL, schedule=(0.0,))
-    a.acquire(VIP4, 0.0)
-    assert len(a.defend(VIP4, 1.0, until=3.5, every=1.0)) == 1
-    sent = []
-    while (deadline := a.next_deadline()) is not None:
-        a.due(deadline)
-        sent.append(deadline)
-    assert sent == [2.0, 3.0]
+    clock = clock_of(a)
+    clock.apply(a.acquire(VIP4, 0.0))
+    clock.now = 1.0
+    assert len(frames(clock.apply(a.defend(VIP4, 1.0, until=3.5, every=1.0)))) == 1
+    clock.run_out()
+    assert [at for at, _ in clock.fired] == [2.0, 3.0]
 
 
 def test_keep_defending_extends_the_defence_without_an_extra_frame() -> None:
     a = Announcer(MAC, LL, schedule=(0.0,))
-    a.acquire(VIP4, 0.0)
-    a.defend(VIP4, 1.0, until=2.5, every=1.0)
-    a.keep_defending(VIP4, 1.5, until=4.5, every=1.0)
-    sent = []
-    while (deadline := a.next_deadline()) is not None:
-        a.due(deadline)
-        sent.append(deadline)
-    assert sent == [2.0, 3.0, 4.0]
-    a.keep_defending(VIP4, 10.0, until=12.0, every=1.0)
-    assert a.next_deadline() == 11.0
+    clock = clock_of(a)
+    clock.apply(a.acquire(VIP4, 0.0))
+    clock.now = 1.0
+    clock.apply(a.defend(VIP4, 1.0, until=2.5, every=1.0))
+    clock.now = 1.5
+    assert frames(clock.apply(a.keep_defending(VIP4, 1.5, until=4.5, every=1.0))) == []
+    clock.run_out()
+    assert [at for at, _ in clock.fired] == [2.0, 3.0, 4.0]
+    clock.now = 10.0
+    clock.apply(a.keep_defending(VIP4, 10.0, until=12.0, every=1.0))
+    assert clock.next_due() == 11.0

@@ -6,6 +6,7 @@ import contextlib
 
 from hypothesis import given
 from hypothesis import strategies as st
+from timer_clock import TimerClock
 
 from teapot_lb.membership.core import (
     Beat,
@@ -41,43 +42,18 @@ def changes(outputs: list[Output]) -> list[MemberState]:
     return [o.new for o in outputs if isinstance(o, MemberChanged)]
 
 
-class Clock:
-    """The test's loop: carries out one core's timer orders and fires them as time passes."""
+def clock_of(core: Membership) -> TimerClock:
+    return TimerClock(lambda timer, now: core.timer_expired(timer))
 
-    def __init__(self, core: Membership) -> None:
-        self.core = core
-        self.now = 0.0
-        self.timers: dict[object, float] = {}
 
-    def apply(self, outputs: list[Output]) -> list[Output]:
-        for o in outputs:
-            if isinstance(o, ArmTimer):
-                self.timers[o.timer] = self.now + o.seconds
-            elif isinstance(o, CancelTimer):
-                self.timers.pop(o.timer, None)
-        return outputs
-
-    def receive(self, data: bytes) -> list[Output]:
-        return self.apply(self.core.receive(data, self.now))
-
-    def advance(self, to: float) -> list[Output]:
-        """Fire every timer due by ``to``, in time order."""
-        out: list[Output] = []
-        while self.timers:
-            timer, at = min(self.timers.items(), key=lambda kv: kv[1])
-            if at > to + 1e-9:
-                break
-            del self.timers[timer]
-            self.now = at
-            out += self.apply(self.core.timer_expired(timer))  # type: ignore[arg-type]
-        self.now = to
-        return out
+def receive(clock: TimerClock, core: Membership, data: bytes) -> list[Output]:
+    return clock.apply(core.receive(data, clock.now))
 
 
 def test_a_peer_is_alive_once_heard_and_dead_after_the_detection_interval() -> None:
     a, b = pair()
-    clock = Clock(a)
-    assert changes(clock.receive(beat(b))) == [MemberState.ALIVE]
+    clock = clock_of(a)
+    assert changes(receive(clock, a, beat(b))) == [MemberState.ALIVE]
     assert a.alive() == {"a", "b"}
     assert changes(clock.advance(0.059)) == []
     assert changes(clock.advance(0.06)) == [MemberState.SUSPECT]
@@ -89,24 +65,24 @@ def test_a_peer_is_alive_once_heard_and_dead_after_the_detection_interval() -> N
 
 def test_a_heartbeat_restarts_the_silence_timer() -> None:
     a, b = pair()
-    clock = Clock(a)
-    clock.receive(beat(b))
+    clock = clock_of(a)
+    receive(clock, a, beat(b))
     clock.advance(0.05)
-    clock.receive(beat(b))
+    receive(clock, a, beat(b))
     assert changes(clock.advance(0.109)) == []
     assert changes(clock.advance(0.11)) == [MemberState.SUSPECT]
 
 
 def test_heartbeats_keep_a_peer_alive() -> None:
     a, b = pair()
-    sender, receiver = Clock(b), Clock(a)
+    sender, receiver = clock_of(b), clock_of(a)
     sender.apply(b.start())
     for i in range(1, 100):
         now = i * 0.02
         for out in sender.advance(now):
             if isinstance(out, Beat):
-                receiver.now = now
-                receiver.receive(out.data)
+                receiver.advance(now)
+                receive(receiver, a, out.data)
         receiver.advance(now)
     assert a.members["b"].state is MemberState.ALIVE
 
@@ -131,11 +107,11 @@ def test_a_leaving_peer_is_dead_at_once() -> None:
 def test_a_restarted_peer_with_a_new_incarnation_is_accepted_and_old_beats_are_not() -> None:
     a, b = pair()
     old = beat(b)
-    clock = Clock(a)
-    clock.receive(old)
+    clock = clock_of(a)
+    receive(clock, a, old)
     clock.advance(1.0)
     restarted = Membership("b", 2, timing=T)
-    assert changes(clock.receive(beat(restarted))) == [MemberState.ALIVE]
+    assert changes(receive(clock, a, beat(restarted))) == [MemberState.ALIVE]
     assert a.receive(old, 1.01) == [] and a.counters.rejected == 1
 
 

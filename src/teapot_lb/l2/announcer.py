@@ -1,7 +1,12 @@
 """What one interface answers and announces: a pure state machine over frames and time.
 
 The adapter hands every received frame to :meth:`Announcer.receive` and sends the bytes it
-returns; it calls :meth:`Announcer.due` when :meth:`Announcer.next_deadline` passes.
+returns. Repeated announcements are timed in the sans-I/O cores' one style
+(:mod:`teapot_lb.timers`): the announcer's methods return frames (bytes) and
+:class:`~teapot_lb.timers.ArmTimer` / :class:`~teapot_lb.timers.CancelTimer` orders for
+one :class:`AnnounceTimer` per IP, and the adapter calls
+:meth:`Announcer.timer_expired` when one expires. ``now`` arguments are data (the
+schedule counts from the takeover); the announcer never reads a clock.
 Ownership comes from outside (:meth:`acquire` / :meth:`release`): the announcer answers
 ARP requests and neighbour solicitations only for owned IPs and reports *claims* — another
 station saying that a watched IP is at its MAC — which the split-brain arbiter judges.
@@ -12,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv6Address
+from typing import TypeAlias
 
 from teapot_lb.l2 import wire
+from teapot_lb.timers import ArmTimer, CancelTimer
 
 IPAddress = IPv4Address | IPv6Address
 
@@ -38,6 +45,17 @@ class Reaction:
 
     send: tuple[bytes, ...] = ()
     claims: tuple[Claim, ...] = ()
+
+
+@dataclass(frozen=True)
+class AnnounceTimer:
+    """The next announcement of ``ip`` is due."""
+
+    ip: IPAddress
+
+
+# A frame to send, or a timer order.
+Output: TypeAlias = bytes | ArmTimer[AnnounceTimer] | CancelTimer[AnnounceTimer]
 
 
 @dataclass
@@ -85,49 +103,51 @@ class Announcer:
         """Report claims by others for these IPs (in addition to the owned ones)."""
         self._watched = set(ips)
 
-    def acquire(self, ip: IPAddress, now: float) -> list[bytes]:
-        """Start answering for ``ip``; returns the first announcement, to send at once."""
+    def acquire(self, ip: IPAddress, now: float) -> list[Output]:
+        """Start answering for ``ip``: the first announcement, to send at once, and the
+        timer for the next one."""
         if ip in self._owned:
             return []
         self._owned.add(ip)
         rep = _Repeat(at=now, start=now - self.schedule[0], step=0)
         return self._send(ip, rep, now)
 
-    def release(self, ip: IPAddress) -> None:
+    def release(self, ip: IPAddress) -> list[Output]:
         """Stop answering for ``ip`` at once; pending announcements are dropped."""
         self._owned.discard(ip)
-        self._repeats.pop(ip, None)
+        if self._repeats.pop(ip, None) is None:
+            return []
+        return [CancelTimer(AnnounceTimer(ip))]
 
-    def defend(self, ip: IPAddress, now: float, *, until: float, every: float) -> list[bytes]:
+    def defend(self, ip: IPAddress, now: float, *, until: float, every: float) -> list[Output]:
         """Announce ``ip`` now and every ``every`` seconds until ``until`` (after a claim)."""
         if ip not in self._owned:
             return []
         rep = _Repeat(at=now, start=now, step=len(self.schedule), every=every, until=until)
         return self._send(ip, rep, now)
 
-    def keep_defending(self, ip: IPAddress, now: float, *, until: float, every: float) -> None:
+    def keep_defending(
+        self, ip: IPAddress, now: float, *, until: float, every: float
+    ) -> list[Output]:
         """Extend (or start, first frame after ``every``) the defence of ``ip`` to ``until``."""
         if ip not in self._owned:
-            return
+            return []
         rep = self._repeats.get(ip)
         if rep is not None and rep.until is not None:
             rep.until = max(rep.until, until)
-        else:
-            start = len(self.schedule)
-            self._repeats[ip] = _Repeat(now + every, now, start, every=every, until=until)
+            return []
+        start = len(self.schedule)
+        self._repeats[ip] = _Repeat(now + every, now, start, every=every, until=until)
+        return [ArmTimer(AnnounceTimer(ip), every)]
 
-    def next_deadline(self) -> float | None:
-        return min((r.at for r in self._repeats.values()), default=None)
+    def timer_expired(self, timer: AnnounceTimer, now: float) -> list[Output]:
+        """The announcement of ``timer.ip`` whose time has come, and the timer for the next."""
+        rep = self._repeats.get(timer.ip)
+        if rep is None:
+            return []
+        return self._send(timer.ip, rep, now)
 
-    def due(self, now: float) -> list[bytes]:
-        """The announcements whose time has come."""
-        out: list[bytes] = []
-        for ip, rep in list(self._repeats.items()):
-            if rep.at <= now:
-                out += self._send(ip, rep, now)
-        return out
-
-    def _send(self, ip: IPAddress, rep: _Repeat, now: float) -> list[bytes]:
+    def _send(self, ip: IPAddress, rep: _Repeat, now: float) -> list[Output]:
         frame = wire.encode(self._announcement(ip))
         self.counters.gratuitous_sent += 1
         nxt = rep.step + 1
@@ -139,7 +159,9 @@ class Announcer:
             self._repeats[ip] = _Repeat(now + self.refresh, rep.start, nxt)
         else:
             self._repeats.pop(ip, None)
-        return [frame]
+            return [frame, CancelTimer(AnnounceTimer(ip))]
+        # Due times count from the takeover, so a late wake-up does not shift the rest.
+        return [frame, ArmTimer(AnnounceTimer(ip), max(0.0, self._repeats[ip].at - now))]
 
     def _announcement(self, ip: IPAddress) -> wire.Frame:
         if isinstance(ip, IPv4Address):

@@ -24,7 +24,16 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_int
 from pyroute2 import AsyncIPRoute
 
 from teapot_lb.l2 import wire
-from teapot_lb.l2.announcer import DEFAULT_SCHEDULE, Announcer, Claim, Counters, IPAddress
+from teapot_lb.l2.announcer import (
+    DEFAULT_SCHEDULE,
+    Announcer,
+    AnnounceTimer,
+    Claim,
+    Counters,
+    IPAddress,
+    Output,
+)
+from teapot_lb.timers import ArmTimer, CancelTimer, LoopTimers
 
 _PACKET_OUTGOING = 4
 _SO_ATTACH_FILTER = 26
@@ -117,7 +126,8 @@ class Responder:
         self._ndp = _packet_socket(info.name, wire.ETH_P_IPV6)
         _attach_filter(self._ndp, _NDP_FILTER)
         self._groups = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-        self._timer: asyncio.TimerHandle | None = None
+        self._timers: LoopTimers[AnnounceTimer] = LoopTimers(self._due)
+        self._unarmed: list[ArmTimer[AnnounceTimer] | CancelTimer[AnnounceTimer]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -132,10 +142,11 @@ class Responder:
         self._loop = asyncio.get_running_loop()
         for sock in (self._arp, self._ndp):
             self._loop.add_reader(sock.fileno(), self._readable, sock)
+        self._apply(self._unarmed)
+        self._unarmed = []
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self._timers.cancel()
         for sock in (self._arp, self._ndp, self._groups):
             if self._loop is not None and sock is not self._groups:
                 with contextlib.suppress(Exception):
@@ -149,22 +160,18 @@ class Responder:
     def acquire(self, ip: IPAddress) -> None:
         if isinstance(ip, IPv6Address):
             self._membership(socket.IPV6_JOIN_GROUP, ip)
-        self._send(self.announcer.acquire(ip, self._clock()))
-        self._arm()
+        self._apply(self.announcer.acquire(ip, self._clock()))
 
     def release(self, ip: IPAddress) -> None:
-        self.announcer.release(ip)
+        self._apply(self.announcer.release(ip))
         if isinstance(ip, IPv6Address):
             self._membership(socket.IPV6_LEAVE_GROUP, ip)
-        self._arm()
 
     def defend(self, ip: IPAddress, *, until: float, every: float) -> None:
-        self._send(self.announcer.defend(ip, self._clock(), until=until, every=every))
-        self._arm()
+        self._apply(self.announcer.defend(ip, self._clock(), until=until, every=every))
 
     def keep_defending(self, ip: IPAddress, *, until: float, every: float) -> None:
-        self.announcer.keep_defending(ip, self._clock(), until=until, every=every)
-        self._arm()
+        self._apply(self.announcer.keep_defending(ip, self._clock(), until=until, every=every))
 
     def _membership(self, op: int, ip: IPv6Address) -> None:
         mreq = wire.solicited_node(ip).packed + struct.pack("@I", self.info.index)
@@ -193,24 +200,21 @@ class Responder:
             self._send(reaction.send)
             for claim in reaction.claims:
                 self._on_claim(self, claim)
-        self._arm()
 
-    def _arm(self) -> None:
-        if self._loop is None:
-            return
-        deadline = self.announcer.next_deadline()
-        if self._timer is not None:
-            if deadline is not None and self._timer.when() == deadline:
-                return
-            self._timer.cancel()
-            self._timer = None
-        if deadline is not None:
-            self._timer = self._loop.call_at(deadline, self._due)
+    def _apply(
+        self, outputs: list[Output] | list[ArmTimer[AnnounceTimer] | CancelTimer[AnnounceTimer]]
+    ) -> None:
+        """Send the announcer's frames and carry out its timer orders."""
+        for out in outputs:
+            if isinstance(out, bytes):
+                self._send((out,))
+            elif self._loop is None:
+                self._unarmed.append(out)  # before start(): armed when the loop runs
+            else:
+                self._timers.apply(out)
 
-    def _due(self) -> None:
-        self._timer = None
-        self._send(self.announcer.due(self._clock()))
-        self._arm()
+    def _due(self, timer: AnnounceTimer) -> None:
+        self._apply(self.announcer.timer_expired(timer, self._clock()))
 
 
 def default_interfaces(ip: IPv4Address | IPv6Address, infos: dict[str, InterfaceInfo]) -> list[str]:
