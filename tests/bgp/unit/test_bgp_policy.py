@@ -261,6 +261,11 @@ def test_changes_apply_before_the_verdict_and_carry_on_without_one() -> None:
     )
 
 
+def test_large_communities_sort_like_their_numbers() -> None:
+    values = {LargeCommunity(2, 0, 0), LargeCommunity(1, 5, 0), LargeCommunity(1, 2, 3)}
+    assert [str(c) for c in sorted(values)] == ["1:2:3", "1:5:0", "2:0:0"]
+
+
 def test_strip_communities_all_or_listed() -> None:
     path = RouteAttributes(
         communities=(community(65000, 1), community(65000, 2)),

@@ -44,8 +44,11 @@ class Communities(Attribute):
         return cls(struct.unpack(f"!{len(data) // 4}I", data))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class LargeCommunity:
+    """``global_admin:local1:local2`` (RFC 8092); ordered like the tuple, so merged sets
+    of them sort."""
+
     global_admin: int
     local1: int
     local2: int
