@@ -488,6 +488,15 @@ class Neighbor:
             self._drive(link, link.session.notify(note, f"more than {limit} prefixes received"))
         for why, encs in judged.rejected:
             self.counters.prefixes_rejected += len(encs)
+            _log().debug(
+                "bgp routes rejected by the import filter",
+                peer=self.address,
+                family=str(action.family),
+                count=len(encs),
+                reason=why.reason,
+                filter=why.filter,
+                rule=why.rule,
+            )
             self._out.append(Report(RoutesFiltered(action.family, tuple(encs), why)))
         for path, encs in judged.accepted:
             if path is action.path and not judged.rejected:
