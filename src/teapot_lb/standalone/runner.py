@@ -240,6 +240,11 @@ class StatusWriter:
                 "errors": sp.l2.errors,
                 "counters": sp.l2.counters(),
                 "claims_judged": sp.l2.claims_judged,
+                # The longest silence heard from each peer: how close to being declared
+                # dead it came (the stability benchmark reads it under CPU load).
+                "heartbeat_max_gap_s": {
+                    m.node: round(m.max_gap, 4) for m in sp.l2.membership.members.values()
+                },
             }
         if sp is not None and sp.vip is not None:
             rendered = sp.vip.rendered
