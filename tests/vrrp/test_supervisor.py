@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from teapot_lb.vrrp.backend import VipBackend, VipClusterView
+from teapot_lb.speaker.vip_backend import VIPBackend
 from teapot_lb.vrrp.notify import Transition, VrrpState
 from teapot_lb.vrrp.render import Rendered, VipGroup, render
 from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
@@ -224,14 +224,14 @@ async def test_backend_writes_track_files_and_endpoint_changes_do_not_reload(
         candidate_nodes=("n1", "n2"),
         local_traffic_policy=True,
     )
-    backend = VipBackend("n1", sup)
-    view = VipClusterView(groups=(local,), local_endpoints={"ns/local": frozenset({"n1"})})
-    rendered = await backend.apply(view, interfaces={"eth0"})
-    (plan_,) = rendered.instances
+    backend = VIPBackend("n1", sup.dirs.root / "vip")
+    backend.supervisor = sup  # the one running the fake keepalived
+    await backend.apply([local], {}, ["eth0"], local={"192.0.2.20": frozenset({"n1"})})
+    assert backend.rendered is not None
+    (plan_,) = backend.rendered.instances
     assert plan_.track_file is not None
     track = sup.dirs.track_dir / plan_.track_file.name
     assert track.read_text() == "0\n"
-    moved = VipClusterView(groups=(local,), local_endpoints={"ns/local": frozenset({"n2"})})
-    await backend.apply(moved, interfaces={"eth0"})
+    await backend.apply([local], {}, ["eth0"], local={"192.0.2.20": frozenset({"n2"})})
     assert track.read_text() == "1\n"
     assert sup.counters.reloads == 0 and sup.counters.starts == 1

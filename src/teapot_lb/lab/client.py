@@ -21,10 +21,15 @@ CONNECT_TIMEOUT_S = 0.2
 REPLY_TIMEOUT_S = 0.5
 
 
+def target_of(ip: str, port: int) -> str:
+    """How an :class:`Attempt` names its target."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
 async def request(ip: str, port: int, *, connect_timeout: float = CONNECT_TIMEOUT_S) -> Attempt:
     """One ``GET /``; the answering node's name comes back in the body."""
     start = time.monotonic()
-    target = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+    target = target_of(ip, port)
     try:
         async with asyncio.timeout(connect_timeout):
             reader, writer = await asyncio.open_connection(ip, port)

@@ -25,6 +25,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,3 +315,67 @@ class LanLab:
             if any(word.split("/")[0] == ip for word in text.split()):
                 out.append(name)
         return out
+
+    # --- VIP mode: what each node's status.json says keepalived runs -------------------------
+
+    def vip_instances(self, name: str) -> dict[str, dict[str, Any]]:
+        """The node's VRRP instances: name → vrid, priority, vips, groups, state."""
+        states = self.status(name).get("vip", {}).get("instance_states", {})
+        return states if isinstance(states, dict) else {}
+
+    def vip_instance(self, ip: str, name: str | None = None) -> str | None:
+        """The instance that runs ``ip`` (as any node, or node ``name``, renders it)."""
+        for node in [name] if name else list(self.nodes):
+            for instance, info in self.vip_instances(node).items():
+                if ip in info.get("vips", []):
+                    return instance
+        return None
+
+    def vip_masters(self, instance: str) -> list[str]:
+        """Nodes whose keepalived reports MASTER for ``instance``."""
+        return [
+            n
+            for n in self.nodes
+            if self.vip_instances(n).get(instance, {}).get("state") == "MASTER"
+        ]
+
+    def settled_master(self, ip: str, *, timeout: float = 20.0, all_healthy: bool = False) -> str:
+        """Wait until the single MASTER of ``ip``'s instance is its highest-priority healthy
+        node (right after a start the first keepalived up may win before a higher-priority
+        one preempts it); ``all_healthy``: and every node of the instance is MASTER or
+        BACKUP (none restarting or in FAULT). Returns that master."""
+
+        def check() -> str | None:
+            instance = self.vip_instance(ip)
+            if instance is None:
+                return None
+            masters = self.vip_masters(instance)
+            if len(masters) != 1:
+                return None
+            healthy: dict[str, int] = {}
+            for n in self.nodes:
+                info = self.vip_instances(n).get(instance)
+                if info and info.get("state") in ("MASTER", "BACKUP"):
+                    healthy[n] = int(info["priority"])
+                elif info and all_healthy:
+                    return None
+            return masters[0] if max(healthy, key=lambda n: healthy[n]) == masters[0] else None
+
+        return wait_for(check, timeout=timeout, what=f"the top-priority MASTER of {ip}",
+                        detail=self.logs)  # fmt: skip
+
+    def keepalived_pid(self, name: str) -> int | None:
+        pid = self.status(name).get("vip", {}).get("keepalived_pid")
+        return int(pid) if pid else None
+
+    def vip_counters(self, name: str) -> dict[str, Any]:
+        return dict(self.status(name).get("vip", {}).get("counters", {}))
+
+    def kill_keepalived(self, name: str) -> float:
+        """SIGKILL the node's keepalived (parent and VRRP child); the monotonic time."""
+        pid = self.keepalived_pid(name)
+        if pid is None:
+            raise LookupError(f"{name} runs no keepalived")
+        now = time.monotonic()
+        os.killpg(pid, signal.SIGKILL)
+        return now
