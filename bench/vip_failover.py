@@ -51,7 +51,7 @@ from teapot_lb.lab.manifests import SERVICE_PORT
 from teapot_lb.lab.measure import first_success
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology, netns_available
-from teapot_lb.vrrp.render import DEFAULT_ADVERT_INTERVAL_S
+from teapot_lb.vrrp.group import DEFAULT_ADVERT_INTERVAL_S
 
 NODES = node_names(3)
 VIP = "192.0.2.200"

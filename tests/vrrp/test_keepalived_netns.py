@@ -23,13 +23,8 @@ from teapot_lb.lab.manifests import SERVICE_PORT
 from teapot_lb.lab.measure import first_success
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
-from teapot_lb.vrrp.render import (
-    InstanceKey,
-    VipGroup,
-    allocate_vrids,
-    group_instances,
-    node_priorities,
-)
+from teapot_lb.vrrp.group import VipGroup
+from teapot_lb.vrrp.instances import InstanceKey, allocate_vrids, group_instances, node_priorities
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon]
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from teapot_lb.speaker.vip_backend import VIPBackend
+from teapot_lb.vrrp.group import VipGroup
 from teapot_lb.vrrp.notify import Transition, VrrpState
-from teapot_lb.vrrp.render import Rendered, VipGroup, render
+from teapot_lb.vrrp.render import Rendered, render
 from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
 
 FAKE = r"""#!PYTHON
