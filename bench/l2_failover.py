@@ -92,7 +92,7 @@ def fmt(xs: list[float]) -> str:
 
 
 def started_lab(topo: Topology, workdir: Path) -> LanLab:
-    lab = LanLab(topo, workdir)
+    lab = LanLab(topo, workdir, poll_interval=None)  # teapot-lb run's own default
     lab.write(CONFIG, [service_doc("web", V4)])
     lab.start_all()
     owner = ranking(ip_address(V4), lab.nodes)[0]
@@ -189,7 +189,8 @@ def keepalived_trials(trials: int, advert: float, workdir: Path) -> list[float]:
     priorities = {"node-a": 254, "node-b": 253, "node-c": 252}
     results: list[float] = []
     with Topology("kabench") as topo:
-        lab = LanLab(topo, d)  # no Services: no IP on lo, keepalived puts it on eth0
+        # No Services, no speakers: no IP on lo; keepalived puts the VIP on eth0.
+        lab = LanLab(topo, d)
         try:
             for node, prio in priorities.items():
                 start_keepalived(lab, node, prio, advert, d)

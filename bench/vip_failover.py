@@ -223,7 +223,7 @@ def main() -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="vip-failover-"))
     default = DEFAULT_ADVERT_INTERVAL_S
     with Topology("vipbn") as topo:
-        lab = LanLab(topo, workdir, modes=("vip",))
+        lab = LanLab(topo, workdir, modes=("vip",), poll_interval=None)  # the CLI default
         try:
             lab.write(config(default), services(VIP))
             lab.start_all()

@@ -106,7 +106,7 @@ class LanLab:
         nodes: int = 3,
         modes: Sequence[str] = ("l2",),
         heartbeat_network: bool = False,
-        poll_interval: float = 0.05,
+        poll_interval: float | None = 0.05,
         run_args: Sequence[str] = (),
     ) -> None:
         self.topology = topology

@@ -24,20 +24,21 @@ def start_run(
     manifests: Path,
     state_dir: Path,
     modes: Sequence[str],
-    poll_interval: float,
+    poll_interval: float | None,
     log_path: Path,
     extra: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """``teapot-lb run`` for node ``name`` in its namespace, appending its log (JSON lines)
-    to ``log_path``."""
+    to ``log_path``. ``poll_interval`` None: the command's default."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    if poll_interval is not None:
+        extra = ("--poll-interval", str(poll_interval), *extra)
     with log_path.open("ab") as log:
         return host.popen(
             [
                 sys.executable, "-m", "teapot_lb.cli.run",
                 "--manifests", str(manifests), "--node", name,
-                "--state-dir", str(state_dir), "--modes", ",".join(modes),
-                "--poll-interval", str(poll_interval), *extra,
+                "--state-dir", str(state_dir), "--modes", ",".join(modes), *extra,
             ],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip

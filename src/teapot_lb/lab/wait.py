@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -35,3 +36,23 @@ def wait_for(
             extra = f"; last={value!r}" + (f"\n{detail()}" if detail is not None else "")
             raise LabTimeout(f"timed out after {timeout:g} s waiting for {what}{extra}")
         time.sleep(every)
+
+
+async def wait_for_async(
+    check: Callable[[], T | None], *, within: float, what: str, every: float = 0.01
+) -> T:
+    """:func:`wait_for` for a test that runs an event loop: the loop keeps running (the
+    condition usually changes in its callbacks) while ``check`` is polled, for at most
+    ``within`` seconds."""
+    value: T | None = None
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                value = check()
+                if value:
+                    return value
+                await asyncio.sleep(every)
+    except TimeoutError:
+        raise LabTimeout(
+            f"timed out after {within:g} s waiting for {what}; last={value!r}"
+        ) from None
