@@ -151,8 +151,8 @@ def reload_phase(lab: LanLab, reloads: int) -> tuple[int, int, int, int]:
         for i in range(reloads):
             adding = i % 2 == 0
             lab.write(services=services(VIP, JOINS, OWN, V6) if adding else services(VIP))
-            wait_for(lambda adding=adding: bool(lab.holders(JOINS)) == adding, timeout=20,
-                     what="the change applied")  # fmt: skip
+            wait_for(lambda adding=adding: lab.vip_applied(JOINS, adding), timeout=20,
+                     what="every node applying the change")  # fmt: skip
         t1 = time.monotonic()
     finally:
         attempts = probe.stop()

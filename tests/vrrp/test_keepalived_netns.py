@@ -189,10 +189,10 @@ def test_adding_and_removing_services_reloads_without_interrupting_other_vips(
         extra = services(JOINS, OWN, EXTRA6)
         for _ in range(5):
             lab.write(services=base + extra)
-            wait_for(lambda: lab.holders(JOINS), timeout=10, what="added VIP")
+            wait_for(lambda: lab.vip_applied(JOINS, True), timeout=10, what="added VIP")
             time.sleep(0.1)  # pace the changes so the probe sees every configuration
             lab.write(services=base)
-            wait_for(lambda: not lab.holders(JOINS), timeout=10, what="removed VIP")
+            wait_for(lambda: lab.vip_applied(JOINS, False), timeout=10, what="removed VIP")
             time.sleep(0.1)
         t1 = time.monotonic()
     finally:

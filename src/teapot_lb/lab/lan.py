@@ -331,6 +331,12 @@ class LanLab:
                     return instance
         return None
 
+    def vip_applied(self, ip: str, present: bool) -> bool:
+        """Whether every node runs ``ip`` (or none does) and it is held on the LAN (or not):
+        a change of the Services applied everywhere, not only on the VIP's master."""
+        rendered = all((self.vip_instance(ip, n) is not None) == present for n in self.nodes)
+        return rendered and bool(self.holders(ip)) == present
+
     def vip_masters(self, instance: str) -> list[str]:
         """Nodes whose keepalived reports MASTER for ``instance``."""
         return [
