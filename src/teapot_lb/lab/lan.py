@@ -90,8 +90,6 @@ def endpoints_doc(service: str, *ready_nodes: str) -> dict[str, Any]:
 class LanNode:
     name: str
     host: Host
-    v4: str  # eth0
-    v6: str  # eth0
     internal: str  # the Node's InternalIP: heartbeats go there
     labels: dict[str, str]
     speaker: subprocess.Popen[bytes] | None = None
@@ -107,7 +105,6 @@ class LanLab:
         modes: Sequence[str] = ("l2",),
         heartbeat_network: bool = False,
         poll_interval: float | None = 0.05,
-        run_args: Sequence[str] = (),
     ) -> None:
         self.topology = topology
         self.workdir = workdir
@@ -115,7 +112,6 @@ class LanLab:
         self.manifests.mkdir(parents=True, exist_ok=True)
         self.modes = tuple(modes)
         self.poll_interval = poll_interval
-        self.run_args = tuple(run_args)
         self.switch = topology.add_switch("sw")
         self.hb_switch = topology.add_switch("hb") if heartbeat_network else None
         self.client = topology.add_host("client")
@@ -137,7 +133,7 @@ class LanLab:
             if self.hb_switch is not None:
                 internal = f"198.51.100.{i}"
                 topology.connect(host, self.hb_switch, ifname="eth1", addrs=[f"{internal}/24"])
-            self.nodes[name] = LanNode(name, host, v4, v6, internal, {})
+            self.nodes[name] = LanNode(name, host, internal, {})
             start_workload(host, name)
         self.http = Client(self.client.ns)
         self.config: list[dict[str, Any]] = []
@@ -153,12 +149,6 @@ class LanLab:
         for name in self.nodes:
             self.kill(name)
         self.http.close()
-
-    def __enter__(self) -> LanLab:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
 
     @staticmethod
     def _serving(host: Host) -> bool:
@@ -225,7 +215,6 @@ class LanLab:
             modes=self.modes,
             poll_interval=self.poll_interval,
             log_path=self.log_path(name),
-            extra=self.run_args,
         )
         return node.speaker
 
