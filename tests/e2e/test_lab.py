@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from needs import require_binary, require_root
 from teapot_lb.lab.report import LabReport, to_json
 from teapot_lb.lab.runner import REPO_EXAMPLES, LabOptions, run_lab
 from teapot_lb.lab.scenarios import Sizes
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab.topology import PREFIX
 
 SMALL = Sizes(services=2, requests=20, trials=1)
@@ -119,11 +119,13 @@ def test_interrupting_the_lab_removes_everything_it_created(sig: signal.Signals)
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while not our_namespaces(proc.pid):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the lab never created its namespaces"
-            time.sleep(0.05)
+
+        def running(value: object) -> object:
+            assert proc.poll() is None, proc.communicate()  # the lab died: fail at once
+            return value
+
+        wait_for(lambda: running(our_namespaces(proc.pid)), timeout=60,
+                 what="the lab creating its namespaces", every=0.05)  # fmt: skip
 
         # Wait until both nodes run their processes (workload and speaker), then Ctrl-C.
         def node_pids() -> list[int]:
@@ -134,10 +136,12 @@ def test_interrupting_the_lab_removes_everything_it_created(sig: signal.Signals)
                 for ns in nodes
             ]  # fmt: skip
 
-        while (pids := node_pids()) != [2, 2] and not all(p >= 2 for p in pids or [0]):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, f"node processes: {pids}"
-            time.sleep(0.05)
+        def both_nodes_running() -> bool:
+            pids = node_pids()
+            return bool(running(pids == [2, 2] or all(p >= 2 for p in pids or [0])))
+
+        wait_for(both_nodes_running, timeout=60, what="workload and speaker on both nodes",
+                 every=0.05, detail=lambda: f"node processes: {node_pids()}")  # fmt: skip
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:

@@ -13,6 +13,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiException
 
 from fakeapi import FakeApiServer, custom_kind
+from teapot_lb.lab.wait import wait_for_async
 
 LB = ("lb.teapot.io", "v1alpha1")
 MERGE = "application/merge-patch+json"
@@ -527,7 +528,7 @@ async def test_fault_drop_watches_ends_open_streams(
 ) -> None:
     stream = await watch_services(api)
     try:
-        await _until(lambda: fake_api.open_watches == 1)
+        await wait_for_async(lambda: fake_api.open_watches == 1, within=5, what="one open watch")
         assert fake_api.faults.drop_watches() == 1
         assert await stream.next() is None
     finally:
@@ -592,14 +593,6 @@ async def test_builtin_list_items_omit_kind_like_the_real_server(api: client.Api
     assert "kind" not in body["items"][0]
 
 
-async def _until(predicate: Any, within: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        assert loop.time() < deadline, "condition not met before the deadline"
-        await asyncio.sleep(0.01)
-
-
 async def test_service_create_applies_server_defaults(api: client.ApiClient) -> None:
     core = client.CoreV1Api(api)
     single = await core.create_namespaced_service("default", service("a"))
@@ -648,9 +641,9 @@ async def test_watch_of_a_client_that_went_away_is_closed(
     fake_api: FakeApiServer, api: client.ApiClient
 ) -> None:
     stream = await watch_services(api)
-    await _until(lambda: fake_api.open_watches == 1)
+    await wait_for_async(lambda: fake_api.open_watches == 1, within=5, what="one open watch")
     stream.response.close()  # drop the connection without reading on
-    await _until(lambda: fake_api.open_watches == 0, within=5.0)
+    await wait_for_async(lambda: fake_api.open_watches == 0, within=5, what="no open watch")
 
 
 async def test_configuration_helper_reaches_the_server(fake_api: FakeApiServer) -> None:

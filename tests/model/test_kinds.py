@@ -12,7 +12,7 @@ from teapot_lb.model import (
     parse_duration,
     parse_large_community,
 )
-from teapot_lb.vrrp import render
+from teapot_lb.vrrp import group
 
 
 def test_fields_are_camel_case_on_the_wire_and_snake_case_in_python() -> None:
@@ -93,7 +93,7 @@ def test_durations_are_read_like_kubernetes(text: str, seconds: float) -> None:
 def test_vip_defaults_to_every_vrid_and_one_second() -> None:
     vip = parse(vip_advertisement("v"))
     assert vip.vrids() == range(1, 256)
-    assert vip.advertisement_interval_seconds() == render.DEFAULT_ADVERT_INTERVAL_S == 0.1
+    assert vip.advertisement_interval_seconds() == group.DEFAULT_ADVERT_INTERVAL_S == 0.1
 
 
 def test_dump_leaves_out_unset_fields() -> None:

@@ -6,7 +6,8 @@ from ipaddress import ip_address
 from pathlib import Path, PurePath
 
 from teapot_lb.speaker.vip_backend import VRIDS_FILE, VIPBackend
-from teapot_lb.vrrp.render import Rendered, RenderPaths, VipGroup, render
+from teapot_lb.vrrp.group import VipGroup
+from teapot_lb.vrrp.render import Rendered, RenderPaths, render
 
 RANGE = (10, 11)  # two VRIDs: a newcomer preferring the taken one is easy to find
 PATHS = RenderPaths(notify_fifo=PurePath("/nonexistent/fifo"), track_dir=PurePath("/nonexistent"))

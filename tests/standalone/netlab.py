@@ -4,27 +4,33 @@
                                    │ LAN 192.0.2.0/24 (switch)
                   n1 (192.0.2.11)  n2 (192.0.2.12)  n3 (192.0.2.13)
 
-Each node runs `teapot-lb run` on one shared manifest directory and a "who am I" TCP
-server on port 7000. kube-proxy is emulated: every Service IP is bound on `lo` of every
-node with `arp_ignore`/`arp_announce` set, so only teapot-lb makes an IP reachable
+Each node runs `teapot-lb run` on one shared manifest directory and the lab's HTTP
+workload on port 7000 (it answers with the node's name). kube-proxy is emulated: every
+Service IP is bound on `lo` of every node with `arp_ignore`/`arp_announce` set, so only
+teapot-lb makes an IP reachable
 (BGP routes at the router, L2 answers, or keepalived putting the VIP on eth0).
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
+from teapot_lb.lab.client import request
+from teapot_lb.lab.netns import in_netns
+from teapot_lb.lab.processes import log_tail, read_status, start_workload
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host, Topology
+
+__all__ = ["wait_for"]  # the tests' one wait, re-exported beside the lab
 
 T = TypeVar("T")
 
@@ -41,18 +47,6 @@ POLL = "0.1"  # manifest poll interval of the runners (s)
 NS = "lb-system"
 API = "lb.teapot.io/v1alpha1"
 EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"
-
-
-def wait_for(check: Callable[[], T | None], *, timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}")
-        time.sleep(0.05)
 
 
 # --- manifests -------------------------------------------------------------------------------
@@ -152,11 +146,7 @@ class Lab:
             for key in ("all", "eth0"):
                 h.sysctl(f"net.ipv4.conf.{key}.arp_ignore", "1")
                 h.sysctl(f"net.ipv4.conf.{key}.arp_announce", "2")
-            h.popen(
-                [sys.executable, "-m", "teapot_lb.vrrp.probe", "serve", "--name", name],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            start_workload(h, name, PORT)
             self.nodes[name] = h
 
     def bind_service_ip(self, ip: str) -> None:
@@ -203,27 +193,20 @@ class Lab:
         return proc.wait(timeout=timeout)
 
     def status(self, name: str) -> dict[str, Any]:
-        try:
-            return dict(json.loads((self.state_dir(name) / "status.json").read_text()))
-        except (OSError, ValueError):
-            return {}
+        return read_status(self.state_dir(name))
 
     def log_tail(self, name: str, lines: int = 30) -> str:
-        text = (self.workdir / f"{name}.log").read_text(errors="replace").splitlines()
-        return "\n".join(text[-lines:])
+        return log_tail(self.workdir / f"{name}.log", lines)
 
     def generation_at_least(self, gen: int) -> bool:
         return all(self.status(n).get("generation", 0) >= gen for n in self.procs)
 
     def who(self, ip: str, timeout: float = 1.0) -> str | None:
-        """The node answering a TCP connect from the client to ip:7000, or None."""
-        code = (
-            "import socket,sys\n"
-            f"s=socket.create_connection(('{ip}',{PORT}),timeout={timeout})\n"
-            "s.settimeout(1.0)\nsys.stdout.write(s.recv(64).decode().strip())\n"
+        """The node answering an HTTP request from the client to ip:7000, or None."""
+        attempt = in_netns(
+            self.client.ns, lambda: asyncio.run(request(ip, PORT, connect_timeout=timeout))
         )
-        out = self.client.run(sys.executable, "-c", code, check=False, timeout=10)
-        return out.strip() or None
+        return attempt.node
 
 
 def free_port() -> int:

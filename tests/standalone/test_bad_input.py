@@ -33,6 +33,7 @@ from speaker.builders import FakeFactory, FakeSpeaker
 from teapot_lb.bgp import PeerConfig, State
 from teapot_lb.cluster import Store
 from teapot_lb.l2.responder import InterfaceInfo
+from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.membership.core import Timing
 from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.l2_backend import L2Backend
@@ -181,17 +182,6 @@ class Runner:
         return l2 is not None and ip_address(GOOD_IP) in l2.owned
 
 
-async def until(check: Callable[[], Any], what: str, within: float = 15.0) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 @contextlib.asynccontextmanager
 async def running(tmp_path: Path, state: Path | None = None) -> AsyncIterator[Runner]:
     manifests = tmp_path / "manifests"
@@ -233,7 +223,7 @@ async def running(tmp_path: Path, state: Path | None = None) -> AsyncIterator[Ru
     speaker.notify()
     runner = Runner(manifests, state, source, speaker, factory, tasks, rendered)
     try:
-        await until(runner.good_ok, "web announced before any bad input")
+        await wait_for_async(runner.good_ok, within=15, what="web announced before any bad input")
         yield runner
     finally:
         for t in tasks:
@@ -430,18 +420,20 @@ async def test_bad_input_is_reported_and_the_good_service_is_untouched(
     async with running(tmp_path) as r:
         gen = r.status().get("generation", 0)
         await case.act(r)
-        await until(lambda: r.status().get("generation", 0) > gen, "the change loaded")
+        await wait_for_async(
+            lambda: r.status().get("generation", 0) > gen, within=15, what="the change loaded"
+        )
 
         def reported() -> bool:
             text = r.reported()
             return all(e in text for e in case.expect)
 
         try:
-            await until(reported, f"{case.expect} reported", within=10)
+            await wait_for_async(reported, within=10, what=f"{case.expect} reported")
         except AssertionError:
             raise AssertionError(f"{case.expect} not all in:\n{r.reported()}") from None
         assert r.alive()
-        await until(r.good_ok, "web still announced", within=8)
+        await wait_for_async(r.good_ok, within=8, what="web still announced")
         # The good Service is never refused nor reported as failing.
         web = r.status()["services"]["default/web"]
         assert web["refused"] is None
@@ -471,37 +463,42 @@ async def test_a_huge_manifest_file_keeps_the_runner_responsive(tmp_path: Path) 
             r.manifests / "bulk.yaml",
             [pool, *[{**s, "spec": {**s["spec"], "ipFamilies": ["IPv6"]}} for s in many]],
         )
-        await until(lambda: r.status().get("generation", 0) > gen, "the huge file loaded", 60)
+        await wait_for_async(
+            lambda: r.status().get("generation", 0) > gen, within=60, what="the huge file loaded"
+        )
         tick.cancel()
         print(f"longest event-loop stall while loading 5,000 Services: {lag[0]:.3f}s")
         assert lag[0] < 2.0  # generous: heartbeats and keepalives keep going (0.4s here)
         doc = r.status()
         assert len(doc["services"]) == 5001
         assert r.alive()
-        await until(r.good_ok, "web still announced", within=8)
+        await wait_for_async(r.good_ok, within=8, what="web still announced")
         # Still responsive: a small edit after the big one is applied promptly.
         write(r.manifests / "late.yaml", [service("late", "203.0.113.2")])
-        await until(
+        await wait_for_async(
             lambda: "203.0.113.2" in r.status().get("announcing", {}).get("bgp", []),
-            "a later edit applied",
-            30,
+            within=30,
+            what="a later edit applied",
         )
 
 
 async def test_a_deleted_manifest_file_withdraws_only_its_objects(tmp_path: Path) -> None:
     async with running(tmp_path) as r:
         write(r.manifests / "other.yaml", [service("other", "203.0.113.3")])
-        await until(
+        await wait_for_async(
             lambda: "203.0.113.3" in r.status().get("announcing", {}).get("bgp", []),
-            "other announced",
+            within=15,
+            what="other announced",
         )
         (r.manifests / "other.yaml").unlink()
-        await until(
-            lambda: "default/other" not in r.status().get("services", {}), "other withdrawn"
+        await wait_for_async(
+            lambda: "default/other" not in r.status().get("services", {}),
+            within=15,
+            what="other withdrawn",
         )
         assert "203.0.113.3" not in r.status().get("announcing", {}).get("bgp", [])
         assert r.alive()
-        await until(r.good_ok, "web still announced", within=8)
+        await wait_for_async(r.good_ok, within=8, what="web still announced")
 
 
 async def test_a_removed_manifest_directory_keeps_the_last_state_until_it_returns(
@@ -519,18 +516,19 @@ async def test_a_removed_manifest_directory_keeps_the_last_state_until_it_return
                 for p in r.status().get("problems", [])
             )
 
-        await until(missing_reported, "the missing directory reported")
+        await wait_for_async(missing_reported, within=15, what="the missing directory reported")
         assert r.alive()
         assert r.good_ok()  # a vanished directory is not a reason to withdraw everything
         write(saved / "more.yaml", [service("more", "203.0.113.4")])
         shutil.copytree(saved, r.manifests)
-        await until(
+        await wait_for_async(
             lambda: "203.0.113.4" in r.status().get("announcing", {}).get("bgp", []),
-            "the recreated directory read",
+            within=15,
+            what="the recreated directory read",
         )
         assert r.status()["generation"] > gen
         assert not r.status()["problems"]
-        await until(r.good_ok, "web still announced", within=8)
+        await wait_for_async(r.good_ok, within=8, what="web still announced")
 
 
 async def test_the_default_state_dir_comes_back_with_a_recreated_manifest_directory(
@@ -542,13 +540,16 @@ async def test_the_default_state_dir_comes_back_with_a_recreated_manifest_direct
         shutil.copytree(r.manifests, saved, ignore=shutil.ignore_patterns(".state"))
         shutil.rmtree(r.manifests)
         r.speaker.notify()
-        await until(lambda: r.source._gone, "the missing directory noticed")
+        await wait_for_async(
+            lambda: r.source._gone, within=15, what="the missing directory noticed"
+        )
         assert not r.manifests.exists()  # not recreated by writing the status
         write(saved / "more.yaml", [service("more", "203.0.113.4")])
         shutil.copytree(saved, r.manifests)
-        await until(
+        await wait_for_async(
             lambda: "203.0.113.4" in r.status().get("announcing", {}).get("bgp", []),
-            "status written again once the directory is back",
+            within=15,
+            what="status written again once the directory is back",
         )
         assert r.alive()
-        await until(r.good_ok, "web still announced", within=8)
+        await wait_for_async(r.good_ok, within=8, what="web still announced")

@@ -12,8 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 
 from needs import require_root
 from teapot_lb.cli.run import RunMarker
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
 
 from .restart_lab import NODE_IP, ROUTER_IP, NodeLab
@@ -85,14 +85,6 @@ class RouterLog:
             return self.lines[-1] if self.lines else {}
 
 
-def wait_for(check: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
 class Lab(NodeLab):
     def __init__(self, topo: Topology, workdir: Path) -> None:
         super().__init__(topo, workdir, graceful_restart=True)
@@ -102,13 +94,17 @@ class Lab(NodeLab):
             stderr=(workdir / "router.log").open("ab"),
         )
         self.rlog = RouterLog(proc)
-        wait_for(lambda: self.rlog.events("listening"), "the router to listen")
+        wait_for(lambda: self.rlog.events("listening"), timeout=30, what="the router to listen")
 
     def next_open(self) -> dict[str, Any]:
         """Start `teapot-lb run`; the router's view of its OPEN once the session is up."""
         opens, ups = len(self.rlog.events("open")), len(self.rlog.events("up"))
         self.start()
-        wait_for(lambda: len(self.rlog.events("up")) > ups, f"the session up (log: {self.log})")
+        wait_for(
+            lambda: len(self.rlog.events("up")) > ups,
+            timeout=30,
+            what=f"the session up (log: {self.log})",
+        )
         return self.rlog.events("open")[opens]
 
 
@@ -122,24 +118,34 @@ def test_start_after_a_crash_sets_the_r_bit_and_a_clean_stop_does_not(lab: Lab) 
     marker = RunMarker(lab.state).path
     first = lab.next_open()
     assert first["gr"] and not first["r"], "a first start must not claim to be a restart"
-    wait_for(lambda: LB_IP in lab.rlog.last().get("routes", []), "the route at the router")
+    wait_for(
+        lambda: LB_IP in lab.rlog.last().get("routes", []),
+        timeout=30,
+        what="the route at the router",
+    )
     assert marker.exists()
 
     assert lab.stop(signal.SIGKILL) == -signal.SIGKILL
-    wait_for(lambda: lab.rlog.events("down"), "the router to see the session go down")
+    wait_for(
+        lambda: lab.rlog.events("down"), timeout=30, what="the router to see the session go down"
+    )
     # The router negotiated graceful restart: it keeps our route as stale meanwhile.
     assert lab.rlog.events("down")[-1]["stale"] == [LB_IP]
 
     second = lab.next_open()
     assert second["r"] and second["f"], "the OPEN after a crash must carry the R and F bits"
     # Our End-of-RIB follows the initial table: the route is fresh again, not swept.
-    wait_for(lambda: lab.rlog.events("EndOfRib"), "our End-of-RIB")
+    wait_for(lambda: lab.rlog.events("EndOfRib"), timeout=30, what="our End-of-RIB")
     eor = lab.rlog.events("EndOfRib")[0]
     assert eor["routes"] == [LB_IP] and eor["stale"] == []
 
     assert lab.stop(signal.SIGTERM) == 0
     assert not marker.exists(), "a graceful stop removes the marker"
-    wait_for(lambda: len(lab.rlog.events("down")) >= 2, "the session to close on SIGTERM")
+    wait_for(
+        lambda: len(lab.rlog.events("down")) >= 2,
+        timeout=30,
+        what="the session to close on SIGTERM",
+    )
 
     third = lab.next_open()
     assert third["gr"] and not third["r"], "a start after a clean stop is not a restart"

@@ -1,293 +1,351 @@
 """VIP mode end to end: three nodes and a client on a bridge, real keepalived in each node.
 
-teapot-lb's agent (renderer + supervisor) drives keepalived in every node namespace;
-each node runs a TCP server answering with its name; the client connects to the VIPs.
+Every node runs ``teapot-lb run --modes vip`` (the speaker's VIP backend, the product
+path: plan → renderer → supervisor → keepalived) on one manifest directory; each node
+runs the lab's HTTP workload; the client sends requests to the VIPs.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from needs import require_binary
+from teapot_lb.lab.client import Probe, target_of
+from teapot_lb.lab.lan import LanLab, config_doc, endpoints_doc, node_names, service_doc
+from teapot_lb.lab.manifests import SERVICE_PORT
+from teapot_lb.lab.measure import first_success
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
-from teapot_lb.vrrp.agent import group_from_json
-from teapot_lb.vrrp.lab import VipLab, wait_for
-from teapot_lb.vrrp.render import InstanceKey, allocate_vrids, group_instances, node_priorities
+from teapot_lb.vrrp.group import VipGroup
+from teapot_lb.vrrp.instances import InstanceKey, allocate_vrids, group_instances, node_priorities
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon]
 
-NODES = ["n1", "n2", "n3"]
+NODES = node_names(3)
+WEB, WEB6, JOINS, EXTRA6, LOCAL = (
+    "192.0.2.200", "2001:db8::200", "192.0.2.210", "2001:db8::211", "192.0.2.220",
+)  # fmt: skip
+PAIR, OWN, UNI, ELSEWHERE = "192.0.2.230", "192.0.2.235", "192.0.2.240", "192.0.2.245"
 
 
-def svc(name: str, vip: str, **kw: Any) -> dict[str, Any]:
-    return {"name": name, "interface": "eth0", "vips": [vip], "candidate_nodes": NODES, **kw}
+def hostname_in(*nodes: str) -> dict[str, Any]:
+    expr = {"key": "kubernetes.io/hostname", "operator": "In", "values": list(nodes)}
+    return {"matchExpressions": [expr]}
 
 
-WEB = svc("default/web", "192.0.2.200")
-WEB6 = svc("default/web6", "2001:db8::200")
-PAIR = svc("default/pair", "192.0.2.201", candidate_nodes=["n1", "n2"])
+VRIDS = {"all": (1, 50), "pair": (51, 100), "own": (101, 150), "uni": (151, 200),
+         "elsewhere": (201, 250)}  # fmt: skip
+
+
+def advertisement(name: str, pool: list[str], **spec: Any) -> list[dict[str, Any]]:
+    """A pool and the VIPAdvertisement of it (eth0, advert 0.1 s unless given; VRIDs from a
+    range of its own, as validation asks of advertisements sharing nodes and a link)."""
+    first, last = VRIDS[name]
+    body = {
+        "addressPools": [name],
+        "interface": "eth0",
+        "advertisementInterval": "0.1s",
+        "vridRange": {"start": first, "end": last},
+        **spec,
+    }
+    return [
+        config_doc("AddressPool", name, {"addresses": pool}),
+        config_doc("VIPAdvertisement", name, body),
+    ]
+
+
+def config(pair_nodes: tuple[str, ...] = ("node-a", "node-b")) -> list[dict[str, Any]]:
+    pair = {"nodeSelectors": [hostname_in(*pair_nodes)]} if pair_nodes else {}
+    return [
+        *advertisement("all", ["192.0.2.200-192.0.2.229", "2001:db8::200-2001:db8::22f"]),
+        *advertisement("pair", ["192.0.2.230-192.0.2.234"], **pair),
+        *advertisement("own", ["192.0.2.235-192.0.2.239"],
+                       nodeSelectors=[hostname_in("node-b", "node-c")]),
+        *advertisement("uni", ["192.0.2.240-192.0.2.244"], unicastPeers=True),
+        *advertisement("elsewhere", ["192.0.2.245-192.0.2.249"], interface="eth9"),
+    ]  # fmt: skip
+
+
+def services(*ips: str) -> list[dict[str, Any]]:
+    return [service_doc(f"svc-{ipaddress.ip_address(ip).packed.hex()}", ip) for ip in ips]
 
 
 @pytest.fixture
-def lab(topology: Topology, tmp_path: Path) -> Iterator[VipLab]:
+def lab(topology: Topology, tmp_path: Path) -> Iterator[LanLab]:
     require_binary("keepalived")
-    yield VipLab(topology, tmp_path).build()
+    lab = LanLab(topology, tmp_path, modes=("vip",))
+    try:
+        yield lab
+    finally:
+        print(lab.logs())  # shown by pytest when a test fails
+        lab.close()
 
 
-def test_client_reaches_each_vip_on_its_single_master(lab: VipLab) -> None:
-    lab.start([WEB, WEB6, PAIR])
-    for group, vip in [("default/web", "192.0.2.200"), ("default/web6", "2001:db8::200")]:
-        master = lab.settled_master(group)
+def start(lab: LanLab, docs: list[dict[str, Any]], **kw: Any) -> None:
+    lab.write(config(**kw), docs)
+    lab.start_all()
 
-        def held_by_master_only(vip: str = vip, master: str = master) -> bool:
-            return lab.holders(vip) == [master]
 
-        wait_for(held_by_master_only, timeout_s=5, what=f"{vip} on {master} only")
-        assert lab.connect(vip) == master
-    pair_master = lab.settled_master("default/pair")
-    assert pair_master in ("n1", "n2")
-    assert lab.connect("192.0.2.201") == pair_master
+def wait_holders(lab: LanLab, ip: str, nodes: list[str], timeout: float = 10) -> None:
+    wait_for(lambda: lab.holders(ip) == nodes, timeout=timeout, what=f"{ip} on {nodes} only")
+
+
+def answered_after(probe: Probe, t0: float, ip: str, *, not_from: str) -> float | None:
+    target = target_of(ip, SERVICE_PORT)
+    return first_success(
+        probe.snapshot(), t0, accept=lambda a: a.target == target and a.node != not_from
+    )
+
+
+def test_client_reaches_each_vip_on_its_single_master(lab: LanLab) -> None:
+    start(lab, services(WEB, WEB6, PAIR))
+    for ip in (WEB, WEB6):
+        master = lab.settled_master(ip)
+        wait_holders(lab, ip, [master])
+        assert lab.who(ip) == master
+    pair_master = lab.settled_master(PAIR)
+    assert pair_master in ("node-a", "node-b")
+    assert lab.who(PAIR) == pair_master
     # Stays that way: sample for a while, never two masters for an instance.
     for _ in range(20):
-        for group in ("default/web", "default/web6", "default/pair"):
-            instance = lab.instance_of(group)
+        for ip in (WEB, WEB6, PAIR):
+            instance = lab.vip_instance(ip)
             assert instance is not None
-            assert len(lab.masters(instance)) <= 1
+            assert len(lab.vip_masters(instance)) <= 1
         time.sleep(0.05)
 
 
-def test_killing_the_masters_keepalived_moves_the_vip_and_it_is_restarted(lab: VipLab) -> None:
-    lab.start([WEB])
-    instance = lab.instance_of("default/web")
-    assert instance is not None
-    old = lab.settled_master("default/web")
-    lab.start_prober(["192.0.2.200"])
-    wait_for(lambda: lab.attempts(), timeout_s=10, what="the prober to run")
-    t0 = lab.kill_keepalived(old)
-    # Another node takes the IP and the client reaches it there.
-    wait_for(
-        lambda: lab.first_answer_after(t0, "192.0.2.200", not_from=old),
-        timeout_s=10,
-        what="a connect answered by another node",
-    )
+def test_killing_the_masters_keepalived_moves_the_vip_and_it_is_restarted(lab: LanLab) -> None:
+    start(lab, services(WEB))
+    old = lab.settled_master(WEB)
+    probe = lab.http.probe([(WEB, SERVICE_PORT)], 0.01)
+    try:
+        wait_for(lambda: probe.snapshot(), timeout=10, what="the probe to run")
+        t0 = lab.kill_keepalived(old)
+        # Another node takes the IP and the client reaches it there.
+        wait_for(lambda: answered_after(probe, t0, WEB, not_from=old), timeout=10,
+                 what="a request answered by another node")  # fmt: skip
+    finally:
+        probe.stop()
     # The supervisor removed what the killed keepalived left and restarted it.
     wait_for(
-        lambda: lab.counters(old).get("starts") == 2 and lab.keepalived_pid(old),
-        timeout_s=15,
+        lambda: lab.vip_counters(old).get("starts") == 2 and lab.keepalived_pid(old),
+        timeout=15,
         what="keepalived restarted",
     )
-    assert lab.counters(old)["unexpected_exits"] == 1
-    assert lab.counters(old)["stale_vips_removed"] >= 1
+    assert lab.vip_counters(old)["unexpected_exits"] == 1
+    assert lab.vip_counters(old)["stale_vips_removed"] >= 1
     # And the cluster settles on exactly one holder again.
-    master = lab.settled_master("default/web")
-    wait_for(lambda: lab.holders("192.0.2.200") == [master], timeout_s=5, what="one holder")
-    assert lab.connect("192.0.2.200") == master
+    master = lab.settled_master(WEB)
+    wait_holders(lab, WEB, [master])
+    assert lab.who(WEB) == master
 
 
-def test_link_down_on_the_master_moves_the_vip(lab: VipLab) -> None:
-    lab.start([WEB, WEB6])
-    old = lab.settled_master("default/web")
-    old6 = lab.settled_master("default/web6")
-    lab.start_prober(["192.0.2.200", "2001:db8::200"])
-    wait_for(lambda: lab.attempts(), timeout_s=10, what="the prober to run")
-    t0 = time.monotonic()
-    lab.set_link(old, up=False)
-    lab.set_link(old6, up=False)
-    wait_for(
-        lambda: lab.first_answer_after(t0, "192.0.2.200", not_from=old),
-        timeout_s=10,
-        what="IPv4 VIP answered by another node",
-    )
-    wait_for(
-        lambda: lab.first_answer_after(t0, "2001:db8::200", not_from=old6),
-        timeout_s=10,
-        what="IPv6 VIP answered by another node",
-    )
+def test_link_down_on_the_master_moves_the_vip(lab: LanLab) -> None:
+    start(lab, services(WEB, WEB6))
+    old, old6 = lab.settled_master(WEB), lab.settled_master(WEB6)
+    probe = lab.http.probe([(WEB, SERVICE_PORT), (WEB6, SERVICE_PORT)], 0.01)
+    try:
+        wait_for(lambda: probe.snapshot(), timeout=10, what="the probe to run")
+        t0 = time.monotonic()
+        lab.link(old, up=False)
+        lab.link(old6, up=False)
+        wait_for(lambda: answered_after(probe, t0, WEB, not_from=old), timeout=10,
+                 what="IPv4 VIP answered by another node")  # fmt: skip
+        wait_for(lambda: answered_after(probe, t0, WEB6, not_from=old6), timeout=10,
+                 what="IPv6 VIP answered by another node")  # fmt: skip
+    finally:
+        probe.stop()
     down = {old, old6}
-    new = [n for n in NODES if n not in down]
-    instance = lab.instance_of("default/web")
+    instance = lab.vip_instance(WEB)
     assert instance is not None
-    assert any(n in lab.masters(instance) for n in new)
+    assert any(n in lab.vip_masters(instance) for n in NODES if n not in down)
     for node in down:
-        lab.set_link(node, up=True)
-    master = lab.settled_master("default/web")
-    assert lab.connect("192.0.2.200") == master
+        lab.link(node, up=True)
+    master = lab.settled_master(WEB)
+    wait_for(lambda: lab.who(WEB) == master, timeout=10, what=f"{WEB} served by {master}")
 
 
 def test_adding_and_removing_services_reloads_without_interrupting_other_vips(
-    lab: VipLab,
+    lab: LanLab,
 ) -> None:
-    lab.start([WEB, WEB6, PAIR])
-    masters = {g: lab.settled_master(g) for g in ("default/web", "default/web6", "default/pair")}
+    base = services(WEB, WEB6, PAIR)
+    start(lab, base)
+    masters = {ip: lab.settled_master(ip) for ip in (WEB, WEB6, PAIR)}
     pids = {n: lab.keepalived_pid(n) for n in NODES}
-    reloads = {n: lab.counters(n)["reloads"] for n in NODES}
-    lab.start_prober(["192.0.2.200", "2001:db8::200", "192.0.2.201"])
-    wait_for(lambda: lab.attempts(), timeout_s=10, what="the prober to run")
-    t0 = time.monotonic()
-    extra = [
-        svc("default/joins-web", "192.0.2.210"),  # same instance as web: its VIP list changes
-        svc("default/own", "192.0.2.211", candidate_nodes=["n2", "n3"]),  # a new instance
-        svc("default/extra6", "2001:db8::211"),
-    ]
-    for _ in range(5):
-        lab.write_config([WEB, WEB6, PAIR, *extra])
-        wait_for(lambda: lab.holders("192.0.2.210"), timeout_s=10, what="added VIP")
-        time.sleep(0.1)  # pace the changes so the probe sees every configuration
-        lab.write_config([WEB, WEB6, PAIR])
-        wait_for(lambda: not lab.holders("192.0.2.210"), timeout_s=10, what="removed VIP")
-        time.sleep(0.1)
-    t1 = time.monotonic()
-    # Every attempt started before t1 has finished once the prober's 2 s timeout passed.
-    time.sleep(2.2)
-    attempts = [a for a in lab.attempts(since=t0) if a.start < t1]
+    reloads = {n: lab.vip_counters(n)["reloads"] for n in NODES}
+    probe = lab.http.probe([(ip, SERVICE_PORT) for ip in (WEB, WEB6, PAIR)], 0.01)
+    try:
+        wait_for(lambda: probe.snapshot(), timeout=10, what="the probe to run")
+        t0 = time.monotonic()
+        # JOINS joins web's instance (its VIP list changes), OWN gets an instance of its own.
+        extra = services(JOINS, OWN, EXTRA6)
+        for _ in range(5):
+            lab.write(services=base + extra)
+            wait_for(lambda: lab.vip_applied(JOINS, True), timeout=10, what="added VIP")
+            time.sleep(0.1)  # pace the changes so the probe sees every configuration
+            lab.write(services=base)
+            wait_for(lambda: lab.vip_applied(JOINS, False), timeout=10, what="removed VIP")
+            time.sleep(0.1)
+        t1 = time.monotonic()
+    finally:
+        attempts = [a for a in probe.stop() if t0 <= a.start < t1]
     assert len(attempts) > 100
     failed = [a for a in attempts if not a.ok]
-    assert failed == [], f"{len(failed)} failed connects, first: {failed[:3]}"
+    assert failed == [], f"{len(failed)} failed requests, first: {failed[:3]}"
     # Unchanged VIPs never moved, and keepalived was reloaded, not restarted.
-    vip_master = {"192.0.2.200:7000": masters["default/web"]}
-    vip_master["[2001:db8::200]:7000"] = masters["default/web6"]
-    vip_master["192.0.2.201:7000"] = masters["default/pair"]
-    assert {(a.target, a.node) for a in attempts} == set(vip_master.items())
+    expected = {(target_of(ip, SERVICE_PORT), node) for ip, node in masters.items()}
+    assert {(a.target, a.node) for a in attempts} == expected
     for n in NODES:
         assert lab.keepalived_pid(n) == pids[n]
-        assert lab.counters(n)["reloads"] >= reloads[n] + 10
+        assert lab.vip_counters(n)["reloads"] >= reloads[n] + 10
 
 
-def test_after_a_dual_master_the_client_follows_the_winner(lab: VipLab) -> None:
+def test_after_a_dual_master_the_client_follows_the_winner(lab: LanLab) -> None:
     """Two masters, each announcing the VIP; when they see each other again the
     loser steps down and the winner re-announces, so the client does not stay on
     the loser's MAC (keepalived's defaults would leave it there)."""
-    lab.start([PAIR])
-    instance = lab.instance_of("default/pair")
+    start(lab, services(PAIR))
+    winner = lab.settled_master(PAIR)
+    instance = lab.vip_instance(PAIR)
     assert instance is not None
-    winner = lab.settled_master("default/pair")
-    loser = "n2" if winner == "n1" else "n1"
-    lab.start_prober(["192.0.2.201"])
-    wait_for(
-        lambda: lab.client_neighbour_mac("192.0.2.201") == lab.nodes[winner].mac("eth0"),
-        timeout_s=5,
-        what="client on the master's MAC",
-    )
-    lab.isolate([winner, loser], isolated=True)
-    wait_for(
-        lambda: sorted(lab.masters(instance)) == sorted([winner, loser]),
-        timeout_s=10,
-        what="two masters while the nodes cannot hear each other",
-    )
-    wait_for(
-        lambda: lab.client_neighbour_mac("192.0.2.201") == lab.nodes[loser].mac("eth0"),
-        timeout_s=5,
-        what="client moved to the second master's MAC by its GARP",
-    )
-    time.sleep(1.5)  # past the second master's delayed GARP burst
-    rx_lower = lab.counters(winner).get("dual_master_resolutions", 0)
-    lab.isolate([winner, loser], isolated=False)
-    wait_for(lambda: lab.masters(instance) == [winner], timeout_s=5, what="loser steps down")
-    wait_for(
-        lambda: lab.client_neighbour_mac("192.0.2.201") == lab.nodes[winner].mac("eth0"),
-        timeout_s=3,
-        what="client back on the winner's MAC (re-announced, not left stale)",
-    )
-    assert lab.counters(winner)["dual_master_resolutions"] > rx_lower
-    assert lab.holders("192.0.2.201") == [winner]
-    t_back = time.monotonic()
-    wait_for(
-        lambda: lab.answered_by_since(t_back, "192.0.2.201", winner),
-        timeout_s=5,
-        what="connects answered by the winner",
-    )
+    loser = "node-b" if winner == "node-a" else "node-a"
+    probe = lab.http.probe([(PAIR, SERVICE_PORT)], 0.01)
+    try:
+        wait_for(lambda: lab.client_neighbor(PAIR) == lab.mac(winner), timeout=5,
+                 what="client on the master's MAC")  # fmt: skip
+        lab.isolate([winner, loser], isolated=True)
+        wait_for(lambda: sorted(lab.vip_masters(instance)) == sorted([winner, loser]),
+                 timeout=10, what="two masters while the nodes cannot hear each other")  # fmt: skip
+        wait_for(lambda: lab.client_neighbor(PAIR) == lab.mac(loser), timeout=5,
+                 what="client moved to the second master's MAC by its GARP")  # fmt: skip
+        time.sleep(1.5)  # past the second master's delayed GARP burst
+        rx_lower = lab.vip_counters(winner).get("dual_master_resolutions", 0)
+        lab.isolate([winner, loser], isolated=False)
+        wait_for(lambda: lab.vip_masters(instance) == [winner], timeout=5,
+                 what="loser steps down")  # fmt: skip
+        wait_for(lambda: lab.client_neighbor(PAIR) == lab.mac(winner), timeout=3,
+                 what="client back on the winner's MAC (re-announced, not left stale)")  # fmt: skip
+        assert lab.vip_counters(winner)["dual_master_resolutions"] > rx_lower
+        assert lab.holders(PAIR) == [winner]
+        t_back = time.monotonic()
+        wait_for(lambda: any(a.node == winner for a in probe.snapshot() if a.start >= t_back),
+                 timeout=5, what="requests answered by the winner")  # fmt: skip
+    finally:
+        probe.stop()
 
 
-def _pair_whose_master_outranks_the_third_node() -> tuple[list[str], str]:
+def _pair_whose_master_outranks_the_third_node() -> tuple[tuple[str, str], str]:
     """Two candidates and a joiner such that the joiner will not rank first."""
     for pair in itertools.combinations(NODES, 2):
         (joiner,) = set(NODES) - set(pair)
-        g = group_from_json(svc("default/pair", "192.0.2.201", candidate_nodes=list(pair)))
+        ip = (ipaddress.ip_address(PAIR),)
+        g = VipGroup("pair", "eth0", ip, candidate_nodes=pair, vrid_range=VRIDS["pair"])
         vrid = allocate_vrids(group_instances([g])).vrids[InstanceKey.of(g).token()]
-        prios = node_priorities(InstanceKey.of(replace(g, candidate_nodes=tuple(NODES))), vrid)
+        everyone = VipGroup("pair", "eth0", ip, tuple(NODES), vrid_range=VRIDS["pair"])
+        prios = node_priorities(InstanceKey.of(everyone), vrid)
         if max(prios, key=lambda n: prios[n]) != joiner:
-            return list(pair), joiner
+            return (pair[0], pair[1]), joiner
     raise AssertionError("every joiner ranks first")  # impossible for 3 pairs
 
 
-def test_a_node_joining_keeps_the_instance_and_its_master(lab: VipLab) -> None:
+@pytest.mark.xfail(
+    strict=True,
+    reason="the VIP backend allocates an instance whose node set changed afresh, so the "
+    "instance gets a new VRID (speaker/vip_backend.VIPBackend.kept_vrids: a joining node "
+    "has no history to inherit from); the old static agent was handed one allocation",
+)
+def test_a_node_joining_keeps_the_instance_and_its_master(lab: LanLab) -> None:
     pair, joiner = _pair_whose_master_outranks_the_third_node()
-    lab.start([svc("default/pair", "192.0.2.201", candidate_nodes=pair)])
-    before = lab.instance_of("default/pair")
-    old_master = lab.settled_master("default/pair")
+    start(lab, services(PAIR), pair_nodes=pair)
+    old_master = lab.settled_master(PAIR)
+    before = lab.vip_instance(PAIR)
     pids = {n: lab.keepalived_pid(n) for n in pair}
-    lab.start_prober(["192.0.2.201"])
-    wait_for(lambda: lab.attempts(), timeout_s=10, what="the prober to run")
-    t0 = time.monotonic()
-    lab.write_config([svc("default/pair", "192.0.2.201")])  # all three nodes
-    assert lab.instance_of("default/pair", joiner) == before  # same VRID, same name
-    assert lab.settled_master("default/pair", all_healthy=True) == old_master
-    time.sleep(1.0)  # observe the new configuration for a while
-    t1 = time.monotonic()
-    time.sleep(2.2)  # every attempt started before t1 has finished (prober timeout 2 s)
-    window = [a for a in lab.attempts(since=t0) if a.start < t1]
+    probe = lab.http.probe([(PAIR, SERVICE_PORT)], 0.01)
+    t0 = t1 = time.monotonic()
+    try:
+        wait_for(lambda: probe.snapshot(), timeout=10, what="the probe to run")
+        t0 = time.monotonic()
+        lab.write(config(pair_nodes=()))  # all three nodes
+        wait_for(lambda: lab.vip_instance(PAIR, joiner), timeout=20, what=f"{joiner} joining")
+        assert lab.vip_instance(PAIR, joiner) == before  # same VRID, same name
+        assert lab.settled_master(PAIR, all_healthy=True) == old_master
+        time.sleep(1.0)  # observe the new configuration for a while
+        t1 = time.monotonic()
+    finally:
+        window = [a for a in probe.stop() if t0 <= a.start < t1]
     assert len(window) > 20
     assert all(a.ok and a.node == old_master for a in window)
     assert {n: lab.keepalived_pid(n) for n in pair} == pids  # reloaded, not restarted
 
 
-def test_local_policy_endpoint_loss_moves_mastership_without_reload(lab: VipLab) -> None:
-    local = svc("default/local", "192.0.2.220", local_traffic_policy=True)
-    lab.start([WEB, local], local_endpoints={"default/local": NODES})
-    old = lab.settled_master("default/local")
-    before = {n: (lab.keepalived_pid(n), lab.counters(n)["reloads"]) for n in NODES}
+def test_a_node_joining_runs_the_same_instance_as_the_others(lab: LanLab) -> None:
+    """What the speaker does guarantee when a node joins a VIP's candidates: every node
+    renders the same instance (name and VRID), which elects exactly one master."""
+    pair, joiner = _pair_whose_master_outranks_the_third_node()
+    start(lab, services(PAIR), pair_nodes=pair)
+    lab.settled_master(PAIR)
+    lab.write(config(pair_nodes=()))  # all three nodes
+    wait_for(lambda: lab.vip_instance(PAIR, joiner), timeout=20, what=f"{joiner} joining")
+    wait_for(
+        lambda: len({lab.vip_instance(PAIR, n) for n in NODES}) == 1,
+        timeout=20,
+        what="every node running the same instance",
+    )
+    master = lab.settled_master(PAIR, all_healthy=True)
+    wait_holders(lab, PAIR, [master])
+    wait_for(lambda: lab.who(PAIR) == master, timeout=10, what=f"{PAIR} served by {master}")
+
+
+def test_local_policy_endpoint_loss_moves_mastership_without_reload(lab: LanLab) -> None:
+    local = service_doc("local", LOCAL, externalTrafficPolicy="Local")
+    start(lab, [*services(WEB), local, endpoints_doc("local", *NODES)])
+    old = lab.settled_master(LOCAL)
+    before = {n: (lab.keepalived_pid(n), lab.vip_counters(n)["reloads"]) for n in NODES}
     remaining = [n for n in NODES if n != old]
-    lab.write_config([WEB, local], local_endpoints={"default/local": remaining})
-    new = lab.settled_master("default/local")
+    lab.write(services=[*services(WEB), local, endpoints_doc("local", *remaining)])
+    new = wait_for(lambda: next((m for m in [lab.settled_master(LOCAL)] if m != old), None),
+                   timeout=20, what="another master")  # fmt: skip
     assert new in remaining
-    wait_for(lambda: lab.holders("192.0.2.220") == [new], timeout_s=5, what="VIP moved")
-    assert lab.connect("192.0.2.220") == new
-    instance = lab.instance_of("default/local", old)
+    wait_holders(lab, LOCAL, [new])
+    assert lab.who(LOCAL) == new
+    instance = lab.vip_instance(LOCAL, old)
     assert instance is not None
-    assert (lab.status(old) or {})["instances"][instance]["state"] == "FAULT"
-    after = {n: (lab.keepalived_pid(n), lab.counters(n)["reloads"]) for n in NODES}
+    assert lab.vip_instances(old)[instance]["state"] == "FAULT"
+    after = {n: (lab.keepalived_pid(n), lab.vip_counters(n)["reloads"]) for n in NODES}
     assert after == before, "endpoint changes must not reload or restart keepalived"
 
 
-def test_unicast_instance_elects_one_master_and_fails_over(lab: VipLab) -> None:
-    lab.start([svc("default/uni", "192.0.2.250", unicast=True)])
-    old = lab.settled_master("default/uni", all_healthy=True)
-    assert lab.connect("192.0.2.250") == old
-    instance = lab.instance_of("default/uni")
+def test_unicast_instance_elects_one_master_and_fails_over(lab: LanLab) -> None:
+    start(lab, services(UNI))
+    old = lab.settled_master(UNI, all_healthy=True)
+    assert lab.who(UNI) == old
+    instance = lab.vip_instance(UNI)
     assert instance is not None
-    lab.set_link(old, up=False)
+    lab.link(old, up=False)
     new = wait_for(
-        lambda: next((m for m in lab.masters(instance) if m != old), None),
-        timeout_s=10,
+        lambda: next((m for m in lab.vip_masters(instance) if m != old), None),
+        timeout=10,
         what="another node MASTER",
     )
-    assert lab.connect("192.0.2.250") == new
+    wait_for(lambda: lab.who(UNI) == new, timeout=10, what=f"{UNI} served by {new}")
 
 
-def test_a_missing_interface_is_reported_and_other_instances_still_run(lab: VipLab) -> None:
-    broken = svc("default/elsewhere", "192.0.2.230", interface="eth9")
-    lab.start([WEB, broken])
-    master = lab.settled_master("default/web")
-    assert lab.connect("192.0.2.200") == master
+def test_a_missing_interface_is_reported_and_other_instances_still_run(lab: LanLab) -> None:
+    start(lab, services(WEB, ELSEWHERE))
+    master = lab.settled_master(WEB)
+    assert lab.who(WEB) == master
     for n in NODES:
-        errors = (lab.status(n) or {})["errors"]
-        assert any("no interface 'eth9'" in e and "default/elsewhere" in e for e in errors)
-    assert lab.holders("192.0.2.230") == []
-
-
-def test_colliding_explicit_vrids_are_reported_by_the_agent(lab: VipLab) -> None:
-    a = svc("default/a", "192.0.2.240", vrid=77)
-    b = svc("default/b", "192.0.2.241", vrid=77, candidate_nodes=["n1", "n2"])
-    lab.start([a, b])
-    master = lab.settled_master("default/a")
-    assert lab.connect("192.0.2.240") == master
-    errors = (lab.status("n1") or {})["errors"]
-    assert any("virtual router ID 77" in e and "default/b" in e for e in errors)
-    assert lab.holders("192.0.2.241") == []
+        wait_for(lambda n=n: any("eth9" in e for e in lab.status(n)["vip"]["errors"]),
+                 timeout=10, what=f"{n} reporting the missing interface")  # fmt: skip
+        services_ = lab.status(n)["services"]
+        (failures,) = [s["failures"] for s in services_.values() if ELSEWHERE in s["ips"]]
+        assert "eth9" in failures[ELSEWHERE]  # the Service's status says why
+    assert lab.holders(ELSEWHERE) == []

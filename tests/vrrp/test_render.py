@@ -12,21 +12,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teapot_lb.vrrp.render import (
+from teapot_lb.vrrp.group import Family, InvalidVipGroup, VipGroup
+from teapot_lb.vrrp.instances import (
     PRIORITY_MAX,
-    Family,
     InstanceKey,
-    InterfaceMissing,
-    InvalidVipGroup,
-    MissingNodeAddress,
-    Rendered,
-    RenderPaths,
-    VipGroup,
     VridCollision,
     VridRangeExhausted,
     allocate_vrids,
     group_instances,
     node_priorities,
+)
+from teapot_lb.vrrp.render import (
+    InterfaceMissing,
+    MissingNodeAddress,
+    Rendered,
+    RenderPaths,
     render,
 )
 

@@ -8,20 +8,20 @@ SIGTERM. Real keepalived is exercised by test_keepalived_netns.py.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import os
 import signal
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from teapot_lb.vrrp.backend import VipBackend, VipClusterView
+from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.speaker.vip_backend import VIPBackend
+from teapot_lb.vrrp.group import VipGroup
 from teapot_lb.vrrp.notify import Transition, VrrpState
-from teapot_lb.vrrp.render import Rendered, VipGroup, render
+from teapot_lb.vrrp.render import Rendered, render
 from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
 
 FAKE = r"""#!PYTHON
@@ -64,14 +64,6 @@ def groups(*vips: str) -> list[VipGroup]:
         )
         for i, v in enumerate(vips)
     ]
-
-
-async def wait_until(check: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def events(state_dir: Path) -> list[str]:
@@ -118,7 +110,7 @@ async def test_apply_starts_keepalived_and_reports_masters_from_the_fifo(
     rendered = plan(sup, "192.0.2.10")
     await sup.apply(rendered)
     (name,) = [i.name for i in rendered.instances]
-    await wait_until(lambda: name in sup.masters(), "MASTER reported")
+    await wait_for_async(lambda: name in sup.masters(), within=10, what="MASTER reported")
     assert [str(v) for v in sup.masters()[name]] == ["192.0.2.10"]
     assert sup.states[name].state is VrrpState.MASTER
     assert [(e.name, e.state) for e in seen if isinstance(e, Transition)][:2] == [
@@ -134,11 +126,13 @@ async def test_reload_only_when_the_rendered_text_changes(
 ) -> None:
     sup, _ = supervised
     await sup.apply(plan(sup, "192.0.2.10"))
-    await wait_until(lambda: events(sup.dirs.root) == ["START"], "start")
+    await wait_for_async(lambda: events(sup.dirs.root) == ["START"], within=10, what="start")
     await sup.apply(plan(sup, "192.0.2.10"))
     assert sup.counters.reloads == 0
     await sup.apply(plan(sup, "192.0.2.10", "192.0.2.11"))
-    await wait_until(lambda: events(sup.dirs.root) == ["START", "HUP"], "one SIGHUP")
+    await wait_for_async(
+        lambda: events(sup.dirs.root) == ["START", "HUP"], within=10, what="one SIGHUP"
+    )
     assert sup.counters.reloads == 1
     assert "192.0.2.11/32" in sup.dirs.config.read_text()
 
@@ -150,9 +144,11 @@ async def test_vips_added_by_a_reload_are_reported_without_a_new_transition(
     sup, _ = supervised
     await sup.apply(plan(sup, "192.0.2.10"))
     (name,) = [i.name for i in plan(sup, "192.0.2.10").instances]
-    await wait_until(lambda: name in sup.masters(), "MASTER reported")
+    await wait_for_async(lambda: name in sup.masters(), within=10, what="MASTER reported")
     await sup.apply(plan(sup, "192.0.2.10", "192.0.2.11"))
-    await wait_until(lambda: events(sup.dirs.root) == ["START", "HUP"], "one SIGHUP")
+    await wait_for_async(
+        lambda: events(sup.dirs.root) == ["START", "HUP"], within=10, what="one SIGHUP"
+    )
     assert sorted(str(v) for v in sup.masters()[name]) == ["192.0.2.10", "192.0.2.11"]
     assert sorted(str(v) for v in sup.states[name].vips) == ["192.0.2.10", "192.0.2.11"]
 
@@ -167,14 +163,18 @@ async def test_a_dead_keepalived_is_cleaned_up_after_and_restarted(
     await sup.apply(rendered)
     first = sup.pid
     assert first is not None
-    await wait_until(lambda: bool(sup.masters()), "MASTER")
+    await wait_for_async(lambda: bool(sup.masters()), within=10, what="MASTER")
     os.killpg(first, signal.SIGKILL)
-    await wait_until(lambda: sup.counters.starts == 2 and sup.pid not in (None, first), "restart")
+    await wait_for_async(
+        lambda: sup.counters.starts == 2 and sup.pid not in (None, first),
+        within=10,
+        what="restart",
+    )
     assert sup.counters.unexpected_exits == 1
     assert removed == [rendered]  # the VIPs it held were removed before the restart
     stops = [e for e in seen if isinstance(e, Transition) and e.state is VrrpState.STOP]
     assert len(stops) == 1
-    await wait_until(lambda: bool(sup.masters()), "MASTER again")
+    await wait_for_async(lambda: bool(sup.masters()), within=10, what="MASTER again")
 
 
 async def test_stop_terminates_keepalived(
@@ -198,7 +198,7 @@ async def test_an_empty_plan_stops_keepalived(
     await sup.apply(plan(sup, "192.0.2.10"))
     assert sup.pid is not None
     await sup.apply(render("n3", groups("192.0.2.10"), paths=sup.paths))  # not a candidate
-    await wait_until(lambda: sup.pid is None, "keepalived stopped")
+    await wait_for_async(lambda: sup.pid is None, within=10, what="keepalived stopped")
     assert sup.counters.unexpected_exits == 0
 
 
@@ -224,14 +224,14 @@ async def test_backend_writes_track_files_and_endpoint_changes_do_not_reload(
         candidate_nodes=("n1", "n2"),
         local_traffic_policy=True,
     )
-    backend = VipBackend("n1", sup)
-    view = VipClusterView(groups=(local,), local_endpoints={"ns/local": frozenset({"n1"})})
-    rendered = await backend.apply(view, interfaces={"eth0"})
-    (plan_,) = rendered.instances
+    backend = VIPBackend("n1", sup.dirs.root / "vip")
+    backend.supervisor = sup  # the one running the fake keepalived
+    await backend.apply([local], {}, ["eth0"], local={"192.0.2.20": frozenset({"n1"})})
+    assert backend.rendered is not None
+    (plan_,) = backend.rendered.instances
     assert plan_.track_file is not None
     track = sup.dirs.track_dir / plan_.track_file.name
     assert track.read_text() == "0\n"
-    moved = VipClusterView(groups=(local,), local_endpoints={"ns/local": frozenset({"n2"})})
-    await backend.apply(moved, interfaces={"eth0"})
+    await backend.apply([local], {}, ["eth0"], local={"192.0.2.20": frozenset({"n2"})})
     assert track.read_text() == "1\n"
     assert sup.counters.reloads == 0 and sup.counters.starts == 1

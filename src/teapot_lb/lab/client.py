@@ -10,36 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import ctypes
-import os
 import threading
 import time
 from collections.abc import Sequence
 
 from teapot_lb.lab.measure import Attempt
-
-_CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
+from teapot_lb.lab.netns import enter_netns
 
 CONNECT_TIMEOUT_S = 0.2
 REPLY_TIMEOUT_S = 0.5
 
 
-def enter_netns(ns: str) -> None:
-    """Move the calling thread into network namespace ``ns`` (by its /run/netns name)."""
-    fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, _CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns({ns}): {os.strerror(err)}")
-    finally:
-        os.close(fd)
+def target_of(ip: str, port: int) -> str:
+    """How an :class:`Attempt` names its target."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
 async def request(ip: str, port: int, *, connect_timeout: float = CONNECT_TIMEOUT_S) -> Attempt:
     """One ``GET /``; the answering node's name comes back in the body."""
     start = time.monotonic()
-    target = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+    target = target_of(ip, port)
     try:
         async with asyncio.timeout(connect_timeout):
             reader, writer = await asyncio.open_connection(ip, port)

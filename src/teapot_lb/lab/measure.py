@@ -105,7 +105,10 @@ def _span(attempts: Sequence[Attempt], t0: float) -> float:
     return max(starts) - min(starts) if starts else 0.0
 
 
-def first_success(attempts: Sequence[Attempt], t0: float) -> float | None:
-    """Time from ``t0`` to the end of the first successful request started after it."""
-    ends = [a.end for a in attempts if a.start >= t0 and a.ok]
+def first_success(
+    attempts: Sequence[Attempt], t0: float, *, accept: Callable[[Attempt], bool] = lambda a: True
+) -> float | None:
+    """Time from ``t0`` to the end of the first successful request started after it (of
+    those ``accept`` takes: a target, another node than the one that failed)."""
+    ends = [a.end for a in attempts if a.start >= t0 and a.ok and accept(a)]
     return min(ends) - t0 if ends else None

@@ -24,39 +24,22 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from teapot_lb.l2 import wire
-from teapot_lb.lab.client import enter_netns
-from teapot_lb.lab.manifests import CLIENT, ROUTER_UP, SERVICE_PORT, UPLINK_PREFIX, LabLayout
+from teapot_lb.lab.manifests import CLIENT, ROUTER_UP, UPLINK_PREFIX, LabLayout
+from teapot_lb.lab.netns import in_netns
+from teapot_lb.lab.processes import log_tail, read_status, start_run, start_workload
 from teapot_lb.lab.router import Router, RouterConfig, Session, make_router
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host, Topology
 from teapot_lb.netlab.topology import check_documentation_address
 
-T = TypeVar("T")
 _ETH_P_ARP = 0x0806
 _SIOCGIFADDR = 0x8915
-
-
-class LabTimeout(RuntimeError):
-    """Something the lab waited for did not happen in time."""
-
-
-def wait_for(check: Callable[[], T | None], *, timeout: float, what: str, every: float = 0.02) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise LabTimeout(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(every)
 
 
 @dataclass
@@ -149,25 +132,18 @@ class LabNetwork:
         return self.workdir / "state" / name
 
     def start_server(self, node: LabNode) -> None:
-        node.server = node.host.popen(
-            [sys.executable, "-m", "teapot_lb.lab.serve", "--name", node.name,
-             "--port", str(SERVICE_PORT)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        node.server = start_workload(node.host, node.name)
 
     def start_speaker(self, name: str) -> None:
-        node = self.nodes[name]
-        self.log_path(name).parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path(name).open("ab") as log:
-            node.speaker = node.host.popen(
-                [
-                    sys.executable, "-m", "teapot_lb.cli.run",
-                    "--manifests", str(self.manifests), "--node", name,
-                    "--state-dir", str(self.state_dir(name)), "--modes", ",".join(self.modes),
-                    "--poll-interval", str(self.poll_interval),
-                ],
-                stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+        self.nodes[name].speaker = start_run(
+            self.nodes[name].host,
+            name,
+            manifests=self.manifests,
+            state_dir=self.state_dir(name),
+            modes=self.modes,
+            poll_interval=self.poll_interval,
+            log_path=self.log_path(name),
+        )
 
     def speaker_alive(self, name: str) -> bool:
         proc = self.nodes[name].speaker
@@ -241,11 +217,7 @@ class LabNetwork:
     # -- observations
 
     def status(self, name: str) -> dict[str, Any]:
-        try:
-            doc = json.loads((self.state_dir(name) / "status.json").read_text())
-        except (OSError, ValueError):
-            return {}
-        return doc if isinstance(doc, dict) else {}
+        return read_status(self.state_dir(name))
 
     def interface_addresses(self, name: str, ifname: str) -> list[str]:
         out = self.nodes[name].host.ip("-j", "addr", "show", "dev", ifname, check=False)
@@ -256,11 +228,7 @@ class LabNetwork:
         return [a["local"] for link in links for a in link.get("addr_info", []) if "local" in a]
 
     def log_tail(self, name: str, lines: int = 20) -> str:
-        try:
-            text = self.log_path(name).read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(text[-lines:])
+        return log_tail(self.log_path(name), lines)
 
     def arp_answered(self, ip: str, timeout: float = 0.1) -> bool:
         """Whether anything on the LAN answers an ARP request for ``ip`` (asked from the
@@ -270,22 +238,7 @@ class LabNetwork:
 
 def arp_answered(ns: str, ifname: str, ip: str, timeout: float) -> bool:
     """Send one ARP who-has from ``ifname`` in namespace ``ns``; True on a reply in time."""
-    result: list[bool] = []
-    errors: list[BaseException] = []
-
-    def ask() -> None:
-        try:
-            enter_netns(ns)
-            result.append(_ask_arp(ifname, ipaddress.IPv4Address(ip), timeout))
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=ask)
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
-    return result[0]
+    return in_netns(ns, lambda: _ask_arp(ifname, ipaddress.IPv4Address(ip), timeout))
 
 
 def _ask_arp(ifname: str, target: ipaddress.IPv4Address, timeout: float) -> bool:

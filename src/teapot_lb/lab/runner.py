@@ -29,10 +29,11 @@ from teapot_lb.lab.manifests import (
     read_dir,
     write_docs,
 )
-from teapot_lb.lab.network import LabNetwork, LabTimeout, wait_for
+from teapot_lb.lab.network import LabNetwork
 from teapot_lb.lab.report import Cleanup, LabReport
 from teapot_lb.lab.router import FRR_DIR
 from teapot_lb.lab.scenarios import LabState, ModeScenario, Sizes
+from teapot_lb.lab.wait import LabTimeout, wait_for
 from teapot_lb.netlab import NetlabError, Topology, netns_available
 
 Progress = Callable[[str], None]

@@ -35,9 +35,10 @@ from teapot_lb.lab.measure import (
     settled,
     spread,
 )
-from teapot_lb.lab.network import LabNetwork, LabTimeout, wait_for
+from teapot_lb.lab.network import LabNetwork
 from teapot_lb.lab.report import Deletion, Failover, ModeResult, ServiceResult, Spread, Trial
 from teapot_lb.lab.router import fib_next_hops
+from teapot_lb.lab.wait import LabTimeout, wait_for
 
 Progress = Callable[[str], None]
 PROBE_INTERVAL_S = 0.01

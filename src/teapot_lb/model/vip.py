@@ -18,7 +18,7 @@ from teapot_lb.model.common import (
 )
 from teapot_lb.model.pool import PoolSelection
 
-# What the speaker renders when advertisementInterval is unset (vrrp.render has the same
+# What the speaker renders when advertisementInterval is unset (vrrp.group has the same
 # value; tests/model/test_kinds.py keeps the two equal).
 DEFAULT_ADVERT_INTERVAL_S = 0.1
 

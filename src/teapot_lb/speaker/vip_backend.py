@@ -29,18 +29,17 @@ from teapot_lb.announce.plan import Mode, PlanOptions, VIPMembership, plan
 from teapot_lb.cluster import ClusterView
 from teapot_lb.l2.responder import InterfaceInfo, default_interfaces
 from teapot_lb.model import ExternalTrafficPolicy
-from teapot_lb.vrrp.notify import Transition
-from teapot_lb.vrrp.render import (
+from teapot_lb.vrrp.group import (
     DEFAULT_ADVERT_INTERVAL_S,
     VRID_MAX,
     VRID_MIN,
     IPAddress,
-    Rendered,
     VipConfigError,
     VipGroup,
-    group_instances,
-    render,
 )
+from teapot_lb.vrrp.instances import group_instances
+from teapot_lb.vrrp.notify import Transition
+from teapot_lb.vrrp.render import Rendered, render
 from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
 
 

@@ -26,6 +26,7 @@ from teapot_lb.model import Problem, Service
 from teapot_lb.model.problem import FILE
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import decisions_json, summary
+from teapot_lb.speaker.vip_backend import VIPBackend
 from teapot_lb.standalone.assign import Assignment, assign, assigned_services
 from teapot_lb.standalone.directory import (
     FileCache,
@@ -165,6 +166,35 @@ class ManifestSource:
             await asyncio.sleep(self.poll_s)
 
 
+def vip_details(vip: VIPBackend) -> dict[str, Any]:
+    """The VIP backend's instances as keepalived runs them, and the supervisor's counters:
+    what an operator (or the lab) needs to see which node is master of what, and why."""
+    sup = vip.supervisor
+    states = sup.states
+    instances = vip.rendered.instances if vip.rendered is not None else ()
+    return {
+        "instance_states": {
+            i.name: {
+                "vrid": i.vrid,
+                "interface": i.interface,
+                "priority": i.priority,
+                "groups": list(i.groups),
+                "vips": [str(v) for v in i.vips],
+                "state": states[i.name].state.value if i.name in states else None,
+            }
+            for i in instances
+        },
+        "counters": {
+            "starts": sup.counters.starts,
+            "reloads": sup.counters.reloads,
+            "unexpected_exits": sup.counters.unexpected_exits,
+            "dual_master_resolutions": sup.counters.dual_master_resolutions,
+            "stale_vips_removed": sup.counters.stale_vips_removed,
+            "transitions": dict(sup.counters.transitions),
+        },
+    }
+
+
 class StatusWriter:
     """Writes what this node decided and does to `<state-dir>/status.json`."""
 
@@ -240,6 +270,11 @@ class StatusWriter:
                 "errors": sp.l2.errors,
                 "counters": sp.l2.counters(),
                 "claims_judged": sp.l2.claims_judged,
+                # The longest silence heard from each peer: how close to being declared
+                # dead it came (the stability benchmark reads it under CPU load).
+                "heartbeat_max_gap_s": {
+                    m.node: round(m.max_gap, 4) for m in sp.l2.membership.members.values()
+                },
             }
         if sp is not None and sp.vip is not None:
             rendered = sp.vip.rendered
@@ -249,6 +284,7 @@ class StatusWriter:
                 "errors": sp.vip.errors,
                 "keepalived_pid": sp.vip.supervisor.pid,
                 "reloads": sp.vip.supervisor.counters.reloads,
+                **vip_details(sp.vip),
             }
         return doc
 

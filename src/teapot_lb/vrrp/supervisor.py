@@ -29,8 +29,10 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from teapot_lb import log
+from teapot_lb.vrrp.group import IPAddress
+from teapot_lb.vrrp.instances import anchor_address
 from teapot_lb.vrrp.notify import NotifyParser, Transition, UnparsedLine, VrrpState
-from teapot_lb.vrrp.render import IPAddress, Rendered, RenderPaths, anchor_address
+from teapot_lb.vrrp.render import Rendered, RenderPaths
 
 
 def _log() -> Any:

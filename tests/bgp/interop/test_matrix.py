@@ -89,7 +89,7 @@ def start_md5_mismatch(bgp_pair: PairFactory, daemon: str) -> Pair:
         lambda: pair.ours.info(pair.peer_addr)["counters"]["connect_attempts"] >= 3,
         timeout=60,
         what="three connect attempts",
-        on_timeout=pair.ours.log_tail,
+        detail=pair.ours.log_tail,
     )
     return pair
 
@@ -126,7 +126,7 @@ def test_peer_with_unexpected_asn_gets_bad_peer_as_notification(
         lambda: ours.info(pair.peer_addr)["counters"]["notifications_sent"] >= 1,
         timeout=30,
         what="a NOTIFICATION from us",
-        on_timeout=ours.log_tail,
+        detail=ours.log_tail,
     )
     assert ours.session_state(pair.peer_addr) != "established"
     # RFC 4271 §6.2: OPEN Message Error (2) / Bad Peer AS (2).
@@ -149,7 +149,7 @@ def test_notification_from_a_peer_expecting_another_asn_is_logged(
         lambda: ours.info(pair.peer_addr)["counters"]["notifications_received"] >= 1,
         timeout=30,
         what="a NOTIFICATION from the peer",
-        on_timeout=ours.log_tail,
+        detail=ours.log_tail,
     )
     assert ours.session_state(pair.peer_addr) != "established"
     assert_logged(ours, pair.peer_addr, "bad peer as")
@@ -170,7 +170,7 @@ def test_route_refresh_from_the_peer_gets_everything_sent_again(
         lambda: ours.info(pair.peer_addr)["counters"]["updates_sent"] >= sent + 2,
         timeout=15,
         what="our UPDATEs answering the refresh",
-        on_timeout=ours.log_tail,
+        detail=ours.log_tail,
     )
     assert pair.peer.session_state(pair.our_addr) == "established"
     assert prefixes(OURS) <= peer.routes().keys()

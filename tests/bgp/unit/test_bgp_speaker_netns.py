@@ -7,8 +7,6 @@ per thread), so the sockets it opens live in that namespace.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import os
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,22 +15,16 @@ from typing import TypeVar
 
 from teapot_lb.bgp.fsm import State
 from teapot_lb.bgp.speaker import PeerConfig, Speaker
+from teapot_lb.lab.netns import enter_netns
 from teapot_lb.netlab import Topology
 
 T = TypeVar("T")
-CLONE_NEWNET = 0x40000000
 V4 = IPv4Network("203.0.113.9/32")
 
 
 def in_netns(pool: ThreadPoolExecutor, ns: str, main: Callable[[], Awaitable[T]]) -> Future[T]:
     def run() -> T:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-        try:
-            if libc.setns(fd, CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), f"setns({ns}) failed")
-        finally:
-            os.close(fd)
+        enter_netns(ns)
         return asyncio.run(main())  # type: ignore[arg-type]
 
     return pool.submit(run)

@@ -9,12 +9,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab.topology import Host
 
 T = TypeVar("T")
@@ -75,29 +75,6 @@ class RibEntry:
     large_communities: frozenset[str] = frozenset()
     local_pref: int | None = None
     as_path: tuple[int, ...] = ()
-
-
-def wait_for(
-    condition: Callable[[], T | None],
-    *,
-    timeout: float,
-    what: str,
-    interval: float = 0.1,
-    on_timeout: Callable[[], str] | None = None,
-) -> T:
-    """Poll ``condition`` until it returns something truthy, or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while True:
-        last = condition()
-        if last:
-            return last
-        if time.monotonic() >= deadline:
-            detail = on_timeout() if on_timeout else ""
-            raise PeerError(
-                f"timed out after {timeout:g}s waiting for {what}; last={last!r}\n{detail}"
-            )
-        time.sleep(interval)
 
 
 def is_link_local(addr: str) -> bool:
@@ -203,7 +180,11 @@ class BgpDaemon(abc.ABC):
         self._write_config()
         self._launch()
         wait_for(
-            self._ready, timeout=timeout, what=f"{self.kind} to answer", on_timeout=self.log_tail
+            self._ready,
+            timeout=timeout,
+            what=f"{self.kind} to answer",
+            detail=self.log_tail,
+            every=0.1,  # each check runs the daemon's CLI
         )
 
     def stop(self, *, timeout: float = 15) -> None:
@@ -265,8 +246,9 @@ class BgpDaemon(abc.ABC):
         wait_for(
             lambda: self.session_state(peer) == "established",
             timeout=timeout,
+            every=0.1,
             what=f"{self.kind} session with {peer} to be Established",
-            on_timeout=lambda: f"state={self.session_state(peer)}\n{self.log_tail()}",
+            detail=lambda: f"state={self.session_state(peer)}\n{self.log_tail()}",
         )
 
     def wait_not_established(self, peer: str, *, timeout: float = 30) -> str:
@@ -279,8 +261,9 @@ class BgpDaemon(abc.ABC):
         return wait_for(
             down,
             timeout=timeout,
+            every=0.1,
             what=f"{self.kind} session with {peer} to leave Established",
-            on_timeout=self.log_tail,
+            detail=self.log_tail,
         )
 
     def wait_routes(
@@ -298,8 +281,9 @@ class BgpDaemon(abc.ABC):
         result = wait_for(
             lambda: (r,) if (r := probe()) is not None else None,
             timeout=timeout,
+            every=0.1,
             what=f"{self.kind} RIB: {what}",
-            on_timeout=lambda: f"RIB={seen!r}\n{self.log_tail()}",
+            detail=lambda: f"RIB={seen!r}\n{self.log_tail()}",
         )
         return result[0]
 
@@ -367,6 +351,7 @@ def wait_fib(host: Host, prefix: str, hops: set[str], *, timeout: float = 30) ->
     wait_for(
         lambda: fib_next_hops(host, prefix) == frozenset(hops),
         timeout=timeout,
+        every=0.1,
         what=f"kernel route {prefix} via {sorted(hops)} in {host.ns}",
-        on_timeout=lambda: f"the FIB has {fib_next_hops(host, prefix)}",
+        detail=lambda: f"the FIB has {fib_next_hops(host, prefix)}",
     )

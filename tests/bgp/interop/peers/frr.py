@@ -130,7 +130,7 @@ class Frr(BgpDaemon):
             self._zserv_ready,
             timeout=15,
             what="zebra's API socket",
-            on_timeout=self.log_tail,
+            detail=self.log_tail,
         )
         bgpd = self._common_args("bgpd")
         if not self.fib:
