@@ -33,6 +33,7 @@ from teapot_lb.model import (
     parse_duration,
     parse_large_community,
 )
+from teapot_lb.model.kinds import KINDS, REGISTRY, Kind
 from teapot_lb.model.service import LOAD_BALANCER_CLASS
 
 
@@ -491,16 +492,12 @@ def l2_election_orders(
 
 # What a per-Service decision reads besides the Service and its EndpointSlices: when any of
 # these (or the node, or the options) differs from the previous call, everything is planned
-# again. Namespaces and Secrets are not read by the planner.
-_PLAN_KINDS = (
-    "nodes",
-    "pools",
-    "bgp_peers",
-    "bgp_advertisements",
-    "l2_advertisements",
-    "vip_advertisements",
+# again. The kind registry says which kinds the planner reads (`planned`); Namespaces and
+# Secrets are not read by it.
+_PLAN_KINDS = tuple(info.view_field for info in KINDS if info.planned)
+_L2_KINDS = tuple(
+    REGISTRY[k].view_field for k in (Kind.NODE, Kind.ADDRESS_POOL, Kind.L2_ADVERTISEMENT)
 )
-_L2_KINDS = ("nodes", "pools", "l2_advertisements")
 
 
 def _shared_value(kind: str, obj: object) -> object:

@@ -38,43 +38,18 @@ from teapot_lb.kube.errors import ApiStatusError, Conflict, KubeError, NotFound
 from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.leader import LeaderElector, LeadershipLost, LeaseConfig
-from teapot_lb.kube.resources import (
-    ADDRESS_POOLS,
-    BGP_ADVERTISEMENTS,
-    BGP_PEERS,
-    L2_ADVERTISEMENTS,
-    NAMESPACES,
-    SERVICES,
-    VIP_ADVERTISEMENTS,
-    KubeObject,
-    Resource,
-    object_key,
-    split_key,
-)
+from teapot_lb.kube.resources import ADDRESS_POOLS, SERVICES, KubeObject, key_of, split_key
 from teapot_lb.kube.status import patch_status, update_status
 from teapot_lb.kube.workqueue import QueueShutDown, WorkQueue
 from teapot_lb.model import AddressPoolStatus, ApiObject, ObjectRef, Service, parse_object
+from teapot_lb.model.kinds import KINDS
 
 POOLS_KEY = "@pools"  # re-read the pool configuration
 POOL_STATUS_KEY = "@pool-status"  # write every pool's status
 COMPONENT = "teapot-lb-controller"
 
-_RESOURCES: dict[Kind, Resource] = {
-    Kind.SERVICE: SERVICES,
-    Kind.NAMESPACE: NAMESPACES,
-    Kind.ADDRESS_POOL: ADDRESS_POOLS,
-    Kind.BGP_PEER: BGP_PEERS,
-    Kind.BGP_ADVERTISEMENT: BGP_ADVERTISEMENTS,
-    Kind.L2_ADVERTISEMENT: L2_ADVERTISEMENTS,
-    Kind.VIP_ADVERTISEMENT: VIP_ADVERTISEMENTS,
-}
-_CONFIG_KINDS = (
-    Kind.ADDRESS_POOL,
-    Kind.BGP_PEER,
-    Kind.BGP_ADVERTISEMENT,
-    Kind.L2_ADVERTISEMENT,
-    Kind.VIP_ADVERTISEMENT,
-)
+# What the controller watches, from the kind registry.
+_WATCHED = tuple(info for info in KINDS if info.controller)
 
 
 @dataclass(frozen=True)
@@ -119,12 +94,13 @@ class KubeController:
         self._log = log.get("controller")
         self.informers: dict[Kind, Informer] = {}
         # The newest JSON of each object: the informers' events plus our own writes.
-        self._raw: dict[Kind, dict[str, KubeObject]] = {kind: {} for kind in _RESOURCES}
-        for kind, resource in _RESOURCES.items():
-            namespace = self.config.config_namespace if kind in _CONFIG_KINDS else None
+        self._raw: dict[Kind, dict[str, KubeObject]] = {info.kind: {} for info in _WATCHED}
+        for info in _WATCHED:
+            kind = info.kind
+            namespace = self.config.config_namespace if info.config else None
             informer = Informer(
                 client,
-                resource,
+                info.resource,
                 namespace=namespace,
                 watch_timeout_s=watch_timeout_s,
                 backoff=Backoff(0.2, max_backoff_s),
@@ -311,7 +287,7 @@ class KubeController:
                 await asyncio.sleep(1.0)
         raw = self._raw[Kind.SERVICE]
         for obj in listed.items:
-            key = object_key(obj)
+            key = key_of(obj)
             current = raw.get(key)
             if current is None or _newer(obj, current):
                 raw[key] = obj

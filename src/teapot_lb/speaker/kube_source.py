@@ -23,47 +23,13 @@ from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.errors import KubeError, NotFound
 from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer
-from teapot_lb.kube.resources import (
-    ADDRESS_POOLS,
-    BGP_ADVERTISEMENTS,
-    BGP_PEERS,
-    ENDPOINT_SLICES,
-    L2_ADVERTISEMENTS,
-    NAMESPACES,
-    NODES,
-    SECRETS,
-    SERVICES,
-    VIP_ADVERTISEMENTS,
-    KubeObject,
-    Resource,
-    split_key,
-)
+from teapot_lb.kube.resources import SERVICES, KubeObject, key_of, split_key
 from teapot_lb.model import parse_object
+from teapot_lb.model.kinds import KINDS
 from teapot_lb.speaker.node import StepResult
 from teapot_lb.speaker.report import ServiceEvent, annotation_key, summary
 
 COMPONENT = "teapot-lb-speaker"
-
-RESOURCES: dict[Kind, Resource] = {
-    Kind.SERVICE: SERVICES,
-    Kind.ENDPOINT_SLICE: ENDPOINT_SLICES,
-    Kind.NODE: NODES,
-    Kind.NAMESPACE: NAMESPACES,
-    Kind.ADDRESS_POOL: ADDRESS_POOLS,
-    Kind.BGP_PEER: BGP_PEERS,
-    Kind.BGP_ADVERTISEMENT: BGP_ADVERTISEMENTS,
-    Kind.L2_ADVERTISEMENT: L2_ADVERTISEMENTS,
-    Kind.VIP_ADVERTISEMENT: VIP_ADVERTISEMENTS,
-    Kind.SECRET: SECRETS,
-}
-_CONFIG_KINDS = {
-    Kind.ADDRESS_POOL,
-    Kind.BGP_PEER,
-    Kind.BGP_ADVERTISEMENT,
-    Kind.L2_ADVERTISEMENT,
-    Kind.VIP_ADVERTISEMENT,
-    Kind.SECRET,
-}
 
 
 def secret_data(obj: KubeObject) -> dict[str, bytes]:
@@ -106,13 +72,14 @@ class KubeSource:
     ) -> None:
         self.store = store
         self.informers: dict[Kind, Informer] = {}
-        for kind, resource in RESOURCES.items():
-            namespace = config_namespace if kind in _CONFIG_KINDS else None
+        # The speaker watches every kind of the registry.
+        for info in KINDS:
+            namespace = config_namespace if info.config else None
             informer = Informer(
-                client, resource, namespace=namespace, watch_timeout_s=watch_timeout_s
+                client, info.resource, namespace=namespace, watch_timeout_s=watch_timeout_s
             )
-            informer.add_handler(self._handler(kind, notify))
-            self.informers[kind] = informer
+            informer.add_handler(self._handler(info.kind, notify))
+            self.informers[info.kind] = informer
 
     def _handler(
         self, kind: Kind, notify: Callable[[], None]
@@ -140,13 +107,10 @@ async def read_cluster(kubeconfig: str | None) -> ClusterView:
     """One consistent-enough read of every kind (for `explain`)."""
     store = Store()
     async with await connect(kubeconfig) as client:
-        for kind, resource in RESOURCES.items():
-            listed = await client.list(resource)
+        for info in KINDS:
+            listed = await client.list(info.resource)
             for obj in listed.items:
-                meta = obj.get("metadata", {})
-                ns = meta.get("namespace")
-                key = f"{ns}/{meta['name']}" if ns else str(meta["name"])
-                put(store, kind, key, obj)
+                put(store, info.kind, key_of(obj), obj)
     return store.view()
 
 
