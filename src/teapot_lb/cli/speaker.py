@@ -11,14 +11,7 @@ from typing import Any
 import click
 
 from teapot_lb import log
-from teapot_lb.cli.run import (
-    MODES,
-    RunConfig,
-    RunMarker,
-    build_speaker,
-    parse_modes,
-    stop_on_signals,
-)
+from teapot_lb.cli.run import RunConfig, parse_modes, stop_on_signals
 from teapot_lb.cluster import Store
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
@@ -26,6 +19,8 @@ from teapot_lb.membership.udp import DEFAULT_PORT
 from teapot_lb.speaker.kube_source import KubeReporter, KubeSource
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker
+from teapot_lb.speaker.run_marker import RunMarker
+from teapot_lb.speaker.wiring import MODES, build_speaker
 
 
 async def run_speaker(

@@ -18,13 +18,15 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_interface
-
-from pyroute2 import AsyncIPRoute
+from ipaddress import IPv6Address
 
 from teapot_lb.l2 import wire
 from teapot_lb.l2.announcer import DEFAULT_SCHEDULE, Announcer, Claim, Counters, IPAddress
+
+# The host's interface listing moved to the speaker, its user; importable here too.
+from teapot_lb.speaker.interfaces import InterfaceInfo as InterfaceInfo
+from teapot_lb.speaker.interfaces import default_interfaces as default_interfaces
+from teapot_lb.speaker.interfaces import interfaces as interfaces
 
 _PACKET_OUTGOING = 4
 _SO_ATTACH_FILTER = 26
@@ -41,43 +43,6 @@ _NDP_FILTER = (
     (0x06, 0, 0, 0x40000),
     (0x06, 0, 0, 0),
 )
-
-
-@dataclass(frozen=True)
-class InterfaceInfo:
-    name: str
-    index: int
-    mac: bytes
-    link_local: IPv6Address | None
-    networks: tuple[IPv4Network | IPv6Network, ...]  # connected subnets of its addresses
-
-
-async def interfaces() -> dict[str, InterfaceInfo]:
-    """The Ethernet interfaces of this network namespace, read over netlink."""
-    out: dict[str, InterfaceInfo] = {}
-    async with AsyncIPRoute() as ipr:
-        links = {
-            link["index"]: (link.get_attr("IFLA_IFNAME"), link.get_attr("IFLA_ADDRESS"))
-            async for link in await ipr.get_links()
-        }
-        nets: dict[int, list[IPv4Network | IPv6Network]] = {i: [] for i in links}
-        lls: dict[int, IPv6Address] = {}
-        async for addr in await ipr.get_addr():
-            idx, text = addr["index"], addr.get_attr("IFA_ADDRESS")
-            if idx not in links or text is None:
-                continue
-            iface = ip_interface(f"{text}/{addr['prefixlen']}")
-            if iface.ip.is_link_local and isinstance(iface.ip, IPv6Address):
-                lls.setdefault(idx, iface.ip)
-            else:
-                nets[idx].append(iface.network)
-    for idx, (name, mac_text) in links.items():
-        if not mac_text or mac_text == "00:00:00:00:00:00" or mac_text.count(":") != 5:
-            continue
-        out[name] = InterfaceInfo(
-            name, idx, wire.parse_mac(mac_text), lls.get(idx), tuple(nets[idx])
-        )
-    return out
 
 
 def _attach_filter(sock: socket.socket, program: tuple[tuple[int, int, int, int], ...]) -> None:
@@ -211,12 +176,3 @@ class Responder:
         self._timer = None
         self._send(self.announcer.due(self._clock()))
         self._arm()
-
-
-def default_interfaces(ip: IPv4Address | IPv6Address, infos: dict[str, InterfaceInfo]) -> list[str]:
-    """The interfaces whose connected subnets contain ``ip`` (the default placement)."""
-    return sorted(
-        name
-        for name, info in infos.items()
-        if any(ip.version == net.version and ip in net for net in info.networks)
-    )
