@@ -80,7 +80,3 @@ def split_key(key: str) -> tuple[str | None, str]:
 
 def resource_version(obj: KubeObject) -> str:
     return str(obj.get("metadata", {}).get("resourceVersion", ""))
-
-
-def is_deleting(obj: KubeObject) -> bool:
-    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
