@@ -8,7 +8,6 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -44,7 +43,7 @@ class RunConfig:
 
 async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (or `stop` is set), then withdraw everything and return."""
-    logger: Any = log.get("standalone").bind(node=config.node)
+    logger = log.get("standalone").bind(node=config.node)
     config.state_dir.mkdir(parents=True, exist_ok=True)
     marker = RunMarker(config.state_dir)
     restarting = marker.begin()

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -30,7 +29,7 @@ async def run_speaker(
     stop: asyncio.Event | None = None,
 ) -> NodeSpeaker:
     """Run until SIGTERM/SIGINT (or `stop` is set); returns the speaker after shutdown."""
-    logger: Any = log.get("speaker").bind(node=config.node)
+    logger = log.get("speaker").bind(node=config.node)
     marker = RunMarker(config.state_dir)
     restarting = marker.begin()
     store = Store()

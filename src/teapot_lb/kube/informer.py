@@ -193,7 +193,7 @@ class Informer:
             try:
                 handler(type_, key, obj)
             except Exception:
-                self._log.exception("event handler failed", key=key, event=type_.value)
+                self._log.exception("event handler failed", key=key, event_type=type_.value)
 
 
 def _trimmed(obj: KubeObject) -> KubeObject:

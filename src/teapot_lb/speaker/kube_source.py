@@ -24,7 +24,7 @@ from teapot_lb.kube.errors import KubeError, NotFound
 from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import SERVICES, KubeObject, key_of, split_key
-from teapot_lb.model import parse_object
+from teapot_lb.model import ObjectMeta, parse_object
 from teapot_lb.model.kinds import KINDS
 from teapot_lb.speaker.node import StepResult
 from teapot_lb.speaker.report import ServiceEvent, annotation_key, summary
@@ -137,7 +137,7 @@ class KubeReporter:
         self._worker: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
-        self._log: Any = log.get("speaker.kube").bind(node=node)
+        self._log = log.get("speaker.kube").bind(node=node)
 
     async def __call__(self, result: StepResult) -> None:
         self._latest = result
@@ -147,9 +147,7 @@ class KubeReporter:
                 continue
             if len(self._events) == self._events.maxlen:
                 self.events_dropped += 1
-            self._events.append(
-                (ev, _involved(svc.metadata.namespace, svc.metadata.name, svc.metadata))
-            )
+            self._events.append((ev, _involved(svc.metadata)))
         self._idle.clear()
         self._wake.set()
         if self._worker is None or self._worker.done():
@@ -208,12 +206,11 @@ class KubeReporter:
                 self._written[key] = value
 
 
-def _involved(namespace: str | None, name: str, meta: Any) -> KubeObject:
-    uid = getattr(meta, "uid", None) or ""
+def _involved(meta: ObjectMeta) -> KubeObject:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"namespace": namespace, "name": name, "uid": uid},
+        "metadata": {"namespace": meta.namespace, "name": meta.name, "uid": meta.uid or ""},
     }
 
 
