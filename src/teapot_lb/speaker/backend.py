@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from teapot_lb.announce.plan import Decision, Mode, Plan, PlanCache, PlanOptions
+from teapot_lb.announce.cache import PlanCache
+from teapot_lb.announce.plan import Decision, Mode, Plan, PlanOptions
 from teapot_lb.cluster import ClusterView
 from teapot_lb.membership.udp import DEFAULT_PORT
 
