@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model import ExternalTrafficPolicy, Node, Service
-from teapot_lb.model.kinds import KINDS, REGISTRY, Kind
+from teapot_lb.model.kinds import KINDS, Kind
 
 if TYPE_CHECKING:
     from teapot_lb.announce.plan import Announcement, Decision
@@ -27,16 +27,14 @@ _T = TypeVar("_T")
 # these (or the node, or the options) differs from the previous call, everything is planned
 # again. The kind registry says which kinds the planner reads (`planned`); Namespaces and
 # Secrets are not read by it.
-PLAN_KINDS = tuple(info.view_field for info in KINDS if info.planned)
-L2_KINDS = tuple(
-    REGISTRY[k].view_field for k in (Kind.NODE, Kind.ADDRESS_POOL, Kind.L2_ADVERTISEMENT)
-)
+PLAN_KINDS = tuple(info.kind for info in KINDS if info.planned)
+L2_KINDS = (Kind.NODE, Kind.ADDRESS_POOL, Kind.L2_ADVERTISEMENT)
 
 
-def _shared_value(kind: str, obj: object) -> object:
+def _shared_value(kind: Kind, obj: object) -> object:
     """What the planner reads of a shared object. Nodes change often (status, resourceVersion)
     without changing what the planner reads of them: their labels and network condition."""
-    if kind == "nodes" and isinstance(obj, Node):
+    if kind is Kind.NODE and isinstance(obj, Node):
         return (tuple(sorted(obj.labels.items())), obj.network_unavailable)
     return obj
 
@@ -112,12 +110,12 @@ class _PerService(Generic[_T]):
         self,
         view: ClusterView,
         scope: tuple[object, ...],
-        kinds: tuple[str, ...],
+        kinds: tuple[Kind, ...],
         compute: Callable[[str, Service], _T],
     ) -> Iterator[_T]:
         """Each Service's result in key order, computing only those that may have changed."""
         shared = tuple(
-            tuple((key, _shared_value(k, obj)) for key, obj in sorted(getattr(view, k).items()))
+            tuple((key, _shared_value(k, obj)) for key, obj in sorted(view.of_kind(k).items()))
             for k in kinds
         )
         if (

@@ -19,7 +19,7 @@ from teapot_lb.model import (
     Service,
     VIPAdvertisement,
 )
-from teapot_lb.model.kinds import Kind, object_key
+from teapot_lb.model.kinds import REGISTRY, Kind, object_key
 
 __all__ = ["ClusterView", "Kind", "object_key"]
 
@@ -56,6 +56,11 @@ class ClusterView:
             if svc:
                 key = object_key(eps.metadata.namespace, svc)
                 self._slices_by_service.setdefault(key, []).append(eps)
+
+    def of_kind(self, kind: Kind) -> Mapping[str, object]:
+        """The objects of one kind, by key (its field, as the kind registry names it)."""
+        objects: Mapping[str, object] = getattr(self, REGISTRY[kind].view_field)
+        return objects
 
     def slices_of(self, service_key: str) -> list[EndpointSlice]:
         """The EndpointSlices labelled with the Service's name, in its namespace."""

@@ -150,7 +150,7 @@ class KubeController:
         out: list[ApiObject] = []
         for info in KINDS:
             if info.config and info.controller:
-                out.extend(getattr(view, info.view_field).values())
+                out.extend(o for o in view.of_kind(info.kind).values() if isinstance(o, ApiObject))
         return out
 
     # ------------------------------------------------------------- keys
