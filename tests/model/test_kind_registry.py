@@ -43,3 +43,11 @@ def test_the_store_refuses_an_object_under_another_kind() -> None:
     assert obj is not None
     with pytest.raises(TypeError, match="not a Service"):
         Store().put(Kind.SERVICE, "n1", obj)
+
+
+def test_every_custom_resource_is_a_configuration_kind_of_the_registry() -> None:
+    from teapot_lb.model.crd import CUSTOM_RESOURCES
+
+    custom = {info.kind.value for info in KINDS if info.resource.custom}
+    assert {crd.name for crd in CUSTOM_RESOURCES} == custom
+    assert all(REGISTRY[Kind(crd.name)].config for crd in CUSTOM_RESOURCES)
