@@ -23,7 +23,6 @@ from teapot_lb.cluster import ClusterView, Store
 from teapot_lb.speaker.backend import Backend, Step
 from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.l2_backend import L2Backend
-from teapot_lb.speaker.l2_backend import peer_addresses as peer_addresses
 from teapot_lb.speaker.report import Announcing, ServiceEvent, announcing, events
 from teapot_lb.speaker.vip_backend import VIPBackend
 
