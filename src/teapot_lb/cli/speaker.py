@@ -15,7 +15,8 @@ from teapot_lb.cluster import Store
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.membership.udp import DEFAULT_PORT
-from teapot_lb.speaker.kube_source import KubeReporter, KubeSource
+from teapot_lb.speaker.kube_reporter import KubeReporter
+from teapot_lb.speaker.kube_source import KubeSource
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.speaker.run_marker import RunMarker

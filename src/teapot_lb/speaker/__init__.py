@@ -19,8 +19,9 @@
 - :mod:`.run_marker` — :class:`RunMarker`: whether this start follows a crash (BGP
   graceful restart);
 - :mod:`.metrics` — Prometheus collector reading the backends at scrape time;
-- :mod:`.kube_source` — informers → Store, and the Kubernetes reporter (per-node
-  annotation `announce.lb.teapot.io/<node>`, Events).
+- :mod:`.kube_source` — informers → Store;
+- :mod:`.kube_reporter` — what the speaker writes to Kubernetes (per-node annotation
+  `announce.lb.teapot.io/<node>`, Events).
 
 Standalone mode (:mod:`teapot_lb.standalone`) feeds the same :class:`NodeSpeaker` from a
 manifest directory.
