@@ -221,6 +221,7 @@ class BGPBackend:
         self._duplicates: dict[str, str] = {}
         self.router_id: IPv4Address | None = None
         self.session_resets = 0  # peers re-created because their configuration changed
+        self._failing: dict[str, str] = {}  # errors() after the last apply_plan
         self._log = log.get("speaker.bgp")
 
     # --- the node speaker's backend protocol ------------------------------------------------
@@ -248,9 +249,11 @@ class BGPBackend:
         routes = bgp_routes(a for a in step.plan.of_mode(Mode.BGP) if isinstance(a, BGPRoute))
         router_id = router_id_of(view.nodes.get(step.node), step.node, selected)
         await self.apply(setups, routes, router_id)
+        self._failing = self.errors()  # once per step, not once per decision
 
     def failure(self, decision: Decision) -> str | None:
-        errors = self.errors()
+        """Why the BGPPeers of an announcing decision are not in use (as of the last step)."""
+        errors = self._failing
         bad = [f"BGPPeer {p}: {errors[p]}" for p in decision.peers if p in errors]
         return "; ".join(bad) or None
 
