@@ -51,6 +51,7 @@ import yaml
 
 from teapot_lb import log
 from teapot_lb.announce.plan import plan
+from teapot_lb.bgp import State
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.lab.manifests import assigned_ips, layout, read_dir, service_doc, with_services
 from teapot_lb.lab.network import LabNetwork, wait_for
@@ -58,6 +59,7 @@ from teapot_lb.lab.router import fib_next_hops
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.netlab import Topology, netns_available
 from teapot_lb.speaker.bgp_backend import BGPBackend
+from teapot_lb.speaker.l2_backend import L2Backend
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.standalone.assign import assign, assigned_services
 
@@ -162,6 +164,12 @@ def timed(fn: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
+class FakePeer:
+    """A session that is up."""
+
+    state = State.ESTABLISHED
+
+
 class FakeSpeaker:
     """Records routes instead of sending them (the backend's SpeakerLike)."""
 
@@ -172,7 +180,7 @@ class FakeSpeaker:
     async def start(self) -> None: ...
 
     def add_peer(self, config: Any) -> Any:
-        self.peers[config.address] = config
+        self.peers[config.address] = FakePeer()
 
     async def remove_peer(self, address: str, communication: str = "") -> None:
         self.peers.pop(address, None)
@@ -183,12 +191,12 @@ class FakeSpeaker:
     async def shutdown(self, communication: str = "", **_: bool) -> None: ...
 
 
-class FakeL2:
-    """What NodeSpeaker.step uses of the L2 backend, minus sockets: every node alive."""
+class FakeL2(L2Backend):
+    """The L2 backend minus sockets: every node alive, claims recorded, not answered."""
 
     def __init__(self, nodes: list[str]) -> None:
+        super().__init__("n1", on_change=lambda: None)
         self.nodes = frozenset(nodes)
-        self.errors: dict[str, str] = {}
         self.claims: Mapping[str, Any] = {}
 
     def live_speakers(self) -> frozenset[str]:
@@ -205,7 +213,7 @@ async def change_cost(docs: list[dict[str, Any]], nodes: int, repeats: int) -> t
     source = store_of(docs)
     store = Store()
     speaker = NodeSpeaker("n1", store, bgp=BGPBackend(FakeSpeaker))
-    speaker.l2 = FakeL2([f"n{i}" for i in range(1, nodes + 1)])  # type: ignore[assignment]
+    speaker.l2 = FakeL2([f"n{i}" for i in range(1, nodes + 1)])
 
     def reload() -> None:
         view = source.view()

@@ -1,11 +1,13 @@
-"""IP addresses and inclusive address ranges: parsing and arithmetic (pure, no pydantic).
+"""IP addresses, families and inclusive address ranges: parsing and arithmetic (pure, no
+pydantic).
 
-Shared by the object model (validation of `spec.addresses`), the IPAM and the planners,
-so that every part reads an address entry the same way.
+Shared by the object model (validation of `spec.addresses`, `Service.spec.ipFamilies`), the
+IPAM and the planners, so that every part reads an address entry and a family the same way.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from ipaddress import (
     IPv4Address,
     IPv4Network,
@@ -33,6 +35,33 @@ def parse_ip(value: object) -> IPAddress:
 
 
 IPNetwork = IPv4Network | IPv6Network
+
+
+class IPFamily(StrEnum):
+    """Spelled as in `Service.spec.ipFamilies`."""
+
+    V4 = "IPv4"
+    V6 = "IPv6"
+
+    @classmethod
+    def of(cls, ip: IPAddress) -> IPFamily:
+        return cls.V4 if ip.version == 4 else cls.V6
+
+    @property
+    def version(self) -> int:
+        return 4 if self is IPFamily.V4 else 6
+
+    @property
+    def other(self) -> IPFamily:
+        return IPFamily.V6 if self is IPFamily.V4 else IPFamily.V4
+
+
+class IPFamilyPolicy(StrEnum):
+    """Spelled as in `Service.spec.ipFamilyPolicy`."""
+
+    SINGLE_STACK = "SingleStack"
+    PREFER_DUAL_STACK = "PreferDualStack"
+    REQUIRE_DUAL_STACK = "RequireDualStack"
 
 
 class AddressRange(NamedTuple):

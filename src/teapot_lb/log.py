@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
 
 import structlog
+from structlog.typing import FilteringBoundLogger, Processor
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -30,14 +30,14 @@ def configure(
     numeric = _LEVELS.get(level.lower())
     if numeric is None:
         raise ValueError(f"unknown log level {level!r}; use one of {', '.join(_LEVELS)}")
-    processors: list[Any] = [
+    processors: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),
         structlog.processors.format_exc_info,
     ]
-    renderer: Any = (
+    renderer: Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=True)
     )
     structlog.configure(
@@ -52,6 +52,11 @@ def configure(
         structlog.contextvars.bind_contextvars(component=component)
 
 
-def get(name: str) -> Any:
-    """A bound logger carrying ``logger=name``."""
-    return structlog.get_logger().bind(logger=name)
+Logger = FilteringBoundLogger
+
+
+def get(name: str) -> Logger:
+    """A bound logger carrying ``logger=name`` (event names with fields, never f-strings:
+    ``log.get("speaker").info("event", service=key, reason=reason)``)."""
+    logger: Logger = structlog.get_logger().bind(logger=name)
+    return logger

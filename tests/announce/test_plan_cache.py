@@ -17,8 +17,9 @@ from model.builders import (
     service,
     vip_advertisement,
 )
+from teapot_lb.announce.cache import PlanCache
 from teapot_lb.announce.election import EXCLUDE_LABEL
-from teapot_lb.announce.plan import PlanCache, PlanOptions, l2_election_orders, plan
+from teapot_lb.announce.plan import PlanOptions, l2_election_orders, plan
 from teapot_lb.cluster import Kind, Store, object_key
 
 NODE_NAMES = ("node-a", "node-b", "node-c")

@@ -341,7 +341,8 @@ async def test_the_speaker_role_allows_every_request_the_speaker_makes(
     builders = pytest.importorskip("speaker.builders")
     from teapot_lb.cluster import Store
     from teapot_lb.speaker.bgp_backend import BGPBackend
-    from teapot_lb.speaker.kube_source import KubeReporter, KubeSource
+    from teapot_lb.speaker.kube_reporter import KubeReporter
+    from teapot_lb.speaker.kube_source import KubeSource
     from teapot_lb.speaker.node import NodeSpeaker
 
     rules = rules_of(("teapot-lb-speaker", "ClusterRole"), ("teapot-lb-speaker", "Role"))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from teapot_lb.model.kinds import KINDS
+
 # Field labels every kind supports.
 _META_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 
@@ -50,10 +52,17 @@ LB_GROUP = "lb.teapot.io"
 LB_VERSION = "v1alpha1"
 
 
-def _lb(plural: str, kind: str, *, namespaced: bool = True) -> Kind:
-    return Kind(
-        LB_GROUP, LB_VERSION, plural, kind, namespaced, status_subresource=True, custom=True
-    )
+def custom_kind(
+    group: str,
+    version: str,
+    plural: str,
+    kind: str,
+    *,
+    namespaced: bool = True,
+    status: bool = True,
+) -> Kind:
+    """A row for another custom resource (register it with ``FakeApiServer.register_kind``)."""
+    return Kind(group, version, plural, kind, namespaced, status_subresource=status, custom=True)
 
 
 BUILTIN_KINDS: tuple[Kind, ...] = (
@@ -93,23 +102,11 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     Kind("coordination.k8s.io", "v1", "leases", "Lease", True, False),
     Kind("networking.k8s.io", "v1", "ingresses", "Ingress", True, True),
     Kind("networking.k8s.io", "v1", "ingressclasses", "IngressClass", False, False),
-    # lb.teapot.io custom resources (served as if their CRDs were installed).
-    _lb("addresspools", "AddressPool"),
-    _lb("bgppeers", "BGPPeer"),
-    _lb("bgpadvertisements", "BGPAdvertisement"),
-    _lb("l2advertisements", "L2Advertisement"),
-    _lb("vipadvertisements", "VIPAdvertisement"),
+    # teapot-lb's custom resources, from its kind registry (served as if their CRDs, which
+    # are generated from the same registry, were installed).
+    *(
+        custom_kind(r.group, r.version, r.plural, r.kind, namespaced=r.namespaced)
+        for r in (info.resource for info in KINDS)
+        if r.custom
+    ),
 )
-
-
-def custom_kind(
-    group: str,
-    version: str,
-    plural: str,
-    kind: str,
-    *,
-    namespaced: bool = True,
-    status: bool = True,
-) -> Kind:
-    """A row for another custom resource (register it with ``FakeApiServer.register_kind``)."""
-    return Kind(group, version, plural, kind, namespaced, status_subresource=status, custom=True)

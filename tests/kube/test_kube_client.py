@@ -15,6 +15,7 @@ from teapot_lb.kube.resources import (
     LEASES,
     NAMESPACES,
     SERVICES,
+    key_of,
     object_key,
     split_key,
 )
@@ -25,10 +26,10 @@ async def test_create_get_list_across_namespaces(fake_api: FakeApiServer, kube: 
     for ns in ("default", "team-a"):
         await kube.create(SERVICES, {"metadata": {"name": "s", "namespace": ns}, "spec": {}})
     everywhere = await kube.list(SERVICES)
-    assert sorted(object_key(o) for o in everywhere.items) == ["default/s", "team-a/s"]
+    assert sorted(key_of(o) for o in everywhere.items) == ["default/s", "team-a/s"]
     assert int(everywhere.resource_version) > 0
     one = await kube.list(SERVICES, namespace="team-a")
-    assert [object_key(o) for o in one.items] == ["team-a/s"]
+    assert [key_of(o) for o in one.items] == ["team-a/s"]
     got = await kube.get(SERVICES, "s", "team-a")
     assert got["kind"] == "Service" and got["apiVersion"] == "v1"
 
@@ -97,7 +98,8 @@ async def test_unreachable_server_raises_unreachable(fake_api: FakeApiServer) ->
 def test_keys_round_trip() -> None:
     assert split_key("ns/name") == ("ns", "name")
     assert split_key("node1") == (None, "node1")
-    assert object_key({"metadata": {"name": "n"}}) == "n"
+    assert split_key(object_key("ns", "name")) == ("ns", "name")
+    assert key_of({"metadata": {"name": "n"}}) == "n"
 
 
 async def test_connect_takes_the_namespace_of_the_kubeconfig_context(

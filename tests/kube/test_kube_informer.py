@@ -212,3 +212,19 @@ async def test_cache_drops_managed_fields(fake_api: FakeApiServer, kube: KubeCli
         for key in ("default/listed", "default/watched"):
             cached = inf.get(key)
             assert cached is not None and "managedFields" not in cached["metadata"]
+
+
+async def test_a_failing_handler_is_logged_and_the_others_still_see_the_event(
+    fake_api: FakeApiServer, kube: KubeClient
+) -> None:
+    informer = Informer(kube, SERVICES, backoff=Backoff(0.05, 0.5))
+
+    def broken(type_: EventType, key: str, obj: KubeObject) -> None:
+        raise RuntimeError("handler bug")
+
+    informer.add_handler(broken)
+    rec = Recorder()
+    informer.add_handler(rec)
+    async with running(informer):
+        await kube.create(SERVICES, service("a"))
+        await until(rec.saw(EventType.ADDED, "default/a"), what="ADDED a despite the bug")

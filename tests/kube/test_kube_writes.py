@@ -1,4 +1,4 @@
-"""Status writes, Events and finalizers against the fake API server."""
+"""Status writes and Events against the fake API server."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ from fakeapi import FakeApiServer
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import Conflict, NotFound
 from teapot_lb.kube.events import EventKind, EventRecorder
-from teapot_lb.kube.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from teapot_lb.kube.resources import ADDRESS_POOLS, EVENTS, NODES, SERVICES, KubeObject
 from teapot_lb.kube.status import patch_status, update_status
-
-FINALIZER = "lb.teapot.io/ip-release"
 
 
 def service(name: str = "web") -> KubeObject:
@@ -162,42 +159,3 @@ async def test_event_expired_on_the_server_is_created_again(
     assert await recorder.record(svc, EventKind.NORMAL, "IPAllocated", "x")
     (again,) = fake_api.list("events", "default")
     assert again["count"] == 1
-
-
-async def test_finalizer_holds_deletion_until_removed(
-    fake_api: FakeApiServer, kube: KubeClient
-) -> None:
-    svc = await kube.create(SERVICES, service())
-    svc = await add_finalizer(kube, SERVICES, svc, FINALIZER)
-    assert has_finalizer(svc, FINALIZER)
-    again = await add_finalizer(kube, SERVICES, svc, FINALIZER)
-    assert again["metadata"]["finalizers"] == [FINALIZER]
-
-    await kube.delete(SERVICES, "web", "default")
-    deleting = await kube.get(SERVICES, "web", "default")
-    assert deleting["metadata"]["deletionTimestamp"]
-    assert await remove_finalizer(kube, SERVICES, deleting, FINALIZER) is None
-    assert fake_api.get("services", "web", "default") is None
-
-
-async def test_finalizers_added_concurrently_are_all_kept(
-    fake_api: FakeApiServer, kube: KubeClient
-) -> None:
-    svc = await kube.create(SERVICES, service())
-    await asyncio.gather(*(add_finalizer(kube, SERVICES, svc, f"x.io/f{i}") for i in range(3)))
-    obj = fake_api.get("services", "web", "default")
-    assert obj is not None and sorted(obj["metadata"]["finalizers"]) == [
-        "x.io/f0",
-        "x.io/f1",
-        "x.io/f2",
-    ]
-
-
-async def test_remove_finalizer_keeps_the_others(fake_api: FakeApiServer, kube: KubeClient) -> None:
-    body = service()
-    body["metadata"]["finalizers"] = ["other.io/keep", FINALIZER]
-    svc = await kube.create(SERVICES, body)
-    stale = dict(svc)
-    await kube.patch(SERVICES, "web", {"metadata": {"labels": {"x": "1"}}}, namespace="default")
-    updated = await remove_finalizer(kube, SERVICES, stale, FINALIZER)  # stale rv: retried
-    assert updated is not None and updated["metadata"]["finalizers"] == ["other.io/keep"]

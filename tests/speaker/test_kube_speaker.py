@@ -18,7 +18,8 @@ from fakeapi.wait import until
 from teapot_lb.cluster import Store
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.speaker.bgp_backend import BGPBackend
-from teapot_lb.speaker.kube_source import KubeReporter, KubeSource, read_cluster
+from teapot_lb.speaker.kube_reporter import KubeReporter
+from teapot_lb.speaker.kube_source import KubeSource, read_cluster
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.speaker.report import annotation_key
 

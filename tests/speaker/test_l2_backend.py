@@ -9,8 +9,8 @@ from typing import Any
 import pytest_asyncio
 
 from teapot_lb.l2.announcer import Claim
-from teapot_lb.l2.responder import InterfaceInfo
 from teapot_lb.membership.core import Member, MemberState, Timing
+from teapot_lb.speaker.interfaces import InterfaceInfo
 from teapot_lb.speaker.l2_backend import L2Backend
 
 ETH0 = InterfaceInfo("eth0", 2, b"\x02\x00\x00\x00\x00\x01", None, (ip_network("192.0.2.0/24"),))

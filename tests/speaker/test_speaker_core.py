@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from ipaddress import ip_network
+from typing import Any
 
 from model.builders import parse
-from teapot_lb.announce.plan import BGPRoute, L2Claim, Mode, plan
+from teapot_lb.announce.plan import BGPRoute, Decision, L2Claim, Mode, PlanOptions, plan
 from teapot_lb.cluster import Kind
+from teapot_lb.speaker.backend import Step
 from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setup, router_id_of
 from teapot_lb.speaker.desired import RouteAttrs, bgp_routes, diff_mappings, l2_claims
-from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips, peer_addresses
+from teapot_lb.speaker.l2_backend import peer_addresses
+from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import REASON_ANNOUNCING, REASON_FAILED, Announcing, events
 
 from .builders import FakeFactory, bgp_setup, lb_service, node, ours, put, store_of
@@ -311,11 +314,58 @@ async def test_status_lists_ipv4_and_ipv6_announcements_together() -> None:
 async def test_only_sessions_going_up_or_down_trigger_a_new_plan() -> None:
     from teapot_lb.bgp import State
     from teapot_lb.bgp.fsm import StateChanged
+    from teapot_lb.speaker.bgp_backend import on_session_change
 
     speaker = NodeSpeaker("n1", store_of(*bgp_setup()))
-    speaker.on_bgp_event(None, StateChanged(State.CONNECT, State.OPEN_SENT))
+    on_event = on_session_change(speaker.notify)
+    peer: Any = None
+    on_event(peer, StateChanged(State.CONNECT, State.OPEN_SENT))
     assert not speaker._wake.is_set()
-    speaker.on_bgp_event(None, object())  # e.g. routes learned from the router
+    on_event(peer, object())  # type: ignore[arg-type]  # e.g. routes learned from the router
     assert not speaker._wake.is_set()
-    speaker.on_bgp_event(None, StateChanged(State.OPEN_CONFIRM, State.ESTABLISHED))
+    on_event(peer, StateChanged(State.OPEN_CONFIRM, State.ESTABLISHED))
     assert speaker._wake.is_set()
+
+
+class RecordingBackend:
+    """A backend of a mode of its own choosing, through the protocol only."""
+
+    def __init__(self, mode: Mode, failing: dict[str, str] | None = None) -> None:
+        self._mode = mode
+        self.failing = failing or {}
+        self.applied: list[int] = []
+        self.withdrawn = False
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    def plan_options(self, options: PlanOptions) -> PlanOptions:
+        return options
+
+    async def apply_plan(self, step: Step) -> None:
+        self.applied.append(len(step.plan.of_mode(self._mode)))
+
+    def failure(self, decision: Decision) -> str | None:
+        return self.failing.get(decision.ip)
+
+    async def withdraw(self) -> None:
+        self.withdrawn = True
+
+
+async def test_a_backend_is_anything_that_follows_the_protocol() -> None:
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    backend = RecordingBackend(Mode.BGP, {"203.0.113.10": "no route to the router"})
+    speaker = NodeSpeaker("n1", store, backends=[backend])
+    result = await speaker.step()
+    assert backend.applied == [2]  # one route to each of the two BGPPeers
+    assert result.failures == {"default/web": {"203.0.113.10": "no route to the router"}}
+    await speaker.shutdown()
+    assert backend.withdrawn
+
+
+async def test_backends_are_asked_only_about_decisions_of_their_mode() -> None:
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    other = RecordingBackend(Mode.L2, {"203.0.113.10": "not this one"})
+    result = await NodeSpeaker("n1", store, backends=[other]).step()
+    assert result.failures == {}

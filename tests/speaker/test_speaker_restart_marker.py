@@ -9,8 +9,9 @@ import structlog
 
 from fakeapi import FakeApiServer
 from fakeapi.wait import until
-from teapot_lb.cli.run import RunConfig, RunMarker
+from teapot_lb.cli.run import RunConfig
 from teapot_lb.cli.speaker import run_speaker
+from teapot_lb.speaker.run_marker import RunMarker
 
 from .builders import bgp_setup
 from .test_kube_speaker import seed

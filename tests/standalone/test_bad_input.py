@@ -32,10 +32,10 @@ import pytest
 from speaker.builders import FakeFactory, FakeSpeaker
 from teapot_lb.bgp import PeerConfig, State
 from teapot_lb.cluster import Store
-from teapot_lb.l2.responder import InterfaceInfo
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.membership.core import Timing
 from teapot_lb.speaker.bgp_backend import BGPBackend
+from teapot_lb.speaker.interfaces import InterfaceInfo
 from teapot_lb.speaker.l2_backend import L2Backend
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.speaker.vip_backend import VIPBackend
@@ -191,7 +191,7 @@ async def running(tmp_path: Path, state: Path | None = None) -> AsyncIterator[Ru
     write(manifests / "web.yaml", [service("web", GOOD_IP)])
     store = Store()
     factory = UpFactory()
-    speaker = NodeSpeaker("n1", store, list_interfaces=list_interfaces)
+    speaker = NodeSpeaker("n1", store)
     speaker.bgp = BGPBackend(factory)
     speaker.l2 = L2Backend(
         "n1",
@@ -201,7 +201,9 @@ async def running(tmp_path: Path, state: Path | None = None) -> AsyncIterator[Ru
         list_interfaces=list_interfaces,
         responder=FakeResponder,
     )
-    vip = VIPBackend("n1", state / "keepalived", on_change=speaker.notify)
+    vip = VIPBackend(
+        "n1", state / "keepalived", on_change=speaker.notify, list_interfaces=list_interfaces
+    )
     rendered: list[Rendered] = []
 
     async def record(r: Rendered, *, timeout_s: float = 15.0) -> None:

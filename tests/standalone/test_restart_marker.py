@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from needs import require_root
-from teapot_lb.cli.run import RunMarker
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
+from teapot_lb.speaker.run_marker import RunMarker
 
 from .restart_lab import NODE_IP, ROUTER_IP, NodeLab
 

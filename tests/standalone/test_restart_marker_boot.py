@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from teapot_lb.cli.run import RunMarker
+from teapot_lb.speaker.run_marker import RunMarker
 
 BOOT_A = "4b0c2a53-0d9e-4a55-9a3e-6f1f3c2d7a01"
 BOOT_B = "9e7d1c44-51aa-4f0b-8c6e-2a9b0e1f3d02"

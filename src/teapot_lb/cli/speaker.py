@@ -6,26 +6,21 @@ import asyncio
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from teapot_lb import log
-from teapot_lb.cli.run import (
-    MODES,
-    RunConfig,
-    RunMarker,
-    build_speaker,
-    parse_modes,
-    stop_on_signals,
-)
+from teapot_lb.cli.run import RunConfig, parse_modes, stop_on_signals
 from teapot_lb.cluster import Store
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.membership.udp import DEFAULT_PORT
-from teapot_lb.speaker.kube_source import KubeReporter, KubeSource
+from teapot_lb.speaker.kube_reporter import KubeReporter
+from teapot_lb.speaker.kube_source import KubeSource
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker
+from teapot_lb.speaker.run_marker import RunMarker
+from teapot_lb.speaker.wiring import MODES, build_speaker
 
 
 async def run_speaker(
@@ -35,7 +30,7 @@ async def run_speaker(
     stop: asyncio.Event | None = None,
 ) -> NodeSpeaker:
     """Run until SIGTERM/SIGINT (or `stop` is set); returns the speaker after shutdown."""
-    logger: Any = log.get("speaker").bind(node=config.node)
+    logger = log.get("speaker").bind(node=config.node)
     marker = RunMarker(config.state_dir)
     restarting = marker.begin()
     store = Store()

@@ -6,20 +6,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from teapot_lb.cluster.view import ClusterView, Kind, object_key
+from teapot_lb.cluster.view import ClusterView
+from teapot_lb.model import ApiObject
+from teapot_lb.model.kinds import KINDS, REGISTRY, Kind, object_key
 
-_FIELD = {
-    Kind.SERVICE: "services",
-    Kind.ENDPOINT_SLICE: "endpoint_slices",
-    Kind.NODE: "nodes",
-    Kind.NAMESPACE: "namespaces",
-    Kind.ADDRESS_POOL: "pools",
-    Kind.BGP_PEER: "bgp_peers",
-    Kind.BGP_ADVERTISEMENT: "bgp_advertisements",
-    Kind.L2_ADVERTISEMENT: "l2_advertisements",
-    Kind.VIP_ADVERTISEMENT: "vip_advertisements",
-    Kind.SECRET: "secrets",
-}
+# What the store holds: typed objects, and Secrets as their decoded data.
+Stored = ApiObject | Mapping[str, bytes]
 
 
 class Store:
@@ -27,36 +19,41 @@ class Store:
 
     :meth:`view` returns an immutable snapshot; it is rebuilt only after a change,
     so readers that ask often (every reconcile) pay nothing when nothing changed.
+    Which view field holds a kind comes from the kind registry
+    (:data:`teapot_lb.model.kinds.KINDS`).
     """
 
     def __init__(self) -> None:
-        self._objects: dict[Kind, dict[str, Any]] = {kind: {} for kind in Kind}
+        self._objects: dict[Kind, dict[str, Stored]] = {info.kind: {} for info in KINDS}
         self._view: ClusterView | None = None
         self.generation = 0
 
-    def put(self, kind: Kind, key: str, obj: Any) -> None:
+    def put(self, kind: Kind, key: str, obj: Stored) -> None:
+        model = REGISTRY[kind].model
+        if model is not None and not isinstance(obj, model):
+            raise TypeError(f"a {type(obj).__name__} is not a {kind.value}")
         self._objects[kind][key] = obj
         self._changed()
 
-    def put_object(self, obj: Any) -> str:
+    def put_object(self, obj: ApiObject) -> str:
         """Put a typed model object; its kind and key come from its metadata."""
         kind = Kind(obj.kind)
         key = object_key(obj.metadata.namespace, obj.metadata.name)
         self.put(kind, key, obj)
         return key
 
-    def delete(self, kind: Kind, key: str) -> Any | None:
+    def delete(self, kind: Kind, key: str) -> Stored | None:
         obj = self._objects[kind].pop(key, None)
         if obj is not None:
             self._changed()
         return obj
 
-    def replace(self, kind: Kind, objects: Mapping[str, Any]) -> None:
+    def replace(self, kind: Kind, objects: Mapping[str, Stored]) -> None:
         """Replace every object of one kind (a re-list, or a re-read manifest directory)."""
         self._objects[kind] = dict(objects)
         self._changed()
 
-    def get(self, kind: Kind, key: str) -> Any | None:
+    def get(self, kind: Kind, key: str) -> Stored | None:
         return self._objects[kind].get(key)
 
     def keys(self, kind: Kind) -> list[str]:
@@ -64,12 +61,12 @@ class Store:
 
     def view(self) -> ClusterView:
         if self._view is None:
-            self._view = ClusterView(
-                **{
-                    _FIELD[kind]: MappingProxyType(dict(objs))
-                    for kind, objs in self._objects.items()
-                }
-            )
+            # Each field holds only its kind's model (put checks it), so the view's field
+            # types hold although the registry is a runtime table.
+            fields: dict[str, Mapping[str, Any]] = {
+                info.view_field: MappingProxyType(dict(self._objects[info.kind])) for info in KINDS
+            }
+            self._view = ClusterView(**fields)
         return self._view
 
     def _changed(self) -> None:

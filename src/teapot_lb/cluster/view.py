@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
@@ -20,26 +19,9 @@ from teapot_lb.model import (
     Service,
     VIPAdvertisement,
 )
+from teapot_lb.model.kinds import REGISTRY, Kind, object_key
 
-
-class Kind(StrEnum):
-    """The kinds a view holds; the value is the Kubernetes kind name."""
-
-    SERVICE = "Service"
-    ENDPOINT_SLICE = "EndpointSlice"
-    NODE = "Node"
-    NAMESPACE = "Namespace"
-    ADDRESS_POOL = "AddressPool"
-    BGP_PEER = "BGPPeer"
-    BGP_ADVERTISEMENT = "BGPAdvertisement"
-    L2_ADVERTISEMENT = "L2Advertisement"
-    VIP_ADVERTISEMENT = "VIPAdvertisement"
-    SECRET = "Secret"
-
-
-def object_key(namespace: str | None, name: str) -> str:
-    """The cache key of an object: `namespace/name`, or `name` for cluster-scoped kinds."""
-    return f"{namespace}/{name}" if namespace else name
+__all__ = ["ClusterView", "Kind", "object_key"]
 
 
 def _empty() -> Mapping[str, Any]:
@@ -74,6 +56,11 @@ class ClusterView:
             if svc:
                 key = object_key(eps.metadata.namespace, svc)
                 self._slices_by_service.setdefault(key, []).append(eps)
+
+    def of_kind(self, kind: Kind) -> Mapping[str, object]:
+        """The objects of one kind, by key (its field, as the kind registry names it)."""
+        objects: Mapping[str, object] = getattr(self, REGISTRY[kind].view_field)
+        return objects
 
     def slices_of(self, service_key: str) -> list[EndpointSlice]:
         """The EndpointSlices labelled with the Service's name, in its namespace."""

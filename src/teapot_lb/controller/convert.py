@@ -13,7 +13,7 @@ def pool_of(pool: AddressPool) -> ipam.Pool:
     scope = pool.spec.service_allocation
     return ipam.Pool(
         name=pool.name,
-        ranges=tuple((rng.first, rng.last) for rng in pool.address_ranges()),
+        ranges=tuple(pool.address_ranges()),
         auto_assign=pool.spec.auto_assign,
         avoid_buggy_ips=pool.spec.avoid_buggy_ips,
         namespaces=frozenset(scope.namespaces) if scope else frozenset(),
@@ -34,14 +34,10 @@ def request_of(
     """
     spec = service.spec
     requested = tuple(service.requested_ips())
-    families = tuple(ipam.IPFamily(f.value) for f in spec.ip_families)
+    families = tuple(spec.ip_families)
     if not families and requested:
         families = tuple(dict.fromkeys(ipam.IPFamily.of(ip) for ip in requested))
-    policy = (
-        ipam.IPFamilyPolicy(spec.ip_family_policy.value)
-        if spec.ip_family_policy is not None
-        else ipam.IPFamilyPolicy.SINGLE_STACK
-    )
+    policy = spec.ip_family_policy or ipam.IPFamilyPolicy.SINGLE_STACK
     return ipam.ServiceRequest(
         namespace=service.namespace,
         name=service.name,

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from teapot_lb import ipam
+from teapot_lb.kube.errors import ApiStatusError, KubeError
 
 PREFIX = "teapot_lb_controller"
 
@@ -78,6 +79,11 @@ class ControllerMetrics:
             ["kind", "allowed"],
             registry=r,
         )
+
+    def api_error(self, operation: str, err: KubeError) -> None:
+        """Count a failed API request by operation and HTTP code (0: no answer)."""
+        code = err.code if isinstance(err, ApiStatusError) else 0
+        self.api_errors.labels(operation, str(code)).inc()
 
     def set_pool_usage(
         self,

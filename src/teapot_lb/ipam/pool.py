@@ -6,10 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from teapot_lb.ipam.request import IPAddress, IPFamily, ServiceRequest
-
-# An inclusive first..last range of one family (a NamedTuple, so plain pairs fit too).
-AddressRange = tuple[IPAddress, IPAddress]
+from teapot_lb.addresses import AddressRange as AddressRange
+from teapot_lb.ipam.request import IPFamily, ServiceRequest
 
 
 class LabelMatcher(Protocol):

@@ -8,6 +8,8 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from teapot_lb.addresses import IPAddress as IPAddress
+from teapot_lb.addresses import IPFamily as IPFamily
+from teapot_lb.addresses import IPFamilyPolicy as IPFamilyPolicy
 
 # (protocol, port), e.g. ("TCP", 443). Two Services sharing an IP must not both use one.
 Port = tuple[str, int]
@@ -17,29 +19,6 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 def _no_labels() -> Mapping[str, str]:
     return _EMPTY
-
-
-class IPFamily(StrEnum):
-    """Spelled as in `Service.spec.ipFamilies`."""
-
-    V4 = "IPv4"
-    V6 = "IPv6"
-
-    @classmethod
-    def of(cls, ip: IPAddress) -> IPFamily:
-        return cls.V4 if ip.version == 4 else cls.V6
-
-    @property
-    def other(self) -> IPFamily:
-        return IPFamily.V6 if self is IPFamily.V4 else IPFamily.V4
-
-
-class IPFamilyPolicy(StrEnum):
-    """Spelled as in `Service.spec.ipFamilyPolicy`."""
-
-    SINGLE_STACK = "SingleStack"
-    PREFER_DUAL_STACK = "PreferDualStack"
-    REQUIRE_DUAL_STACK = "RequireDualStack"
 
 
 class TrafficPolicy(StrEnum):

@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,7 +149,7 @@ class KubeClient:
 
     def _positional(
         self, res: Resource, verb: str, namespace: str | None, name: str | None, suffix: str
-    ) -> tuple[Any, tuple[Any, ...]]:
+    ) -> tuple[Callable[..., Awaitable[Any]], tuple[str, ...]]:
         """The bound client method and its positional arguments (without the body).
 
         Typed APIs take ``(name, namespace)``; custom objects take
@@ -157,7 +157,7 @@ class KubeClient:
         """
         if res.namespaced and namespace is None and verb != "list":
             raise ValueError(f"{res} is namespaced: a namespace is required to {verb}")
-        named: tuple[Any, ...] = (name,) if name is not None else ()
+        named: tuple[str, ...] = (name,) if name is not None else ()
         if res.custom:
             verb = "get" if verb == "read" else verb
             if res.namespaced and namespace is not None:

@@ -24,7 +24,7 @@ from .. import log
 from .backoff import Backoff
 from .client import KubeClient
 from .errors import Gone, KubeError
-from .resources import KubeObject, Resource, object_key, resource_version
+from .resources import KubeObject, Resource, key_of, resource_version
 
 
 class EventType(enum.StrEnum):
@@ -151,7 +151,7 @@ class Informer:
             field_selector=self.field_selector,
         )
         self.lists += 1
-        fresh = {object_key(obj): _trimmed(obj) for obj in listed.items}
+        fresh = {key_of(obj): _trimmed(obj) for obj in listed.items}
         changes = cache_diff(self._cache, fresh)
         self._cache = fresh
         self.resource_version = listed.resource_version
@@ -176,7 +176,7 @@ class Informer:
                 if event.type == "BOOKMARK":
                     self.resource_version = rv or self.resource_version
                     continue
-                key = object_key(event.object)
+                key = key_of(event.object)
                 if event.type in ("ADDED", "MODIFIED"):
                     obj = _trimmed(event.object)
                     self._cache[key] = obj
@@ -193,7 +193,7 @@ class Informer:
             try:
                 handler(type_, key, obj)
             except Exception:
-                self._log.exception("event handler failed", key=key, event=type_.value)
+                self._log.exception("event handler failed", key=key, event_type=type_.value)
 
 
 def _trimmed(obj: KubeObject) -> KubeObject:

@@ -26,7 +26,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import NamedTuple
 
 from .. import log
 from .client import KubeClient
@@ -69,6 +69,16 @@ def _micro_time(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class _LeaseRecord(NamedTuple):
+    """What a Lease says (its spec as JSON values): a change of any of it is a renewal."""
+
+    holder: str
+    renew_time: object
+    acquire_time: object
+    duration_s: object
+    transitions: object
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -82,7 +92,7 @@ class LeaderElector:
         self._on_change = on_change
         self._leading = False
         self._renewed_at = -math.inf  # monotonic time the last successful renewal began
-        self._observed: tuple[Any, ...] | None = None
+        self._observed: _LeaseRecord | None = None
         self._observed_at = -math.inf
         self._log = log.get("kube.leader").bind(lease=config.name, identity=config.identity)
 
@@ -108,7 +118,7 @@ class LeaderElector:
 
     @property
     def observed_holder(self) -> str:
-        return str(self._observed[0]) if self._observed else ""
+        return self._observed.holder if self._observed else ""
 
     def _set_leading(self, leading: bool) -> None:
         if leading != self._leading:
@@ -168,8 +178,8 @@ class LeaderElector:
         return True
 
     def _observe(self, spec: KubeObject, at: float) -> None:
-        record = (
-            spec.get("holderIdentity") or "",
+        record = _LeaseRecord(
+            str(spec.get("holderIdentity") or ""),
             spec.get("renewTime"),
             spec.get("acquireTime"),
             spec.get("leaseDurationSeconds"),

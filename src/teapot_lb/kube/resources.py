@@ -44,7 +44,6 @@ SECRETS = Resource("", "v1", "secrets", "Secret", True)
 EVENTS = Resource("", "v1", "events", "Event", True)
 ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
-INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", "Ingress", True, True)
 
 LB_GROUP = "lb.teapot.io"
 LB_VERSION = "v1alpha1"
@@ -61,11 +60,16 @@ VIP_ADVERTISEMENTS = Resource(
 )
 
 
-def object_key(obj: KubeObject) -> str:
-    """``namespace/name``, or ``name`` for cluster-scoped objects (client-go's key format)."""
+def object_key(namespace: str | None, name: str) -> str:
+    """The cache key of an object: ``namespace/name``, or ``name`` for cluster-scoped kinds
+    (client-go's key format). The one key format of every cache, view and queue."""
+    return f"{namespace}/{name}" if namespace else name
+
+
+def key_of(obj: KubeObject) -> str:
+    """:func:`object_key` of an API object (a JSON dict)."""
     meta = obj["metadata"]
-    ns = meta.get("namespace")
-    return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+    return object_key(meta.get("namespace"), str(meta["name"]))
 
 
 def split_key(key: str) -> tuple[str | None, str]:
@@ -76,7 +80,3 @@ def split_key(key: str) -> tuple[str | None, str]:
 
 def resource_version(obj: KubeObject) -> str:
     return str(obj.get("metadata", {}).get("resourceVersion", ""))
-
-
-def is_deleting(obj: KubeObject) -> bool:
-    return bool(obj.get("metadata", {}).get("deletionTimestamp"))

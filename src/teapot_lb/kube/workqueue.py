@@ -1,5 +1,7 @@
 """A deduplicating work queue of keys (the shape of client-go's workqueue).
 
+Keys are any hashable value: object keys (``namespace/name``) or typed keys per kind.
+
 - A key is queued at most once, however often it is added.
 - A key being processed is never handed to a second worker; if it is added meanwhile
   it is queued again when the first worker calls :meth:`WorkQueue.done`.
@@ -11,21 +13,25 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
 class QueueShutDown(Exception):
     """:meth:`WorkQueue.get` after :meth:`WorkQueue.shut_down` with nothing left."""
 
 
-class WorkQueue:
+class WorkQueue(Generic[K]):
     def __init__(self, *, base_delay_s: float = 0.05, max_delay_s: float = 60.0) -> None:
         self.base_delay_s = base_delay_s
         self.max_delay_s = max_delay_s
-        self._queue: deque[str] = deque()
-        self._dirty: set[str] = set()
-        self._processing: set[str] = set()
-        self._failures: dict[str, int] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._failures: dict[K, int] = {}
+        self._timers: dict[K, asyncio.TimerHandle] = {}
         self._wakeup = asyncio.Event()
         self._shut_down = False
 
@@ -37,7 +43,7 @@ class WorkQueue:
         """Queued, processing or waiting on a delay."""
         return len(self._dirty | self._processing | set(self._timers))
 
-    def add(self, key: str) -> None:
+    def add(self, key: K) -> None:
         if self._shut_down or key in self._dirty:
             return
         self._dirty.add(key)
@@ -46,7 +52,7 @@ class WorkQueue:
         self._queue.append(key)
         self._wakeup.set()
 
-    def add_after(self, key: str, delay_s: float) -> None:
+    def add_after(self, key: K, delay_s: float) -> None:
         """Add ``key`` after ``delay_s``; an earlier pending delay for the key wins."""
         if self._shut_down:
             return
@@ -62,11 +68,11 @@ class WorkQueue:
             existing.cancel()
         self._timers[key] = loop.call_at(when, self._fire, key)
 
-    def _fire(self, key: str) -> None:
+    def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
         self.add(key)
 
-    def add_rate_limited(self, key: str) -> float:
+    def add_rate_limited(self, key: K) -> float:
         """Requeue after this key's backoff delay; returns the delay."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
@@ -74,13 +80,13 @@ class WorkQueue:
         self.add_after(key, delay)
         return delay
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: K) -> None:
         self._failures.pop(key, None)
 
-    def num_requeues(self, key: str) -> int:
+    def num_requeues(self, key: K) -> int:
         return self._failures.get(key, 0)
 
-    async def get(self) -> str:
+    async def get(self) -> K:
         """The next key; the caller must call :meth:`done` with it when finished."""
         while not self._queue:
             if self._shut_down:
@@ -92,7 +98,7 @@ class WorkQueue:
         self._processing.add(key)
         return key
 
-    def done(self, key: str) -> None:
+    def done(self, key: K) -> None:
         self._processing.discard(key)
         if key in self._dirty:
             self._queue.append(key)

@@ -19,9 +19,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_interface
-
-from pyroute2 import AsyncIPRoute
+from ipaddress import IPv4Network, IPv6Address, IPv6Network
 
 from teapot_lb.l2 import wire
 from teapot_lb.l2.announcer import (
@@ -34,6 +32,18 @@ from teapot_lb.l2.announcer import (
     Output,
 )
 from teapot_lb.timers import ArmTimer, CancelTimer, LoopTimers
+
+
+@dataclass(frozen=True)
+class InterfaceInfo:
+    """The interface a responder binds to (the speaker lists them: ``speaker.interfaces``)."""
+
+    name: str
+    index: int
+    mac: bytes
+    link_local: IPv6Address | None
+    networks: tuple[IPv4Network | IPv6Network, ...]  # connected subnets of its addresses
+
 
 _PACKET_OUTGOING = 4
 _SO_ATTACH_FILTER = 26
@@ -50,43 +60,6 @@ _NDP_FILTER = (
     (0x06, 0, 0, 0x40000),
     (0x06, 0, 0, 0),
 )
-
-
-@dataclass(frozen=True)
-class InterfaceInfo:
-    name: str
-    index: int
-    mac: bytes
-    link_local: IPv6Address | None
-    networks: tuple[IPv4Network | IPv6Network, ...]  # connected subnets of its addresses
-
-
-async def interfaces() -> dict[str, InterfaceInfo]:
-    """The Ethernet interfaces of this network namespace, read over netlink."""
-    out: dict[str, InterfaceInfo] = {}
-    async with AsyncIPRoute() as ipr:
-        links = {
-            link["index"]: (link.get_attr("IFLA_IFNAME"), link.get_attr("IFLA_ADDRESS"))
-            async for link in await ipr.get_links()
-        }
-        nets: dict[int, list[IPv4Network | IPv6Network]] = {i: [] for i in links}
-        lls: dict[int, IPv6Address] = {}
-        async for addr in await ipr.get_addr():
-            idx, text = addr["index"], addr.get_attr("IFA_ADDRESS")
-            if idx not in links or text is None:
-                continue
-            iface = ip_interface(f"{text}/{addr['prefixlen']}")
-            if iface.ip.is_link_local and isinstance(iface.ip, IPv6Address):
-                lls.setdefault(idx, iface.ip)
-            else:
-                nets[idx].append(iface.network)
-    for idx, (name, mac_text) in links.items():
-        if not mac_text or mac_text == "00:00:00:00:00:00" or mac_text.count(":") != 5:
-            continue
-        out[name] = InterfaceInfo(
-            name, idx, wire.parse_mac(mac_text), lls.get(idx), tuple(nets[idx])
-        )
-    return out
 
 
 def _attach_filter(sock: socket.socket, program: tuple[tuple[int, int, int, int], ...]) -> None:
@@ -215,12 +188,3 @@ class Responder:
 
     def _due(self, timer: AnnounceTimer) -> None:
         self._apply(self.announcer.timer_expired(timer, self._clock()))
-
-
-def default_interfaces(ip: IPv4Address | IPv6Address, infos: dict[str, InterfaceInfo]) -> list[str]:
-    """The interfaces whose connected subnets contain ``ip`` (the default placement)."""
-    return sorted(
-        name
-        for name, info in infos.items()
-        if any(ip.version == net.version and ip in net for net in info.networks)
-    )

@@ -5,7 +5,7 @@
                                                   └── node-c (192.0.2.3, 2001:db8::3)
 
 The product path, as a cluster of nodes runs it: each node runs ``teapot-lb run`` (the
-speaker's L2 and VIP backends, :func:`teapot_lb.cli.run.build_speaker`) on one shared
+speaker's L2 and VIP backends, :func:`teapot_lb.speaker.wiring.build_speaker`) on one shared
 manifest directory that the lab writes, and the lab's HTTP workload
 (:mod:`teapot_lb.lab.serve`). kube-proxy is emulated as in IPVS mode: a Service IP is
 bound on ``lo`` of every node with ``arp_ignore=1``/``arp_announce=2`` (IPv6 answers NS

@@ -31,8 +31,9 @@ from teapot_lb.model.common import (
     parse_ip,
     selector_lists_may_overlap,
 )
+from teapot_lb.model.kinds import ApiObject
 from teapot_lb.model.l2 import L2Advertisement, L2AdvertisementSpec
-from teapot_lb.model.manifest import ApiObject, Manifest, load, parse_object
+from teapot_lb.model.manifest import Manifest, load, parse_object
 from teapot_lb.model.pool import (
     AddressPool,
     AddressPoolSpec,

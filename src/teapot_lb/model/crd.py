@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import GROUP, VERSION
+from teapot_lb.model.kinds import REGISTRY, Kind
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.vip import VIPAdvertisement
@@ -49,11 +50,11 @@ class Column:
 
 
 @dataclass(frozen=True)
-class Kind:
-    """A custom resource: its model, names and printer columns."""
+class CustomResource:
+    """A custom resource's CRD: its model, short names and printer columns (its plural and
+    group come from the kind registry, :mod:`teapot_lb.model.kinds`)."""
 
     model: type[BaseModel]
-    plural: str
     short_names: tuple[str, ...]
     columns: tuple[Column, ...]
 
@@ -61,15 +62,18 @@ class Kind:
     def name(self) -> str:
         return str(self.model.model_fields["kind"].default)
 
+    @property
+    def plural(self) -> str:
+        return REGISTRY[Kind(self.name)].resource.plural
+
 
 _AGE = Column("Age", "date", ".metadata.creationTimestamp")
 _POOLS = Column("Pools", "string", ".spec.addressPools")
 _NODES = Column("Node Selectors", "string", ".spec.nodeSelectors", priority=10)
 
-KINDS: tuple[Kind, ...] = (
-    Kind(
+CUSTOM_RESOURCES: tuple[CustomResource, ...] = (
+    CustomResource(
         AddressPool,
-        "addresspools",
         ("pool",),
         (
             Column("Addresses", "string", ".spec.addresses"),
@@ -82,9 +86,8 @@ KINDS: tuple[Kind, ...] = (
             _AGE,
         ),
     ),
-    Kind(
+    CustomResource(
         BGPPeer,
-        "bgppeers",
         ("bgpp",),
         (
             Column("Address", "string", ".spec.peerAddress"),
@@ -96,9 +99,8 @@ KINDS: tuple[Kind, ...] = (
             _AGE,
         ),
     ),
-    Kind(
+    CustomResource(
         BGPAdvertisement,
-        "bgpadvertisements",
         ("bgpadv",),
         (
             _POOLS,
@@ -110,15 +112,13 @@ KINDS: tuple[Kind, ...] = (
             _AGE,
         ),
     ),
-    Kind(
+    CustomResource(
         L2Advertisement,
-        "l2advertisements",
         ("l2adv",),
         (_POOLS, Column("Interfaces", "string", ".spec.interfaces"), _NODES, _AGE),
     ),
-    Kind(
+    CustomResource(
         VIPAdvertisement,
-        "vipadvertisements",
         ("vipadv",),
         (
             _POOLS,
@@ -180,7 +180,7 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     return {**first, **{k: v for k, v in node.items() if k not in first}}
 
 
-def custom_resource_definition(kind: Kind) -> dict[str, Any]:
+def custom_resource_definition(kind: CustomResource) -> dict[str, Any]:
     """The CustomResourceDefinition object for one kind."""
     body = structural_schema(kind.model)
     properties = body["properties"]
@@ -234,7 +234,7 @@ class _PlainDumper(yaml.SafeDumper):
         return True
 
 
-def render(kind: Kind) -> str:
+def render(kind: CustomResource) -> str:
     """The CRD as YAML text, exactly as committed under deploy/crds/."""
     return HEADER + yaml.dump(
         custom_resource_definition(kind),
@@ -245,7 +245,7 @@ def render(kind: Kind) -> str:
     )
 
 
-def file_name(kind: Kind) -> str:
+def file_name(kind: CustomResource) -> str:
     return f"{GROUP}_{kind.plural}.yaml"
 
 
@@ -253,7 +253,7 @@ def write_all(directory: Path) -> list[Path]:
     """Write one YAML file per kind into `directory`; returns the paths written."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for kind in KINDS:
+    for kind in CUSTOM_RESOURCES:
         path = directory / file_name(kind)
         path.write_text(render(kind), encoding="utf-8")
         written.append(path)

@@ -20,34 +20,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import ObjectRef
-from teapot_lb.model.l2 import L2Advertisement
-from teapot_lb.model.pool import AddressPool
+from teapot_lb.model.kinds import KINDS, ApiObject
 from teapot_lb.model.problem import FILE, Problem
-from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
-from teapot_lb.model.vip import VIPAdvertisement
-
-ApiObject = (
-    AddressPool
-    | BGPPeer
-    | BGPAdvertisement
-    | L2Advertisement
-    | VIPAdvertisement
-    | Service
-    | EndpointSlice
-    | Node
-    | Namespace
-)
-
-OUR_KINDS: tuple[type[BaseModel], ...] = (
-    AddressPool,
-    BGPPeer,
-    BGPAdvertisement,
-    L2Advertisement,
-    VIPAdvertisement,
-)
-KUBERNETES_KINDS: tuple[type[BaseModel], ...] = (Service, EndpointSlice, Node, Namespace)
 
 
 def _identity(cls: type[BaseModel]) -> tuple[str, str]:
@@ -55,10 +30,11 @@ def _identity(cls: type[BaseModel]) -> tuple[str, str]:
     return str(fields["api_version"].default), str(fields["kind"].default)
 
 
-KINDS: dict[tuple[str, str], type[BaseModel]] = {
-    _identity(cls): cls for cls in OUR_KINDS + KUBERNETES_KINDS
+# (apiVersion, kind) -> model, for every kind of the registry that manifests may hold.
+MODELS: dict[tuple[str, str], type[BaseModel]] = {
+    _identity(info.model): info.model for info in KINDS if info.model is not None
 }
-_API_VERSION_OF_KIND = {kind: api for api, kind in KINDS}
+_API_VERSION_OF_KIND = {kind: api for api, kind in MODELS}
 
 # libyaml's parser when it is there: YAML parsing is most of a standalone reload.
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -112,14 +88,14 @@ def parse_object(
         return None, [_at(bad, "", f"expected a Kubernetes object (a mapping), got a {what}")]
     ref = _ref_of_body(body)
     api_version, kind = body.get("apiVersion"), body.get("kind")
-    cls = KINDS.get((str(api_version), str(kind)))
+    cls = MODELS.get((str(api_version), str(kind)))
     if cls is None:
         if kind in _API_VERSION_OF_KIND:
             want = _API_VERSION_OF_KIND[str(kind)]
             return None, [_at(ref, "apiVersion", f"{kind} is {want}, not {api_version!r}")]
         if ignore_unknown_kinds:
             return None, []
-        known = ", ".join(k for _, k in KINDS)
+        known = ", ".join(k for _, k in MODELS)
         return None, [
             _at(ref, "kind", f"{api_version}/{kind} is not a kind teapot-lb reads ({known})")
         ]

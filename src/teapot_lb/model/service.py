@@ -11,6 +11,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from teapot_lb.addresses import IPFamily as IPFamily
+from teapot_lb.addresses import IPFamilyPolicy as IPFamilyPolicy
 from teapot_lb.model.common import Identified, IPAddress, KubeView, ObjectMeta, parse_ip
 
 LOAD_BALANCER_CLASS = "lb.teapot.io/teapot"
@@ -31,21 +33,6 @@ class Protocol(StrEnum):
     TCP = "TCP"
     UDP = "UDP"
     SCTP = "SCTP"
-
-
-class IPFamily(StrEnum):
-    IPV4 = "IPv4"
-    IPV6 = "IPv6"
-
-    @property
-    def version(self) -> int:
-        return 4 if self is IPFamily.IPV4 else 6
-
-
-class IPFamilyPolicy(StrEnum):
-    SINGLE_STACK = "SingleStack"
-    PREFER_DUAL_STACK = "PreferDualStack"
-    REQUIRE_DUAL_STACK = "RequireDualStack"
 
 
 class ExternalTrafficPolicy(StrEnum):

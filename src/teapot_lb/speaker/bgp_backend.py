@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv6Address, ip_address
-from typing import Any, Protocol
+from typing import Protocol
 
 from teapot_lb import log
-from teapot_lb.bgp import PeerConfig, RouteAttributes, Speaker
+from teapot_lb.announce.plan import BGPRoute, Decision, Mode, PlanOptions
+from teapot_lb.bgp import Peer, PeerConfig, PeerCounters, RouteAttributes, Speaker, State
+from teapot_lb.bgp.fsm import Action, StateChanged
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, LargeCommunity
 from teapot_lb.cluster import ClusterView, object_key
 from teapot_lb.model import AddressFamily, BGPPeer, Node, matches_any, parse_duration
-from teapot_lb.speaker.desired import Prefix, RouteAttrs, network
+from teapot_lb.speaker.backend import Step, Wiring
+from teapot_lb.speaker.desired import Prefix, RouteAttrs, bgp_routes, network
 
 _FAMILIES = {AddressFamily.IPV4_UNICAST: IPV4_UNICAST, AddressFamily.IPV6_UNICAST: IPV6_UNICAST}
 DEFAULT_CONNECT_RETRY = 2.0  # without connectTime: 2s, doubling on each failure ...
@@ -126,15 +129,34 @@ def route_attributes(attrs: RouteAttrs) -> RouteAttributes:
     )
 
 
+class PeerLike(Protocol):
+    """What the speaker reads of a :class:`teapot_lb.bgp.Peer` (state, metrics, status)."""
+
+    @property
+    def state(self) -> State: ...
+
+    @property
+    def established(self) -> bool: ...
+
+    @property
+    def last_error(self) -> str | None: ...
+
+    @property
+    def prefixes_sent(self) -> int: ...
+
+    @property
+    def counters(self) -> PeerCounters: ...
+
+
 class SpeakerLike(Protocol):
     """What the backend uses of :class:`teapot_lb.bgp.Speaker` (a fake in unit tests)."""
 
     @property
-    def peers(self) -> Mapping[str, Any]: ...
+    def peers(self) -> Mapping[str, PeerLike]: ...
 
     async def start(self) -> None: ...
 
-    def add_peer(self, config: PeerConfig) -> Any: ...
+    def add_peer(self, config: PeerConfig) -> PeerLike: ...
 
     async def remove_peer(self, address: str, communication: str = "") -> None: ...
 
@@ -148,16 +170,30 @@ class SpeakerLike(Protocol):
 
 
 SpeakerFactory = Callable[[int, IPv4Address], SpeakerLike]
+SessionEvents = Callable[[Peer, Action], None]
+
+
+def on_session_change(notify: Callable[[], None]) -> SessionEvents:
+    """A :class:`teapot_lb.bgp.Speaker` event callback that calls `notify` when a session
+    comes up or goes down: that changes the explanations (and the status); routes the
+    router sends us do not concern the plan."""
+
+    def on_event(_peer: Peer, action: Action) -> None:
+        if isinstance(action, StateChanged) and State.ESTABLISHED in (action.old, action.new):
+            notify()
+
+    return on_event
 
 
 def real_speaker(
     listen_port: int | None,
-    on_event: Callable[[Any, Any], None] | None = None,
+    on_event: SessionEvents | None = None,
     *,
     restarting: bool = False,
 ) -> SpeakerFactory:
     """``restarting``: the previous run did not stop gracefully (see
-    :class:`teapot_lb.cli.run.RunMarker`); the OPENs carry the graceful-restart R bit."""
+    :class:`teapot_lb.speaker.run_marker.RunMarker`); the OPENs carry the graceful-restart
+    R bit."""
 
     def make(local_as: int, router_id: IPv4Address) -> SpeakerLike:
         return Speaker(
@@ -172,7 +208,9 @@ def real_speaker(
 
 
 class BGPBackend:
-    """Holds the speaker's peers and per-peer routes; :meth:`apply` is idempotent."""
+    """Holds the speaker's peers and per-peer routes; :meth:`apply` is idempotent.
+
+    A :class:`~teapot_lb.speaker.backend.Backend` of the node speaker."""
 
     def __init__(self, factory: SpeakerFactory) -> None:
         self._factory = factory
@@ -183,7 +221,46 @@ class BGPBackend:
         self._duplicates: dict[str, str] = {}
         self.router_id: IPv4Address | None = None
         self.session_resets = 0  # peers re-created because their configuration changed
-        self._log: Any = log.get("speaker.bgp")
+        self._failing: dict[str, str] = {}  # errors() after the last apply_plan
+        self._log = log.get("speaker.bgp")
+
+    # --- the node speaker's backend protocol ------------------------------------------------
+
+    @property
+    def mode(self) -> Mode:
+        return Mode.BGP
+
+    def plan_options(self, options: PlanOptions) -> PlanOptions:
+        """The BGPPeers whose session is not established (the explanations say so)."""
+        down: list[str] = []
+        if self.speaker is not None:
+            for name in self.setups:
+                address = self.address_of(name)
+                peer = self.speaker.peers.get(address) if address else None
+                if peer is None or peer.state is not State.ESTABLISHED:
+                    down.append(name)
+        return replace(options, down_peers=tuple(down))
+
+    async def apply_plan(self, step: Step) -> None:
+        view = step.view
+        setups = peer_setups(view, step.node)
+        peers = [view.bgp_peers[k] for k in sorted(view.bgp_peers)]
+        selected = [p for p in peers if p.name in setups]
+        routes = bgp_routes(a for a in step.plan.of_mode(Mode.BGP) if isinstance(a, BGPRoute))
+        router_id = router_id_of(view.nodes.get(step.node), step.node, selected)
+        await self.apply(setups, routes, router_id)
+        self._failing = self.errors()  # once per step, not once per decision
+
+    def failure(self, decision: Decision) -> str | None:
+        """Why the BGPPeers of an announcing decision are not in use (as of the last step)."""
+        errors = self._failing
+        bad = [f"BGPPeer {p}: {errors[p]}" for p in decision.peers if p in errors]
+        return "; ".join(bad) or None
+
+    async def withdraw(self) -> None:
+        await self.shutdown()
+
+    # --- peers and routes -------------------------------------------------------------------
 
     def errors(self) -> dict[str, str]:
         """BGPPeer name → why it is not in use on this node."""
@@ -255,3 +332,9 @@ class BGPBackend:
         if self.speaker is not None:
             await self.speaker.shutdown("teapot-lb speaker stopping", withdraw=True)
             self.speaker = None
+
+
+def build(wiring: Wiring) -> BGPBackend:
+    """The backend of `--modes bgp`: our BGP speaker, listening on `bgp_port`."""
+    events = on_session_change(wiring.notify)
+    return BGPBackend(real_speaker(wiring.bgp_port, events, restarting=wiring.restarting))

@@ -1,20 +1,21 @@
-"""What each backend must hold, derived from a plan (pure).
+"""What a backend must hold, shaped from a plan's announcements (pure).
 
 A :class:`~teapot_lb.announce.plan.Plan` is a flat set of announcements; the backends
-want it shaped their own way: the BGP backend per peer, prefix → attributes; the L2
-backend per IP, the interfaces to answer on; the VIP backend the memberships. Backends
-compare these shapes with what they hold and apply only the difference, so a change to
-one Service touches only that Service's routes, claims or VRRP instance.
+want it shaped their own way: the BGP backend per peer, prefix → attributes
+(:func:`bgp_routes`); the L2 backend per IP, the interfaces to answer on
+(:func:`l2_claims`); the VIP backend the memberships as they are. Backends compare these
+shapes with what they hold and apply only the difference, so a change to one Service
+touches only that Service's routes, claims or VRRP instance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
 
-from teapot_lb.announce.plan import BGPRoute, L2Claim, Plan, VIPMembership
+from teapot_lb.announce.plan import BGPRoute, L2Claim
 
 Prefix = IPv4Network | IPv6Network
 
@@ -70,22 +71,6 @@ def l2_claims(claims: Iterable[L2Claim]) -> dict[str, tuple[str, ...]]:
             unrestricted.add(c.ip)
         out.setdefault(c.ip, set()).update(c.interfaces)
     return {ip: () if ip in unrestricted else tuple(sorted(ifs)) for ip, ifs in out.items()}
-
-
-@dataclass(frozen=True)
-class Desired:
-    """Everything the three backends must hold for one plan."""
-
-    bgp: Mapping[str, Mapping[str, RouteAttrs]] = field(default_factory=dict)
-    l2: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    vip: frozenset[VIPMembership] = frozenset()
-
-
-def desired(plan: Plan) -> Desired:
-    routes = [a for a in plan.announcements if isinstance(a, BGPRoute)]
-    claims = [a for a in plan.announcements if isinstance(a, L2Claim)]
-    vips = frozenset(a for a in plan.announcements if isinstance(a, VIPMembership))
-    return Desired(bgp=bgp_routes(routes), l2=l2_claims(claims), vip=vips)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,9 @@
-"""The speaker against Kubernetes: informers fill the Store; reports go to the Services.
+"""The speaker's informers: every kind of the registry into the node's Store.
 
 Informers on Services, EndpointSlices, Nodes, Namespaces, the lb.teapot.io kinds and
 Secrets (BGP passwords) put typed objects into the :class:`~teapot_lb.cluster.Store` and
-only call `notify` — the speaker plans from the cache. Reports: the per-node annotation
-`announce.lb.teapot.io/<node>` on each Service (a merge patch of this node's key only,
-so speakers never conflict) and the Events `NodeAnnouncing` / `AnnounceFailed`.
+only call `notify` — the speaker plans from the cache. What the speaker writes back is
+:mod:`teapot_lb.speaker.kube_reporter`'s.
 """
 
 from __future__ import annotations
@@ -12,58 +11,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
-from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from teapot_lb import log
 from teapot_lb.cluster import ClusterView, Kind, Store
 from teapot_lb.kube.client import KubeClient, connect
-from teapot_lb.kube.errors import KubeError, NotFound
-from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer
-from teapot_lb.kube.resources import (
-    ADDRESS_POOLS,
-    BGP_ADVERTISEMENTS,
-    BGP_PEERS,
-    ENDPOINT_SLICES,
-    L2_ADVERTISEMENTS,
-    NAMESPACES,
-    NODES,
-    SECRETS,
-    SERVICES,
-    VIP_ADVERTISEMENTS,
-    KubeObject,
-    Resource,
-    split_key,
-)
+from teapot_lb.kube.resources import KubeObject, key_of
 from teapot_lb.model import parse_object
-from teapot_lb.speaker.node import StepResult
-from teapot_lb.speaker.report import ServiceEvent, annotation_key, summary
-
-COMPONENT = "teapot-lb-speaker"
-
-RESOURCES: dict[Kind, Resource] = {
-    Kind.SERVICE: SERVICES,
-    Kind.ENDPOINT_SLICE: ENDPOINT_SLICES,
-    Kind.NODE: NODES,
-    Kind.NAMESPACE: NAMESPACES,
-    Kind.ADDRESS_POOL: ADDRESS_POOLS,
-    Kind.BGP_PEER: BGP_PEERS,
-    Kind.BGP_ADVERTISEMENT: BGP_ADVERTISEMENTS,
-    Kind.L2_ADVERTISEMENT: L2_ADVERTISEMENTS,
-    Kind.VIP_ADVERTISEMENT: VIP_ADVERTISEMENTS,
-    Kind.SECRET: SECRETS,
-}
-_CONFIG_KINDS = {
-    Kind.ADDRESS_POOL,
-    Kind.BGP_PEER,
-    Kind.BGP_ADVERTISEMENT,
-    Kind.L2_ADVERTISEMENT,
-    Kind.VIP_ADVERTISEMENT,
-    Kind.SECRET,
-}
+from teapot_lb.model.kinds import KINDS
 
 
 def secret_data(obj: KubeObject) -> dict[str, bytes]:
@@ -106,13 +62,14 @@ class KubeSource:
     ) -> None:
         self.store = store
         self.informers: dict[Kind, Informer] = {}
-        for kind, resource in RESOURCES.items():
-            namespace = config_namespace if kind in _CONFIG_KINDS else None
+        # The speaker watches every kind of the registry.
+        for info in KINDS:
+            namespace = config_namespace if info.config else None
             informer = Informer(
-                client, resource, namespace=namespace, watch_timeout_s=watch_timeout_s
+                client, info.resource, namespace=namespace, watch_timeout_s=watch_timeout_s
             )
-            informer.add_handler(self._handler(kind, notify))
-            self.informers[kind] = informer
+            informer.add_handler(self._handler(info.kind, notify))
+            self.informers[info.kind] = informer
 
     def _handler(
         self, kind: Kind, notify: Callable[[], None]
@@ -140,123 +97,8 @@ async def read_cluster(kubeconfig: str | None) -> ClusterView:
     """One consistent-enough read of every kind (for `explain`)."""
     store = Store()
     async with await connect(kubeconfig) as client:
-        for kind, resource in RESOURCES.items():
-            listed = await client.list(resource)
+        for info in KINDS:
+            listed = await client.list(info.resource)
             for obj in listed.items:
-                meta = obj.get("metadata", {})
-                ns = meta.get("namespace")
-                key = f"{ns}/{meta['name']}" if ns else str(meta["name"])
-                put(store, kind, key, obj)
+                put(store, info.kind, key_of(obj), obj)
     return store.view()
-
-
-class KubeReporter:
-    """Writes this node's annotation on the Services it announces (or stopped announcing)
-    and records the Events of each step.
-
-    Writing never delays announcing: a step only hands its result over; a worker task
-    applies the newest announcement state (intermediate ones are skipped) and sends the
-    Events in order (at most `max_pending_events` wait; older ones are dropped and
-    counted).
-    """
-
-    def __init__(self, client: KubeClient, node: str, *, max_pending_events: int = 1000) -> None:
-        self.client = client
-        self.node = node
-        self.key = annotation_key(node)
-        self.recorder = EventRecorder(client, COMPONENT, instance=node)
-        self.events_dropped = 0
-        self._written: dict[str, str] = {}
-        self._latest: StepResult | None = None
-        self._events: deque[tuple[ServiceEvent, KubeObject]] = deque(maxlen=max_pending_events)
-        self._wake = asyncio.Event()
-        self._worker: asyncio.Task[None] | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._log: Any = log.get("speaker.kube").bind(node=node)
-
-    async def __call__(self, result: StepResult) -> None:
-        self._latest = result
-        for ev in result.events:
-            svc = result.view.services.get(ev.service)
-            if svc is None:
-                continue
-            if len(self._events) == self._events.maxlen:
-                self.events_dropped += 1
-            self._events.append(
-                (ev, _involved(svc.metadata.namespace, svc.metadata.name, svc.metadata))
-            )
-        self._idle.clear()
-        self._wake.set()
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.get_running_loop().create_task(self._work(), name="reporter")
-
-    async def flush(self) -> None:
-        """Wait until everything handed over so far is written (for tests and shutdown)."""
-        await self._idle.wait()
-
-    async def close(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
-
-    async def _work(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            result, self._latest = self._latest, None
-            if result is not None:
-                await self._annotate(result)
-            while self._events:
-                ev, involved = self._events.popleft()
-                await self.recorder.record(
-                    involved, "Warning" if ev.warning else "Normal", ev.reason, ev.message
-                )
-            if not self._wake.is_set():
-                self._idle.set()
-
-    async def _annotate(self, result: StepResult) -> None:
-        want = {k: summary(v) for k, v in result.announcing.items()}
-        for key in sorted(set(want) | set(self._written)):
-            value = want.get(key)
-            if self._written.get(key) == value:
-                continue
-            if value is None and key not in result.view.services:
-                self._written.pop(key, None)
-                continue
-            namespace, name = split_key(key)
-            try:
-                await self.client.patch(
-                    SERVICES,
-                    name,
-                    {"metadata": {"annotations": {self.key: value}}},
-                    namespace=namespace,
-                )
-            except NotFound:
-                pass
-            except KubeError as err:
-                self._log.warning("annotation write failed", service=key, error=str(err))
-                continue
-            if value is None:
-                self._written.pop(key, None)
-            else:
-                self._written[key] = value
-
-
-def _involved(namespace: str | None, name: str, meta: Any) -> KubeObject:
-    uid = getattr(meta, "uid", None) or ""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"namespace": namespace, "name": name, "uid": uid},
-    }
-
-
-def read_annotations(obj: Mapping[str, Any]) -> dict[str, str]:
-    meta = obj.get("metadata") or {}
-    return {
-        k: str(v)
-        for k, v in (meta.get("annotations") or {}).items()
-        if str(k).startswith("announce.lb.teapot.io/")
-    }

@@ -21,19 +21,42 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from ipaddress import ip_address
 from typing import Any
 
 from teapot_lb import log
 from teapot_lb.announce.election import ranking
+from teapot_lb.announce.plan import Decision, L2Claim, Mode, PlanOptions, l2_election_orders
+from teapot_lb.cluster import ClusterView
 from teapot_lb.l2.announcer import Claim, IPAddress
 from teapot_lb.l2.claims import ClaimArbiter, ClaimTiming, Verdict
-from teapot_lb.l2.responder import InterfaceInfo, Responder, default_interfaces, interfaces
+from teapot_lb.l2.responder import Responder
 from teapot_lb.membership.core import MemberChanged, Membership, Timing
 from teapot_lb.membership.udp import DEFAULT_PORT, UdpHeartbeats
+from teapot_lb.speaker.backend import Step, Wiring
+from teapot_lb.speaker.desired import l2_claims
+from teapot_lb.speaker.interfaces import InterfaceInfo, default_interfaces, interfaces
+
+
+def peer_addresses(view: ClusterView, node: str) -> list[str]:
+    """The other nodes' InternalIPs of this node's heartbeat family (IPv4 first)."""
+    me = view.nodes.get(node)
+    mine = me.addresses() if me is not None else []
+    if not mine:
+        return []
+    family = min(a.version for a in mine)
+    out: list[str] = []
+    for name, other in sorted(view.nodes.items()):
+        if name == node:
+            continue
+        out.extend(str(a) for a in other.addresses() if a.version == family)
+    return out
 
 
 class L2Backend:
+    """A :class:`~teapot_lb.speaker.backend.Backend` of the node speaker."""
+
     def __init__(
         self,
         node: str,
@@ -66,7 +89,34 @@ class L2Backend:
         self._task: asyncio.Task[None] | None = None
         self._started_at: float | None = None  # when heartbeats first started
         self._ready_timer: asyncio.TimerHandle | None = None
-        self._log: Any = log.get("speaker.l2").bind(node=node)
+        self._log = log.get("speaker.l2").bind(node=node)
+
+    # --- the node speaker's backend protocol ------------------------------------------------
+
+    @property
+    def mode(self) -> Mode:
+        return Mode.L2
+
+    def plan_options(self, options: PlanOptions) -> PlanOptions:
+        """The speakers alive (membership): the per-IP election runs among them."""
+        return replace(options, live_speakers=self.live_speakers())
+
+    async def apply_plan(self, step: Step) -> None:
+        view = step.view
+        self.set_peers(peer_addresses(view, step.node))
+        orders = (
+            l2_election_orders(view, step.options, cache=step.cache)
+            if view.l2_advertisements
+            else {}
+        )
+        claims = l2_claims(a for a in step.plan.of_mode(Mode.L2) if isinstance(a, L2Claim))
+        await self.apply(claims, orders)
+
+    def failure(self, decision: Decision) -> str | None:
+        return self.errors.get(decision.ip)
+
+    async def withdraw(self) -> None:
+        self.shutdown()
 
     # --- liveness ---------------------------------------------------------------------------
 
@@ -243,4 +293,14 @@ class L2Backend:
         self.responders.clear()
 
 
-__all__ = ["DEFAULT_PORT", "L2Backend"]
+def build(wiring: Wiring) -> L2Backend:
+    """The backend of `--modes l2`: heartbeats on `l2_port`, ARP/NDP responders."""
+    return L2Backend(
+        wiring.node,
+        on_change=wiring.notify,
+        timing=Timing(interval=wiring.heartbeat_interval_s),
+        port=wiring.l2_port,
+    )
+
+
+__all__ = ["DEFAULT_PORT", "L2Backend", "build", "peer_addresses"]

@@ -10,36 +10,21 @@ backend its part; each backend changes only what differs from what it holds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from ipaddress import ip_address
-from typing import Any
+from typing import Generic, TypeVar
 
 from teapot_lb import log
-from teapot_lb.announce.plan import (
-    Mode,
-    Plan,
-    PlanCache,
-    PlanOptions,
-    l2_election_orders,
-    plan,
-)
-from teapot_lb.bgp import State
-from teapot_lb.bgp.fsm import StateChanged
+from teapot_lb.announce.cache import PlanCache
+from teapot_lb.announce.plan import Plan, PlanOptions, plan
 from teapot_lb.cluster import ClusterView, Store
-from teapot_lb.l2.responder import InterfaceInfo, interfaces
-from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setups, router_id_of
-from teapot_lb.speaker.desired import desired
+from teapot_lb.speaker.backend import Backend, Step
+from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.l2_backend import L2Backend
 from teapot_lb.speaker.report import Announcing, ServiceEvent, announcing, events
-from teapot_lb.speaker.vip_backend import (
-    VIPBackend,
-    cluster_vip_input,
-    node_addresses,
-    vip_groups,
-)
+from teapot_lb.speaker.vip_backend import VIPBackend
 
 Reporter = Callable[["StepResult"], Awaitable[None]]
 
@@ -65,62 +50,82 @@ class SpeakerStats:
     plan_seconds: list[float] = field(default_factory=list)
 
 
-def peer_addresses(view: ClusterView, node: str) -> list[str]:
-    """The other nodes' InternalIPs of this node's heartbeat family (IPv4 first)."""
-    me = view.nodes.get(node)
-    mine = me.addresses() if me is not None else []
-    if not mine:
-        return []
-    family = min(a.version for a in mine)
-    out: list[str] = []
-    for name, other in sorted(view.nodes.items()):
-        if name == node:
-            continue
-        out.extend(str(a) for a in other.addresses() if a.version == family)
-    return out
+_B = TypeVar("_B", bound=Backend)
+
+
+class _BackendOf(Generic[_B]):
+    """`speaker.bgp`: the backend of one type, read and replaced in the list."""
+
+    def __init__(self, kind: type[_B]) -> None:
+        self.kind = kind
+
+    def __get__(self, speaker: NodeSpeaker, owner: type[NodeSpeaker]) -> _B | None:
+        return speaker.backend(self.kind)
+
+    def __set__(self, speaker: NodeSpeaker, backend: _B | None) -> None:
+        speaker.set_backend(self.kind, backend)
 
 
 class NodeSpeaker:
+    """Plans for one node and applies the plan through a list of backends (in order; they
+    stop in the same order). `bgp`, `l2` and `vip` are shorthands for the backends of those
+    types (constructor arguments and attributes)."""
+
     def __init__(
         self,
         node: str,
         store: Store,
         *,
+        backends: Iterable[Backend] = (),
         bgp: BGPBackend | None = None,
         l2: L2Backend | None = None,
         vip: VIPBackend | None = None,
         reporter: Reporter | None = None,
         options: PlanOptions | None = None,
         debounce_s: float = 0.005,
-        list_interfaces: Callable[[], Awaitable[dict[str, InterfaceInfo]]] = interfaces,
     ) -> None:
         self.node = node
         self.store = store
-        self.bgp = bgp
-        self.l2 = l2
-        self.vip = vip
+        self.backends: list[Backend] = [*backends, *(b for b in (bgp, l2, vip) if b is not None)]
         self.reporter = reporter
         self.options = options or PlanOptions()
         self.debounce_s = debounce_s
         self.stats = SpeakerStats()
         self.last: StepResult | None = None
-        self._list_interfaces = list_interfaces
         # Per-Service plans kept between steps: one changed Service is planned alone.
         self.plan_cache = PlanCache()
         self._wake = asyncio.Event()
-        self._log: Any = log.get("speaker").bind(node=node)
+        self._log = log.get("speaker").bind(node=node)
+
+    # --- backends ---------------------------------------------------------------------------
+
+    def backend(self, kind: type[_B]) -> _B | None:
+        """The backend of this type, if the speaker runs one."""
+        for b in self.backends:
+            if isinstance(b, kind):
+                return b
+        return None
+
+    def set_backend(self, kind: type[_B], new: _B | None) -> None:
+        """Replace the backend of this type in place (keeping the order), or add it last."""
+        at = next((i for i, b in enumerate(self.backends) if isinstance(b, kind)), None)
+        if at is None:
+            if new is not None:
+                self.backends.append(new)
+        elif new is None:
+            del self.backends[at]
+        else:
+            self.backends[at] = new
+
+    bgp = _BackendOf(BGPBackend)
+    l2 = _BackendOf(L2Backend)
+    vip = _BackendOf(VIPBackend)
 
     # --- triggering -------------------------------------------------------------------------
 
     def notify(self) -> None:
         """Something changed: plan again soon (idempotent; many calls, one step)."""
         self._wake.set()
-
-    def on_bgp_event(self, _peer: Any, action: Any) -> None:
-        """bgp.Speaker callback: a session coming up or going down changes the explanations
-        (and the status); routes the router sends us do not concern the plan."""
-        if isinstance(action, StateChanged) and State.ESTABLISHED in (action.old, action.new):
-            self.notify()
 
     async def run(self) -> None:
         """Plan and apply whenever notified, until cancelled."""
@@ -140,20 +145,12 @@ class NodeSpeaker:
     # --- one step ---------------------------------------------------------------------------
 
     def plan_options(self) -> PlanOptions:
-        live = self.l2.live_speakers() if self.l2 is not None else self.options.live_speakers
-        down: list[str] = []
-        if self.bgp is not None and self.bgp.speaker is not None:
-            for name in self.bgp.setups:
-                address = self.bgp.address_of(name)
-                peer = self.bgp.speaker.peers.get(address) if address else None
-                if peer is None or getattr(peer, "state", None) is not State.ESTABLISHED:
-                    down.append(name)
-        return PlanOptions(
-            live_speakers=live,
-            down_peers=tuple(down),
-            load_balancer_class=self.options.load_balancer_class,
-            handle_unclassed=self.options.handle_unclassed,
-        )
+        """The configured options, with what each backend knows (live speakers, down
+        sessions)."""
+        options = replace(self.options, down_peers=())
+        for backend in self.backends:
+            options = backend.plan_options(options)
+        return options
 
     async def step(self) -> StepResult:
         started = time.perf_counter()
@@ -161,29 +158,9 @@ class NodeSpeaker:
         options = self.plan_options()
         the_plan = plan(view, self.node, options, cache=self.plan_cache)
         plan_s = time.perf_counter() - started
-        want = desired(the_plan)
-        if self.bgp is not None:
-            setups = peer_setups(view, self.node)
-            node = view.nodes.get(self.node)
-            peers = [view.bgp_peers[k] for k in sorted(view.bgp_peers)]
-            selected = [p for p in peers if p.name in setups]
-            await self.bgp.apply(setups, want.bgp, router_id_of(node, self.node, selected))
-        if self.l2 is not None:
-            self.l2.set_peers(peer_addresses(view, self.node))
-            orders = (
-                l2_election_orders(view, options, cache=self.plan_cache)
-                if view.l2_advertisements
-                else {}
-            )
-            await self.l2.apply(want.l2, orders)
-        if self.vip is not None:
-            vip_input = cluster_vip_input(view, options)
-            if vip_input.memberships or self.vip.rendered is not None:
-                infos = await self._list_interfaces()
-                groups, errors = vip_groups(vip_input, infos)
-                await self.vip.apply(
-                    groups, node_addresses(view), sorted(infos), errors, vip_input.local
-                )
+        step = Step(self.node, view, the_plan, options, self.plan_cache)
+        for backend in self.backends:
+            await backend.apply_plan(step)
         now = announcing(the_plan)
         failures = self._failures(the_plan)
         before = self.last.announcing if self.last is not None else {}
@@ -215,38 +192,28 @@ class NodeSpeaker:
         return result
 
     def _failures(self, the_plan: Plan) -> dict[str, dict[str, str]]:
+        """Service → IP → why an IP this node should announce does not work here."""
         out: dict[str, dict[str, str]] = {}
-        l2_errors = self.l2.errors if self.l2 is not None else {}
-        bgp_errors = self.bgp.errors() if self.bgp is not None else {}
-        vip_failed = self.vip.failed if self.vip is not None else {}
         for d in the_plan.decisions:
             if not d.announces:
                 continue
-            why: str | None = None
-            if d.mode is Mode.L2 and d.ip in l2_errors:
-                why = l2_errors[d.ip]
-            if d.mode is Mode.VIP:
-                why = vip_failed.get(d.ip)
-            if d.mode is Mode.BGP:
-                bad = [f"BGPPeer {p}: {bgp_errors[p]}" for p in d.peers if p in bgp_errors]
-                why = "; ".join(bad) or None
-            if why is not None:
-                out.setdefault(d.service, {})[d.ip] = why
+            for backend in self.backends:
+                why = backend.failure(d) if backend.mode is d.mode else None
+                if why is not None:
+                    out.setdefault(d.service, {})[d.ip] = why
+                    break
         return out
 
     # --- stopping ---------------------------------------------------------------------------
 
     async def shutdown(self) -> None:
-        """Withdraw BGP routes, release L2 ownership, stop keepalived — in that order."""
+        """Each backend withdraws, in order (BGP routes, L2 ownership, keepalived)."""
         self._log.info("shutting down: withdrawing announcements")
-        if self.bgp is not None:
-            with contextlib.suppress(Exception):
-                await self.bgp.shutdown()
-        if self.l2 is not None:
-            self.l2.shutdown()
-        if self.vip is not None:
-            with contextlib.suppress(Exception):
-                await self.vip.shutdown()
+        for backend in self.backends:
+            try:
+                await backend.withdraw()
+            except Exception:
+                self._log.exception("withdrawing failed", mode=backend.mode.value)
         await self._report_stopped()
         self._log.info("shut down")
 

@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from ipaddress import ip_address
 from pathlib import Path
-from typing import Any
 
 from teapot_lb import log
-from teapot_lb.announce.plan import Mode, PlanOptions, VIPMembership, plan
+from teapot_lb.announce.plan import Decision, Mode, PlanOptions, VIPMembership, plan
 from teapot_lb.cluster import ClusterView
-from teapot_lb.l2.responder import InterfaceInfo, default_interfaces
 from teapot_lb.model import ExternalTrafficPolicy
+from teapot_lb.speaker.backend import Step, Wiring
+from teapot_lb.speaker.interfaces import InterfaceInfo, default_interfaces, interfaces
 from teapot_lb.vrrp.group import (
     DEFAULT_ADVERT_INTERVAL_S,
     VRID_MAX,
@@ -172,6 +172,8 @@ def save_vrids(path: Path, vrids: Mapping[str, int]) -> None:
 
 
 class VIPBackend:
+    """A :class:`~teapot_lb.speaker.backend.Backend` of the node speaker."""
+
     def __init__(
         self,
         node: str,
@@ -179,8 +181,10 @@ class VIPBackend:
         *,
         binary: str = "keepalived",
         on_change: Callable[[], None] | None = None,
+        list_interfaces: Callable[[], Awaitable[dict[str, InterfaceInfo]]] = interfaces,
     ) -> None:
         self.node = node
+        self._list_interfaces = list_interfaces
         self._on_change = on_change
         self.transitions = 0
         self.supervisor = KeepalivedSupervisor(
@@ -192,7 +196,31 @@ class VIPBackend:
         self.vrids_path = state_dir / VRIDS_FILE
         self.vrids: dict[str, int] = load_vrids(self.vrids_path)  # instance token -> VRID
         self._tracks: dict[str, bool] = {}  # track file -> written value
-        self._log: Any = log.get("speaker.vip").bind(node=node)
+        self._log = log.get("speaker.vip").bind(node=node)
+
+    # --- the node speaker's backend protocol ------------------------------------------------
+
+    @property
+    def mode(self) -> Mode:
+        return Mode.VIP
+
+    def plan_options(self, options: PlanOptions) -> PlanOptions:
+        return options
+
+    async def apply_plan(self, step: Step) -> None:
+        """Every node's memberships, not only this node's (see :func:`cluster_vip_input`)."""
+        vip_input = cluster_vip_input(step.view, step.options)
+        if not vip_input.memberships and self.rendered is None:
+            return  # keepalived is not needed (yet)
+        infos = await self._list_interfaces()
+        groups, errors = vip_groups(vip_input, infos)
+        await self.apply(groups, node_addresses(step.view), sorted(infos), errors, vip_input.local)
+
+    def failure(self, decision: Decision) -> str | None:
+        return self.failed.get(decision.ip)
+
+    async def withdraw(self) -> None:
+        await self.shutdown()
 
     def _on_transition(self, event: Transition) -> None:
         self.transitions += 1
@@ -268,3 +296,13 @@ class VIPBackend:
 
     async def shutdown(self) -> None:
         await self.supervisor.stop()
+
+
+def build(wiring: Wiring) -> VIPBackend:
+    """The backend of `--modes vip`: keepalived, its files under `<state-dir>/keepalived`."""
+    return VIPBackend(
+        wiring.node,
+        wiring.state_dir / "keepalived",
+        binary=wiring.keepalived,
+        on_change=wiring.notify,
+    )

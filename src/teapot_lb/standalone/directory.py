@@ -15,8 +15,9 @@ from pathlib import Path
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import UnparsedPool
 from teapot_lb.model import ApiObject, ObjectRef, Problem
+from teapot_lb.model.kinds import KINDS
 from teapot_lb.model.manifest import (
-    KINDS,
+    MODELS,
     Document,
     files_under,
     parse_documents,
@@ -47,7 +48,7 @@ def unknown_kinds_of_ours(documents: list[Document]) -> list[Problem]:
         api_version, kind = body.get("apiVersion"), body.get("kind")
         if not isinstance(api_version, str) or not api_version.startswith(OUR_GROUP):
             continue
-        if (api_version, str(kind)) in KINDS:
+        if (api_version, str(kind)) in MODELS:
             continue
         _, problems = parse_object(body)
         out.extend(replace(p, source=doc.source) for p in problems)
@@ -84,12 +85,13 @@ class Snapshot:
         return store.view()
 
     def fill(
-        self, store: Store, replace: Mapping[Kind, Mapping[str, object]] | None = None
+        self, store: Store, replace: Mapping[Kind, Mapping[str, ApiObject]] | None = None
     ) -> None:
-        for kind in Kind:
-            if kind is Kind.SECRET:
+        for info in KINDS:
+            if not info.in_manifests:
                 continue
-            objs: Mapping[str, object] = self.objects.get(kind, {})
+            kind = info.kind
+            objs: Mapping[str, ApiObject] = self.objects.get(kind, {})
             if replace is not None and kind in replace:
                 objs = replace[kind]
             store.replace(kind, objs)

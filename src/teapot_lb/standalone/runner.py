@@ -14,7 +14,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ class ManifestSource:
         state_dir: Path | None = None,
         options: ControllerOptions | None = None,
         poll_s: float = 0.2,
-        on_change: Any = None,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.manifests = manifests
         self.store = store
@@ -79,7 +79,7 @@ class ManifestSource:
         self._seen: Fingerprint | None = None
         self._files = FileCache()
         self._gone = False
-        self._log: Any = log.get("standalone")
+        self._log = log.get("standalone")
 
     def reload_if_changed(self) -> bool:
         if not self.manifests.exists():

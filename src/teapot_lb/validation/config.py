@@ -10,8 +10,8 @@ from itertools import accumulate
 
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import IPAddress, ObjectRef
+from teapot_lb.model.kinds import ApiObject
 from teapot_lb.model.l2 import L2Advertisement
-from teapot_lb.model.manifest import ApiObject
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
 from teapot_lb.model.vip import VIPAdvertisement

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from teapot_lb.model.manifest import ApiObject
+from teapot_lb.model.kinds import ApiObject
 from teapot_lb.model.problem import Problem, problem
 from teapot_lb.validation.config import ConfigSet
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from teapot_lb.model.common import ObjectRef
-from teapot_lb.model.manifest import ApiObject, Manifest
+from teapot_lb.model.kinds import ApiObject
+from teapot_lb.model.manifest import Manifest
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import Service
 from teapot_lb.validation.advertisements import l2_problems, vip_problems

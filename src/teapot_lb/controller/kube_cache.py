@@ -1,0 +1,181 @@
+"""The controller's informers and the cache they fill (ingestion only; nothing is written).
+
+Informers on Services, Namespaces and the lb.teapot.io kinds (those the kind registry marks
+`controller`) keep, per object, its newest JSON (the informers' events plus the
+controller's own writes, :meth:`ControllerCache.write_through`) and its typed model in the
+:class:`~teapot_lb.cluster.Store`. An object that does not parse is left out of the store
+(an AddressPool is kept as an :class:`UnparsedPool`, so its status can say why). Every
+change is handed to `on_change(kind, key)`, which only enqueues keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+from teapot_lb import log
+from teapot_lb.cluster import Kind, Store
+from teapot_lb.controller.metrics import ControllerMetrics
+from teapot_lb.controller.pools import UnparsedPool
+from teapot_lb.kube.backoff import Backoff
+from teapot_lb.kube.client import KubeClient
+from teapot_lb.kube.errors import KubeError
+from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.resources import SERVICES, KubeObject, key_of
+from teapot_lb.model import AddressPoolStatus, ObjectRef, parse_object
+from teapot_lb.model.kinds import KINDS
+
+# What the controller watches, from the kind registry.
+WATCHED = tuple(info for info in KINDS if info.controller)
+
+
+class ControllerCache:
+    def __init__(
+        self,
+        client: KubeClient,
+        metrics: ControllerMetrics,
+        *,
+        config_namespace: str | None = None,
+        on_change: Callable[[Kind, str], None] = lambda kind, key: None,
+        watch_timeout_s: float = 300.0,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.metrics = metrics
+        self.on_change = on_change
+        self.store = Store()
+        self.unparsed_pools: dict[str, UnparsedPool] = {}
+        self.informers: dict[Kind, Informer] = {}
+        # The newest JSON of each object: the informers' events plus our own writes.
+        self._raw: dict[Kind, dict[str, KubeObject]] = {info.kind: {} for info in WATCHED}
+        self._log = log.get("controller")
+        for info in WATCHED:
+            informer = Informer(
+                client,
+                info.resource,
+                namespace=config_namespace if info.config else None,
+                watch_timeout_s=watch_timeout_s,
+                backoff=Backoff(0.2, max_backoff_s),
+            )
+            informer.add_handler(self._handler(info.kind))
+            self.informers[info.kind] = informer
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.has_synced for informer in self.informers.values())
+
+    def readiness(self) -> list[str]:
+        return [
+            f"{inf.resource} not synced" for inf in self.informers.values() if not inf.has_synced
+        ]
+
+    async def wait_synced(self) -> None:
+        for informer in self.informers.values():
+            await informer.wait_synced()
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for informer in self.informers.values():
+                group.create_task(informer.run())
+
+    def raw(self, kind: Kind, key: str) -> KubeObject | None:
+        """The newest JSON of an object (what a write is based on)."""
+        return self._raw[kind].get(key)
+
+    def _handler(self, kind: Kind) -> Callable[[EventType, str, KubeObject], None]:
+        raw = self._raw[kind]
+
+        def handle(event: EventType, key: str, obj: KubeObject) -> None:
+            if event is EventType.DELETED:
+                raw.pop(key, None)
+                self.store.delete(kind, key)
+                if kind is Kind.ADDRESS_POOL:
+                    self.unparsed_pools.pop(key, None)
+            else:
+                current = raw.get(key)
+                if current is not None and not newer(obj, current):
+                    # This version (or a newer one, our own write) is cached already; keep
+                    # one copy of it in memory, the informer's.
+                    if same_version(obj, current):
+                        raw[key] = obj
+                    return
+                raw[key] = obj
+                self._put(kind, key, obj)
+            self.on_change(kind, key)
+
+        return handle
+
+    def write_through(self, kind: Kind, key: str, based_on: KubeObject, obj: KubeObject) -> None:
+        """Put what a write returned into the cache, unless the informer brought something
+        newer meanwhile, so the next reconcile sees our own write and does not repeat it."""
+        current = self._raw[kind].get(key)
+        if current is not None and same_version(current, based_on):
+            self._raw[kind][key] = obj
+            self._put(kind, key, obj)
+
+    async def catch_up_services(self) -> None:
+        """Read every Service once more (before the allocator is rebuilt on taking the
+        lease), so that IPs the previous leader wrote just before it stopped are known even
+        if our watch has not delivered them yet (otherwise such an IP could be handed out
+        twice)."""
+        while True:
+            try:
+                listed = await self.client.list(SERVICES)
+                break
+            except KubeError as err:
+                self.metrics.api_error("list services", err)
+                await asyncio.sleep(1.0)
+        raw = self._raw[Kind.SERVICE]
+        for obj in listed.items:
+            key = key_of(obj)
+            current = raw.get(key)
+            if current is None or newer(obj, current):
+                raw[key] = obj
+                self._put(Kind.SERVICE, key, obj)
+
+    def _put(self, kind: Kind, key: str, obj: KubeObject) -> None:
+        parsed, problems = parse_object(obj)
+        if parsed is not None and not problems:
+            self.store.put(kind, key, parsed)
+            if kind is Kind.ADDRESS_POOL:
+                self.unparsed_pools.pop(key, None)
+            return
+        self.store.delete(kind, key)
+        meta = obj.get("metadata") or {}
+        self._log.warning(
+            "object does not parse; ignored",
+            kind=kind.value,
+            key=key,
+            problems=[str(p) for p in problems],
+        )
+        if kind is Kind.ADDRESS_POOL:
+            try:
+                conditions = tuple(
+                    AddressPoolStatus.model_validate(obj.get("status") or {}).conditions
+                )
+            except ValidationError:
+                conditions = ()
+            self.unparsed_pools[key] = UnparsedPool(
+                ObjectRef(kind.value, meta.get("namespace"), str(meta.get("name", key))),
+                tuple(problems),
+                conditions,
+                meta.get("generation"),
+            )
+
+
+def newer(obj: KubeObject, than: KubeObject) -> bool:
+    """Whether `obj` is a newer version than `than`. Resource versions are opaque, but
+    API servers in practice serve etcd revisions (integers); when they are not integers,
+    any other version counts as newer."""
+    a = obj.get("metadata", {}).get("resourceVersion", "")
+    b = than.get("metadata", {}).get("resourceVersion", "")
+    if a.isdigit() and b.isdigit():
+        return int(a) > int(b)
+    return a != b or not a
+
+
+def same_version(a: KubeObject, b: KubeObject) -> bool:
+    version = a.get("metadata", {}).get("resourceVersion")
+    return bool(version) and version == b.get("metadata", {}).get("resourceVersion")

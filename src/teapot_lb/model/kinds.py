@@ -1,0 +1,142 @@
+"""The kinds teapot-lb reads, one entry each: the one place that knows a kind's facts.
+
+For every kind, :data:`KINDS` says which typed model parses it, where it lives in the
+Kubernetes API, which :class:`~teapot_lb.cluster.ClusterView` field holds it, and who
+reads it. Everything that handles "every kind" loops over this table instead of keeping
+its own list: the :class:`~teapot_lb.cluster.Store` (view fields), the controller's and
+the speaker's informers (resources, which namespace), the plan cache (which kinds
+invalidate every plan) and the manifest loader (which documents parse to what).
+
+Adding a kind is one place: its model in :data:`ApiObject`, a :class:`Kind` member and one
+:class:`KindInfo` line here; and, when the core reads it, its typed field on ``ClusterView``.
+The object key format (:func:`object_key`, :func:`split_key`) is defined with the API
+resources (:mod:`teapot_lb.kube.resources`) and exported here for the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+from teapot_lb.kube.resources import (
+    ADDRESS_POOLS,
+    BGP_ADVERTISEMENTS,
+    BGP_PEERS,
+    ENDPOINT_SLICES,
+    L2_ADVERTISEMENTS,
+    NAMESPACES,
+    NODES,
+    SECRETS,
+    SERVICES,
+    VIP_ADVERTISEMENTS,
+    Resource,
+    object_key,
+    split_key,
+)
+from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
+from teapot_lb.model.l2 import L2Advertisement
+from teapot_lb.model.pool import AddressPool
+from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
+from teapot_lb.model.vip import VIPAdvertisement
+
+# Every typed object the registry's models parse to.
+ApiObject = (
+    AddressPool
+    | BGPPeer
+    | BGPAdvertisement
+    | L2Advertisement
+    | VIPAdvertisement
+    | Service
+    | EndpointSlice
+    | Node
+    | Namespace
+)
+
+
+class Kind(StrEnum):
+    """The kinds a view holds; the value is the Kubernetes kind name."""
+
+    ADDRESS_POOL = "AddressPool"
+    BGP_PEER = "BGPPeer"
+    BGP_ADVERTISEMENT = "BGPAdvertisement"
+    L2_ADVERTISEMENT = "L2Advertisement"
+    VIP_ADVERTISEMENT = "VIPAdvertisement"
+    SERVICE = "Service"
+    ENDPOINT_SLICE = "EndpointSlice"
+    NODE = "Node"
+    NAMESPACE = "Namespace"
+    SECRET = "Secret"
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """One kind's facts.
+
+    `model`: the typed model its objects parse to; None for Secrets, which are kept as
+    their decoded data (the core reads only BGP passwords) and never read from manifests.
+    `view_field`: the :class:`~teapot_lb.cluster.ClusterView` attribute holding them.
+    `config`: lb.teapot.io configuration, watched only in the configured namespace.
+    `controller`: the controller watches it (the speaker watches every kind).
+    `planned`: `announce.plan` reads it for every Service, so a change to any object of
+    the kind plans every Service again (the plan cache's invalidation).
+    """
+
+    kind: Kind
+    model: type[BaseModel] | None
+    resource: Resource
+    view_field: str
+    config: bool = False
+    controller: bool = False
+    planned: bool = False
+
+    @property
+    def in_manifests(self) -> bool:
+        """Read from manifests (standalone mode, `teapot-lb validate`)."""
+        return self.model is not None
+
+
+KINDS: tuple[KindInfo, ...] = (
+    KindInfo(Kind.ADDRESS_POOL, AddressPool, ADDRESS_POOLS, "pools", True, True, True),
+    KindInfo(Kind.BGP_PEER, BGPPeer, BGP_PEERS, "bgp_peers", True, True, True),
+    KindInfo(
+        Kind.BGP_ADVERTISEMENT,
+        BGPAdvertisement,
+        BGP_ADVERTISEMENTS,
+        "bgp_advertisements",
+        True,
+        True,
+        True,
+    ),
+    KindInfo(
+        Kind.L2_ADVERTISEMENT,
+        L2Advertisement,
+        L2_ADVERTISEMENTS,
+        "l2_advertisements",
+        True,
+        True,
+        True,
+    ),
+    KindInfo(
+        Kind.VIP_ADVERTISEMENT,
+        VIPAdvertisement,
+        VIP_ADVERTISEMENTS,
+        "vip_advertisements",
+        True,
+        True,
+        True,
+    ),
+    KindInfo(Kind.SERVICE, Service, SERVICES, "services", controller=True),
+    KindInfo(Kind.ENDPOINT_SLICE, EndpointSlice, ENDPOINT_SLICES, "endpoint_slices"),
+    KindInfo(Kind.NODE, Node, NODES, "nodes", planned=True),
+    KindInfo(Kind.NAMESPACE, Namespace, NAMESPACES, "namespaces", controller=True),
+    # Secrets hold BGP passwords: configuration, read only by the speaker.
+    KindInfo(Kind.SECRET, None, SECRETS, "secrets", config=True),
+)
+
+REGISTRY: Mapping[Kind, KindInfo] = {info.kind: info for info in KINDS}
+
+
+__all__ = ["KINDS", "REGISTRY", "ApiObject", "Kind", "KindInfo", "object_key", "split_key"]

@@ -1,0 +1,80 @@
+"""The backends a node speaker can run, one line each, and the speaker built from them.
+
+A new backend (OVN, a gateway, FRR) is one module defining a class that follows
+:class:`~teapot_lb.speaker.backend.Backend` plus a ``build(wiring)`` function, and one line
+in :data:`BACKENDS`. ``--modes`` accepts the names of :data:`BACKENDS`; the speaker runs
+and stops the chosen backends in the order of this table (BGP routes are withdrawn first,
+then L2 ownership is released, then keepalived stops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+from teapot_lb.announce.plan import PlanOptions
+from teapot_lb.cluster import Store
+from teapot_lb.controller.options import ControllerOptions
+from teapot_lb.speaker import bgp_backend, l2_backend, vip_backend
+from teapot_lb.speaker.backend import Backend, Wiring
+from teapot_lb.speaker.node import NodeSpeaker
+
+BACKENDS: Mapping[str, Callable[[Wiring], Backend]] = {
+    "bgp": bgp_backend.build,
+    "l2": l2_backend.build,
+    "vip": vip_backend.build,
+}
+MODES = tuple(BACKENDS)
+
+
+class SpeakerConfig(Protocol):
+    """What :func:`build_speaker` reads of a process configuration (`RunConfig`)."""
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def modes(self) -> tuple[str, ...]: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def bgp_port(self) -> int | None: ...
+
+    @property
+    def l2_port(self) -> int: ...
+
+    @property
+    def heartbeat_interval_s(self) -> float: ...
+
+    @property
+    def keepalived(self) -> str: ...
+
+    @property
+    def controller(self) -> ControllerOptions: ...
+
+
+def build_speaker(config: SpeakerConfig, store: Store, *, restarting: bool = False) -> NodeSpeaker:
+    """The node speaker with the backends of the enabled modes (`run` and `speaker`).
+
+    ``restarting``: the previous run did not stop gracefully (see
+    :class:`~teapot_lb.speaker.run_marker.RunMarker`)."""
+    options = PlanOptions(
+        load_balancer_class=config.controller.load_balancer_class,
+        handle_unclassed=not config.controller.class_only,
+    )
+    speaker = NodeSpeaker(config.node, store, options=options)
+    wiring = Wiring(
+        node=config.node,
+        state_dir=config.state_dir,
+        notify=speaker.notify,
+        restarting=restarting,
+        bgp_port=config.bgp_port,
+        l2_port=config.l2_port,
+        heartbeat_interval_s=config.heartbeat_interval_s,
+        keepalived=config.keepalived,
+    )
+    speaker.backends = [build(wiring) for mode, build in BACKENDS.items() if mode in config.modes]
+    return speaker

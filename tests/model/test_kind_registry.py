@@ -1,0 +1,53 @@
+"""The kind registry: one entry per kind, read by the store, informers, plan cache and loader."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from teapot_lb.cluster import ClusterView, Kind, Store
+from teapot_lb.model import parse_object
+from teapot_lb.model.kinds import KINDS, REGISTRY
+from teapot_lb.model.manifest import MODELS
+
+
+def test_every_kind_has_one_entry_and_its_own_view_field() -> None:
+    assert set(REGISTRY) == set(Kind)
+    assert len(KINDS) == len(Kind)
+    view_fields = {f.name for f in dataclasses.fields(ClusterView) if f.init}
+    assert {info.view_field for info in KINDS} == view_fields
+
+
+def test_each_entry_names_its_own_kind_in_model_and_resource() -> None:
+    for info in KINDS:
+        assert info.resource.kind == info.kind.value
+        if info.model is not None:
+            assert info.model.model_fields["kind"].default == info.kind.value
+
+
+def test_the_manifest_loader_reads_every_kind_with_a_model() -> None:
+    assert {kind for _, kind in MODELS} == {i.kind.value for i in KINDS if i.in_manifests}
+
+
+def test_the_store_fills_the_view_field_the_registry_names() -> None:
+    obj, _ = parse_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    assert obj is not None
+    store = Store()
+    store.put_object(obj)
+    assert getattr(store.view(), REGISTRY[Kind.NODE].view_field) == {"n1": obj}
+
+
+def test_the_store_refuses_an_object_under_another_kind() -> None:
+    obj, _ = parse_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    assert obj is not None
+    with pytest.raises(TypeError, match="not a Service"):
+        Store().put(Kind.SERVICE, "n1", obj)
+
+
+def test_every_custom_resource_is_a_configuration_kind_of_the_registry() -> None:
+    from teapot_lb.model.crd import CUSTOM_RESOURCES
+
+    custom = {info.kind.value for info in KINDS if info.resource.custom}
+    assert {crd.name for crd in CUSTOM_RESOURCES} == custom
+    assert all(REGISTRY[Kind(crd.name)].config for crd in CUSTOM_RESOURCES)
