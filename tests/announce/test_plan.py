@@ -26,6 +26,7 @@ from teapot_lb.announce.plan import (
     explain,
     plan,
 )
+from teapot_lb.bgp import LargeCommunity, RouteAttributes
 from teapot_lb.cluster import ClusterView, Store
 
 
@@ -90,9 +91,11 @@ def test_bgp_attributes_and_aggregation_come_from_the_advertisement() -> None:
     assert route == BGPRoute(
         peer="tor",
         prefix="192.0.2.0/28",
-        communities=(65000 * 65536 + 100, 0xFFFFFF01),
-        large_communities=((64512, 1, 2),),
-        local_pref=None,  # eBGP session: LOCAL_PREF is not sent
+        attributes=RouteAttributes(
+            communities=(65000 * 65536 + 100, 0xFFFFFF01),
+            large_communities=(LargeCommunity(64512, 1, 2),),
+            local_pref=None,  # eBGP session: LOCAL_PREF is not sent
+        ),
     )
 
 
@@ -100,7 +103,7 @@ def test_local_pref_is_sent_on_ibgp_sessions_only() -> None:
     adv = bgp_advertisement("b", "public", localPref=50)
     v = view(*NODES, POOL, peer("ibgp", peerASN=64512), adv, assigned(service("web"), "192.0.2.1"))
     (route,) = plan(v, "node-a").announcements
-    assert isinstance(route, BGPRoute) and route.local_pref == 50
+    assert isinstance(route, BGPRoute) and route.attributes.local_pref == 50
 
 
 def test_local_policy_announces_only_from_nodes_with_a_ready_endpoint() -> None:

@@ -7,10 +7,11 @@ from typing import Any
 
 from model.builders import parse
 from teapot_lb.announce.plan import BGPRoute, Decision, L2Claim, Mode, PlanOptions, plan
+from teapot_lb.bgp import RouteAttributes
 from teapot_lb.cluster import Kind
 from teapot_lb.speaker.backend import Step
 from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setup, router_id_of
-from teapot_lb.speaker.desired import RouteAttrs, bgp_routes, diff_mappings, l2_claims
+from teapot_lb.speaker.desired import bgp_routes, diff_mappings, l2_claims
 from teapot_lb.speaker.l2_backend import peer_addresses
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import REASON_ANNOUNCING, REASON_FAILED, Announcing, events
@@ -27,13 +28,13 @@ P11 = ip_network("203.0.113.11/32")
 def test_two_advertisements_of_one_prefix_to_one_peer_merge_into_one_route() -> None:
     routes = bgp_routes(
         [
-            BGPRoute("r1", "203.0.113.10/32", communities=(1,), local_pref=100),
-            BGPRoute("r1", "203.0.113.10/32", communities=(2,), local_pref=200),
+            BGPRoute("r1", "203.0.113.10/32", RouteAttributes(communities=(1,), local_pref=100)),
+            BGPRoute("r1", "203.0.113.10/32", RouteAttributes(communities=(2,), local_pref=200)),
             BGPRoute("r2", "203.0.113.10/32"),
         ]
     )
-    assert routes["r1"] == {"203.0.113.10/32": RouteAttrs(communities=(1, 2), local_pref=200)}
-    assert routes["r2"] == {"203.0.113.10/32": RouteAttrs()}
+    assert routes["r1"] == {"203.0.113.10/32": RouteAttributes(communities=(1, 2), local_pref=200)}
+    assert routes["r2"] == {"203.0.113.10/32": RouteAttributes()}
 
 
 def test_an_unrestricted_l2_claim_wins_over_interface_lists() -> None:

@@ -18,6 +18,8 @@ from typing import TypeVar
 
 from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache
 from teapot_lb.announce.election import EXCLUDE_LABEL, ranking
+from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
+from teapot_lb.bgp.wire import LargeCommunity
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model import (
     AddressPool,
@@ -43,15 +45,14 @@ class Mode(StrEnum):
     VIP = "vip"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class BGPRoute:
-    """Announce `prefix` to the BGPPeer `peer` with these path attributes."""
+    """Announce `prefix` to the BGPPeer `peer` with these path attributes (the BGP
+    library's one route-attribute type; next hop left to the session: next-hop self)."""
 
     peer: str
     prefix: str
-    communities: tuple[int, ...] = ()
-    large_communities: tuple[tuple[int, int, int], ...] = ()
-    local_pref: int | None = None
+    attributes: RouteAttributes = DEFAULT_ATTRIBUTES
 
     @property
     def mode(self) -> Mode:
@@ -190,8 +191,8 @@ def _communities(texts: tuple[str, ...]) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=4096)
-def _large_communities(texts: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
-    return tuple(sorted({parse_large_community(c) for c in texts}))
+def _large_communities(texts: tuple[str, ...]) -> tuple[LargeCommunity, ...]:
+    return tuple(sorted({LargeCommunity(*parse_large_community(c)) for c in texts}))
 
 
 def _sorted(objs: Mapping[str, object]) -> list[str]:
@@ -386,9 +387,11 @@ def _route(ip: IPAddress, adv: BGPAdvertisement, peer: BGPPeer) -> BGPRoute:
     return BGPRoute(
         peer=peer.name,
         prefix=_prefix(ip, adv),
-        communities=_communities(tuple(spec.communities)),
-        large_communities=_large_communities(tuple(spec.large_communities)),
-        local_pref=spec.local_pref if peer.is_ibgp() else None,
+        attributes=RouteAttributes(
+            communities=_communities(tuple(spec.communities)),
+            large_communities=_large_communities(tuple(spec.large_communities)),
+            local_pref=spec.local_pref if peer.is_ibgp() else None,
+        ),
     )
 
 

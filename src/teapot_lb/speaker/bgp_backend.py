@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Protocol
 
@@ -19,11 +18,11 @@ from teapot_lb import log
 from teapot_lb.announce.plan import BGPRoute, Decision, Mode, PlanOptions
 from teapot_lb.bgp import Peer, PeerConfig, PeerCounters, RouteAttributes, Speaker, State
 from teapot_lb.bgp.fsm import Action, StateChanged
-from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, LargeCommunity
+from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
 from teapot_lb.cluster import ClusterView, object_key
 from teapot_lb.model import AddressFamily, BGPPeer, Node, matches_any, parse_duration
 from teapot_lb.speaker.backend import Step, Wiring
-from teapot_lb.speaker.desired import Prefix, RouteAttrs, bgp_routes, network
+from teapot_lb.speaker.desired import Prefix, bgp_routes, network
 
 _FAMILIES = {AddressFamily.IPV4_UNICAST: IPV4_UNICAST, AddressFamily.IPV6_UNICAST: IPV6_UNICAST}
 DEFAULT_CONNECT_RETRY = 2.0  # without connectTime: 2s, doubling on each failure ...
@@ -120,15 +119,6 @@ def peer_setup(
     return PeerSetup(peer.name, config)
 
 
-@lru_cache(maxsize=4096)
-def route_attributes(attrs: RouteAttrs) -> RouteAttributes:
-    return RouteAttributes(
-        communities=attrs.communities,
-        large_communities=tuple(LargeCommunity(*c) for c in attrs.large_communities),
-        local_pref=attrs.local_pref,
-    )
-
-
 class PeerLike(Protocol):
     """What the speaker reads of a :class:`teapot_lb.bgp.Peer` (state, metrics, status)."""
 
@@ -217,7 +207,7 @@ class BGPBackend:
         self.speaker: SpeakerLike | None = None
         self.setups: dict[str, PeerSetup] = {}  # by BGPPeer name
         self.active: dict[str, PeerConfig] = {}  # BGPPeer name -> peer in the speaker
-        self.routes: dict[str, dict[str, RouteAttrs]] = {}  # by BGPPeer name, prefix text
+        self.routes: dict[str, dict[str, RouteAttributes]] = {}  # by BGPPeer name, prefix text
         self._duplicates: dict[str, str] = {}
         self.router_id: IPv4Address | None = None
         self.session_resets = 0  # peers re-created because their configuration changed
@@ -275,7 +265,7 @@ class BGPBackend:
     async def apply(
         self,
         setups: Mapping[str, PeerSetup],
-        routes: Mapping[str, Mapping[str, RouteAttrs]],
+        routes: Mapping[str, Mapping[str, RouteAttributes]],
         router_id: IPv4Address,
     ) -> None:
         """Peers per BGPPeer name as `setups` says, each with its `routes` (idempotent)."""
@@ -322,9 +312,7 @@ class BGPBackend:
             want = dict(routes.get(name, {}))
             if name in self.routes and self.routes[name] == want:
                 continue
-            speaker.set_routes(
-                {network(p): route_attributes(a) for p, a in want.items()}, peer=config.address
-            )
+            speaker.set_routes({network(p): a for p, a in want.items()}, peer=config.address)
             self.routes[name] = want
 
     async def shutdown(self) -> None:

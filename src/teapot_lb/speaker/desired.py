@@ -16,24 +16,16 @@ from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
 
 from teapot_lb.announce.plan import BGPRoute, L2Claim
+from teapot_lb.bgp.attributes import RouteAttributes
 
 Prefix = IPv4Network | IPv6Network
 
 
-@dataclass(frozen=True)
-class RouteAttrs:
-    """Path attributes of one prefix towards one peer (merged over advertisements)."""
-
-    communities: tuple[int, ...] = ()
-    large_communities: tuple[tuple[int, int, int], ...] = ()
-    local_pref: int | None = None
-
-
-def _merge(a: RouteAttrs, b: RouteAttrs) -> RouteAttrs:
+def _merge(a: RouteAttributes, b: RouteAttributes) -> RouteAttributes:
     """Two advertisements select the same prefix for one peer: announce it once, with both
     advertisements' communities and the higher local preference."""
     prefs = [p for p in (a.local_pref, b.local_pref) if p is not None]
-    return RouteAttrs(
+    return a.evolve(
         communities=tuple(sorted(set(a.communities) | set(b.communities))),
         large_communities=tuple(sorted(set(a.large_communities) | set(b.large_communities))),
         local_pref=max(prefs) if prefs else None,
@@ -46,17 +38,17 @@ def network(text: str) -> Prefix:
     return ip_network(text)
 
 
-def bgp_routes(routes: Iterable[BGPRoute]) -> dict[str, dict[str, RouteAttrs]]:
+def bgp_routes(routes: Iterable[BGPRoute]) -> dict[str, dict[str, RouteAttributes]]:
     """Peer name → prefix (canonical text) → attributes (merging is order-independent).
 
     Prefixes stay text here: hashing and comparing strings is several times cheaper than
     network objects, which only the BGP library needs (see :func:`network`).
     """
-    out: dict[str, dict[str, RouteAttrs]] = {}
+    out: dict[str, dict[str, RouteAttributes]] = {}
     for r in routes:
         per_peer = out.setdefault(r.peer, {})
         prefix = r.prefix
-        attrs = RouteAttrs(r.communities, r.large_communities, r.local_pref)
+        attrs = r.attributes
         old = per_peer.get(prefix)
         per_peer[prefix] = attrs if old is None else _merge(old, attrs)
     return out
