@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from teapot_lb.cli.lab import lab
 from teapot_lb.lab.manifests import (
     LabConfigError,
     announced_view,
@@ -309,3 +311,12 @@ def test_pools_outside_the_documentation_ranges_are_refused(tmp_path: Path) -> N
     config.write_text(config.read_text().replace("203.0.113.64/27", "10.1.0.0/27"))
     with pytest.raises(LabConfigError, match=r"lab-bgp: 10\.1\.0\.0-10\.1\.0\.31 is outside"):
         layout(read_dir(tmp_path), nodes=None)
+
+
+# --- command line
+
+
+def test_families_option_refuses_an_unknown_family() -> None:
+    result = CliRunner().invoke(lab, ["--families", "v4,v5"])
+    assert result.exit_code == 2
+    assert "unknown address family(ies) v5; use v4, v6" in result.output

@@ -52,11 +52,11 @@ def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[
     help="Your own manifest directory (copied; see docs/lab.md) [default: examples/lab].",
 )  # fmt: skip
 @click.option("--services", type=click.IntRange(1, 20), default=5, show_default=True,
-              help="Services the lab creates per mode (create→reachable samples).")  # fmt: skip
+              help="Services created per mode and family (create→reachable samples).")  # fmt: skip
 @click.option("--requests", type=click.IntRange(1, 10000), default=30, show_default=True,
               help="Requests sent to show the spread over nodes.")  # fmt: skip
 @click.option("--trials", type=click.IntRange(1, 50), default=3, show_default=True,
-              help="Failover trials per mode (and per kind in BGP mode).")  # fmt: skip
+              help="Failover trials per mode and family (and per kind in BGP mode).")  # fmt: skip
 @click.option(
     "--poll-interval",
     type=float,

@@ -139,7 +139,7 @@ class ModeScenario:
                 self.net.bind(ip)
                 ok = self._reach(ip, timeout=20)
                 self.result.services.append(ServiceResult(key, ip, False, None, ok))
-                self.say(f"{key} {ip}: {'reachable' if ok else 'NOT reachable'}")
+                self.say(f"{key} {ip} {'reachable' if ok else 'NOT reachable'}")
 
     def create_services(self, pool: str) -> None:
         docs = self.state.docs.setdefault(self.key, [])
@@ -168,7 +168,7 @@ class ModeScenario:
                 attempts = probe.stop()
             took = first_success(attempts, t0)
             self.result.services.append(ServiceResult(key, ip, True, took, took is not None))
-            self.say(f"{key} {ip}: created → reachable in {_ms(took)}")
+            self.say(f"{key} {ip} created → reachable in {_ms(took)}")
 
     def _ip_of(self, key: str, known: dict[str, str]) -> str:
         snap = read_dir(self.net.manifests)
