@@ -204,6 +204,16 @@ def test_a_node_without_an_ipv6_internal_ip_gets_one_written_like_its_ipv4(
     )
     lay = layout(read_dir(tmp_path), nodes=None)
     assert [n.address6 for n in lay.nodes] == ["2001:db8::21", "2001:db8::abc"]
+    assert [n.internal6 for n in lay.nodes] == [False, True]
+
+
+def test_bgp_in_ipv6_needs_an_ipv6_internal_ip_on_every_peered_node(tmp_path: Path) -> None:
+    copy_manifests(REPO_EXAMPLES, tmp_path, drop_nodes=False)
+    assert layout(read_dir(tmp_path), nodes=None).missing_ipv6_next_hop() is None
+    nodes = tmp_path / "001-nodes.yaml"
+    nodes.write_text(nodes.read_text().replace(', {type: InternalIP, address: "2001:db8::12"}', ""))
+    problem = layout(read_dir(tmp_path), nodes=None).missing_ipv6_next_hop()
+    assert problem is not None and problem.startswith("Node(s) node-2 have no IPv6 InternalIP")
 
 
 def test_nodes_option_replaces_the_manifests_nodes(tmp_path: Path) -> None:

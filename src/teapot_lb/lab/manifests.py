@@ -64,6 +64,7 @@ class NodeSpec:
     name: str
     address: str  # on the LAN
     address6: str  # on the LAN too (2001:db8::/64): the Node's IPv6 InternalIP
+    internal6: bool = True  # False: the Node has no IPv6 InternalIP, the lab made address6 up
 
     def address_of(self, family: str) -> str:
         return self.address6 if family == "v6" else self.address
@@ -89,6 +90,18 @@ class LabLayout:
     pools: dict[str, list[str]] = field(default_factory=dict)  # mode -> pool names
     generated_nodes: bool = False
     pool_families: dict[str, frozenset[str]] = field(default_factory=dict)  # pool -> v4/v6
+
+    def missing_ipv6_next_hop(self) -> str | None:
+        """Why BGP cannot carry IPv6 here (None: it can): a node the router peers with has
+        no IPv6 InternalIP, so its speaker has no IPv6 next hop (docs/bgp.md)."""
+        peered = self.bgp.nodes if self.bgp else ()
+        missing = [n.name for n in self.nodes if n.name in peered and not n.internal6]
+        if not missing:
+            return None
+        return (
+            f"Node(s) {', '.join(missing)} have no IPv6 InternalIP (in {LAN6}): their"
+            " speakers have no IPv6 next hop, so BGP cannot announce IPv6 Service IPs"
+        )
 
     def pools_of(self, mode: str, family: str) -> list[str]:
         """The mode's pools that have addresses of ``family``."""
@@ -188,7 +201,7 @@ def layout(snapshot: Snapshot, *, nodes: int | None) -> LabLayout:
             # speaker has no IPv6 next hop for BGP (docs/bgp.md): BGP IPv6 then fails.
             addrs6 = [a for a in node.addresses() if a.version == 6 and a in LAN6]
             v6 = str(addrs6[0]) if addrs6 else mirrored_address6(str(addrs[0]))
-            specs.append(NodeSpec(name, str(addrs[0]), v6))
+            specs.append(NodeSpec(name, str(addrs[0]), v6, internal6=bool(addrs6)))
     if not 2 <= len(specs) <= 60:
         raise LabConfigError(f"{len(specs)} node(s): the lab runs 2 to 60 (failover needs two)")
     if generated:

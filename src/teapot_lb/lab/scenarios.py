@@ -106,6 +106,12 @@ class ModeScenario:
             )
             self.say(f"skipped: {self.result.skipped}")
             return self.result
+        if self.mode == "bgp" and self.family == "v6":
+            problem = self.net.layout.missing_ipv6_next_hop()
+            if problem is not None:
+                self.result.errors.append(problem)
+                self.say(f"FAILED: {problem}")
+                return self.result
         steps: list[Callable[[], None]] = [
             self.check_manifest_services,
             lambda: self.create_services(pools[0]),
