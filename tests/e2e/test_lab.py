@@ -1,8 +1,8 @@
 """End to end: `teapot-lb lab` in namespaces with real daemons, at small sizes.
 
 Each run builds the whole lab (router daemon, client, nodes running `teapot-lb run`),
-goes through every mode's scenarios and removes everything; the tests check the report
-says what happened and that nothing is left behind.
+goes through every mode's scenarios for IPv4 and IPv6 Services and removes everything;
+the tests check the report says what happened and that nothing is left behind.
 """
 
 from __future__ import annotations
@@ -44,32 +44,33 @@ def require_lab(router: str) -> None:
 
 def check_all_modes(report: LabReport, nodes: int) -> None:
     assert not report.errors, report.errors
-    by_mode = {m.mode: m for m in report.modes}
-    assert sorted(by_mode) == ["bgp", "l2", "vip"]
-    for m in report.modes:
-        assert not m.errors, (m.mode, m.errors)
+    results = {(m.mode, m.family): m for m in report.modes}
+    assert sorted(results) == [(m, f) for m in ("bgp", "l2", "vip") for f in ("v4", "v6")]
+    for (mode, family), m in results.items():
+        assert not m.errors and m.skipped is None, (mode, family, m.errors, m.skipped)
         assert m.services and all(s.reachable for s in m.services), m.services
+        assert all((":" in s.ip) == (family == "v6") for s in m.services), m.services
         assert len(m.create_times()) == SMALL.services
         assert m.spread is not None and m.spread.ok, m.spread
         assert m.deletion is not None and m.deletion.ok, m.deletion
         assert m.failovers and all(f.ok for f in m.failovers), m.failovers
-    # ECMP: every node serves some requests; L2 and VIP: exactly one node does.
-    assert len(by_mode["bgp"].spread.by_node) == nodes  # type: ignore[union-attr]
-    assert len(by_mode["l2"].spread.by_node) == 1  # type: ignore[union-attr]
-    assert len(by_mode["vip"].spread.by_node) == 1  # type: ignore[union-attr]
-    kinds = [f.kind for f in by_mode["bgp"].failovers]
-    assert kinds == ["graceful", "hard"]
-    # A graceful stop leaves no request without a route: the node withdraws before it
-    # goes. A connection opened to it just before the router's ECMP set changes can
-    # still be reset (its next packet hashes to another node): that is ECMP, not us.
-    graceful = by_mode["bgp"].failovers[0].trials
-    for t in graceful:
-        assert set(t.failures) <= {"reply: ConnectionResetError"}, graceful
+        # ECMP: every node serves some requests; L2 and VIP: exactly one node does.
+        assert len(m.spread.by_node) == (nodes if mode == "bgp" else 1), m.spread
+        if mode != "bgp":
+            continue
+        assert [f.kind for f in m.failovers] == ["graceful", "hard"]
+        # A graceful stop leaves no request without a route: the node withdraws before
+        # it goes. A connection opened to it just before the router's ECMP set changes
+        # can still be reset (its next packet hashes to another node): ECMP, not us.
+        for t in m.failovers[0].trials:
+            assert set(t.failures) <= {"reply: ConnectionResetError"}, (family, t)
     assert report.cleanup is not None and report.cleanup.ok, report.cleanup
     assert report.ok
 
 
-def test_lab_with_frr_router_proves_all_three_modes_and_cleans_up(tmp_path: Path) -> None:
+def test_lab_with_frr_router_proves_all_three_modes_for_both_families_and_cleans_up(
+    tmp_path: Path,
+) -> None:
     require_lab("frr")
     lines: list[str] = []
     options = LabOptions(router="frr", nodes=2, sizes=SMALL, workdir=tmp_path / "work")
@@ -79,7 +80,9 @@ def test_lab_with_frr_router_proves_all_three_modes_and_cleans_up(tmp_path: Path
     assert any("frr has an Established session with every node" in line for line in lines)
 
 
-def test_lab_command_with_bird_router_exits_0_and_writes_json(tmp_path: Path) -> None:
+def test_lab_command_with_bird_router_runs_both_families_exits_0_and_writes_json(
+    tmp_path: Path,
+) -> None:
     require_lab("bird")
     out = tmp_path / "lab.json"
     proc = subprocess.Popen(
@@ -98,17 +101,24 @@ def test_lab_command_with_bird_router_exits_0_and_writes_json(tmp_path: Path) ->
     assert "bird has an Established session with every node" in stderr
     assert our_namespaces(proc.pid) == []
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "teapot-lb.lab/v1"
+    assert doc["schema"] == "teapot-lb.lab/v2"
     assert doc["ok"] is True
     assert doc["options"]["router"] == "bird" and doc["options"]["nodes"] == 2
+    assert doc["options"]["families"] == ["v4", "v6"]
     assert set(doc["modes"]) == {"bgp", "l2", "vip"}
-    assert set(doc["modes"]["bgp"]["failover"]) == {"graceful", "hard"}
-    for mode in doc["modes"].values():
-        assert mode["ok"] is True
-        assert mode["create_to_reachable_s"]["samples"] == 2
-        assert mode["delete"]["ok"] is True
+    for family in ("v4", "v6"):
+        assert set(doc["modes"]["bgp"][family]["failover"]) == {"graceful", "hard"}
+    for by_family in doc["modes"].values():
+        assert set(by_family) == {"v4", "v6"}
+        for result in by_family.values():
+            assert result["ok"] is True and result["skipped"] is None
+            assert result["create_to_reachable_s"]["samples"] == 2
+            assert result["delete"]["ok"] is True
     assert doc["cleanup"]["ok"] is True
-    assert {g["name"] for g in doc["goals"]} >= {"create→reachable p50", "L2 failover p50"}
+    names = {g["name"] for g in doc["goals"]}
+    assert names >= {"create→reachable p50 v4", "create→reachable p50 v6", "L2 failover p50 v6"}
+    for line in ("bgp   v6      ok", "l2    v6      ok", "vip   v6      ok"):
+        assert line in stdout
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -215,6 +225,9 @@ status: {addresses: [{type: InternalIP, address: 192.0.2.22}]}
     report = run_lab(options, lambda _: None)
     assert report.ok, (report.errors, [m.errors for m in report.modes])
     assert report.options["node_names"] == ["alpha", "beta"]
-    (result,) = report.modes
+    result, v6 = report.modes
     assert {s.ip for s in result.services} <= {"192.0.2.150", "192.0.2.151"}
     assert result.spread is not None and set(result.spread.by_node) <= {"alpha", "beta"}
+    # No IPv6 pool: the IPv6 run of the mode is skipped, with the reason in the report.
+    assert (v6.family, v6.services) == ("v6", [])
+    assert v6.skipped == "no AddressPool with IPv6 addresses is announced in l2 mode"

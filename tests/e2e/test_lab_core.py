@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from teapot_lb.cli.lab import lab
 from teapot_lb.lab.manifests import (
     LabConfigError,
     announced_view,
@@ -14,6 +16,7 @@ from teapot_lb.lab.manifests import (
     bgp_announcers,
     copy_manifests,
     layout,
+    node_doc,
     read_dir,
     service_doc,
     with_services,
@@ -102,12 +105,13 @@ def test_spread_counts_per_node_and_failures() -> None:
 # --- report
 
 
-def passing_mode(mode: str) -> ModeResult:
-    m = ModeResult(mode)
-    m.services = [ServiceResult("lab/x", "192.0.2.200", True, 0.05, True)]
-    m.spread = Spread("192.0.2.200", 10, {"node-1": 10}, True)
+def passing_mode(mode: str, family: str = "v4", created_s: float = 0.05) -> ModeResult:
+    ip = "2001:db8::200" if family == "v6" else "192.0.2.200"
+    m = ModeResult(mode, family)
+    m.services = [ServiceResult("lab/x", ip, True, created_s, True)]
+    m.spread = Spread(ip, 10, {"node-1": 10}, True)
     m.failovers = [Failover("hard", [Trial("node-1", 0.2, 20, 70)])]
-    m.deletion = Deletion("lab/x", "192.0.2.200", 0.05, True)
+    m.deletion = Deletion("lab/x", ip, 0.05, True)
     return m
 
 
@@ -124,19 +128,39 @@ def test_report_passes_only_when_every_mode_and_the_cleanup_pass() -> None:
 def test_table_and_json_show_the_same_figures_and_the_goals() -> None:
     report = LabReport({"bgp_hold_time_s": 3}, [passing_mode("l2")], cleanup=Cleanup(ok=True))
     text = table(report)
-    assert "l2    ok" in text
+    assert "l2    v4      ok" in text
     assert "hard 200 ms/200 ms" in text
-    assert "goal L2 failover p50 ≤ 0.5 s: 200 ms met" in text
+    assert "goal L2 failover p50 v4 ≤ 0.5 s: 200 ms met" in text
     assert "lab PASSED" in text
     doc = to_json(report)
-    assert doc["schema"] == "teapot-lb.lab/v1"
-    assert doc["modes"]["l2"]["failover"]["hard"]["p50_s"] == 0.2
-    assert doc["modes"]["l2"]["create_to_reachable_s"] == {
+    assert doc["schema"] == "teapot-lb.lab/v2"
+    assert doc["modes"]["l2"]["v4"]["failover"]["hard"]["p50_s"] == 0.2
+    assert doc["modes"]["l2"]["v4"]["create_to_reachable_s"] == {
         "p50": 0.05, "p99": 0.05, "max": 0.05, "samples": 1,
     }  # fmt: skip
-    assert {"name": "L2 failover p50", "target": "≤ 0.5 s", "value": 0.2, "met": True} in doc[
-        "goals"
-    ]
+    goal = {"name": "L2 failover p50 v4", "target": "≤ 0.5 s", "value": 0.2, "met": True}
+    assert goal in doc["goals"]
+
+
+def test_each_family_gets_its_row_and_its_create_to_reachable_goal() -> None:
+    modes = [passing_mode("l2", "v4", created_s=0.05), passing_mode("l2", "v6", created_s=0.02)]
+    report = LabReport({}, modes, cleanup=Cleanup(ok=True))
+    rows = [line for line in table(report).splitlines() if line.startswith("l2 ")]
+    assert [row.split()[:3] for row in rows] == [["l2", "v4", "ok"], ["l2", "v6", "ok"]]
+    goals = {g.name: (g.value, g.met) for g in report.goals()}
+    assert goals["create→reachable p50 v4"] == (0.05, False)  # issue 15: ≤ 0.03 s
+    assert goals["create→reachable p50 v6"] == (0.02, True)
+    assert set(to_json(report)["modes"]["l2"]) == {"v4", "v6"}
+
+
+def test_a_family_without_a_pool_is_skipped_with_its_reason_and_passes() -> None:
+    skipped = ModeResult("l2", "v6", skipped="no AddressPool with IPv6 addresses is announced")
+    report = LabReport({}, [passing_mode("l2"), skipped], cleanup=Cleanup(ok=True))
+    assert report.ok
+    text = table(report)
+    assert "l2    v6      skipped" in text
+    assert "l2 v6: skipped: no AddressPool with IPv6 addresses is announced" in text
+    assert to_json(report)["modes"]["l2"]["v6"]["skipped"].startswith("no AddressPool")
 
 
 def test_bgp_failover_is_the_later_of_the_client_and_the_router() -> None:
@@ -151,22 +175,56 @@ def test_bgp_failover_is_the_later_of_the_client_and_the_router() -> None:
 def test_examples_lab_gives_three_nodes_a_router_and_a_pool_per_mode(tmp_path: Path) -> None:
     copy_manifests(REPO_EXAMPLES, tmp_path, drop_nodes=False)
     lay = layout(read_dir(tmp_path), nodes=None)
-    assert [(n.name, n.address) for n in lay.nodes] == [
-        ("node-1", "192.0.2.11"), ("node-2", "192.0.2.12"), ("node-3", "192.0.2.13"),
+    assert [(n.name, n.address, n.address6) for n in lay.nodes] == [
+        ("node-1", "192.0.2.11", "2001:db8::11"), ("node-2", "192.0.2.12", "2001:db8::12"),
+        ("node-3", "192.0.2.13", "2001:db8::13"),
     ]  # fmt: skip
     assert lay.bgp is not None
     assert (lay.bgp.router_address, lay.bgp.router_asn, lay.bgp.node_asn) == (
         "192.0.2.1", 64500, 64512,
     )  # fmt: skip
     assert lay.bgp.hold_time == 3
-    assert lay.pools == {"bgp": ["lab-bgp"], "l2": ["lab-l2"], "vip": ["lab-vip"]}
+    assert lay.pools == {
+        "bgp": ["lab-bgp", "lab-bgp6"], "l2": ["lab-l2", "lab-l26"], "vip": ["lab-vip", "lab-vip6"],
+    }  # fmt: skip
+    assert [lay.pools_of(m, "v6") for m in ("bgp", "l2", "vip")] == [
+        ["lab-bgp6"], ["lab-l26"], ["lab-vip6"],
+    ]  # fmt: skip
+
+
+def test_a_node_without_an_ipv6_internal_ip_gets_one_written_like_its_ipv4(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "n.yaml").write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: a}\n"
+        "status: {addresses: [{type: InternalIP, address: 192.0.2.21}]}\n---\n"
+        "apiVersion: v1\nkind: Node\nmetadata: {name: b}\n"
+        "status: {addresses: [{type: InternalIP, address: 192.0.2.22},"
+        " {type: InternalIP, address: '2001:db8::abc'}]}\n"
+    )
+    lay = layout(read_dir(tmp_path), nodes=None)
+    assert [n.address6 for n in lay.nodes] == ["2001:db8::21", "2001:db8::abc"]
+    assert [n.internal6 for n in lay.nodes] == [False, True]
+
+
+def test_bgp_in_ipv6_needs_an_ipv6_internal_ip_on_every_peered_node(tmp_path: Path) -> None:
+    copy_manifests(REPO_EXAMPLES, tmp_path, drop_nodes=False)
+    assert layout(read_dir(tmp_path), nodes=None).missing_ipv6_next_hop() is None
+    nodes = tmp_path / "001-nodes.yaml"
+    nodes.write_text(nodes.read_text().replace(', {type: InternalIP, address: "2001:db8::12"}', ""))
+    problem = layout(read_dir(tmp_path), nodes=None).missing_ipv6_next_hop()
+    assert problem is not None and problem.startswith("Node(s) node-2 have no IPv6 InternalIP")
 
 
 def test_nodes_option_replaces_the_manifests_nodes(tmp_path: Path) -> None:
     copy_manifests(REPO_EXAMPLES, tmp_path, drop_nodes=True)
     lay = layout(read_dir(tmp_path), nodes=5)
     assert [n.name for n in lay.nodes] == [f"node-{i}" for i in range(1, 6)]
-    assert lay.nodes[4].address == "192.0.2.15"
+    assert (lay.nodes[4].address, lay.nodes[4].address6) == ("192.0.2.15", "2001:db8::15")
+    assert node_doc(lay.nodes[4])["status"]["addresses"] == [
+        {"type": "InternalIP", "address": "192.0.2.15"},
+        {"type": "InternalIP", "address": "2001:db8::15"},
+    ]
 
 
 def test_a_node_outside_the_lab_lan_is_refused(tmp_path: Path) -> None:
@@ -188,6 +246,16 @@ def test_the_lab_knows_a_new_services_ip_before_any_node_reports_it(tmp_path: Pa
     assert ips["lab/l2-1"] == ["192.0.2.201"]
 
 
+def test_an_ipv6_service_of_the_lab_gets_its_ip_from_the_ipv6_pool(tmp_path: Path) -> None:
+    copy_manifests(REPO_EXAMPLES, tmp_path, drop_nodes=False)
+    snap = read_dir(tmp_path)
+    docs = [service_doc("bgp-v6-1", "lab-bgp6", "v6"), service_doc("l2-v6-1", "lab-l26", "v6")]
+    ips = assigned_ips(with_services(snap, docs), snap)
+    assert ips["demo/web-bgp6"] == ["2001:db8:100::"]
+    assert ips["lab/bgp-v6-1"] == ["2001:db8:100::1"]
+    assert ips["lab/l2-v6-1"] == ["2001:db8::201"]
+
+
 # --- router configs
 
 
@@ -205,14 +273,18 @@ def test_bird_config_merges_paths_into_the_kernel_and_peers_every_node() -> None
     assert text.count("protocol bgp node") == 2
     assert "neighbor 192.0.2.12 as 64512;" in text
     assert "hold time 3; keepalive time 1;" in text
-    assert "import all; export none;" in text
+    # MP-BGP: IPv6 unicast over each IPv4 session too.
+    assert "ipv4 { import all; export none; gateway direct; };" in text
+    assert "ipv6 { import all; export none; gateway direct; };" in text
 
 
 def test_frr_config_allows_ecmp_over_every_node() -> None:
     text = frr_config(config(), "router")
     assert "maximum-paths 16" in text
     assert " neighbor 192.0.2.11 timers 1 3" in text
-    assert "  neighbor 192.0.2.12 activate" in text
+    v6 = text.split(" address-family ipv6 unicast")[1]
+    assert "  neighbor 192.0.2.12 activate" in text.split(" address-family ipv6")[0]
+    assert "  neighbor 192.0.2.12 activate" in v6  # MP-BGP: IPv6 over the IPv4 session
     assert "no bgp ebgp-requires-policy" in text
 
 
@@ -237,6 +309,10 @@ def test_bgp_announcers_come_from_the_nodes_own_plan(tmp_path: Path) -> None:
         "203.0.113.65/32", {"node-1", "node-2", "node-3"},
     )  # fmt: skip
     assert bgp_announcers(view, "192.0.2.200") == (None, set())  # an L2 address
+    view6 = announced_view(read_dir(tmp_path), [service_doc("bgp-v6-1", "lab-bgp6", "v6")])
+    assert bgp_announcers(view6, "2001:db8:100::1") == (
+        "2001:db8:100::1/128", {"node-1", "node-2", "node-3"},
+    )  # fmt: skip
 
 
 def test_pools_outside_the_documentation_ranges_are_refused(tmp_path: Path) -> None:
@@ -245,3 +321,12 @@ def test_pools_outside_the_documentation_ranges_are_refused(tmp_path: Path) -> N
     config.write_text(config.read_text().replace("203.0.113.64/27", "10.1.0.0/27"))
     with pytest.raises(LabConfigError, match=r"lab-bgp: 10\.1\.0\.0-10\.1\.0\.31 is outside"):
         layout(read_dir(tmp_path), nodes=None)
+
+
+# --- command line
+
+
+def test_families_option_refuses_an_unknown_family() -> None:
+    result = CliRunner().invoke(lab, ["--families", "v4,v5"])
+    assert result.exit_code == 2
+    assert "unknown address family(ies) v5; use v4, v6" in result.output

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from teapot_lb.lab.manifests import MODES
+from teapot_lb.lab.manifests import FAMILIES, MODES
 from teapot_lb.lab.report import table, to_json
 from teapot_lb.lab.router import ROUTERS
 from teapot_lb.lab.runner import REPO_EXAMPLES, LabOptions, run_lab
@@ -17,18 +17,30 @@ from teapot_lb.lab.scenarios import Sizes
 from teapot_lb.netlab import cleanup_stale, netns_available
 
 
+def _pick(known: tuple[str, ...], what: str, text: str) -> tuple[str, ...]:
+    picked = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    bad = [m for m in picked if m not in known]
+    if bad or not picked:
+        raise click.BadParameter(f"unknown {what} {', '.join(bad)}; use {', '.join(known)}")
+    return picked
+
+
 def _modes(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[str, ...]:
-    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise click.BadParameter(f"unknown mode(s) {', '.join(bad)}; use {', '.join(MODES)}")
-    return modes
+    return _pick(MODES, "mode(s)", text)
+
+
+def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[str, ...]:
+    return _pick(FAMILIES, "address family(ies)", text)
 
 
 @click.command("lab")
 @click.option(
     "--modes", default=",".join(MODES), show_default=True, callback=_modes,
     help="Announcement modes to exercise, comma-separated.",
+)  # fmt: skip
+@click.option(
+    "--families", default=",".join(FAMILIES), show_default=True, callback=_families,
+    help="Address families of the Services each mode is run with (v4: IPv4, v6: IPv6).",
 )  # fmt: skip
 @click.option(
     "--nodes", type=click.IntRange(2, 60), default=None,
@@ -40,11 +52,11 @@ def _modes(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[str
     help="Your own manifest directory (copied; see docs/lab.md) [default: examples/lab].",
 )  # fmt: skip
 @click.option("--services", type=click.IntRange(1, 20), default=5, show_default=True,
-              help="Services the lab creates per mode (create→reachable samples).")  # fmt: skip
+              help="Services created per mode and family (create→reachable samples).")  # fmt: skip
 @click.option("--requests", type=click.IntRange(1, 10000), default=30, show_default=True,
               help="Requests sent to show the spread over nodes.")  # fmt: skip
 @click.option("--trials", type=click.IntRange(1, 50), default=3, show_default=True,
-              help="Failover trials per mode (and per kind in BGP mode).")  # fmt: skip
+              help="Failover trials per mode and family (and per kind in BGP mode).")  # fmt: skip
 @click.option(
     "--poll-interval",
     type=float,
@@ -79,6 +91,7 @@ def _modes(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[str
 def lab(
     ctx: click.Context,
     modes: tuple[str, ...],
+    families: tuple[str, ...],
     nodes: int | None,
     router: str,
     manifests: Path | None,
@@ -94,7 +107,8 @@ def lab(
     """Build a small data centre in network namespaces, run teapot-lb, break it, measure.
 
     A router (BIRD or FRR, ECMP into its kernel FIB), a client behind it and N nodes on a
-    LAN, each running `teapot-lb run` and an HTTP server answering its name. For each mode:
+    LAN (dual-stack), each running `teapot-lb run` and an HTTP server answering its name.
+    For each mode and address family:
     create Services, reach them, show which nodes serve, kill the serving node and time
     the failover, delete a Service. Needs root. Exit status 1 if any scenario failed.
     """
@@ -109,6 +123,7 @@ def lab(
         raise click.ClickException("examples/lab not found; pass --manifests DIR")
     options = LabOptions(
         modes=modes,
+        families=families,
         nodes=nodes,
         router=router,
         manifests=manifests or REPO_EXAMPLES,

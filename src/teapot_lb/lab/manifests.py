@@ -32,11 +32,14 @@ from teapot_lb.standalone.assign import assign, assigned_services
 from teapot_lb.standalone.directory import Snapshot, read
 
 MODES = ("bgp", "l2", "vip")
+FAMILIES = ("v4", "v6")
 LAN = ipaddress.ip_network("192.0.2.0/24")
+LAN6 = ipaddress.ip_network("2001:db8::/64")
 ROUTER_LAN = "192.0.2.1"
-ROUTER_UP = "198.51.100.1"
-CLIENT = "198.51.100.2"
-UPLINK_PREFIX = 24
+ROUTER_LAN6 = "2001:db8::1"
+ROUTER_UP, ROUTER_UP6 = "198.51.100.1", "2001:db8:ffff::1"
+CLIENT, CLIENT6 = "198.51.100.2", "2001:db8:ffff::2"
+UPLINK_PREFIX, UPLINK_PREFIX6 = 24, 64
 SERVICE_PORT = 80
 LAB_NAMESPACE = "lab"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -46,10 +49,25 @@ class LabConfigError(ValueError):
     """The manifests cannot drive the lab (a message the user can act on)."""
 
 
+def family_of(ip: str) -> str:
+    """``"v4"`` or ``"v6"``: how the lab names an address family."""
+    return f"v{ipaddress.ip_address(ip).version}"
+
+
+def host_prefix(ip: str) -> str:
+    """The host route of ``ip``: /32 or /128."""
+    return f"{ip}/{ipaddress.ip_address(ip).max_prefixlen}"
+
+
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
     address: str  # on the LAN
+    address6: str  # on the LAN too (2001:db8::/64): the Node's IPv6 InternalIP
+    internal6: bool = True  # False: the Node has no IPv6 InternalIP, the lab made address6 up
+
+    def address_of(self, family: str) -> str:
+        return self.address6 if family == "v6" else self.address
 
 
 @dataclass(frozen=True)
@@ -71,6 +89,23 @@ class LabLayout:
     bgp: BgpSpec | None
     pools: dict[str, list[str]] = field(default_factory=dict)  # mode -> pool names
     generated_nodes: bool = False
+    pool_families: dict[str, frozenset[str]] = field(default_factory=dict)  # pool -> v4/v6
+
+    def missing_ipv6_next_hop(self) -> str | None:
+        """Why BGP cannot carry IPv6 here (None: it can): a node the router peers with has
+        no IPv6 InternalIP, so its speaker has no IPv6 next hop (docs/bgp.md)."""
+        peered = self.bgp.nodes if self.bgp else ()
+        missing = [n.name for n in self.nodes if n.name in peered and not n.internal6]
+        if not missing:
+            return None
+        return (
+            f"Node(s) {', '.join(missing)} have no IPv6 InternalIP (in {LAN6}): their"
+            " speakers have no IPv6 next hop, so BGP cannot announce IPv6 Service IPs"
+        )
+
+    def pools_of(self, mode: str, family: str) -> list[str]:
+        """The mode's pools that have addresses of ``family``."""
+        return [p for p in self.pools.get(mode, []) if family in self.pool_families.get(p, ())]
 
 
 def node_names(count: int) -> list[str]:
@@ -82,16 +117,27 @@ def generated_node_address(index: int) -> str:
     return str(LAN.network_address + 10 + index)
 
 
+def mirrored_address6(address: str) -> str:
+    """A node's IPv6 LAN address written like its IPv4 one: 192.0.2.11 → 2001:db8::11."""
+    return str(ipaddress.IPv6Address(f"2001:db8::{address.rsplit('.', 1)[1]}"))
+
+
 def node_doc(spec: NodeSpec) -> dict[str, Any]:
+    addresses = [{"type": "InternalIP", "address": a} for a in (spec.address, spec.address6)]
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": spec.name, "labels": {HOSTNAME_LABEL: spec.name}},
-        "status": {"addresses": [{"type": "InternalIP", "address": spec.address}]},
+        "status": {"addresses": addresses},
     }
 
 
-def service_doc(name: str, pool: str, port: int = SERVICE_PORT) -> dict[str, Any]:
+def service_doc(
+    name: str, pool: str, family: str = "v4", port: int = SERVICE_PORT
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"type": "LoadBalancer", "ports": [{"port": port, "protocol": "TCP"}]}
+    if family == "v6":
+        spec |= {"ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv6"]}
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -100,7 +146,7 @@ def service_doc(name: str, pool: str, port: int = SERVICE_PORT) -> dict[str, Any
             "namespace": LAB_NAMESPACE,
             "annotations": {ANNOTATION_POOL: pool},
         },
-        "spec": {"type": "LoadBalancer", "ports": [{"port": port, "protocol": "TCP"}]},
+        "spec": spec,
     }
 
 
@@ -140,7 +186,9 @@ def layout(snapshot: Snapshot, *, nodes: int | None) -> LabLayout:
     generated = nodes is not None or not view.nodes
     if generated:
         count = 3 if nodes is None else nodes
-        specs = [NodeSpec(n, generated_node_address(i)) for i, n in enumerate(node_names(count), 1)]
+        for i, name in enumerate(node_names(count), 1):
+            v4 = generated_node_address(i)
+            specs.append(NodeSpec(name, v4, mirrored_address6(v4)))
     else:
         for name, node in sorted(view.nodes.items()):
             addrs = [a for a in node.addresses() if a.version == 4 and a in LAN]
@@ -149,7 +197,11 @@ def layout(snapshot: Snapshot, *, nodes: int | None) -> LabLayout:
                     f"Node {name}: the lab needs an InternalIP in its LAN {LAN}"
                     f" (or pass --nodes N to let the lab make its Nodes)"
                 )
-            specs.append(NodeSpec(name, str(addrs[0])))
+            # Without an IPv6 InternalIP the node still gets a LAN address, but its
+            # speaker has no IPv6 next hop for BGP (docs/bgp.md): BGP IPv6 then fails.
+            addrs6 = [a for a in node.addresses() if a.version == 6 and a in LAN6]
+            v6 = str(addrs6[0]) if addrs6 else mirrored_address6(str(addrs[0]))
+            specs.append(NodeSpec(name, str(addrs[0]), v6, internal6=bool(addrs6)))
     if not 2 <= len(specs) <= 60:
         raise LabConfigError(f"{len(specs)} node(s): the lab runs 2 to 60 (failover needs two)")
     if generated:
@@ -160,9 +212,13 @@ def layout(snapshot: Snapshot, *, nodes: int | None) -> LabLayout:
     taken = {s.address for s in specs}
     if router in taken:
         raise LabConfigError(f"the router's address {router} is also a Node's InternalIP")
-    if len(taken) != len(specs):
+    taken6 = {s.address6 for s in specs}
+    if ROUTER_LAN6 in taken6:
+        raise LabConfigError(f"the router's address {ROUTER_LAN6} is also a Node's InternalIP")
+    if len(taken) != len(specs) or len(taken6) != len(specs):
         raise LabConfigError("two Nodes have the same InternalIP")
-    return LabLayout(specs, router, bgp, pools_by_mode(view), generated)
+    families = {p.name: frozenset(f"v{v}" for v in p.families()) for p in view.pools.values()}
+    return LabLayout(specs, router, bgp, pools_by_mode(view), generated, families)
 
 
 def _check_documentation_ranges(view: ClusterView) -> None:

@@ -4,12 +4,15 @@
                 (BIRD/FRR)               ├── node-2
                                          └── node-3
 
+Every link is dual-stack (IPv4 and IPv6 from the documentation ranges).
+
 Each node runs the HTTP workload (:mod:`teapot_lb.lab.serve`) and `teapot-lb run` on
 the lab's manifest directory. kube-proxy is emulated as in IPVS mode: every Service IP
 is bound on ``lo`` of every node with ``arp_ignore=1``/``arp_announce=2`` set in the
-node's namespace, so a node accepts traffic for the IP but never answers ARP for it
-itself: only teapot-lb makes an IP reachable (BGP routes at the router, the L2
-responder, or keepalived putting the VIP on ``eth0``).
+node's namespace (IPv6 answers NS only for addresses of the receiving interface), so a
+node accepts traffic for the IP but never answers ARP/NDP for it itself: only teapot-lb
+makes an IP reachable (BGP routes at the router, the L2 responder, or keepalived putting
+the VIP on ``eth0``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from teapot_lb.l2 import wire
-from teapot_lb.lab.manifests import CLIENT, ROUTER_UP, UPLINK_PREFIX, LabLayout
+from teapot_lb.lab.manifests import (
+    CLIENT,
+    CLIENT6,
+    LAN6,
+    ROUTER_LAN6,
+    ROUTER_UP,
+    ROUTER_UP6,
+    UPLINK_PREFIX,
+    UPLINK_PREFIX6,
+    LabLayout,
+    host_prefix,
+)
 from teapot_lb.lab.netns import in_netns
 from teapot_lb.lab.processes import log_tail, read_status, start_run, start_workload
 from teapot_lb.lab.router import Router, RouterConfig, Session, make_router
@@ -39,6 +53,7 @@ from teapot_lb.netlab import Host, Topology
 from teapot_lb.netlab.topology import check_documentation_address
 
 _ETH_P_ARP = 0x0806
+_ETH_P_IPV6 = 0x86DD
 _SIOCGIFADDR = 0x8915
 
 
@@ -46,6 +61,7 @@ _SIOCGIFADDR = 0x8915
 class LabNode:
     name: str
     address: str
+    address6: str
     host: Host
     speaker: subprocess.Popen[bytes] | None = None
     server: subprocess.Popen[bytes] | None = None
@@ -83,15 +99,22 @@ class LabNetwork:
 
     def build(self) -> None:
         topo, router = self.topology, self.router
-        topo.connect(router, self.lan, addrs=[f"{self.layout.router_address}/24"])
+        lan6 = f"/{LAN6.prefixlen}"
+        topo.connect(
+            router, self.lan, addrs=[f"{self.layout.router_address}/24", ROUTER_LAN6 + lan6]
+        )
         topo.link_pair(
             router, self.client, a_if="up0", b_if="eth0",
-            a_addrs=[f"{ROUTER_UP}/{UPLINK_PREFIX}"], b_addrs=[f"{CLIENT}/{UPLINK_PREFIX}"],
+            a_addrs=[f"{ROUTER_UP}/{UPLINK_PREFIX}", f"{ROUTER_UP6}/{UPLINK_PREFIX6}"],
+            b_addrs=[f"{CLIENT}/{UPLINK_PREFIX}", f"{CLIENT6}/{UPLINK_PREFIX6}"],
         )  # fmt: skip
         self.client.ip("route", "add", "default", "via", ROUTER_UP)
+        self.client.ip("-6", "route", "add", "default", "via", ROUTER_UP6)
         router.sysctl("net.ipv4.ip_forward", "1")
+        router.sysctl("net.ipv6.conf.all.forwarding", "1")
         # Hash on ports too, so connections from one client spread over ECMP next hops.
         router.sysctl("net.ipv4.fib_multipath_hash_policy", "1")
+        router.sysctl("net.ipv6.fib_multipath_hash_policy", "1")
         for spec in self.layout.nodes:
             if spec.name in self.topology.hosts:
                 raise ValueError(f"node name {spec.name!r} is taken by a lab namespace")
@@ -99,11 +122,22 @@ class LabNetwork:
             for conf in ("all", "default"):
                 host.sysctl(f"net.ipv4.conf.{conf}.arp_ignore", "1")
                 host.sysctl(f"net.ipv4.conf.{conf}.arp_announce", "2")
-            topo.connect(host, self.lan, addrs=[f"{spec.address}/24"])
-            host.ip("route", "add", "default", "via", self.layout.router_address)
-            node = LabNode(spec.name, spec.address, host)
+                # A crash takes eth0 down: keep the IPv6 addresses, as IPv4 keeps its own.
+                host.sysctl(f"net.ipv6.conf.{conf}.keep_addr_on_down", "1")
+            topo.connect(host, self.lan, addrs=[f"{spec.address}/24", spec.address6 + lan6])
+            node = LabNode(spec.name, spec.address, spec.address6, host)
+            self._default_routes(node)
             self.nodes[spec.name] = node
             self.start_server(node)
+
+    def _default_routes(self, node: LabNode) -> None:
+        node.host.ip("route", "replace", "default", "via", self.layout.router_address)
+        node.host.ip("-6", "route", "replace", "default", "via", ROUTER_LAN6)
+
+    def address_of(self, name: str, family: str) -> str:
+        """The node's LAN address of ``family`` (the next hop of its BGP routes)."""
+        node = self.nodes[name]
+        return node.address6 if family == "v6" else node.address
 
     def start_router(self) -> Router:
         bgp = self.layout.bgp
@@ -197,7 +231,7 @@ class LabNetwork:
         """The node boots again: link up, workload and speaker started."""
         node = self.nodes[name]
         node.host.ip("link", "set", "eth0", "up")
-        node.host.ip("route", "replace", "default", "via", self.layout.router_address)
+        self._default_routes(node)
         self.start_server(node)
         self.start_speaker(name)
 
@@ -206,12 +240,12 @@ class LabNetwork:
     def bind(self, ip: str) -> None:
         check_documentation_address(ip)
         for node in self.nodes.values():
-            node.host.ip("addr", "replace", f"{ip}/32", "dev", "lo")
+            node.host.ip("addr", "replace", host_prefix(ip), "dev", "lo")
         self.bound.add(ip)
 
     def unbind(self, ip: str) -> None:
         for node in self.nodes.values():
-            node.host.ip("addr", "del", f"{ip}/32", "dev", "lo", check=False)
+            node.host.ip("addr", "del", host_prefix(ip), "dev", "lo", check=False)
         self.bound.discard(ip)
 
     # -- observations
@@ -230,23 +264,36 @@ class LabNetwork:
     def log_tail(self, name: str, lines: int = 20) -> str:
         return log_tail(self.log_path(name), lines)
 
-    def arp_answered(self, ip: str, timeout: float = 0.1) -> bool:
-        """Whether anything on the LAN answers an ARP request for ``ip`` (asked from the
-        router's LAN interface, the way the router itself would ask)."""
-        return arp_answered(self.router.ns, "eth0", ip, timeout)
+    def neighbor_answered(self, ip: str, timeout: float = 0.1) -> bool:
+        """Whether anything on the LAN answers an ARP request (IPv4) or a neighbour
+        solicitation (IPv6) for ``ip``, asked from the router's LAN interface, the way the
+        router itself would ask."""
+        return neighbor_answered(self.router.ns, "eth0", ip, timeout, source6=ROUTER_LAN6)
 
 
-def arp_answered(ns: str, ifname: str, ip: str, timeout: float) -> bool:
-    """Send one ARP who-has from ``ifname`` in namespace ``ns``; True on a reply in time."""
-    return in_netns(ns, lambda: _ask_arp(ifname, ipaddress.IPv4Address(ip), timeout))
+def neighbor_answered(ns: str, ifname: str, ip: str, timeout: float, *, source6: str) -> bool:
+    """Send one ARP who-has (IPv4) or multicast NS (IPv6, RFC 4861 §7.2.2, from
+    ``source6``) for ``ip`` from ``ifname`` in namespace ``ns``; True on a reply in time."""
+    target = ipaddress.ip_address(ip)
+    return in_netns(ns, lambda: _ask(ifname, target, ipaddress.IPv6Address(source6), timeout))
 
 
-def _ask_arp(ifname: str, target: ipaddress.IPv4Address, timeout: float) -> bool:
-    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ARP)) as sock:
-        sock.bind((ifname, _ETH_P_ARP))
+def _ask(
+    ifname: str,
+    target: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    source6: ipaddress.IPv6Address,
+    timeout: float,
+) -> bool:
+    proto = _ETH_P_IPV6 if target.version == 6 else _ETH_P_ARP
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(proto)) as sock:
+        sock.bind((ifname, proto))
         mac = sock.getsockname()[4][:6]
-        sender = _ipv4_of(ifname)
-        sock.send(wire.encode(wire.arp_request(mac, sender, target)))
+        request: wire.Frame
+        if isinstance(target, ipaddress.IPv6Address):
+            request = wire.neighbor_solicitation(mac, source6, target)
+        else:
+            request = wire.arp_request(mac, _ipv4_of(ifname), target)
+        sock.send(wire.encode(request))
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select([sock], [], [], left)
@@ -256,13 +303,16 @@ def _ask_arp(ifname: str, target: ipaddress.IPv4Address, timeout: float) -> bool
                 frame = wire.decode(sock.recv(2048))
             except wire.WireError:
                 continue
-            if (
-                isinstance(frame, wire.ArpFrame)
-                and frame.arp.op == wire.ArpOp.REPLY
-                and frame.arp.sender_ip == target
-            ):
+            if _answers(frame, target):
                 return True
     return False
+
+
+def _answers(frame: wire.Frame, target: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """An ARP reply from ``target``, or an NA for it."""
+    if isinstance(frame, wire.ArpFrame):
+        return frame.arp.op == wire.ArpOp.REPLY and frame.arp.sender_ip == target
+    return isinstance(frame.message, wire.NeighborAdvertisement) and frame.message.target == target
 
 
 def _ipv4_of(ifname: str) -> ipaddress.IPv4Address:

@@ -2,7 +2,9 @@
 
 It peers with every node (the lab derives the sessions from the manifests' BGPPeers),
 imports what the nodes announce and installs it into the namespace's kernel FIB with
-ECMP: one next hop per announcing node. Every file (config, control sockets, logs, pid
+ECMP: one next hop per announcing node. Each session (IPv4 transport) carries IPv4 and
+IPv6 unicast (MP-BGP, RFC 4760): a node's IPv6 routes come over its IPv4 session with
+its IPv6 InternalIP as next hop (docs/bgp.md). Every file (config, control sockets, logs, pid
 files) lives in the lab's work directory, never in /etc or /run.
 """
 
@@ -59,7 +61,6 @@ def bird_config(cfg: RouterConfig, log: Path) -> str:
         "protocol kernel kernel6 { ipv6 { import none; export all; }; merge paths on; }",
     ]
     for i, s in enumerate(cfg.sessions):
-        family = "ipv6" if ipaddress.ip_address(s.address).version == 6 else "ipv4"
         out += [
             f"protocol bgp node{i} {{",
             f"  local as {cfg.asn};",
@@ -67,7 +68,8 @@ def bird_config(cfg: RouterConfig, log: Path) -> str:
             "  direct;",
             f"  hold time {s.hold_time}; keepalive time {s.keepalive_time};",
             "  connect delay time 1; connect retry time 1; error wait time 1, 2;",
-            f"  {family} {{ import all; export none; gateway direct; }};",
+            "  ipv4 { import all; export none; gateway direct; };",
+            "  ipv6 { import all; export none; gateway direct; };",
             "}",
         ]
     return "\n".join(out) + "\n"
@@ -98,9 +100,7 @@ def frr_config(cfg: RouterConfig, hostname: str) -> str:
             "  maximum-paths 16",
             "  maximum-paths ibgp 16",
         ]
-        for s in cfg.sessions:
-            if (ipaddress.ip_address(s.address).version == 6) == (family == "ipv6"):
-                out.append(f"  neighbor {s.address} activate")
+        out += [f"  neighbor {s.address} activate" for s in cfg.sessions]
         out.append(" exit-address-family")
     return "\n".join(out) + "\n"
 

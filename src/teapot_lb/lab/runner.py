@@ -21,6 +21,7 @@ from typing import Any
 
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.manifests import (
+    FAMILIES,
     MODES,
     LabConfigError,
     copy_manifests,
@@ -44,6 +45,7 @@ _NETNS_DIR = Path("/run/netns")
 @dataclass
 class LabOptions:
     modes: tuple[str, ...] = MODES
+    families: tuple[str, ...] = FAMILIES
     nodes: int | None = None  # None: the manifests' Nodes (3 generated when there are none)
     router: str = "bird"
     manifests: Path = REPO_EXAMPLES
@@ -55,6 +57,7 @@ class LabOptions:
     def describe(self) -> dict[str, Any]:
         return {
             "modes": list(self.modes),
+            "families": list(self.families),
             "nodes": self.nodes,
             "router": self.router,
             "manifests": str(self.manifests),
@@ -142,7 +145,8 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                     report.options["bgp_hold_time_s"] = lay.bgp.hold_time
                 progress(
                     f"lab: {len(lay.nodes)} nodes, router {options.router}, modes"
-                    f" {','.join(options.modes)}, manifests {src} (work dir {workdir})"
+                    f" {','.join(options.modes)}, families {','.join(options.families)},"
+                    f" manifests {src} (work dir {workdir})"
                 )
                 topology = Topology("lab")
                 net = LabNetwork(
@@ -161,15 +165,18 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                 client = Client(net.client.ns)
                 state = LabState(manifests)
                 for mode in options.modes:
-                    scenario = ModeScenario(mode, net, client, state, options.sizes, progress)
-                    result = scenario.run()
-                    report.modes.append(result)
-                    for name in net.nodes:
-                        if not net.speaker_alive(name):
-                            result.errors.append(
-                                f"teapot-lb run on {name} died:\n{net.log_tail(name)}"
-                            )
-                            net.start_speaker(name)
+                    for family in options.families:
+                        scenario = ModeScenario(
+                            mode, family, net, client, state, options.sizes, progress
+                        )
+                        result = scenario.run()
+                        report.modes.append(result)
+                        for name in net.nodes:
+                            if not net.speaker_alive(name):
+                                result.errors.append(
+                                    f"teapot-lb run on {name} died:\n{net.log_tail(name)}"
+                                )
+                                net.start_speaker(name)
             except (LabConfigError, LabTimeout, NetlabError) as exc:
                 report.errors.append(str(exc))
                 progress(f"lab: FAILED: {exc}")

@@ -1,4 +1,4 @@
-"""One mode's scenarios: create Services, reach them, spread, fail over, delete.
+"""One mode and address family: create Services, reach them, spread, fail over, delete.
 
 Every wait polls a condition against a deadline. Failover trials run a client probe
 every 10 ms (each request a new TCP connection with a 0.2 s connect timeout) around
@@ -21,6 +21,8 @@ from teapot_lb.lab.manifests import (
     announced_view,
     assigned_ips,
     bgp_announcers,
+    family_of,
+    host_prefix,
     mode_of_ip,
     read_dir,
     service_doc,
@@ -57,10 +59,10 @@ class LabState:
     """What the lab wrote into the manifest directory, shared by the modes."""
 
     manifests: Path
-    docs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # mode -> Services
+    docs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # "mode-family" -> Services
 
-    def file(self, mode: str) -> Path:
-        return self.manifests / f"zz-lab-services-{mode}.yaml"
+    def file(self, key: str) -> Path:
+        return self.manifests / f"zz-lab-services-{key}.yaml"
 
     def all_docs(self) -> list[dict[str, Any]]:
         return [d for docs in self.docs.values() for d in docs]
@@ -70,6 +72,7 @@ class ModeScenario:
     def __init__(
         self,
         mode: str,
+        family: str,
         net: LabNetwork,
         client: Client,
         state: LabState,
@@ -77,23 +80,38 @@ class ModeScenario:
         progress: Progress,
     ) -> None:
         self.mode = mode
+        self.family = family
+        self.key = f"{mode}-{family}"
         self.net = net
         self.client = client
         self.state = state
         self.sizes = sizes
         self.progress = progress
-        self.result = ModeResult(mode)
+        self.result = ModeResult(mode, family)
 
     def say(self, text: str) -> None:
-        self.progress(f"{self.mode:<4} {text}")
+        self.progress(f"{self.mode:<3} {self.family} {text}")
 
     # -- the whole mode
 
     def run(self) -> ModeResult:
-        pools = self.net.layout.pools.get(self.mode, [])
-        if not pools:
+        if not self.net.layout.pools.get(self.mode):
             self.result.errors.append(f"no AddressPool is announced in {self.mode} mode")
             return self.result
+        pools = self.net.layout.pools_of(self.mode, self.family)
+        if not pools:
+            # The manifests announce this mode for the other family only: nothing to run.
+            self.result.skipped = (
+                f"no AddressPool with IP{self.family} addresses is announced in {self.mode} mode"
+            )
+            self.say(f"skipped: {self.result.skipped}")
+            return self.result
+        if self.mode == "bgp" and self.family == "v6":
+            problem = self.net.layout.missing_ipv6_next_hop()
+            if problem is not None:
+                self.result.errors.append(problem)
+                self.say(f"FAILED: {problem}")
+                return self.result
         steps: list[Callable[[], None]] = [
             self.check_manifest_services,
             lambda: self.create_services(pools[0]),
@@ -120,28 +138,30 @@ class ModeScenario:
             if key.startswith(f"{LAB_NAMESPACE}/"):
                 continue
             for ip in addrs:
-                if ":" in ip or mode_of_ip(view, ip, self.net.layout.pools) != self.mode:
+                if family_of(ip) != self.family:
+                    continue
+                if mode_of_ip(view, ip, self.net.layout.pools) != self.mode:
                     continue
                 self.net.bind(ip)
                 ok = self._reach(ip, timeout=20)
                 self.result.services.append(ServiceResult(key, ip, False, None, ok))
-                self.say(f"{key} {ip}: {'reachable' if ok else 'NOT reachable'}")
+                self.say(f"{key} {ip} {'reachable' if ok else 'NOT reachable'}")
 
     def create_services(self, pool: str) -> None:
-        docs = self.state.docs.setdefault(self.mode, [])
+        docs = self.state.docs.setdefault(self.key, [])
         self.say(f"creating {self.sizes.services} Services in pool {pool}")
         known: dict[str, str] = {}
         for i in range(1, self.sizes.services + 1):
-            name = f"{self.mode}-{i}"
+            name = f"{self.key}-{i}"
             key = f"{LAB_NAMESPACE}/{name}"
-            docs.append(service_doc(name, pool))
+            docs.append(service_doc(name, pool, self.family))
             ip = self._ip_of(key, known)
             known[key] = ip
             self.net.bind(ip)  # kube-proxy: every node accepts the IP before we announce it
             probe = self.client.probe([(ip, SERVICE_PORT)], PROBE_INTERVAL_S)
             t0 = time.monotonic()
             try:
-                write_docs(self.state.file(self.mode), docs)
+                write_docs(self.state.file(self.key), docs)
                 wait_for(
                     partial(_served_since, probe, t0),
                     timeout=15,
@@ -154,7 +174,7 @@ class ModeScenario:
                 attempts = probe.stop()
             took = first_success(attempts, t0)
             self.result.services.append(ServiceResult(key, ip, True, took, took is not None))
-            self.say(f"{key} {ip}: created → reachable in {_ms(took)}")
+            self.say(f"{key} {ip} created → reachable in {_ms(took)}")
 
     def _ip_of(self, key: str, known: dict[str, str]) -> str:
         snap = read_dir(self.net.manifests)
@@ -205,18 +225,18 @@ class ModeScenario:
                 hard.trials.append(self._owner_trial(ip))
 
     def delete_one(self) -> None:
-        docs = self.state.docs[self.mode]
+        docs = self.state.docs[self.key]
         doc = docs.pop()
         name = f"{LAB_NAMESPACE}/{doc['metadata']['name']}"
         svc = next(s for s in self.result.services if s.name == name)
         ip = svc.ip
         t0 = time.monotonic()
-        write_docs(self.state.file(self.mode), docs)
+        write_docs(self.state.file(self.key), docs)
         withdrawn: float | None = None
         try:
             if self.mode == "bgp":
                 wait_for(
-                    lambda: not fib_next_hops(self.net.router, f"{ip}/32"),
+                    lambda: not fib_next_hops(self.net.router, host_prefix(ip)),
                     timeout=15,
                     what=f"the router to drop its route to {ip}",
                 )
@@ -226,12 +246,12 @@ class ModeScenario:
 
                 def silent() -> bool:
                     asked = time.monotonic()
-                    if self.net.arp_answered(ip):
+                    if self.net.neighbor_answered(ip):
                         return False
                     seen.append(asked)
                     return True
 
-                wait_for(silent, timeout=15, what=f"nobody to answer ARP for {ip}")
+                wait_for(silent, timeout=15, what=f"nobody to answer ARP/NDP for {ip}")
                 withdrawn = seen[0] - t0
         except LabTimeout as exc:
             self.result.errors.append(str(exc))
@@ -257,8 +277,8 @@ class ModeScenario:
         prefix, nodes = bgp_announcers(view, ip)
         if prefix is None or not nodes:
             raise ScenarioError(f"no node plans to announce {ip} over BGP (see teapot-lb explain)")
-        if prefix != f"{ip}/32":
-            raise ScenarioError(f"{ip} is announced as {prefix}: the lab needs /32 routes")
+        if prefix != host_prefix(ip):
+            raise ScenarioError(f"{ip} is announced as {prefix}: the lab needs host routes")
         return sorted(nodes)
 
     def owners(self, ip: str) -> list[str]:
@@ -300,7 +320,7 @@ class ModeScenario:
 
     def _bgp_trial(self, ip: str, victim: str, *, hard: bool) -> Trial:
         probe = self._baseline(ip)
-        address = self.net.nodes[victim].address
+        address = self.net.address_of(victim, self.family)
         bad: Callable[[Attempt], bool]
         if hard:
             bad = _failed
@@ -317,7 +337,7 @@ class ModeScenario:
         gone: list[float] = []
 
         def done() -> bool:
-            if not gone and address not in fib_next_hops(self.net.router, f"{ip}/32"):
+            if not gone and address not in fib_next_hops(self.net.router, host_prefix(ip)):
                 gone.append(time.monotonic())
             return bool(gone) and settled(probe.snapshot(), t0, bad=bad, settle=SETTLE_S)
 
@@ -406,11 +426,11 @@ class ModeScenario:
 
     def _wait_all_hops(self, ip: str) -> None:
         names = self.bgp_announcers(ip)
-        want = frozenset(self.net.nodes[n].address for n in names)
+        want = frozenset(self.net.address_of(n, self.family) for n in names)
         wait_for(
-            lambda: fib_next_hops(self.net.router, f"{ip}/32") == want,
+            lambda: fib_next_hops(self.net.router, host_prefix(ip)) == want,
             timeout=30,
-            what=f"the router's FIB to hold {ip}/32 via {', '.join(names)}",
+            what=f"the router's FIB to hold {host_prefix(ip)} via {', '.join(names)}",
             every=0.05,
         )
 
