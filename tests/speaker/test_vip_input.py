@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from teapot_lb.speaker.vip_backend import cluster_vip_input, vip_groups
+from ipaddress import ip_address
+
+from teapot_lb.speaker.vip_backend import cluster_vip_input, failed_vips, vip_groups
+from teapot_lb.vrrp.group import VipGroup
+from teapot_lb.vrrp.render import InterfaceMissing
 
 from .builders import lb_service, node, ours, store_of
 
@@ -77,3 +81,14 @@ def test_an_ip_without_interface_or_subnet_is_an_error_not_a_crash() -> None:
     groups, errors = vip_groups(cluster_vip_input(store_of(*docs).view()), {})
     assert groups == []
     assert errors == ["192.0.2.230: no interface's subnet contains it; set interface"]
+
+
+def test_a_renderer_error_fails_exactly_the_vips_of_the_groups_it_names() -> None:
+    a = VipGroup("svc-a", "eth1", (ip_address("192.0.2.225"),), ("n1", "n2"))
+    b = VipGroup("svc-b", "eth0", (ip_address("192.0.2.226"),), ("n1", "n2"))
+    missing = InterfaceMissing("n1", "eth1", ["svc-a"])
+    failed = failed_vips([a, b], ["192.0.2.227: no VIPAdvertisement selects it"], [missing])
+    assert failed == {
+        "192.0.2.225": str(missing),
+        "192.0.2.227": "192.0.2.227: no VIPAdvertisement selects it",
+    }

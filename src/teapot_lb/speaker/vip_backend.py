@@ -144,7 +144,7 @@ def failed_vips(
             continue
     vips_of = {g.name: g.vips for g in groups}
     for err in rendered:
-        for name in getattr(err, "groups", ()):
+        for name in err.groups:
             for ip in vips_of.get(name, ()):
                 out.setdefault(str(ip), str(err))
     return out

@@ -28,12 +28,16 @@ class Family(enum.IntEnum):
 
 
 class VipConfigError(ValueError):
-    """A VIP-mode configuration problem the operator can act on."""
+    """A VIP-mode configuration problem the operator can act on; ``groups`` names the VIP
+    groups it concerns (their VIPs are reported as not run here)."""
+
+    groups: tuple[str, ...] = ()
 
 
 class InvalidVipGroup(VipConfigError):
     def __init__(self, group: str, field_name: str, problem: str) -> None:
         self.group = group
+        self.groups = (group,)
         self.field_name = field_name
         self.problem = problem
         super().__init__(f"VIP group {group!r}: field {field_name!r}: {problem}")
