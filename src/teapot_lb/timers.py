@@ -1,4 +1,4 @@
-"""The one timer style of the sans-I/O cores (BGP, L2 announcements, membership).
+"""The one timer style of the sans-I/O cores (BGP, L2 announcements and claims, membership).
 
 A core never reads the clock and never sleeps: it returns :class:`ArmTimer` (start, or
 restart, the timer named ``timer`` to expire ``seconds`` from now) and

@@ -4,47 +4,57 @@ from __future__ import annotations
 
 from ipaddress import IPv4Address
 
-from teapot_lb.l2.claims import ClaimArbiter, ClaimTiming, Verdict
+from teapot_lb.l2.claims import ClaimArbiter, ClaimTiming, Judgement, Verdict
+from teapot_lb.timers import ArmTimer
 
 IP = IPv4Address("192.0.2.100")
 MAC_A, MAC_B = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
 RANKING = ("node-a", "node-b", "node-c")
 
 
-def judge(
-    arb: ClaimArbiter, claimant: str | None, cmac: bytes, omac: bytes, owned: bool, now: float = 0.0
-) -> Verdict:
+def judgement(
+    arb: ClaimArbiter, claimant: str | None, cmac: bytes, omac: bytes, owned: bool
+) -> Judgement:
     return arb.judge(
-        IP,
-        claimant=claimant,
-        claimant_mac=cmac,
-        own_mac=omac,
-        ranking=RANKING,
-        owned=owned,
-        now=now,
+        IP, claimant=claimant, claimant_mac=cmac, own_mac=omac, ranking=RANKING, owned=owned
     )
+
+
+def judge(
+    arb: ClaimArbiter, claimant: str | None, cmac: bytes, omac: bytes, owned: bool
+) -> Verdict:
+    return judgement(arb, claimant, cmac, omac, owned).verdict
 
 
 def test_the_better_ranked_owner_defends_and_the_other_yields() -> None:
     a, b = ClaimArbiter("node-a"), ClaimArbiter("node-b")
     assert judge(a, "node-b", MAC_B, MAC_A, owned=True) is Verdict.DEFEND
     assert judge(b, "node-a", MAC_A, MAC_B, owned=True) is Verdict.YIELD
-    assert b.silenced(IP, 1.0) and not a.silenced(IP, 1.0)
+    assert b.silenced(IP) and not a.silenced(IP)
+
+
+def test_yielding_orders_the_silence_timer_and_defending_orders_none() -> None:
+    a, b = ClaimArbiter("node-a"), ClaimArbiter("node-b", ClaimTiming(hold=3.0))
+    assert judgement(a, "node-b", MAC_B, MAC_A, owned=True).timers == ()
+    assert judgement(b, "node-a", MAC_A, MAC_B, owned=True).timers == (ArmTimer(IP, 3.0),)
 
 
 def test_a_yielded_node_stays_silent_while_it_hears_the_winner_then_returns() -> None:
-    timing = ClaimTiming(hold=3.0)
-    b = ClaimArbiter("node-b", timing)
-    judge(b, "node-a", MAC_A, MAC_B, owned=True, now=0.0)
-    assert judge(b, "node-a", MAC_A, MAC_B, owned=False, now=2.0) is Verdict.YIELD
-    assert b.silenced(IP, 4.9)
-    assert not b.silenced(IP, 5.0)
+    b = ClaimArbiter("node-b", ClaimTiming(hold=3.0))
+    judge(b, "node-a", MAC_A, MAC_B, owned=True)
+    # The winner's next announcement re-arms the silence (the adapter restarts the timer).
+    again = judgement(b, "node-a", MAC_A, MAC_B, owned=False)
+    assert again == Judgement(Verdict.YIELD, (ArmTimer(IP, 3.0),))
+    assert b.silenced(IP)
+    b.timer_expired(IP)  # hold passed without hearing the winner
+    assert not b.silenced(IP)
+    assert judge(b, "node-a", MAC_A, MAC_B, owned=False) is Verdict.IGNORE
 
 
 def test_a_standby_is_not_silenced_by_the_owners_routine_announcements() -> None:
     b = ClaimArbiter("node-b")
     assert judge(b, "node-a", MAC_A, MAC_B, owned=False) is Verdict.IGNORE
-    assert not b.silenced(IP, 0.1)
+    assert not b.silenced(IP)
 
 
 def test_an_unknown_claimant_is_ranked_by_mac_on_both_sides() -> None:

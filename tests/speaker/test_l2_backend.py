@@ -9,6 +9,8 @@ from typing import Any
 import pytest_asyncio
 
 from teapot_lb.l2.announcer import Claim
+from teapot_lb.l2.claims import ClaimTiming
+from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.membership.core import Member, MemberState, Timing
 from teapot_lb.speaker.interfaces import InterfaceInfo
 from teapot_lb.speaker.l2_backend import L2Backend
@@ -126,6 +128,7 @@ def _claim(b: L2Backend, mac: bytes) -> None:
 
 async def test_a_better_ranked_claimant_makes_us_yield_and_stay_silent(backend: Any) -> None:
     b, clock, changes = backend
+    b.arbiter.timing = ClaimTiming(hold=0.2)
     clock.now += 1
     better = "n2"
     orders = {IP: (better, "n1")}  # the claimant ranks first among the allowed nodes
@@ -137,7 +140,12 @@ async def test_a_better_ranked_claimant_makes_us_yield_and_stay_silent(backend: 
     await b.apply({IP: ()}, orders)  # the plan still says us (the claimant looks dead)
     assert b.owned == {}
     assert "yielded" in b.errors[IP]
-    clock.now += 10  # hold expired, the winner silent since: take it back
+    # The winner stays silent: when the hold runs out the backend asks for a new plan,
+    # and the IP is ours again.
+    replans = len(changes)
+    silent = ip_address(IP)
+    await wait_for_async(lambda: not b.arbiter.silenced(silent), within=5.0, what="silence over")
+    assert len(changes) > replans
     await b.apply({IP: ()}, orders)
     assert b.owned == {ip_address(IP): ("eth0",)}
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from ipaddress import IPv4Address, IPv6Address
 
+from teapot_lb.timers import ArmTimer
+
 IPAddress = IPv4Address | IPv6Address
 
 
@@ -47,11 +49,23 @@ class ClaimTiming:
     refresh: float = 1.0  # ... at this interval (well below ``hold``)
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """A verdict, and the timer orders that come with it: yielding (re)arms the IP's
+    silence for ``hold`` seconds (the timers' style of :mod:`teapot_lb.timers`; the
+    adapter calls :meth:`ClaimArbiter.timer_expired` when it runs out)."""
+
+    verdict: Verdict
+    timers: tuple[ArmTimer[IPAddress], ...] = ()
+
+
 @dataclass
 class ClaimArbiter:
+    """Judges claims; no clock: the silence of a yielded IP is a timer it orders."""
+
     node: str
     timing: ClaimTiming = field(default_factory=ClaimTiming)
-    _silent_until: dict[IPAddress, float] = field(default_factory=dict, init=False)
+    _silenced: set[IPAddress] = field(default_factory=set, init=False)
     # IP -> the known node we defended it against, while that node may try again.
     contested: dict[IPAddress, str] = field(default_factory=dict, init=False)
 
@@ -64,11 +78,10 @@ class ClaimArbiter:
         own_mac: bytes,
         ranking: Sequence[str],
         owned: bool,
-        now: float,
-    ) -> Verdict:
+    ) -> Judgement:
         """Judge a claim for ``ip`` by ``claimant`` (None: its MAC maps to no known node)."""
         if claimant == self.node:
-            return Verdict.IGNORE  # another interface of ours
+            return Judgement(Verdict.IGNORE)  # another interface of ours
         if claimant is not None and claimant in ranking and self.node in ranking:
             claimant_wins = ranking.index(claimant) < ranking.index(self.node)
         else:
@@ -76,15 +89,15 @@ class ClaimArbiter:
         if claimant_wins:
             # The legitimate owner's announcements are claims too; they only silence a node
             # that answers for the IP (a conflict) or already yielded it (keep yielding).
-            if owned or self.silenced(ip, now):
-                self._silent_until[ip] = now + self.timing.hold
-                return Verdict.YIELD
-            return Verdict.IGNORE
+            if owned or self.silenced(ip):
+                self._silenced.add(ip)
+                return Judgement(Verdict.YIELD, (ArmTimer(ip, self.timing.hold),))
+            return Judgement(Verdict.IGNORE)
         if not owned:
-            return Verdict.IGNORE
+            return Judgement(Verdict.IGNORE)
         if claimant is not None:
             self.contested[ip] = claimant
-        return Verdict.DEFEND
+        return Judgement(Verdict.DEFEND)
 
     def still_contested(self, alive: Collection[str]) -> list[IPAddress]:
         """The IPs to keep defending: their claimant is still dead in our view, so the
@@ -95,15 +108,10 @@ class ClaimArbiter:
                 del self.contested[ip]
         return list(self.contested)
 
-    def silenced(self, ip: IPAddress, now: float) -> bool:
+    def silenced(self, ip: IPAddress) -> bool:
         """True while a better-ranked claimant was heard less than ``hold`` ago."""
-        until = self._silent_until.get(ip)
-        if until is None:
-            return False
-        if now >= until:
-            del self._silent_until[ip]
-            return False
-        return True
+        return ip in self._silenced
 
-    def next_deadline(self) -> float | None:
-        return min(self._silent_until.values(), default=None)
+    def timer_expired(self, ip: IPAddress) -> None:
+        """``hold`` passed without the winner's claim: ``ip`` may be answered again."""
+        self._silenced.discard(ip)

@@ -37,6 +37,7 @@ from teapot_lb.membership.udp import DEFAULT_PORT, UdpHeartbeats
 from teapot_lb.speaker.backend import Step, Wiring
 from teapot_lb.speaker.desired import l2_claims
 from teapot_lb.speaker.interfaces import InterfaceInfo, default_interfaces, interfaces
+from teapot_lb.timers import LoopTimers
 
 
 def peer_addresses(view: ClusterView, node: str) -> list[str]:
@@ -82,7 +83,7 @@ class L2Backend:
         self.errors: dict[str, str] = {}  # IP -> why it cannot be answered
         self.arbiter = ClaimArbiter(node, claim_timing or ClaimTiming())
         self.orders: Mapping[str, tuple[str, ...]] = {}  # IP -> nodes allowed, election order
-        self._arbiter_timer: asyncio.TimerHandle | None = None
+        self._silences: LoopTimers[IPAddress] = LoopTimers(self._silence_over)
         self.claims_judged: dict[str, int] = {}  # verdict -> count
         self._peers: tuple[str, ...] = ()
         self._heartbeats: UdpHeartbeats | None = None
@@ -179,14 +180,13 @@ class L2Backend:
         want: dict[IPAddress, tuple[str, ...]] = {}
         self.errors = {}
         self.orders = dict(orders or {})
-        now = self._clock()
         if claims and self.ready:
             infos = await self._list_interfaces()
             macs = tuple(i.mac for i in infos.values() if any(i.mac))
             self.membership.macs = macs  # peers map our claims to our name
             for text, ifaces in claims.items():
                 ip = ip_address(text)
-                if self.arbiter.silenced(ip, now):
+                if self.arbiter.silenced(ip):
                     self.errors[text] = "yielded: a better-ranked node claims it (split brain)"
                     continue
                 names: list[str] = list(ifaces) or default_interfaces(ip, infos)
@@ -226,7 +226,6 @@ class L2Backend:
             watched = {ip for ip, where in want.items() if r.info.name in where}
             watched |= {ip for ip in map(ip_address, self.orders) if ip not in want}
             r.watch(watched)
-        self._arm_arbiter()
 
     def _ranking(self, ip: IPAddress) -> tuple[str, ...]:
         allowed = self.orders.get(str(ip), ())
@@ -236,15 +235,17 @@ class L2Backend:
     def _on_claim(self, responder: Responder, claim: Claim) -> None:
         now = self._clock()
         claimant = self.membership.node_of_mac(claim.mac)
-        verdict = self.arbiter.judge(
+        judgement = self.arbiter.judge(
             claim.ip,
             claimant=claimant,
             claimant_mac=claim.mac,
             own_mac=responder.info.mac,
             ranking=self._ranking(claim.ip),
             owned=claim.ip in responder.owned,
-            now=now,
         )
+        for order in judgement.timers:
+            self._silences.apply(order)
+        verdict = judgement.verdict
         if verdict is Verdict.IGNORE:
             return
         self.claims_judged[verdict.value] = self.claims_judged.get(verdict.value, 0) + 1
@@ -262,14 +263,9 @@ class L2Backend:
             responder.release(claim.ip)  # at once; the next plan keeps it released
         self._on_change()  # re-plan (a yielded IP stays released) and report
 
-    def _arm_arbiter(self) -> None:
-        if self._arbiter_timer is not None:
-            self._arbiter_timer.cancel()
-            self._arbiter_timer = None
-        deadline = self.arbiter.next_deadline()
-        if deadline is not None:
-            delay = max(deadline - self._clock(), 0.0) + 0.001
-            self._arbiter_timer = asyncio.get_running_loop().call_later(delay, self._on_change)
+    def _silence_over(self, ip: IPAddress) -> None:
+        self.arbiter.timer_expired(ip)
+        self._on_change()  # plan again: the IP may be ours to answer now
 
     def counters(self) -> dict[str, Any]:
         return {name: vars(r.counters) for name, r in self.responders.items()}
@@ -286,8 +282,7 @@ class L2Backend:
         self._stop_heartbeats()
         if self._ready_timer is not None:
             self._ready_timer.cancel()
-        if self._arbiter_timer is not None:
-            self._arbiter_timer.cancel()
+        self._silences.cancel()
         for r in self.responders.values():
             r.close()
         self.responders.clear()
