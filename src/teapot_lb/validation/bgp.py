@@ -16,9 +16,9 @@ MAX_HOLD_TIME = 65535  # RFC 4271 §4.2: a 2-octet number of seconds.
 
 
 def peer_problems(config: ConfigSet) -> Iterator[Problem]:
-    for peer in config.peers:
+    for peer in config.bgp_peers:
         yield from _single_peer(peer)
-    yield from _duplicate_peers(config.peers)
+    yield from _duplicate_peers(config.bgp_peers)
 
 
 def _single_peer(peer: BGPPeer) -> Iterator[Problem]:
