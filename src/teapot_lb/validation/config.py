@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate
 
+from teapot_lb.model.bfd import BFDProfile
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import IPAddress, ObjectRef
 from teapot_lb.model.kinds import KINDS, REGISTRY, ApiObject, Kind, KindInfo
@@ -34,6 +35,7 @@ class ConfigSet:
     pools: list[AddressPool] = field(default_factory=list)
     bgp_peers: list[BGPPeer] = field(default_factory=list)
     bgp_advertisements: list[BGPAdvertisement] = field(default_factory=list)
+    bfd_profiles: list[BFDProfile] = field(default_factory=list)
     l2_advertisements: list[L2Advertisement] = field(default_factory=list)
     vip_advertisements: list[VIPAdvertisement] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
@@ -64,6 +66,9 @@ class ConfigSet:
 
     def peers_in(self, namespace: str | None) -> dict[str, BGPPeer]:
         return {p.name: p for p in self.bgp_peers if p.metadata.namespace == namespace}
+
+    def bfd_profiles_in(self, namespace: str | None) -> dict[str, BFDProfile]:
+        return {p.name: p for p in self.bfd_profiles if p.metadata.namespace == namespace}
 
     def is_unparsed(self, kind: str, namespace: str | None, name: str) -> bool:
         return ObjectRef(kind, namespace, name) in self.unparsed
