@@ -25,8 +25,9 @@ def bfd_profile_problems(config: ConfigSet) -> Iterator[Problem]:
         if name in known or config.is_unparsed("BFDProfile", namespace, name):
             continue
         listing = ", ".join(sorted(known)) or "none"
+        where = f" in namespace {namespace}" if namespace else ""
         yield problem(
             peer.ref,
             "spec.bfdProfile",
-            f"no BFDProfile named {name!r} in namespace {namespace} (known: {listing})",
+            f"no BFDProfile named {name!r}{where} (known: {listing})",
         )
