@@ -115,7 +115,9 @@ KINDS: tuple[KindInfo, ...] = (
         True,
     ),
     # Read by the BGP speaker, not the planner; the controller's webhook checks references.
-    KindInfo(Kind.BFD_PROFILE, BFDProfile, BFD_PROFILES, "bfd_profiles", True, True),
+    KindInfo(
+        Kind.BFD_PROFILE, BFDProfile, BFD_PROFILES, "bfd_profiles", config=True, controller=True
+    ),
     KindInfo(
         Kind.L2_ADVERTISEMENT,
         L2Advertisement,
