@@ -652,3 +652,12 @@ async def test_configuration_helper_reaches_the_server(fake_api: FakeApiServer) 
     names = [n.metadata.name for n in namespaces.items]
     assert "default" in names
     assert namespaces.items[0].status.phase == "Active"
+
+
+async def test_every_custom_kind_of_the_registry_is_served(api: client.ApiClient) -> None:
+    from teapot_lb.model.kinds import KINDS
+
+    co = client.CustomObjectsApi(api)
+    for r in (info.resource for info in KINDS if info.resource.custom):
+        listed = await co.list_namespaced_custom_object(r.group, r.version, "default", r.plural)
+        assert listed["kind"] == f"{r.kind}List", r

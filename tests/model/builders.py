@@ -37,6 +37,10 @@ def bgp_advertisement(name: str, *pools: str, **spec: Any) -> dict[str, Any]:
     return _object("BGPAdvertisement", name, {"addressPools": list(pools), **spec})
 
 
+def bfd_profile(name: str, **spec: Any) -> dict[str, Any]:
+    return _object("BFDProfile", name, spec)
+
+
 def l2_advertisement(name: str, *pools: str, **spec: Any) -> dict[str, Any]:
     return _object("L2Advertisement", name, {"addressPools": list(pools), **spec})
 

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from model.builders import (
+    bfd_profile,
     bgp_advertisement,
     expression,
     l2_advertisement,
@@ -328,10 +329,10 @@ PEER_CASES = [
         "listed twice",
     ),
     case(
-        "bfd-reserved",
-        [peer("r", bfdProfile="fast")],
+        "bfd-profile-unknown",
+        [bfd_profile("slow"), peer("r", bfdProfile="fast")],
         "BGPPeer/r: spec.bfdProfile",
-        "BFD is not implemented",
+        "no BFDProfile named 'fast' in namespace lb-system (known: slow)",
     ),
     case(
         "duplicate-peer-all-nodes",
@@ -425,6 +426,45 @@ BGP_ADVERTISEMENT_CASES = [
         [bgp_advertisement("ad", localPref=-1)],
         "BGPAdvertisement/ad: spec.localPref",
         "greater than or equal to 0",
+    ),
+]
+
+BFD_CASES = [
+    case(
+        "bfd-echo-mode",
+        [bfd_profile("fast", echoMode=True)],
+        "BFDProfile/fast: spec.echoMode",
+        "echo mode is not implemented",
+    ),
+    case(
+        "bfd-receive-interval-too-short",
+        [bfd_profile("fast", receiveInterval=5)],
+        "BFDProfile/fast: spec.receiveInterval",
+        "greater than or equal to 10",
+    ),
+    case(
+        "bfd-transmit-interval-too-long",
+        [bfd_profile("slow", transmitInterval=60001)],
+        "BFDProfile/slow: spec.transmitInterval",
+        "less than or equal to 60000",
+    ),
+    case(
+        "bfd-detect-multiplier-one",
+        [bfd_profile("fast", detectMultiplier=1)],
+        "BFDProfile/fast: spec.detectMultiplier",
+        "greater than or equal to 2",
+    ),
+    case(
+        "bfd-minimum-ttl-255",
+        [bfd_profile("fast", minimumTtl=255)],
+        "BFDProfile/fast: spec.minimumTtl",
+        "less than or equal to 254",
+    ),
+    case(
+        "bfd-interval-in-seconds",
+        [bfd_profile("fast", receiveInterval="300ms")],
+        "BFDProfile/fast: spec.receiveInterval",
+        "valid integer",
     ),
 ]
 
@@ -645,7 +685,9 @@ SERVICE_CASES = [
     ),
 ]
 
-ALL_CASES = POOL_CASES + PEER_CASES + BGP_ADVERTISEMENT_CASES + L2_VIP_CASES + SERVICE_CASES
+ALL_CASES = (
+    POOL_CASES + PEER_CASES + BGP_ADVERTISEMENT_CASES + BFD_CASES + L2_VIP_CASES + SERVICE_CASES
+)
 
 
 @pytest.mark.parametrize(("documents", "expect"), ALL_CASES)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from model.builders import objects, pool
 from teapot_lb.model import parse_address_entry, parse_object
+from teapot_lb.model.manifest import MODELS
 from teapot_lb.validation import validate
 
 json_scalars = st.one_of(
@@ -29,13 +30,11 @@ json_values = st.recursive(
 field_names = st.sampled_from(
     ["addresses", "autoAssign", "myASN", "peerASN", "peerAddress", "holdTime", "keepaliveTime",
      "nodeSelectors", "communities", "largeCommunities", "aggregationLength", "vridRange",
-     "interfaces", "interface", "addressPools", "serviceAllocation", "ports", "type", "bogus"]
+     "interfaces", "interface", "addressPools", "serviceAllocation", "ports", "type",
+     "bfdProfile", "receiveInterval", "detectMultiplier", "echoMode", "minimumTtl", "bogus"]
 )  # fmt: skip
-kinds = st.sampled_from(
-    [("lb.teapot.io/v1alpha1", k) for k in
-     ("AddressPool", "BGPPeer", "BGPAdvertisement", "L2Advertisement", "VIPAdvertisement")]
-    + [("v1", "Service"), ("v1", "Node"), ("discovery.k8s.io/v1", "EndpointSlice")]
-)  # fmt: skip
+# Every kind manifests may hold, from the kind registry.
+kinds = st.sampled_from(sorted(MODELS))
 
 
 @settings(max_examples=300, deadline=None)

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from model.builders import (
+    bfd_profile,
     bgp_advertisement,
     expression,
     l2_advertisement,
@@ -41,6 +42,16 @@ VALID = [
     ok("same-router-other-port", peer("a"), peer("b", peerPort=1179)),
     ok("hold-time-zero-without-keepalive", peer("r", holdTime="0s")),
     ok("hold-time-three-seconds", peer("r", holdTime="3s", keepaliveTime="1s")),
+    ok("peer-with-bfd-profile", bfd_profile("fast", receiveInterval=50, transmitInterval=50),
+       peer("r", bfdProfile="fast")),
+    ok("bfd-profile-of-metallb-with-echo-off",
+       bfd_profile("full", receiveInterval=380, transmitInterval=270, detectMultiplier=37,
+                   echoInterval=62, echoMode=False, passiveMode=True, minimumTtl=32),
+       peer("r", bfdProfile="full", ebgpMultiHop=True)),
+    ok("bfd-profile-with-defaults-unused", bfd_profile("spare")),
+    ok("bfd-profile-with-extreme-values",
+       bfd_profile("edge", receiveInterval=10, transmitInterval=60000, detectMultiplier=255,
+                   minimumTtl=1)),
     ok("dynamic-asn", peer("r", peerASN=None, dynamicASN="internal")),
     ok("ibgp-local-pref", V4, peer("r", peerASN=64512), bgp_advertisement("ad", localPref=100)),
     ok("aggregation-equal-to-pool", V4, bgp_advertisement("ad", "v4", aggregationLength=24)),

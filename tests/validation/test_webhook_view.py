@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from model.builders import bgp_advertisement, objects, parse, pool
+from model.builders import bfd_profile, bgp_advertisement, objects, parse, peer, pool
 from teapot_lb.validation import validate, validate_change
 
 
@@ -30,3 +30,16 @@ def test_shrinking_a_pool_under_an_aggregate_is_refused_for_the_pool_too() -> No
     )
     problems = validate_change(parse(pool("a", "192.0.2.0/25")), existing)
     assert [(p.kind, p.field) for p in problems] == [("BGPAdvertisement", "spec.aggregationLength")]
+
+
+def test_a_peer_naming_a_missing_bfd_profile_is_refused_and_an_existing_one_accepted() -> None:
+    existing = objects(bfd_profile("fast"))
+    problems = validate_change(parse(peer("r", bfdProfile="slow")), existing)
+    assert [(p.kind, p.field) for p in problems] == [("BGPPeer", "spec.bfdProfile")]
+    assert validate_change(parse(peer("r", bfdProfile="fast")), existing) == []
+
+
+def test_turning_echo_mode_on_in_a_profile_in_use_is_refused_for_the_profile() -> None:
+    existing = objects(bfd_profile("fast"), peer("r", bfdProfile="fast"))
+    problems = validate_change(parse(bfd_profile("fast", echoMode=True)), existing)
+    assert [(p.kind, p.field) for p in problems] == [("BFDProfile", "spec.echoMode")]

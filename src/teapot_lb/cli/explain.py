@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from teapot_lb.announce.plan import Decision, PlanOptions, explain
-from teapot_lb.cluster import ClusterView, Kind, Store
+from teapot_lb.cluster import ClusterView, Kind, Store, UnknownBFDProfile
+from teapot_lb.model import BFDParameters, BGPPeer
 from teapot_lb.speaker.report import annotation_key, parse_summary
 from teapot_lb.standalone.assign import assign, assigned_services
 from teapot_lb.standalone.directory import read
@@ -103,7 +104,40 @@ def table(decisions: list[Decision], observed: Observed | None = None) -> str:
     return "\n".join(lines)
 
 
-def as_json(service: str, decisions: list[Decision], observed: Observed | None = None) -> str:
+def bfd_of_peers(view: ClusterView, decisions: list[Decision]) -> dict[str, str]:
+    """Per BGPPeer the decisions announce to, how BFD watches its session (empty when no
+    such peer names a BFDProfile, so that configurations without BFD print nothing)."""
+    named = {p for d in decisions for p in d.peers}
+    peers = [view.bgp_peers[k] for k in sorted(view.bgp_peers) if view.bgp_peers[k].name in named]
+    if not any(p.spec.bfd_profile for p in peers):
+        return {}
+    return {peer.name: _bfd_summary(view, peer) for peer in peers}
+
+
+def _bfd_summary(view: ClusterView, peer: BGPPeer) -> str:
+    try:
+        params = view.bfd_parameters(peer)
+    except UnknownBFDProfile as err:
+        return f"BFD profile {err.profile!r} not found"
+    if params is None:
+        return "no BFD"
+    return f"BFD profile {peer.spec.bfd_profile}: {_parameters(params)}"
+
+
+def _parameters(p: BFDParameters) -> str:
+    hops = f"multihop, minimum TTL {p.minimum_ttl}" if p.multihop else "single-hop"
+    return (
+        f"transmit {p.desired_min_tx_us // 1000} ms, receive {p.required_min_rx_us // 1000} ms,"
+        f" multiplier {p.detect_multiplier}, {hops}{', passive' if p.passive else ''}"
+    )
+
+
+def as_json(
+    service: str,
+    decisions: list[Decision],
+    observed: Observed | None = None,
+    bfd: dict[str, str] | None = None,
+) -> str:
     rows = []
     for d in decisions:
         row: dict[str, object] = {
@@ -118,7 +152,10 @@ def as_json(service: str, decisions: list[Decision], observed: Observed | None =
         if now is not None:
             row["now"] = now
         rows.append(row)
-    return json.dumps({"service": service, "decisions": rows}, indent=1)
+    doc: dict[str, object] = {"service": service, "decisions": rows}
+    if bfd:
+        doc["bfd"] = bfd
+    return json.dumps(doc, indent=1)
 
 
 @click.command("explain")
@@ -151,6 +188,7 @@ def explain_command(
     BGP session up. NOW is what each node's speaker reports it does: from the
     `announce.lb.teapot.io/<node>` annotations in a cluster, from the nodes' status.json
     in standalone mode ('?': no status from that node, 'stopped': it was stopped).
+    When a BGPPeer announced to names a BFDProfile, a line per such peer gives its BFD.
     """
     if "/" not in service:
         service = f"default/{service}"
@@ -169,11 +207,14 @@ def explain_command(
         root = state_root or (manifests if manifests.is_dir() else manifests.parent) / ".state"
         if root.is_dir():
             observed = observed_in_state(view, service, root)
+    bfd = bfd_of_peers(view, decisions)
     if output == "json":
-        click.echo(as_json(service, decisions, observed))
+        click.echo(as_json(service, decisions, observed, bfd))
     else:
         click.echo(f"Service {service}")
         click.echo(table(decisions, observed))
+        for peer, summary in bfd.items():
+            click.echo(f"BGPPeer {peer}: {summary}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,6 @@ and plan code run against a real cluster and against a directory of YAML.
 """
 
 from teapot_lb.cluster.store import Store
-from teapot_lb.cluster.view import ClusterView, Kind, object_key
+from teapot_lb.cluster.view import ClusterView, Kind, UnknownBFDProfile, object_key
 
-__all__ = ["ClusterView", "Kind", "Store", "object_key"]
+__all__ = ["ClusterView", "Kind", "Store", "UnknownBFDProfile", "object_key"]

@@ -9,6 +9,8 @@ from typing import Any
 
 from teapot_lb.model import (
     AddressPool,
+    BFDParameters,
+    BFDProfile,
     BGPAdvertisement,
     BGPPeer,
     EndpointSlice,
@@ -19,13 +21,23 @@ from teapot_lb.model import (
     Service,
     VIPAdvertisement,
 )
+from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.kinds import REGISTRY, Kind, object_key
 
-__all__ = ["ClusterView", "Kind", "object_key"]
+__all__ = ["ClusterView", "Kind", "UnknownBFDProfile", "object_key"]
 
 
 def _empty() -> Mapping[str, Any]:
     return MappingProxyType({})
+
+
+class UnknownBFDProfile(LookupError):
+    """A BGPPeer names a BFDProfile that does not exist (in its namespace)."""
+
+    def __init__(self, peer: ObjectRef, profile: str) -> None:
+        super().__init__(f"{peer}: spec.bfdProfile: no BFDProfile named {profile!r}")
+        self.peer = peer
+        self.profile = profile
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,7 @@ class ClusterView:
     pools: Mapping[str, AddressPool] = field(default_factory=_empty)
     bgp_peers: Mapping[str, BGPPeer] = field(default_factory=_empty)
     bgp_advertisements: Mapping[str, BGPAdvertisement] = field(default_factory=_empty)
+    bfd_profiles: Mapping[str, BFDProfile] = field(default_factory=_empty)
     l2_advertisements: Mapping[str, L2Advertisement] = field(default_factory=_empty)
     vip_advertisements: Mapping[str, VIPAdvertisement] = field(default_factory=_empty)
     secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=_empty)
@@ -77,6 +90,21 @@ class ClusterView:
         """The namespace's labels, or None when the namespace is not known."""
         ns = self.namespaces.get(namespace)
         return ns.metadata.labels if ns is not None else None
+
+    def bfd_parameters(self, peer: BGPPeer) -> BFDParameters | None:
+        """The BFD session settings of a BGPPeer: its bfdProfile (in its namespace) for a
+        single-hop or, with ebgpMultiHop, a multihop session; None when it names no profile.
+
+        Raises :class:`UnknownBFDProfile` when the profile is not in the view (validation
+        refuses such a peer, but the profile may be deleted after it).
+        """
+        name = peer.spec.bfd_profile
+        if name is None:
+            return None
+        profile = self.bfd_profiles.get(object_key(peer.metadata.namespace, name))
+        if profile is None:
+            raise UnknownBFDProfile(peer.ref, name)
+        return profile.parameters(multihop=peer.spec.ebgp_multi_hop)
 
     def pool_of(self, ip: IPAddress) -> AddressPool | None:
         """The pool whose addresses contain `ip` (pools do not overlap once validated)."""

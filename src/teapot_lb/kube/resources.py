@@ -58,6 +58,7 @@ L2_ADVERTISEMENTS = Resource(
 VIP_ADVERTISEMENTS = Resource(
     LB_GROUP, LB_VERSION, "vipadvertisements", "VIPAdvertisement", True, True
 )
+BFD_PROFILES = Resource(LB_GROUP, LB_VERSION, "bfdprofiles", "BFDProfile", True, True)
 
 
 def object_key(namespace: str | None, name: str) -> str:

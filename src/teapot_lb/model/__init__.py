@@ -2,6 +2,7 @@
 views of the Kubernetes objects we read. Pydantic models are the single source of truth;
 the CRDs under deploy/crds/ are generated from them (`teapot_lb.model.crd`)."""
 
+from teapot_lb.model.bfd import BFDParameters, BFDProfile, BFDProfileSpec
 from teapot_lb.model.bgp import (
     AddressFamily,
     BGPAdvertisement,
@@ -77,6 +78,9 @@ __all__ = [
     "AddressPoolStatus",
     "AddressRange",
     "ApiObject",
+    "BFDParameters",
+    "BFDProfile",
+    "BFDProfileSpec",
     "BGPAdvertisement",
     "BGPAdvertisementSpec",
     "BGPPeer",

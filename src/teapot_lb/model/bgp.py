@@ -170,8 +170,9 @@ class BGPPeerSpec(KubeModel):
     """Allow an eBGP router that is not directly connected (TTL 255)."""
     enable_graceful_restart: bool = False
     """Advertise the Graceful Restart capability (RFC 4724)."""
-    bfd_profile: str | None = None
-    """Reserved for BFD (not implemented yet)."""
+    bfd_profile: str | None = Field(default=None, min_length=1, max_length=253)
+    """Name of a BFDProfile in this namespace: run BFD (RFC 5880) on the session, which goes
+    down as soon as BFD detects the router gone. Default: no BFD."""
     vrf: InterfaceName | None = None
     """Open the session in this VRF (reserved: not implemented yet)."""
     families: list[AddressFamily] = []

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from teapot_lb.model.bfd import BFDProfile
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import GROUP, VERSION
 from teapot_lb.model.kinds import REGISTRY, Kind
@@ -109,6 +110,18 @@ CUSTOM_RESOURCES: tuple[CustomResource, ...] = (
             Column("Local Pref", "integer", ".spec.localPref", priority=10),
             Column("Communities", "string", ".spec.communities", priority=10),
             _NODES,
+            _AGE,
+        ),
+    ),
+    CustomResource(
+        BFDProfile,
+        ("bfdp",),
+        (
+            Column("Receive Interval", "integer", ".spec.receiveInterval"),
+            Column("Transmit Interval", "integer", ".spec.transmitInterval"),
+            Column("Detect Multiplier", "integer", ".spec.detectMultiplier"),
+            Column("Passive", "boolean", ".spec.passiveMode", priority=10),
+            Column("Minimum TTL", "integer", ".spec.minimumTtl", priority=10),
             _AGE,
         ),
     ),

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from teapot_lb.kube.resources import (
     ADDRESS_POOLS,
+    BFD_PROFILES,
     BGP_ADVERTISEMENTS,
     BGP_PEERS,
     ENDPOINT_SLICES,
@@ -36,6 +37,7 @@ from teapot_lb.kube.resources import (
     object_key,
     split_key,
 )
+from teapot_lb.model.bfd import BFDProfile
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.pool import AddressPool
@@ -47,6 +49,7 @@ ApiObject = (
     AddressPool
     | BGPPeer
     | BGPAdvertisement
+    | BFDProfile
     | L2Advertisement
     | VIPAdvertisement
     | Service
@@ -62,6 +65,7 @@ class Kind(StrEnum):
     ADDRESS_POOL = "AddressPool"
     BGP_PEER = "BGPPeer"
     BGP_ADVERTISEMENT = "BGPAdvertisement"
+    BFD_PROFILE = "BFDProfile"
     L2_ADVERTISEMENT = "L2Advertisement"
     VIP_ADVERTISEMENT = "VIPAdvertisement"
     SERVICE = "Service"
@@ -109,6 +113,10 @@ KINDS: tuple[KindInfo, ...] = (
         True,
         True,
         True,
+    ),
+    # Read by the BGP speaker, not the planner; the controller's webhook checks references.
+    KindInfo(
+        Kind.BFD_PROFILE, BFDProfile, BFD_PROFILES, "bfd_profiles", config=True, controller=True
     ),
     KindInfo(
         Kind.L2_ADVERTISEMENT,

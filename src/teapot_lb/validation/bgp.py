@@ -16,9 +16,9 @@ MAX_HOLD_TIME = 65535  # RFC 4271 §4.2: a 2-octet number of seconds.
 
 
 def peer_problems(config: ConfigSet) -> Iterator[Problem]:
-    for peer in config.peers:
+    for peer in config.bgp_peers:
         yield from _single_peer(peer)
-    yield from _duplicate_peers(config.peers)
+    yield from _duplicate_peers(config.bgp_peers)
 
 
 def _single_peer(peer: BGPPeer) -> Iterator[Problem]:
@@ -34,8 +34,6 @@ def _single_peer(peer: BGPPeer) -> Iterator[Problem]:
     for field, value in (("interface", spec.interface), ("vrf", spec.vrf)):
         if value is not None:
             yield problem(ref, f"spec.{field}", "reserved: not implemented yet; remove the field")
-    if spec.bfd_profile is not None:
-        yield problem(ref, "spec.bfdProfile", "reserved: BFD is not implemented yet")
     if spec.peer_address is not None:
         addr = spec.peer_address
         if addr.is_unspecified or addr.is_multicast or addr.is_loopback:

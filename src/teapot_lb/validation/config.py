@@ -8,26 +8,34 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate
 
+from teapot_lb.model.bfd import BFDProfile
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import IPAddress, ObjectRef
-from teapot_lb.model.kinds import ApiObject
+from teapot_lb.model.kinds import KINDS, REGISTRY, ApiObject, Kind, KindInfo
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
 from teapot_lb.model.vip import VIPAdvertisement
+
+# The kinds a configuration holds: every kind of the registry that manifests may hold.
+MANIFEST_KINDS = tuple(info for info in KINDS if info.in_manifests)
 
 
 @dataclass(frozen=True)
 class ConfigSet:
     """Objects to validate together, by kind, in the order given.
 
+    One list per kind of :data:`MANIFEST_KINDS`, named as the kind's view field in the
+    registry (:mod:`teapot_lb.model.kinds`), so that filing objects needs no list of kinds.
+
     `unparsed` names objects that exist but could not be read (their own problems are
     reported elsewhere); references to them are not reported again as unknown.
     """
 
     pools: list[AddressPool] = field(default_factory=list)
-    peers: list[BGPPeer] = field(default_factory=list)
+    bgp_peers: list[BGPPeer] = field(default_factory=list)
     bgp_advertisements: list[BGPAdvertisement] = field(default_factory=list)
+    bfd_profiles: list[BFDProfile] = field(default_factory=list)
     l2_advertisements: list[L2Advertisement] = field(default_factory=list)
     vip_advertisements: list[VIPAdvertisement] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
@@ -40,46 +48,27 @@ class ConfigSet:
     def of(cls, objects: Iterable[ApiObject], unparsed: Iterable[ObjectRef] = ()) -> ConfigSet:
         config = cls(unparsed=frozenset(unparsed))
         for obj in objects:
-            match obj:
-                case AddressPool():
-                    config.pools.append(obj)
-                case BGPPeer():
-                    config.peers.append(obj)
-                case BGPAdvertisement():
-                    config.bgp_advertisements.append(obj)
-                case L2Advertisement():
-                    config.l2_advertisements.append(obj)
-                case VIPAdvertisement():
-                    config.vip_advertisements.append(obj)
-                case Service():
-                    config.services.append(obj)
-                case EndpointSlice():
-                    config.endpoint_slices.append(obj)
-                case Node():
-                    config.nodes.append(obj)
-                case Namespace():
-                    config.namespaces.append(obj)
+            config.of_kind(REGISTRY[Kind(obj.kind)]).append(obj)
         return config
 
     def objects(self) -> list[ApiObject]:
-        return [
-            *self.pools,
-            *self.peers,
-            *self.bgp_advertisements,
-            *self.l2_advertisements,
-            *self.vip_advertisements,
-            *self.services,
-            *self.endpoint_slices,
-            *self.nodes,
-            *self.namespaces,
-        ]
+        """Every object, kind by kind in the registry's order."""
+        return [obj for info in MANIFEST_KINDS for obj in self.of_kind(info)]
+
+    def of_kind(self, info: KindInfo) -> list[ApiObject]:
+        """The objects of one kind (its field is named as the registry's view field)."""
+        objects: list[ApiObject] = getattr(self, info.view_field)
+        return objects
 
     def pools_in(self, namespace: str | None) -> dict[str, AddressPool]:
         """Pools an advertisement in `namespace` can name, by name."""
         return {p.name: p for p in self.pools if p.metadata.namespace == namespace}
 
     def peers_in(self, namespace: str | None) -> dict[str, BGPPeer]:
-        return {p.name: p for p in self.peers if p.metadata.namespace == namespace}
+        return {p.name: p for p in self.bgp_peers if p.metadata.namespace == namespace}
+
+    def bfd_profiles_in(self, namespace: str | None) -> dict[str, BFDProfile]:
+        return {p.name: p for p in self.bfd_profiles if p.metadata.namespace == namespace}
 
     def is_unparsed(self, kind: str, namespace: str | None, name: str) -> bool:
         return ObjectRef(kind, namespace, name) in self.unparsed

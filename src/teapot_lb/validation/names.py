@@ -5,22 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from teapot_lb.model.kinds import ApiObject
 from teapot_lb.model.problem import Problem, problem
-from teapot_lb.validation.config import ConfigSet
+from teapot_lb.validation.config import MANIFEST_KINDS, ConfigSet
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def name_problems(config: ConfigSet) -> Iterator[Problem]:
-    ours: list[ApiObject] = [
-        *config.pools,
-        *config.peers,
-        *config.bgp_advertisements,
-        *config.l2_advertisements,
-        *config.vip_advertisements,
-    ]
+    ours = (obj for info in MANIFEST_KINDS if info.config for obj in config.of_kind(info))
     for obj in ours:
         name = obj.metadata.name
         if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):

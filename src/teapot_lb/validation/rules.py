@@ -10,6 +10,7 @@ from teapot_lb.model.manifest import Manifest
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import Service
 from teapot_lb.validation.advertisements import l2_problems, vip_problems
+from teapot_lb.validation.bfd import bfd_profile_problems
 from teapot_lb.validation.bgp import bgp_advertisement_problems, peer_problems
 from teapot_lb.validation.config import ConfigSet
 from teapot_lb.validation.names import name_problems
@@ -21,6 +22,7 @@ RULES = (
     pool_problems,
     peer_problems,
     bgp_advertisement_problems,
+    bfd_profile_problems,
     l2_problems,
     vip_problems,
     service_problems,
