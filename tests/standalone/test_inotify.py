@@ -100,6 +100,11 @@ def test_changes_to_manifest_files_reload(mask: Mask, name: str) -> None:
     assert meaning(ev(mask, name, wd=SUB)) is Effect.RELOAD
 
 
+def test_a_hidden_link_renamed_in_reloads_as_a_configmap_volume_publishes_an_update() -> None:
+    assert meaning(ev(Mask.MOVED_TO, "..data")) is Effect.RELOAD
+    assert meaning(ev(Mask.MOVED_TO | Mask.ISDIR, ".state")) is Effect.NONE
+
+
 def test_a_file_only_created_is_not_read_until_it_is_closed_or_renamed_in() -> None:
     assert meaning(ev(Mask.CREATE, "web.yaml")) is Effect.NONE
 

@@ -139,6 +139,29 @@ async def test_a_directory_replaced_by_a_rename_is_read_again(manifests: Path) -
         os.rename(manifests, manifests.with_name("manifests.old"))
         os.rename(new, manifests)
         await has(source, "default/api")
+        watch = source.watch
+        assert watch is not None
+        await wait_for_async(
+            lambda: watch.watches == 2, within=WITHIN, what="the old copy's watch dropped"
+        )
+
+
+async def test_a_configmap_volume_update_is_seen(manifests: Path) -> None:
+    """Kubernetes publishes a ConfigMap update by swapping the hidden `..data` symlink the
+    visible files point through."""
+
+    def version(name: str, service_name: str) -> None:
+        os.mkdir(manifests / name)
+        write(manifests / name / "web.yaml", [service(service_name)])
+        os.symlink(name, manifests / "..data_tmp")
+        os.rename(manifests / "..data_tmp", manifests / "..data")
+
+    version("..2026_12_03_a", "web")
+    os.symlink("..data/web.yaml", manifests / "web.yaml")
+    async with running(watched(manifests)) as source:
+        await has(source, "default/web")
+        version("..2026_12_03_b", "api")
+        await has(source, "default/api")
 
 
 async def test_hidden_files_do_not_cause_a_reload(manifests: Path) -> None:

@@ -105,7 +105,11 @@ def effect(event: InotifyEvent, *, parent_wd: int | None, root_name: str) -> Eff
         # The manifests appeared, went or were replaced: the tree's watches are stale.
         return Effect.RESCAN if mask & (Mask.CREATE | Mask.MOVED_TO | Mask.ISDIR) else Effect.RELOAD
     if event.name.startswith("."):
-        return Effect.NONE  # editor swap files, `.state/`, temporary files before rename
+        # Editor swap files, `.state/`, temporary files before their rename: nothing the
+        # reader reads. But a hidden entry renamed in may be what the visible files point
+        # at: a Kubernetes ConfigMap volume swaps its `..data` symlink to publish an update.
+        hidden_link_swap = mask & Mask.MOVED_TO and not mask & Mask.ISDIR
+        return Effect.RELOAD if hidden_link_swap else Effect.NONE
     if mask & Mask.ISDIR:
         # A subdirectory came or went: watch it (its files may be there already).
         return Effect.RESCAN if mask & (Mask.CREATE | Mask.MOVED_TO) else Effect.RELOAD

@@ -26,6 +26,7 @@ from teapot_lb.standalone.inotify import (
     DIRECTORY_MASK,
     PARENT_MASK,
     Effect,
+    Mask,
     effect,
     parse_events,
 )
@@ -90,9 +91,15 @@ class ManifestWatch:
             raise WatchUnavailable(f"inotify_init1: {err}") from None
         self.rescan_needed = True
         self._parent_wd: int | None = None
+        self._wds: set[int] = set()
         self._rest = b""
         self._loop: asyncio.AbstractEventLoop | None = None
         self.events_read = 0
+
+    @property
+    def watches(self) -> int:
+        """How many directories are watched (the parent included)."""
+        return len(self._wds)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.rescan()
@@ -111,13 +118,19 @@ class ManifestWatch:
         :class:`WatchUnavailable` when the kernel refuses a watch for lack of room."""
         self.rescan_needed = False
         self._parent_wd = self._watch(self.root.parent, PARENT_MASK)
-        if not self.root.is_dir():
-            return
-        for here, dirs, _ in os.walk(self.root):
-            dirs[:] = [
-                d for d in sorted(dirs) if not d.startswith(".") and not self._skipped(here, d)
-            ]
-            self._watch(Path(here), DIRECTORY_MASK)
+        wds = {self._parent_wd}
+        if self.root.is_dir():
+            # Symbolic links to directories are followed, as the reader's rglob does.
+            for here, dirs, _ in os.walk(self.root, followlinks=True):
+                dirs[:] = [
+                    d for d in sorted(dirs) if not d.startswith(".") and not self._skipped(here, d)
+                ]
+                wds.add(self._watch(Path(here), DIRECTORY_MASK))
+        # A directory moved away (the old copy after `mv new manifests`) keeps its watch:
+        # drop it, or its events would keep waking the reader.
+        for stale in self._wds - wds:
+            _libc().inotify_rm_watch(self.fd, stale)
+        self._wds = {wd for wd in wds if wd is not None}
 
     def _skipped(self, here: str, name: str) -> bool:
         return self.skip is not None and Path(here, name) == self.skip
@@ -139,6 +152,10 @@ class ManifestWatch:
         self.events_read += len(events)
         woken = False
         for event in events:
+            if event.mask & Mask.IGNORED:
+                if event.wd not in self._wds:
+                    continue  # a watch we dropped
+                self._wds.discard(event.wd)
             what = effect(event, parent_wd=self._parent_wd, root_name=self.root.name)
             if what is Effect.RESCAN:
                 self.rescan_needed = True
