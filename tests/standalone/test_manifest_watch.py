@@ -186,6 +186,31 @@ async def test_an_overflow_rereads_everything(manifests: Path) -> None:
     os.close(write_end)
 
 
+async def test_a_burst_of_files_is_read_in_one_reload(manifests: Path) -> None:
+    source = watched(manifests, settle_s=0.5)  # a burst well inside the settling time
+    async with running(source):
+        names = [f"svc{i}" for i in range(5)]
+        for name in names:
+            write(manifests / f"{name}.yaml", [service(name)])
+        await has(source, *(f"default/{n}" for n in names))
+        assert source.loaded is not None and source.loaded.generation == 2
+
+
+async def test_the_safety_recheck_sees_what_no_event_reported(manifests: Path) -> None:
+    """A stand-in kernel (a pipe) that never reports anything: a network filesystem
+    written from another host looks like this."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    source = ManifestSource(
+        manifests, Store(), poll_s=SLOW, recheck_s=0.05, inotify_init=lambda: read_end
+    )
+    async with running(source):
+        assert source.watch is not None
+        write(manifests / "web.yaml", [service("web")])
+        await has(source, "default/web")
+    os.close(write_end)
+
+
 async def test_without_inotify_the_directory_is_polled(manifests: Path) -> None:
     def unavailable() -> int:
         raise OSError(errno.ENOSYS, "Function not implemented")
