@@ -43,7 +43,7 @@ ROUTER_UP6 = "2001:db8:1::1"
 CLIENT = "198.51.100.2"
 CLIENT6 = "2001:db8:1::2"
 PORT = 7000
-POLL = "0.1"  # manifest poll interval of the runners (s)
+POLL = "0.1"  # manifest poll interval of the runners (s): used only without inotify
 NS = "lb-system"
 API = "lb.teapot.io/v1alpha1"
 EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"
@@ -100,7 +100,7 @@ def endpoints(svc: str, *ready_nodes: str) -> dict[str, Any]:
 
 
 def write(path: Path, docs: Iterable[dict[str, Any]]) -> None:
-    """Write a manifest file atomically (the runners poll the directory)."""
+    """Write a manifest file atomically (a temporary file renamed in)."""
     write_text(path, yaml.safe_dump_all(list(docs), sort_keys=False))
 
 

@@ -60,9 +60,9 @@ def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[
 @click.option(
     "--poll-interval",
     type=float,
-    default=0.05,
-    show_default=True,
-    help="How often each node's `teapot-lb run` checks the manifest directory (s).",
+    default=None,
+    help="Pass --poll-interval to each node's `teapot-lb run` (s) [default: its own, "
+    "0.2 s; it watches the directory with inotify and polls only without it].",
 )
 @click.option(
     "--json",
@@ -98,7 +98,7 @@ def lab(
     services: int,
     requests: int,
     trials: int,
-    poll_interval: float,
+    poll_interval: float | None,
     json_path: Path | None,
     keep: bool,
     workdir: Path | None,

@@ -135,7 +135,14 @@ def parse_modes(text: str) -> tuple[str, ...]:
     "--heartbeat-interval", default=0.02, show_default=True, help="L2 heartbeat interval (s)."
 )
 @click.option("--keepalived", default="keepalived", show_default=True, help="keepalived binary.")
-@click.option("--poll-interval", default=0.2, show_default=True, help="Manifest poll period (s).")
+@click.option(
+    "--poll-interval",
+    default=0.2,
+    show_default=True,
+    help="Manifest poll period (s) where inotify is unavailable (not Linux, out of "
+    "inotify instances or watches). With inotify, edits apply at once and the directory "
+    "is also re-checked every 2 s.",
+)
 @click.option(
     "--metrics-address", default=None, help="Serve /metrics, /healthz and /readyz on HOST:PORT."
 )
@@ -156,8 +163,9 @@ def run(
     """Standalone mode: assign IPs and announce them for one node, from a manifest directory.
 
     Every node runs one `teapot-lb run` on the same manifests; they agree on every IP
-    without talking (see docs/modes.md). Edits to the directory apply within the poll
-    interval; a bad manifest is reported in status.json and the rest keeps running.
+    without talking (see docs/modes.md). Edits to the directory apply at once (inotify;
+    without it, within the poll interval); a bad manifest is reported in status.json and
+    the rest keeps running.
     SIGTERM withdraws BGP routes, releases L2 ownership and stops keepalived first.
     """
     config = RunConfig(

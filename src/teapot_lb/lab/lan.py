@@ -104,7 +104,7 @@ class LanLab:
         nodes: int = 3,
         modes: Sequence[str] = ("l2",),
         heartbeat_network: bool = False,
-        poll_interval: float | None = 0.05,
+        poll_interval: float | None = None,
     ) -> None:
         self.topology = topology
         self.workdir = workdir
@@ -172,8 +172,8 @@ class LanLab:
         config: Iterable[dict[str, Any]] | None = None,
         services: Iterable[dict[str, Any]] | None = None,
     ) -> None:
-        """Replace the configuration and/or the Services (atomically; the nodes poll), and
-        bind every Service IP on the nodes' ``lo`` (kube-proxy's part)."""
+        """Replace the configuration and/or the Services (atomically; the nodes watch the
+        directory), and bind every Service IP on the nodes' ``lo`` (kube-proxy's part)."""
         if config is not None:
             self.config = list(config)
         if services is not None:

@@ -151,7 +151,8 @@ def service_doc(
 
 
 def write_docs(path: Path, docs: Iterable[dict[str, Any]]) -> None:
-    """Write a manifest file atomically (the nodes poll the directory)."""
+    """Write a manifest file atomically (a temporary file renamed in: the nodes never read
+    half of it)."""
     tmp = path.parent / f".{path.name}.tmp"
     tmp.write_text(yaml.safe_dump_all(list(docs), sort_keys=False))
     tmp.replace(path)

@@ -79,7 +79,7 @@ class LabNetwork:
         *,
         router: str,
         modes: tuple[str, ...],
-        poll_interval: float,
+        poll_interval: float | None,
     ) -> None:
         self.topology = topology
         self.layout = layout

@@ -50,7 +50,7 @@ class LabOptions:
     router: str = "bird"
     manifests: Path = REPO_EXAMPLES
     sizes: Sizes = field(default_factory=Sizes)
-    poll_interval: float = 0.05
+    poll_interval: float | None = None  # None: `teapot-lb run`'s own default
     keep: bool = False
     workdir: Path | None = None
 

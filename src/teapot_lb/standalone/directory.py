@@ -1,9 +1,10 @@
 """The manifest directory: which files, whether they changed, and what they hold.
 
-Change detection polls a fingerprint (path, size, mtime, inode of every manifest file)
-every few hundred milliseconds: cheap for the few hundred files a directory holds, needs
-no inotify, and sees edits, renames and deletions alike. Hidden files and directories
-(editor swap files, the default `.state` directory) are skipped.
+What changed is decided by a fingerprint (path, size, mtime, inode of every manifest
+file): cheap for the few hundred files a directory holds, and it sees edits, renames and
+deletions alike. It is compared when the inotify watch (:mod:`.watch`) wakes the reader,
+every few seconds anyway, and at every poll where inotify is unavailable. Hidden files
+and directories (editor swap files, the default `.state` directory) are skipped.
 """
 
 from __future__ import annotations

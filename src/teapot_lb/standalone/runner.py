@@ -1,6 +1,8 @@
 """`teapot-lb run`: controller and speaker of one node, fed by a manifest directory.
 
-Loop: poll the directory's fingerprint; on a change read it (bad documents become
+Loop: wait for the manifest watch (inotify, :mod:`.watch`) to report a change — or for
+the slow safety re-check, or, without inotify, for the next poll — then compare the
+directory's fingerprint; on a change read it (bad documents become
 problems, the rest is used), assign IPs with the controller core
 (:mod:`teapot_lb.standalone.assign`), put the objects — Services with their assigned
 status — into the speaker's Store and let the speaker plan and apply. Status goes to
@@ -11,6 +13,7 @@ appended to `<state-dir>/events.log`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -36,6 +39,19 @@ from teapot_lb.standalone.directory import (
     manifest_files,
     read,
 )
+from teapot_lb.standalone.watch import (
+    InotifyInit,
+    ManifestWatch,
+    WatchUnavailable,
+    libc_inotify_init,
+)
+
+# With inotify, the directory is still compared every few seconds: a change the watch
+# cannot see (a network filesystem written by another host, a lost watch) is never missed.
+RECHECK_S = 2.0
+# After the first event, wait this long for the rest of a burst (an editor saving several
+# files, a checkout): one reload covers them.
+SETTLE_S = 0.002
 
 
 def default_state_dir(manifests: Path, node: str) -> Path:
@@ -67,13 +83,21 @@ class ManifestSource:
         state_dir: Path | None = None,
         options: ControllerOptions | None = None,
         poll_s: float = 0.2,
+        recheck_s: float = RECHECK_S,
+        settle_s: float = SETTLE_S,
+        inotify_init: InotifyInit = libc_inotify_init,
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self.manifests = manifests
         self.store = store
         self.state_dir = state_dir
         self.options = options or ControllerOptions()
-        self.poll_s = poll_s
+        self.poll_s = poll_s  # only without inotify
+        self.recheck_s = recheck_s
+        self.settle_s = settle_s
+        self.inotify_init = inotify_init
+        self.watch: ManifestWatch | None = None
+        self._woken = asyncio.Event()
         self.on_change = on_change
         self.loaded: Loaded | None = None
         self._seen: Fingerprint | None = None
@@ -158,12 +182,63 @@ class ManifestSource:
         return True
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self.poll()
-            except Exception:
-                self._log.exception("reading manifests failed")
+        """Reload on every change until cancelled: woken by inotify (then re-checked every
+        `recheck_s`), or polling every `poll_s` where inotify is unavailable."""
+        self.watch = self._open_watch()
+        try:
+            while True:
+                self._rescan_if_needed()
+                try:
+                    await self.poll()
+                except Exception:
+                    self._log.exception("reading manifests failed")
+                await self._next_look()
+        finally:
+            if self.watch is not None:
+                self.watch.close()
+                self.watch = None
+
+    def _open_watch(self) -> ManifestWatch | None:
+        try:
+            watch = ManifestWatch(
+                self.manifests, self._woken.set, skip=self.state_dir, init=self.inotify_init
+            )
+        except WatchUnavailable as err:
+            self._polling_because(str(err))
+            return None
+        try:
+            watch.start(asyncio.get_running_loop())
+        except WatchUnavailable as err:
+            watch.close()
+            self._polling_because(str(err))
+            return None
+        self._log.info("watching manifests", recheck_s=self.recheck_s)
+        return watch
+
+    def _rescan_if_needed(self) -> None:
+        if self.watch is None or not self.watch.rescan_needed:
+            return
+        try:
+            self.watch.rescan()
+        except WatchUnavailable as err:
+            self.watch.close()
+            self.watch = None
+            self._polling_because(str(err))
+
+    def _polling_because(self, reason: str) -> None:
+        self._log.warning("manifest watch unavailable, polling", reason=reason, poll_s=self.poll_s)
+
+    async def _next_look(self) -> None:
+        if self.watch is None:
             await asyncio.sleep(self.poll_s)
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.recheck_s):
+                await self._woken.wait()
+        if self._woken.is_set():
+            await asyncio.sleep(self.settle_s)
+            # Cleared before reading: an event while the reload runs wakes the next one.
+            self._woken.clear()
 
 
 def vip_details(vip: VIPBackend) -> dict[str, Any]:
