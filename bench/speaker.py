@@ -52,10 +52,11 @@ import yaml
 from teapot_lb import log
 from teapot_lb.announce.plan import plan
 from teapot_lb.bgp import State
-from teapot_lb.cluster import Kind, Store
+from teapot_lb.cluster import ClusterView, Kind, Store
 from teapot_lb.lab.manifests import assigned_ips, layout, read_dir, service_doc, with_services
 from teapot_lb.lab.network import LabNetwork, wait_for
 from teapot_lb.lab.router import fib_next_hops
+from teapot_lb.model.kinds import KINDS
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.netlab import Topology, netns_available
 from teapot_lb.speaker.bgp_backend import BGPBackend
@@ -237,13 +238,9 @@ async def change_cost(docs: list[dict[str, Any]], nodes: int, repeats: int) -> t
     return statistics.median(reloads), statistics.median(steps)
 
 
-def kinds_of(view: Any) -> dict[Kind, Mapping[str, Any]]:
-    return {
-        Kind.NODE: view.nodes, Kind.ADDRESS_POOL: view.pools, Kind.BGP_PEER: view.bgp_peers,
-        Kind.BGP_ADVERTISEMENT: view.bgp_advertisements, Kind.NAMESPACE: view.namespaces,
-        Kind.L2_ADVERTISEMENT: view.l2_advertisements, Kind.ENDPOINT_SLICE: view.endpoint_slices,
-        Kind.VIP_ADVERTISEMENT: view.vip_advertisements,
-    }  # fmt: skip
+def kinds_of(view: ClusterView) -> dict[Kind, Mapping[str, object]]:
+    """Every kind of the view but Services (the reload assigns those)."""
+    return {i.kind: view.of_kind(i.kind) for i in KINDS if i.kind is not Kind.SERVICE}
 
 
 def pure(sizes: list[int]) -> dict[str, Any]:

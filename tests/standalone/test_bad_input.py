@@ -314,6 +314,11 @@ CASES = [
         ("BGPPeer", "bogus", "peerAddress"),
     ),
     Case(
+        "bfd profile asking for echo mode",
+        add("bfd.yaml", ours("BFDProfile", "echo", {"echoMode": True})),
+        ("BFDProfile/lb-system/echo", "spec.echoMode", "not implemented"),
+    ),
+    Case(
         "bgp peer with a duplicate address",
         add(
             "peer.yaml",

@@ -6,12 +6,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from teapot_lb.cluster.view import ClusterView
+from teapot_lb.cluster.view import ClusterView, Stored
 from teapot_lb.model import ApiObject
 from teapot_lb.model.kinds import KINDS, REGISTRY, Kind, object_key
-
-# What the store holds: typed objects, and Secrets as their decoded data.
-Stored = ApiObject | Mapping[str, bytes]
 
 
 class Store:

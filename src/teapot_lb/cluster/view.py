@@ -22,7 +22,10 @@ from teapot_lb.model import (
     VIPAdvertisement,
 )
 from teapot_lb.model.common import ObjectRef
-from teapot_lb.model.kinds import REGISTRY, Kind, object_key
+from teapot_lb.model.kinds import REGISTRY, ApiObject, Kind, object_key
+
+# What a view (and the Store) holds of each kind: typed objects, or a Secret's data.
+Stored = ApiObject | Mapping[str, bytes]
 
 __all__ = ["ClusterView", "Kind", "UnknownBFDProfile", "object_key"]
 
@@ -70,9 +73,9 @@ class ClusterView:
                 key = object_key(eps.metadata.namespace, svc)
                 self._slices_by_service.setdefault(key, []).append(eps)
 
-    def of_kind(self, kind: Kind) -> Mapping[str, object]:
+    def of_kind(self, kind: Kind) -> Mapping[str, Stored]:
         """The objects of one kind, by key (its field, as the kind registry names it)."""
-        objects: Mapping[str, object] = getattr(self, REGISTRY[kind].view_field)
+        objects: Mapping[str, Stored] = getattr(self, REGISTRY[kind].view_field)
         return objects
 
     def slices_of(self, service_key: str) -> list[EndpointSlice]:

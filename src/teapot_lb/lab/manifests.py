@@ -25,6 +25,7 @@ from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.model import Node, Service
 from teapot_lb.model.common import matches_any
+from teapot_lb.model.kinds import KINDS
 from teapot_lb.model.manifest import YAML_SUFFIXES, parse_object
 from teapot_lb.model.service import ANNOTATION_POOL
 from teapot_lb.netlab.topology import ALLOWED_NETS
@@ -332,18 +333,8 @@ def announced_view(snapshot: Snapshot, docs: Iterable[dict[str, Any]]) -> Cluste
     view = with_services(snapshot, docs)
     services = assigned_services(view, assign(view, ControllerOptions(), snapshot.unparsed_pools))
     store = Store()
-    for kind, objs in (
-        (Kind.SERVICE, services),
-        (Kind.ENDPOINT_SLICE, view.endpoint_slices),
-        (Kind.NODE, view.nodes),
-        (Kind.NAMESPACE, view.namespaces),
-        (Kind.ADDRESS_POOL, view.pools),
-        (Kind.BGP_PEER, view.bgp_peers),
-        (Kind.BGP_ADVERTISEMENT, view.bgp_advertisements),
-        (Kind.L2_ADVERTISEMENT, view.l2_advertisements),
-        (Kind.VIP_ADVERTISEMENT, view.vip_advertisements),
-    ):
-        store.replace(kind, objs)
+    for info in KINDS:
+        store.replace(info.kind, services if info.kind is Kind.SERVICE else view.of_kind(info.kind))
     return store.view()
 
 

@@ -29,9 +29,13 @@ from teapot_lb.validation import validate_manifest
 
 Fingerprint = tuple[tuple[str, int, int, int], ...]
 
-# Objects of these kinds are left out when a problem names them; Services are kept (the
+# Configuration objects are left out when a problem names them; Services are kept (the
 # controller refuses them with their reason) and pools go to the controller as unparsed.
-_DROPPED_WHEN_INVALID = {"BGPPeer", "BGPAdvertisement", "L2Advertisement", "VIPAdvertisement"}
+_DROPPED_WHEN_INVALID = frozenset(
+    info.kind.value
+    for info in KINDS
+    if info.config and info.in_manifests and info.kind is not Kind.ADDRESS_POOL
+)
 
 
 OUR_GROUP = "lb.teapot.io/"
