@@ -18,6 +18,7 @@ import pytest
 
 from bgp.interop.peers.base import wait_for
 from bgp.interop.peers.bird import BirdControl
+from bgp.interop.peers.frr import frr_daemon_argv
 from bgp.interop.peers.lab import Lab
 from needs import require_binary
 from teapot_lb.netlab import Host, Topology
@@ -163,6 +164,84 @@ class BirdBfd:
 
     def session(self, peer: str) -> dict[str, str]:
         return self.sessions().get(peer, {"state": "absent"})
+
+
+class FrrBfd:
+    """FRR's zebra + bfdd, sockets and config in the workdir (as the BGP harness runs FRR)."""
+
+    def __init__(self, host: Host, workdir: Path) -> None:
+        self.host = host
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.zserv = workdir / "zserv.api"
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def configure(self, peers: list[tuple[str, str]], *, tx_ms: int, rx_ms: int, mult: int,
+                  multihop: bool = False) -> None:  # fmt: skip
+        """Write bfdd's config; when running, apply the same through vtysh."""
+        lines = ["bfd"]
+        for peer, local in peers:
+            lines += [
+                f" peer {peer} local-address {local}{' multihop' if multihop else ''}",
+                f"  receive-interval {rx_ms}", f"  transmit-interval {tx_ms}",
+                f"  detect-multiplier {mult}", " exit",
+            ]  # fmt: skip
+        (self.workdir / "bfdd.conf").write_text("\n".join(lines) + "\n")
+        (self.workdir / "zebra.conf").write_text(f"hostname {self.host.name}-zebra\n")
+        if self.procs:
+            argv = ["vtysh", "--vty_socket", str(self.workdir), "-d", "bfdd", "-c", "configure"]
+            for line in lines:
+                argv += ["-c", line.strip()]
+            subprocess.run(argv, check=True, capture_output=True, timeout=30)
+
+    def start(self) -> None:
+        for name in ("zserv.api", "zebra.vty", "bfdd.vty"):
+            with contextlib.suppress(FileNotFoundError):
+                (self.workdir / name).unlink()
+        for daemon in ("zebra", "bfdd"):
+            argv = frr_daemon_argv(daemon, self.workdir, self.zserv)
+            if daemon == "bfdd":
+                argv += ["--bfdctl", str(self.workdir / "bfdd.sock")]
+            with (self.workdir / f"{daemon}.out").open("ab") as out:
+                self.procs.append(self.host.popen(argv, stdout=out, stderr=subprocess.STDOUT))
+            vty = self.workdir / f"{daemon}.vty"
+            wait_for(vty.exists, timeout=15, what=f"FRR {daemon} to answer",
+                     on_timeout=self.log_tail)  # fmt: skip
+
+    def log_tail(self) -> str:
+        parts = [p.read_text()[-1500:] for p in sorted(self.workdir.glob("*.log"))]
+        parts += [p.read_text()[-500:] for p in sorted(self.workdir.glob("*.out"))]
+        return "\n".join(parts)
+
+    def kill(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=5)
+        self.procs.clear()
+
+    def kill_bfdd(self) -> None:
+        proc = self.procs[-1]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=5)
+
+    def peers(self) -> list[dict[str, Any]]:
+        proc = subprocess.run(
+            ["vtysh", "--vty_socket", str(self.workdir), "-d", "bfdd",
+             "-c", "show bfd peers json"],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        try:
+            found: list[dict[str, Any]] = json.loads(proc.stdout or "[]")
+        except json.JSONDecodeError:
+            return []
+        return found
+
+    def peer(self, address: str) -> dict[str, Any]:
+        for entry in self.peers():
+            if entry.get("peer") == address:
+                return entry
+        return {"status": "absent"}
 
 
 def bird_bfd_block(peers: list[tuple[str, str]], *, tx_ms: int, rx_ms: int, mult: int,

@@ -20,12 +20,14 @@ OURS = {"tx_ms": 100, "rx_ms": 250, "mult": 4}
 
 
 def start_pair(
-    lab: Lab, bird: BirdBfd, ours: list[OurBfd], tmp_path: Path, version: int
-) -> tuple[str, str, OurBfd]:
+    lab: Lab, bird: BirdBfd, ours: list[OurBfd], tmp_path: Path, version: int,
+    multihop: bool = False,
+) -> tuple[str, str, OurBfd]:  # fmt: skip
     peer, node = lab.addr("peer", version), lab.addr("node", version)
-    bird.configure(bird_bfd_block([(node, peer)], **BIRD), lab.v4["peer"])
+    bird.configure(bird_bfd_block([(node, peer)], multihop=multihop, **BIRD), lab.v4["peer"])
     bird.start()
-    driver = OurBfd(lab.hosts["node"], tmp_path / "ours", [{"peer": peer, "local": node, **OURS}])
+    spec = {"peer": peer, "local": node, "multihop": multihop, **OURS}
+    driver = OurBfd(lab.hosts["node"], tmp_path / "ours", [spec])
     ours.append(driver)
     driver.wait_state(peer, "UP")
     wait_for(lambda: bird.session(node)["state"] == "Up", timeout=10, what="BIRD's session Up",
@@ -33,11 +35,11 @@ def start_pair(
     return peer, node, driver
 
 
-@pytest.mark.parametrize("version", [4, 6])
+@pytest.mark.parametrize(("version", "multihop"), [(4, False), (6, False), (4, True), (6, True)])
 def test_session_comes_up_with_intervals_negotiated_per_rfc(
-    lab: Lab, bird: BirdBfd, ours: list[OurBfd], tmp_path: Path, version: int
+    lab: Lab, bird: BirdBfd, ours: list[OurBfd], tmp_path: Path, version: int, multihop: bool
 ) -> None:
-    peer, node, driver = start_pair(lab, bird, ours, tmp_path, version)
+    peer, node, driver = start_pair(lab, bird, ours, tmp_path, version, multihop)
     # §6.8.2: each side sends at max(its desired TX, the other's required RX).
     info = wait_for(lambda: (i := driver.info(peer)) and not i["polling"] and i, timeout=5,
                     what="our poll sequence to end")  # fmt: skip

@@ -18,6 +18,20 @@ from .base import (
 )
 
 FRR_DIR = Path("/usr/lib/frr")
+
+
+def frr_daemon_argv(daemon: str, workdir: Path, zserv: Path) -> list[str]:
+    """Run FRR's ``daemon`` with config, pid, vty socket and log in ``workdir``."""
+    # Running as root, FRR insists the user belongs to its vty group; joining the
+    # group as primary group satisfies it without touching /etc/group.
+    return [
+        str(FRR_DIR / daemon), "-f", str(workdir / f"{daemon}.conf"),
+        "-i", str(workdir / f"{daemon}.pid"), "-z", str(zserv),
+        "--vty_socket", str(workdir), "-u", "root", "-g", "frrvty", "-P", "0",
+        "--log", f"file:{workdir / (daemon + '.log')}",
+    ]  # fmt: skip
+
+
 # Each FRR daemon keeps a crash-log buffer in /var/tmp/frr/<daemon>.<pid>/ (not
 # configurable); it removes it on a clean exit, we remove it after a kill.
 FRR_TMP = Path("/var/tmp/frr")
@@ -43,14 +57,7 @@ class Frr(BgpDaemon):
         self.zserv = self.workdir / "zserv.api"
 
     def _common_args(self, daemon: str) -> list[str]:
-        # Running as root, FRR insists the user belongs to its vty group; joining the
-        # group as primary group satisfies it without touching /etc/group.
-        return [
-            str(FRR_DIR / daemon), "-f", str(self.workdir / f"{daemon}.conf"),
-            "-i", str(self.workdir / f"{daemon}.pid"), "-z", str(self.zserv),
-            "--vty_socket", str(self.workdir), "-u", "root", "-g", "frrvty", "-P", "0",
-            "--log", f"file:{self.workdir / (daemon + '.log')}",
-        ]  # fmt: skip
+        return frr_daemon_argv(daemon, self.workdir, self.zserv)
 
     def _write_config(self) -> None:
         (self.workdir / "zebra.conf").write_text(f"hostname {self.host.name}-zebra\n")
