@@ -230,3 +230,17 @@ def test_transmit_timer_is_jittered_by_the_given_random_source() -> None:
 def test_parameters_refuse_zero_detect_mult() -> None:
     with pytest.raises(ValueError, match="detect_mult"):
         dataclasses.replace(FAST, detect_mult=0)
+
+
+def test_a_detected_failure_is_one_clients_act_on() -> None:
+    a, _ = up_pair()
+    (change,) = [o for o in a.timer_expired(BfdTimer.DETECT) if isinstance(o, StateChanged)]
+    assert change.failed
+
+
+def test_the_peers_admin_down_is_not_a_failure_for_clients() -> None:
+    """RFC 5882 §3.2: a client does not tear down when the peer signalled AdminDown."""
+    a, b = up_pair()
+    (change,) = [o for o in deliver(b.admin_down(), a) if isinstance(o, StateChanged)]
+    assert change.diagnostic is Diagnostic.NEIGHBOR_SIGNALED_SESSION_DOWN
+    assert change.peer_admin_down and not change.failed

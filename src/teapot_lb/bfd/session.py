@@ -57,6 +57,13 @@ class StateChanged:
     old: State
     new: State
     diagnostic: Diagnostic
+    peer_admin_down: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Up -> Down for a reason a client must act on (RFC 5882 §3.2): not our own
+        AdminDown, and not the peer's (which arrives as diag 3 with its state AdminDown)."""
+        return self.old is State.UP and self.new is State.DOWN and not self.peer_admin_down
 
 
 class DiscardReason(enum.Enum):
@@ -180,7 +187,8 @@ class Session:
         orders.append(ArmTimer(BfdTimer.DETECT, self.detection_time / 1e6))
         if packet.state is State.ADMIN_DOWN:
             if self.state is not State.DOWN:
-                orders += self._go(State.DOWN, Diagnostic.NEIGHBOR_SIGNALED_SESSION_DOWN)
+                orders += self._go(State.DOWN, Diagnostic.NEIGHBOR_SIGNALED_SESSION_DOWN,
+                                   peer_admin_down=True)  # fmt: skip
         elif self.state is State.DOWN:
             if packet.state is State.DOWN:
                 orders += self._go(State.INIT, Diagnostic.NONE)
@@ -249,12 +257,14 @@ class Session:
 
     # -- procedures
 
-    def _go(self, new: State, diagnostic: Diagnostic) -> list[Order]:
+    def _go(
+        self, new: State, diagnostic: Diagnostic, *, peer_admin_down: bool = False
+    ) -> list[Order]:
         old = self.state
         old_desired = self._desired_tx()
         self.state = new
         self.diagnostic = diagnostic
-        orders: list[Order] = [StateChanged(old, new, diagnostic)]
+        orders: list[Order] = [StateChanged(old, new, diagnostic, peer_admin_down)]
         new_desired = self._desired_tx()
         if new is State.UP and new_desired != old_desired:
             # Leaving the one-second pace of §6.8.3 is a parameter change: poll.
