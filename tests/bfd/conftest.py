@@ -257,7 +257,7 @@ def bird_bfd_block(peers: list[tuple[str, str]], *, tx_ms: int, rx_ms: int, mult
 
 @pytest.fixture
 def lab(topology: Topology) -> Lab:
-    require_binary("bird", "birdc")
+    """Host "peer" (192.0.2.1, 2001:db8::1) runs the daemon, "node" (.2, ::2) ours."""
     lab = Lab(topology)
     lab.add("peer")
     lab.add("node")
@@ -266,6 +266,7 @@ def lab(topology: Topology) -> Lab:
 
 @pytest.fixture
 def bird(lab: Lab, tmp_path: Path) -> Iterator[BirdBfd]:
+    require_binary("bird", "birdc")
     daemon = BirdBfd(lab.hosts["peer"], tmp_path / "bird")
     yield daemon
     daemon.kill()

@@ -244,3 +244,9 @@ def test_the_peers_admin_down_is_not_a_failure_for_clients() -> None:
     (change,) = [o for o in deliver(b.admin_down(), a) if isinstance(o, StateChanged)]
     assert change.diagnostic is Diagnostic.NEIGHBOR_SIGNALED_SESSION_DOWN
     assert change.peer_admin_down and not change.failed
+
+
+def test_stop_cancels_both_timers_and_sends_nothing_more() -> None:
+    a, _ = up_pair()
+    assert a.stop() == [CancelTimer(BfdTimer.TRANSMIT), CancelTimer(BfdTimer.DETECT)]
+    assert a.timer_expired(BfdTimer.TRANSMIT) == []

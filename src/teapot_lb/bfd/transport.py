@@ -134,7 +134,7 @@ class BfdEndpoint:
         if running is None:
             return
         self._apply(running, running.session.admin_down())
-        running.timers.cancel()
+        self._apply(running, running.session.stop())
         self._by_discriminator.pop(running.session.local_discriminator, None)
         running.sock.close()
 
