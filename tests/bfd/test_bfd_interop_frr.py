@@ -114,3 +114,18 @@ def test_parameter_changes_on_either_side_do_not_flap(
              what="our detection time from FRR's new TX")  # fmt: skip
     assert len(driver.states(peer)) == changes, driver.states(peer)
     assert frr.peer(node)["status"] == "up"
+
+
+def test_our_admin_down_takes_frr_down_and_admin_up_brings_it_back(
+    lab: Lab, frr: FrrBfd, ours: list[OurBfd], tmp_path: Path
+) -> None:
+    peer, node, driver = start_pair(lab, frr, ours, tmp_path, 4, False)
+    driver.command("admin_down", peer)
+    driver.wait_state(peer, "ADMIN_DOWN")
+    down = wait_for(lambda: (p := frr.peer(node))["status"] == "down" and p, timeout=5,
+                    what="FRR's peer down", on_timeout=lambda: str(frr.peer(node)))  # fmt: skip
+    assert down["remote-diagnostic"] == "administratively down"
+    driver.command("admin_up", peer)
+    driver.wait_state(peer, "UP")
+    wait_for(lambda: frr.peer(node)["status"] == "up", timeout=10, what="FRR's peer up again",
+             on_timeout=lambda: str(frr.peer(node)))  # fmt: skip

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from teapot_lb.bfd.session import (
     SLOW_TX,
@@ -250,3 +252,46 @@ def test_stop_cancels_both_timers_and_sends_nothing_more() -> None:
     a, _ = up_pair()
     assert a.stop() == [CancelTimer(BfdTimer.TRANSMIT), CancelTimer(BfdTimer.DETECT)]
     assert a.timer_expired(BfdTimer.TRANSMIT) == []
+
+
+EVENTS = st.lists(
+    st.sampled_from(["a_tx", "b_tx", "a_detect", "b_detect", "a_admin_down", "a_admin_up",
+                     "a_slower", "a_faster"]),
+    max_size=60,
+)  # fmt: skip
+
+
+@given(EVENTS)
+def test_any_sequence_of_events_keeps_the_rules(events: list[str]) -> None:
+    """Whatever happens: no exception, never P and F together, Up only after a packet from
+    a peer in Init or Up, and the transmit interval is the §6.8.2 maximum once settled."""
+    a, b = a_session(1), a_session(2)
+    deliver(b.start(), a)
+    a.start()  # lost: packets are lost whenever an event is not followed by its delivery
+    for event in events:
+        actor = a if event.startswith("a_") else b
+        other = b if actor is a else a
+        if event.endswith("_tx"):
+            orders = actor.timer_expired(BfdTimer.TRANSMIT)
+        elif event.endswith("_detect"):
+            orders = actor.timer_expired(BfdTimer.DETECT)
+        elif event == "a_admin_down":
+            orders = a.admin_down()
+        elif event == "a_admin_up":
+            orders = a.admin_up()
+        else:
+            tx = 400_000 if event == "a_slower" else 50_000
+            orders = a.change_parameters(Parameters(tx, tx, 3))
+        for packet in sent(orders):
+            assert not (packet.poll and packet.final)
+        before = other.state
+        answer = deliver(orders, other)
+        for change in answer:
+            if isinstance(change, StateChanged) and change.new is State.UP:
+                assert before in (State.DOWN, State.INIT) and actor.state in (State.INIT, State.UP)
+        deliver(answer, actor)
+    for s in (a, b):
+        if not s.polling:
+            assert s.transmit_interval == max(
+                s.parameters.desired_min_tx if s.state is State.UP else max(
+                    s.parameters.desired_min_tx, SLOW_TX), s.remote_min_rx)  # fmt: skip
