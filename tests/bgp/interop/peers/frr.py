@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    BFD_INTERVAL_MS,
+    BFD_MULT,
     BgpDaemon,
     PeerError,
     RibEntry,
@@ -89,6 +91,8 @@ class Frr(BgpDaemon):
                 out.append(f" neighbor {n.address} password {n.password}")
             if n.passive:
                 out.append(f" neighbor {n.address} passive")
+            if n.bfd:
+                out.append(f" neighbor {n.address} bfd profile fast")
         route_maps: dict[tuple[Any, ...], str] = {}
         for fam in ("ipv4", "ipv6"):
             out.append(f" address-family {fam} unicast")
@@ -117,6 +121,10 @@ class Frr(BgpDaemon):
             if lp is not None:
                 out.append(f" set local-preference {lp}")
         (self.workdir / "bgpd.conf").write_text("\n".join(out) + "\n")
+        (self.workdir / "bfdd.conf").write_text(
+            f"bfd\n profile fast\n  transmit-interval {BFD_INTERVAL_MS}\n"
+            f"  receive-interval {BFD_INTERVAL_MS}\n  detect-multiplier {BFD_MULT}\n"
+        )
 
     def stop(self, *, timeout: float = 15) -> None:
         pids = [p.pid for p in self.procs]
@@ -139,6 +147,9 @@ class Frr(BgpDaemon):
             what="zebra's API socket",
             on_timeout=self.log_tail,
         )
+        if any(n.bfd for n in self.neighbors):  # bgpd asks bfdd for sessions through zebra
+            bfdd = [*self._common_args("bfdd"), "--bfdctl", str(self.workdir / "bfdd.sock")]
+            self._popen(bfdd, self.workdir / "bfdd.out")
         bgpd = self._common_args("bgpd")
         if not self.fib:
             bgpd.append("-n")  # keep the namespace's kernel FIB untouched
