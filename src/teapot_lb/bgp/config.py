@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address, ip_address
 
+from teapot_lb.bfd.session import Parameters as BfdParameters
+
 from .fsm import BOTH_FAMILIES
 from .policy import ACCEPT_ALL, Filter
 from .wire import Family
@@ -37,6 +39,9 @@ class PeerConfig:
     import_filter: Filter = ACCEPT_ALL  # what of the peer's routes enters its Adj-RIB-In
     export_filter: Filter = ACCEPT_ALL  # what of the desired routes the peer gets
     description: str = ""
+    # BFD (RFC 5880) on the session's path: a BFD Down tears the session down at once
+    # (RFC 5882 §3.2). Multihop BFD (RFC 5883) when ``ebgp_multihop`` is set.
+    bfd: BfdParameters | None = None
 
     def __post_init__(self) -> None:
         ip_address(self.address)  # ValueError names the bad address

@@ -258,6 +258,20 @@ class Neighbor:
         self.others.clear()
         return self._orders()
 
+    def bfd_down(self, diagnostic: str) -> list[Order]:
+        """The BFD session on this neighbor's path went Down: end the session now (RFC
+        5882 §3.2) rather than after the hold time. A NOTIFICATION Cease/BFD Down (RFC 9384)
+        goes first: if only BFD failed, the peer learns why at once and, as with any
+        NOTIFICATION, keeps no graceful-restart state (RFC 4724 §4.2), so it drops our
+        routes now; if the path is dead it is simply lost with the connection. The
+        session then retries as after any error (ConnectRetry)."""
+        reason = f"BFD down ({diagnostic})"
+        note = Notification.cease(CeaseSubcode.BFD_DOWN)
+        for link in self.links:
+            if link.session.state in (State.OPEN_SENT, State.OPEN_CONFIRM, State.ESTABLISHED):
+                self._drive(link, link.session.notify(note, reason))
+        return self._orders()
+
     def set_desired(self, routes: CompiledRoutes) -> list[Order]:
         self.rib_out.set_desired(routes)
         if self.state == State.ESTABLISHED and not self._flush_pending:

@@ -172,6 +172,9 @@ class Peer:
     def withdraw_all(self) -> None:
         self._run(self.neighbor.withdraw_all())
 
+    def bfd_down(self, diagnostic: str) -> None:
+        self._run(self.neighbor.bfd_down(diagnostic))
+
     def accept(self, conn: Connection) -> None:
         """An incoming connection from this peer's address."""
         self._incoming = conn

@@ -17,6 +17,8 @@ from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any
 
 from teapot_lb import log
+from teapot_lb.bfd.session import StateChanged as BfdStateChanged
+from teapot_lb.bfd.transport import BfdEndpoint, SessionKey
 
 from .attributes import ReceivedPath, RouteAttributes
 from .config import PeerConfig
@@ -71,6 +73,8 @@ class Speaker:
         self._per_peer_routes: dict[str, CompiledRoutes] = {}
         self._closing: set[Connection] = set()
         self._running = False
+        self._bfd: BfdEndpoint | None = None  # made when a peer asks for BFD
+        self._bfd_keys: dict[str, SessionKey] = {}  # by peer address
 
     @property
     def listen_port(self) -> int | None:
@@ -106,6 +110,7 @@ class Speaker:
                 self._listen_md5(peer)
             _log().info("bgp listening", address=self.listen_address or "*", port=self.listen_port)
         for peer in self.peers.values():
+            self._start_bfd(peer)
             peer.start()
 
     def add_peer(self, config: PeerConfig) -> Peer:
@@ -118,11 +123,13 @@ class Speaker:
             peer.rib_out.set_desired(routes)
         if self._running:
             self._listen_md5(peer)
+            self._start_bfd(peer)
             peer.start()
         return peer
 
     async def remove_peer(self, address: str, communication: str = "") -> None:
         peer = self.peers.pop(str(ip_address(address)))
+        self._stop_bfd(peer.address)
         peer.stop(Notification.cease(CeaseSubcode.PEER_DECONFIGURED, communication), "peer removed")
         await self._drain()
 
@@ -167,6 +174,10 @@ class Speaker:
         self._running = False
         for server in self._listener.servers:
             server.close()
+        if self._bfd is not None:  # AdminDown first (RFC 5880 §6.8.16): no failure seen
+            self._bfd.close()
+            self._bfd = None
+            self._bfd_keys.clear()
         for peer in self.peers.values():
             if graceful_restart:
                 peer.abort()
@@ -192,6 +203,29 @@ class Speaker:
         self._closing = {p for p in self._closing if not p.closed.done()}
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _start_bfd(self, peer: Peer) -> None:
+        cfg = peer.config
+        if cfg.bfd is None or peer.address in self._bfd_keys:
+            return
+        wildcard = "::" if ip_address(peer.address).version == 6 else "0.0.0.0"
+        key = SessionKey(
+            peer.address, cfg.local_address or wildcard, multihop=cfg.ebgp_multihop is not None
+        )
+        if self._bfd is None:
+            self._bfd = BfdEndpoint(self._bfd_changed)
+        self._bfd.add(key, cfg.bfd)
+        self._bfd_keys[peer.address] = key
+
+    def _stop_bfd(self, address: str) -> None:
+        key = self._bfd_keys.pop(address, None)
+        if key is not None and self._bfd is not None:
+            self._bfd.remove(key)
+
+    def _bfd_changed(self, key: SessionKey, change: BfdStateChanged) -> None:
+        peer = self.peers.get(key.peer)
+        if peer is not None and change.failed:
+            peer.bfd_down(change.diagnostic.name)
 
     def _listen_md5(self, peer: Peer) -> None:
         if not peer.config.password:

@@ -90,7 +90,8 @@ def bgp_pair(lab: Lab, make_daemon: DaemonFactory) -> PairFactory:
 
     Options: ``hold_time``, ``peer_password`` / ``our_password`` (TCP MD5),
     ``graceful_restart``, ``peer_originate``, ``our_originate``, ``our_view_of_peer_as``
-    (what our speaker expects the peer's ASN to be), ``peer_view_of_our_as``, ``wait``.
+    (what our speaker expects the peer's ASN to be), ``peer_view_of_our_as``, ``bfd`` (both
+    sides run BFD on the session), ``wait``.
     """
 
     def make(
@@ -106,6 +107,7 @@ def bgp_pair(lab: Lab, make_daemon: DaemonFactory) -> PairFactory:
         our_originate: Sequence[Origination] = (),
         our_view_of_peer_as: int | None = None,
         peer_view_of_our_as: int | None = None,
+        bfd: bool = False,
         wait: bool = True,
     ) -> Pair:
         lab.add("peer")
@@ -117,6 +119,7 @@ def bgp_pair(lab: Lab, make_daemon: DaemonFactory) -> PairFactory:
             neighbors=[Neighbor(
                 our_addr, peer_view_of_our_as or OUR_AS, local_address=peer_addr,
                 password=peer_password, hold_time=hold_time, graceful_restart=graceful_restart,
+                bfd=bfd,
             )],
         )  # fmt: skip
         ours = make_daemon(
@@ -124,6 +127,7 @@ def bgp_pair(lab: Lab, make_daemon: DaemonFactory) -> PairFactory:
             neighbors=[Neighbor(
                 peer_addr, our_view_of_peer_as or peer_as, local_address=our_addr,
                 password=our_password, hold_time=hold_time, graceful_restart=graceful_restart,
+                bfd=bfd,
             )],
         )  # fmt: skip
         assert isinstance(ours, Teapot)

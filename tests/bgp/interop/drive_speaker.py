@@ -34,6 +34,7 @@ from ipaddress import ip_address, ip_network
 from typing import Any
 
 from teapot_lb import log
+from teapot_lb.bfd.session import Parameters as BfdParameters
 from teapot_lb.bgp.rib import RouteAttributes
 from teapot_lb.bgp.speaker import PeerConfig, Speaker
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, LargeCommunity, community
@@ -66,6 +67,8 @@ def peer_config(fields: dict[str, Any]) -> PeerConfig:
     for key in ("next_hop_v4", "next_hop_v6"):
         if fields.get(key):
             fields[key] = ip_address(fields[key])
+    if fields.get("bfd"):
+        fields["bfd"] = BfdParameters(**fields["bfd"])  # intervals in µs
     return PeerConfig(**fields)
 
 

@@ -181,3 +181,24 @@ def test_stop_closes_with_cease_and_releases_every_link() -> None:
     (note,) = [m for m in sent(orders) if isinstance(m, Notification)]
     assert (note.code, note.subcode) == (6, 2)  # Cease/Administrative Shutdown
     assert Release(n.main.id) in orders and CancelTimer(NeighborTimer.STALE) in orders
+
+
+def test_bfd_down_ends_the_session_at_once_with_cease_bfd_down() -> None:
+    n = neighbor()
+    up(n, gr=True)
+    n.data_received(n.main.id, routes(V4))
+    orders = n.bfd_down("CONTROL_DETECTION_TIME_EXPIRED")
+    (note,) = [m for m in sent(orders) if isinstance(m, Notification)]
+    assert (note.code, note.subcode) == (6, 10)  # Cease/BFD Down (RFC 9384)
+    assert any(isinstance(o, Close) for o in orders)
+    assert n.state == State.IDLE
+    # Not a graceful restart: the peer's routes go at once (a NOTIFICATION ends GR).
+    assert reports(orders, RoutesWithdrawn)
+    # The session tries again as after any error, with no Release: it stays configured.
+    assert not any(isinstance(o, Release) for o in orders)
+
+
+def test_bfd_down_before_the_session_is_connected_changes_nothing() -> None:
+    n = neighbor()
+    n.start()
+    assert sent(n.bfd_down("CONTROL_DETECTION_TIME_EXPIRED")) == []

@@ -71,6 +71,7 @@ class CeaseSubcode(enum.IntEnum):  # RFC 4486, RFC 8538
     CONNECTION_COLLISION_RESOLUTION = 7
     OUT_OF_RESOURCES = 8
     HARD_RESET = 9
+    BFD_DOWN = 10  # RFC 9384
 
 
 class RouteRefreshSubcode(enum.IntEnum):  # RFC 7313

@@ -41,10 +41,15 @@ class Neighbor:
     passive: bool = False  # wait for the other side to connect
     graceful_restart: bool = False  # advertise GR (RFC 4724) and act as helper
     families: tuple[str, ...] = ("ipv4", "ipv6")
+    bfd: bool = False  # BFD on the session (RFC 5882), at BFD_INTERVAL_MS x BFD_MULT
 
     @property
     def version(self) -> int:
         return ipaddress.ip_address(self.address).version
+
+
+BFD_INTERVAL_MS = 100  # desired TX and required RX, both sides
+BFD_MULT = 3
 
 
 @dataclass(frozen=True)

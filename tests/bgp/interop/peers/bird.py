@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    BFD_INTERVAL_MS,
+    BFD_MULT,
     BgpDaemon,
     PeerError,
     RibEntry,
@@ -135,6 +137,11 @@ class Bird(BgpDaemon):
                 block = f" {{ {' '.join(sets)} }}" if sets else ""
                 out.append(f"  route {o.prefix} blackhole{block};")
             out.append("}")
+        if any(n.bfd for n in self.neighbors):
+            out.append(
+                f'protocol bfd {{ interface "*" {{ interval {BFD_INTERVAL_MS} ms;'
+                f" multiplier {BFD_MULT}; }}; }}"
+            )
         for i, n in enumerate(self.neighbors):
             local = f" {n.local_address}" if n.local_address else ""
             lines = [
@@ -147,6 +154,8 @@ class Bird(BgpDaemon):
             ]
             if n.password:
                 lines.append(f'  password "{n.password}";')
+            if n.bfd:
+                lines.append("  bfd on;")
             if n.passive:
                 lines.append("  passive on;")
             lines.append(f"  graceful restart {'on' if n.graceful_restart else 'off'};")

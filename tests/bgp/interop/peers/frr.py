@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    BFD_INTERVAL_MS,
+    BFD_MULT,
     BgpDaemon,
     PeerError,
     RibEntry,
@@ -18,6 +20,20 @@ from .base import (
 )
 
 FRR_DIR = Path("/usr/lib/frr")
+
+
+def frr_daemon_argv(daemon: str, workdir: Path, zserv: Path) -> list[str]:
+    """Run FRR's ``daemon`` with config, pid, vty socket and log in ``workdir``."""
+    # Running as root, FRR insists the user belongs to its vty group; joining the
+    # group as primary group satisfies it without touching /etc/group.
+    return [
+        str(FRR_DIR / daemon), "-f", str(workdir / f"{daemon}.conf"),
+        "-i", str(workdir / f"{daemon}.pid"), "-z", str(zserv),
+        "--vty_socket", str(workdir), "-u", "root", "-g", "frrvty", "-P", "0",
+        "--log", f"file:{workdir / (daemon + '.log')}",
+    ]  # fmt: skip
+
+
 # Each FRR daemon keeps a crash-log buffer in /var/tmp/frr/<daemon>.<pid>/ (not
 # configurable); it removes it on a clean exit, we remove it after a kill.
 FRR_TMP = Path("/var/tmp/frr")
@@ -43,14 +59,7 @@ class Frr(BgpDaemon):
         self.zserv = self.workdir / "zserv.api"
 
     def _common_args(self, daemon: str) -> list[str]:
-        # Running as root, FRR insists the user belongs to its vty group; joining the
-        # group as primary group satisfies it without touching /etc/group.
-        return [
-            str(FRR_DIR / daemon), "-f", str(self.workdir / f"{daemon}.conf"),
-            "-i", str(self.workdir / f"{daemon}.pid"), "-z", str(self.zserv),
-            "--vty_socket", str(self.workdir), "-u", "root", "-g", "frrvty", "-P", "0",
-            "--log", f"file:{self.workdir / (daemon + '.log')}",
-        ]  # fmt: skip
+        return frr_daemon_argv(daemon, self.workdir, self.zserv)
 
     def _write_config(self) -> None:
         (self.workdir / "zebra.conf").write_text(f"hostname {self.host.name}-zebra\n")
@@ -82,6 +91,8 @@ class Frr(BgpDaemon):
                 out.append(f" neighbor {n.address} password {n.password}")
             if n.passive:
                 out.append(f" neighbor {n.address} passive")
+            if n.bfd:
+                out.append(f" neighbor {n.address} bfd profile fast")
         route_maps: dict[tuple[Any, ...], str] = {}
         for fam in ("ipv4", "ipv6"):
             out.append(f" address-family {fam} unicast")
@@ -110,6 +121,10 @@ class Frr(BgpDaemon):
             if lp is not None:
                 out.append(f" set local-preference {lp}")
         (self.workdir / "bgpd.conf").write_text("\n".join(out) + "\n")
+        (self.workdir / "bfdd.conf").write_text(
+            f"bfd\n profile fast\n  transmit-interval {BFD_INTERVAL_MS}\n"
+            f"  receive-interval {BFD_INTERVAL_MS}\n  detect-multiplier {BFD_MULT}\n"
+        )
 
     def stop(self, *, timeout: float = 15) -> None:
         pids = [p.pid for p in self.procs]
@@ -132,6 +147,9 @@ class Frr(BgpDaemon):
             what="zebra's API socket",
             detail=self.log_tail,
         )
+        if any(n.bfd for n in self.neighbors):  # bgpd asks bfdd for sessions through zebra
+            bfdd = [*self._common_args("bfdd"), "--bfdctl", str(self.workdir / "bfdd.sock")]
+            self._popen(bfdd, self.workdir / "bfdd.out")
         bgpd = self._common_args("bgpd")
         if not self.fib:
             bgpd.append("-n")  # keep the namespace's kernel FIB untouched

@@ -20,6 +20,7 @@ class Lab:
     hosts: dict[str, Host] = field(default_factory=dict)
     v4: dict[str, str] = field(default_factory=dict)
     v6: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, str] = field(default_factory=dict)  # the switch's port to each host
 
     def add(self, name: str) -> Host:
         if self.switch is None:
@@ -28,11 +29,16 @@ class Lab:
         host: Host = self.topology.add_host(name)
         self.v4[name] = f"192.0.2.{index}"
         self.v6[name] = f"2001:db8::{index}"
-        self.topology.connect(
+        self.ports[name] = self.topology.connect(
             host, self.switch, addrs=[f"192.0.2.{index}/24", f"2001:db8::{index}/64"]
         )
         self.hosts[name] = host
         return host
+
+    def cut(self, name: str, *, down: bool = True) -> None:
+        """Cut (or restore) the host's cable at the switch: its own link stays up."""
+        assert self.switch is not None
+        self.switch.ip("link", "set", self.ports[name], "down" if down else "up")
 
     def addr(self, name: str, version: int) -> str:
         return self.v4[name] if version == 4 else self.v6[name]

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    BFD_INTERVAL_MS,
+    BFD_MULT,
     HERE,
     BgpDaemon,
     Neighbor,
@@ -59,6 +61,9 @@ class Teapot(BgpDaemon):
             fields["local_address"] = n.local_address
         if n.password:
             fields["password"] = n.password
+        if n.bfd:
+            us = BFD_INTERVAL_MS * 1000
+            fields["bfd"] = {"desired_min_tx": us, "required_min_rx": us, "detect_mult": BFD_MULT}
         # Next hop self for the session's own family; name ours for the other one.
         for addr in self.local_addresses:
             if ip_version(addr) != n.version:
