@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from model.builders import parse
+from teapot_lb.bfd.session import Parameters as BfdParameters
 from teapot_lb.bgp import PeerConfig
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
-from teapot_lb.speaker.bgp_backend import peer_setup
+from teapot_lb.speaker.bgp_backend import peer_setup, peer_setups
 
-from .builders import ours
+from .builders import node, ours, store_of
 
 
 def config_of(**spec: Any) -> PeerConfig:
@@ -44,3 +45,30 @@ def test_unset_connect_time_backs_off_from_two_to_sixty_seconds() -> None:
 def test_empty_families_offer_both_ipv4_and_ipv6_unicast() -> None:
     assert config_of().families == frozenset({IPV4_UNICAST, IPV6_UNICAST})
     assert config_of(families=["ipv6-unicast"]).families == frozenset({IPV6_UNICAST})
+
+
+def peer_with_bfd(profile: str) -> dict[str, Any]:
+    spec = {"myASN": 64512, "peerASN": 64500, "peerAddress": "192.0.2.1", "bfdProfile": profile}
+    return ours("BGPPeer", "r", spec)
+
+
+def test_a_bfd_profile_becomes_the_sessions_bfd_parameters() -> None:
+    fast = ours("BFDProfile", "fast", {"transmitInterval": 100, "receiveInterval": 150})
+    view = store_of(node("n1", "192.0.2.11"), fast, peer_with_bfd("fast")).view()
+    setup = peer_setups(view, "n1")["r"]
+    assert setup.config is not None and setup.warning is None
+    assert setup.config.bfd == BfdParameters(
+        desired_min_tx=100_000, required_min_rx=150_000, detect_mult=3
+    )
+
+
+def test_a_peer_without_a_profile_runs_no_bfd() -> None:
+    assert config_of().bfd is None
+
+
+def test_a_deleted_bfd_profile_keeps_the_session_without_bfd_and_says_so() -> None:
+    view = store_of(node("n1", "192.0.2.11"), peer_with_bfd("gone")).view()
+    setup = peer_setups(view, "n1")["r"]
+    assert setup.error is None and setup.config is not None and setup.config.bfd is None
+    assert setup.warning is not None
+    assert "running without BFD" in setup.warning and "gone" in setup.warning

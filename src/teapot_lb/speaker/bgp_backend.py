@@ -16,11 +16,13 @@ from typing import Protocol
 
 from teapot_lb import log
 from teapot_lb.announce.plan import BGPRoute, Decision, Mode, PlanOptions
+from teapot_lb.bfd.session import Parameters as BfdParameters
 from teapot_lb.bgp import Peer, PeerConfig, PeerCounters, RouteAttributes, Speaker, State
 from teapot_lb.bgp.fsm import Action, StateChanged
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
-from teapot_lb.cluster import ClusterView, object_key
+from teapot_lb.cluster import ClusterView, UnknownBFDProfile, object_key
 from teapot_lb.model import AddressFamily, BGPPeer, Node, matches_any, parse_duration
+from teapot_lb.model.bfd import BFDParameters
 from teapot_lb.speaker.backend import Step, Wiring
 from teapot_lb.speaker.desired import Prefix, bgp_routes, network
 
@@ -36,6 +38,7 @@ class PeerSetup:
     name: str
     config: PeerConfig | None
     error: str | None = None
+    warning: str | None = None  # runs, but not quite as configured (logged when it changes)
 
 
 def router_id_of(node: Node | None, node_name: str, peers: list[BGPPeer]) -> IPv4Address:
@@ -61,12 +64,33 @@ def peer_setups(view: ClusterView, node_name: str) -> dict[str, PeerSetup]:
         peer = view.bgp_peers[key]
         if node is None or not matches_any(peer.spec.node_selectors, labels):
             continue
-        out[peer.name] = peer_setup(peer, view.secrets, node)
+        try:
+            bfd = view.bfd_parameters(peer)
+        except UnknownBFDProfile as err:
+            # Validation refuses this; the profile was deleted since. Keep the session (and
+            # the routes) and say so, rather than withdraw everything for a missing profile.
+            setup = peer_setup(peer, view.secrets, node)
+            out[peer.name] = replace(setup, warning=f"running without BFD: {err}")
+            continue
+        out[peer.name] = peer_setup(peer, view.secrets, node, bfd)
     return out
 
 
+def bfd_session(params: BFDParameters) -> BfdParameters:
+    """A BFDProfile's settings as the BFD session asks for them (RFC 5880 §6.8.1). The
+    profile's passiveMode and a multihop minimumTtl are not applied yet (docs/bfd.md)."""
+    return BfdParameters(
+        desired_min_tx=params.desired_min_tx_us,
+        required_min_rx=params.required_min_rx_us,
+        detect_mult=params.detect_multiplier,
+    )
+
+
 def peer_setup(
-    peer: BGPPeer, secrets: Mapping[str, Mapping[str, bytes]], node: Node | None = None
+    peer: BGPPeer,
+    secrets: Mapping[str, Mapping[str, bytes]],
+    node: Node | None = None,
+    bfd: BFDParameters | None = None,
 ) -> PeerSetup:
     """The speaker's peer configuration. Next hop: the session's local address for its own
     family; for the other family the node's InternalIP of that family (IPv6 routes over an
@@ -115,6 +139,7 @@ def peer_setup(
         next_hop_v4=v4 if session_v6 else None,
         next_hop_v6=v6 if not session_v6 else None,
         description=peer.name,
+        bfd=bfd_session(bfd) if bfd is not None else None,
     )
     return PeerSetup(peer.name, config)
 
@@ -273,6 +298,8 @@ class BGPBackend:
             old = self.setups.get(name)
             if setup.error is not None and (old is None or old.error != setup.error):
                 self._log.warning("bgp peer unusable", peer=name, error=setup.error)
+            if setup.warning is not None and (old is None or old.warning != setup.warning):
+                self._log.warning("bgp peer degraded", peer=name, warning=setup.warning)
         self.setups = dict(setups)
         desired = {n: s.config for n, s in setups.items() if s.config is not None}
         if self.speaker is None:
