@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from bgp.interop.peers.base import wait_for
 from bgp.interop.peers.bird import BirdControl
 from bgp.interop.peers.frr import frr_daemon_argv
 from bgp.interop.peers.lab import Lab
 from needs import require_binary
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host, Topology
 
 DRIVER = Path(__file__).with_name("drive_bfd.py")
@@ -44,7 +44,7 @@ class OurBfd:
         self._lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
         wait_for(lambda: self.seen("ready"), timeout=10, what="our BFD driver to start",
-                 on_timeout=self.log_tail)  # fmt: skip
+                 detail=self.log_tail)  # fmt: skip
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -76,7 +76,7 @@ class OurBfd:
             return changes[-1] if changes and changes[-1]["new"] == state else None
 
         return wait_for(reached, timeout=timeout, what=f"our BFD to {peer} to be {state}",
-                        interval=0.01, on_timeout=self.log_tail)  # fmt: skip
+                        every=0.01, detail=self.log_tail)  # fmt: skip
 
     def command(self, cmd: str, peer: str, **fields: Any) -> None:
         assert self.proc.stdin is not None
@@ -128,7 +128,7 @@ class BirdBfd:
                 ["bird", "-f", "-c", str(self.conf), "-s", str(self.ctl_path)],
                 stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
-        wait_for(self._ready, timeout=15, what="BIRD to answer", on_timeout=self.log_tail)
+        wait_for(self._ready, timeout=15, what="BIRD to answer", detail=self.log_tail)
 
     def _ready(self) -> bool:
         assert self.proc is not None
@@ -206,7 +206,7 @@ class FrrBfd:
                 self.procs.append(self.host.popen(argv, stdout=out, stderr=subprocess.STDOUT))
             vty = self.workdir / f"{daemon}.vty"
             wait_for(vty.exists, timeout=15, what=f"FRR {daemon} to answer",
-                     on_timeout=self.log_tail)  # fmt: skip
+                     detail=self.log_tail)  # fmt: skip
 
     def log_tail(self) -> str:
         parts = [p.read_text()[-1500:] for p in sorted(self.workdir.glob("*.log"))]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bgp.interop.peers.base import wait_for
 from bgp.interop.peers.lab import Lab
+from teapot_lb.lab.wait import wait_for
 
 from .conftest import BirdBfd, OurBfd, bird_bfd_block
 
@@ -31,7 +31,7 @@ def start_pair(
     ours.append(driver)
     driver.wait_state(peer, "UP")
     wait_for(lambda: bird.session(node)["state"] == "Up", timeout=10, what="BIRD's session Up",
-             on_timeout=bird.log_tail)  # fmt: skip
+             detail=bird.log_tail)  # fmt: skip
     return peer, node, driver
 
 
@@ -48,7 +48,7 @@ def test_session_comes_up_with_intervals_negotiated_per_rfc(
     assert info["detection_time_us"] == 3 * 250_000
     theirs = wait_for(lambda: (s := bird.session(node))["interval"] == "0.250" and s,
                       timeout=5, what="BIRD's interval to settle",
-                      on_timeout=lambda: str(bird.session(node)))  # fmt: skip
+                      detail=lambda: str(bird.session(node)))  # fmt: skip
     assert theirs["interval"] == "0.250"  # max(BIRD's tx 200, our rx 250)
     assert theirs["timeout"] == "0.600"  # our mult 4 x max(BIRD's rx 150, our tx 100)
 
@@ -75,7 +75,7 @@ def test_we_stopping_is_detected_by_bird(
     driver.kill()
     killed = time.monotonic()
     wait_for(lambda: bird.session(node)["state"] == "Down", timeout=5, what="BIRD's session Down",
-             interval=0.01, on_timeout=bird.log_tail)  # fmt: skip
+             every=0.01, detail=bird.log_tail)  # fmt: skip
     print(f"IPv{version}: our BFD killed -> BIRD Down within {time.monotonic() - killed:.3f} s")
 
 
@@ -87,10 +87,10 @@ def test_parameter_changes_on_either_side_do_not_flap(
     driver.command("params", peer, tx_ms=400, rx_ms=350, mult=5)
     wait_for(lambda: bird.session(node)["interval"] == "0.350", timeout=5,
              what="BIRD to send at our new required RX",
-             on_timeout=lambda: str(bird.session(node)))  # fmt: skip
+             detail=lambda: str(bird.session(node)))  # fmt: skip
     wait_for(lambda: bird.session(node)["timeout"] == "2.000", timeout=5,
              what="BIRD's detection time from our new TX and mult",
-             on_timeout=lambda: str(bird.session(node)))  # fmt: skip
+             detail=lambda: str(bird.session(node)))  # fmt: skip
     bird.configure(bird_bfd_block([(node, peer)], tx_ms=500, rx_ms=450, mult=3), lab.v4["peer"])
     wait_for(lambda: driver.info(peer)["transmit_interval_us"] == 450_000, timeout=5,
              what="us to send at BIRD's new required RX")  # fmt: skip

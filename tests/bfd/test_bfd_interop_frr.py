@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from bgp.interop.peers.base import wait_for
 from bgp.interop.peers.lab import Lab
 from needs import require_binary
+from teapot_lb.lab.wait import wait_for
 
 from .conftest import FrrBfd, OurBfd
 
@@ -41,7 +41,7 @@ def start_pair(
     ours.append(driver)
     driver.wait_state(peer, "UP")
     wait_for(lambda: frr.peer(node)["status"] == "up", timeout=10, what="FRR's peer up",
-             on_timeout=frr.log_tail)  # fmt: skip
+             detail=frr.log_tail)  # fmt: skip
     return peer, node, driver
 
 
@@ -68,7 +68,7 @@ def test_session_comes_up_with_intervals_negotiated_per_rfc(
     assert info["detection_time_us"] == 3 * 250_000  # FRR's mult x max(our rx, FRR's tx)
     theirs = wait_for(lambda: (p := frr.peer(node)).get("remote-receive-interval") == 250 and p,
                       timeout=5, what="FRR to learn our intervals",
-                      on_timeout=lambda: str(frr.peer(node)))  # fmt: skip
+                      detail=lambda: str(frr.peer(node)))  # fmt: skip
     assert theirs["remote-transmit-interval"] == 100
     assert theirs["remote-detect-multiplier"] == 4
 
@@ -81,7 +81,7 @@ def test_down_is_detected_on_both_sides(
     driver.kill()
     killed = time.monotonic()
     wait_for(lambda: frr.peer(node)["status"] == "down", timeout=5, what="FRR's peer down",
-             interval=0.01, on_timeout=lambda: str(frr.peer(node)))  # fmt: skip
+             every=0.01, detail=lambda: str(frr.peer(node)))  # fmt: skip
     theirs = time.monotonic() - killed
     # ... and the other way round, with a fresh driver.
     again = OurBfd(lab.hosts["node"], tmp_path / "ours2",
@@ -106,7 +106,7 @@ def test_parameter_changes_on_either_side_do_not_flap(
     changes = len(driver.states(peer))
     driver.command("params", peer, tx_ms=400, rx_ms=350, mult=5)
     wait_for(lambda: frr.peer(node).get("remote-receive-interval") == 350, timeout=5,
-             what="FRR to learn our new RX", on_timeout=lambda: str(frr.peer(node)))  # fmt: skip
+             what="FRR to learn our new RX", detail=lambda: str(frr.peer(node)))  # fmt: skip
     frr.configure([(node, peer)], tx_ms=500, rx_ms=450, mult=3)
     wait_for(lambda: driver.info(peer)["transmit_interval_us"] == 450_000, timeout=5,
              what="us to send at FRR's new required RX")  # fmt: skip
@@ -123,9 +123,9 @@ def test_our_admin_down_takes_frr_down_and_admin_up_brings_it_back(
     driver.command("admin_down", peer)
     driver.wait_state(peer, "ADMIN_DOWN")
     down = wait_for(lambda: (p := frr.peer(node))["status"] == "down" and p, timeout=5,
-                    what="FRR's peer down", on_timeout=lambda: str(frr.peer(node)))  # fmt: skip
+                    what="FRR's peer down", detail=lambda: str(frr.peer(node)))  # fmt: skip
     assert down["remote-diagnostic"] == "administratively down"
     driver.command("admin_up", peer)
     driver.wait_state(peer, "UP")
     wait_for(lambda: frr.peer(node)["status"] == "up", timeout=10, what="FRR's peer up again",
-             on_timeout=lambda: str(frr.peer(node)))  # fmt: skip
+             detail=lambda: str(frr.peer(node)))  # fmt: skip

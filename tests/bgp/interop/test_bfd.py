@@ -43,7 +43,7 @@ def test_a_cut_path_ends_both_bgp_sessions_within_the_bfd_detection_time(
     peer = pair.peer
     peer.wait_routes(lambda r: ROUTE.prefix in r, what="our route")
     wait_for(lambda: bfd_up(peer, pair.our_addr), timeout=10, what=f"{daemon}'s BFD session Up",
-             on_timeout=peer.log_tail)  # fmt: skip
+             detail=peer.log_tail)  # fmt: skip
     cut = time.monotonic()
     pair.lab.cut("node")
     peer.wait_not_established(pair.our_addr, timeout=5)
