@@ -50,6 +50,9 @@ class SpeakerConfig(Protocol):
     def heartbeat_interval_s(self) -> float: ...
 
     @property
+    def heartbeat_key(self) -> bytes | None: ...
+
+    @property
     def keepalived(self) -> str: ...
 
     @property
@@ -74,6 +77,7 @@ def build_speaker(config: SpeakerConfig, store: Store, *, restarting: bool = Fal
         bgp_port=config.bgp_port,
         l2_port=config.l2_port,
         heartbeat_interval_s=config.heartbeat_interval_s,
+        heartbeat_key=config.heartbeat_key,
         keepalived=config.keepalived,
     )
     speaker.backends = [build(wiring) for mode, build in BACKENDS.items() if mode in config.modes]
