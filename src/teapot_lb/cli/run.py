@@ -47,7 +47,9 @@ async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None
     marker = RunMarker(config.state_dir)
     restarting = marker.begin()
     store = Store()
-    speaker = build_speaker(config, store, restarting=restarting)
+    # The manifest watch reloads a burst of edits once (inotify settles 2 ms, polling reads
+    # the whole directory): no debounce on top, it would only delay create → announce.
+    speaker = build_speaker(config, store, restarting=restarting, debounce_s=0.0)
     source = ManifestSource(
         config.manifests,
         store,
