@@ -242,9 +242,14 @@ def test_no_role_grants_wildcards_or_deletes_and_the_speaker_writes_only_reports
 def test_the_install_notes_render() -> None:
     from .chart import Renderer, _parse
 
-    context = {"Values": {"configNamespace": ""}, "Release": {"Namespace": "lb"}}
-    notes = Renderer(context).render(_parse((CHART / "templates" / "NOTES.txt").read_text()))
+    template = _parse((CHART / "templates" / "NOTES.txt").read_text())
+    values = {"configNamespace": "", "speaker": {"memberlistSecret": "teapot-lb-memberlist"}}
+    notes = Renderer({"Values": values, "Release": {"Namespace": "lb"}}).render(template)
     assert "kubectl get addresspools -n lb" in notes and "{{" not in notes
+    assert "kubectl -n lb create secret generic teapot-lb-memberlist" in notes
+    values["speaker"] = {"memberlistSecret": ""}
+    unkeyed = Renderer({"Values": values, "Release": {"Namespace": "lb"}}).render(template)
+    assert "secret" not in unkeyed
 
 
 def test_the_chart_ships_the_generated_crds() -> None:
