@@ -113,14 +113,46 @@ def test_the_speaker_runs_on_the_host_network_with_only_net_raw_and_net_admin() 
     assert pod["tolerations"] == [{"operator": "Exists"}]
 
 
-def test_the_rendered_speaker_arguments_are_accepted_by_the_command() -> None:
+def test_the_rendered_speaker_arguments_are_accepted_by_the_command(tmp_path: Path) -> None:
     speaker_command = pytest.importorskip("teapot_lb.cli.speaker").speaker
     c = container(one(render_objects(), "DaemonSet", "teapot-lb-speaker"))
     assert c["args"][1] == "speaker"
-    ctx = speaker_command.make_context("speaker", list(c["args"][2:]))
+    # The command reads the key file while parsing: one stands in for the mounted Secret.
+    key = tmp_path / "secretkey"
+    key.write_text("k" * 172 + "\n")
+    key_arg = f"--heartbeat-key-file={MEMBERLIST_KEY}"
+    args = [f"--heartbeat-key-file={key}" if a == key_arg else a for a in c["args"][2:]]
+    ctx = speaker_command.make_context("speaker", args)
     assert ctx.params["config_namespace"] == "teapot-lb-system"
+    assert ctx.params["heartbeat_key"] == b"k" * 172
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     assert str(ctx.params["state_dir"]) in mounts
+
+
+MEMBERLIST_KEY = "/etc/teapot-lb/memberlist/secretkey"
+
+
+def test_the_speaker_authenticates_heartbeats_with_the_memberlist_secret() -> None:
+    """MetalLB's layout: Secret teapot-lb-memberlist, key secretkey, mounted read-only and
+    required (no pod runs with forgeable heartbeats because the Secret was forgotten)."""
+    daemonset = one(render_objects(), "DaemonSet", "teapot-lb-speaker")
+    c = container(daemonset)
+    assert f"--heartbeat-key-file={MEMBERLIST_KEY}" in c["args"]
+    (mount,) = [m for m in c["volumeMounts"] if MEMBERLIST_KEY.startswith(m["mountPath"] + "/")]
+    assert mount["readOnly"] is True
+    volumes = {v["name"]: v for v in daemonset["spec"]["template"]["spec"]["volumes"]}
+    secret = volumes[mount["name"]]["secret"]
+    assert secret["secretName"] == "teapot-lb-memberlist" and not secret.get("optional")
+    assert secret["items"] == [{"key": "secretkey", "path": "secretkey"}]
+    assert secret["defaultMode"] == 0o400
+
+
+def test_an_empty_memberlist_secret_value_turns_authentication_off() -> None:
+    daemonset = one(render_objects({"speaker": {"memberlistSecret": ""}}), "DaemonSet",
+                    "teapot-lb-speaker")  # fmt: skip
+    c = container(daemonset)
+    assert not [a for a in c["args"] if a.startswith("--heartbeat-key-file")]
+    assert [v["name"] for v in daemonset["spec"]["template"]["spec"]["volumes"]] == ["state"]
 
 
 def state_volume(daemonset: dict[str, Any]) -> dict[str, Any]:
@@ -210,9 +242,14 @@ def test_no_role_grants_wildcards_or_deletes_and_the_speaker_writes_only_reports
 def test_the_install_notes_render() -> None:
     from .chart import Renderer, _parse
 
-    context = {"Values": {"configNamespace": ""}, "Release": {"Namespace": "lb"}}
-    notes = Renderer(context).render(_parse((CHART / "templates" / "NOTES.txt").read_text()))
+    template = _parse((CHART / "templates" / "NOTES.txt").read_text())
+    values = {"configNamespace": "", "speaker": {"memberlistSecret": "teapot-lb-memberlist"}}
+    notes = Renderer({"Values": values, "Release": {"Namespace": "lb"}}).render(template)
     assert "kubectl get addresspools -n lb" in notes and "{{" not in notes
+    assert "kubectl -n lb create secret generic teapot-lb-memberlist" in notes
+    values["speaker"] = {"memberlistSecret": ""}
+    unkeyed = Renderer({"Values": values, "Release": {"Namespace": "lb"}}).render(template)
+    assert "secret" not in unkeyed
 
 
 def test_the_chart_ships_the_generated_crds() -> None:

@@ -19,6 +19,7 @@ from teapot_lb.membership.core import (
     SendTimer,
     SilenceTimer,
     Timing,
+    Unauthenticated,
     decode,
     encode,
 )
@@ -120,9 +121,28 @@ def test_with_a_key_forged_and_unauthenticated_heartbeats_are_rejected() -> None
     good = beat(b)
     forged = encode(Heartbeat("b", 5, 5), b"wrong-key")
     plain = encode(Heartbeat("b", 6, 6))
-    assert a.receive(forged, 0.0) == [] and a.receive(plain, 0.0) == []
-    assert a.counters.rejected == 2
+    assert a.receive(forged, 0.0) == [Unauthenticated("heartbeat authentication tag mismatch")]
+    assert a.receive(plain, 0.0) == [
+        Unauthenticated("heartbeat is not authenticated and a key is configured")
+    ]
+    assert a.counters.rejected == a.counters.unauthenticated == 2
+    assert a.alive() == {"a"}
     assert changes(a.receive(good, 0.0)) == [MemberState.ALIVE]
+
+
+def test_a_replay_is_rejected_but_not_counted_as_unauthenticated() -> None:
+    a, b = pair(KEY)
+    good = beat(b)
+    a.receive(good, 0.0)
+    assert a.receive(good, 0.01) == []
+    assert (a.counters.rejected, a.counters.unauthenticated) == (1, 0)
+
+
+def test_without_a_key_authenticated_heartbeats_are_accepted() -> None:
+    """A node not yet given the key still hears keyed peers (they do not hear it)."""
+    a, _ = pair()
+    _, b = pair(KEY)
+    assert changes(a.receive(beat(b), 0.0)) == [MemberState.ALIVE]
 
 
 def test_the_sender_macs_map_back_to_the_node() -> None:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from teapot_lb import log
 from teapot_lb.cluster import Store
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.membership.key import KeyFileError, read_key_file
 from teapot_lb.membership.udp import DEFAULT_PORT
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.run_marker import RunMarker
@@ -31,6 +33,7 @@ class RunConfig:
     bgp_port: int | None = 179
     l2_port: int = DEFAULT_PORT
     heartbeat_interval_s: float = 0.02
+    heartbeat_key: bytes | None = field(default=None, repr=False)  # --heartbeat-key-file
     keepalived: str = "keepalived"
     poll_s: float = 0.2
     metrics_address: str | None = None
@@ -44,7 +47,9 @@ async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None
     marker = RunMarker(config.state_dir)
     restarting = marker.begin()
     store = Store()
-    speaker = build_speaker(config, store, restarting=restarting)
+    # The manifest watch reloads a burst of edits once (inotify settles 2 ms, polling reads
+    # the whole directory): no debounce on top, it would only delay create → announce.
+    speaker = build_speaker(config, store, restarting=restarting, debounce_s=0.0)
     source = ManifestSource(
         config.manifests,
         store,
@@ -108,6 +113,37 @@ def parse_modes(text: str) -> tuple[str, ...]:
     return modes
 
 
+def heartbeat_key_option(
+    ctx: click.Context, param: click.Parameter, path: Path | None
+) -> bytes | None:
+    """The key in `--heartbeat-key-file`, or a usage error naming the file and why."""
+    if path is None:
+        return None
+    try:
+        return read_key_file(path)
+    except KeyFileError as err:
+        raise click.BadParameter(str(err), ctx=ctx, param=param) from err
+
+
+HEARTBEAT_KEY_HELP = (
+    "File holding the L2 heartbeats' shared key (raw bytes, one trailing newline ignored, "
+    "at least 16 bytes; the same on every node): heartbeats are authenticated with "
+    "HMAC-SHA256 and forged ones dropped. Read at start: restart to rotate it."
+)
+
+
+def heartbeat_key_file() -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """`--heartbeat-key-file`, as `run` and `speaker` both take it."""
+    return click.option(
+        "heartbeat_key",
+        "--heartbeat-key-file",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        callback=heartbeat_key_option,
+        help=HEARTBEAT_KEY_HELP,
+    )
+
+
 @click.command("run")
 @click.option(
     "--manifests",
@@ -134,6 +170,7 @@ def parse_modes(text: str) -> tuple[str, ...]:
 @click.option(
     "--heartbeat-interval", default=0.02, show_default=True, help="L2 heartbeat interval (s)."
 )
+@heartbeat_key_file()
 @click.option("--keepalived", default="keepalived", show_default=True, help="keepalived binary.")
 @click.option(
     "--poll-interval",
@@ -155,6 +192,7 @@ def run(
     bgp_port: int,
     l2_port: int,
     heartbeat_interval: float,
+    heartbeat_key: bytes | None,
     keepalived: str,
     poll_interval: float,
     metrics_address: str | None,
@@ -176,6 +214,7 @@ def run(
         bgp_port=None if bgp_port < 0 else bgp_port,
         l2_port=l2_port,
         heartbeat_interval_s=heartbeat_interval,
+        heartbeat_key=heartbeat_key,
         keepalived=keepalived,
         poll_s=poll_interval,
         metrics_address=metrics_address,

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from teapot_lb import log
-from teapot_lb.cli.run import RunConfig, parse_modes, stop_on_signals
+from teapot_lb.cli.run import RunConfig, heartbeat_key_file, parse_modes, stop_on_signals
 from teapot_lb.cluster import Store
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
@@ -101,6 +101,7 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
 @click.option("--bgp-port", default=179, show_default=True)
 @click.option("--l2-port", default=DEFAULT_PORT, show_default=True)
 @click.option("--heartbeat-interval", default=0.02, show_default=True)
+@heartbeat_key_file()
 @click.option("--keepalived", default="keepalived", show_default=True)
 @click.option("--metrics-address", default=":7472", show_default=True)
 def speaker(
@@ -112,6 +113,7 @@ def speaker(
     bgp_port: int,
     l2_port: int,
     heartbeat_interval: float,
+    heartbeat_key: bytes | None,
     keepalived: str,
     metrics_address: str,
 ) -> None:
@@ -127,6 +129,7 @@ def speaker(
         bgp_port=None if bgp_port < 0 else bgp_port,
         l2_port=l2_port,
         heartbeat_interval_s=heartbeat_interval,
+        heartbeat_key=heartbeat_key,
         keepalived=keepalived,
         metrics_address=metrics_address or None,
     )

@@ -93,6 +93,7 @@ class LanNode:
     internal: str  # the Node's InternalIP: heartbeats go there
     labels: dict[str, str]
     speaker: subprocess.Popen[bytes] | None = None
+    args: tuple[str, ...] = ()  # more `teapot-lb run` options for this node (a key file)
 
 
 class LanLab:
@@ -215,6 +216,7 @@ class LanLab:
             modes=self.modes,
             poll_interval=self.poll_interval,
             log_path=self.log_path(name),
+            extra=node.args,
         )
         return node.speaker
 

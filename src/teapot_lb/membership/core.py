@@ -20,7 +20,10 @@ Heartbeat format (network byte order)::
 ``incarnation`` is fixed for the life of a process (the agent uses its start time in
 nanoseconds, so a restarted node supersedes its former self); ``sequence`` increases by
 one per heartbeat. With a shared key, messages without the right tag and replays (an old
-incarnation, or a sequence not above the last one) are dropped. The MACs let peers map a
+incarnation, or a sequence not above the last one) are dropped; a heartbeat without the
+right tag is also reported (:class:`Unauthenticated`), so the adapter can name its source.
+Without a key every heartbeat is accepted, authenticated ones too (the tag is not checked).
+The MACs let peers map a
 gratuitous ARP back to the node that sent it (split-brain arbitration).
 """
 
@@ -45,6 +48,10 @@ FLAG_LEAVING = 0x02
 
 class HeartbeatError(ValueError):
     """Bytes that are not a valid heartbeat; the message says why."""
+
+
+class HeartbeatAuthError(HeartbeatError):
+    """A heartbeat without the right tag while a key is configured (forged, or another key)."""
 
 
 class MemberState(Enum):
@@ -105,6 +112,7 @@ class Member:
 class MembershipCounters:
     received: int = 0
     rejected: int = 0  # malformed, bad tag, replayed, or our own name
+    unauthenticated: int = 0  # of those rejected: no tag, or a wrong one, with a key set
     sent: int = 0
 
 
@@ -144,10 +152,10 @@ def decode(data: bytes, key: bytes | None = None) -> Heartbeat:
         raise HeartbeatError("truncated MAC list")
     if key:
         if not flags & FLAG_AUTH or len(data) != pos + _TAG_LEN:
-            raise HeartbeatError("heartbeat is not authenticated and a key is configured")
+            raise HeartbeatAuthError("heartbeat is not authenticated and a key is configured")
         tag = hmac.new(key, data[:pos], hashlib.sha256).digest()[:_TAG_LEN]
         if not hmac.compare_digest(tag, data[pos:]):
-            raise HeartbeatError("heartbeat authentication tag mismatch")
+            raise HeartbeatAuthError("heartbeat authentication tag mismatch")
     elif len(data) != pos + (_TAG_LEN if flags & FLAG_AUTH else 0):
         raise HeartbeatError("trailing bytes after heartbeat")
     try:
@@ -180,7 +188,17 @@ class Beat:
     data: bytes
 
 
-Output: TypeAlias = Beat | MemberChanged | ArmTimer[TimerName] | CancelTimer[TimerName]
+@dataclass(frozen=True)
+class Unauthenticated:
+    """A heartbeat was dropped for a missing or wrong tag (``reason``): forged, or a node
+    with another key. The adapter, which knows the datagram's source, reports it."""
+
+    reason: str
+
+
+Output: TypeAlias = (
+    Beat | MemberChanged | Unauthenticated | ArmTimer[TimerName] | CancelTimer[TimerName]
+)
 
 
 @dataclass
@@ -223,6 +241,10 @@ class Membership:
     def receive(self, data: bytes, now: float) -> list[Output]:
         try:
             hb = decode(data, self.key)
+        except HeartbeatAuthError as err:
+            self.counters.rejected += 1
+            self.counters.unauthenticated += 1
+            return [Unauthenticated(str(err))]
         except HeartbeatError:
             self.counters.rejected += 1
             return []

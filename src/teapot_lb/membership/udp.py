@@ -6,6 +6,9 @@ when this process was starved of CPU, the peers' heartbeats are still waiting in
 kernel buffer and must count, so a busy *receiver* never declares spurious deaths (a
 heartbeat found there re-arms the timer, and the expiry is void).
 Heartbeats are marked CS6 (network control) so switches that honour DSCP queue them first.
+A heartbeat dropped for a missing or wrong tag is logged as ``heartbeat_rejected`` with its
+source address, at most once per source every :data:`WARN_EVERY_S` (a forger, or a node
+with another key, sends 50 a second), with the count left unlogged meanwhile.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import ipaddress
 import socket
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from teapot_lb import log
 from teapot_lb.membership.core import (
     Beat,
     MemberChanged,
@@ -24,10 +29,12 @@ from teapot_lb.membership.core import (
     Output,
     SilenceTimer,
     TimerName,
+    Unauthenticated,
 )
 from teapot_lb.timers import LoopTimers
 
 DEFAULT_PORT = 7480
+WARN_EVERY_S = 10.0
 _DSCP_CS6 = 48 << 2
 _SO_PRIORITY_CONTROL = 6
 
@@ -42,6 +49,13 @@ def _mapped(address: str, family: socket.AddressFamily) -> str:
     if family == socket.AF_INET6 and ip.version == 4:
         return f"::ffff:{ip}"
     return address
+
+
+def _unmapped(address: str) -> str:
+    """An IPv4 peer as it sent, not as the dual-stack socket shows it (``::ffff:a.b.c.d``)."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return str(mapped or ip)
 
 
 class UdpHeartbeats:
@@ -63,6 +77,8 @@ class UdpHeartbeats:
         family = _family([*peers, *([bind] if bind else [])])
         self._peers = [(_mapped(p, family), port) for p in peers]
         self.send_errors = 0
+        self._warned: dict[str, tuple[float, int]] = {}  # source -> (last warning, unlogged)
+        self._log = log.get("membership").bind(node=membership.node)
         self._timers: LoopTimers[TimerName] = LoopTimers(self._fire)
         self._sock = socket.socket(family, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
@@ -76,13 +92,15 @@ class UdpHeartbeats:
         default_bind = "::" if family == socket.AF_INET6 else "0.0.0.0"
         self._sock.bind((_mapped(bind, family) if bind else default_bind, port))
 
-    def _apply(self, outputs: list[Output]) -> None:
+    def _apply(self, outputs: list[Output], source: Any = None) -> None:
         changes: list[MemberChanged] = []
         for out in outputs:
             if isinstance(out, Beat):
                 self._send(out.data)
             elif isinstance(out, MemberChanged):
                 changes.append(out)
+            elif isinstance(out, Unauthenticated):
+                self._warn(out, source)
             else:
                 self._timers.apply(out)
         if changes:
@@ -95,15 +113,29 @@ class UdpHeartbeats:
                 return  # heard meanwhile: re-armed
         self._apply(self.membership.timer_expired(timer))
 
+    def _warn(self, rejected: Unauthenticated, source: Any) -> None:
+        address = _unmapped(source[0]) if source else "?"
+        now = self._clock()
+        last, unlogged = self._warned.get(address, (None, 0))
+        if last is not None and now - last < WARN_EVERY_S:
+            self._warned[address] = (last, unlogged + 1)
+            return
+        if len(self._warned) >= 1024:  # bounded: spoofed sources must not grow it forever
+            self._warned.clear()
+        self._warned[address] = (now, 0)
+        self._log.warning(
+            "heartbeat_rejected", source=address, reason=rejected.reason, unlogged=unlogged
+        )
+
     def _drain(self) -> None:
         for _ in range(4096):  # bounded, so a flood on the port cannot wedge the loop
             try:
-                data = self._sock.recv(2048)
+                data, source = self._sock.recvfrom(2048)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return  # e.g. ICMP port unreachable reported on the socket: not our problem
-            self._apply(self.membership.receive(data, self._clock()))
+            self._apply(self.membership.receive(data, self._clock()), source)
 
     def _send(self, data: bytes) -> None:
         for peer in self._peers:

@@ -15,7 +15,7 @@ what differs from what it holds: applying the same step twice does nothing the s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -78,4 +78,6 @@ class Wiring:
     bgp_port: int | None = 179
     l2_port: int = DEFAULT_PORT
     heartbeat_interval_s: float = 0.02
+    # The L2 heartbeats' shared HMAC key (None: unauthenticated); never in a repr or a log.
+    heartbeat_key: bytes | None = field(default=None, repr=False)
     keepalived: str = "keepalived"

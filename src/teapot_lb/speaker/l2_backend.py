@@ -66,6 +66,7 @@ class L2Backend:
         timing: Timing | None = None,
         claim_timing: ClaimTiming | None = None,
         port: int = DEFAULT_PORT,
+        key: bytes | None = None,
         list_interfaces: Callable[[], Awaitable[dict[str, InterfaceInfo]]] = interfaces,
         responder: Callable[..., Responder] = Responder,
         clock: Callable[[], float] = time.monotonic,
@@ -77,7 +78,9 @@ class L2Backend:
         self._list_interfaces = list_interfaces
         self._responder = responder  # a fake in unit tests (the real one needs AF_PACKET)
         self._clock = clock
-        self.membership = Membership(node=node, incarnation=time.time_ns(), timing=self.timing)
+        self.membership = Membership(
+            node=node, incarnation=time.time_ns(), timing=self.timing, key=key
+        )
         self.responders: dict[str, Responder] = {}
         self.owned: dict[IPAddress, tuple[str, ...]] = {}  # IP -> interfaces answering
         self.errors: dict[str, str] = {}  # IP -> why it cannot be answered
@@ -289,12 +292,14 @@ class L2Backend:
 
 
 def build(wiring: Wiring) -> L2Backend:
-    """The backend of `--modes l2`: heartbeats on `l2_port`, ARP/NDP responders."""
+    """The backend of `--modes l2`: heartbeats on `l2_port` (authenticated with
+    `heartbeat_key` when set), ARP/NDP responders."""
     return L2Backend(
         wiring.node,
         on_change=wiring.notify,
         timing=Timing(interval=wiring.heartbeat_interval_s),
         port=wiring.l2_port,
+        key=wiring.heartbeat_key,
     )
 
 

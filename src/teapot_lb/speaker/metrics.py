@@ -104,6 +104,19 @@ class SpeakerCollector(Collector):
         owned = GaugeMetricFamily(f"{PREFIX}_l2_owned_ips", "IPs this node answers for.")
         owned.add_metric([], len(s.l2.owned))
         yield owned
+        beats = s.l2.membership.counters
+        for name, value, help_text in (
+            ("received", beats.received, "Heartbeats accepted from peers"),
+            ("rejected", beats.rejected, "Heartbeats dropped (malformed, replayed, bad tag)"),
+            (
+                "unauthenticated",
+                beats.unauthenticated,
+                "Heartbeats dropped for a missing or wrong tag (forged, or another key)",
+            ),
+        ):
+            m = CounterMetricFamily(f"{PREFIX}_l2_heartbeats_{name}", help_text)
+            m.add_metric([], value)
+            yield m
         live = GaugeMetricFamily(f"{PREFIX}_l2_live_speakers", "Speakers alive (membership).")
         live.add_metric([], len(s.l2.live_speakers()))
         yield live

@@ -2,9 +2,10 @@
 
 Level-triggered like a reconcile: sources (Kubernetes informers, or the manifest
 directory in standalone mode) put objects into the :class:`~teapot_lb.cluster.Store`
-and call :meth:`NodeSpeaker.notify`; a few milliseconds later (changes arriving together
-are planned once) :meth:`NodeSpeaker.step` computes `plan(view, node)` and hands each
-backend its part; each backend changes only what differs from what it holds.
+and call :meth:`NodeSpeaker.notify`; after ``debounce_s`` (changes arriving together are
+planned once: 5 ms for the informers' one-object events, 0 behind the manifest watch, which
+already reloads a burst at once) :meth:`NodeSpeaker.step` computes `plan(view, node)` and
+hands each backend its part; each backend changes only what differs from what it holds.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from teapot_lb.speaker.report import Announcing, ServiceEvent, announcing, event
 from teapot_lb.speaker.vip_backend import VIPBackend
 
 Reporter = Callable[["StepResult"], Awaitable[None]]
+
+# Informer events arrive one object at a time (a Service, then its EndpointSlice): a few
+# milliseconds merge them into one step. A source that already delivers a whole change at
+# once (the standalone manifest watch) runs with 0: triggers of one loop turn still merge.
+DEBOUNCE_S = 0.005
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,7 @@ class NodeSpeaker:
         vip: VIPBackend | None = None,
         reporter: Reporter | None = None,
         options: PlanOptions | None = None,
-        debounce_s: float = 0.005,
+        debounce_s: float = DEBOUNCE_S,
     ) -> None:
         self.node = node
         self.store = store

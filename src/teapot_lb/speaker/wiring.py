@@ -18,7 +18,7 @@ from teapot_lb.cluster import Store
 from teapot_lb.controller.options import ControllerOptions
 from teapot_lb.speaker import bgp_backend, l2_backend, vip_backend
 from teapot_lb.speaker.backend import Backend, Wiring
-from teapot_lb.speaker.node import NodeSpeaker
+from teapot_lb.speaker.node import DEBOUNCE_S, NodeSpeaker
 
 BACKENDS: Mapping[str, Callable[[Wiring], Backend]] = {
     "bgp": bgp_backend.build,
@@ -50,22 +50,32 @@ class SpeakerConfig(Protocol):
     def heartbeat_interval_s(self) -> float: ...
 
     @property
+    def heartbeat_key(self) -> bytes | None: ...
+
+    @property
     def keepalived(self) -> str: ...
 
     @property
     def controller(self) -> ControllerOptions: ...
 
 
-def build_speaker(config: SpeakerConfig, store: Store, *, restarting: bool = False) -> NodeSpeaker:
+def build_speaker(
+    config: SpeakerConfig,
+    store: Store,
+    *,
+    restarting: bool = False,
+    debounce_s: float = DEBOUNCE_S,
+) -> NodeSpeaker:
     """The node speaker with the backends of the enabled modes (`run` and `speaker`).
 
     ``restarting``: the previous run did not stop gracefully (see
-    :class:`~teapot_lb.speaker.run_marker.RunMarker`)."""
+    :class:`~teapot_lb.speaker.run_marker.RunMarker`). ``debounce_s``: how long a trigger
+    waits for others before a step (see :class:`~teapot_lb.speaker.node.NodeSpeaker`)."""
     options = PlanOptions(
         load_balancer_class=config.controller.load_balancer_class,
         handle_unclassed=not config.controller.class_only,
     )
-    speaker = NodeSpeaker(config.node, store, options=options)
+    speaker = NodeSpeaker(config.node, store, options=options, debounce_s=debounce_s)
     wiring = Wiring(
         node=config.node,
         state_dir=config.state_dir,
@@ -74,6 +84,7 @@ def build_speaker(config: SpeakerConfig, store: Store, *, restarting: bool = Fal
         bgp_port=config.bgp_port,
         l2_port=config.l2_port,
         heartbeat_interval_s=config.heartbeat_interval_s,
+        heartbeat_key=config.heartbeat_key,
         keepalived=config.keepalived,
     )
     speaker.backends = [build(wiring) for mode, build in BACKENDS.items() if mode in config.modes]
