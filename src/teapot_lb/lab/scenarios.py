@@ -151,8 +151,11 @@ class ModeScenario:
         docs = self.state.docs.setdefault(self.key, [])
         self.say(f"creating {self.sizes.services} Services in pool {pool}")
         known: dict[str, str] = {}
+        # Zero-padded, so that names sort in creation order: standalone assignment goes
+        # in name order, and a newcomer sorting first would move the others' IPs.
+        width = len(str(self.sizes.services))
         for i in range(1, self.sizes.services + 1):
-            name = f"{self.key}-{i}"
+            name = f"{self.key}-{i:0{width}d}"
             key = f"{LAB_NAMESPACE}/{name}"
             docs.append(service_doc(name, pool, self.family))
             ip = self._ip_of(key, known)
