@@ -5,7 +5,7 @@ Usage (root): ``.venv/bin/python bench/bfd.py [--sessions 50] [--interval-ms 50]
 
 Two namespaces on one LAN, each running our BFD (``tests/bfd/drive_bfd.py``, the
 product's ``BfdEndpoint`` and ``Session``) with N single-hop sessions to the other: pair i
-is 198.51.100.i on host "peer" and 198.51.100.(100+i) on host "node" (N <= 99). Every
+is 198.51.100.i on host "peer" and 198.51.100.(100+i) on host "node" (N <= 100). Every
 session runs at TX = RX = ``--interval-ms`` with detect mult 3. Once all N are Up on the
 node, the node process's CPU (user + system, from /proc) is read over ``--seconds``; any
 state change in that window is counted as a flap.
@@ -50,8 +50,8 @@ def main() -> None:
     if reason := netns_available():
         sys.exit(f"bench/bfd.py: {reason}")
     n = args.sessions
-    if not 1 <= n <= 99:
-        sys.exit("--sessions must be 1..99 (addresses come from 198.51.100.0/24)")
+    if not 1 <= n <= 100:
+        sys.exit("--sessions must be 1..100 (addresses come from 198.51.100.0/24)")
     timing = {"tx_ms": args.interval_ms, "rx_ms": args.interval_ms, "mult": 3}
     with Topology("bfdb") as topo, tempfile.TemporaryDirectory() as tmp:
         lab = Lab(topo)
