@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from bfd.conftest import OurBfd  # noqa: E402
-from bgp.interop.peers.base import wait_for  # noqa: E402
 from bgp.interop.peers.lab import Lab  # noqa: E402
+from teapot_lb.lab.wait import wait_for  # noqa: E402
 from teapot_lb.netlab import Topology, netns_available  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -73,7 +73,7 @@ def main() -> None:
                           [{"peer": a, "local": b, **timing} for a, b in pairs])  # fmt: skip
             drivers.append(node)
             wait_for(lambda: all(node.state(a) == "UP" for a, _ in pairs), timeout=60,
-                     what=f"{n} sessions Up", on_timeout=node.log_tail)  # fmt: skip
+                     what=f"{n} sessions Up", detail=node.log_tail)  # fmt: skip
             time.sleep(2 * args.interval_ms / 1000 * 3)  # let the poll sequences end
             changes = sum(len(node.states(a)) for a, _ in pairs)
             pid = node.proc.pid
