@@ -188,6 +188,10 @@ class Router:
         """Addresses of the nodes whose session is Established."""
         raise NotImplementedError
 
+    def bfd_up(self) -> set[str]:
+        """Addresses of the nodes whose BFD session is Up (empty without BFD)."""
+        raise NotImplementedError
+
     def log_files(self) -> list[Path]:
         return []
 
@@ -271,6 +275,14 @@ class Bird(Router):
                 up.add(self.config.sessions[int(words[0][4:])].address)
         return up
 
+    def bfd_up(self) -> set[str]:
+        try:
+            text = self.birdc("show bfd sessions")
+        except (RouterError, subprocess.TimeoutExpired):
+            return set()
+        # "192.0.2.11  eth0  Up  10:00:01.123  0.100  0.300" per session
+        return {w[0] for w in (line.split() for line in text.splitlines()) if "Up" in w[1:3]}
+
 
 class Frr(Router):
     kind = "frr"
@@ -297,9 +309,9 @@ class Frr(Router):
         self._popen(self._argv("zebra"), self.workdir / "zebra.out")
         self._zebra_started = False
 
-    def vtysh(self, command: str) -> str:
+    def vtysh(self, command: str, daemon: str = "bgpd") -> str:
         proc = subprocess.run(
-            ["vtysh", "--vty_socket", str(self.workdir), "-d", "bgpd", "-c", command],
+            ["vtysh", "--vty_socket", str(self.workdir), "-d", daemon, "-c", command],
             capture_output=True,
             text=True,
             timeout=20,
@@ -333,6 +345,15 @@ class Frr(Router):
         except (RouterError, ValueError, subprocess.TimeoutExpired):
             return set()
         return {addr for addr, info in doc.items() if info.get("bgpState") == "Established"}
+
+    def bfd_up(self) -> set[str]:
+        if self.config.bfd is None:
+            return set()
+        try:
+            peers = json.loads(self.vtysh("show bfd peers json", "bfdd") or "[]")
+        except (RouterError, ValueError, subprocess.TimeoutExpired):
+            return set()
+        return {p["peer"] for p in peers if p.get("status") == "up" and "peer" in p}
 
 
 def make_router(kind: str, host: Host, workdir: Path, config: RouterConfig) -> Router:
