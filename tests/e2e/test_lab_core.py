@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from teapot_lb.cli.lab import lab
 from teapot_lb.lab.manifests import (
+    BfdSpec,
     LabConfigError,
     announced_view,
     assigned_ips,
@@ -31,10 +32,17 @@ from teapot_lb.lab.report import (
     ServiceResult,
     Spread,
     Trial,
+    goals,
     table,
     to_json,
 )
-from teapot_lb.lab.router import RouterConfig, Session, bird_config, frr_config
+from teapot_lb.lab.router import (
+    RouterConfig,
+    Session,
+    bird_config,
+    frr_bfdd_config,
+    frr_config,
+)
 from teapot_lb.lab.runner import REPO_EXAMPLES
 
 
@@ -184,6 +192,8 @@ def test_examples_lab_gives_three_nodes_a_router_and_a_pool_per_mode(tmp_path: P
         "192.0.2.1", 64500, 64512,
     )  # fmt: skip
     assert lay.bgp.hold_time == 3
+    assert lay.bgp.bfd == BfdSpec(transmit_ms=100, receive_ms=100, multiplier=3)
+    assert lay.bgp.bfd.detection_s == pytest.approx(0.3)
     assert lay.pools == {
         "bgp": ["lab-bgp", "lab-bgp6"], "l2": ["lab-l2", "lab-l26"], "vip": ["lab-vip", "lab-vip6"],
     }  # fmt: skip
@@ -276,6 +286,52 @@ def test_bird_config_merges_paths_into_the_kernel_and_peers_every_node() -> None
     # MP-BGP: IPv6 unicast over each IPv4 session too.
     assert "ipv4 { import all; export none; gateway direct; };" in text
     assert "ipv6 { import all; export none; gateway direct; };" in text
+
+
+def bfd_config() -> RouterConfig:
+    bfd = BfdSpec(transmit_ms=100, receive_ms=200, multiplier=3)
+    return RouterConfig(
+        64500, "192.0.2.1", tuple(Session(s.address, s.asn, 3, 1, bfd) for s in config().sessions)
+    )
+
+
+def test_without_a_bfd_profile_the_router_runs_no_bfd() -> None:
+    assert config().bfd is None
+    assert "bfd" not in bird_config(config(), Path("/tmp/x/bird.log"))
+    assert "bfd" not in frr_config(config(), "router")
+
+
+def test_bird_runs_bfd_on_every_session_with_the_profiles_timers() -> None:
+    text = bird_config(bfd_config(), Path("/tmp/x/bird.log"))
+    assert (
+        'protocol bfd { interface "*" { min rx interval 200 ms; min tx interval 100 ms;'
+        " multiplier 3; }; }" in text
+    )
+    assert text.count("  bfd on;") == 2
+
+
+def test_frr_runs_bfd_on_every_session_with_a_bfdd_profile_of_the_profiles_timers() -> None:
+    text = frr_config(bfd_config(), "router")
+    assert " neighbor 192.0.2.11 bfd profile lab" in text
+    assert " neighbor 192.0.2.12 bfd profile lab" in text
+    bfdd = frr_bfdd_config(BfdSpec(100, 200, 3))
+    assert bfdd == (
+        "bfd\n profile lab\n  transmit-interval 100\n  receive-interval 200\n"
+        "  detect-multiplier 3\n"
+    )
+
+
+def test_the_bgp_hard_kill_goal_is_the_bfd_bound_with_a_bfd_profile_else_the_hold_time() -> None:
+    m = passing_mode("bgp")
+    m.failovers = [Failover("hard", [Trial("node-1", 0.3, 5, 70)])]
+    with_bfd = goals(LabReport({"bgp_hold_time_s": 3, "bgp_bfd_detection_s": 0.3}, [m]))
+    assert [(g.name, g.target, g.met) for g in with_bfd if g.name.startswith("BGP")] == [
+        ("BGP hard kill max v4", "≤ 0.35 s (BFD)", True)
+    ]
+    without = goals(LabReport({"bgp_hold_time_s": 3}, [m]))
+    assert [(g.target, g.met) for g in without if g.name.startswith("BGP")] == [
+        ("≤ hold time 3 s (+0.5 s)", True)
+    ]
 
 
 def test_frr_config_allows_ecmp_over_every_node() -> None:

@@ -72,6 +72,21 @@ class NodeSpec:
 
 
 @dataclass(frozen=True)
+class BfdSpec:
+    """The BFD timers of the BGPPeer's bfdProfile; the router runs the same on its side."""
+
+    transmit_ms: int
+    receive_ms: int
+    multiplier: int
+
+    @property
+    def detection_s(self) -> float:
+        """About how long a dead path takes to notice: the slower interval times the
+        multiplier (both sides run the same profile)."""
+        return max(self.transmit_ms, self.receive_ms) * self.multiplier / 1000
+
+
+@dataclass(frozen=True)
 class BgpSpec:
     """The router side of the BGP sessions, from the BGPPeers."""
 
@@ -81,6 +96,7 @@ class BgpSpec:
     hold_time: int
     keepalive_time: int
     nodes: tuple[str, ...] = ()  # the nodes some BGPPeer selects: the router peers with them
+    bfd: BfdSpec | None = None  # the BGPPeer's bfdProfile: BFD beside every session
 
 
 @dataclass
@@ -263,6 +279,15 @@ def _bgp_spec(view: ClusterView) -> BgpSpec | None:
     if spec.peer_asn is None:
         raise LabConfigError(f"BGPPeer {peer.name}: the lab's router needs peerASN")
     hold = int(peer.hold_time_seconds())
+    bfd = None
+    if spec.bfd_profile is not None:
+        profile = view.bfd_profiles.get(object_key(peer.metadata.namespace, spec.bfd_profile))
+        if profile is None:
+            raise LabConfigError(
+                f"BGPPeer {peer.name}: bfdProfile {spec.bfd_profile} is not in the manifests"
+            )
+        p = profile.spec
+        bfd = BfdSpec(p.transmit_interval, p.receive_interval, p.detect_multiplier)
     peered = tuple(
         name
         for name, node in sorted(view.nodes.items())
@@ -275,6 +300,7 @@ def _bgp_spec(view: ClusterView) -> BgpSpec | None:
         hold_time=hold,
         keepalive_time=max(1, int(peer.keepalive_time_seconds())),
         nodes=peered,
+        bfd=bfd,
     )
 
 

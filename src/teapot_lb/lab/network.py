@@ -146,7 +146,7 @@ class LabNetwork:
         if bgp is not None and "bgp" in self.modes:
             asn = bgp.router_asn
             sessions = tuple(
-                Session(n.address, bgp.node_asn, bgp.hold_time, bgp.keepalive_time)
+                Session(n.address, bgp.node_asn, bgp.hold_time, bgp.keepalive_time, bgp.bfd)
                 for n in self.nodes.values()
                 if n.name in bgp.nodes
             )

@@ -4,7 +4,10 @@ It peers with every node (the lab derives the sessions from the manifests' BGPPe
 imports what the nodes announce and installs it into the namespace's kernel FIB with
 ECMP: one next hop per announcing node. Each session (IPv4 transport) carries IPv4 and
 IPv6 unicast (MP-BGP, RFC 4760): a node's IPv6 routes come over its IPv4 session with
-its IPv6 InternalIP as next hop (docs/bgp.md). Every file (config, control sockets, logs, pid
+its IPv6 InternalIP as next hop (docs/bgp.md). When the BGPPeer names a BFDProfile the
+router runs BFD beside each session with the profile's timers (BIRD: ``protocol bfd`` and
+``bfd on``; FRR: bfdd and ``neighbor X bfd profile``), so a dead node's session ends in
+BFD time rather than at the hold time (docs/bfd.md). Every file (config, control sockets, logs, pid
 files) lives in the lab's work directory, never in /etc or /run.
 """
 
@@ -20,10 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from teapot_lb.lab.manifests import BfdSpec
 from teapot_lb.netlab import Host
 
 FRR_DIR = Path("/usr/lib/frr")
 ROUTERS = ("bird", "frr")
+BFD_PROFILE = "lab"  # FRR's name for the BFD profile of the lab's sessions
 
 
 class RouterError(RuntimeError):
@@ -38,6 +43,7 @@ class Session:
     asn: int
     hold_time: int
     keepalive_time: int
+    bfd: BfdSpec | None = None  # BFD beside the session, with the BGPPeer's profile
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,11 @@ class RouterConfig:
     asn: int
     router_id: str
     sessions: tuple[Session, ...]
+
+    @property
+    def bfd(self) -> BfdSpec | None:
+        """The BFD timers (the lab's BGPPeers share one profile); None: no BFD."""
+        return next((s.bfd for s in self.sessions if s.bfd is not None), None)
 
 
 # --------------------------------------------------------------------------- configs (pure)
@@ -60,6 +71,12 @@ def bird_config(cfg: RouterConfig, log: Path) -> str:
         "protocol kernel kernel4 { ipv4 { import none; export all; }; merge paths on; }",
         "protocol kernel kernel6 { ipv6 { import none; export all; }; merge paths on; }",
     ]
+    if cfg.bfd is not None:
+        b = cfg.bfd
+        out.append(
+            f'protocol bfd {{ interface "*" {{ min rx interval {b.receive_ms} ms;'
+            f" min tx interval {b.transmit_ms} ms; multiplier {b.multiplier}; }}; }}"
+        )
     for i, s in enumerate(cfg.sessions):
         out += [
             f"protocol bgp node{i} {{",
@@ -68,6 +85,7 @@ def bird_config(cfg: RouterConfig, log: Path) -> str:
             "  direct;",
             f"  hold time {s.hold_time}; keepalive time {s.keepalive_time};",
             "  connect delay time 1; connect retry time 1; error wait time 1, 2;",
+            *(["  bfd on;"] if s.bfd is not None else []),
             "  ipv4 { import all; export none; gateway direct; };",
             "  ipv6 { import all; export none; gateway direct; };",
             "}",
@@ -94,6 +112,8 @@ def frr_config(cfg: RouterConfig, hostname: str) -> str:
             f" neighbor {s.address} timers connect 1",
             f" neighbor {s.address} advertisement-interval 0",
         ]
+        if s.bfd is not None:
+            out.append(f" neighbor {s.address} bfd profile {BFD_PROFILE}")
     for family in ("ipv4", "ipv6"):
         out += [
             f" address-family {family} unicast",
@@ -103,6 +123,14 @@ def frr_config(cfg: RouterConfig, hostname: str) -> str:
         out += [f"  neighbor {s.address} activate" for s in cfg.sessions]
         out.append(" exit-address-family")
     return "\n".join(out) + "\n"
+
+
+def frr_bfdd_config(bfd: BfdSpec) -> str:
+    """bfdd.conf: the profile bgpd's sessions name (bgpd asks bfdd through zebra)."""
+    return (
+        f"bfd\n profile {BFD_PROFILE}\n  transmit-interval {bfd.transmit_ms}\n"
+        f"  receive-interval {bfd.receive_ms}\n  detect-multiplier {bfd.multiplier}\n"
+    )
 
 
 # --------------------------------------------------------------------------- FIB (kernel)
@@ -158,6 +186,10 @@ class Router:
 
     def established(self) -> set[str]:
         """Addresses of the nodes whose session is Established."""
+        raise NotImplementedError
+
+    def bfd_up(self) -> set[str]:
+        """Addresses of the nodes whose BFD session is Up (empty without BFD)."""
         raise NotImplementedError
 
     def log_files(self) -> list[Path]:
@@ -243,12 +275,21 @@ class Bird(Router):
                 up.add(self.config.sessions[int(words[0][4:])].address)
         return up
 
+    def bfd_up(self) -> set[str]:
+        try:
+            text = self.birdc("show bfd sessions")
+        except (RouterError, subprocess.TimeoutExpired):
+            return set()
+        # "192.0.2.11  eth0  Up  10:00:01.123  0.100  0.300" per session
+        return {w[0] for w in (line.split() for line in text.splitlines()) if "Up" in w[1:3]}
+
 
 class Frr(Router):
     kind = "frr"
 
     def log_files(self) -> list[Path]:
-        return [self.workdir / n for n in ("zebra.out", "zebra.log", "bgpd.out", "bgpd.log")]
+        daemons = ("zebra", "bgpd", *(("bfdd",) if self.config.bfd is not None else ()))
+        return [self.workdir / f"{d}.{ext}" for d in daemons for ext in ("out", "log")]
 
     def _argv(self, daemon: str) -> list[str]:
         # As root FRR wants a user in its vty group; -g frrvty satisfies it without
@@ -263,12 +304,14 @@ class Frr(Router):
     def start(self) -> None:
         (self.workdir / "zebra.conf").write_text(f"hostname {self.host.name}-zebra\n")
         (self.workdir / "bgpd.conf").write_text(frr_config(self.config, self.host.name))
+        if self.config.bfd is not None:
+            (self.workdir / "bfdd.conf").write_text(frr_bfdd_config(self.config.bfd))
         self._popen(self._argv("zebra"), self.workdir / "zebra.out")
         self._zebra_started = False
 
-    def vtysh(self, command: str) -> str:
+    def vtysh(self, command: str, daemon: str = "bgpd") -> str:
         proc = subprocess.run(
-            ["vtysh", "--vty_socket", str(self.workdir), "-d", "bgpd", "-c", command],
+            ["vtysh", "--vty_socket", str(self.workdir), "-d", daemon, "-c", command],
             capture_output=True,
             text=True,
             timeout=20,
@@ -283,6 +326,9 @@ class Frr(Router):
         if not self._zebra_started:
             if not (self.workdir / "zserv.api").exists():
                 return False
+            if self.config.bfd is not None:  # before bgpd, which asks it for sessions
+                bfdd = [*self._argv("bfdd"), "--bfdctl", str(self.workdir / "bfdd.sock")]
+                self._popen(bfdd, self.workdir / "bfdd.out")
             self._popen(self._argv("bgpd"), self.workdir / "bgpd.out")
             self._zebra_started = True
         if not (self.workdir / "bgpd.vty").exists():
@@ -299,6 +345,15 @@ class Frr(Router):
         except (RouterError, ValueError, subprocess.TimeoutExpired):
             return set()
         return {addr for addr, info in doc.items() if info.get("bgpState") == "Established"}
+
+    def bfd_up(self) -> set[str]:
+        if self.config.bfd is None:
+            return set()
+        try:
+            peers = json.loads(self.vtysh("show bfd peers json", "bfdd") or "[]")
+        except (RouterError, ValueError, subprocess.TimeoutExpired):
+            return set()
+        return {p["peer"] for p in peers if p.get("status") == "up" and "peer" in p}
 
 
 def make_router(kind: str, host: Host, workdir: Path, config: RouterConfig) -> Router:

@@ -143,6 +143,8 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                 report.options["node_names"] = [n.name for n in lay.nodes]
                 if lay.bgp is not None:
                     report.options["bgp_hold_time_s"] = lay.bgp.hold_time
+                    if lay.bgp.bfd is not None:
+                        report.options["bgp_bfd_detection_s"] = lay.bgp.bfd.detection_s
                 progress(
                     f"lab: {len(lay.nodes)} nodes, router {options.router}, modes"
                     f" {','.join(options.modes)}, families {','.join(options.families)},"

@@ -327,6 +327,7 @@ class ModeScenario:
         bad: Callable[[Attempt], bool]
         if hard:
             bad = _failed
+            self._wait_bfd_up(victim)
             t0 = self.net.crash(victim)
             limit = (self.net.layout.bgp.hold_time if self.net.layout.bgp else 90) + 15
         else:
@@ -426,6 +427,16 @@ class ModeScenario:
         except LabTimeout:
             return False
         return True
+
+    def _wait_bfd_up(self, name: str) -> None:
+        """With BFD, the router's BFD session to ``name`` is Up: BFD starts at one packet a
+        second (RFC 5880 §6.8.3), so just after a node's return its BGP session can be
+        Established while BFD is not yet Up, and a kill then would cost the hold time."""
+        bgp, router = self.net.layout.bgp, self.net.router_daemon
+        if bgp is None or bgp.bfd is None or router is None:
+            return
+        address = self.net.address_of(name, "v4")  # the session's transport
+        wait_for(lambda: address in router.bfd_up(), timeout=20, what=f"BFD with {name} Up")
 
     def _wait_all_hops(self, ip: str) -> None:
         names = self.bgp_announcers(ip)
