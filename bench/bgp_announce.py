@@ -94,6 +94,16 @@ DAEMON_SENDERS = ("frr", "bird", "exabgp", "gobgp")  # candidates for "best daem
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def established(watcher: Bird, peer: str, deadline: float, other: BgpDaemon) -> float:
+    """When BIRD (`watcher`) saw its session to `peer` established, polled every 5 ms
+    until `deadline`; PeerError with the other side's log tail if it never comes up."""
+    while (t_est := watcher.established_at(peer)) is None:
+        if time.monotonic() > deadline:
+            raise PeerError(f"session never came up\n{other.log_tail()}")
+        time.sleep(0.005)
+    return t_est
+
+
 @dataclass
 class Result:
     sender: str
@@ -301,12 +311,7 @@ class Bench:
     def _measure(self, receiver: Bird, tx: BgpDaemon, result: Result) -> None:
         peer = tx.router_id
         deadline = time.monotonic() + self.args.timeout
-        t_est = None
-        while t_est is None:
-            t_est = receiver.established_at(peer)
-            if time.monotonic() > deadline:
-                raise PeerError(f"session never came up\n{tx.log_tail()}")
-            time.sleep(0.005)
+        t_est = established(receiver, peer, deadline, tx)
         pids = proc_tree([p.pid for p in tx.procs])
         cpu0 = cpu_seconds(pids)
         if result.sender == "ours-late":
@@ -421,12 +426,7 @@ class ReceiveBench:
         """
         n = len(self.originate)
         deadline = time.monotonic() + self.args.timeout
-        t_est = None
-        while t_est is None:
-            t_est = sender.established_at(rx4)
-            if time.monotonic() > deadline:
-                raise PeerError(f"session never came up\n{rx.log_tail()}")
-            time.sleep(0.005)
+        t_est = established(sender, rx4, deadline, rx)
         pids = proc_tree([p.pid for p in rx.procs])
         last_cpu = cpu_seconds(pids)
         last_busy = time.monotonic()

@@ -54,8 +54,9 @@ from teapot_lb.announce.plan import plan
 from teapot_lb.bgp import State
 from teapot_lb.cluster import ClusterView, Kind, Store
 from teapot_lb.lab.manifests import assigned_ips, layout, read_dir, service_doc, with_services
-from teapot_lb.lab.network import LabNetwork, wait_for
+from teapot_lb.lab.network import LabNetwork
 from teapot_lb.lab.router import fib_next_hops
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.model.kinds import KINDS
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.netlab import Topology, netns_available
