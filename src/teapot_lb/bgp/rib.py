@@ -24,6 +24,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from ipaddress import IPv4Address, IPv6Address
 
 from .attributes import DEFAULT_ATTRIBUTES, Desired, Paths, ReceivedPath, RouteAttributes
@@ -134,6 +135,12 @@ def path_ids(keys: Sequence[str]) -> list[int]:
 _SINGLE_PATH_ID = pack_path_id(path_id(""))
 
 
+@lru_cache(maxsize=16384)
+def _packed_path_ids(keys: tuple[str, ...]) -> tuple[bytes, ...]:
+    # Many prefixes share one set of keys (a tenant's backends): compute their ids once.
+    return tuple(pack_path_id(pid) for pid in path_ids(keys))
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledRoutes:
     """Desired routes in wire form: per family, NLRI encoding → attributes (one path per
@@ -162,8 +169,8 @@ class CompiledRoutes:
             if paths is None:
                 out[_SINGLE_PATH_ID + enc] = attrs
                 continue
-            for pid, (_, path) in zip(path_ids(paths.keys()), paths.by_key, strict=True):
-                out[pack_path_id(pid) + enc] = path
+            for pid, (_, path) in zip(_packed_path_ids(paths.keys()), paths.by_key, strict=True):
+                out[pid + enc] = path
         self._with_ids[family] = out
         return out
 

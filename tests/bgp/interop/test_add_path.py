@@ -1,0 +1,85 @@
+"""Several paths per prefix with third-party next hops, against BIRD 2 and FRR 8.
+
+Our speaker (host "speaker") announces one /32 and one /128 with a path per backend
+(hosts "b1".."b3" on the same segment, each path's next hop one backend's address) to a
+router (host "router") whose kernel FIB is checked: with ADD-PATH (RFC 7911) it holds an
+ECMP route over every backend and loses exactly the next hop of a withdrawn path; without
+ADD-PATH it holds the one path our speaker sends (the first by key), its third-party next
+hop accepted because it is on the router's segment (RFC 4271 §5.1.3).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import OUR_AS, PEER_AS, DaemonFactory
+from .peers import Lab, Neighbor, Origination, Teapot, wait_fib
+
+ROUTERS = ["bird", "frr"]
+BACKENDS = ["b1", "b2", "b3"]
+VIPS = {4: "203.0.113.10/32", 6: "2001:db8:10::10/128"}
+
+
+def tenant_paths(lab: Lab, backends: list[str]) -> list[Origination]:
+    """Each VIP once per backend: the backend's address as next hop, its name as key."""
+    return [
+        Origination(prefix, next_hop=lab.addr(b, version), path=b)
+        for version, prefix in VIPS.items()
+        for b in backends
+    ]
+
+
+def setup(lab: Lab, make_daemon: DaemonFactory, router: str, router_add_path: str) -> Teapot:
+    for name in ("router", "speaker", *BACKENDS):
+        lab.add(name)
+    make_daemon(
+        router, "router", asn=PEER_AS, fib=True,
+        neighbors=[Neighbor(
+            lab.v4["speaker"], OUR_AS, local_address=lab.v4["router"], hold_time=30,
+            add_path=router_add_path,
+        )],
+    )  # fmt: skip
+    ours = make_daemon(
+        "teapot", "speaker", asn=OUR_AS, originate=tenant_paths(lab, BACKENDS),
+        neighbors=[Neighbor(
+            lab.v4["router"], PEER_AS, local_address=lab.v4["speaker"], hold_time=30,
+            add_path="send",
+        )],
+    )  # fmt: skip
+    assert isinstance(ours, Teapot)
+    ours.wait_established(lab.v4["router"])
+    return ours
+
+
+@pytest.mark.parametrize("router", ROUTERS)
+def test_router_fib_has_an_ecmp_next_hop_per_path_and_loses_only_a_withdrawn_one(
+    lab: Lab, make_daemon: DaemonFactory, router: str
+) -> None:
+    ours = setup(lab, make_daemon, router, "receive")
+    assert ours.info(lab.v4["router"])["add_path_send"] == ["ipv4-unicast", "ipv6-unicast"]
+    host = lab.hosts["router"]
+    for version, prefix in VIPS.items():
+        wait_fib(host, prefix, {lab.addr(b, version) for b in BACKENDS})
+
+    ours.set_routes(tenant_paths(lab, ["b1", "b3"]))
+    for version, prefix in VIPS.items():
+        wait_fib(host, prefix, {lab.addr("b1", version), lab.addr("b3", version)})
+
+    ours.set_routes(tenant_paths(lab, ["b1", "b2", "b3"]))
+    for version, prefix in VIPS.items():
+        wait_fib(host, prefix, {lab.addr(b, version) for b in BACKENDS})
+
+
+@pytest.mark.parametrize("router", ROUTERS)
+def test_without_add_path_the_router_installs_the_first_path_with_its_third_party_next_hop(
+    lab: Lab, make_daemon: DaemonFactory, router: str
+) -> None:
+    ours = setup(lab, make_daemon, router, "off")
+    assert ours.info(lab.v4["router"])["add_path_send"] == []
+    host = lab.hosts["router"]
+    for version, prefix in VIPS.items():
+        wait_fib(host, prefix, {lab.addr("b1", version)})  # not the speaker's own address
+
+    ours.set_routes(tenant_paths(lab, ["b2", "b3"]))  # the first path goes: b2 is first now
+    for version, prefix in VIPS.items():
+        wait_fib(host, prefix, {lab.addr("b2", version)})
