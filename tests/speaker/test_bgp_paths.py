@@ -4,7 +4,7 @@ spec.addPath reaches the speaker's peer configuration."""
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, ip_network
+from ipaddress import IPv4Address, IPv6Address, ip_network
 
 import pytest
 from pydantic import ValidationError
@@ -77,6 +77,11 @@ async def test_the_backend_hands_the_speaker_paths_and_resends_only_on_change() 
     assert speaker.calls == [("routes", "192.0.2.1")]
     sent = speaker.routes["192.0.2.1"][ip_network(VIP)]
     assert isinstance(sent, Paths) and sent.keys() == ("node-a", "node-c")
+
+
+def test_a_route_whose_next_hop_is_of_the_other_family_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"203\.0\.113\.10/32 \(path 'node-a'\).*2001:db8::21"):
+        BGPRoute("r1", VIP, RouteAttributes(next_hop=IPv6Address("2001:db8::21")), path="node-a")
 
 
 @pytest.mark.parametrize(

@@ -63,6 +63,16 @@ class BGPRoute:
     attributes: RouteAttributes = DEFAULT_ATTRIBUTES
     path: str = ""
 
+    def __post_init__(self) -> None:
+        hop = self.attributes.next_hop
+        if hop is not None and ip_network(self.prefix).version != hop.version:
+            # Refused here, in the planner that made it: the BGP library would refuse it
+            # too, but only when the whole peer's routes are set.
+            raise ValueError(
+                f"BGP route {self.prefix} (path {self.path!r}) to {self.peer}: next hop "
+                f"{hop} is not of the prefix's address family"
+            )
+
     @property
     def mode(self) -> Mode:
         return Mode.BGP

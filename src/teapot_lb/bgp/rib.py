@@ -184,11 +184,23 @@ def compile_routes(routes: Mapping[Prefix, Desired | None]) -> CompiledRoutes:
         enc = encode_prefix(prefix)
         table = v4 if prefix.version == 4 else v6
         if isinstance(attrs, Paths):
+            for _, path in attrs.by_key:
+                _check_next_hop(prefix, path)
             multi.setdefault(family_of(prefix), {})[enc] = attrs
             table[enc] = attrs.first()
         else:
+            if attrs is not None and attrs.next_hop is not None:
+                _check_next_hop(prefix, attrs)
             table[enc] = attrs or DEFAULT_ATTRIBUTES
     return CompiledRoutes({IPV4_UNICAST: v4, IPV6_UNICAST: v6}, multi)
+
+
+def _check_next_hop(prefix: Prefix, attrs: RouteAttributes) -> None:
+    """A next hop of the other family would be replaced by next-hop self at export, which
+    for a third-party next hop sends the traffic to the wrong machine: refuse it."""
+    hop = attrs.next_hop
+    if hop is not None and hop.version != prefix.version:
+        raise ValueError(f"route {prefix}: next hop {hop} is not of the prefix's family")
 
 
 EMPTY_ROUTES = CompiledRoutes({IPV4_UNICAST: {}, IPV6_UNICAST: {}})

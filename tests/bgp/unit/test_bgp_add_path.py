@@ -299,6 +299,15 @@ def test_the_export_filter_judges_paths_by_their_prefix() -> None:
     assert why is not None and why.reason == "not here"
 
 
+def test_a_path_whose_next_hop_is_of_the_other_family_is_refused() -> None:
+    """Falling back to next-hop self would send the traffic to the speaker's own node."""
+    wrong = Paths.of({"node-a": RouteAttributes(next_hop=BACKENDS6["node-a"])})
+    with pytest.raises(ValueError, match="next hop 2001:db8::21 is not of the prefix's family"):
+        compile_routes({VIP: wrong})
+    with pytest.raises(ValueError, match="not of the prefix's family"):
+        compile_routes({VIP6: RouteAttributes(next_hop=BACKENDS["node-a"])})
+
+
 def test_paths_need_unique_sorted_keys() -> None:
     with pytest.raises(ValueError, match="at least one path"):
         Paths(())
