@@ -15,6 +15,7 @@ from teapot_lb.bgp.fsm import RoutesLearned, RoutesWithdrawn, State, negotiate_a
 from teapot_lb.bgp.neighbor import Dial, Neighbor, NeighborTimer, Order, Report, Transmit
 from teapot_lb.bgp.policy import Filter, PrefixIn, PrefixSet, reject
 from teapot_lb.bgp.rib import AdjRibOut, ExportContext, compile_routes, path_id, path_ids
+from teapot_lb.bgp.speaker import Speaker
 from teapot_lb.bgp.wire import (
     IPV4_UNICAST,
     IPV6_UNICAST,
@@ -43,6 +44,7 @@ from teapot_lb.bgp.wire import (
 )
 from teapot_lb.bgp.wire.capability import pack_capability, unpack_capabilities
 from teapot_lb.bgp.wire.mp import pack_mp_reach_value, pack_mp_unreach_value
+from teapot_lb.lab.wait import wait_for_async
 
 US = IPv4Address("192.0.2.10")
 THEM = IPv4Address("192.0.2.1")
@@ -378,3 +380,49 @@ def test_mp_unreach_with_path_identifiers_withdraws_one_ipv6_path() -> None:
     body = pack_update(b"", pack_attribute(0x80, 15, value), b"")[19:]
     (gone,) = decode_update_routes(body, Context(add_path=BOTH)).unreach
     assert [decode_path(e, 2) for e in gone.encodings] == [(3, VIP6)]
+
+
+# --- two of our speakers over loopback --------------------------------------------------------
+
+
+async def test_our_speakers_exchange_every_path_and_withdraw_one_over_loopback() -> None:
+    receiver = Speaker(
+        local_as=65002, router_id="192.0.2.2", listen_address="127.0.0.1", listen_port=0
+    )
+    sender = Speaker(local_as=65001, router_id="192.0.2.1", listen_port=None)
+    await receiver.start()
+    await sender.start()
+    try:
+        receiver.add_peer(
+            PeerConfig("127.0.0.1", 65001, passive=True, add_path=AddPathMode.RECEIVE)
+        )
+        sender.add_peer(
+            PeerConfig(
+                "127.0.0.1",
+                65002,
+                port=receiver.listen_port or 0,
+                connect_retry=0.2,
+                families=V4_ONLY,
+                add_path=AddPathMode.SEND,
+            )
+        )
+        sender.set_routes({VIP: paths(BACKENDS)})
+        rib_in = receiver.peer("127.0.0.1").rib_in
+
+        def hops() -> set[object]:
+            return {p.next_hop for prefix, _, p in rib_in.paths if prefix == VIP}
+
+        await wait_for_async(
+            lambda: hops() == set(BACKENDS.values()), within=15, what="three paths received"
+        )
+        sender.set_routes({VIP: paths({k: a for k, a in BACKENDS.items() if k != "node-c"})})
+        await wait_for_async(
+            lambda: hops() == {BACKENDS["node-a"], BACKENDS["node-b"]},
+            within=15,
+            what="the node-c path withdrawn, the others kept",
+        )
+        negotiated = receiver.peer("127.0.0.1").negotiated
+        assert negotiated is not None and negotiated.add_path_receive == V4_ONLY
+    finally:
+        await sender.shutdown()
+        await receiver.shutdown()
