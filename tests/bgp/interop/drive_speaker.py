@@ -18,7 +18,8 @@ Commands: ``ping``, ``add_peer {peer}``, ``set_routes {routes, peer?}`` (returns
 parsing our JSON and the speaker's ``set_routes`` took), ``state {peer}``,
 ``info {peer}`` (state, last error, counters, families sent with ADD-PATH),
 ``received {peer}`` (how many routes the peer's Adj-RIB-In holds; O(1), for polling),
-``routes_in {peer}``, ``stats`` (CPU, peak RSS),
+``routes_in {peer}``, ``paths_in {peer}`` (every received path: prefix, Path
+Identifier or null, next hop), ``stats`` (CPU, peak RSS),
 ``shutdown {communication?, withdraw?, graceful_restart?}`` (the process then exits).
 CONFIG ``"restarting": true`` starts the speaker as a restarting speaker (RFC 4724 R bit).
 SIGTERM and end of stdin also shut the speaker down gracefully.
@@ -153,6 +154,11 @@ class Driver:
             }
         if cmd == "received":
             return self.peers[msg["peer"]].prefixes_received
+        if cmd == "paths_in":
+            rib_in = self.peers[msg["peer"]].rib_in
+            return sorted(
+                [str(prefix), path_id, str(path.next_hop)] for prefix, path_id, path in rib_in.paths
+            )
         if cmd == "routes_in":
             paths = self.speaker.routes_in(msg["peer"])
             return {str(prefix): describe_path(path) for prefix, path in paths.items()}

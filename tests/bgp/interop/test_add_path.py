@@ -5,7 +5,8 @@ Our speaker (host "speaker") announces one /32 and one /128 with a path per back
 router (host "router") whose kernel FIB is checked: with ADD-PATH (RFC 7911) it holds an
 ECMP route over every backend and loses exactly the next hop of a withdrawn path; without
 ADD-PATH it holds the one path our speaker sends (the first by key), its third-party next
-hop accepted because it is on the router's segment (RFC 4271 §5.1.3).
+hop accepted because it is on the router's segment (RFC 4271 §5.1.3). The receiving side:
+ExaBGP sends us three paths of one prefix with ADD-PATH and our speaker keeps all three.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import OUR_AS, PEER_AS, DaemonFactory
-from .peers import Lab, Neighbor, Origination, Teapot, wait_fib
+from .peers import Lab, Neighbor, Origination, Teapot, wait_fib, wait_for
 
 ROUTERS = ["bird", "frr"]
 BACKENDS = ["b1", "b2", "b3"]
@@ -83,3 +84,36 @@ def test_without_add_path_the_router_installs_the_first_path_with_its_third_part
     ours.set_routes(tenant_paths(lab, ["b2", "b3"]))  # the first path goes: b2 is first now
     for version, prefix in VIPS.items():
         wait_fib(host, prefix, {lab.addr("b2", version)})
+
+
+def test_we_keep_every_path_exabgp_sends_with_add_path(
+    lab: Lab, make_daemon: DaemonFactory
+) -> None:
+    for name in ("peer", "node", *BACKENDS):
+        lab.add(name)
+    vip = VIPS[4]
+    make_daemon(
+        "exabgp", "peer", asn=PEER_AS,
+        originate=[Origination(vip, next_hop=lab.v4[b], path=b) for b in BACKENDS],
+        neighbors=[Neighbor(
+            lab.v4["node"], OUR_AS, local_address=lab.v4["peer"], families=("ipv4",),
+            add_path="send",
+        )],
+    )  # fmt: skip
+    ours = make_daemon(
+        "teapot", "node", asn=OUR_AS,
+        neighbors=[Neighbor(
+            lab.v4["peer"], PEER_AS, local_address=lab.v4["node"], add_path="receive",
+        )],
+    )  # fmt: skip
+    assert isinstance(ours, Teapot)
+    peer = lab.v4["peer"]
+    wait_for(
+        lambda: (
+            {(p, nh) for p, _, nh in ours.paths_in(peer)} == {(vip, lab.v4[b]) for b in BACKENDS}
+        ),
+        timeout=30,
+        what="three paths of the prefix in our Adj-RIB-In",
+        detail=lambda: f"{ours.paths_in(peer)}",
+    )
+    assert {pid for _, pid, _ in ours.paths_in(peer)} == {1, 2, 3}  # ExaBGP's identifiers

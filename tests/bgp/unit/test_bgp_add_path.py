@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from teapot_lb.bgp.attributes import Paths, RouteAttributes
 from teapot_lb.bgp.config import PeerConfig
 from teapot_lb.bgp.fsm import RoutesLearned, RoutesWithdrawn, State, negotiate_add_path
-from teapot_lb.bgp.neighbor import Dial, Neighbor, NeighborTimer, Order, Report, Transmit
+from teapot_lb.bgp.neighbor import Adopt, Dial, Neighbor, NeighborTimer, Order, Report, Transmit
 from teapot_lb.bgp.policy import Filter, PrefixIn, PrefixSet, reject
 from teapot_lb.bgp.rib import AdjRibOut, ExportContext, compile_routes, path_id, path_ids
 from teapot_lb.bgp.speaker import Speaker
@@ -26,6 +26,8 @@ from teapot_lb.bgp.wire import (
     CodecError,
     Context,
     ErrorCode,
+    GracefulRestart,
+    GracefulRestartFamily,
     Keepalive,
     MessageReader,
     MessageType,
@@ -369,8 +371,9 @@ def test_a_neighbor_receiving_paths_keeps_each_and_a_withdrawal_removes_one() ->
     }
     assert n.rib_in.routes[VIP].next_hop == BACKENDS["node-a"]  # the lowest identifier
     orders = n.data_received(link, pack_update(pack_path_prefix(7, VIP), b"", b""))
-    (gone,) = [o.event for o in orders if isinstance(o, Report)]
-    assert isinstance(gone, RoutesWithdrawn) and gone.prefixes == (VIP,)
+    reports = [o.event for o in orders if isinstance(o, Report)]
+    (gone,) = [e for e in reports if isinstance(e, RoutesWithdrawn)]
+    assert gone.prefixes == (VIP,)
     assert [(pid, p.next_hop) for _, pid, p in n.rib_in.paths] == [(8, BACKENDS["node-b"])]
     assert n.rib_in.get(VIP) is not None
 
@@ -426,3 +429,37 @@ async def test_our_speakers_exchange_every_path_and_withdraw_one_over_loopback()
     finally:
         await sender.shutdown()
         await receiver.shutdown()
+
+
+def test_stale_paths_go_when_the_restarted_peer_no_longer_sends_add_path() -> None:
+    """Graceful restart (RFC 4724) keeps the peer's paths as stale, keyed with their Path
+    Identifiers; a new session without ADD-PATH could never refresh them: they go at once."""
+    n = Neighbor(
+        PeerConfig("192.0.2.1", 65000, add_path=AddPathMode.RECEIVE), local_as=65001, router_id=US
+    )
+    (dial,) = [o for o in n.start() if isinstance(o, Dial)]
+    n.connection_made(dial.link, US)
+    gr = GracefulRestart(120, families=(GracefulRestartFamily(IPV4_UNICAST, True),))
+    with_paths = Open.build(
+        65000,
+        90,
+        THEM,
+        (
+            Multiprotocol(IPV4_UNICAST),
+            gr,
+            AddPath((AddPathFamily(IPV4_UNICAST, AddPathMode.SEND),)),
+        ),
+    )
+    n.data_received(dial.link, with_paths.pack() + Keepalive().pack())
+    attrs = Origin(0).pack() + AsPath.sequence(65000).pack() + NextHop(THEM).pack()
+    n.data_received(dial.link, pack_update(b"", attrs, pack_path_prefix(7, VIP)))
+    assert [pid for _, pid, _ in n.rib_in.paths] == [7]
+    (adopt,) = [o for o in n.accepted(US) if isinstance(o, Adopt)]  # the peer restarted
+    assert n.rib_in.stale == {VIP}
+    plain = Open.build(65000, 90, THEM, (Multiprotocol(IPV4_UNICAST), gr))
+    orders = n.data_received(adopt.link, plain.pack() + Keepalive().pack())
+    assert n.state == State.ESTABLISHED and n.rib_in.add_path == frozenset()
+    reports = [o.event for o in orders if isinstance(o, Report)]
+    (gone,) = [e for e in reports if isinstance(e, RoutesWithdrawn)]
+    assert gone.prefixes == (VIP,)
+    assert gone.reason == "ADD-PATH negotiated differently" and len(n.rib_in) == 0

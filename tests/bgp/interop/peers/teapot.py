@@ -170,6 +170,10 @@ class Teapot(BgpDaemon):
             proc.wait(timeout=15)
         self._reap()
 
+    def paths_in(self, peer: str) -> set[tuple[str, int | None, str]]:
+        """Every path received from ``peer``: prefix, Path Identifier (ADD-PATH), next hop."""
+        return {(p, pid, nh) for p, pid, nh in self.call("paths_in", peer=peer)}
+
     def stats(self) -> dict[str, float]:
         result: dict[str, float] = self.call("stats")
         return result
