@@ -240,11 +240,6 @@ class AdjRibOut:
         """The session went down: nothing is advertised any more."""
         self._sent = {}
 
-    def sent_paths(self, family: Family) -> dict[bytes, RouteAttributes]:
-        """What was sent of ``family``: encoding (with its Path Identifier under ADD-PATH)
-        → attributes (tests, diagnostics)."""
-        return dict(self._sent.get(family, {}))
-
     def why_not(self, prefix: Prefix) -> Rejected | None:
         """Why the export filter holds ``prefix`` back (None: it does not; under ADD-PATH,
         the first of its paths held back)."""
