@@ -117,3 +117,50 @@ def test_we_keep_every_path_exabgp_sends_with_add_path(
         detail=lambda: f"{ours.paths_in(peer)}",
     )
     assert {pid for _, pid, _ in ours.paths_in(peer)} == {1, 2, 3}  # ExaBGP's identifiers
+
+
+@pytest.mark.parametrize("router", ROUTERS)
+def test_two_speakers_announcing_the_same_paths_keep_every_backend_when_one_stops(
+    lab: Lab, make_daemon: DaemonFactory, router: str
+) -> None:
+    """Several management speakers announce a tenant IP with the same backends (the same
+    Path Identifiers, from the same keys): the router's FIB has exactly the backends as
+    next hops, keeps them all when one speaker stops, and follows the other's changes."""
+    speakers = ["speaker1", "speaker2"]
+    for name in ("router", *speakers, *BACKENDS):
+        lab.add(name)
+    make_daemon(
+        router, "router", asn=PEER_AS, fib=True,
+        neighbors=[
+            Neighbor(lab.v4[s], OUR_AS, local_address=lab.v4["router"], hold_time=30,
+                     add_path="receive")
+            for s in speakers
+        ],
+    )  # fmt: skip
+    ours = [
+        make_daemon(
+            "teapot",
+            s,
+            asn=OUR_AS,
+            originate=tenant_paths(lab, BACKENDS),
+            neighbors=[
+                Neighbor(
+                    lab.v4["router"],
+                    PEER_AS,
+                    local_address=lab.v4[s],
+                    hold_time=30,
+                    add_path="send",
+                )
+            ],
+        )
+        for s in speakers
+    ]
+    host = lab.hosts["router"]
+    for version, prefix in VIPS.items():
+        wait_fib(host, prefix, {lab.addr(b, version) for b in BACKENDS})
+    ours[0].stop()
+    for version, prefix in VIPS.items():
+        wait_fib(host, prefix, {lab.addr(b, version) for b in BACKENDS}, timeout=10)
+    ours[1].set_routes(tenant_paths(lab, ["b2"]))
+    for version, prefix in VIPS.items():
+        wait_fib(host, prefix, {lab.addr("b2", version)}, timeout=10)
