@@ -164,3 +164,35 @@ def test_two_speakers_announcing_the_same_paths_keep_every_backend_when_one_stop
     ours[1].set_routes(tenant_paths(lab, ["b2"]))
     for version, prefix in VIPS.items():
         wait_fib(host, prefix, {lab.addr("b2", version)}, timeout=10)
+
+
+def test_gobgp_keeps_every_path_we_send_with_add_path(lab: Lab, make_daemon: DaemonFactory) -> None:
+    """GoBGP is not wired to a FIB here: its RIB holds the three paths of each prefix."""
+    for name in ("router", "speaker", *BACKENDS):
+        lab.add(name)
+    router = make_daemon(
+        "gobgp", "router", asn=PEER_AS,
+        neighbors=[Neighbor(
+            lab.v4["speaker"], OUR_AS, local_address=lab.v4["router"], add_path="receive",
+        )],
+    )  # fmt: skip
+    ours = make_daemon(
+        "teapot", "speaker", asn=OUR_AS, originate=tenant_paths(lab, BACKENDS),
+        neighbors=[Neighbor(
+            lab.v4["router"], PEER_AS, local_address=lab.v4["speaker"], add_path="send",
+        )],
+    )  # fmt: skip
+    assert isinstance(ours, Teapot)
+
+    def next_hops(backends: list[str]) -> dict[str, frozenset[str]]:
+        return {p: frozenset(lab.addr(b, v) for b in backends) for v, p in VIPS.items()}
+
+    router.wait_routes(
+        lambda rib: {p: e.next_hops for p, e in rib.items()} == next_hops(BACKENDS),
+        what="three paths per prefix",
+    )
+    ours.set_routes(tenant_paths(lab, ["b1", "b3"]))
+    router.wait_routes(
+        lambda rib: {p: e.next_hops for p, e in rib.items()} == next_hops(["b1", "b3"]),
+        what="the b2 paths withdrawn",
+    )
