@@ -222,9 +222,6 @@ class FrrNode(Frr):
         conf = frr_node_config(self.config.router_id, f"{FRR.ip}/32", session)
         (self.workdir / "bgpd.conf").write_text(conf)
         (self.workdir / "bfdd.conf").write_text(frr_bfdd_config(session.bfd))
-        for pid in self.workdir.glob("*.pid"):  # a killed FRR leaves them behind
-            pid.unlink()
-        self.procs.clear()
         self._popen(self._argv("zebra"), self.workdir / "zebra.out")
         self._zebra_started = False
 
@@ -280,9 +277,11 @@ class Bench:
                 self.wait_back(v, name, timeout=90)
 
     def start_frr(self, name: str) -> None:
-        d = self.workdir / "frr" / name
-        frr = self.frr.get(name) or FrrNode(self.net, name, d, self.args.hold_time)
-        self.frr[name] = frr
+        # A fresh directory each boot: a killed FRR leaves its sockets behind, and a stale
+        # zserv.api would let bgpd and bfdd start before zebra listens.
+        boots = len(list((self.workdir / "frr").glob(f"{name}.*")))
+        d = self.workdir / "frr" / f"{name}.{boots}"
+        frr = self.frr[name] = FrrNode(self.net, name, d, self.args.hold_time)
         frr.start()
         wait_for(frr.ready, timeout=30, what=f"FRR on {name} to answer", every=0.1)
 

@@ -16,7 +16,8 @@ Commands: ``ping``, ``add_peer {peer}``, ``set_routes {routes, peer?}`` (returns
 parsing our JSON and the speaker's ``set_routes`` took), ``state {peer}``,
 ``info {peer}`` (state, last error, counters), ``received {peer}`` (how many routes the
 peer's Adj-RIB-In holds; O(1), for polling), ``routes_in {peer}``, ``stats`` (CPU, peak
-RSS), ``shutdown {communication?, withdraw?, graceful_restart?}`` (the process then exits).
+RSS), ``set_bfd {peer, bfd}`` (new BFD parameters for a running peer, µs; null: no BFD),
+``shutdown {communication?, withdraw?, graceful_restart?}`` (the process then exits).
 CONFIG ``"restarting": true`` starts the speaker as a restarting speaker (RFC 4724 R bit).
 SIGTERM and end of stdin also shut the speaker down gracefully.
 """
@@ -131,6 +132,10 @@ class Driver:
                 "last_error": peer.last_error,
                 "counters": dataclasses.asdict(peer.counters),
             }
+        if cmd == "set_bfd":
+            bfd = msg.get("bfd")
+            self.speaker.set_bfd(msg["peer"], BfdParameters(**bfd) if bfd else None)
+            return None
         if cmd == "received":
             return self.peers[msg["peer"]].prefixes_received
         if cmd == "routes_in":
