@@ -451,6 +451,13 @@ def main() -> None:
         default=2,
         help="CPU hogs per teapot-lb BFD node during the stability run",
     )
+    ap.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="keep manifests and every log (nodes, FRR, router) here (default: a temporary"
+        " directory, removed)",
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces)")
@@ -462,8 +469,14 @@ def main() -> None:
         flush=True,
     )
     results = Results()
-    with tempfile.TemporaryDirectory(prefix="bgpfo") as tmp, Topology("bgpfo") as topo:
-        bench = Bench(topo, Path(tmp), args)
+    with contextlib.ExitStack() as stack:
+        if args.workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bgpfo")))
+        else:
+            workdir = args.workdir
+            workdir.mkdir(parents=True, exist_ok=False)
+        topo = stack.enter_context(Topology("bgpfo"))
+        bench = Bench(topo, workdir, args)
         try:
             bench.start()
             print("lab up: every node's next hop and BFD session at the router", flush=True)
