@@ -19,7 +19,8 @@ parsing our JSON and the speaker's ``set_routes`` took), ``state {peer}``,
 ``info {peer}`` (state, last error, counters, families sent with ADD-PATH),
 ``received {peer}`` (how many routes the peer's Adj-RIB-In holds; O(1), for polling),
 ``routes_in {peer}``, ``paths_in {peer}`` (every received path: prefix, Path
-Identifier or null, next hop), ``stats`` (CPU, peak RSS),
+Identifier or null, next hop), ``stats`` (CPU, peak RSS), ``set_bfd {peer, bfd}`` (new
+BFD parameters for a running peer, µs; null: no BFD),
 ``shutdown {communication?, withdraw?, graceful_restart?}`` (the process then exits).
 CONFIG ``"restarting": true`` starts the speaker as a restarting speaker (RFC 4724 R bit).
 SIGTERM and end of stdin also shut the speaker down gracefully.
@@ -152,6 +153,10 @@ class Driver:
                 "counters": dataclasses.asdict(peer.counters),
                 "add_path_send": sorted(str(f) for f in neg.add_path_send) if neg else [],
             }
+        if cmd == "set_bfd":
+            bfd = msg.get("bfd")
+            self.speaker.set_bfd(msg["peer"], BfdParameters(**bfd) if bfd else None)
+            return None
         if cmd == "received":
             return self.peers[msg["peer"]].prefixes_received
         if cmd == "paths_in":
