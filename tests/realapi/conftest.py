@@ -10,26 +10,13 @@ import pytest
 
 from teapot_lb.lab.kubeplane import ControlPlane
 
-from .release import Release, unique
-
-ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_NAMESPACE = "teapot-lb-system"
+from .release import Release, install_shipped, unique
 
 
 @pytest.fixture(scope="session")
 def installed(kube_plane: ControlPlane) -> ControlPlane:
-    """The CRDs and deploy/teapot-lb.yaml applied as they are, the CRDs established.
-
-    The shipped ValidatingWebhookConfiguration is removed again afterwards: it reaches the
-    controller through a Service, and no Pod runs here to back it (with failurePolicy Fail
-    every lb.teapot.io write would be refused). Tests register the webhook by URL instead
-    (test_webhook.py)."""
-    kube_plane.kubectl("apply", "-f", str(ROOT / "deploy" / "crds"))
-    kube_plane.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "-f", str(ROOT / "deploy" / "crds")
-    )
-    kube_plane.kubectl("apply", "-f", str(ROOT / "deploy" / "teapot-lb.yaml"))
-    kube_plane.kubectl("delete", "validatingwebhookconfiguration", "teapot-lb")
+    """The session's plane with the shipped manifests (:func:`install_shipped`)."""
+    install_shipped(kube_plane)
     return kube_plane
 
 

@@ -12,7 +12,7 @@ Permission = tuple[str, str, str]
 
 def used(events: Iterable[dict[str, Any]]) -> set[Permission]:
     """The permissions exercised by these audit events (allowed or not)."""
-    out = set()
+    out: set[Permission] = set()
     for event in events:
         ref = event.get("objectRef")
         if not ref:
@@ -24,7 +24,7 @@ def used(events: Iterable[dict[str, Any]]) -> set[Permission]:
 
 def granted(objects: Iterable[dict[str, Any]], *roles: tuple[str, str]) -> set[Permission]:
     """The permissions of these (kind, name) roles in the rendered objects."""
-    out = set()
+    out: set[Permission] = set()
     for obj in objects:
         if (obj["kind"], obj["metadata"]["name"]) not in roles:
             continue

@@ -26,6 +26,8 @@ from teapot_lb.lab.kubeplane import ControlPlane, Daemon, free_port
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host
 
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED_NAMESPACE = "teapot-lb-system"
 TEAPOT_LB = [sys.executable, "-c", "from teapot_lb.cli import main; main()"]
 _RENDERED_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRoleBinding"}
 
@@ -44,6 +46,20 @@ def in_namespace(namespace: str, *docs: dict[str, Any]) -> list[dict[str, Any]]:
     return moved
 
 
+def install_shipped(plane: ControlPlane) -> None:
+    """The CRDs and deploy/teapot-lb.yaml applied as they are, the CRDs established.
+
+    The shipped ValidatingWebhookConfiguration is removed again afterwards: it reaches the
+    controller through a Service, and no Pod runs here to back it (with failurePolicy Fail
+    every lb.teapot.io write would be refused). Tests register the webhook by URL instead
+    (test_webhook.py)."""
+    crds = str(ROOT / "deploy" / "crds")
+    plane.kubectl("apply", "-f", crds)
+    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crds)
+    plane.kubectl("apply", "-f", str(ROOT / "deploy" / "teapot-lb.yaml"))
+    plane.kubectl("delete", "validatingwebhookconfiguration", "teapot-lb")
+
+
 class Release:
     """The chart's identities in namespace ``namespace`` and the processes run with them."""
 
@@ -54,7 +70,7 @@ class Release:
         self.load_balancer_class = f"lb.teapot.io/{namespace}"
         self.values = {"loadBalancerClass": self.load_balancer_class, "classOnly": True}
         self.objects = render_objects(self.values, namespace=namespace)
-        self.daemons: list[Daemon] = []
+        self.daemons: list[Component] = []
         self._bindings: list[str] = []
 
     # --- install -----------------------------------------------------------------------
@@ -123,10 +139,18 @@ class Release:
         (container,) = obj["spec"]["template"]["spec"]["containers"]
         return list(container["args"])
 
-    def controller(self, identity: str, *, webhook: tuple[Path, Path, int] | None = None) -> Daemon:
+    def controller(
+        self,
+        identity: str,
+        *,
+        webhook: tuple[Path, Path, int] | None = None,
+        host: Host | None = None,
+        server: str | None = None,
+    ) -> Component:
         """``teapot-lb controller`` with the Deployment's arguments, as ``identity`` (the
         pod name), on local ports; the webhook on ``127.0.0.1:port`` with this certificate
-        and key when given."""
+        and key when given; in ``host``'s namespace reaching the apiserver at ``server``
+        (a :func:`forward_into`) when given."""
         args = _override(
             self.rendered_args("Deployment", "teapot-lb-controller"),
             {"--metrics-address": f"127.0.0.1:{free_port()}"},
@@ -143,13 +167,15 @@ class Release:
                     "--webhook-key": str(key),
                 },
             )
-        kubeconfig = self.kubeconfig("controller")
+        kubeconfig = self.kubeconfig("controller", server=server)
         log_level, command, *rest = args
         argv = [*TEAPOT_LB, log_level, "--log-format=json", command,
                 f"--kubeconfig={kubeconfig}", f"--identity={identity}", *rest]  # fmt: skip
+        if host is not None:
+            argv = host.exec_argv(argv)
         return self._start(f"controller-{identity}", argv, {"POD_NAMESPACE": self.namespace})
 
-    def speaker(self, node: str, host: Host, server: str, *, modes: str = "bgp") -> Daemon:
+    def speaker(self, node: str, host: Host, server: str, *, modes: str = "bgp") -> Component:
         """``teapot-lb speaker`` with the DaemonSet's arguments for ``node``, in ``host``'s
         namespace, reaching the apiserver at ``server`` (a :func:`forward_into`)."""
         state = self.workdir / f"state-{node}"
@@ -169,8 +195,8 @@ class Release:
         wrapped = host.exec_argv(argv)
         return self._start(f"speaker-{node}", wrapped, {"POD_NAMESPACE": self.namespace})
 
-    def _start(self, name: str, argv: list[str], env: dict[str, str]) -> Daemon:
-        daemon = _EnvDaemon(name, argv, self.workdir / f"{name}.log", env)
+    def _start(self, name: str, argv: list[str], env: dict[str, str]) -> Component:
+        daemon = Component(name, argv, self.workdir / f"{name}.log", env)
         daemon.start()
         self.daemons.append(daemon)
         return daemon
@@ -189,8 +215,8 @@ class Release:
         ]
 
 
-class _EnvDaemon(Daemon):
-    """A daemon with extra environment variables."""
+class Component(Daemon):
+    """A controller or speaker process: a daemon with environment variables and a JSON log."""
 
     def __init__(self, name: str, argv: list[str], log: Path, env: dict[str, str]) -> None:
         super().__init__(name, argv, log)

@@ -14,8 +14,7 @@ import yaml
 from controller.chart import render_manifest
 from teapot_lb.lab.kubeplane import ControlPlane
 
-from .conftest import ROOT, SHIPPED_NAMESPACE
-from .release import unique
+from .release import ROOT, SHIPPED_NAMESPACE, unique
 
 CERT_MANAGER_KINDS = {"Issuer", "Certificate"}
 VARIANTS: dict[str, dict[str, Any]] = {
