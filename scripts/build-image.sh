@@ -37,7 +37,7 @@ echo "build-image: root filesystem ($suite)" >&2
 # essential: Debian's Essential packages only (no apt in the image), plus what runs it.
 # Documentation, manual pages and locales are left out; /var/lib/apt/lists is emptied.
 mmdebstrap --mode=root --variant=essential --format=tar \
-  --include=python3,python3-venv,keepalived,iproute2,ca-certificates \
+  --include=python3,python3-venv,keepalived,ca-certificates \
   --dpkgopt='path-exclude=/usr/share/doc/*' \
   --dpkgopt='path-include=/usr/share/doc/*/copyright' \
   --dpkgopt='path-exclude=/usr/share/man/*' \
