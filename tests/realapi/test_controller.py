@@ -153,3 +153,22 @@ def test_the_lease_moves_to_the_other_replica_when_the_leader_dies(release: Rele
     lease = release.get("lease", lease_name)
     assert lease["spec"]["leaseTransitions"] >= 1
     assert not release.denied("controller")
+
+
+def test_a_requested_ipv6_ip_needs_ipv6_in_ip_families(release: Release) -> None:
+    """The apiserver fills spec.ipFamilies with the cluster's primary family (IPv4 here)
+    when a Service does not say, so an IPv6 IP asked for by annotation alone is refused,
+    with a reason (the fake server defaults the same way)."""
+    release.apply(*pools(release, pool("v6", "2001:db8:5::/120")))
+    ctl = release.controller("alpha")
+    release.apply(
+        svc(release, "implicit", ips="2001:db8:5::5"),
+        svc(release, "explicit", ips="2001:db8:5::6", ipFamilies=["IPv6"]),
+    )
+    assigned(release, [ctl], "explicit")
+    wait_until(lambda: events_of(release, "implicit", "AllocationFailed"), "implicit refused")
+    spec = release.get("service", "implicit")["spec"]
+    assert (spec["ipFamilies"], spec["ipFamilyPolicy"]) == (["IPv4"], "SingleStack")
+    (event,) = events_of(release, "implicit", "AllocationFailed")
+    assert "FamilyMismatch" in event["message"] and "2001:db8:5::5" in event["message"]
+    assert ips(release, "explicit") == ["2001:db8:5::6"]
