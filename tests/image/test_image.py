@@ -16,7 +16,7 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -63,18 +63,20 @@ def rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-def container_argv(rootfs: Path, mounts: dict[str, Path], argv: list[str]) -> list[str]:
+def container_argv(
+    rootfs: Path, mounts: dict[str, Path], argv: list[str], caps: Iterable[str] = CAPABILITIES
+) -> list[str]:
     """``argv`` in the image as the DaemonSet runs it: a private mount namespace, the root
     filesystem read-only, ``mounts`` (path in the image: host directory) writable, /proc
-    and /dev, then uid 0 with only the DaemonSet's capabilities and no_new_privs."""
+    and /dev, then uid 0 with only the capabilities ``caps`` and no_new_privs."""
     root = shlex.quote(str(rootfs))
     steps = [f"mount --bind {root} {root}", f"mount -o remount,bind,ro {root}"]
     for inside, outside in mounts.items():
         steps.append(f"mount --bind {shlex.quote(str(outside))} {root}{inside}")
     steps += [f"mount -t proc proc {root}/proc", f"mount --rbind /dev {root}/dev"]
-    caps = ",".join(f"+{name.lower()}" for name in CAPABILITIES)
+    bounding = ",".join(["-all", *(f"+{name.lower()}" for name in caps)])
     steps.append(
-        f"exec chroot {root} setpriv --bounding-set=-all,{caps} --inh-caps=-all "
+        f"exec chroot {root} setpriv --bounding-set={bounding} --inh-caps=-all "
         f"--no-new-privs {shlex.join(argv)}"
     )
     return ["unshare", "--mount", "--propagation", "private", "sh", "-ec", " && ".join(steps)]
@@ -105,10 +107,10 @@ def effective_capabilities(pid: int) -> set[int]:
     return set()
 
 
-def test_the_image_runs_a_standalone_speaker_whose_route_reaches_the_router(
-    rootfs: Path, lab: Lab, tmp_path: Path
-) -> None:
-    net = lab
+def start_speaker(
+    rootfs: Path, net: Lab, tmp_path: Path, caps: Iterable[str] = CAPABILITIES
+) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """`teapot-lb run` for n1 from the image; the process, its log and its state dir."""
     write(
         net.manifests / "config.yaml",
         [
@@ -126,14 +128,20 @@ def test_the_image_runs_a_standalone_speaker_whose_route_reaches_the_router(
     argv = ["teapot-lb", "--log-format=json", "run", "--manifests", "/manifests",
             "--node", "n1", "--state-dir", "/var/lib/teapot-lb", "--modes", "bgp",
             "--poll-interval", "0.2"]  # fmt: skip
+    mounts = {"/manifests": net.manifests, "/var/lib/teapot-lb": state}
     log = tmp_path / "speaker.log"
     with log.open("ab") as out:
         proc = net.nodes["n1"].popen(
-            container_argv(
-                rootfs, {"/manifests": net.manifests, "/var/lib/teapot-lb": state}, argv
-            ),
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            container_argv(rootfs, mounts, argv, caps), stdout=out, stderr=subprocess.STDOUT
+        )
+    return proc, log, state
+
+
+def test_the_image_runs_a_standalone_speaker_whose_route_reaches_the_router(
+    rootfs: Path, lab: Lab, tmp_path: Path
+) -> None:
+    net = lab
+    proc, log, state = start_speaker(rootfs, net, tmp_path)
     try:
         wait_for(
             lambda: fib_next_hops(net.router, f"{WEB}/32") == {NODES["n1"]},
@@ -149,3 +157,24 @@ def test_the_image_runs_a_standalone_speaker_whose_route_reaches_the_router(
         proc.terminate()
         proc.wait(timeout=30)
     assert proc.returncode == 0, log.read_text(errors="replace")[-2000:]
+
+
+def test_without_net_bind_service_the_speaker_cannot_listen_on_the_bgp_port(
+    rootfs: Path, lab: Lab, tmp_path: Path
+) -> None:
+    """Why the DaemonSet adds NET_BIND_SERVICE: uid 0 without it may not bind port 179."""
+    proc, log, _ = start_speaker(rootfs, lab, tmp_path, caps=("NET_RAW", "NET_ADMIN"))
+    try:
+        wait_for(
+            lambda: (
+                "Permission denied" in log.read_text(errors="replace")
+                or "Errno 13" in log.read_text(errors="replace")
+            ),
+            timeout=60,
+            what="the refused bind on port 179 in the speaker's log",
+            detail=lambda: log.read_text(errors="replace")[-3000:],
+        )
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(timeout=30)
