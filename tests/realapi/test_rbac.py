@@ -10,7 +10,7 @@ from .rbac import granted, table, used
 from .release import Release, wait_until
 from .test_controller import assigned, events_of, ips, pools, svc
 
-CONFLICT_ONLY = {("", "services/status", "get"), ("", "services/status", "update")}
+CONFLICT_ONLY = {("", "services", "get"), ("", "services/status", "update")}
 """Used only after a 409 Conflict on a Service's status patch (kube_writer re-reads and
 PUTs): granted, and proven by tests/controller/test_deploy.py with an injected conflict."""
 
