@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from teapot_lb.lab.measure import percentile
+from teapot_lb.lab.timeline import Timeline
 
 SCHEMA = "teapot-lb.lab/v2"
 ISSUE15_CREATE_P50_S = 0.03  # issue 15: create → reachable p50 in standalone mode
@@ -35,6 +36,7 @@ class Trial:
     withdrawn_s: float | None = None  # BGP: until the router's FIB lost the node's next hop
     return_failed_requests: int = 0  # requests that failed while the node came back
     failures: dict[str, int] = field(default_factory=dict)  # why requests failed, counted
+    timeline: Timeline | None = None  # requests per node around the failure (the HTML report)
 
     @property
     def failover_s(self) -> float | None:
