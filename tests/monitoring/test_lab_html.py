@@ -7,6 +7,8 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from needs import require_binary
 from teapot_lb.lab.html_report import FAILED, PALETTE, render_html
 from teapot_lb.lab.measure import Attempt
@@ -61,14 +63,20 @@ def lab_report() -> LabReport:
 
 
 def test_the_timeline_counts_requests_per_node_and_failures_per_bucket() -> None:
-    tl = timeline(probe(10.0, 0.1, served_by=("a", "b"), after="c"), 10.0, before=0.2)
-    assert tl.start_s == -0.2
+    tl = timeline(probe(10.0, 0.1, served_by=("a", "b"), after="c"), 10.0, before=0.205)
+    assert tl.start_s == pytest.approx(-0.2)  # the first request in the window
     assert sum(tl.failed) == 10
     assert sum(tl.served["a"]) == sum(tl.served["b"]) == 10  # 0.2 s before, round robin
     assert sum(tl.served["c"]) == 150 - 50 - 10
     first_failure = next(i for i, n in enumerate(tl.failed) if n)
     assert abs(tl.start_s + first_failure * tl.bucket_s) < tl.bucket_s  # at the failure
     assert tl.end_s >= 0.99 - 1e-9
+    assert tl.bucket_s >= 0.02  # a few probes per bucket
+
+
+def test_the_timeline_starts_with_the_probing_when_it_starts_late() -> None:
+    tries = [a for a in probe(10.0, 0.1, served_by=("a",), after="c") if a.start >= 9.9]
+    assert timeline(tries, 10.0, before=0.5).start_s == pytest.approx(-0.1)
 
 
 def test_the_page_is_self_contained_and_shows_every_trial() -> None:

@@ -3,8 +3,9 @@
 Inline CSS and SVG only: no script, no font, no image, nothing fetched. Per mode and
 address family: the create → reachable times of the Services (each sample a dot, p50 and
 p99 marked), the spread of requests over the nodes, and per failover trial a timeline of
-the requests each node answered (stacked per time bucket, failures in red) with the
-failure and the outage marked. Input: :func:`teapot_lb.lab.report.to_json`'s document.
+who answered the client's requests (per time bucket, each node's share and the failed
+share in red) with the failure and the outage marked. Input:
+:func:`teapot_lb.lab.report.to_json`'s document.
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ def spread_chart(spread: Mapping[str, Any] | None, colors: Mapping[str, str]) ->
 
 
 def trial_chart(trial: Mapping[str, Any], colors: Mapping[str, str]) -> str:
-    """Requests per node per time bucket, stacked; the failure at 0 and the outage shaded."""
+    """Per time bucket, the share of requests each node answered and the share that
+    failed (stacked to 100 %); the failure at 0 and the outage shaded."""
     tl = trial.get("timeline")
     if not tl or not tl.get("failed"):
         return '<p class="muted">no timeline recorded</p>'
@@ -135,11 +137,8 @@ def trial_chart(trial: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     served: Mapping[str, list[int]] = tl["served"]
     n = len(failed)
     end = start + width * n
-    totals = [failed[i] + sum(v[i] for v in served.values()) for i in range(n)]
-    top = max(totals) or 1
-    x0, x1, y0, y1 = 36, WIDTH - 10, 8, 118  # plot area: y1 is the baseline
+    x0, x1, y0, y1 = 40, WIDTH - 10, 8, 108  # plot area: y1 is the baseline
     sx = (x1 - x0) / (end - start)
-    sy = (y1 - y0) / top
     bw = max(width * sx - 0.5, 0.5)
     parts = [f'<svg role="img" aria-label="failover timeline" width="{WIDTH}" height="{y1 + 24}">']
     outage = trial.get("failover_s")
@@ -150,30 +149,30 @@ def trial_chart(trial: Mapping[str, Any], colors: Mapping[str, str]) -> str:
         f'fill="{FAILED}" fill-opacity="0.12"><title>outage</title></rect>'
     )
     for i in range(n):
+        total = failed[i] + sum(v[i] for v in served.values())
+        if not total:
+            continue
         x = x0 + i * width * sx
         y = float(y1)
-        for node, counts in served.items():
-            if counts[i]:
-                h = counts[i] * sy
+        t = start + i * width
+        stack = [(node, counts[i], colors.get(node, "#999")) for node, counts in served.items()]
+        for name, count, color in [*stack, ("failed", failed[i], FAILED)]:
+            if count:
+                h = count / total * (y1 - y0)
                 y -= h
                 parts.append(
                     f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw:.1f}" height="{h:.1f}" '
-                    f'fill="{colors.get(node, "#999")}"/>'
+                    f'fill="{color}"><title>{t * 1000:+.0f} ms: {escape(name)} {count} of '
+                    f"{total}</title></rect>"
                 )
-        if failed[i]:
-            h = failed[i] * sy
-            y -= h
-            parts.append(
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw:.1f}" height="{h:.1f}" fill="{FAILED}"/>'
-            )
     parts.append(
         f'<line x1="{ox:.1f}" y1="{y0 - 4}" x2="{ox:.1f}" y2="{y1}" stroke="#000" '
-        f'stroke-width="1.5"/><text x="{ox + 3:.1f}" y="{y0 + 8}">{escape(trial["node"])} '
-        "fails</text>"
+        f'stroke-width="1.5"/><text x="{ox - 3:.1f}" y="{y0 + 8}" text-anchor="end">'
+        f"{escape(trial['node'])} fails</text>"
     )
     label = f"outage {_ms(outage)}" if outage is not None else "not recovered"
-    parts.append(f'<text x="{oend + 3:.1f}" y="{y0 + 22}" class="bad">{label}</text>')
-    parts.append(f'<text x="{x0 - 4}" y="{y0 + 8}" text-anchor="end">{top}</text>')
+    parts.append(f'<text x="{oend + 3:.1f}" y="{y0 + 8}" class="bad">{label}</text>')
+    parts.append(f'<text x="{x0 - 4}" y="{y0 + 8}" text-anchor="end">100%</text>')
     parts.append(f'<text x="{x0 - 4}" y="{y1}" text-anchor="end">0</text>')
     parts.append(_axis(x0, x1, y1, start, end, False))
     parts.append("</svg>")

@@ -26,14 +26,20 @@ class Timeline:
 
 
 def timeline(
-    attempts: Sequence[Attempt], t0: float, *, before: float = 0.5, buckets: int = 120
+    attempts: Sequence[Attempt],
+    t0: float,
+    *,
+    before: float = 0.5,
+    buckets: int = 80,
+    min_bucket: float = 0.02,
 ) -> Timeline:
-    """The requests started from ``before`` seconds ahead of ``t0`` on, in ``buckets``
-    buckets of equal width (at least 10 ms)."""
-    start = -before
-    rel = [(a.start - t0, a) for a in attempts if a.start - t0 >= start]
+    """The requests started from at most ``before`` seconds ahead of ``t0`` on, in about
+    ``buckets`` buckets of equal width (at least ``min_bucket``: a few probes each)."""
+    rel = [(a.start - t0, a) for a in attempts if a.start - t0 >= -before]
+    # From the first request in the window (probing may start less than `before` ahead).
+    start = min((t for t, _ in rel), default=-before)
     span = max((t for t, _ in rel), default=0.0) - start
-    width = max(0.01, round(span / buckets, 4) or 0.01)
+    width = max(min_bucket, round(span / buckets, 4))
     n = int(span / width) + 1
     served: dict[str, list[int]] = {}
     failed = [0] * n
