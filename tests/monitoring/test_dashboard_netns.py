@@ -219,7 +219,7 @@ async def test_the_alert_rules_load_and_evaluate_in_a_real_prometheus(
     prometheus: Prometheus,
 ) -> None:
     def evaluated() -> list[dict[str, Any]] | None:
-        groups = prometheus._api("/api/v1/rules")["groups"]
+        groups = prometheus.api("/api/v1/rules")["groups"]
         rules = [r for g in groups for r in g["rules"]]
         return (
             rules

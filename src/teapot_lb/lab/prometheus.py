@@ -50,7 +50,11 @@ class Prometheus:
             "global": {"scrape_interval": every, "evaluation_interval": every},
             "rule_files": [str(p) for p in rule_files],
             "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": list(targets)}]}
+                {
+                    "job_name": job,
+                    # `component`, as the chart's PodMonitor sets it (the rules use it).
+                    "static_configs": [{"targets": list(targets), "labels": {"component": job}}],
+                }
                 for job, targets in jobs.items()
             ],
         }
@@ -84,29 +88,33 @@ class Prometheus:
         if self.proc is not None and self.proc.poll() is not None:
             raise RuntimeError(f"prometheus exited:\n{self.log()}")
         try:
-            self._get("/-/ready")
+            status, _ = self._get("/-/ready")
         except OSError:
             return False
-        return True
+        return status == 200  # 503 while it starts up
 
-    def _get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+    def _get(self, path: str, params: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+        """(HTTP status, body), from inside the namespace."""
         url = f"http://{LISTEN}{path}"
         if params:
             url += "?" + urllib.parse.urlencode(params)
 
-        def fetch() -> bytes:
+        def fetch() -> tuple[int, bytes]:
             try:
                 with urllib.request.urlopen(url, timeout=10) as reply:
-                    body: bytes = reply.read()
-                    return body
+                    return int(reply.status), reply.read()
             except urllib.error.HTTPError as err:
-                body = err.read()  # the API's error document (400/422)
-                return body
+                return err.code, err.read()  # the API's error document (400/422/503)
 
         return in_netns(self.host.ns, fetch)
 
-    def _api(self, path: str, params: Mapping[str, str] | None = None) -> Any:
-        doc = json.loads(self._get(path, params))
+    def api(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        """The ``data`` of an HTTP API answer; :class:`PromQLError` when it failed."""
+        status, body = self._get(path, params)
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            raise PromQLError(f"HTTP {status}: {body[:200]!r}") from None
         if doc.get("status") != "success":
             raise PromQLError(f"{doc.get('errorType')}: {doc.get('error')}")
         return doc["data"]
@@ -114,7 +122,7 @@ class Prometheus:
     def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         """An instant query's result vector (a scalar result as one sample without labels)."""
         params = {"query": expr, "time": f"{at if at is not None else time.time():.3f}"}
-        data = self._api("/api/v1/query", params)
+        data = self.api("/api/v1/query", params)
         if data["resultType"] == "scalar":
             return [{"metric": {}, "value": data["result"]}]
         result: list[dict[str, Any]] = data["result"]
@@ -122,12 +130,12 @@ class Prometheus:
 
     def targets(self) -> dict[str, str]:
         """Scrape URL → health (``up``, ``down``, ``unknown``)."""
-        data = self._api("/api/v1/targets")
+        data = self.api("/api/v1/targets")
         return {t["scrapeUrl"]: t["health"] for t in data["activeTargets"]}
 
     def alerts(self) -> list[dict[str, Any]]:
         """The alerts pending or firing now (labels, state, activeAt)."""
-        data = self._api("/api/v1/alerts")
+        data = self.api("/api/v1/alerts")
         alerts: list[dict[str, Any]] = data["alerts"]
         return alerts
 
