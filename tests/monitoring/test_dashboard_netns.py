@@ -128,8 +128,8 @@ async def prometheus(lab: LabNetwork, tmp_path: Path) -> AsyncIterator[Prometheu
             await until(lambda: not controller.readiness(), 15, "the controller's cache")
             await asyncio.to_thread(review_one_pool, ns, webhook_port)
             jobs = {
-                "speaker": [f"{n.address}:{SPEAKER_PORT}" for n in lab.nodes.values()],
-                "controller": [f"127.0.0.1:{metrics_port}"],
+                "speaker": {f"{n.address}:{SPEAKER_PORT}": n.name for n in lab.nodes.values()},
+                "controller": {f"127.0.0.1:{metrics_port}": ""},
             }
             await asyncio.to_thread(prom.start, jobs, [RULES])
             yield prom

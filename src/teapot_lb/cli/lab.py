@@ -81,6 +81,13 @@ def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[
     help="Also write the report as one self-contained HTML page with charts.",
 )
 @click.option(
+    "--prometheus",
+    is_flag=True,
+    help="Run a real Prometheus scraping every node with the alert rules; the report lists"
+    " the alerts that fired per mode (a hard kill must fire TeapotLBSpeakerDown) and none"
+    " may still fire at the end.",
+)
+@click.option(
     "--keep",
     is_flag=True,
     help="Leave the lab running at the end, for debugging (remove: --cleanup).",
@@ -110,6 +117,7 @@ def lab(
     poll_interval: float | None,
     json_path: Path | None,
     html_path: Path | None,
+    prometheus: bool,
     keep: bool,
     workdir: Path | None,
     cleanup: bool,
@@ -141,6 +149,7 @@ def lab(
         poll_interval=poll_interval,
         keep=keep,
         workdir=workdir,
+        prometheus=prometheus,
     )
     progress = TerminalProgress(
         modes,

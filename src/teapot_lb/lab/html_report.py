@@ -214,6 +214,10 @@ def _section(mode: str, family: str, r: Mapping[str, Any], colors: Mapping[str, 
                 f"{t.get('requests', 0)} requests failed</p>"
             )
             out.append(trial_chart(t, colors))
+    alerts = r.get("alerts")
+    if alerts is not None:
+        items = "".join(f"<li>{escape(a)}</li>" for a in alerts) or "<li>none</li>"
+        out.append(f"<h3>Alerts that fired (Prometheus)</h3><ul>{items}</ul>")
     d = r.get("delete")
     if d:
         state = f"withdrawn after {_ms(d.get('withdrawn_after_s'))}" if d.get("ok") else "FAILED"
@@ -253,6 +257,13 @@ def render_html(doc: Mapping[str, Any]) -> str:
             body.append(_section(mode, family, result, colors))
     for err in doc.get("errors", []):
         body.append(f'<pre class="bad">{escape(err)}</pre>')
+    left = doc.get("alerts_firing_after")
+    if left is not None:
+        css = "bad" if left else "ok"
+        text = ", ".join(left) if left else "none"
+        body.append(
+            f'<p>Alerts still firing at the end: <span class="{css}">{escape(text)}</span></p>'
+        )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>teapot-lb lab report</title>"

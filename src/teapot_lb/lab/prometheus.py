@@ -43,25 +43,32 @@ class Prometheus:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def config(
-        self, jobs: Mapping[str, Sequence[str]], rule_files: Sequence[Path] = ()
+        self, jobs: Mapping[str, Mapping[str, str]], rule_files: Sequence[Path] = ()
     ) -> dict[str, Any]:
-        every = f"{self.scrape_interval:g}s"
+        every = f"{round(self.scrape_interval * 1000)}ms"  # Prometheus wants whole units
         return {
             "global": {"scrape_interval": every, "evaluation_interval": every},
             "rule_files": [str(p) for p in rule_files],
             "scrape_configs": [
                 {
                     "job_name": job,
-                    # `component`, as the chart's PodMonitor sets it (the rules use it).
-                    "static_configs": [{"targets": list(targets), "labels": {"component": job}}],
+                    # `component` as the chart's PodMonitor sets it (the rules use it), and
+                    # the lab node's name.
+                    "static_configs": [
+                        {
+                            "targets": [target],
+                            "labels": {"component": job, **({"node": node} if node else {})},
+                        }
+                        for target, node in targets.items()
+                    ],
                 }
                 for job, targets in jobs.items()
             ],
         }
 
-    def start(self, jobs: Mapping[str, Sequence[str]], rule_files: Sequence[Path] = ()) -> None:
-        """Start scraping ``jobs`` (job name → ``host:port`` targets) and wait until the
-        HTTP API answers."""
+    def start(self, jobs: Mapping[str, Mapping[str, str]], rule_files: Sequence[Path] = ()) -> None:
+        """Start scraping ``jobs`` (job name → ``host:port`` target → node name, or "")
+        and wait until the HTTP API answers."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "prometheus.yml"
         config.write_text(yaml.safe_dump(self.config(jobs, rule_files), sort_keys=False))
@@ -72,7 +79,6 @@ class Prometheus:
                 f"--config.file={config}",
                 f"--storage.tsdb.path={self.workdir / 'data'}",
                 f"--web.listen-address={LISTEN}",
-                "--web.enable-lifecycle",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
