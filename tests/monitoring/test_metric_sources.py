@@ -6,10 +6,18 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from model.builders import pool
+from controller.test_kube_controller import (
+    DEADLINE,
+    assigned,
+    controller,
+    ips_of,
+    seed_config_namespace,
+)
+from fakeapi import FakeApiServer
+from fakeapi.wait import until
+from model.builders import pool, service
 from speaker.builders import FakeFactory, bgp_setup, lb_service, store_of
 from teapot_lb.bgp import State
-from teapot_lb.controller.metrics import ControllerMetrics
 from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker
@@ -60,13 +68,23 @@ async def test_the_speaker_counts_session_establishments_and_rejected_prefixes()
     assert 'teapot_lb_speaker_bgp_sessions_established_total{peer="r2"} 0.0' in text
 
 
-def test_the_controller_exports_services_without_ip_and_webhook_errors() -> None:
-    metrics = ControllerMetrics()
-    metrics.services_without_ip.set(2)
-    metrics.webhook_errors.labels("not_ready").inc()
-    text = generate_latest(metrics.registry).decode()
-    assert "teapot_lb_controller_services_without_ip 2.0" in text
-    assert 'teapot_lb_controller_webhook_errors_total{reason="not_ready"} 1.0' in text
+async def test_the_controller_counts_the_services_it_refused_an_ip(
+    fake_api: FakeApiServer,
+) -> None:
+    seed_config_namespace(fake_api)
+    for doc in (pool("one", "192.0.2.7/32"), service("first"), service("second")):
+        fake_api.seed(doc)
+    async with controller(fake_api) as running:
+        without_ip = running.metrics.services_without_ip
+        await until(lambda: without_ip._value.get() == 1, DEADLINE, "one Service without IP")
+        names = ("first", "second")
+        await until(lambda: any(ips_of(fake_api, n) for n in names), DEADLINE, "one IP written")
+        holder, other = names if ips_of(fake_api, "first") else names[::-1]
+        fake_api.delete("services", holder, "default")
+        await assigned(fake_api, other)  # the freed address goes to the refused one
+        await until(lambda: without_ip._value.get() == 0, DEADLINE, "no Service without IP")
+    text = generate_latest(running.metrics.registry).decode()
+    assert "teapot_lb_controller_services_without_ip 0.0" in text
 
 
 async def test_the_webhook_reports_reviews_it_could_not_answer(tmp_path: Path) -> None:
