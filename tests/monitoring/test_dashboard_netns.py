@@ -14,7 +14,6 @@ import json
 import socket
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +40,7 @@ from teapot_lb.webhook import VALIDATE_PATH, WebhookServer
 from .chart_monitoring import RULES
 from .test_dashboard import expressions
 
-pytestmark = [pytest.mark.root, pytest.mark.daemon]
+pytestmark = [pytest.mark.root, pytest.mark.daemon, pytest.mark.asyncio(loop_scope="module")]
 
 SPEAKER_PORT = 7472
 RATE_INTERVAL = "15s"  # what Grafana's $__rate_interval is at a 1 s scrape interval and more
@@ -96,9 +95,13 @@ def lab_documents() -> list[dict[str, Any]]:
     return docs
 
 
-@pytest_asyncio.fixture
-async def prometheus(lab: LabNetwork, tmp_path: Path) -> AsyncIterator[Prometheus]:
-    """The controller and webhook (fake API) and Prometheus scraping them and the nodes."""
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def prometheus(
+    lab: LabNetwork, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Prometheus]:
+    """The controller and webhook (fake API) and Prometheus scraping them and the nodes,
+    once for the module (the tests only read)."""
+    tmp_path = tmp_path_factory.mktemp("prometheus")
     api = FakeApiServer()
     await api.start()
     api.write_kubeconfig(tmp_path / "kubeconfig")
