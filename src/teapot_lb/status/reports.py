@@ -72,10 +72,12 @@ def report_from_status(node: str, doc: Mapping[str, Any] | None) -> NodeReport:
     )
 
 
-def announcing_from_annotations(view: ClusterView, node: str) -> dict[str, frozenset[Any]]:
+def announcing_from_annotations(
+    view: ClusterView, node: str
+) -> dict[str, frozenset[tuple[str, str]]]:
     """Service key → (mode, IP) pairs, from the speaker's annotation on each Service."""
     key = annotation_key(node)
-    out: dict[str, frozenset[Any]] = {}
+    out: dict[str, frozenset[tuple[str, str]]] = {}
     for name, svc in view.services.items():
         text = svc.metadata.annotations.get(key)
         if text:

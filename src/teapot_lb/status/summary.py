@@ -139,7 +139,6 @@ def _sessions(reports: Mapping[str, NodeReport]) -> list[SessionState]:
 
 
 def _problems(
-    view: ClusterView,
     pools: Sequence[PoolUsage],
     sessions: Sequence[SessionState],
     holders: Sequence[Holder],
@@ -210,5 +209,5 @@ def summarize(
         sessions=tuple(sessions),
         holders=tuple(holders),
         pending=tuple(pending),
-        problems=tuple(_problems(view, pools, sessions, holders, pending, reports)),
+        problems=tuple(_problems(pools, sessions, holders, pending, reports)),
     )
