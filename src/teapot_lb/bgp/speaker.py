@@ -20,7 +20,7 @@ from teapot_lb import log
 from teapot_lb.bfd.session import StateChanged as BfdStateChanged
 from teapot_lb.bfd.transport import BfdEndpoint, SessionKey
 
-from .attributes import ReceivedPath, RouteAttributes
+from .attributes import Desired, ReceivedPath
 from .config import PeerConfig
 from .fsm import Action
 from .neighbor import PeerCounters
@@ -136,10 +136,11 @@ class Speaker:
     def peer(self, address: str) -> Peer:
         return self.peers[str(ip_address(address))]
 
-    def set_routes(
-        self, routes: Mapping[Prefix, RouteAttributes | None], peer: str | None = None
-    ) -> None:
-        """Desired routes for every peer (or one); only the difference is sent."""
+    def set_routes(self, routes: Mapping[Prefix, Desired | None], peer: str | None = None) -> None:
+        """Desired routes for every peer (or one); only the difference is sent. A prefix
+        maps to its :class:`~.attributes.RouteAttributes`, or to
+        :class:`~.attributes.Paths` for several paths (each sent with ADD-PATH, the first
+        only to a peer without it)."""
         started = time.perf_counter()
         compiled = compile_routes(routes)
         if peer is None:

@@ -17,9 +17,10 @@ from typing import Protocol
 from teapot_lb import log
 from teapot_lb.announce.plan import BGPRoute, Decision, Mode, PlanOptions
 from teapot_lb.bfd.session import Parameters as BfdParameters
-from teapot_lb.bgp import Peer, PeerConfig, PeerCounters, RouteAttributes, Speaker, State
+from teapot_lb.bgp import Peer, PeerConfig, PeerCounters, Speaker, State
+from teapot_lb.bgp.attributes import Desired
 from teapot_lb.bgp.fsm import Action, StateChanged
-from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
+from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, AddPathMode
 from teapot_lb.cluster import ClusterView, UnknownBFDProfile, object_key
 from teapot_lb.model import AddressFamily, BGPPeer, Node, matches_any, parse_duration
 from teapot_lb.model.bfd import BFDParameters
@@ -140,6 +141,7 @@ def peer_setup(
         next_hop_v6=v6 if not session_v6 else None,
         description=peer.name,
         bfd=bfd_session(bfd) if bfd is not None else None,
+        add_path=AddPathMode[spec.add_path.name],
     )
     return PeerSetup(peer.name, config)
 
@@ -176,7 +178,7 @@ class SpeakerLike(Protocol):
     async def remove_peer(self, address: str, communication: str = "") -> None: ...
 
     def set_routes(
-        self, routes: Mapping[Prefix, RouteAttributes | None], peer: str | None = None
+        self, routes: Mapping[Prefix, Desired | None], peer: str | None = None
     ) -> None: ...
 
     async def shutdown(
@@ -232,7 +234,7 @@ class BGPBackend:
         self.speaker: SpeakerLike | None = None
         self.setups: dict[str, PeerSetup] = {}  # by BGPPeer name
         self.active: dict[str, PeerConfig] = {}  # BGPPeer name -> peer in the speaker
-        self.routes: dict[str, dict[str, RouteAttributes]] = {}  # by BGPPeer name, prefix text
+        self.routes: dict[str, dict[str, Desired]] = {}  # by BGPPeer name, prefix text
         self._duplicates: dict[str, str] = {}
         self.router_id: IPv4Address | None = None
         self.session_resets = 0  # peers re-created because their configuration changed
@@ -290,7 +292,7 @@ class BGPBackend:
     async def apply(
         self,
         setups: Mapping[str, PeerSetup],
-        routes: Mapping[str, Mapping[str, RouteAttributes]],
+        routes: Mapping[str, Mapping[str, Desired]],
         router_id: IPv4Address,
     ) -> None:
         """Peers per BGPPeer name as `setups` says, each with its `routes` (idempotent)."""
