@@ -29,6 +29,8 @@ table { border-collapse: collapse; margin: 8px 0; }
 td, th { padding: 2px 10px 2px 0; text-align: left; }
 svg { display: block; margin: 4px 0 10px; }
 svg text { font: 11px system-ui, sans-serif; fill: #444; }
+svg text { paint-order: stroke; stroke: #fff; stroke-width: 3px; }  /* readable over bars */
+svg text.inside { fill: #fff; stroke: none; }
 .legend span { display: inline-block; margin-right: 14px; }
 .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; }
 """
@@ -119,7 +121,7 @@ def spread_chart(spread: Mapping[str, Any] | None, colors: Mapping[str, str]) ->
         )
         if w > 60:
             parts.append(
-                f'<text x="{x + 4:.1f}" y="16" style="fill:#fff">{escape(node)} {count}</text>'
+                f'<text x="{x + 4:.1f}" y="16" class="inside">{escape(node)} {count}</text>'
             )
         x += w
     parts.append("</svg>")
@@ -137,7 +139,7 @@ def trial_chart(trial: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     served: Mapping[str, list[int]] = tl["served"]
     n = len(failed)
     end = start + width * n
-    x0, x1, y0, y1 = 40, WIDTH - 10, 8, 108  # plot area: y1 is the baseline
+    x0, x1, y0, y1 = 40, WIDTH - 10, 12, 112  # plot area: y1 is the baseline
     sx = (x1 - x0) / (end - start)
     bw = max(width * sx - 0.5, 0.5)
     parts = [f'<svg role="img" aria-label="failover timeline" width="{WIDTH}" height="{y1 + 24}">']
@@ -169,6 +171,12 @@ def trial_chart(trial: Mapping[str, Any], colors: Mapping[str, str]) -> str:
         f'<line x1="{ox:.1f}" y1="{y0 - 4}" x2="{ox:.1f}" y2="{y1}" stroke="#000" '
         f'stroke-width="1.5"/><text x="{ox - 3:.1f}" y="{y0 + 8}" text-anchor="end">'
         f"{escape(trial['node'])} fails</text>"
+    )
+    # The outage as a band above the bars too (the bars cover the shading where the
+    # client kept sending).
+    parts.append(
+        f'<rect x="{ox:.1f}" y="{y0 - 7}" width="{max(oend - ox, 1):.1f}" height="4" '
+        f'fill="{FAILED}"/>'
     )
     label = f"outage {_ms(outage)}" if outage is not None else "not recovered"
     parts.append(f'<text x="{oend + 3:.1f}" y="{y0 + 8}" class="bad">{label}</text>')
