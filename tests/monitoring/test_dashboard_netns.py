@@ -5,6 +5,7 @@ mode on examples/lab, each serving /metrics on its LAN address: ``metrics_port``
 controller and its webhook against the fake API server, serving /metrics in the client's
 namespace, where Prometheus runs. Each dashboard expression must return at least one
 series and none may be refused; the alert rules must load and evaluate without error.
+`teapot-lb status` reads the same lab (its manifests and the nodes' status.json).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from aiohttp import web
 from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from needs import require_binary, require_root
+from teapot_lb.cli.status import standalone_status
 from teapot_lb.controller.kube_runner import KubeController, RunnerConfig, running
 from teapot_lb.controller.metrics import ControllerMetrics
 from teapot_lb.httpserve import MonitoringServer
@@ -35,6 +37,7 @@ from teapot_lb.lab.prometheus import Prometheus, PromQLError
 from teapot_lb.lab.runner import REPO_EXAMPLES
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
+from teapot_lb.status import ClusterStatus
 from teapot_lb.webhook import VALIDATE_PATH, WebhookServer
 
 from .chart_monitoring import RULES
@@ -235,3 +238,22 @@ async def test_the_alert_rules_load_and_evaluate_in_a_real_prometheus(
     assert len(rules) == len(
         [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
     )
+
+
+async def test_status_shows_the_running_lab_sessions_holders_and_no_problem(
+    lab: LabNetwork,
+) -> None:
+    """`teapot-lb status` on the lab's directory: the manifests and the nodes' state dirs."""
+
+    def settled() -> ClusterStatus | None:
+        status = standalone_status(lab.manifests, lab.workdir / "state")
+        return None if status.problems else status
+
+    status = await poll(settled, within=60, what="a status without problems")
+    assert {(s.node, s.state) for s in status.sessions} == {(n, "Established") for n in lab.nodes}
+    modes = {h.mode for h in status.holders}
+    assert modes == {"bgp", "l2", "vip"}
+    for h in status.holders:
+        assert h.known and h.nodes, h
+        if h.mode in ("l2", "vip"):
+            assert len(h.nodes) == 1, h  # one owner, one VRRP master
