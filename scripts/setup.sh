@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 SYSTEM_PACKAGES=(
   iproute2 iputils-ping iputils-arping tcpdump procps psmisc curl ca-certificates openssl
   bird2 frr gobgpd exabgp keepalived haproxy nginx-light
+  prometheus chromium
   python3-venv
   mmdebstrap umoci
 )

@@ -9,6 +9,7 @@ from typing import Any
 
 from model.builders import parse
 from teapot_lb.bgp import PeerConfig, RouteAttributes
+from teapot_lb.bgp.neighbor import PeerCounters
 from teapot_lb.bgp.wire import Prefix
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.speaker.bgp_backend import SpeakerLike
@@ -86,6 +87,7 @@ class FakePeer:
     established: bool = False
     prefixes_sent: int = 0
     last_error: str | None = None
+    counters: PeerCounters = field(default_factory=PeerCounters)
 
 
 @dataclass

@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lab": ("teapot_lb.cli.lab", "lab"),
     "explain": ("teapot_lb.cli.explain", "explain_command"),
     "validate": ("teapot_lb.cli.validate", "validate"),
+    "status": ("teapot_lb.cli.status", "status"),
 }
 
 _SUMMARIES = {
@@ -26,6 +27,7 @@ _SUMMARIES = {
     "lab": "Build a namespace lab, run teapot-lb in it, break it, measure.",
     "explain": "Why each node does or does not announce a Service.",
     "validate": "Check manifests and report every problem.",
+    "status": "Pools, sessions, who holds which IP, problems: one screen.",
 }
 
 

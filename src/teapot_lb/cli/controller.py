@@ -151,6 +151,7 @@ async def _serve(
                 observe=lambda kind, allowed: metrics.webhook_requests.labels(
                     kind, str(allowed).lower()
                 ).inc(),
+                fail=lambda reason: metrics.webhook_errors.labels(reason).inc(),
             )
             await webhook.start(*parse_address(webhook_addr))
             logger.info("serving the admission webhook", address=webhook_addr)

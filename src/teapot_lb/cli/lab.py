@@ -9,7 +9,9 @@ from pathlib import Path
 
 import click
 
+from teapot_lb.lab.html_report import render_html
 from teapot_lb.lab.manifests import FAMILIES, MODES
+from teapot_lb.lab.progress import TerminalProgress
 from teapot_lb.lab.report import table, to_json
 from teapot_lb.lab.router import ROUTERS
 from teapot_lb.lab.runner import REPO_EXAMPLES, LabOptions, run_lab
@@ -72,6 +74,20 @@ def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[
     help="Also write the figures as JSON to this file (schema: docs/lab.md).",
 )
 @click.option(
+    "--html",
+    "html_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the report as one self-contained HTML page with charts.",
+)
+@click.option(
+    "--prometheus",
+    is_flag=True,
+    help="Run a real Prometheus scraping every node with the alert rules; the report lists"
+    " the alerts that fired per mode (a hard kill must fire TeapotLBSpeakerDown) and none"
+    " may still fire at the end.",
+)
+@click.option(
     "--keep",
     is_flag=True,
     help="Leave the lab running at the end, for debugging (remove: --cleanup).",
@@ -100,6 +116,8 @@ def lab(
     trials: int,
     poll_interval: float | None,
     json_path: Path | None,
+    html_path: Path | None,
+    prometheus: bool,
     keep: bool,
     workdir: Path | None,
     cleanup: bool,
@@ -131,18 +149,24 @@ def lab(
         poll_interval=poll_interval,
         keep=keep,
         workdir=workdir,
+        prometheus=prometheus,
     )
-    start = time.monotonic()
-
-    def progress(text: str) -> None:
-        click.echo(f"[{time.monotonic() - start:6.1f}s] {text}", err=True)
-        sys.stderr.flush()
-
+    progress = TerminalProgress(
+        modes,
+        families,
+        messages=sys.stderr,
+        screen=sys.stdout if sys.stdout.isatty() else None,
+        clock=time.monotonic,
+    )
     report = run_lab(options, progress)
+    progress.finish()
     click.echo("")
     click.echo(table(report))
+    doc = to_json(report)
     if json_path is not None:
-        json_path.write_text(json.dumps(to_json(report), indent=1) + "\n")
+        json_path.write_text(json.dumps(doc, indent=1) + "\n")
+    if html_path is not None:
+        html_path.write_text(render_html(doc))
     ctx.exit(0 if report.ok else 1)
 
 

@@ -264,6 +264,8 @@ class KubeController:
                     queue.add_after(POOL_STATUS, self.config.pool_status_delay_s)
 
     def _count(self, outcome: ServiceOutcome) -> None:
+        if self.state is not None:
+            self.metrics.services_without_ip.set(len(self.state.refused))
         if isinstance(outcome.result, ipam.Refused):
             self.metrics.failures.labels(outcome.result.reason.value).inc()
         elif isinstance(outcome.result, ipam.Assigned) and outcome.status is not None:

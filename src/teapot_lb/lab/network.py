@@ -91,6 +91,8 @@ class LabNetwork:
         self.nodes: dict[str, LabNode] = {}
         self.bound: set[str] = set()
         self.router_daemon: Router | None = None
+        # When set, each node's `teapot-lb run` serves /metrics on its LAN address, this port.
+        self.metrics_port: int | None = None
         self.lan = topology.add_switch("lan")
         self.router = topology.add_host("router")
         self.client = topology.add_host("client")
@@ -177,7 +179,13 @@ class LabNetwork:
             modes=self.modes,
             poll_interval=self.poll_interval,
             log_path=self.log_path(name),
+            extra=self.metrics_args(name),
         )
+
+    def metrics_args(self, name: str) -> tuple[str, ...]:
+        if self.metrics_port is None:
+            return ()
+        return ("--metrics-address", f"{self.nodes[name].address}:{self.metrics_port}")
 
     def speaker_alive(self, name: str) -> bool:
         proc = self.nodes[name].speaker
