@@ -337,7 +337,7 @@ async def test_the_controller_role_allows_every_request_the_controller_makes(
     config = RunnerConfig(
         options=ControllerOptions(),
         config_namespace=NS,
-        lease=LeaseConfig(NS, "teapot-lb-controller", "rbac", 1.5, 1.0, 0.2),
+        lease=LeaseConfig(NS, "teapot-lb-controller", "rbac", 15.0, 10.0, 0.2),
         pool_status_delay_s=0.1,
     )
     runner = KubeController(client, config, max_backoff_s=0.5)
