@@ -198,12 +198,15 @@ class LabNetwork:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
 
-    def stop_speaker(self, name: str, *, timeout: float = 20) -> int | None:
-        """SIGTERM and wait: returns the speaker's exit status (None if it had to be killed)."""
+    def stop_speaker(self, name: str, *, timeout: float = 20, signal_it: bool = True) -> int | None:
+        """SIGTERM (unless ``signal_it`` is False: it was sent already) and wait: returns
+        the speaker's exit status (None if it had to be killed). A second SIGTERM is not
+        sent, as it could reach the process after its handler is gone."""
         proc = self.nodes[name].speaker
         if proc is None:
             return None
-        self.terminate_speaker(name)
+        if signal_it:
+            self.terminate_speaker(name)
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

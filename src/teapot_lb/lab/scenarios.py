@@ -365,7 +365,7 @@ class ModeScenario:
             if hard:
                 self.net.revive(victim)
             else:
-                code = self.net.stop_speaker(victim)
+                code = self.net.stop_speaker(victim, signal_it=False)
                 if code != 0:
                     self.result.errors.append(
                         f"{victim}: teapot-lb run exited with {code} on SIGTERM"
