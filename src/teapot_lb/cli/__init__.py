@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lab": ("teapot_lb.cli.lab", "lab"),
     "explain": ("teapot_lb.cli.explain", "explain_command"),
     "validate": ("teapot_lb.cli.validate", "validate"),
+    "manager": ("teapot_lb.cli.manager", "manager"),
+    "tenant-agent": ("teapot_lb.cli.tenant_agent", "tenant_agent"),
 }
 
 _SUMMARIES = {
@@ -26,6 +28,8 @@ _SUMMARIES = {
     "lab": "Build a namespace lab, run teapot-lb in it, break it, measure.",
     "explain": "Why each node does or does not announce a Service.",
     "validate": "Check manifests and report every problem.",
+    "manager": "Teapot: vet and allocate tenants' load balancers (management cluster).",
+    "tenant-agent": "Teapot: cloud-provider-teapot for a tenant cluster's Services.",
 }
 
 
