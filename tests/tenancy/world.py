@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from fakeapi import FakeApiServer
+from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
-from teapot_lb.tenancy.kube_agent import running as agent_running
 from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
-from teapot_lb.tenancy.kube_manager import running as manager_running
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS, request_name
 
 from .builders import CONFIG_NS, TENANTS, pool_body, tenant_body
@@ -150,7 +149,7 @@ async def teapot_world(
         admin = await connect(management.kubeconfig_path, request_timeout_s=5.0)
         stack.push_async_callback(admin.close)
         manager = KubeManager(admin, ManagerConfig(config_namespace=CONFIG_NS), watch_timeout_s=30)
-        await stack.enter_async_context(manager_running(manager))
+        await stack.enter_async_context(running(manager))
         world = World(management, admin, manager, tmp)
         for t in tenants:
             world.tenants[t] = await stack.enter_async_context(_tenant_side(world, t))
@@ -182,7 +181,7 @@ async def _tenant_side(world: World, name: str) -> AsyncIterator[TenantSide]:
                 AgentConfig(cluster="c1", namespace=facts["namespace"]),
                 watch_timeout_s=30,
             )
-            async with agent_running(agent):
+            async with running(agent):
                 yield TenantSide(name, api, client, remote, agent)
     finally:
         await api.stop()

@@ -16,9 +16,8 @@ API server said, never an error or a timeout (an unreachable server retries with
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from teapot_lb import log
@@ -238,15 +237,4 @@ class TenantAgent:
             )
 
 
-@contextlib.asynccontextmanager
-async def running(agent: TenantAgent) -> AsyncIterator[TenantAgent]:
-    task = asyncio.create_task(agent.run())
-    try:
-        yield agent
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-__all__ = ["AgentConfig", "TenantAgent", "running"]
+__all__ = ["AgentConfig", "TenantAgent"]

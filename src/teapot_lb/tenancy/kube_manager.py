@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -24,7 +24,7 @@ from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer
-from teapot_lb.kube.leader import LeaderElector, LeadershipLost, LeaseConfig
+from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
     ADDRESS_POOLS,
@@ -207,15 +207,7 @@ class KubeManager:
     async def _campaign(self) -> None:
         for informer in self.informers:
             await informer.wait_synced()
-        if self.elector is None:
-            await self._lead()
-            return
-        while True:
-            try:
-                await self.elector.run(self._lead)
-                return
-            except LeadershipLost as lost:
-                self._log.warning("leadership lost; campaigning again", reason=str(lost))
+        await lead_when_elected(self.elector, self._lead)
 
     def _on_leadership(self, leading: bool) -> None:
         self.metrics.leader.set(1 if leading else 0)
@@ -315,16 +307,4 @@ class KubeManager:
             await patch_status(self.client, TENANTS, name, None, status)
 
 
-@contextlib.asynccontextmanager
-async def running(manager: KubeManager) -> AsyncIterator[KubeManager]:
-    """Run a manager in a task for the duration of a `with` block (tests, bench)."""
-    task = asyncio.create_task(manager.run())
-    try:
-        yield manager
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-__all__ = ["KubeManager", "ManagerConfig", "running"]
+__all__ = ["KubeManager", "ManagerConfig"]
