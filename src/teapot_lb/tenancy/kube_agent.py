@@ -151,6 +151,14 @@ class TenantAgent:
         return service.is_handled(self.config.load_balancer_class, self.config.unclassed)
 
     async def _reconcile(self, key: str) -> None:
+        try:
+            await self._sync(key)
+        except NotFound as err:
+            # An object went away under us (a Service deleted while we patched it): its
+            # informer brings the deletion, which queues the key again.
+            self._log.debug("gone while reconciling", key=key, error=str(err))
+
+    async def _sync(self, key: str) -> None:
         ns, _, name = key.partition("/")
         remote_name = request_name(self.config.cluster, ns, name)
         remote_raw = self.remote.get(object_key(self.config.namespace, remote_name))
