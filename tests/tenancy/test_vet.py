@@ -148,3 +148,26 @@ def test_validate_reports_tenants_that_overlap_and_requests_outside_their_tenant
         and "[AddressNotAllocated]" in t
         for t in text
     )
+
+
+def test_the_webhook_denies_a_request_for_another_tenants_ip_with_the_same_message() -> None:
+    from teapot_lb.webhook.review import review
+
+    existing = [*pools().values(), tenant("acme"), tenant("bolt")]
+    body = tlb_body("bolt", "steal", requestedIPs=["198.51.100.1"])
+    request = {
+        "uid": "u1",
+        "kind": {"group": "lb.teapot.io", "version": "v1alpha1", "kind": "TenantLoadBalancer"},
+        "operation": "CREATE",
+        "namespace": "tenant-bolt",
+        "object": body,
+    }
+    answer, kind, allowed = review({"kind": "AdmissionReview", "request": request}, existing)
+    assert (kind, allowed) == ("TenantLoadBalancer", False)
+    message = answer["response"]["status"]["message"]
+    assert message == (
+        "TenantLoadBalancer/tenant-bolt/steal: spec.requestedIPs[0]: 198.51.100.1 is not "
+        "allocated to Tenant bolt [AddressNotAllocated]"
+    )
+    ok = {**request, "object": tlb_body("bolt", "fine")}
+    assert review({"kind": "AdmissionReview", "request": ok}, existing)[2] is True
