@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from teapot_lb import log
 from teapot_lb.cluster import Kind, Store
+from teapot_lb.controller.kube_cache import newer
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import AlreadyExists, NotFound
 from teapot_lb.kube.events import EventRecorder
@@ -85,6 +86,9 @@ class TenantAgent:
         self.store = Store()
         self.recorder = EventRecorder(tenant, COMPONENT, instance=config.cluster)
         self._told: dict[str, tuple[str, str]] = {}
+        # Services as our own last write returned them, until the informer catches up:
+        # a reconcile right after a write must not patch again from a stale version.
+        self._written: dict[str, KubeObject] = {}
         self._log = log.get("tenant-agent").bind(cluster=config.cluster)
         self.loop: ReconcileLoop[str] = ReconcileLoop(
             "tenant-agent",
@@ -163,6 +167,14 @@ class TenantAgent:
         remote_name = request_name(self.config.cluster, ns, name)
         remote_raw = self.remote.get(object_key(self.config.namespace, remote_name))
         raw = self.services.get(key)
+        written = self._written.get(key)
+        if raw is None:
+            self._written.pop(key, None)
+        elif written is not None:
+            if newer(written, raw):
+                raw = written
+            else:
+                del self._written[key]
         service = self.store.view().services.get(key)
         if raw is None or service is None:
             # The tenant API server said the Service is gone: an orphan.
@@ -192,9 +204,9 @@ class TenantAgent:
         parsed, _ = parse_object(remote)
         request = parsed if isinstance(parsed, TenantLoadBalancer) else None
         ingress = ingress_of(request)
-        current = [{"ip": e.ip} for e in service.status.load_balancer.ingress if e.ip is not None]
-        if current != ingress:
-            await patch_status(
+        current = (raw.get("status") or {}).get("loadBalancer", {}).get("ingress") or []
+        if [{"ip": e.get("ip")} for e in current] != ingress:
+            self._written[key] = await patch_status(
                 self.tenant, SERVICES, name, ns, {"loadBalancer": {"ingress": ingress}}
             )
         refusal = refusal_of(request)
@@ -215,7 +227,11 @@ class TenantAgent:
         patch = {
             "metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}
         }
-        return await self.tenant.patch(SERVICES, meta["name"], patch, namespace=meta["namespace"])
+        written = await self.tenant.patch(
+            SERVICES, meta["name"], patch, namespace=meta["namespace"]
+        )
+        self._written[object_key(meta["namespace"], meta["name"])] = written
+        return written
 
     async def _write_remote(self, desired: KubeObject, current: KubeObject | None) -> KubeObject:
         if current is None:
