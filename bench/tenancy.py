@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from controller_scale import cpu_seconds, free_port, peak_rss_mb, percentile, wait_ready
+from teapot_lb import log
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.errors import ApiStatusError, NotFound
 from teapot_lb.kube.resources import SERVICES, TENANT_LOAD_BALANCERS, TENANTS
@@ -403,6 +404,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=100.0, help="Services created per second")
     parser.add_argument("--churn", type=int, default=500, help="churn create/delete cycles")
     args = parser.parse_args()
+    log.configure(level="warning")
     if args.tenants < 3:
         parser.error("--tenants must be at least 3 (isolation and churn use t0, t1, t2)")
     figures = asyncio.run(run(args))

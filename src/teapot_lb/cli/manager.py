@@ -41,7 +41,7 @@ from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 @click.option("--lease-namespace", help="Default: $POD_NAMESPACE, else the config namespace.")
 @click.option("--lease-name", default="teapot-lb-manager", show_default=True)
 @click.option("--identity", help="Name in the Lease (default: $POD_NAME, else the hostname).")
-@click.option("--workers", default=8, show_default=True, type=click.IntRange(1, 256))
+@click.option("--workers", default=32, show_default=True, type=click.IntRange(1, 256))
 def manager(
     kubeconfig: Path | None,
     context: str | None,

@@ -208,11 +208,11 @@ class TenantBook:
             if problems is None:
                 return Outcome(key, None)
             refusal = Refusal(Rule.INVALID_REQUEST, "", "; ".join(str(p) for p in problems))
-            return self._refused(key, None, None, [refusal], now)
+            return self.refuse(key, None, None, [refusal], now)
         owner = tenant_of(request.namespace, view.tenants.values())
         if isinstance(owner, Refusal):
             self.release(key)
-            return self._refused(key, request, None, [owner], now)
+            return self.refuse(key, request, None, [owner], now)
         tenant = owner.name
         if self._owner.get(key) not in (None, tenant):
             self.release(key)  # the namespace moved to another tenant
@@ -229,7 +229,7 @@ class TenantBook:
         )
         if refusals:
             self.release(key)
-            return self._refused(key, request, tenant, refusals, now)
+            return self.refuse(key, request, tenant, refusals, now)
         result = self._allocators[tenant].assign(request_of(request))
         if isinstance(result, ipam.Refused):
             self.release(key)
@@ -258,7 +258,7 @@ class TenantBook:
             routes=routes,
         )
 
-    def _refused(
+    def refuse(
         self,
         key: str,
         request: TenantLoadBalancer | None,
@@ -266,6 +266,8 @@ class TenantBook:
         refusals: list[Refusal],
         now: datetime,
     ) -> Outcome:
+        """The outcome of refusing a request for `refusals` (it holds nothing after)."""
+        self.release(key)
         message = "; ".join(str(r) for r in refusals)
         return self._status(
             key,

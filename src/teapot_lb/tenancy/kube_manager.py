@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from teapot_lb import log
+from teapot_lb.controller.options import Event
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.events import EventRecorder
@@ -69,7 +70,8 @@ ManagerKey = RequestKey | TenantStatusKey | TenantsKey
 class ManagerConfig:
     config_namespace: str = "teapot-lb-system"
     lease: LeaseConfig | None = None
-    workers: int = 8
+    workers: int = 32
+    event_senders: int = 4
     tenant_status_delay_s: float = 0.5
 
 
@@ -110,6 +112,7 @@ class KubeManager:
             else None
         )
         self.loop: ReconcileLoop[ManagerKey] | None = None
+        self._events: asyncio.Queue[tuple[KubeObject, Event]] = asyncio.Queue()
         self._log = log.get("manager")
 
     # ------------------------------------------------------------------ cache
@@ -229,8 +232,12 @@ class KubeManager:
             loop.queue.add(RequestKey(key))
         for name in self.tenants:
             loop.queue.add(TenantStatusKey(name))
+        self._events = asyncio.Queue()  # Events of an earlier term are not sent late
         try:
-            await loop.work()
+            async with asyncio.TaskGroup() as group:
+                group.create_task(loop.work())
+                for _ in range(self.config.event_senders):
+                    group.create_task(self._send_events())
         finally:
             loop.queue.shut_down()
             self.loop = None
@@ -281,9 +288,14 @@ class KubeManager:
             if self._raw.get(outcome.key) is raw:
                 self._raw[outcome.key] = written
             if outcome.event is not None:
-                await self.recorder.record(
-                    written, outcome.event.type.value, outcome.event.reason, outcome.event.message
-                )
+                # Sent apart from the reconcile: a status write is one round trip, not two.
+                self._events.put_nowait((written, outcome.event))
+
+    async def _send_events(self) -> None:
+        while True:
+            involved, event = await self._events.get()
+            if self.is_leader:
+                await self.recorder.record(involved, event.type.value, event.reason, event.message)
 
     async def _write_tenant_status(self, name: str) -> None:
         tenant = self.tenants.get(name)
