@@ -17,6 +17,7 @@ from teapot_lb.kube.client import connect
 from teapot_lb.kube.leader import LeaseConfig
 from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
 from teapot_lb.tenancy.metrics import ManagerMetrics
+from teapot_lb.tenancy.standalone import run_manager
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
 
@@ -41,6 +42,12 @@ from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 @click.option("--lease-namespace", help="Default: $POD_NAMESPACE, else the config namespace.")
 @click.option("--lease-name", default="teapot-lb-manager", show_default=True)
 @click.option("--identity", help="Name in the Lease (default: $POD_NAME, else the hostname).")
+@click.option(
+    "--manifests",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Standalone: ROOT with management/, tenants/NAME/; status goes to ROOT/status/.",
+)
+@click.option("--once", is_flag=True, help="Standalone: one pass, then exit.")
 @click.option("--workers", default=32, show_default=True, type=click.IntRange(1, 256))
 def manager(
     kubeconfig: Path | None,
@@ -54,6 +61,8 @@ def manager(
     lease_namespace: str | None,
     lease_name: str,
     identity: str | None,
+    manifests: Path | None,
+    once: bool,
     workers: int,
 ) -> None:
     """Vet, allocate and report tenants' TenantLoadBalancers (Teapot management cluster).
@@ -61,6 +70,9 @@ def manager(
     Writes their status (Accepted/Programmed, addresses, next hops) and Events, Tenant
     usage, per-tenant metrics; serves the validating webhook with --webhook-cert/-key.
     """
+    if manifests is not None:
+        asyncio.run(run_manager(manifests, once=once))
+        return
     if (webhook_cert is None) != (webhook_key is None):
         raise click.UsageError("--webhook-cert and --webhook-key go together")
     for value in (metrics_addr, webhook_addr):

@@ -15,6 +15,7 @@ from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
+from teapot_lb.tenancy.standalone import run_agent
 
 
 @click.command("tenant-agent")
@@ -25,7 +26,6 @@ from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
 )
 @click.option(
     "--management-kubeconfig",
-    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Kubeconfig for the management cluster (RBAC: the tenant's namespace only).",
 )
@@ -41,14 +41,30 @@ from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
     show_default=True,
     help="Also serve LoadBalancer Services without a loadBalancerClass.",
 )
+@click.option(
+    "--manifests",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Standalone: this cluster's manifest directory (Services, Nodes, EndpointSlices).",
+)
+@click.option(
+    "--teapot-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Standalone: the manager's ROOT (requests go to ROOT/tenants/TENANT/).",
+)
+@click.option("--tenant", help="Standalone: the tenant's name (its directory under ROOT).")
+@click.option("--once", is_flag=True, help="Standalone: one pass, then exit.")
 @click.option("--metrics-addr", default=":7474", show_default=True, help="HOST:PORT ('' off).")
 def tenant_agent(
     kubeconfig: Path | None,
-    management_kubeconfig: Path,
+    management_kubeconfig: Path | None,
     management_namespace: str | None,
     cluster_name: str,
     load_balancer_class: str,
     unclassed: bool,
+    manifests: Path | None,
+    teapot_root: Path | None,
+    tenant: str | None,
+    once: bool,
     metrics_addr: str,
 ) -> None:
     """Fulfil this cluster's LoadBalancer Services through the Teapot management cluster.
@@ -56,6 +72,23 @@ def tenant_agent(
     Writes a TenantLoadBalancer per Service there, copies the assigned IPs into the
     Service's status.loadBalancer, records refusals as Events on the Service.
     """
+    if manifests is not None:
+        if teapot_root is None or not tenant:
+            raise click.UsageError("--manifests needs --teapot-root and --tenant")
+        asyncio.run(
+            run_agent(
+                manifests,
+                teapot_root,
+                tenant,
+                cluster_name,
+                once=once,
+                load_balancer_class=load_balancer_class,
+                unclassed=unclassed,
+            )
+        )
+        return
+    if management_kubeconfig is None:
+        raise click.UsageError("--management-kubeconfig is needed (or --manifests)")
     if metrics_addr:
         try:
             parse_address(metrics_addr)

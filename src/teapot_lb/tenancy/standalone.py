@@ -17,16 +17,19 @@ ROOT/status/NAME.json.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from teapot_lb import log
 from teapot_lb.cluster import Store
 from teapot_lb.model.manifest import load
 from teapot_lb.model.pool import AddressPool
@@ -172,4 +175,65 @@ def agent_sync(
     return ips
 
 
-__all__ = ["ManagerRun", "agent_sync", "manage"]
+def _stamp(paths: list[Path]) -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for base in paths:
+        for path in sorted(base.rglob("*")) if base.is_dir() else [base]:
+            with contextlib.suppress(OSError):
+                st = path.stat()
+                out.append((str(path), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+async def run_manager(root: Path, *, interval_s: float = 1.0, once: bool = False) -> None:
+    """`teapot-lb manager --manifests ROOT`: a pass whenever ROOT's inputs change."""
+    book = TenantBook()
+    logger = log.get("manager.standalone")
+    inputs = [root / "management", root / "tenants"]
+    seen: tuple[tuple[str, int, int], ...] | None = None
+    while True:
+        stamp = _stamp(inputs)
+        if stamp != seen:
+            run = manage(root, datetime.now(UTC), book)
+            for problem in run.problems:
+                logger.warning("problem", problem=str(problem))
+            requests = sum(len(t["requests"]) for t in run.statuses.values())
+            logger.info("pass", tenants=len(run.statuses), requests=requests)
+            seen = _stamp(inputs)
+        if once:
+            return
+        await asyncio.sleep(interval_s)
+
+
+async def run_agent(
+    cluster_dir: Path,
+    root: Path,
+    tenant: str,
+    cluster: str,
+    *,
+    interval_s: float = 1.0,
+    once: bool = False,
+    load_balancer_class: str = TEAPOT_CLOUD_CLASS,
+    unclassed: bool = False,
+) -> None:
+    """`teapot-lb tenant-agent --manifests DIR`: requests out, IPs back into
+    ROOT/status/TENANT.CLUSTER.services.json (the standalone Service status)."""
+    out = root / "status" / f"{tenant}.{cluster}.services.json"
+    while True:
+        ips = agent_sync(
+            cluster_dir,
+            root,
+            tenant,
+            cluster,
+            load_balancer_class=load_balancer_class,
+            unclassed=unclassed,
+        )
+        text = json.dumps(ips, indent=2, sort_keys=True)
+        if not out.exists() or out.read_text() != text:
+            _atomic_write(out, text)
+        if once:
+            return
+        await asyncio.sleep(interval_s)
+
+
+__all__ = ["ManagerRun", "agent_sync", "manage", "run_agent", "run_manager"]
