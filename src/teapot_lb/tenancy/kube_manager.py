@@ -136,23 +136,27 @@ class KubeManager:
 
     def _on_tenant(self, event: EventType, key: str, obj: KubeObject) -> None:
         parsed, _ = self._parse(obj)
-        if event is EventType.DELETED or not isinstance(parsed, Tenant):
-            self.tenants.pop(key, None)
-        else:
+        before = self.tenants.pop(key, None)
+        if event is not EventType.DELETED and isinstance(parsed, Tenant):
             self.tenants[key] = parsed
+        after = self.tenants.get(key)
         self._view = None
-        self._enqueue(TENANTS_KEY)
-        self._enqueue(TenantStatusKey(key), delay=self.config.tenant_status_delay_s)
+        # Our own status writes change only the status: nothing to reconcile again.
+        if (before.spec if before else None) != (after.spec if after else None):
+            self._enqueue(TENANTS_KEY)
+            self._enqueue(TenantStatusKey(key), delay=self.config.tenant_status_delay_s)
 
     def _on_pool(self, event: EventType, key: str, obj: KubeObject) -> None:
         parsed, _ = self._parse(obj)
         name = str(obj["metadata"]["name"])
-        if event is EventType.DELETED or not isinstance(parsed, AddressPool):
-            self.pools.pop(name, None)
-        else:
+        before = self.pools.pop(name, None)
+        if event is not EventType.DELETED and isinstance(parsed, AddressPool):
             self.pools[name] = parsed
+        after = self.pools.get(name)
         self._view = None
-        self._enqueue(TENANTS_KEY)
+        # The controller writes pool statuses; only a spec change moves allocations.
+        if (before.spec if before else None) != (after.spec if after else None):
+            self._enqueue(TENANTS_KEY)
 
     def _on_request(self, event: EventType, key: str, obj: KubeObject) -> None:
         self.requests.pop(key, None)
