@@ -8,6 +8,7 @@ of deploy/teapot/management.yaml or tenant-namespace.yaml.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -203,3 +204,71 @@ async def test_a_service_round_trips_its_status_through_the_real_apiserver(real:
                 )
     finally:
         plane.kubectl("delete", "node", node_name, check=False)
+
+
+async def test_the_real_apiserver_calls_the_managers_webhook(real: Real) -> None:
+    import base64
+
+    from teapot_lb.webhook import ReloadingCertificate, WebhookServer
+
+    plane = real.plane
+    cert, key = plane.pki.issue(f"teapot-manager-webhook-{real.suffix}", san="IP:127.0.0.1")
+    bolt_ns = real.ns("bolt")
+    async with await connect(real.manager, request_timeout_s=10.0) as manager_client:
+        manager = KubeManager(manager_client, ManagerConfig(config_namespace=real.config_ns))
+        webhook = WebhookServer(
+            manager.objects, certificate=ReloadingCertificate(cert, key), ready=manager.readiness
+        )
+        port = await webhook.start("127.0.0.1", 0)
+        name = f"teapot-manager-{real.suffix}"
+        try:
+            async with running(manager):
+                await wait_for_async(
+                    lambda: not manager.readiness() or None, within=30, what="manager synced"
+                )
+                ca = base64.b64encode(plane.pki.ca_cert.read_bytes()).decode()
+                _apply(plane, {
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingWebhookConfiguration",
+                    "metadata": {"name": name},
+                    "webhooks": [{
+                        "name": "tenancy.lb.teapot.io", "admissionReviewVersions": ["v1"],
+                        "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 10,
+                        "clientConfig": {"url": f"https://127.0.0.1:{port}/validate",
+                                         "caBundle": ca},
+                        # Only this test's namespace: the control plane is shared.
+                        "namespaceSelector": {"matchLabels": {
+                            "kubernetes.io/metadata.name": bolt_ns}},
+                        "rules": [{"apiGroups": ["lb.teapot.io"], "apiVersions": ["v1alpha1"],
+                                   "operations": ["CREATE", "UPDATE"],
+                                   "resources": ["tenantloadbalancers"]}],
+                    }],
+                })  # fmt: skip
+                steal = tlb_body("bolt", "steal", namespace=bolt_ns, requestedIPs=["198.51.100.1"])
+                async with await connect(real.agents["bolt"], request_timeout_s=10.0) as bolt:
+
+                    async def denied() -> str | None:
+                        try:
+                            await bolt.create(TENANT_LOAD_BALANCERS, steal)
+                        except ApiStatusError as err:
+                            return str(err) if "denied the request" in str(err) else None
+                        await bolt.delete(TENANT_LOAD_BALANCERS, "steal", bolt_ns)
+                        return None  # the configuration was not in effect yet
+
+                    message = None
+                    for _ in range(100):
+                        message = await denied()
+                        if message:
+                            break
+                        await asyncio.sleep(0.1)
+                    assert message is not None
+                    assert "spec.requestedIPs[0]: 198.51.100.1 is not allocated to Tenant" in (
+                        message
+                    )
+                    assert "[AddressNotAllocated]" in message
+                    fine = tlb_body("bolt", "fine", namespace=bolt_ns)
+                    created = await bolt.create(TENANT_LOAD_BALANCERS, fine)
+                    assert created["metadata"]["name"] == "fine"
+        finally:
+            plane.kubectl("delete", "validatingwebhookconfiguration", name, check=False)
+            await webhook.stop()
