@@ -89,6 +89,7 @@ class TenantAgent:
         # Services as our own last write returned them, until the informer catches up:
         # a reconcile right after a write must not patch again from a stale version.
         self._written: dict[str, KubeObject] = {}
+        self._written_remote: dict[str, KubeObject] = {}  # the same for our requests
         self._log = log.get("tenant-agent").bind(cluster=config.cluster)
         self.loop: ReconcileLoop[str] = ReconcileLoop(
             "tenant-agent",
@@ -158,23 +159,25 @@ class TenantAgent:
         try:
             await self._sync(key)
         except NotFound as err:
-            # An object went away under us (a Service deleted while we patched it): its
-            # informer brings the deletion, which queues the key again.
+            ns, _, name = key.partition("/")
+            self._written.pop(key, None)
+            self._written_remote.pop(request_name(self.config.cluster, ns, name), None)
+            # An object went away under us (a Service deleted while we patched it, a
+            # request deleted by someone else): look again, from the informers' copies.
             self._log.debug("gone while reconciling", key=key, error=str(err))
+            self.loop.queue.add_after(key, 0.1)
 
     async def _sync(self, key: str) -> None:
         ns, _, name = key.partition("/")
         remote_name = request_name(self.config.cluster, ns, name)
-        remote_raw = self.remote.get(object_key(self.config.namespace, remote_name))
+        remote_raw = self._latest(
+            self._written_remote, remote_name, self.remote.get(object_key(
+                self.config.namespace, remote_name))
+        )  # fmt: skip
         raw = self.services.get(key)
-        written = self._written.get(key)
         if raw is None:
-            self._written.pop(key, None)
-        elif written is not None:
-            if newer(written, raw):
-                raw = written
-            else:
-                del self._written[key]
+            self._written.pop(key, None)  # the tenant API server said it is gone
+        raw = self._latest(self._written, key, raw)
         service = self.store.view().services.get(key)
         if raw is None or service is None:
             # The tenant API server said the Service is gone: an orphan.
@@ -233,7 +236,28 @@ class TenantAgent:
         self._written[object_key(meta["namespace"], meta["name"])] = written
         return written
 
+    @staticmethod
+    def _latest(
+        written: dict[str, KubeObject], key: str, cached: KubeObject | None
+    ) -> KubeObject | None:
+        """The newer of the informer's copy and our own last write (dropped once the
+        informer has caught up). An object the informer has not seen is taken from our
+        write: a request we just created must not be created again; should it be gone
+        after all, the next write says NotFound and the key is looked at again."""
+        ours = written.get(key)
+        if ours is None:
+            return cached
+        if cached is not None and not newer(ours, cached):
+            del written[key]
+            return cached
+        return ours
+
     async def _write_remote(self, desired: KubeObject, current: KubeObject | None) -> KubeObject:
+        written = await self._put_remote(desired, current)
+        self._written_remote[desired["metadata"]["name"]] = written
+        return written
+
+    async def _put_remote(self, desired: KubeObject, current: KubeObject | None) -> KubeObject:
         if current is None:
             try:
                 return await self.management.create(TENANT_LOAD_BALANCERS, desired)
@@ -252,6 +276,7 @@ class TenantAgent:
         return await self.management.replace(TENANT_LOAD_BALANCERS, body)
 
     async def _delete_remote(self, name: str, current: KubeObject | None) -> None:
+        self._written_remote.pop(name, None)
         if current is None:
             return
         uid = current.get("metadata", {}).get("uid")
