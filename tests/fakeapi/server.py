@@ -692,8 +692,18 @@ async def _main() -> None:
     parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig here")
     parser.add_argument("--history", type=int, default=100_000)
     parser.add_argument("--bookmark-interval", type=float, default=5.0)
+    parser.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        metavar="TOKEN[=NS,NS...]",
+        help="turn authorization on: allow TOKEN (in these namespaces only); repeatable",
+    )
     args = parser.parse_args()
     server = FakeApiServer(history_size=args.history, bookmark_interval=args.bookmark_interval)
+    for entry in args.token:
+        token, sep, namespaces = entry.partition("=")
+        server.add_token(token, namespaces.split(",") if sep else None)
     url = await server.start(args.host, args.port)
     if args.kubeconfig:
         server.write_kubeconfig(args.kubeconfig)
