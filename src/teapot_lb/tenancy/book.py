@@ -194,6 +194,9 @@ class TenantBook:
         """Every route route mode wants now, over all tenants (for the BGP speaker)."""
         return sorted(r for routes in self._routes.values() for r in routes)
 
+    def route_count(self) -> int:
+        return sum(len(routes) for routes in self._routes.values())
+
     def holder_tenant(self, key: str) -> str | None:
         return self._owner.get(key)
 

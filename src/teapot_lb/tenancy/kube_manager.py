@@ -266,7 +266,7 @@ class KubeManager:
             case RequestKey(key=request_key):
                 before = self.book.holder_tenant(request_key)
                 outcome = self.book.decide(self.view(), request_key, self._clock())
-                self.metrics.routes.set(len(self.book.routes()))
+                self.metrics.routes.set(self.book.route_count())
                 for tenant in {before, outcome.tenant} - {None}:
                     assert tenant is not None
                     self._enqueue(TenantStatusKey(tenant), delay=self.config.tenant_status_delay_s)
