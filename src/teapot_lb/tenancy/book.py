@@ -99,6 +99,7 @@ class TenantBook:
         self._allocators: dict[str, ipam.Allocator] = {}
         self._configs: dict[str, tuple[ipam.Pool, ...]] = {}
         self._owner: dict[str, str] = {}  # request key -> tenant holding it
+        self._held: dict[str, set[str]] = {}  # tenant -> request keys it holds
         self._ports: dict[str, int] = {}
         self._sharing: dict[str, str | None] = {}
         self._routes: dict[str, tuple[TenantRoute, ...]] = {}
@@ -145,12 +146,16 @@ class TenantBook:
             self._forget(key)
 
     def _hold(self, key: str, tenant: str, request: TenantLoadBalancer) -> None:
+        self._forget(key)
         self._owner[key] = tenant
+        self._held.setdefault(tenant, set()).add(key)
         self._ports[key] = len(request.spec.ports)
         self._sharing[key] = request.spec.sharing_key
 
     def _forget(self, key: str) -> None:
-        self._owner.pop(key, None)
+        tenant = self._owner.pop(key, None)
+        if tenant is not None:
+            self._held.get(tenant, set()).discard(key)
         self._ports.pop(key, None)
         self._sharing.pop(key, None)
         self._routes.pop(key, None)
@@ -166,7 +171,7 @@ class TenantBook:
         return bool(released)
 
     def _drop_tenant(self, name: str) -> list[str]:
-        keys = [k for k, t in self._owner.items() if t == name]
+        keys = sorted(self._held.get(name, ()))
         for key in keys:
             self.release(key)
         self._allocators.pop(name, None)
@@ -178,7 +183,7 @@ class TenantBook:
         allocator = self._allocators.get(tenant)
         if allocator is None:
             return Usage()
-        keys = [k for k, t in self._owner.items() if t == tenant and k != without]
+        keys = [k for k in self._held.get(tenant, ()) if k != without]
         ips = {ip for k in keys if (a := allocator.assignment(k)) is not None for ip in a.ips}
         return Usage(len(ips), len(keys), sum(self._ports[k] for k in keys))
 
@@ -186,8 +191,7 @@ class TenantBook:
         if sharing_key is None:
             return False
         return any(
-            t == tenant and k != key and self._sharing.get(k) == sharing_key
-            for k, t in self._owner.items()
+            k != key and self._sharing.get(k) == sharing_key for k in self._held.get(tenant, ())
         )
 
     def routes(self) -> list[TenantRoute]:
