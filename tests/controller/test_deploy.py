@@ -31,6 +31,7 @@ from teapot_lb.controller.kube_runner import KubeController, RunnerConfig, runni
 from teapot_lb.kube import resources
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.leader import LeaseConfig
+from teapot_lb.model.kinds import KINDS
 from teapot_lb.webhook import VALIDATE_PATH
 
 from .chart import CHART, render_manifest, render_objects
@@ -42,8 +43,13 @@ NAMESPACE_DOC = (
     "---\n# The namespace of the components and of their configuration.\n"
     "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: teapot-lb-system\n"
 )
+# The controller's webhook covers the one-cluster kinds; Teapot's management kinds
+# (Tenant, TenantLoadBalancer) are the manager's (deploy/teapot/).
+_MANAGEMENT = {info.resource for info in KINDS if info.management}
 LB_PLURALS = sorted(
-    r.plural for r in vars(resources).values() if isinstance(r, resources.Resource) and r.custom
+    r.plural
+    for r in vars(resources).values()
+    if isinstance(r, resources.Resource) and r.custom and r not in _MANAGEMENT
 )
 
 

@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("teapot_lb.cli.explain", "explain_command"),
     "validate": ("teapot_lb.cli.validate", "validate"),
     "status": ("teapot_lb.cli.status", "status"),
+    "manager": ("teapot_lb.cli.manager", "manager"),
+    "tenant-agent": ("teapot_lb.cli.tenant_agent", "tenant_agent"),
 }
 
 _SUMMARIES = {
@@ -28,6 +30,8 @@ _SUMMARIES = {
     "explain": "Why each node does or does not announce a Service.",
     "validate": "Check manifests and report every problem.",
     "status": "Pools, sessions, who holds which IP, problems: one screen.",
+    "manager": "Teapot: vet and allocate tenants' load balancers (management cluster).",
+    "tenant-agent": "Teapot: cloud-provider-teapot for a tenant cluster's Services.",
 }
 
 

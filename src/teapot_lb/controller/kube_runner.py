@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from teapot_lb import ipam, log
 from teapot_lb.cluster import ClusterView, Kind, Store
@@ -45,7 +46,7 @@ from teapot_lb.controller.state import AllocationState, rebuild, sync_pools
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import Informer
-from teapot_lb.kube.leader import LeaderElector, LeadershipLost, LeaseConfig
+from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.workqueue import WorkQueue
 from teapot_lb.model import ApiObject
@@ -183,15 +184,7 @@ class KubeController:
         # A replica whose cache is not filled (API unreachable, CRDs missing) does not
         # take the lease from one that could work.
         await self.cache.wait_synced()
-        if self.elector is None:
-            await self._lead()
-            return
-        while True:
-            try:
-                await self.elector.run(self._lead)
-                return
-            except LeadershipLost as lost:
-                self._log.warning("leadership lost; campaigning again", reason=str(lost))
+        await lead_when_elected(self.elector, self._lead)
 
     def _on_leadership(self, leading: bool) -> None:
         self.metrics.leader.set(1 if leading else 0)
@@ -274,12 +267,20 @@ class KubeController:
             self.metrics.releases.inc()
 
 
+class _Runs(Protocol):
+    async def run(self) -> None: ...
+
+
+R = TypeVar("R", bound=_Runs)
+
+
 @contextlib.asynccontextmanager
-async def running(controller: KubeController) -> AsyncIterator[KubeController]:
-    """Run a controller in a task for the duration of a `with` block (tests, bench)."""
-    task = asyncio.create_task(controller.run())
+async def running(component: R) -> AsyncIterator[R]:
+    """Run a component (controller, manager, tenant agent) in a task for the duration of
+    a `with` block (tests, bench)."""
+    task = asyncio.create_task(component.run())
     try:
-        yield controller
+        yield component
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

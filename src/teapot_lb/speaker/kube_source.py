@@ -19,7 +19,7 @@ from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import KubeObject, key_of
 from teapot_lb.model import parse_object
-from teapot_lb.model.kinds import KINDS
+from teapot_lb.model.kinds import ONE_CLUSTER_KINDS
 
 
 def secret_data(obj: KubeObject) -> dict[str, bytes]:
@@ -62,8 +62,8 @@ class KubeSource:
     ) -> None:
         self.store = store
         self.informers: dict[Kind, Informer] = {}
-        # The speaker watches every kind of the registry.
-        for info in KINDS:
+        # The speaker watches every kind of one cluster (not Teapot's management kinds).
+        for info in ONE_CLUSTER_KINDS:
             namespace = config_namespace if info.config else None
             informer = Informer(
                 client, info.resource, namespace=namespace, watch_timeout_s=watch_timeout_s
@@ -97,7 +97,7 @@ async def read_cluster(kubeconfig: str | None) -> ClusterView:
     """One consistent-enough read of every kind (for `explain`)."""
     store = Store()
     async with await connect(kubeconfig) as client:
-        for info in KINDS:
+        for info in ONE_CLUSTER_KINDS:
             listed = await client.list(info.resource)
             for obj in listed.items:
                 put(store, info.kind, key_of(obj), obj)
