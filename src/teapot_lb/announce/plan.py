@@ -37,6 +37,8 @@ from teapot_lb.model import (
     parse_large_community,
 )
 from teapot_lb.model.service import LOAD_BALANCER_CLASS
+from teapot_lb.tenancy.programmed import programmed_routes
+from teapot_lb.tenancy.routes import TenantRoute
 
 
 class Mode(StrEnum):
@@ -128,6 +130,9 @@ class Plan:
     node: str
     announcements: frozenset[Announcement]
     decisions: tuple[Decision, ...]
+    tenant_decisions: tuple[Decision, ...] = ()
+    """Route mode (Teapot management cluster): one per TenantLoadBalancer address, its
+    `service` the request's namespace/name (apart: nothing reports them on a Service)."""
 
     def of_mode(self, mode: Mode) -> set[Announcement]:
         return {a for a in self.announcements if a.mode is mode}
@@ -278,7 +283,10 @@ class _Planner:
         advs: list[BGPAdvertisement],
         say: _Say,
         out: set[Announcement],
+        next_hops: tuple[IPAddress, ...] = (),
     ) -> None:
+        """`next_hops` (route mode): one path per next hop, keyed by its address, so every
+        speaker announces the same paths (the same ADD-PATH identifiers, RFC 7911)."""
         peers = self.view.bgp_peers
         node_peers = [
             peers[k]
@@ -293,7 +301,15 @@ class _Planner:
             for peer in node_peers:
                 if adv.spec.peers and peer.name not in adv.spec.peers:
                     continue
-                out.add(_route(ip, adv, peer))
+                route = _route(ip, adv, peer)
+                if next_hops:
+                    host = _prefix_text(ip, ip.max_prefixlen)  # never aggregated: the tenant's IP
+                    out.update(
+                        BGPRoute(peer.name, host, route.attributes.evolve(next_hop=h), str(h))
+                        for h in next_hops
+                    )
+                else:
+                    out.add(route)
                 announced.append(peer.name)
         if not announced:
             say(Mode.BGP, False, "the advertisements name peers this node has no session with")
@@ -304,6 +320,29 @@ class _Planner:
         if down:
             reason += f" (session down with {', '.join(down)}: not yet received there)"
         say(Mode.BGP, True, reason, tuple(up))
+
+    def decide_tenant(
+        self, node_name: str, route: TenantRoute
+    ) -> tuple[set[Announcement], list[Decision]]:
+        """Route mode: announce a tenant's IP to this node's peers with the tenant's nodes as
+        next hops, where a BGPAdvertisement of the IP's pool selects this node."""
+        out: set[Announcement] = set()
+        decisions: list[Decision] = []
+        node = self.view.nodes.get(node_name)
+        node_labels = node.labels if node is not None else {}
+        ip = ip_network(route.prefix).network_address
+        say = _Say(route.request, str(ip), node_name, decisions)
+        pool = self.view.pool_of(ip)
+        if pool is None:
+            say(Mode.BGP, False, "the IP is in no AddressPool")
+            return out, decisions
+        advs = self.advertisements_for(pool)[0]
+        if not advs:
+            say(Mode.BGP, False, f"no BGPAdvertisement selects AddressPool {pool.name}")
+            return out, decisions
+        if bgp := _selecting(Mode.BGP, advs, node_labels, node_exclusion(node), say):
+            self._bgp(ip, node_labels, bgp, say, out, next_hops=route.next_hops)
+        return out, decisions
 
     def _l2(
         self,
@@ -447,7 +486,17 @@ def plan(
         for kept_anns, kept_decs in cache.plans.results(view, scope, PLAN_KINDS, decide):
             announcements |= kept_anns
             decisions.extend(kept_decs)
-    return Plan(node=node, announcements=frozenset(announcements), decisions=tuple(decisions))
+    tenant_decisions: list[Decision] = []
+    for route in programmed_routes(view):
+        anns, decs = planner.decide_tenant(node, route)
+        announcements |= anns
+        tenant_decisions.extend(decs)
+    return Plan(
+        node=node,
+        announcements=frozenset(announcements),
+        decisions=tuple(decisions),
+        tenant_decisions=tuple(tenant_decisions),
+    )
 
 
 def explain(

@@ -35,6 +35,8 @@ async def run_speaker(
     kubeconfig: str | None,
     config_namespace: str | None,
     stop: asyncio.Event | None = None,
+    *,
+    tenancy: bool = False,
 ) -> NodeSpeaker:
     """Run until SIGTERM/SIGINT (or `stop` is set); returns the speaker after shutdown."""
     logger = log.get("speaker").bind(node=config.node)
@@ -44,7 +46,9 @@ async def run_speaker(
     speaker = build_speaker(config, store, restarting=restarting)
     stop = stop or stop_on_signals()
     async with await connect(kubeconfig) as client:
-        source = KubeSource(client, store, speaker.notify, config_namespace=config_namespace)
+        source = KubeSource(
+            client, store, speaker.notify, config_namespace=config_namespace, tenancy=tenancy
+        )
         reporter = KubeReporter(client, config.node)
         speaker.reporter = reporter
         monitor: MonitoringServer | None = None
@@ -111,6 +115,13 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
 @heartbeat_key_file()
 @click.option("--keepalived", default="keepalived", show_default=True)
 @click.option("--metrics-address", default=":7472", show_default=True)
+@click.option(
+    "--tenancy/--no-tenancy",
+    default=False,
+    show_default=True,
+    help="Teapot management cluster: also announce the TenantLoadBalancers the manager "
+    "programmed (route mode: one BGP path per tenant node).",
+)
 @service_class_options
 def speaker(
     node: str,
@@ -126,6 +137,7 @@ def speaker(
     metrics_address: str,
     load_balancer_class: str,
     class_only: bool,
+    tenancy: bool,
 ) -> None:
     """Announce the Service IPs this node should announce (BGP, L2, VIP), from the API.
 
@@ -144,7 +156,7 @@ def speaker(
         metrics_address=metrics_address or None,
         controller=ControllerOptions(load_balancer_class, class_only),
     )
-    asyncio.run(run_speaker(config, kubeconfig, config_namespace))
+    asyncio.run(run_speaker(config, kubeconfig, config_namespace, tenancy=tenancy))
 
 
 if __name__ == "__main__":

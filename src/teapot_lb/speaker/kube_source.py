@@ -19,7 +19,7 @@ from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import KubeObject, key_of
 from teapot_lb.model import parse_object
-from teapot_lb.model.kinds import ONE_CLUSTER_KINDS
+from teapot_lb.model.kinds import KINDS, ONE_CLUSTER_KINDS
 
 
 def secret_data(obj: KubeObject) -> dict[str, bytes]:
@@ -59,11 +59,14 @@ class KubeSource:
         *,
         config_namespace: str | None = None,
         watch_timeout_s: float = 300.0,
+        tenancy: bool = False,
     ) -> None:
         self.store = store
         self.informers: dict[Kind, Informer] = {}
-        # The speaker watches every kind of one cluster (not Teapot's management kinds).
-        for info in ONE_CLUSTER_KINDS:
+        # The speaker watches every kind of one cluster; Teapot's management kinds only on a
+        # management cluster (`--tenancy`: route mode, see teapot_lb.tenancy.programmed).
+        kinds = KINDS if tenancy else ONE_CLUSTER_KINDS
+        for info in kinds:
             namespace = config_namespace if info.config else None
             informer = Informer(
                 client, info.resource, namespace=namespace, watch_timeout_s=watch_timeout_s

@@ -1,0 +1,78 @@
+"""Route mode in the speaker: the tenant routes a management speaker announces (pure).
+
+The manager writes its decision into each TenantLoadBalancer's status (the assigned
+`addresses`, the `nextHops`, the `Programmed` condition); only the manager may write that
+status (RBAC: the tenant's agent writes the spec). The speaker reads the requests from its
+view and announces every address of a Programmed route-mode request with one path per next
+hop of the address's family (see :func:`teapot_lb.announce.plan.plan`).
+
+The speaker checks the status once more against the Tenant, as the last line before the
+network: an address outside the tenant's allocation or a next hop outside its node
+networks is not announced, whoever wrote it (a status written by hand, a manager bug).
+"""
+
+from __future__ import annotations
+
+from ipaddress import ip_address, ip_network
+
+from teapot_lb.addresses import IPAddress
+from teapot_lb.cluster import ClusterView
+from teapot_lb.model.common import ConditionStatus
+from teapot_lb.model.tenancy import PROGRAMMED, Tenant, TenantLoadBalancer, TenantMode
+from teapot_lb.tenancy.allocation import is_allocated
+from teapot_lb.tenancy.routes import TenantRoute
+from teapot_lb.tenancy.vet import tenant_of
+
+
+def is_programmed(request: TenantLoadBalancer) -> bool:
+    """The manager vetted the request and assigned its addresses (condition Programmed)."""
+    status = request.status
+    if status is None:
+        return False
+    return any(c.type == PROGRAMMED and c.status is ConditionStatus.TRUE for c in status.conditions)
+
+
+def _addresses(texts: list[str]) -> list[IPAddress]:
+    out = []
+    for text in texts:
+        try:
+            out.append(ip_address(text))
+        except ValueError:
+            continue  # the CRD's schema keeps these out; nothing to announce either way
+    return out
+
+
+def request_routes(
+    key: str, request: TenantLoadBalancer, tenant: Tenant, view: ClusterView
+) -> tuple[TenantRoute, ...]:
+    """The routes of one request from its status: one per assigned address with the next
+    hops of its family (sorted), each inside the tenant's node networks."""
+    status = request.status
+    if status is None or request.spec.mode is not TenantMode.ROUTE or not is_programmed(request):
+        return ()
+    pools = {p.name: p for p in view.pools.values()}  # the view keys them namespace/name
+    networks = tenant.node_networks()
+    hops = [h for h in _addresses(status.next_hops) if any(h in n for n in networks)]
+    out = []
+    for ip in _addresses(status.addresses):
+        if not is_allocated(ip, tenant, pools):
+            continue
+        same_family = tuple(sorted({h for h in hops if h.version == ip.version}, key=int))
+        if same_family:
+            out.append(TenantRoute(str(ip_network(ip)), same_family, tenant.name, key))
+    return tuple(out)
+
+
+def programmed_routes(view: ClusterView) -> tuple[TenantRoute, ...]:
+    """Every tenant route the management speakers announce, by request key."""
+    tenants = list(view.tenants.values())
+    out: list[TenantRoute] = []
+    for key in sorted(view.tenant_load_balancers):
+        request = view.tenant_load_balancers[key]
+        tenant = tenant_of(request.namespace, tenants)
+        if isinstance(tenant, Tenant):
+            out.extend(request_routes(key, request, tenant, view))
+    return tuple(out)
+
+
+__all__ = ["is_programmed", "programmed_routes", "request_routes"]
