@@ -3,6 +3,7 @@
     python -m speaker.kubectl KUBECONFIG apply FILE.json       # create, or replace spec
     python -m speaker.kubectl KUBECONFIG status FILE.json      # patch the status subresource
     python -m speaker.kubectl KUBECONFIG get KIND NAMESPACE NAME   # prints JSON
+    python -m speaker.kubectl KUBECONFIG delete KIND NAMESPACE NAME
 
 KIND is a resource name of :mod:`teapot_lb.kube.resources` (services, nodes, bgppeers …).
 """
@@ -10,6 +11,7 @@ KIND is a resource name of :mod:`teapot_lb.kube.resources` (services, nodes, bgp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -54,6 +56,11 @@ async def main(kubeconfig: str, verb: str, rest: list[str], docs: list[dict[str,
                 print("null")
                 return 0
             print(json.dumps(obj))
+            return 0
+        if verb == "delete":
+            plural, namespace, name = rest
+            with contextlib.suppress(NotFound):
+                await client.delete(BY_PLURAL[plural], name, namespace or None)
             return 0
     return 2
 

@@ -1,0 +1,192 @@
+"""Route mode end to end: the manager programs a tenant's request, a management speaker
+(`teapot-lb speaker --tenancy`) announces it to BIRD with one ADD-PATH path per tenant
+node, and BIRD's kernel FIB has an ECMP route over the tenant's nodes.
+
+The lab's three nodes (n1..n3, 192.0.2.11-13, each serving its name on port 7000) are
+the tenant's nodes; the management speaker is another host, m1, on the same segment. The
+fake API server and the manager run in the router's namespace; the test writes the
+TenantLoadBalancer as the tenant's agent would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bgp.interop.peers import Bird, Neighbor, fib_next_hops
+from needs import require_binary, require_root
+from speaker.test_speaker_netns import Cluster
+from standalone.netlab import NODES, ROUTER_LAN, ROUTER_LAN6, Lab, wait_for
+from teapot_lb.netlab import Topology
+
+from .builders import API, CONFIG_NS, tenant_body, tlb_body
+
+TESTS = Path(__file__).resolve().parents[1]
+API_PORT = 6443
+M1 = "192.0.2.21"
+NAMESPACE = "tenant-acme"
+TENANT_NODES = frozenset(NODES.values())
+
+
+def config(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    meta = {"name": name, "namespace": CONFIG_NS}
+    return {"apiVersion": API, "kind": kind, "metadata": meta, "spec": spec}
+
+
+def request(**changes: Any) -> dict[str, Any]:
+    """acme's request for Service default/web: Local policy, n1..n3 ready unless changed."""
+    body = tlb_body("acme", "web", externalTrafficPolicy="Local")
+    for i, ready in changes.get("ready", {}).items():
+        body["spec"]["backends"][i]["ready"] = ready
+    return body
+
+
+class Management(Cluster):
+    """The management cluster's API, driven from the router's namespace."""
+
+    def status(self) -> dict[str, Any]:
+        got = json.loads(self.kubectl("get", "tenantloadbalancers", NAMESPACE, "web")) or {}
+        return dict(got.get("status") or {})
+
+    def log(self, name: str) -> Any:
+        return (self.workdir / f"{name}.log").open("ab")
+
+
+@pytest.fixture(scope="module")
+def management(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Management, Bird]]:
+    require_root()
+    require_binary("bird", "birdc")
+    workdir = tmp_path_factory.mktemp("route-mode")
+    procs: list[subprocess.Popen[bytes]] = []
+    with Topology("route") as topo:
+        lab = Lab(topo, workdir)
+        m1 = topo.add_host("m1")
+        topo.connect(m1, lab.lan, addrs=[f"{M1}/24"])
+        mgmt = Management(lab, workdir)
+        procs.append(
+            lab.router.popen(
+                ["env", f"PYTHONPATH={TESTS}", sys.executable, "-m", "fakeapi",
+                 "--host", ROUTER_LAN, "--port", str(API_PORT),
+                 "--kubeconfig", str(mgmt.kubeconfig)],
+                stdout=subprocess.DEVNULL, stderr=mgmt.log("api"),
+            )
+        )  # fmt: skip
+        wait_for(lambda: mgmt.kubeconfig.exists(), timeout=20, what="the API server")
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "m1"},
+            "status": {"addresses": [{"type": "InternalIP", "address": M1}]},
+        }
+        mgmt.apply(
+            [
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+                for n in (CONFIG_NS, NAMESPACE)
+            ]
+        )
+        mgmt.apply([node])
+        mgmt.apply([node], "status")
+        mgmt.apply(
+            [
+                config("AddressPool", "tenants", {"addresses": ["203.0.113.0/28"]}),
+                config(
+                    "BGPPeer",
+                    "router",
+                    {
+                        "myASN": 64512,
+                        "peerASN": 64500,
+                        "peerAddress": ROUTER_LAN,
+                        "holdTime": "9s",
+                        "addPath": "send",
+                    },
+                ),
+                config("BGPAdvertisement", "tenants", {"addressPools": ["tenants"]}),
+                tenant_body(
+                    "acme",
+                    allocations=[{"addressPool": "tenants", "cidrs": ["203.0.113.0/29"]}],
+                    nodeNetworks=["192.0.2.8/29"],  # n1..n3, not the management host
+                ),
+            ]
+        )
+        bird = Bird(
+            lab.router,
+            workdir / "bird",
+            asn=64500,
+            router_id=ROUTER_LAN,
+            neighbors=[Neighbor(address=M1, asn=64512, hold_time=9, add_path="receive")],
+            fib=True,
+            local_addresses=[ROUTER_LAN, ROUTER_LAN6],
+        )
+        bird.start()
+        teapot = str(Path(sys.executable).parent / "teapot-lb")
+        procs.append(
+            lab.router.popen(
+                [teapot, "manager", "--kubeconfig", str(mgmt.kubeconfig), "--no-leader-elect",
+                 "--metrics-addr", "", "--webhook-addr", ""],
+                stdout=mgmt.log("manager"), stderr=mgmt.log("manager"),
+            )
+        )  # fmt: skip
+        procs.append(
+            m1.popen(
+                [sys.executable, "-m", "teapot_lb.cli.speaker", "--node", "m1",
+                 "--kubeconfig", str(mgmt.kubeconfig), "--modes", "bgp", "--tenancy",
+                 "--state-dir", str(workdir / "state-m1"), "--metrics-address", ""],
+                stdout=mgmt.log("speaker"), stderr=mgmt.log("speaker"),
+            )
+        )  # fmt: skip
+        try:
+            yield mgmt, bird
+        finally:
+            for proc in reversed(procs):
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait(timeout=10)
+            bird.stop()
+
+
+def test_tenant_ip_gets_ecmp_over_its_ready_nodes_and_follows_readiness(
+    management: tuple[Management, Bird],
+) -> None:
+    mgmt, _ = management
+    router = mgmt.lab.router
+    mgmt.apply([request()])
+    status = wait_for(
+        lambda: (s := mgmt.status()).get("nextHops") and s,
+        timeout=20,
+        what="the manager programs the request",
+    )
+    [ip] = status["addresses"]
+    prefix = f"{ip}/32"
+    assert frozenset(status["nextHops"]) == TENANT_NODES
+
+    def hops() -> frozenset[str] | None:
+        return fib_next_hops(router, prefix)
+
+    wait_for(lambda: hops() == TENANT_NODES, timeout=30, what="ECMP over n1..n3 in BIRD's FIB",
+             detail=lambda: f"FIB: {hops()}")  # fmt: skip
+    mgmt.lab.bind_service_ip(ip)  # kube-proxy's part on the tenant's nodes
+    assert wait_for(lambda: mgmt.lab.who(ip), timeout=10, what="client reaches the IP") in NODES
+
+    mgmt.apply([request(ready={1: False})])  # n2's endpoint is no longer ready
+    rest = TENANT_NODES - {NODES["n2"]}
+    wait_for(lambda: hops() == rest, timeout=20, what="n2's path withdrawn",
+             detail=lambda: f"FIB: {hops()}")  # fmt: skip
+
+    steer = request()
+    steer["spec"]["backends"][0]["addresses"] = [M1]  # the management host: not the tenant's
+    mgmt.apply([steer])
+    wait_for(lambda: hops() is None, timeout=20, what="the refused request withdrawn",
+             detail=lambda: f"FIB: {hops()}, status: {mgmt.status()}")  # fmt: skip
+
+    mgmt.apply([request()])
+    wait_for(lambda: hops() == TENANT_NODES, timeout=20, what="the paths back")
+
+    mgmt.kubectl("delete", "tenantloadbalancers", NAMESPACE, "web")
+    wait_for(lambda: hops() is None, timeout=20, what="the route withdrawn",
+             detail=lambda: f"FIB: {hops()}")  # fmt: skip
