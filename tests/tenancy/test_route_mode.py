@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from ipaddress import ip_address
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from model.builders import bgp_advertisement, parse, peer
 from teapot_lb.announce.election import EXCLUDE_LABEL
 from teapot_lb.announce.plan import BGPRoute, Mode, plan
 from teapot_lb.cluster import ClusterView, Store
+from teapot_lb.model.kinds import KINDS
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.tenancy.book import ManagementView, TenantBook
@@ -179,3 +183,21 @@ def test_the_path_key_is_the_next_hop_so_paths_survive_reordering() -> None:
     body["spec"]["backends"].reverse()
     assert routes_of(view(managed(config(body)))) == before
     assert all(ip_address(key) for _, _, key, _ in before)
+
+
+def test_the_speaker_tenancy_rbac_reads_exactly_the_management_kinds_for_the_speaker() -> None:
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    docs = [d for d in yaml.safe_load_all((deploy / "teapot" / "speaker-tenancy.yaml").read_text())]
+    [role] = [d for d in docs if d["kind"] == "ClusterRole"]
+    [binding] = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    [rule] = role["rules"]
+    watched = {info.resource.plural for info in KINDS if info.management}
+    assert set(rule["resources"]) == watched and rule["verbs"] == ["get", "list", "watch"]
+    speakers = [
+        d
+        for d in yaml.safe_load_all((deploy / "teapot-lb.yaml").read_text())
+        if d and d["kind"] == "DaemonSet"
+    ]
+    [account] = {d["spec"]["template"]["spec"]["serviceAccountName"] for d in speakers}
+    assert [s["name"] for s in binding["subjects"]] == [account]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]

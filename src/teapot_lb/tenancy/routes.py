@@ -4,7 +4,7 @@ The management cluster's speakers announce each IP of a tenant's load balancer w
 tenant's nodes as next hops (a third-party next hop on the shared segment, RFC 4271
 §5.1.3), one path per node through ADD-PATH (RFC 7911), so the router spreads traffic over
 the nodes by ECMP. This module only says *which* routes are wanted; announcing them is the
-BGP layer's job (see docs/teapot.md, "Hand-off to the BGP speaker").
+BGP layer's job (:mod:`teapot_lb.tenancy.programmed`; docs/teapot.md, "Route mode").
 
 Which nodes: with externalTrafficPolicy Local, the nodes holding ready endpoints; with
 Cluster, every backend node, but only while some node holds a ready endpoint (kube-proxy
