@@ -1,6 +1,7 @@
 """Route mode end to end: the manager programs a tenant's request, a management speaker
-(`teapot-lb speaker --tenancy`) announces it to BIRD with one ADD-PATH path per tenant
-node, and BIRD's kernel FIB has an ECMP route over the tenant's nodes.
+(`teapot-lb speaker --tenancy`) announces it to the router (BIRD 2, then FRR 8) with one
+ADD-PATH path per tenant node, and the router's kernel FIB has an ECMP route over the
+tenant's nodes.
 
 The lab's three nodes (n1..n3, 192.0.2.11-13, each serving its name on port 7000) are
 the tenant's nodes; the management speaker is another host, m1, on the same segment. The
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from bgp.interop.peers import Bird, Neighbor, fib_next_hops
+from bgp.interop.peers import DAEMONS, BgpDaemon, Neighbor, fib_next_hops
 from needs import require_binary, require_root
 from speaker.test_speaker_netns import Cluster
 from standalone.netlab import NODES, ROUTER_LAN, ROUTER_LAN6, Lab, wait_for
@@ -39,7 +40,7 @@ def config(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": API, "kind": kind, "metadata": meta, "spec": spec}
 
 
-def request(**changes: Any) -> dict[str, Any]:
+def tenant_request(**changes: Any) -> dict[str, Any]:
     """acme's request for Service default/web: Local policy, n1..n3 ready unless changed."""
     body = tlb_body("acme", "web", externalTrafficPolicy="Local")
     for i, ready in changes.get("ready", {}).items():
@@ -58,13 +59,18 @@ class Management(Cluster):
         return (self.workdir / f"{name}.log").open("ab")
 
 
-@pytest.fixture(scope="module")
-def management(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Management, Bird]]:
+@pytest.fixture(scope="module", params=["bird", "frr"])
+def management(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Management, BgpDaemon]]:
+    """The lab, the API server, the manager and the speaker m1 peering with the router
+    daemon (BIRD 2 or FRR 8, ADD-PATH receive, kernel FIB with ECMP)."""
     require_root()
-    require_binary("bird", "birdc")
-    workdir = tmp_path_factory.mktemp("route-mode")
+    daemon = DAEMONS[request.param]
+    require_binary(*daemon.binaries)
+    workdir = tmp_path_factory.mktemp(f"route-mode-{request.param}")
     procs: list[subprocess.Popen[bytes]] = []
-    with Topology("route") as topo:
+    with Topology(f"rt{request.param}") as topo:
         lab = Lab(topo, workdir)
         m1 = topo.add_host("m1")
         topo.connect(m1, lab.lan, addrs=[f"{M1}/24"])
@@ -114,16 +120,16 @@ def management(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Manag
                 ),
             ]
         )
-        bird = Bird(
+        router = daemon(
             lab.router,
-            workdir / "bird",
+            workdir / request.param,
             asn=64500,
             router_id=ROUTER_LAN,
             neighbors=[Neighbor(address=M1, asn=64512, hold_time=9, add_path="receive")],
             fib=True,
             local_addresses=[ROUTER_LAN, ROUTER_LAN6],
         )
-        bird.start()
+        router.start()
         teapot = str(Path(sys.executable).parent / "teapot-lb")
         procs.append(
             lab.router.popen(
@@ -141,21 +147,21 @@ def management(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Manag
             )
         )  # fmt: skip
         try:
-            yield mgmt, bird
+            yield mgmt, router
         finally:
             for proc in reversed(procs):
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait(timeout=10)
-            bird.stop()
+            router.stop()
 
 
-def test_tenant_ip_gets_ecmp_over_its_ready_nodes_and_follows_readiness(
-    management: tuple[Management, Bird],
+def test_the_router_fib_has_ecmp_over_the_tenants_ready_nodes_and_follows_changes(
+    management: tuple[Management, BgpDaemon],
 ) -> None:
     mgmt, _ = management
     router = mgmt.lab.router
-    mgmt.apply([request()])
+    mgmt.apply([tenant_request()])
     status = wait_for(
         lambda: (s := mgmt.status()).get("nextHops") and s,
         timeout=20,
@@ -173,18 +179,18 @@ def test_tenant_ip_gets_ecmp_over_its_ready_nodes_and_follows_readiness(
     mgmt.lab.bind_service_ip(ip)  # kube-proxy's part on the tenant's nodes
     assert wait_for(lambda: mgmt.lab.who(ip), timeout=10, what="client reaches the IP") in NODES
 
-    mgmt.apply([request(ready={1: False})])  # n2's endpoint is no longer ready
+    mgmt.apply([tenant_request(ready={1: False})])  # n2's endpoint is no longer ready
     rest = TENANT_NODES - {NODES["n2"]}
     wait_for(lambda: hops() == rest, timeout=20, what="n2's path withdrawn",
              detail=lambda: f"FIB: {hops()}")  # fmt: skip
 
-    steer = request()
+    steer = tenant_request()
     steer["spec"]["backends"][0]["addresses"] = [M1]  # the management host: not the tenant's
     mgmt.apply([steer])
     wait_for(lambda: hops() is None, timeout=20, what="the refused request withdrawn",
              detail=lambda: f"FIB: {hops()}, status: {mgmt.status()}")  # fmt: skip
 
-    mgmt.apply([request()])
+    mgmt.apply([tenant_request()])
     wait_for(lambda: hops() == TENANT_NODES, timeout=20, what="the paths back")
 
     mgmt.kubectl("delete", "tenantloadbalancers", NAMESPACE, "web")
