@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
-from ipaddress import ip_network
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import TypeVar
 
 from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache
@@ -67,7 +67,7 @@ class BGPRoute:
 
     def __post_init__(self) -> None:
         hop = self.attributes.next_hop
-        if hop is not None and ip_network(self.prefix).version != hop.version:
+        if hop is not None and _network(self.prefix).version != hop.version:
             # Refused here, in the planner that made it: the BGP library would refuse it
             # too, but only when the whole peer's routes are set.
             raise ValueError(
@@ -209,6 +209,11 @@ def _prefix_text(ip: IPAddress, length: int) -> str:
     return str(ip_network(f"{ip}/{length}", strict=False))
 
 
+@lru_cache(maxsize=65536)
+def _network(prefix: str) -> IPv4Network | IPv6Network:
+    return ip_network(prefix)
+
+
 @lru_cache(maxsize=4096)
 def _communities(texts: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(sorted({parse_community(c) for c in texts}))
@@ -330,7 +335,7 @@ class _Planner:
         decisions: list[Decision] = []
         node = self.view.nodes.get(node_name)
         node_labels = node.labels if node is not None else {}
-        ip = ip_network(route.prefix).network_address
+        ip = _network(route.prefix).network_address
         say = _Say(route.request, str(ip), node_name, decisions)
         pool = self.view.pool_of(ip)
         if pool is None:
