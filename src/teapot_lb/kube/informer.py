@@ -187,9 +187,7 @@ class Informer:
 
     def _refusal(self, verb: str, err: Forbidden) -> str:
         where = f"namespace {self.namespace}" if self.namespace else "all namespaces"
-        return (
-            f"forbidden: {verb} {self.resource.plural} ({self.resource}) in {where}: {err.message}"
-        )
+        return f"forbidden: {verb} {self.resource} in {where}: {err.message}"
 
     def _set_current(self, current: bool) -> None:
         if current == self._current:
