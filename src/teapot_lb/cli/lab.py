@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -15,6 +17,37 @@ from teapot_lb.lab.router import ROUTERS
 from teapot_lb.lab.runner import REPO_EXAMPLES, LabOptions, run_lab
 from teapot_lb.lab.scenarios import Sizes
 from teapot_lb.netlab import cleanup_stale, netns_available
+
+
+class _Output:
+    """stdout or stderr that never fails the lab. The lab's cleanup must finish whatever
+    happened to its output: `teapot-lb lab | head -1`, a `tee` killed by the same Ctrl-C,
+    a closed terminal (SIGHUP). Once a write fails (EPIPE: the reader is gone; EIO: the
+    terminal is), this and later writes are dropped, and the descriptor is pointed at
+    /dev/null so that nothing else (the interpreter's flush at exit) fails on it either."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> None:
+        if self.gone:
+            return
+        try:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.gone = True
+            _to_devnull(self.stream)
+
+
+def _to_devnull(stream: TextIO) -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _pick(known: tuple[str, ...], what: str, text: str) -> tuple[str, ...]:
@@ -133,14 +166,14 @@ def lab(
         workdir=workdir,
     )
     start = time.monotonic()
+    out, err = _Output(sys.stdout), _Output(sys.stderr)
 
     def progress(text: str) -> None:
-        click.echo(f"[{time.monotonic() - start:6.1f}s] {text}", err=True)
-        sys.stderr.flush()
+        err.write(f"[{time.monotonic() - start:6.1f}s] {text}")
 
     report = run_lab(options, progress)
-    click.echo("")
-    click.echo(table(report))
+    out.write("")
+    out.write(table(report))
     if json_path is not None:
         json_path.write_text(json.dumps(to_json(report), indent=1) + "\n")
     ctx.exit(0 if report.ok else 1)
