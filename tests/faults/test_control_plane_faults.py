@@ -1,0 +1,195 @@
+"""Control-plane faults on a real control plane: etcd, kube-apiserver and
+kube-controller-manager (../shared/kube), `teapot-lb speaker` in two node namespaces
+announcing by BGP to a BIRD router, `teapot-lb controller` assigning IPs.
+
+For each fault: while the control plane is away no route is withdrawn at the router and
+no IP changes; Services created, changed and deleted meanwhile converge after it.
+One control plane and one network for the whole module; each test uses its own Services.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from needs import require_binary, require_kube, require_root
+from teapot_lb.lab.kubelab import KubeLab, RouteWatch, changed_ips
+from teapot_lb.lab.kubeplane import ControlPlane
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Topology
+
+# Convergence after the control plane is back: the goal is seconds; generous for a
+# loaded 2-core machine.
+CONVERGE_S = 30.0
+OUTAGE_S = 5.0
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeLab]:
+    require_root()
+    require_kube()
+    require_binary("bird", "birdc", "kubectl")
+    workdir = tmp_path_factory.mktemp("faults")
+    # Watches served from etcd: a compaction expires them at once (410), as a watch
+    # cache that fell behind does.
+    plane = ControlPlane(workdir / "kube", apiserver_args=("--watch-cache=false",))
+    with Topology("flt") as topo:
+        try:
+            plane.start()
+            cluster = KubeLab(plane, topo, workdir)
+            try:
+                cluster.start()
+                yield cluster
+            finally:
+                cluster.close()
+        finally:
+            plane.close()
+
+
+def names(prefix: str, n: int) -> list[str]:
+    tag = uuid.uuid4().hex[:5]
+    return [f"{prefix}-{tag}-{i}" for i in range(n)]
+
+
+def announced(lab: KubeLab, service: str) -> Callable[[], bool]:
+    def check() -> bool:
+        ip = lab.ips().get(service)
+        return ip is not None and lab.next_hops(ip) == lab.all_nodes()
+
+    return check
+
+
+def withdrawn(lab: KubeLab, ip: str) -> Callable[[], bool]:
+    return lambda: not lab.next_hops(ip)
+
+
+def fault_round(
+    lab: KubeLab, prefix: str, fault: Callable[[], None], heal: Callable[[], None]
+) -> None:
+    """Services before; the fault; changes while it lasts; heal; check convergence."""
+    keep, gone = names(prefix, 2)
+    for name in (keep, gone):
+        lab.create_service(name)
+    for name in (keep, gone):
+        wait_for(announced(lab, name), timeout=CONVERGE_S, what=f"{name} announced")
+    before = lab.ips()
+    watched = {n: before[n] for n in (keep, gone)}
+    (new,) = names(prefix + "-new", 1)
+    with RouteWatch(lab, watched) as watch:
+        fault()
+        # Changes while the control plane is away (they land once it is back for the
+        # parts that need it).
+        heal_then = _changes(lab, gone, new)
+        heal()
+        heal_then()
+        wait_for(announced(lab, new), timeout=CONVERGE_S, what=f"{new} announced after")
+        wait_for(withdrawn(lab, before[gone]), timeout=CONVERGE_S, what=f"{gone} withdrawn")
+    assert not watch.withdrawn, f"routes withdrawn while away: {watch.withdrawn[:5]}"
+    assert watch.samples > 0
+    after = lab.ips()
+    assert not changed_ips({keep: before[keep]}, after), (before, after)
+    assert lab.next_hops(before[keep]) == lab.all_nodes()
+
+
+def _changes(lab: KubeLab, gone: str, new: str) -> Callable[[], None]:
+    """Create `new` and delete `gone` (in that order, so `new` does not simply take
+    `gone`'s IP), now if the API answers, else once it does again."""
+    try:
+        lab.create_service(new)
+        lab.delete_service(gone)
+        return lambda: None
+    except RuntimeError:
+
+        def later() -> None:
+            wait_for(lambda: _try(lambda: lab.create_service(new)), timeout=60, what="create")
+            lab.delete_service(gone)
+
+        return later
+
+
+def _try(action: Callable[[], None]) -> bool:
+    try:
+        action()
+    except RuntimeError:
+        return False
+    return True
+
+
+def test_apiserver_killed_and_restarted(lab: KubeLab) -> None:
+    plane = lab.plane
+    fault_round(
+        lab,
+        "api",
+        fault=plane.apiserver.kill,
+        heal=lambda: (_sleep(OUTAGE_S), plane.apiserver.start(), plane.apiserver.wait_ready()),
+    )
+
+
+def test_etcd_killed_and_restarted(lab: KubeLab) -> None:
+    plane = lab.plane
+    fault_round(
+        lab,
+        "etcd",
+        fault=plane.etcd.kill,
+        heal=lambda: (
+            _sleep(OUTAGE_S),
+            plane.etcd.start(),
+            plane.etcd.wait_ready(),
+            plane.apiserver.wait_ready(),
+        ),
+    )
+
+
+def test_watches_expired_by_compaction(lab: KubeLab) -> None:
+    plane = lab.plane
+
+    def compact_with_watches_down() -> None:
+        # Every watch breaks while the apiserver restarts; the history they would resume
+        # from is compacted away meanwhile: they get 410 Gone and re-list.
+        plane.apiserver.kill()
+        plane.etcd.compact()
+
+    def heal() -> None:
+        plane.etcd.compact()
+        plane.apiserver.start()
+        plane.apiserver.wait_ready()
+
+    fault_round(lab, "gone", fault=compact_with_watches_down, heal=heal)
+
+
+def test_a_speaker_cut_off_from_the_apiserver_while_bgp_stays_up(lab: KubeLab) -> None:
+    forwarder = lab.forwarders["n1"]
+    fault_round(
+        lab,
+        "cut",
+        fault=lambda: forwarder.set_mode("blackhole"),
+        heal=lambda: (
+            _sleep(OUTAGE_S),
+            forwarder.set_mode("refuse"),
+            _sleep(0.5),
+            forwarder.set_mode("pass"),
+        ),
+    )
+
+
+def test_a_slow_apiserver(lab: KubeLab) -> None:
+    forwarders = list(lab.forwarders.values())
+
+    def slow() -> None:
+        for f in forwarders:
+            f.set_mode("delay=300")
+
+    def heal() -> None:
+        _sleep(OUTAGE_S)
+        for f in forwarders:
+            f.set_mode("pass")
+
+    fault_round(lab, "slow", fault=slow, heal=heal)
+
+
+def _sleep(seconds: float) -> None:
+    """The outage itself (not a wait for a condition)."""
+    time.sleep(seconds)
