@@ -15,16 +15,22 @@ and records any route that lost a next hop and any Service whose IP changed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.kube.errors import AlreadyExists, KubeError, NotFound
+from teapot_lb.kube.resources import NODES as NODE_RESOURCE
+from teapot_lb.kube.resources import SERVICES
 from teapot_lb.lab.kubeplane import ControlPlane, Forwarder, forward_into, free_port
 from teapot_lb.lab.router import Bird, RouterConfig, Session, fib_next_hops
 from teapot_lb.lab.wait import wait_for
@@ -36,6 +42,7 @@ POOL = "203.0.113.0/28"
 NS = "teapot-lb-system"
 API = "lb.teapot.io/v1alpha1"
 EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"
+T = TypeVar("T")
 CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"
 
 
@@ -173,41 +180,56 @@ class KubeLab:
     # ------------------------------------------------------------------ objects
 
     def apply(self, docs: Iterable[dict[str, Any]]) -> None:
-        self.plane.kubectl(
-            "apply",
-            "-f",
-            "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)}),
-        )
+        items = {"apiVersion": "v1", "kind": "List", "items": list(docs)}
+        self.plane.kubectl("apply", "-f", "-", input=json.dumps(items))
+
+    def api(self, call: Callable[[KubeClient], Awaitable[T]]) -> T:
+        """One call with our own client as the admin (much faster than a kubectl run, so
+        timings measure the cluster, not the tool); RuntimeError when it fails."""
+
+        async def go() -> T:
+            async with await connect(self.plane.admin_kubeconfig, request_timeout_s=10) as c:
+                return await call(c)
+
+        try:
+            return asyncio.run(go())
+        except KubeError as err:
+            raise RuntimeError(str(err)) from err
 
     def create_service(self, name: str, namespace: str = "default") -> None:
-        self.apply(
-            [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Service",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
-                }
-            ]
-        )
+        doc = {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+        }
+
+        async def create(c: KubeClient) -> None:
+            # A create that timed out may have gone through: it exists, then.
+            with contextlib.suppress(AlreadyExists):
+                await c.create(SERVICES, doc)
+
+        self.api(create)
 
     def delete_service(self, name: str, namespace: str = "default") -> None:
-        self.plane.kubectl("delete", "service", name, "-n", namespace, "--wait=false")
+
+        async def delete(c: KubeClient) -> None:
+            with contextlib.suppress(NotFound):
+                await c.delete(SERVICES, name, namespace)
+
+        self.api(delete)
 
     def ips(self, namespace: str = "default") -> dict[str, str]:
         """Service name → its first assigned IP (those that have one)."""
-        listed = json.loads(self.plane.kubectl("get", "services", "-n", namespace, "-o", "json"))
+        listed = self.api(lambda c: c.list(SERVICES, namespace=namespace))
         out: dict[str, str] = {}
-        for svc in listed["items"]:
+        for svc in listed.items:
             ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
             if ingress and "ip" in ingress[0]:
                 out[svc["metadata"]["name"]] = ingress[0]["ip"]
         return out
 
     def label_excluded(self, node: str, excluded: bool) -> None:
-        label = f"{EXCLUDE}=" if excluded else f"{EXCLUDE}-"
-        self.plane.kubectl("label", "node", node, label, "--overwrite")
+        patch = {"metadata": {"labels": {EXCLUDE: "" if excluded else None}}}
+        self.api(lambda c: c.patch(NODE_RESOURCE, node, patch))
 
     def next_hops(self, ip: str) -> frozenset[str]:
         assert self.router is not None
