@@ -30,26 +30,12 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from teapot_lb.lab.kubelab import KubeLab, RouteWatch, changed_ips
+from teapot_lb.lab.kubelab import KubeLab, RouteWatch, changed_ips, retrying
 from teapot_lb.lab.kubeplane import ControlPlane, missing
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
-
-
-def retrying(action: Callable[[], None], what: str) -> None:
-    """A write right after /readyz ok can still meet a 429; retry until it goes through."""
-    wait_for(lambda: _ok(action), timeout=60, what=what, every=0.05)
-
-
-def _ok(action: Callable[[], None]) -> bool:
-    try:
-        action()
-    except RuntimeError:
-        return False
-    return True
 
 
 def trial(lab: KubeLab, n: int, outage_s: float) -> dict[str, float | int]:
@@ -72,9 +58,9 @@ def trial(lab: KubeLab, n: int, outage_s: float) -> dict[str, float | int]:
         plane.apiserver.start()
         wait_for(plane.apiserver.ready, timeout=120, what="apiserver /readyz ok", every=0.05)
         ready = time.monotonic()
-    retrying(lambda: lab.create_service(new), "create the new Service")
-    retrying(lambda: lab.delete_service(gone), "delete a Service")
-    retrying(lambda: lab.label_excluded("n2", True), "label n2 excluded")
+    retrying(lambda: lab.create_service(new), what="create the new Service")
+    retrying(lambda: lab.delete_service(gone), what="delete a Service")
+    retrying(lambda: lab.label_excluded("n2", True), what="label n2 excluded")
     done: dict[str, float] = {}
 
     def progress() -> bool:
@@ -104,9 +90,9 @@ def trial(lab: KubeLab, n: int, outage_s: float) -> dict[str, float | int]:
         "ips_changed": len(changed_ips({keep: before[keep]}, after)),
     }
     # Back to the starting state for the next trial.
-    retrying(lambda: lab.label_excluded("n2", False), "unlabel n2")
+    retrying(lambda: lab.label_excluded("n2", False), what="unlabel n2")
     for name in (keep, new):
-        retrying(lambda name=name: lab.delete_service(name), "delete")
+        retrying(lambda name=name: lab.delete_service(name), what="delete")
     wait_for(
         lambda: not any(lab.next_hops(ip) for ip in (before[keep], after.get(new, before[keep]))),
         timeout=60,

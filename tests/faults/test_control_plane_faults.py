@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from needs import require_binary, require_kube, require_root
-from teapot_lb.lab.kubelab import KubeLab, RouteWatch, changed_ips
+from teapot_lb.lab.kubelab import KubeLab, RouteWatch, changed_ips, retrying
 from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
@@ -113,18 +113,10 @@ def _changes(lab: KubeLab, gone: str, new: str) -> Callable[[], None]:
     except RuntimeError:
 
         def later() -> None:
-            wait_for(lambda: _try(lambda: lab.create_service(new)), timeout=60, what="create")
+            retrying(lambda: lab.create_service(new), what="create after the fault")
             lab.delete_service(gone)
 
         return later
-
-
-def _try(action: Callable[[], None]) -> bool:
-    try:
-        action()
-    except RuntimeError:
-        return False
-    return True
 
 
 def test_apiserver_killed_and_restarted(lab: KubeLab) -> None:

@@ -273,6 +273,20 @@ class RouteWatch:
             self.samples += 1
 
 
+def retrying(action: Callable[[], None], *, what: str, timeout: float = 60.0) -> None:
+    """Run `action` (a KubeLab read or write) until it goes through: right after an outage
+    the apiserver may still refuse (429, 503) or not answer."""
+
+    def went_through() -> bool:
+        try:
+            action()
+        except RuntimeError:
+            return False
+        return True
+
+    wait_for(went_through, timeout=timeout, what=what, every=0.05)
+
+
 def changed_ips(before: dict[str, str], after: dict[str, str]) -> dict[str, tuple[str, str | None]]:
     """Services that had an IP before and now have another (or none)."""
     return {n: (ip, after.get(n)) for n, ip in before.items() if after.get(n) != ip}
