@@ -10,6 +10,7 @@ SYSTEM_PACKAGES=(
   iproute2 iputils-ping iputils-arping tcpdump procps psmisc curl ca-certificates openssl
   bird2 frr gobgpd exabgp keepalived haproxy nginx-light
   python3-venv
+  mmdebstrap umoci
 )
 
 missing=()

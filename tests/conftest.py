@@ -30,9 +30,10 @@ def kube_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlan
     """One real control plane (etcd, kube-apiserver, kube-controller-manager) for the whole
     session, shared by every test that asks for it: tests keep to their own namespaces and
     object names. Tests that break the control plane on purpose start their own
-    (:class:`teapot_lb.lab.kubeplane.ControlPlane`)."""
+    (:class:`teapot_lb.lab.kubeplane.ControlPlane`). Requests are audited
+    (:meth:`ControlPlane.audit_events`)."""
     require_kube()
-    plane = ControlPlane(tmp_path_factory.mktemp("kube"))
+    plane = ControlPlane(tmp_path_factory.mktemp("kube"), audit=True)
     try:
         plane.start()
         yield plane

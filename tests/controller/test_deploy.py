@@ -96,14 +96,14 @@ def test_the_rendered_controller_arguments_are_accepted_by_the_command() -> None
         controller_command.make_context("controller", ["--no-such-flag"])
 
 
-def test_the_speaker_runs_on_the_host_network_with_only_net_raw_and_net_admin() -> None:
+def test_the_speaker_runs_on_the_host_network_with_only_the_network_capabilities() -> None:
     daemonset = one(render_objects(), "DaemonSet", "teapot-lb-speaker")
     pod = daemonset["spec"]["template"]["spec"]
     assert pod["hostNetwork"] is True
     c = container(daemonset)
     assert c["securityContext"]["capabilities"] == {
         "drop": ["ALL"],
-        "add": ["NET_RAW", "NET_ADMIN"],
+        "add": ["NET_RAW", "NET_ADMIN", "NET_BIND_SERVICE"],  # BGP listens on 179
     }
     assert "privileged" not in c["securityContext"]
     assert "--node=$(NODE_NAME)" in c["args"]
@@ -188,7 +188,7 @@ def test_the_speaker_state_dir_is_a_host_directory_that_outlives_the_pod() -> No
     host_paths = [v for v in daemonset["spec"]["template"]["spec"]["volumes"] if "hostPath" in v]
     assert host_paths == [volume]
     security = container(daemonset)["securityContext"]
-    assert security["capabilities"]["add"] == ["NET_RAW", "NET_ADMIN"]
+    assert security["capabilities"]["add"] == ["NET_RAW", "NET_ADMIN", "NET_BIND_SERVICE"]
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False and "privileged" not in security
 

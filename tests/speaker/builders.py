@@ -99,6 +99,7 @@ class FakeSpeaker:
     calls: list[tuple[str, str]] = field(default_factory=list)
     started: bool = False
     shut_down: dict[str, Any] | None = None
+    bfd: dict[str, Any] = field(default_factory=dict)  # set_bfd calls: address -> parameters
 
     async def start(self) -> None:
         self.started = True
@@ -112,6 +113,10 @@ class FakeSpeaker:
         del self.peers[address]
         self.routes.pop(address, None)
         self.calls.append(("remove", address))
+
+    def set_bfd(self, address: str, parameters: Any) -> None:
+        self.bfd[address] = parameters
+        self.calls.append(("bfd", address))
 
     def set_routes(
         self, routes: Mapping[Prefix, RouteAttributes | None], peer: str | None = None

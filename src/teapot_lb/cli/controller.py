@@ -13,13 +13,13 @@ from pathlib import Path
 import click
 
 from teapot_lb import log
+from teapot_lb.cli.run import service_class_options
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.controller.kube_runner import KubeController, RunnerConfig
 from teapot_lb.controller.metrics import ControllerMetrics
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.leader import LeaseConfig
-from teapot_lb.model import LOAD_BALANCER_CLASS
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
 
@@ -39,17 +39,7 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     help="Kubeconfig file. Default: the pod's service account, else $KUBECONFIG or ~/.kube/config.",
 )
 @click.option("--context", help="Kubeconfig context (default: the current one).")
-@click.option(
-    "--class-only",
-    is_flag=True,
-    help="Serve only Services whose spec.loadBalancerClass is ours (not unclassed ones).",
-)
-@click.option(
-    "--load-balancer-class",
-    default=LOAD_BALANCER_CLASS,
-    show_default=True,
-    help="The spec.loadBalancerClass served.",
-)
+@service_class_options
 @click.option(
     "--config-namespace",
     default="teapot-lb-system",

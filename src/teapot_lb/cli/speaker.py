@@ -10,8 +10,15 @@ from pathlib import Path
 import click
 
 from teapot_lb import log
-from teapot_lb.cli.run import RunConfig, heartbeat_key_file, parse_modes, stop_on_signals
+from teapot_lb.cli.run import (
+    RunConfig,
+    heartbeat_key_file,
+    parse_modes,
+    service_class_options,
+    stop_on_signals,
+)
 from teapot_lb.cluster import Store
+from teapot_lb.controller import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.membership.udp import DEFAULT_PORT
@@ -106,6 +113,7 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
 @heartbeat_key_file()
 @click.option("--keepalived", default="keepalived", show_default=True)
 @click.option("--metrics-address", default=":7472", show_default=True)
+@service_class_options
 def speaker(
     node: str,
     kubeconfig: str | None,
@@ -118,6 +126,8 @@ def speaker(
     heartbeat_key: bytes | None,
     keepalived: str,
     metrics_address: str,
+    load_balancer_class: str,
+    class_only: bool,
 ) -> None:
     """Announce the Service IPs this node should announce (BGP, L2, VIP), from the API.
 
@@ -134,6 +144,7 @@ def speaker(
         heartbeat_key=heartbeat_key,
         keepalived=keepalived,
         metrics_address=metrics_address or None,
+        controller=ControllerOptions(load_balancer_class, class_only),
     )
     asyncio.run(run_speaker(config, kubeconfig, config_namespace or None))
 

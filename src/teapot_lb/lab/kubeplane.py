@@ -14,6 +14,8 @@ What a test gets from :class:`ControlPlane`:
 - ``kubectl`` with the admin identity (:meth:`ControlPlane.kubectl`);
 - faults: each process can be killed, stopped (SIGSTOP) and restarted on the same data,
   and etcd compacted so that old watches get 410 Gone (:meth:`Etcd.compact`);
+- an audit log of every request (``audit=True``; :meth:`ControlPlane.audit_events`), to
+  see which verbs on which resources an identity really used and whether any was refused;
 - :func:`forward_into`, the apiserver exposed on ``127.0.0.1:6443`` inside a network
   namespace (where a node's speaker runs), with a switch to cut the node off or slow it
   down while everything else keeps its connection (:mod:`teapot_lb.lab.nsforward`).
@@ -46,8 +48,11 @@ from teapot_lb.lab.wait import wait_for
 KUBE_BIN_ENV = "TEAPOT_KUBE_BIN"
 KUBE_VERSION = "v1.36.2"
 SERVICE_CIDR = "10.96.0.0/16"
-"""The apiserver's ClusterIP range. ClusterIPs exist only as data in etcd here: no
-kube-proxy runs and no packet is ever sent to them."""
+SERVICE_CIDR6 = "2001:db8:96::/112"
+"""The apiserver's ClusterIP ranges (dual-stack, so RequireDualStack Services are
+accepted). ClusterIPs exist only as data in etcd here: no kube-proxy runs. The apiserver
+itself does connect to a Service's ClusterIP when a webhook is registered by Service
+reference: register test webhooks by URL."""
 
 
 def _project_root() -> Path:
@@ -227,6 +232,10 @@ class _Process:
             return ""
 
 
+Daemon = _Process
+"""A daemon of a test (a controller, a speaker) with the same start/stop/kill/tail."""
+
+
 class Etcd(_Process):
     """etcd on 127.0.0.1 with its data in ``data_dir`` (kept across restarts)."""
 
@@ -325,7 +334,7 @@ class ApiServer(_Process):
                 f"--etcd-servers={etcd.url}", f"--etcd-prefix={etcd_prefix}",
                 "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
                 f"--secure-port={self.port}", "--endpoint-reconciler-type=none",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--service-cluster-ip-range={SERVICE_CIDR},{SERVICE_CIDR6}",
                 "--authorization-mode=Node,RBAC",
                 f"--client-ca-file={pki.ca_cert}",
                 f"--tls-cert-file={pki.serving_cert}",
@@ -394,6 +403,15 @@ class ControllerManager(_Process):
 # --- the control plane ----------------------------------------------------------------------
 
 
+_AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+"""
+
+
 class ControlPlane:
     """etcd + kube-apiserver (+ kube-controller-manager), started by :meth:`start`.
 
@@ -407,6 +425,7 @@ class ControlPlane:
         *,
         controller_manager: bool = True,
         apiserver_args: Sequence[str] = (),
+        audit: bool = False,
     ) -> None:
         reason = missing()
         if reason:
@@ -416,6 +435,18 @@ class ControlPlane:
         workdir.mkdir(parents=True, exist_ok=True)
         self.pki = Pki(workdir / "pki")
         self.etcd = Etcd(workdir)
+        self.audit_log: Path | None = None
+        if audit:
+            self.audit_log = workdir / "audit.log"
+            policy = workdir / "audit-policy.yaml"
+            policy.write_text(_AUDIT_POLICY)
+            apiserver_args = [
+                *apiserver_args,
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
+            ]
         self.apiserver = ApiServer(workdir, self.pki, self.etcd, extra_args=apiserver_args)
         self.controller_manager = (
             ControllerManager(workdir, self.pki, self.apiserver) if controller_manager else None
@@ -467,6 +498,21 @@ class ControlPlane:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+    def audit_events(self, username: str | None = None) -> list[dict[str, Any]]:
+        """The audit log's events (one per request, at its ResponseComplete stage), of
+        ``username`` only when given. Empty without ``audit=True``."""
+        if self.audit_log is None or not self.audit_log.exists():
+            return []
+        events = []
+        for line in self.audit_log.read_text(errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if username is None or event.get("user", {}).get("username") == username:
+                events.append(event)
+        return events
 
     # --- identities -----------------------------------------------------------------------
 
