@@ -215,6 +215,8 @@ class Informer:
             self._dispatch(type_, key, obj)
         self.retry.listed()
         self.forbidden = None
+        if self.lists > 1:
+            self._log.info("re-listed", objects=len(fresh), changes=len(changes))
         self._synced.set()
         self._set_current(True)
 
