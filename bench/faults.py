@@ -32,10 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from teapot_lb.lab.kubelab import KubeLab, RouteWatch, changed_ips, retrying
-from teapot_lb.lab.kubeplane import ControlPlane, missing
+from teapot_lb.lab.kubelab import KubeLab, RouteWatch, changed_ips, retrying, running
+from teapot_lb.lab.kubeplane import missing
 from teapot_lb.lab.wait import wait_for
-from teapot_lb.netlab import Topology
 
 
 def trial(lab: KubeLab, n: int, outage_s: float) -> dict[str, float | int]:
@@ -111,28 +110,18 @@ def main() -> None:
     if reason:
         sys.exit(f"cannot run: {reason}")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="teapot-faults-"))
-    plane = ControlPlane(workdir / "kube")
     results = []
-    with Topology("fbench") as topo:
-        try:
-            plane.start()
-            lab = KubeLab(plane, topo, workdir)
-            try:
-                lab.start()
-                for n in range(args.trials):
-                    r = trial(lab, n, args.outage)
-                    results.append(r)
-                    print(
-                        f"trial {n}: new Service {r['new_s']:.2f} s, exclusion "
-                        f"{r['exclusion_s']:.2f} s, delete {r['delete_s']:.2f} s, withdrawn "
-                        f"{r['withdrawn']} of {r['samples']} samples, IPs changed "
-                        f"{r['ips_changed']}",
-                        flush=True,
-                    )
-            finally:
-                lab.close()
-        finally:
-            plane.close()
+    with running(workdir, tag="fbench") as lab:
+        for n in range(args.trials):
+            r = trial(lab, n, args.outage)
+            results.append(r)
+            print(
+                f"trial {n}: new Service {r['new_s']:.2f} s, exclusion "
+                f"{r['exclusion_s']:.2f} s, delete {r['delete_s']:.2f} s, withdrawn "
+                f"{r['withdrawn']} of {r['samples']} samples, IPs changed "
+                f"{r['ips_changed']}",
+                flush=True,
+            )
 
     def figures(key: str) -> tuple[float, float]:
         values = [float(r[key]) for r in results]

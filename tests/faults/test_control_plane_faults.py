@@ -17,10 +17,8 @@ from pathlib import Path
 import pytest
 
 from needs import require_binary, require_kube, require_root
-from teapot_lb.lab.kubelab import KubeLab, RouteWatch, changed_ips, retrying
-from teapot_lb.lab.kubeplane import ControlPlane
+from teapot_lb.lab.kubelab import KubeLab, RouteWatch, changed_ips, retrying, running
 from teapot_lb.lab.wait import wait_for
-from teapot_lb.netlab import Topology
 
 # Convergence after the control plane is back: the goal is seconds; generous for a
 # loaded 2-core machine.
@@ -36,18 +34,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeLab]:
     workdir = tmp_path_factory.mktemp("faults")
     # Watches served from etcd: a compaction expires them at once (410), as a watch
     # cache that fell behind does.
-    plane = ControlPlane(workdir / "kube", apiserver_args=("--watch-cache=false",))
-    with Topology("flt") as topo:
-        try:
-            plane.start()
-            cluster = KubeLab(plane, topo, workdir)
-            try:
-                cluster.start()
-                yield cluster
-            finally:
-                cluster.close()
-        finally:
-            plane.close()
+    with running(workdir, tag="flt", apiserver_args=("--watch-cache=false",)) as cluster:
+        yield cluster
 
 
 def names(prefix: str, n: int) -> list[str]:

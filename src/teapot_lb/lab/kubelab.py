@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -237,6 +237,24 @@ class KubeLab:
 
     def all_nodes(self) -> frozenset[str]:
         return frozenset(self.node_addresses.values())
+
+
+@contextlib.contextmanager
+def running(workdir: Path, *, tag: str, apiserver_args: Sequence[str] = ()) -> Iterator[KubeLab]:
+    """A control plane and a :class:`KubeLab` on it, started; everything stopped and every
+    namespace removed on exit."""
+    plane = ControlPlane(workdir / "kube", apiserver_args=apiserver_args)
+    with Topology(tag) as topo:
+        try:
+            plane.start()
+            lab = KubeLab(plane, topo, workdir)
+            try:
+                lab.start()
+                yield lab
+            finally:
+                lab.close()
+        finally:
+            plane.close()
 
 
 @dataclass
