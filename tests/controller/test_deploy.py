@@ -119,6 +119,18 @@ def test_the_speaker_runs_on_the_host_network_with_only_the_network_capabilities
     assert pod["tolerations"] == [{"operator": "Exists"}]
 
 
+def test_the_speaker_has_a_readiness_probe_on_readyz() -> None:
+    """A speaker refused by RBAC (or that never listed a kind) shows as not ready."""
+    c = container(one(render_objects(), "DaemonSet", "teapot-lb-speaker"))
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_the_speaker_defaults_to_the_namespace_the_rbac_grants() -> None:
+    speaker_command = pytest.importorskip("teapot_lb.cli.speaker").speaker
+    ctx = speaker_command.make_context("speaker", ["--node", "n1"])
+    assert ctx.params["config_namespace"] == "teapot-lb-system"
+
+
 def test_the_rendered_speaker_arguments_are_accepted_by_the_command(tmp_path: Path) -> None:
     speaker_command = pytest.importorskip("teapot_lb.cli.speaker").speaker
     c = container(one(render_objects(), "DaemonSet", "teapot-lb-speaker"))

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 from pathlib import Path
 
 import click
@@ -164,3 +165,8 @@ async def _serve(
         await monitoring.stop()
         with contextlib.suppress(Exception):
             await client.close()
+
+
+if __name__ == "__main__":
+    log.configure("info", json=True, component="controller")
+    controller.main(args=sys.argv[1:], prog_name="teapot-lb controller")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -17,6 +19,40 @@ from teapot_lb.lab.router import ROUTERS
 from teapot_lb.lab.runner import REPO_EXAMPLES, LabOptions, run_lab
 from teapot_lb.lab.scenarios import Sizes
 from teapot_lb.netlab import cleanup_stale, netns_available
+
+
+class _Output:
+    """stdout or stderr that never fails the lab. The lab's cleanup must finish whatever
+    happened to its output: `teapot-lb lab | head -1`, a `tee` killed by the same Ctrl-C,
+    a closed terminal (SIGHUP). Once a write fails (EPIPE: the reader is gone; EIO: the
+    terminal is), this and later writes are dropped, and the descriptor is pointed at
+    /dev/null so that nothing else (the interpreter's flush at exit) fails on it either."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> None:
+        if self.gone:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.gone = True
+            _to_devnull(self.stream)
+
+    def flush(self) -> None:
+        """Every write is flushed already."""
+
+
+def _to_devnull(stream: TextIO) -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _pick(known: tuple[str, ...], what: str, text: str) -> tuple[str, ...]:
@@ -151,17 +187,17 @@ def lab(
         workdir=workdir,
         prometheus=prometheus,
     )
+    out, err = _Output(sys.stdout), _Output(sys.stderr)
     progress = TerminalProgress(
         modes,
         families,
-        messages=sys.stderr,
-        screen=sys.stdout if sys.stdout.isatty() else None,
+        messages=err,
+        screen=out if sys.stdout.isatty() else None,
         clock=time.monotonic,
     )
     report = run_lab(options, progress)
     progress.finish()
-    click.echo("")
-    click.echo(table(report))
+    out.write("\n" + table(report) + "\n")
     doc = to_json(report)
     if json_path is not None:
         json_path.write_text(json.dumps(doc, indent=1) + "\n")

@@ -56,9 +56,7 @@ async def run_speaker(
             host, port = parse_address(config.metrics_address)
             monitor = MonitoringServer(
                 speaker_registry(speaker),
-                readiness=[
-                    lambda: [] if source.synced else ["informers not synced"],
-                ],
+                readiness=[source.readiness],
             )
             await monitor.start(host, port)
         tasks = [
@@ -97,7 +95,11 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
 @click.option("--node", required=True, envvar="NODE_NAME", help="This node's name.")
 @click.option("--kubeconfig", default=None, help="Default: in-cluster, else $KUBECONFIG.")
 @click.option(
-    "--config-namespace", default=None, help="Namespace of the lb.teapot.io objects (all)."
+    "--config-namespace",
+    default="teapot-lb-system",
+    show_default=True,
+    help="Namespace of the lb.teapot.io objects ('' for every namespace; the shipped RBAC "
+    "grants only teapot-lb-system).",
 )
 @click.option(
     "--state-dir",
@@ -156,7 +158,7 @@ def speaker(
         metrics_address=metrics_address or None,
         controller=ControllerOptions(load_balancer_class, class_only),
     )
-    asyncio.run(run_speaker(config, kubeconfig, config_namespace, tenancy=tenancy))
+    asyncio.run(run_speaker(config, kubeconfig, config_namespace or None, tenancy=tenancy))
 
 
 if __name__ == "__main__":

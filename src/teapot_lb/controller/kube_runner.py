@@ -76,7 +76,7 @@ class KubeController:
         *,
         metrics: ControllerMetrics | None = None,
         watch_timeout_s: float = 300.0,
-        max_backoff_s: float = 30.0,
+        max_backoff_s: float = 1.0,
     ) -> None:
         self.client = client
         self.config = config or RunnerConfig()
@@ -86,6 +86,7 @@ class KubeController:
             self.metrics,
             config_namespace=self.config.config_namespace,
             on_change=self._enqueue_for,
+            on_synced=self._resume,
             watch_timeout_s=watch_timeout_s,
             max_backoff_s=max_backoff_s,
         )
@@ -104,6 +105,8 @@ class KubeController:
         )
         self.state: AllocationState | None = None
         self.loop: ReconcileLoop[ControllerKey] | None = None  # while leading
+        # Keys that came up while the cache was not current; reconciled once it is.
+        self._parked: set[ControllerKey] = set()
         self._log = log.get("controller")
 
     # ------------------------------------------------------------------ probes
@@ -234,9 +237,22 @@ class KubeController:
 
     # ------------------------------------------------------------------ reconcile
 
+    def _resume(self) -> None:
+        """Every kind is current again: reconcile what waited."""
+        queue, parked = self.queue, self._parked
+        self._parked = set()
+        if queue is not None:
+            for key in parked:
+                queue.add(key)
+
     async def _reconcile(self, key: ControllerKey) -> None:
         state, loop = self.state, self.loop
         assert state is not None and loop is not None
+        if not self.cache.synced:
+            # A kind is being re-listed (after an outage): acting now could assign or
+            # release from a half-recovered view. `_resume` brings the key back.
+            self._parked.add(key)
+            return
         queue = loop.queue
         match key:
             case PoolsKey():

@@ -11,7 +11,9 @@ The mode is read from the ``--control`` file at start and on SIGHUP:
 - ``blackhole``: connections stay open but nothing passes either way (a cut cable: the
   client sees timeouts, not errors);
 - ``refuse``: every connection is reset and new ones are refused (the apiserver is gone);
-- ``delay=MS``: every chunk waits MS milliseconds, each way (a slow apiserver).
+- ``delay=MS``: every chunk waits MS milliseconds, each way (a slow apiserver);
+- ``reset``: every open connection is reset, new ones are accepted and pass (a client
+  whose watches break and that reconnects at once: it resumes from where it was).
 
 Run: ``python -m teapot_lb.lab.nsforward --netns NS --listen-port 6443 --to-port P
 --control FILE``; ``FILE.ready`` appears once it listens
@@ -58,8 +60,8 @@ class Forward:
 
     async def apply(self) -> None:
         self.read_mode()
-        if self.mode == "refuse":
-            if self.server is not None:
+        if self.mode in ("refuse", "reset"):
+            if self.server is not None and self.mode == "refuse":
                 self.server.close()
                 self.server = None
             for writer in list(self.writers):
@@ -69,7 +71,7 @@ class Forward:
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
                 writer.close()
             self.writers.clear()
-        elif self.server is None:
+        if self.server is None and self.mode != "refuse":
             await self.listen()
 
     async def listen(self) -> None:

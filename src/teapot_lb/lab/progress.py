@@ -10,7 +10,16 @@ the scenarios' messages, which start with the mode and family
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import Protocol
+
+
+class Stream(Protocol):
+    """Where progress goes: a text file, or the lab CLI's output that never raises."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> object: ...
+
 
 CLEAR_LINE = "\r\x1b[2K"
 BAR = 20
@@ -39,8 +48,8 @@ class TerminalProgress:
         modes: Sequence[str],
         families: Sequence[str],
         *,
-        messages: TextIO,
-        screen: TextIO | None,
+        messages: Stream,
+        screen: Stream | None,
         clock: Callable[[], float],
     ) -> None:
         self.modes, self.families = tuple(modes), tuple(families)

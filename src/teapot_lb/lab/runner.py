@@ -213,8 +213,18 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
         with _signals_ignored():
             if client is not None:
                 client.close()
-            report.cleanup = _clean_up(topology, workdir, options, progress)
+            report.cleanup = _clean_up(topology, workdir, options, _quiet_on_error(progress))
     report.duration_s = time.monotonic() - started
+    return report
+
+
+def _quiet_on_error(progress: Progress) -> Progress:
+    """Cleanup goes on when reporting progress fails (the reader of the output is gone)."""
+
+    def report(text: str) -> None:
+        with contextlib.suppress(Exception):
+            progress(text)
+
     return report
 
 
