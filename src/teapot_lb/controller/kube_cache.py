@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from teapot_lb import log
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.controller.metrics import ControllerMetrics
+from teapot_lb.controller.options import ANNOTATION_ALLOCATED_FROM
 from teapot_lb.controller.pools import UnparsedPool
 from teapot_lb.kube.backoff import Backoff
 from teapot_lb.kube.client import KubeClient
@@ -131,6 +132,12 @@ class ControllerCache:
         if current is not None and same_version(current, based_on):
             self._raw[kind][key] = obj
             self._put(kind, key, obj)
+            if changed_by_others(based_on, obj):
+                # The write landed on a version someone else had changed meanwhile (a patch
+                # of the spec between our read and our write). The informer's event for
+                # that change is now older than the cache and brings nothing: reconcile
+                # here, or the change would never be acted on.
+                self.on_change(kind, key)
 
     async def catch_up_services(self) -> None:
         """Read every Service once more (before the allocator is rebuilt on taking the
@@ -196,3 +203,22 @@ def newer(obj: KubeObject, than: KubeObject) -> bool:
 def same_version(a: KubeObject, b: KubeObject) -> bool:
     version = a.get("metadata", {}).get("resourceVersion")
     return bool(version) and version == b.get("metadata", {}).get("resourceVersion")
+
+
+def changed_by_others(before: KubeObject, after: KubeObject) -> bool:
+    """Whether ``after`` (what our status or annotation write returned) differs from
+    ``before`` (what the write was based on) in more than the writer touches: the status,
+    the version, and our own annotation."""
+
+    def rest(obj: KubeObject) -> KubeObject:
+        meta = dict(obj.get("metadata") or {})
+        for field in ("resourceVersion", "managedFields"):
+            meta.pop(field, None)
+        annotations = dict(meta.get("annotations") or {})
+        annotations.pop(ANNOTATION_ALLOCATED_FROM, None)
+        meta["annotations"] = annotations
+        return {k: v for k, v in obj.items() if k not in ("status", "metadata")} | {
+            "metadata": meta
+        }
+
+    return rest(before) != rest(after)
