@@ -4,10 +4,10 @@ node's network namespace, uid 0 with only NET_RAW, NET_ADMIN and NET_BIND_SERVIC
 state directory and the configuration mounted in. It starts a standalone speaker
 (`teapot-lb run`) and BIRD learns the Service's route from it.
 
-Building the image takes minutes (mmdebstrap downloads and unpacks Debian), more than the
-suite's budget, so the test uses an image built beforehand: ``$TEAPOT_IMAGE`` (an OCI
-layout and tag, ``DIR:TAG``), else ``build/image`` with its only tag; it builds one itself
-only with ``TEAPOT_BUILD_IMAGE=1``, and skips otherwise, saying so.
+Building the image takes minutes (mmdebstrap downloads and unpacks Debian), so the test
+uses an image built beforehand: ``$TEAPOT_IMAGE`` (an OCI layout and tag, ``DIR:TAG``),
+else ``build/image`` with its only tag; it builds one itself with ``TEAPOT_BUILD_IMAGE=1``
+(scripts/check.sh, the CI gate, sets it) and skips otherwise, saying so.
 """
 
 from __future__ import annotations
