@@ -5,11 +5,17 @@ candidates (the live speakers on eligible nodes, decided by :mod:`teapot_lb.anno
 with :class:`teapot_lb.model.LabelSelector` and a reason for every node left out) are
 ordered by ``sha256(node, ip)``; the first one owns the IP. Hashing per IP spreads IPs
 over nodes, and when a node goes away only the IPs it owned move.
+
+The same order bounds BGP ECMP (``BGPAdvertisement.spec.maxNodesPerIP``): the first *k*
+of an IP's ranking announce it (rendezvous, or highest-random-weight, hashing). A node
+joining or leaving changes the chosen set only of the IPs it enters or leaves: about
+*k*/N of them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections.abc import Iterable
 from ipaddress import IPv4Address, IPv6Address, ip_address
 
@@ -25,3 +31,8 @@ def score(node: str, ip: IPv4Address | IPv6Address | str) -> bytes:
 def ranking(ip: IPv4Address | IPv6Address, nodes: Iterable[str]) -> tuple[str, ...]:
     """``nodes`` in election order for ``ip`` (ties, impossible in practice, by name)."""
     return tuple(sorted(set(nodes), key=lambda n: (score(n, ip), n)))
+
+
+def chosen(ip: IPv4Address | IPv6Address, nodes: Iterable[str], k: int) -> tuple[str, ...]:
+    """The first ``k`` of :func:`ranking` (in that order), without sorting every node."""
+    return tuple(heapq.nsmallest(k, set(nodes), key=lambda n: (score(n, ip), n)))

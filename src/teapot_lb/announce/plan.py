@@ -17,7 +17,7 @@ from ipaddress import ip_network
 from typing import TypeVar
 
 from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache
-from teapot_lb.announce.election import EXCLUDE_LABEL, ranking
+from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking
 from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
 from teapot_lb.bgp.wire import LargeCommunity
 from teapot_lb.cluster import ClusterView
@@ -203,6 +203,11 @@ class _Planner:
     def __init__(self, view: ClusterView, options: PlanOptions) -> None:
         self.view = view
         self.options = options
+        # Bounded ECMP, memoised for explain (every node asks about the same IP): node →
+        # names of the BGPPeers that select it; (IP, advertisement) → chosen nodes and how
+        # many were eligible.
+        self._node_peers: dict[str, frozenset[str]] | None = None
+        self._chosen: dict[tuple[IPAddress, str], tuple[tuple[str, ...], int]] = {}
 
     def handled_services(self) -> Iterable[tuple[str, Service]]:
         for key in _sorted(self.view.services):
@@ -245,7 +250,7 @@ class _Planner:
                 say(None, False, f"no advertisement selects AddressPool {pool.name}")
                 continue
             if bgp := _selecting(Mode.BGP, bgp_advs, node_labels, why_not_node, say):
-                self._bgp(ip, node_labels, bgp, say, out)
+                self._bgp(ip, node_name, node_labels, bgp, eligible, say, out)
             if l2 := _selecting(Mode.L2, l2_advs, node_labels, why_not_node, say):
                 self._l2(ip, node_name, l2, eligible, say, out)
             if vip := _selecting(Mode.VIP, vip_advs, node_labels, why_not_node, say):
@@ -255,8 +260,10 @@ class _Planner:
     def _bgp(
         self,
         ip: IPAddress,
+        node_name: str,
         node_labels: Mapping[str, str],
         advs: list[BGPAdvertisement],
+        eligible: Mapping[str, str | None],
         say: _Say,
         out: set[Announcement],
     ) -> None:
@@ -270,21 +277,88 @@ class _Planner:
             say(Mode.BGP, False, "no BGPPeer selects this node")
             return
         announced: list[str] = []
+        bounds: list[str] = []  # why the node is, or is not, among each bounded set
         for adv in advs:
+            if adv.spec.max_nodes_per_ip is not None:
+                inside, why = self._bounded(ip, node_name, adv, eligible)
+                bounds.append(why)
+                if not inside:
+                    continue
             for peer in node_peers:
                 if adv.spec.peers and peer.name not in adv.spec.peers:
                     continue
                 out.add(_route(ip, adv, peer))
                 announced.append(peer.name)
         if not announced:
-            say(Mode.BGP, False, "the advertisements name peers this node has no session with")
+            if bounds:
+                say(Mode.BGP, False, "not chosen: " + "; ".join(bounds))
+            else:
+                say(Mode.BGP, False, "the advertisements name peers this node has no session with")
             return
         up = sorted(set(announced))
         down = sorted(set(up) & set(self.options.down_peers))
         reason = "announced to " + ", ".join(up)
         if down:
             reason += f" (session down with {', '.join(down)}: not yet received there)"
+        if bounds:
+            reason += " (" + "; ".join(bounds) + ")"
         say(Mode.BGP, True, reason, tuple(up))
+
+    def _bounded(
+        self,
+        ip: IPAddress,
+        node_name: str,
+        adv: BGPAdvertisement,
+        eligible: Mapping[str, str | None],
+    ) -> tuple[bool, str]:
+        """Whether ``node_name`` is among the ``maxNodesPerIP`` nodes chosen for ``ip`` by
+        ``adv``, and the explanation (which k, which nodes, among how many)."""
+        k = adv.spec.max_nodes_per_ip
+        assert k is not None
+        memo = self._chosen.get((ip, adv.name))
+        if memo is None:
+            memo = self._choose(ip, adv, k, eligible)
+            self._chosen[(ip, adv.name)] = memo
+        nodes, count = memo
+        inside = node_name in nodes
+        where = "is" if inside else "is not"
+        why = (
+            f"{node_name} {where} among the {len(nodes)} node(s) {', '.join(nodes) or 'none'}"
+            f" chosen for this IP by rendezvous hashing, maxNodesPerIP {k} of {adv.name},"
+            f" out of {count} eligible live node(s) with a session"
+        )
+        return inside, why
+
+    def _choose(
+        self,
+        ip: IPAddress,
+        adv: BGPAdvertisement,
+        k: int,
+        eligible: Mapping[str, str | None],
+    ) -> tuple[tuple[str, ...], int]:
+        """The nodes that may announce ``ip`` under ``adv``: eligible, selected by it, alive
+        (when membership knows), with a session to one of its peers; then the first ``k``
+        in the IP's election order (:func:`~teapot_lb.announce.election.chosen`)."""
+        if self._node_peers is None:
+            peers = self.view.bgp_peers.values()
+            self._node_peers = {
+                name: frozenset(
+                    p.name for p in peers if matches_any(p.spec.node_selectors, node.labels)
+                )
+                for name, node in self.view.nodes.items()
+            }
+        live = self.options.live_speakers
+        wanted = set(adv.spec.peers)
+        nodes = self.view.nodes
+        candidates = [
+            name
+            for name, why in eligible.items()
+            if why is None
+            and (live is None or name in live)
+            and matches_any(adv.spec.node_selectors, nodes[name].labels)
+            and (self._node_peers[name] & wanted if wanted else self._node_peers[name])
+        ]
+        return chosen(ip, candidates, k), len(candidates)
 
     def _l2(
         self,
