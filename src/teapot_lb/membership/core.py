@@ -497,10 +497,10 @@ class Membership:
         return [*out, *arm]
 
     def _receive(self, data: bytes, now: float, source: Hashable | None) -> list[Output]:
-        if data[:4] == MAGIC_ACCUSE:
-            return self._receive_accusation(data, now, source)
         try:
-            hb = decode(data, self.key)
+            if data[:4] == MAGIC_ACCUSE:
+                return self._receive_accusation(decode_accusation(data, self.key), now, source)
+            return self._receive_heartbeat(decode(data, self.key), now, source)
         except HeartbeatAuthError as err:
             self.counters.rejected += 1
             self.counters.unauthenticated += 1
@@ -508,6 +508,10 @@ class Membership:
         except HeartbeatError:
             self.counters.rejected += 1
             return []
+
+    def _receive_heartbeat(
+        self, hb: Heartbeat, now: float, source: Hashable | None
+    ) -> list[Output]:
         if hb.node == self.node:
             self.counters.rejected += 1
             return []
@@ -562,16 +566,9 @@ class Membership:
             out.append(MemberChanged(hb.node, old, MemberState.ALIVE, "heartbeat received"))
         return out
 
-    def _receive_accusation(self, data: bytes, now: float, source: Hashable | None) -> list[Output]:
-        try:
-            acc = decode_accusation(data, self.key)
-        except HeartbeatAuthError as err:
-            self.counters.rejected += 1
-            self.counters.unauthenticated += 1
-            return [Unauthenticated(str(err))]
-        except HeartbeatError:
-            self.counters.rejected += 1
-            return []
+    def _receive_accusation(
+        self, acc: Accusation, now: float, source: Hashable | None
+    ) -> list[Output]:
         stamp = (acc.incarnation, acc.sequence)
         if acc.accuser == self.node or stamp <= self._accusations_seen.get(acc.accuser, (0, 0)):
             self.counters.rejected += 1  # ours, stale or replayed
