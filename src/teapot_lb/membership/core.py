@@ -192,7 +192,7 @@ def encode(hb: Heartbeat, key: bytes | None = None) -> bytes:
 
 def _sealed(body: bytes, key: bytes | None) -> bytes:
     """``body`` with its tag (HMAC-SHA256, first 16 bytes) when there is a key."""
-    return body + hmac.new(key, body, hashlib.sha256).digest()[:_TAG_LEN] if key else body
+    return body + hmac.digest(key, body, "sha256")[:_TAG_LEN] if key else body
 
 
 def decode(data: bytes, key: bytes | None = None) -> Heartbeat:
@@ -231,7 +231,7 @@ def _authenticate(data: bytes, end: int, flags: int, key: bytes | None) -> None:
     if key:
         if not flags & FLAG_AUTH or len(data) != end + _TAG_LEN:
             raise HeartbeatAuthError("heartbeat is not authenticated and a key is configured")
-        tag = hmac.new(key, data[:end], hashlib.sha256).digest()[:_TAG_LEN]
+        tag = hmac.digest(key, data[:end], "sha256")[:_TAG_LEN]
         if not hmac.compare_digest(tag, data[end:]):
             raise HeartbeatAuthError("heartbeat authentication tag mismatch")
     elif len(data) != end + (_TAG_LEN if flags & FLAG_AUTH else 0):
