@@ -22,17 +22,28 @@ from ipaddress import IPv4Address, IPv6Address, ip_address
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 
-def score(node: str, ip: IPv4Address | IPv6Address | str) -> bytes:
-    """The sort key of ``node`` for ``ip``; lower wins. Same bytes on every speaker."""
+def _suffix(ip: IPv4Address | IPv6Address | str) -> bytes:
     canonical = str(ip_address(ip)) if isinstance(ip, str) else str(ip)
-    return hashlib.sha256(f"{node}\x00{canonical}".encode()).digest()
+    return b"\x00" + canonical.encode()
+
+
+def score(node: str, ip: IPv4Address | IPv6Address | str) -> bytes:
+    """The sort key of ``node`` for ``ip``; lower wins. Same bytes on every speaker:
+    ``sha256(node NUL ip)``, the IP in its canonical text."""
+    return hashlib.sha256(node.encode() + _suffix(ip)).digest()
+
+
+def _scored(ip: IPv4Address | IPv6Address, nodes: Iterable[str]) -> list[tuple[bytes, str]]:
+    # The IP's text once per IP, not once per node: this runs for every IP over every node.
+    suffix, sha256 = _suffix(ip), hashlib.sha256
+    return [(sha256(n.encode() + suffix).digest(), n) for n in set(nodes)]
 
 
 def ranking(ip: IPv4Address | IPv6Address, nodes: Iterable[str]) -> tuple[str, ...]:
     """``nodes`` in election order for ``ip`` (ties, impossible in practice, by name)."""
-    return tuple(sorted(set(nodes), key=lambda n: (score(n, ip), n)))
+    return tuple(n for _, n in sorted(_scored(ip, nodes)))
 
 
 def chosen(ip: IPv4Address | IPv6Address, nodes: Iterable[str], k: int) -> tuple[str, ...]:
     """The first ``k`` of :func:`ranking` (in that order), without sorting every node."""
-    return tuple(heapq.nsmallest(k, set(nodes), key=lambda n: (score(n, ip), n)))
+    return tuple(n for _, n in heapq.nsmallest(k, _scored(ip, nodes)))
