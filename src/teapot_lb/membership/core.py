@@ -1,11 +1,12 @@
 """Heartbeat liveness among speakers, sans-I/O: bytes and timer expiries in, orders out.
 
 Timers are the sans-I/O cores' one style (:mod:`teapot_lb.timers`): :meth:`Membership.start`
-and every event return :class:`Beat` (send these bytes to every peer),
+and every event return :class:`Beat` (send these bytes to these peers, or to every peer),
 :class:`MemberChanged` and :class:`~teapot_lb.timers.ArmTimer` /
 :class:`~teapot_lb.timers.CancelTimer` orders; the adapter calls
-:meth:`Membership.timer_expired` when one expires. ``receive`` takes ``now`` only to
-record when a member was last heard (metrics); the core never reads a clock.
+:meth:`Membership.timer_expired` when one expires. ``receive`` takes ``now`` (when a
+member was last heard, for metrics, and to pace refutations) and the datagram's source (to
+send to that member again); the core never reads a clock.
 
 Monitors, not a full mesh (docs/l2.md, "Liveness at scale"): the nodes sit on a ring
 ordered by ``sha256(name)``; each node sends a small heartbeat each ``interval`` only to
