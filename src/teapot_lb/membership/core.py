@@ -288,6 +288,7 @@ class SendTimer(Enum):
     HEARTBEAT = "heartbeat"  # our next heartbeat is due
     PRESENCE = "presence"  # our next presence to every peer is due
     REFUTE = "refute"  # refute an accusation again, in case the first refutation was lost
+    WELCOME = "welcome"  # our presence again to the nodes we heard first lately
 
 
 @dataclass(frozen=True)
@@ -335,6 +336,12 @@ def ring_position(node: str) -> bytes:
     return hashlib.sha256(node.encode()).digest()
 
 
+# A newcomer's first presence from us is answered at once, then again after 1 s and 3 s
+# (to everyone first heard meanwhile, one datagram each): if our one answer were lost,
+# it would not know us until our next presence, up to Timing.presence later.
+_WELCOME_AFTER = (1.0, 2.0)
+
+
 def _phase(node: str) -> float:
     """A number in [0, 1) fixed by ``node``'s name."""
     return int.from_bytes(ring_position(node)[:4], "big") / 2**32
@@ -358,6 +365,8 @@ class Membership:
     _targets: tuple[Hashable, ...] | bool | None = field(default=False, init=False)  # cache
     _presences: int = field(default=0, init=False)
     _ring_changed: bool = field(default=False, init=False)
+    _welcome: list[Hashable] = field(default_factory=list, init=False)  # newcomers' addresses
+    _welcomes: int = field(default=0, init=False)
     _watching: frozenset[str] = field(default=frozenset(), init=False)
 
     def __post_init__(self) -> None:
@@ -541,6 +550,9 @@ class Membership:
         renewed = old is None or old is MemberState.DEAD or restarted
         if renewed and not hb.leaving and source is not None:
             out.append(self._presence((source,)))
+            if not self._welcome:  # and again twice, later: one datagram may be lost
+                out.append(ArmTimer(SendTimer.WELCOME, _WELCOME_AFTER[0]))
+            self._welcome.append(source)
         if (source is not None and member.address != source) or member.monitored != hb.monitored:
             self._targets = False
         if source is not None:
@@ -639,6 +651,14 @@ class Membership:
             period = self.timing.presence
             due = period * (0.05 + 0.95 * _phase(self.node)) if self._presences == 1 else period
             return [self._presence(), ArmTimer(SendTimer.PRESENCE, due)]
+        if timer is SendTimer.WELCOME:
+            self._welcomes += 1
+            again: list[Output] = [self._presence(tuple(dict.fromkeys(self._welcome)))]
+            if self._welcomes < len(_WELCOME_AFTER):
+                again.append(ArmTimer(SendTimer.WELCOME, _WELCOME_AFTER[self._welcomes]))
+            else:
+                self._welcome, self._welcomes = [], 0
+            return again
         if timer is SendTimer.REFUTE:
             return [self._presence()]
         if isinstance(timer, SendTimer):
