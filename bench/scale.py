@@ -9,7 +9,8 @@ Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-s
    every datagram, from a staggered start. Per N: datagrams sent + received per node per
    second over a steady window; detection of a killed node (time from the kill until each
    other node holds it DEAD: p50 and max over every observer of every victim); false
-   positives (a live node held DEAD anywhere) after the warm-up, over ``--fp-seconds``
+   positives (a live node held DEAD anywhere) after the warm-up (``--warmup``, 6 s: the
+   start's presences are answered again 1 s and 3 s later), over ``--fp-seconds``
    simulated seconds (10 minutes by default; the simulator is CPU-bound, so larger N get
    the budget said in the output, never a smaller loss). The full mesh it replaced would
    cost ``2 (N-1) / interval`` per node (printed for comparison, computed).
@@ -56,13 +57,15 @@ import speaker as speaker_bench  # noqa: E402  (a sibling script: the speaker be
 # --------------------------------------------------------------------------- liveness
 
 
-def liveness(n: int, fp_seconds: float, victims: int, seed: int) -> dict[str, Any]:
+def liveness(
+    n: int, fp_seconds: float, victims: int, seed: int, warmup: float = 6.0
+) -> dict[str, Any]:
     timing = Timing()
     names = [f"n{i:04d}" for i in range(n)]
     cluster = LivenessCluster(names, timing=timing, network=Network(loss=0.01, seed=seed))
     cpu0 = time.process_time()
     cluster.start(stagger=1.0)
-    cluster.run(3.0)
+    cluster.run(warmup)  # past the start's presences and their answers (at 1 s and 3 s)
     warm = cluster.clock.now
     startup_false = len(cluster.false_deaths())
     window = 2.0
@@ -223,6 +226,7 @@ def main() -> None:
     parser.add_argument("--sizes", default=None, help="liveness cluster sizes (10,100,1000)")
     parser.add_argument("--fp-seconds", default=None, help="simulated s per size (600,600,60)")
     parser.add_argument("--victims", type=int, default=3, help="nodes killed per size")
+    parser.add_argument("--warmup", type=float, default=6.0, help="simulated s before measuring")
     parser.add_argument("--ecmp-nodes", type=int, default=1000)
     parser.add_argument("--ecmp-ips", type=int, default=10_000)
     parser.add_argument("--k", type=int, default=8)
@@ -250,7 +254,7 @@ def main() -> None:
     print(f"{'nodes':>6} {'msgs/node/s':>11} {'mesh':>8} {'p50':>7} {'max':>7} {'FP':>3} "
           f"{'over':>6} {'cpu':>7}")  # fmt: skip
     for i, (n, fp) in enumerate(zip(sizes, fps, strict=True)):
-        row = liveness(n, fp, args.victims, seed=i + 1)
+        row = liveness(n, fp, args.victims, seed=i + 1, warmup=args.warmup)
         out["liveness"][str(n)] = row
         print(
             f"{n:>6} {row['msgs_per_node_s']:>11} {row['full_mesh_msgs_per_node_s']:>8} "
