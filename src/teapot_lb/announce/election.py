@@ -5,23 +5,45 @@ candidates (the live speakers on eligible nodes, decided by :mod:`teapot_lb.anno
 with :class:`teapot_lb.model.LabelSelector` and a reason for every node left out) are
 ordered by ``sha256(node, ip)``; the first one owns the IP. Hashing per IP spreads IPs
 over nodes, and when a node goes away only the IPs it owned move.
+
+The same order bounds BGP ECMP (``BGPAdvertisement.spec.maxNodesPerIP``): the first *k*
+of an IP's ranking announce it (rendezvous, or highest-random-weight, hashing). A node
+joining or leaving changes the chosen set only of the IPs it enters or leaves: about
+*k*/N of them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections.abc import Iterable
 from ipaddress import IPv4Address, IPv6Address, ip_address
 
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 
-def score(node: str, ip: IPv4Address | IPv6Address | str) -> bytes:
-    """The sort key of ``node`` for ``ip``; lower wins. Same bytes on every speaker."""
+def _suffix(ip: IPv4Address | IPv6Address | str) -> bytes:
     canonical = str(ip_address(ip)) if isinstance(ip, str) else str(ip)
-    return hashlib.sha256(f"{node}\x00{canonical}".encode()).digest()
+    return b"\x00" + canonical.encode()
+
+
+def score(node: str, ip: IPv4Address | IPv6Address | str) -> bytes:
+    """The sort key of ``node`` for ``ip``; lower wins. Same bytes on every speaker:
+    ``sha256(node NUL ip)``, the IP in its canonical text."""
+    return hashlib.sha256(node.encode() + _suffix(ip)).digest()
+
+
+def _scored(ip: IPv4Address | IPv6Address, nodes: Iterable[str]) -> list[tuple[bytes, str]]:
+    # The IP's text once per IP, not once per node: this runs for every IP over every node.
+    suffix, sha256 = _suffix(ip), hashlib.sha256
+    return [(sha256(n.encode() + suffix).digest(), n) for n in set(nodes)]
 
 
 def ranking(ip: IPv4Address | IPv6Address, nodes: Iterable[str]) -> tuple[str, ...]:
     """``nodes`` in election order for ``ip`` (ties, impossible in practice, by name)."""
-    return tuple(sorted(set(nodes), key=lambda n: (score(n, ip), n)))
+    return tuple(n for _, n in sorted(_scored(ip, nodes)))
+
+
+def chosen(ip: IPv4Address | IPv6Address, nodes: Iterable[str], k: int) -> tuple[str, ...]:
+    """The first ``k`` of :func:`ranking` (in that order), without sorting every node."""
+    return tuple(n for _, n in heapq.nsmallest(k, _scored(ip, nodes)))

@@ -17,7 +17,7 @@ from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import TypeVar
 
 from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache
-from teapot_lb.announce.election import EXCLUDE_LABEL, ranking
+from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking
 from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
 from teapot_lb.bgp.wire import LargeCommunity
 from teapot_lb.cluster import ClusterView
@@ -180,17 +180,7 @@ def node_exclusion(node: Node | None) -> str | None:
     return None
 
 
-def _eligible_nodes(view: ClusterView, service_key: str, service: Service) -> dict[str, str | None]:
-    """Every node → None when it may announce the Service, else why not (mode-independent)."""
-    local = service.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
-    ready = view.ready_endpoint_nodes(service_key) if local else set()
-    out: dict[str, str | None] = {}
-    for name, node in view.nodes.items():
-        why = node_exclusion(node)
-        if why is None and local and name not in ready:
-            why = "no local endpoint: externalTrafficPolicy is Local and no ready endpoint here"
-        out[name] = why
-    return out
+_NO_LOCAL_ENDPOINT = "no local endpoint: externalTrafficPolicy is Local and no ready endpoint here"
 
 
 def _prefix(ip: IPAddress, adv: BGPAdvertisement) -> str:
@@ -232,6 +222,33 @@ class _Planner:
     def __init__(self, view: ClusterView, options: PlanOptions) -> None:
         self.view = view
         self.options = options
+        # Bounded ECMP, memoised for explain (every node asks about the same IP): node →
+        # names of the BGPPeers that select it; (IP, advertisement) → chosen nodes and how
+        # many were eligible.
+        self._node_peers: dict[str, frozenset[str]] | None = None
+        self._chosen: dict[tuple[IPAddress, str], tuple[tuple[str, ...], int]] = {}
+        # Every node's own exclusion, and the L2/VIP candidates of Cluster-policy Services
+        # per advertisement set: the same for every such Service, so computed once (at
+        # 1,000 nodes and 100k Services, per Service they were 10^8 steps).
+        self._exclusions: dict[str, str | None] | None = None
+        self._shared_candidates: dict[tuple[str, ...], list[str]] = {}
+
+    def eligible(self, key: str, svc: Service) -> Mapping[str, str | None]:
+        """Every node → None when it may announce the Service, else why not (mode-independent)."""
+        exclusions = self.node_exclusions()
+        if svc.spec.external_traffic_policy is not ExternalTrafficPolicy.LOCAL:
+            return exclusions
+        ready = self.view.ready_endpoint_nodes(key)
+        return {
+            name: why if why is not None or name in ready else _NO_LOCAL_ENDPOINT
+            for name, why in exclusions.items()
+        }
+
+    def node_exclusions(self) -> dict[str, str | None]:
+        """Every node → None when nothing excludes it from announcing, else why."""
+        if self._exclusions is None:
+            self._exclusions = {n: node_exclusion(node) for n, node in self.view.nodes.items()}
+        return self._exclusions
 
     def handled_services(self) -> Iterable[tuple[str, Service]]:
         for key in _sorted(self.view.services):
@@ -274,7 +291,7 @@ class _Planner:
                 say(None, False, f"no advertisement selects AddressPool {pool.name}")
                 continue
             if bgp := _selecting(Mode.BGP, bgp_advs, node_labels, why_not_node, say):
-                self._bgp(ip, node_labels, bgp, say, out)
+                self._bgp(ip, node_name, node_labels, bgp, eligible, say, out)
             if l2 := _selecting(Mode.L2, l2_advs, node_labels, why_not_node, say):
                 self._l2(ip, node_name, l2, eligible, say, out)
             if vip := _selecting(Mode.VIP, vip_advs, node_labels, why_not_node, say):
@@ -284,8 +301,10 @@ class _Planner:
     def _bgp(
         self,
         ip: IPAddress,
+        node_name: str,
         node_labels: Mapping[str, str],
         advs: list[BGPAdvertisement],
+        eligible: Mapping[str, str | None],
         say: _Say,
         out: set[Announcement],
         next_hops: tuple[IPAddress, ...] = (),
@@ -302,7 +321,13 @@ class _Planner:
             say(Mode.BGP, False, "no BGPPeer selects this node")
             return
         announced: list[str] = []
+        bounds: list[str] = []  # why the node is, or is not, among each bounded set
         for adv in advs:
+            if adv.spec.max_nodes_per_ip is not None:
+                inside, why = self._bounded(ip, node_name, adv, eligible)
+                bounds.append(why)
+                if not inside:
+                    continue
             for peer in node_peers:
                 if adv.spec.peers and peer.name not in adv.spec.peers:
                     continue
@@ -317,13 +342,18 @@ class _Planner:
                     out.add(route)
                 announced.append(peer.name)
         if not announced:
-            say(Mode.BGP, False, "the advertisements name peers this node has no session with")
+            if bounds:
+                say(Mode.BGP, False, "not chosen: " + "; ".join(bounds))
+            else:
+                say(Mode.BGP, False, "the advertisements name peers this node has no session with")
             return
         up = sorted(set(announced))
         down = sorted(set(up) & set(self.options.down_peers))
         reason = "announced to " + ", ".join(up)
         if down:
             reason += f" (session down with {', '.join(down)}: not yet received there)"
+        if bounds:
+            reason += " (" + "; ".join(bounds) + ")"
         say(Mode.BGP, True, reason, tuple(up))
 
     def decide_tenant(
@@ -346,8 +376,67 @@ class _Planner:
             say(Mode.BGP, False, f"no BGPAdvertisement selects AddressPool {pool.name}")
             return out, decisions
         if bgp := _selecting(Mode.BGP, advs, node_labels, node_exclusion(node), say):
-            self._bgp(ip, node_labels, bgp, say, out, next_hops=route.next_hops)
+            eligible = self.node_exclusions()
+            self._bgp(
+                ip, node_name, node_labels, bgp, eligible, say, out, next_hops=route.next_hops
+            )
         return out, decisions
+
+    def _bounded(
+        self,
+        ip: IPAddress,
+        node_name: str,
+        adv: BGPAdvertisement,
+        eligible: Mapping[str, str | None],
+    ) -> tuple[bool, str]:
+        """Whether ``node_name`` is among the ``maxNodesPerIP`` nodes chosen for ``ip`` by
+        ``adv``, and the explanation (which k, which nodes, among how many)."""
+        k = adv.spec.max_nodes_per_ip
+        assert k is not None
+        memo = self._chosen.get((ip, adv.name))
+        if memo is None:
+            memo = self._choose(ip, adv, k, eligible)
+            self._chosen[(ip, adv.name)] = memo
+        nodes, count = memo
+        inside = node_name in nodes
+        where = "is" if inside else "is not"
+        why = (
+            f"{node_name} {where} among the {len(nodes)} node(s) {', '.join(nodes) or 'none'}"
+            f" chosen for this IP by rendezvous hashing, maxNodesPerIP {k} of {adv.name},"
+            f" out of {count} eligible live node(s) with a session"
+        )
+        return inside, why
+
+    def _choose(
+        self,
+        ip: IPAddress,
+        adv: BGPAdvertisement,
+        k: int,
+        eligible: Mapping[str, str | None],
+    ) -> tuple[tuple[str, ...], int]:
+        """The nodes that may announce ``ip`` under ``adv``: eligible, selected by it, alive
+        (when membership knows), with a session to one of its peers; then the first ``k``
+        in the IP's election order (:func:`~teapot_lb.announce.election.chosen`)."""
+        if self._node_peers is None:
+            peers = self.view.bgp_peers.values()
+            self._node_peers = {
+                name: frozenset(
+                    p.name for p in peers if matches_any(p.spec.node_selectors, node.labels)
+                )
+                for name, node in self.view.nodes.items()
+            }
+        live = self.options.live_speakers
+        wanted = set(adv.spec.peers)
+        nodes = self.view.nodes
+        candidates = [
+            name
+            for name, why in eligible.items()
+            if why is None
+            and (live is None or name in live)
+            and matches_any(adv.spec.node_selectors, nodes[name].labels)
+            and (self._node_peers[name] & wanted if wanted else self._node_peers[name])
+        ]
+        return chosen(ip, candidates, k), len(candidates)
 
     def _l2(
         self,
@@ -413,13 +502,21 @@ class _Planner:
         advs: Iterable[L2Advertisement | VIPAdvertisement],
         eligible: Mapping[str, str | None],
     ) -> list[str]:
+        advs = list(advs)
+        shared = eligible is self._exclusions
+        memo = tuple(f"{a.kind}/{a.name}" for a in advs)
+        if shared and memo in self._shared_candidates:
+            return self._shared_candidates[memo]
         nodes = self.view.nodes
-        return [
+        found = [
             name
             for name, why in eligible.items()
             if why is None
             and any(matches_any(a.spec.node_selectors, nodes[name].labels) for a in advs)
         ]
+        if shared:
+            self._shared_candidates[memo] = found
+        return found
 
 
 _Adv = TypeVar("_Adv", BGPAdvertisement, L2Advertisement, VIPAdvertisement)
@@ -476,7 +573,7 @@ def plan(
     decisions: list[Decision] = []
     if cache is None:
         for key, svc in planner.handled_services():
-            anns, decs = planner.decide(node, key, svc, _eligible_nodes(view, key, svc))
+            anns, decs = planner.decide(node, key, svc, planner.eligible(key, svc))
             announcements |= anns
             decisions.extend(decs)
     else:
@@ -484,7 +581,7 @@ def plan(
         def decide(key: str, svc: Service) -> tuple[frozenset[Announcement], tuple[Decision, ...]]:
             if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
                 return frozenset(), ()
-            anns, decs = planner.decide(node, key, svc, _eligible_nodes(view, key, svc))
+            anns, decs = planner.decide(node, key, svc, planner.eligible(key, svc))
             return frozenset(anns), tuple(decs)
 
         scope = (node, _options_key(opts, liveness=True))
@@ -514,7 +611,7 @@ def explain(
         return []
     if not svc.is_handled(planner.options.load_balancer_class, planner.options.handle_unclassed):
         return []
-    eligible = _eligible_nodes(view, service_key, svc)
+    eligible = planner.eligible(service_key, svc)
     decisions: list[Decision] = []
     for node in sorted(view.nodes):
         decisions.extend(planner.decide(node, service_key, svc, eligible)[1])
@@ -537,7 +634,7 @@ def l2_election_orders(
         if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
             return ()
         out: list[tuple[str, tuple[str, ...]]] = []
-        eligible: dict[str, str | None] | None = None
+        eligible: Mapping[str, str | None] | None = None
         for ip in svc.ingress_ips():
             pool = view.pool_of(ip)
             if pool is None:
@@ -546,7 +643,7 @@ def l2_election_orders(
             if not l2_advs:
                 continue
             if eligible is None:
-                eligible = _eligible_nodes(view, key, svc)
+                eligible = planner.eligible(key, svc)
             out.append((str(ip), ranking(ip, planner._candidates(l2_advs, eligible))))
         return tuple(out)
 

@@ -1,21 +1,48 @@
 """Heartbeat liveness among speakers, sans-I/O: bytes and timer expiries in, orders out.
 
 Timers are the sans-I/O cores' one style (:mod:`teapot_lb.timers`): :meth:`Membership.start`
-and every event return :class:`Beat` (send these bytes to every peer),
+and every event return :class:`Beat` (send these bytes to these peers, or to every peer),
 :class:`MemberChanged` and :class:`~teapot_lb.timers.ArmTimer` /
 :class:`~teapot_lb.timers.CancelTimer` orders; the adapter calls
-:meth:`Membership.timer_expired` when one expires. ``receive`` takes ``now`` only to
-record when a member was last heard (metrics); the core never reads a clock.
+:meth:`Membership.timer_expired` when one expires. ``receive`` takes ``now`` (when a
+member was last heard, for metrics, and to pace refutations) and the datagram's source (to
+send to that member again); the core never reads a clock.
 
-Every node sends a small heartbeat to every peer each ``interval``. A member heard within
-``suspect_after`` intervals is ALIVE, within ``dead_after`` intervals SUSPECT (still
-counted as alive by the election: suspicion is for metrics and logs), beyond that DEAD.
-A member that announces it is leaving (graceful shutdown) is DEAD at once.
+Monitors, not a full mesh (docs/l2.md, "Liveness at scale"): the nodes sit on a ring
+ordered by ``sha256(name)``; each node sends a small heartbeat each ``interval`` only to
+its ``Timing.monitors`` successors on the ring (every peer while it knows none, or while a
+peer of an older version that expects a full mesh is alive), so a node sends and receives
+about ``2 * monitors`` heartbeats per interval whatever the cluster's size. A monitor that
+has heard a member within ``suspect_after`` intervals holds it ALIVE, within
+``dead_after`` intervals SUSPECT (still counted as alive by the election: suspicion is for
+metrics and logs); beyond that it *accuses* it: an accusation goes to every peer (and again
+up to ``Timing.accusations`` times while the silence lasts). A node holds a member DEAD
+once a quorum of accusers agree (two, when the member has at least three monitors; one in
+clusters of three or fewer, where every node watches every other as before), unless it has
+heard the member more recently than the accusation says. An accused node that is alive
+*refutes*: it sends its presence to every peer (twice, an interval apart, as one
+datagram may be lost), which clears the accusations. Every node
+also sends its presence to every peer each ``Timing.presence`` seconds (and at start, and
+to a newcomer when it first hears it): that is how nodes learn the ring, and it revives a
+member held DEAD by mistake. A member that announces it is leaving (graceful shutdown) is
+DEAD at once.
 
 Heartbeat format (network byte order)::
 
     magic "TLB1" | flags u8 | name length u8 | incarnation u64 | sequence u64 |
     name (UTF-8) | MAC count u8 | MACs (6 bytes each) | [HMAC-SHA256, first 16 bytes]
+
+Flags: 0x01 authenticated, 0x02 leaving, 0x04 presence (to every peer; does not start a
+silence timer), 0x08 monitored (the sender heartbeats its monitors only; a peer without it
+is of the full-mesh version and gets heartbeats from everyone). An older node ignores the
+flags it does not know and reads every message of this version as a heartbeat.
+
+Accusation format (version 2; an older node drops it as a bad magic)::
+
+    magic "TLB2" | flags u8 | accuser length u8 | subject length u8 |
+    accuser incarnation u64 | accuser sequence u64 |
+    subject incarnation u64 | subject sequence u64 (the last one the accuser heard) |
+    accuser | subject | [HMAC-SHA256, first 16 bytes]
 
 ``incarnation`` is fixed for the life of a process (the agent uses its start time in
 nanoseconds, so a restarted node supersedes its former self); ``sequence`` increases by
@@ -29,10 +56,12 @@ gratuitous ARP back to the node that sent it (split-brain arbitration).
 
 from __future__ import annotations
 
+import bisect
+import functools
 import hashlib
 import hmac
 import struct
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeAlias
@@ -44,6 +73,10 @@ _HEAD = struct.Struct("!4sBBQQ")
 _TAG_LEN = 16
 FLAG_AUTH = 0x01
 FLAG_LEAVING = 0x02
+FLAG_PRESENCE = 0x04
+FLAG_MONITORED = 0x08
+MAGIC_ACCUSE = b"TLB2"
+_ACCUSE_HEAD = struct.Struct("!4sBBBQQQQ")
 
 
 class HeartbeatError(ValueError):
@@ -67,6 +100,20 @@ class Heartbeat:
     sequence: int
     macs: tuple[bytes, ...] = ()
     leaving: bool = False
+    presence: bool = False
+    monitored: bool = False
+
+
+@dataclass(frozen=True)
+class Accusation:
+    """``accuser`` has not heard ``subject`` since the subject's (incarnation, sequence)."""
+
+    accuser: str
+    incarnation: int
+    sequence: int
+    subject: str
+    subject_incarnation: int
+    subject_sequence: int
 
 
 @dataclass(frozen=True)
@@ -74,6 +121,10 @@ class Timing:
     interval: float = 0.02
     suspect_after: int = 3  # missed intervals
     dead_after: int = 8  # missed intervals: detection takes interval * dead_after
+    monitors: int = 4  # successors on the ring each node heartbeats
+    presence: float = 30.0  # seconds between presences to every peer
+    accusations: int = 3  # accusations sent per silence (the first, then again while silent)
+    refute_after: int = 5  # intervals an accused node has to refute one accuser (no quorum)
 
     @property
     def detection(self) -> float:
@@ -106,6 +157,11 @@ class Member:
     macs: tuple[bytes, ...]
     state: MemberState
     max_gap: float = 0.0  # longest silence between two heartbeats received (for tuning)
+    address: Hashable | None = None  # where its messages come from (the adapter's address)
+    monitored: bool = False  # it heartbeats its monitors only (else: every peer)
+    accusers: set[str] = field(default_factory=set)  # since we last heard it
+    accused: int = 0  # accusations we sent in the current silence
+    accusation_seen: tuple[int, int] = (0, 0)  # its last accusation (replay guard)
 
 
 @dataclass
@@ -120,16 +176,24 @@ def encode(hb: Heartbeat, key: bytes | None = None) -> bytes:
     name = hb.node.encode()
     if not 0 < len(name) <= 255 or len(hb.macs) > 255 or any(len(m) != 6 for m in hb.macs):
         raise HeartbeatError("node name must be 1..255 bytes and MACs 6 bytes each (<= 255)")
-    flags = (FLAG_AUTH if key else 0) | (FLAG_LEAVING if hb.leaving else 0)
+    flags = (
+        (FLAG_AUTH if key else 0)
+        | (FLAG_LEAVING if hb.leaving else 0)
+        | (FLAG_PRESENCE if hb.presence else 0)
+        | (FLAG_MONITORED if hb.monitored else 0)
+    )
     body = (
         _HEAD.pack(MAGIC, flags, len(name), hb.incarnation, hb.sequence)
         + name
         + bytes((len(hb.macs),))
         + b"".join(hb.macs)
     )
-    if key:
-        body += hmac.new(key, body, hashlib.sha256).digest()[:_TAG_LEN]
-    return body
+    return _sealed(body, key)
+
+
+def _sealed(body: bytes, key: bytes | None) -> bytes:
+    """``body`` with its tag (HMAC-SHA256, first 16 bytes) when there is a key."""
+    return body + hmac.digest(key, body, "sha256")[:_TAG_LEN] if key else body
 
 
 def decode(data: bytes, key: bytes | None = None) -> Heartbeat:
@@ -150,25 +214,81 @@ def decode(data: bytes, key: bytes | None = None) -> Heartbeat:
     pos += 6 * count
     if pos > len(data):
         raise HeartbeatError("truncated MAC list")
+    _authenticate(data, pos, flags, key)
+    node = _name(name_raw)
+    return Heartbeat(
+        node,
+        incarnation,
+        sequence,
+        macs,
+        leaving=bool(flags & FLAG_LEAVING),
+        presence=bool(flags & FLAG_PRESENCE),
+        monitored=bool(flags & FLAG_MONITORED),
+    )
+
+
+def _authenticate(data: bytes, end: int, flags: int, key: bytes | None) -> None:
+    """Check the tag after ``data[:end]`` (with a key) or that nothing else follows."""
     if key:
-        if not flags & FLAG_AUTH or len(data) != pos + _TAG_LEN:
+        if not flags & FLAG_AUTH or len(data) != end + _TAG_LEN:
             raise HeartbeatAuthError("heartbeat is not authenticated and a key is configured")
-        tag = hmac.new(key, data[:pos], hashlib.sha256).digest()[:_TAG_LEN]
-        if not hmac.compare_digest(tag, data[pos:]):
+        tag = hmac.digest(key, data[:end], "sha256")[:_TAG_LEN]
+        if not hmac.compare_digest(tag, data[end:]):
             raise HeartbeatAuthError("heartbeat authentication tag mismatch")
-    elif len(data) != pos + (_TAG_LEN if flags & FLAG_AUTH else 0):
+    elif len(data) != end + (_TAG_LEN if flags & FLAG_AUTH else 0):
         raise HeartbeatError("trailing bytes after heartbeat")
+
+
+def _name(raw: bytes) -> str:
     try:
-        node = name_raw.decode()
+        name = raw.decode()
     except UnicodeDecodeError as exc:
         raise HeartbeatError("node name is not UTF-8") from exc
-    if not node:
+    if not name:
         raise HeartbeatError("empty node name")
-    return Heartbeat(node, incarnation, sequence, macs, bool(flags & FLAG_LEAVING))
+    return name
+
+
+def encode_accusation(acc: Accusation, key: bytes | None = None) -> bytes:
+    accuser, subject = acc.accuser.encode(), acc.subject.encode()
+    if not (0 < len(accuser) <= 255 and 0 < len(subject) <= 255):
+        raise HeartbeatError("node names must be 1..255 bytes")
+    body = (
+        _ACCUSE_HEAD.pack(
+            MAGIC_ACCUSE,
+            FLAG_AUTH if key else 0,
+            len(accuser),
+            len(subject),
+            acc.incarnation,
+            acc.sequence,
+            acc.subject_incarnation,
+            acc.subject_sequence,
+        )
+        + accuser
+        + subject
+    )
+    return _sealed(body, key)
+
+
+def decode_accusation(data: bytes, key: bytes | None = None) -> Accusation:
+    """Decode and authenticate; raises :class:`HeartbeatError` (only)."""
+    if len(data) < _ACCUSE_HEAD.size or data[:4] != MAGIC_ACCUSE:
+        raise HeartbeatError(f"not a teapot-lb accusation ({len(data)} bytes, or bad magic)")
+    _, flags, a_len, s_len, inc, seq, s_inc, s_seq = _ACCUSE_HEAD.unpack_from(data)
+    end = _ACCUSE_HEAD.size + a_len + s_len
+    if len(data) < end:
+        raise HeartbeatError("truncated accusation")
+    _authenticate(data, end, flags, key)
+    accuser = _name(data[_ACCUSE_HEAD.size : _ACCUSE_HEAD.size + a_len])
+    subject = _name(data[_ACCUSE_HEAD.size + a_len : end])
+    return Accusation(accuser, inc, seq, subject, s_inc, s_seq)
 
 
 class SendTimer(Enum):
     HEARTBEAT = "heartbeat"  # our next heartbeat is due
+    PRESENCE = "presence"  # our next presence to every peer is due
+    REFUTE = "refute"  # refute an accusation again, in case the first refutation was lost
+    WELCOME = "welcome"  # our presence again to the nodes we heard first lately
 
 
 @dataclass(frozen=True)
@@ -178,14 +298,23 @@ class SilenceTimer:
     node: str
 
 
-TimerName: TypeAlias = SendTimer | SilenceTimer
+@dataclass(frozen=True)
+class RefuteTimer:
+    """``node`` was accused and has not refuted it (sent anything newer) in time."""
+
+    node: str
+
+
+TimerName: TypeAlias = SendTimer | SilenceTimer | RefuteTimer
 
 
 @dataclass(frozen=True)
 class Beat:
-    """Send ``data`` (a heartbeat) to every peer."""
+    """Send ``data`` (a heartbeat, a presence, an accusation) to the peers at ``to`` (the
+    addresses :meth:`Membership.receive` was given), or to every peer (``None``)."""
 
     data: bytes
+    to: tuple[Hashable, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -201,6 +330,23 @@ Output: TypeAlias = (
 )
 
 
+@functools.lru_cache(maxsize=8192)
+def ring_position(node: str) -> bytes:
+    """Where ``node`` sits on the monitoring ring (the same on every node)."""
+    return hashlib.sha256(node.encode()).digest()
+
+
+# A newcomer's first presence from us is answered at once, then again after 1 s and 3 s
+# (to everyone first heard meanwhile, one datagram each): if our one answer were lost,
+# it would not know us until our next presence, up to Timing.presence later.
+_WELCOME_AFTER = (1.0, 2.0)
+
+
+def _phase(node: str) -> float:
+    """A number in [0, 1) fixed by ``node``'s name."""
+    return int.from_bytes(ring_position(node)[:4], "big") / 2**32
+
+
 @dataclass
 class Membership:
     """The view of one node (``node``) of its peers' liveness."""
@@ -213,34 +359,158 @@ class Membership:
     counters: MembershipCounters = field(default_factory=MembershipCounters)
     members: dict[str, Member] = field(default_factory=dict)
     _sequence: int = field(default=0, init=False)
+    _ring: list[tuple[bytes, str]] = field(default_factory=list, init=False)
+    _refuted: float | None = field(default=None, init=False)
+    _accusations_seen: dict[str, tuple[int, int]] = field(default_factory=dict, init=False)
+    _targets: tuple[Hashable, ...] | bool | None = field(default=False, init=False)  # cache
+    _presences: int = field(default=0, init=False)
+    _ring_changed: bool = field(default=False, init=False)
+    _welcome: list[Hashable] = field(default_factory=list, init=False)  # newcomers' addresses
+    _welcomes: int = field(default=0, init=False)
+    _watching: frozenset[str] = field(default=frozenset(), init=False)
+
+    def __post_init__(self) -> None:
+        self._ring = [(ring_position(self.node), self.node)]
 
     # --- sending ---
 
     def start(self) -> list[Output]:
-        """The first heartbeat, at once; the next one each interval after."""
-        return self._heartbeat()
+        """A first heartbeat (also a presence) to every peer at once; the next heartbeat each
+        interval after, the next presence after a second (a newcomer's first one may be
+        lost), then each ``Timing.presence``."""
+        self.counters.sent += 1
+        first = self._message(leaving=False, presence=True)
+        return [
+            Beat(first),
+            ArmTimer(SendTimer.HEARTBEAT, self.timing.interval),
+            ArmTimer(SendTimer.PRESENCE, min(1.0, self.timing.presence)),
+        ]
 
     def goodbye(self) -> bytes:
         """A last heartbeat telling peers we are leaving: they drop us at once."""
-        return self._beat(leaving=True)
+        self.counters.sent += 1
+        return self._message(leaving=True, presence=True)
 
     def _heartbeat(self) -> list[Output]:
+        self.counters.sent += 1
+        data = self._message(leaving=False, presence=False)
         return [
-            Beat(self._beat(leaving=False)),
+            Beat(data, self._monitor_addresses()),
             ArmTimer(SendTimer.HEARTBEAT, self.timing.interval),
         ]
 
-    def _beat(self, *, leaving: bool) -> bytes:
-        self._sequence += 1
+    def _presence(self, to: tuple[Hashable, ...] | None = None) -> Beat:
         self.counters.sent += 1
-        hb = Heartbeat(self.node, self.incarnation, self._sequence, self.macs, leaving)
+        return Beat(self._message(leaving=False, presence=True), to)
+
+    def _message(self, *, leaving: bool, presence: bool) -> bytes:
+        self._sequence += 1
+        hb = Heartbeat(
+            self.node, self.incarnation, self._sequence, self.macs, leaving, presence, True
+        )
         return encode(hb, self.key)
+
+    def _monitor_addresses(self) -> tuple[Hashable, ...] | None:
+        """Where our heartbeats go: our monitors, or every peer (``None``) while we know
+        nobody, do not know a monitor's address, or a full-mesh peer is alive. Kept until
+        the ring or a member's address or version changes."""
+        if self._targets is False:
+            self._targets = self._find_targets()
+        assert self._targets is not True
+        return self._targets
+
+    def _find_targets(self) -> tuple[Hashable, ...] | None:
+        if not self.members or any(
+            not m.monitored for m in self.members.values() if m.state is not MemberState.DEAD
+        ):
+            return None
+        addresses = []
+        for name in self.monitors_of(self.node):
+            address = self.members[name].address
+            if address is None:
+                return None
+            addresses.append(address)
+        return tuple(addresses)
+
+    # --- the ring ---
+
+    def monitors_of(self, node: str) -> list[str]:
+        """The nodes that watch ``node``: its next ``Timing.monitors`` live successors on the
+        ring (``node`` itself need not be on it)."""
+        ring, want = self._ring, self.timing.monitors
+        start = bisect.bisect_right(ring, (ring_position(node), node))
+        out: list[str] = []
+        for i in range(len(ring)):
+            name = ring[(start + i) % len(ring)][1]
+            if name != node:
+                out.append(name)
+                if len(out) == want:
+                    break
+        return out
+
+    def quorum(self, node: str) -> int:
+        """Accusers needed to hold ``node`` DEAD: two once it has three monitors or more, so
+        one monitor that lost its path to a live node cannot fail it over."""
+        entry = (ring_position(node), node)
+        i = bisect.bisect_left(self._ring, entry)
+        on_ring = i < len(self._ring) and self._ring[i] == entry
+        others = len(self._ring) - on_ring
+        return 2 if min(self.timing.monitors, others) >= 3 else 1
+
+    def _watches(self, member: Member) -> bool:
+        return not member.monitored or self.node in self.monitors_of(member.node)
+
+    def _set_state(self, member: Member, state: MemberState) -> None:
+        """Change ``member``'s state, keeping the ring to the members not DEAD."""
+        entry = (ring_position(member.node), member.node)
+        was_on = member.state is not MemberState.DEAD
+        member.state = state
+        if (state is MemberState.DEAD) == was_on:
+            self._targets = False  # the ring changes
+            self._ring_changed = True
+        if state is MemberState.DEAD and was_on:
+            i = bisect.bisect_left(self._ring, entry)
+            if i < len(self._ring) and self._ring[i] == entry:
+                del self._ring[i]
+        elif state is not MemberState.DEAD and not was_on:
+            bisect.insort(self._ring, entry)
 
     # --- receiving and time ---
 
-    def receive(self, data: bytes, now: float) -> list[Output]:
+    def receive(self, data: bytes, now: float, source: Hashable | None = None) -> list[Output]:
+        """A datagram from ``source`` (any address the adapter can send to again)."""
+        return self._rewatch(self._receive(data, now, source))
+
+    def timer_expired(self, timer: TimerName) -> list[Output]:
+        """Our heartbeat or presence is due, or a member stayed silent: ALIVE → SUSPECT →
+        accused (→ DEAD with a quorum), and accused again while the silence lasts."""
+        return self._rewatch(self._timer_expired(timer))
+
+    def watching(self) -> frozenset[str]:
+        """The members this node monitors: its ``Timing.monitors`` predecessors on the ring."""
+        ring, want = self._ring, self.timing.monitors
+        me = bisect.bisect_left(ring, (ring_position(self.node), self.node))
+        out = [ring[(me - i) % len(ring)][1] for i in range(1, min(want, len(ring) - 1) + 1)]
+        return frozenset(out)
+
+    def _rewatch(self, out: list[Output]) -> list[Output]:
+        """After the ring changed: start a silence timer for each member we now watch, as
+        if just heard (it may not know yet that it should heartbeat us: then we accuse it
+        once the silence lasts, which is how a partition's far side is found dead)."""
+        if not self._ring_changed:
+            return out
+        self._ring_changed = False
+        watching = self.watching()
+        new, self._watching = watching - self._watching, watching
+        wait = self.timing.interval * self.timing.suspect_after
+        arm: list[Output] = [ArmTimer(SilenceTimer(n), wait) for n in sorted(new)]
+        return [*out, *arm]
+
+    def _receive(self, data: bytes, now: float, source: Hashable | None) -> list[Output]:
         try:
-            hb = decode(data, self.key)
+            if data[:4] == MAGIC_ACCUSE:
+                return self._receive_accusation(decode_accusation(data, self.key), now, source)
+            return self._receive_heartbeat(decode(data, self.key), now, source)
         except HeartbeatAuthError as err:
             self.counters.rejected += 1
             self.counters.unauthenticated += 1
@@ -248,6 +518,10 @@ class Membership:
         except HeartbeatError:
             self.counters.rejected += 1
             return []
+
+    def _receive_heartbeat(
+        self, hb: Heartbeat, now: float, source: Hashable | None
+    ) -> list[Output]:
         if hb.node == self.node:
             self.counters.rejected += 1
             return []
@@ -259,44 +533,172 @@ class Membership:
             self.counters.rejected += 1  # stale or replayed
             return []
         self.counters.received += 1
+        out: list[Output] = []
+        restarted = False
         if member is None:
             member = Member(hb.node, hb.incarnation, hb.sequence, now, hb.macs, MemberState.DEAD)
             self.members[hb.node] = member
             old: MemberState | None = None
         else:
             old = member.state
-            if old is not MemberState.DEAD:
+            if old is not MemberState.DEAD and not hb.presence:
                 member.max_gap = max(member.max_gap, now - member.last_heard)
+            restarted = hb.incarnation != member.incarnation
             member.incarnation, member.sequence = hb.incarnation, hb.sequence
             member.last_heard, member.macs = now, hb.macs
+        # A newcomer, a restart, or back from a partition: it may not know us.
+        renewed = old is None or old is MemberState.DEAD or restarted
+        if renewed and not hb.leaving and source is not None:
+            out.append(self._presence((source,)))
+            if not self._welcome:  # and again twice, later: one datagram may be lost
+                out.append(ArmTimer(SendTimer.WELCOME, _WELCOME_AFTER[0]))
+            self._welcome.append(source)
+        if (source is not None and member.address != source) or member.monitored != hb.monitored:
+            self._targets = False
+        if source is not None:
+            member.address = source
+        member.monitored = hb.monitored
+        if member.accusers:  # heard since: every accusation so far is stale
+            member.accusers.clear()
+            out.append(CancelTimer(RefuteTimer(hb.node)))
+        member.accused = 0
         timer = SilenceTimer(hb.node)
         if hb.leaving:
-            member.state = MemberState.DEAD
+            self._set_state(member, MemberState.DEAD)
             if old is MemberState.DEAD:
-                return []
-            return [CancelTimer(timer), MemberChanged(hb.node, old, member.state, "left")]
-        member.state = MemberState.ALIVE
-        out: list[Output] = [ArmTimer(timer, self.timing.interval * self.timing.suspect_after)]
+                return out
+            return [*out, CancelTimer(timer), MemberChanged(hb.node, old, member.state, "left")]
+        if hb.presence:
+            if old is None or old is MemberState.DEAD:
+                self._set_state(member, MemberState.ALIVE)
+                out.append(MemberChanged(hb.node, old, MemberState.ALIVE, "presence received"))
+            return out
+        self._set_state(member, MemberState.ALIVE)
+        out.append(ArmTimer(timer, self.timing.interval * self.timing.suspect_after))
         if old is not MemberState.ALIVE:
             out.append(MemberChanged(hb.node, old, MemberState.ALIVE, "heartbeat received"))
         return out
 
-    def timer_expired(self, timer: TimerName) -> list[Output]:
-        """Our heartbeat is due, or a member stayed silent: ALIVE → SUSPECT → DEAD."""
+    def _receive_accusation(
+        self, acc: Accusation, now: float, source: Hashable | None
+    ) -> list[Output]:
+        stamp = (acc.incarnation, acc.sequence)
+        if acc.accuser == self.node or stamp <= self._accusations_seen.get(acc.accuser, (0, 0)):
+            self.counters.rejected += 1  # ours, stale or replayed
+            return []
+        self._accusations_seen[acc.accuser] = stamp
+        self.counters.received += 1
+        out = self._accuser_heard(acc, now, source)
+        if acc.subject == self.node:
+            # Refute, once per interval however many accuse us: our presence is newer.
+            if self._refuted is not None and now - self._refuted < self.timing.interval:
+                return out
+            self._refuted = now
+            return [*out, self._presence(), ArmTimer(SendTimer.REFUTE, self.timing.interval)]
+        member = self.members.get(acc.subject)
+        if member is None or (acc.subject_incarnation, acc.subject_sequence) < (
+            member.incarnation,
+            member.sequence,
+        ):
+            return []  # unknown here, or heard here since the accuser last did
+        member.accusers.add(acc.accuser)
+        return [*out, *self._judge(member)]
+
+    def _accuser_heard(self, acc: Accusation, now: float, source: Hashable | None) -> list[Output]:
+        """An accuser we did not know (its presence to us was lost) is a member from now on:
+        it watches someone, so it is alive, and if it watches us we must heartbeat it."""
+        if acc.accuser in self.members or source is None:
+            return []
+        member = Member(
+            acc.accuser, acc.incarnation, acc.sequence, now, (), MemberState.DEAD, address=source
+        )
+        member.monitored = True
+        self.members[acc.accuser] = member
+        self._set_state(member, MemberState.ALIVE)
+        return [MemberChanged(acc.accuser, None, MemberState.ALIVE, "accusation received")]
+
+    def _judge(self, member: Member, *, refute_expired: bool = False) -> list[Output]:
+        """DEAD once enough nodes accuse ``member``, or one did and it did not refute in time
+        (the only accuser on our side of a partition); else wait for that."""
+        if member.state is MemberState.DEAD or not member.accusers:
+            return []
+        accusers = ", ".join(sorted(member.accusers))
+        t = self.timing
+        if len(member.accusers) >= self.quorum(member.node):
+            reason = "no heartbeat, accused by " + accusers
+        elif refute_expired:
+            reason = (
+                f"no heartbeat, accused by {accusers}, not refuted in {t.refute_after} intervals"
+            )
+        else:
+            if len(member.accusers) > 1:
+                return []  # the timer runs since the first accusation
+            return [ArmTimer(RefuteTimer(member.node), t.interval * t.refute_after)]
+        if member.accusers == {self.node} and self.quorum(member.node) == 1:
+            reason = f"no heartbeat for {t.dead_after} intervals"
+        old = member.state
+        self._set_state(member, MemberState.DEAD)
+        return [
+            CancelTimer(RefuteTimer(member.node)),
+            MemberChanged(member.node, old, MemberState.DEAD, reason),
+        ]
+
+    def _timer_expired(self, timer: TimerName) -> list[Output]:
+        if timer is SendTimer.PRESENCE:
+            self._presences += 1
+            # The first periodic presence at a point of the period set by the node's name,
+            # so the nodes of a cluster (re)started at once do not all send together.
+            period = self.timing.presence
+            due = period * (0.05 + 0.95 * _phase(self.node)) if self._presences == 1 else period
+            return [self._presence(), ArmTimer(SendTimer.PRESENCE, due)]
+        if timer is SendTimer.WELCOME:
+            self._welcomes += 1
+            again: list[Output] = [self._presence(tuple(dict.fromkeys(self._welcome)))]
+            if self._welcomes < len(_WELCOME_AFTER):
+                again.append(ArmTimer(SendTimer.WELCOME, _WELCOME_AFTER[self._welcomes]))
+            else:
+                self._welcome, self._welcomes = [], 0
+            return again
+        if timer is SendTimer.REFUTE:
+            return [self._presence()]
         if isinstance(timer, SendTimer):
             return self._heartbeat()
         m = self.members.get(timer.node)
-        if m is None or m.state is MemberState.DEAD:
+        if m is None:
             return []
+        if isinstance(timer, RefuteTimer):
+            return self._judge(m, refute_expired=True)
         t = self.timing
+        if m.state is MemberState.DEAD:
+            return self._accuse(m) if 0 < m.accused < t.accusations else []
+        if not self._watches(m):
+            # It moved its heartbeats to other monitors (the ring changed): not ours to judge.
+            if m.state is MemberState.SUSPECT:
+                self._set_state(m, MemberState.ALIVE)
+                return [MemberChanged(m.node, MemberState.SUSPECT, m.state, "not watched here")]
+            return []
         if m.state is MemberState.ALIVE:
-            m.state = MemberState.SUSPECT
+            self._set_state(m, MemberState.SUSPECT)
             reason = f"no heartbeat for {t.suspect_after} intervals"
             out: list[Output] = [ArmTimer(timer, t.interval * (t.dead_after - t.suspect_after))]
             return [*out, MemberChanged(m.node, MemberState.ALIVE, m.state, reason)]
-        m.state = MemberState.DEAD
-        reason = f"no heartbeat for {t.dead_after} intervals"
-        return [MemberChanged(m.node, MemberState.SUSPECT, m.state, reason)]
+        m.accusers.add(self.node)
+        return [*self._accuse(m), *self._judge(m)]
+
+    def _accuse(self, m: Member) -> list[Output]:
+        """Tell every peer we have not heard ``m`` (again later, while the silence lasts)."""
+        m.accused += 1
+        self._sequence += 1
+        self.counters.sent += 1
+        acc = Accusation(
+            self.node, self.incarnation, self._sequence, m.node, m.incarnation, m.sequence
+        )
+        out: list[Output] = [Beat(encode_accusation(acc, self.key))]
+        if m.accused < self.timing.accusations:
+            out.append(
+                ArmTimer(SilenceTimer(m.node), self.timing.interval * self.timing.dead_after)
+            )
+        return out
 
     def alive(self) -> frozenset[str]:
         """This node and every member not DEAD (SUSPECT members still count)."""

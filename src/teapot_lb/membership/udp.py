@@ -1,10 +1,14 @@
 """UDP transport for the heartbeat core: unicast to a static peer list, on asyncio.
 
+A :class:`~teapot_lb.membership.core.Beat` goes to every peer of the list, or to the
+addresses the core names (its monitors: the sources their own datagrams came from).
+
 The core's timer orders run on the loop (:class:`~teapot_lb.timers.LoopTimers`). Before a
 member's silence timer counts, every heartbeat already queued in the socket is drained:
 when this process was starved of CPU, the peers' heartbeats are still waiting in the
 kernel buffer and must count, so a busy *receiver* never declares spurious deaths (a
-heartbeat found there re-arms the timer, and the expiry is void).
+heartbeat found there re-arms the timer, and the expiry is void); the same before an
+accused member's time to refute runs out.
 Heartbeats are marked CS6 (network control) so switches that honour DSCP queue them first.
 A heartbeat dropped for a missing or wrong tag is logged as ``heartbeat_rejected`` with its
 source address, at most once per source every :data:`WARN_EVERY_S` (a forger, or a node
@@ -27,6 +31,7 @@ from teapot_lb.membership.core import (
     MemberChanged,
     Membership,
     Output,
+    RefuteTimer,
     SilenceTimer,
     TimerName,
     Unauthenticated,
@@ -96,7 +101,7 @@ class UdpHeartbeats:
         changes: list[MemberChanged] = []
         for out in outputs:
             if isinstance(out, Beat):
-                self._send(out.data)
+                self._send(out.data, out.to)
             elif isinstance(out, MemberChanged):
                 changes.append(out)
             elif isinstance(out, Unauthenticated):
@@ -107,7 +112,7 @@ class UdpHeartbeats:
             self._on_change(changes)
 
     def _fire(self, timer: TimerName) -> None:
-        if isinstance(timer, SilenceTimer):
+        if isinstance(timer, SilenceTimer | RefuteTimer):
             self._drain()
             if timer in self._timers.running():
                 return  # heard meanwhile: re-armed
@@ -135,10 +140,11 @@ class UdpHeartbeats:
                 return
             except OSError:
                 return  # e.g. ICMP port unreachable reported on the socket: not our problem
-            self._apply(self.membership.receive(data, self._clock()), source)
+            self._apply(self.membership.receive(data, self._clock(), source[:2]), source)
 
-    def _send(self, data: bytes) -> None:
-        for peer in self._peers:
+    def _send(self, data: bytes, to: Sequence[Any] | None = None) -> None:
+        """To every configured peer, or to the sources the core chose (its monitors)."""
+        for peer in self._peers if to is None else to:
             try:
                 self._sock.sendto(data, peer)
             except OSError:

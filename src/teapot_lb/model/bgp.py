@@ -242,6 +242,9 @@ class BGPAdvertisementSpec(PoolSelection):
     """Standard communities: 65000:100 or well-known names such as no-export."""
     large_communities: list[LargeCommunity] = []
     """Large communities (RFC 8092): 64512:1:2."""
+    max_nodes_per_ip: int | None = Field(default=None, ge=1, alias="maxNodesPerIP")
+    """Announce each IP from at most this many of the eligible nodes, chosen per IP by
+    rendezvous hashing (bounded ECMP); default: every eligible node announces every IP."""
 
 
 class BGPAdvertisement(Identified, KubeModel):

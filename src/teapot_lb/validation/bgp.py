@@ -125,8 +125,28 @@ def bgp_advertisement_problems(config: ConfigSet) -> Iterator[Problem]:
     for adv in config.bgp_advertisements:
         yield from selection_problems(config, adv.ref, adv.spec)
         yield from _peer_references(config, adv)
+        yield from _bounded_aggregate(adv)
         for pool in selected_pools(config, adv.metadata.namespace, adv.spec):
             yield from _aggregation(adv, pool)
+
+
+def _bounded_aggregate(adv: BGPAdvertisement) -> Iterator[Problem]:
+    """maxNodesPerIP chooses nodes per IP; an aggregate route carries many IPs, so each node
+    would announce it for any one of them and the bound would not hold."""
+    spec = adv.spec
+    if spec.max_nodes_per_ip is None:
+        return
+    for name, length, host in (
+        ("aggregationLength", spec.aggregation_length, 32),
+        ("aggregationLengthV6", spec.aggregation_length_v6, 128),
+    ):
+        if length is not None and length < host:
+            yield problem(
+                adv.ref,
+                "spec.maxNodesPerIP",
+                f"bounds the nodes per IP, but {name} {length} announces aggregates of many"
+                f" IPs: use one or the other (or {name} {host})",
+            )
 
 
 def _peer_references(config: ConfigSet, adv: BGPAdvertisement) -> Iterator[Problem]:
