@@ -384,43 +384,28 @@ CASES = [
 ]
 
 
-# Standalone assignment is a pure function of the manifests (every node must agree without
-# talking), so it cannot know which of two conflicting objects came first: the one that
-# sorts later by name loses. A newcomer that sorts first takes over from the Service or
-# pool already in use. Kept here, expected to fail, until that is settled.
-KEY_ORDER = (
-    "standalone cannot tell which object came first: the conflict is decided by name order,"
-    " so a newcomer sorting first wins over the one in use"
-)
-KNOWN_LIMITS = [
-    pytest.param(
-        Case(
-            "same ip, the newcomer sorting first",
-            add("same.yaml", service("aaa-copy", GOOD_IP)),
-            ("default/aaa-copy", GOOD_IP),
-        ),
-        marks=pytest.mark.xfail(strict=True, reason=KEY_ORDER),
-        id="known limit: same ip, the newcomer sorting first",
+# A newcomer never wins a conflict by sorting first: the older object keeps the IP or the
+# range (creation time: the manifest's, or the first time this node saw the object) and a
+# pool holding a Service IP keeps its range over one holding none.
+CASES += [
+    Case(
+        "same ip, the newcomer sorting first",
+        add("same.yaml", service("aaa-copy", GOOD_IP)),
+        ("default/aaa-copy", GOOD_IP, "also requested by Service default/web"),
     ),
-    pytest.param(
-        Case(
-            "overlapping pool sorting first",
-            add(
-                "overlap.yaml",
-                ours("AddressPool", "aaa-overlap", {"addresses": ["203.0.113.0/30"]}),
-            ),
-            ("aaa-overlap", "203.0.113.0/30"),
+    Case(
+        "overlapping pool sorting first",
+        add(
+            "overlap.yaml",
+            ours("AddressPool", "aaa-overlap", {"addresses": ["203.0.113.0/30"]}),
         ),
-        marks=pytest.mark.xfail(strict=True, reason=KEY_ORDER),
-        id="known limit: overlapping pool sorting first",
+        ("AddressPool/lb-system/aaa-overlap", "203.0.113.0/30", "overlaps AddressPool 'public'"),
     ),
 ]
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize(
-    "case", [*CASES, *KNOWN_LIMITS], ids=[c.name for c in CASES] + [str(p.id) for p in KNOWN_LIMITS]
-)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 async def test_bad_input_is_reported_and_the_good_service_is_untouched(
     tmp_path: Path, case: Case
 ) -> None:

@@ -10,20 +10,19 @@ from pathlib import Path
 import click
 
 from teapot_lb.announce.plan import Decision, PlanOptions, explain
-from teapot_lb.cluster import ClusterView, Kind, Store, UnknownBFDProfile
+from teapot_lb.cluster import ClusterView, Store, UnknownBFDProfile
 from teapot_lb.model import BFDParameters, BGPPeer
 from teapot_lb.speaker.report import annotation_key, parse_summary
-from teapot_lb.standalone.assign import assign, assigned_services
+from teapot_lb.standalone.assign import planned_objects
 from teapot_lb.standalone.directory import read
 
 
 def manifest_view(manifests: Path) -> ClusterView:
     """The view standalone mode plans from: the manifests, with the IPs it assigns."""
     snap = read(manifests)
-    view = snap.view()
-    services = assigned_services(view, assign(view, unparsed_pools=snap.unparsed_pools))
+    _, planned = planned_objects(snap.view(), unparsed_pools=snap.unparsed_pools)
     store = Store()
-    snap.fill(store, {Kind.SERVICE: services})
+    snap.fill(store, planned)
     return store.view()
 
 

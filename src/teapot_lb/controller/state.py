@@ -17,6 +17,7 @@ from teapot_lb.controller.convert import held_ips, request_of
 from teapot_lb.controller.options import ControllerOptions
 from teapot_lb.controller.pools import PoolConfig, UnparsedPool, pool_config
 from teapot_lb.model import AddressPool
+from teapot_lb.model.common import creation_order
 
 
 @dataclass
@@ -55,7 +56,8 @@ def rebuild(
     state._seen_pools = tuple(sorted(view.pools.items()))
     state._seen_unparsed = tuple(sorted((unparsed_pools or {}).items()))
     holdings = []
-    for key in sorted(view.services):
+    # Older Services first: of two holding one IP, the one created first keeps it.
+    for key in sorted(view.services, key=lambda k: creation_order(view.services[k])):
         svc = view.services[key]
         ips = held_ips(svc)
         if not ips or not options.handles(svc):

@@ -19,6 +19,7 @@ LOAD_BALANCER_CLASS = "lb.teapot.io/teapot"
 ANNOTATION_IPS = "lb.teapot.io/ips"
 ANNOTATION_POOL = "lb.teapot.io/pool"
 ANNOTATION_SHARING_KEY = "lb.teapot.io/sharing-key"
+ANNOTATION_ALLOCATED_FROM = "lb.teapot.io/allocated-from"  # written by the controller
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 

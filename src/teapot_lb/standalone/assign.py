@@ -4,20 +4,25 @@ Several `teapot-lb run` processes (one per node) read one manifest directory and
 talk to each other. They agree on every Service's IPs because the assignment is a pure
 function of the manifests: each reload starts from a fresh allocator rebuilt from the
 IPs the manifests already show (`status.loadBalancer.ingress`) and reconciles every
-Service in key order with the very same :func:`~teapot_lb.controller.reconcile_service`
+Service, oldest first, with the very same :func:`~teapot_lb.controller.reconcile_service`
 the Kubernetes controller uses. Same manifests in, same IPs out, on every node, after
-every restart. The price: an IP assigned automatically may move when a Service that
-sorts before it is added or removed; pin IPs that must never move (the
-`lb.teapot.io/ips` annotation, or a status in the manifest).
+every restart. The price: an IP assigned automatically may move when an older Service is
+removed; pin IPs that must never move (the `lb.teapot.io/ips` annotation, or a
+status in the manifest).
+
+"Oldest" is `metadata.creationTimestamp`; the manifest source stamps an object that has
+none with the first time this node saw it (:mod:`.first_seen`, kept in the state
+directory, so a restart decides as before). When two Services request one IP, the older
+keeps it; equal times fall back to `namespace/name` order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from teapot_lb import ipam
-from teapot_lb.cluster import ClusterView
+from teapot_lb.cluster import ClusterView, Kind
 from teapot_lb.controller import (
     ControllerOptions,
     ServiceOutcome,
@@ -25,7 +30,8 @@ from teapot_lb.controller import (
     rebuild,
     reconcile_service,
 )
-from teapot_lb.model import IPAddress, Service
+from teapot_lb.model import ApiObject, IPAddress, Service
+from teapot_lb.model.common import creation_order
 from teapot_lb.model.service import LoadBalancerIngress, LoadBalancerStatus, ServiceStatus
 
 
@@ -45,10 +51,25 @@ def assign(
     unparsed_pools: Mapping[str, UnparsedPool] | None = None,
 ) -> dict[str, Assignment]:
     """Every handled Service's assignment, deterministically (see the module docstring)."""
+    return assign_all(view, options, unparsed_pools)[0]
+
+
+def assign_all(
+    view: ClusterView,
+    options: ControllerOptions | None = None,
+    unparsed_pools: Mapping[str, UnparsedPool] | None = None,
+) -> tuple[dict[str, Assignment], frozenset[str]]:
+    """:func:`assign`, and the keys of the pools the controller core left out as invalid
+    (an overlapping newcomer): the speaker must not see them either, or it would take an
+    IP of the pool in use for one of theirs."""
     options = options or ControllerOptions()
     state = rebuild(view, options, unparsed_pools)
     outcomes: dict[str, ServiceOutcome] = {}
-    pending = sorted(view.services)
+
+    def first_created(keys: Iterable[str]) -> list[str]:
+        return sorted(keys, key=lambda k: creation_order(view.services[k]))
+
+    pending = first_created(view.services)
     # Requeues (a freed address may satisfy a refused Service) converge quickly; bounded.
     for _ in range(3):
         requeue: set[str] = set()
@@ -56,7 +77,7 @@ def assign(
             outcome = reconcile_service(view, state, key, unparsed_pools)
             outcomes[key] = outcome
             requeue.update(outcome.requeue)
-        pending = sorted(requeue)
+        pending = first_created(k for k in requeue if k in view.services)
         if not pending:
             break
     out: dict[str, Assignment] = {}
@@ -66,7 +87,23 @@ def assign(
             out[key] = Assignment(key, result.ips, result.pool)
         elif isinstance(result, ipam.Refused):
             out[key] = Assignment(key, (), None, result.message)
-    return out
+    return out, frozenset(state.config.problems)
+
+
+Planned = dict[Kind, dict[str, ApiObject]]
+
+
+def planned_objects(
+    view: ClusterView,
+    options: ControllerOptions | None = None,
+    unparsed_pools: Mapping[str, UnparsedPool] | None = None,
+) -> tuple[dict[str, Assignment], Planned]:
+    """What a node's speaker plans from: every Service with its assigned IPs in status,
+    and the pools the controller core uses (the objects of those two kinds only)."""
+    assignments, unused = assign_all(view, options, unparsed_pools)
+    pools: dict[str, ApiObject] = {k: p for k, p in view.pools.items() if k not in unused}
+    services: dict[str, ApiObject] = dict(assigned_services(view, assignments))
+    return assignments, {Kind.SERVICE: services, Kind.ADDRESS_POOL: pools}
 
 
 def with_status(service: Service, ips: tuple[IPAddress, ...]) -> Service:

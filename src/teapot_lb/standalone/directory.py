@@ -9,9 +9,12 @@ and directories (editor swap files, the default `.state` directory) are skipped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import UnparsedPool
@@ -58,6 +61,13 @@ def unknown_kinds_of_ours(documents: list[Document]) -> list[Problem]:
         _, problems = parse_object(body)
         out.extend(replace(p, source=doc.source) for p in problems)
     return out
+
+
+def write_json(path: Path, doc: Any) -> None:
+    """Write a JSON document atomically (a reader sees the old or the new one)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
 
 
 def manifest_files(root: Path, skip: Path | None = None) -> list[Path]:
@@ -119,12 +129,22 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def read(root: Path, skip: Path | None = None, cache: FileCache | None = None) -> Snapshot:
+Stamp = Callable[[Sequence[ApiObject]], list[ApiObject]]
+
+
+def read(
+    root: Path,
+    skip: Path | None = None,
+    cache: FileCache | None = None,
+    stamp: Stamp | None = None,
+) -> Snapshot:
     """Read and check the directory.
 
     With a `cache` (kept between reads), unchanged files are not parsed again and a file
     that does not read (a YAML error, a half-written save) keeps its last good content
     instead of vanishing with everything it declares; the problem is still reported.
+    `stamp` gives objects their creation time before they are checked (conflicts are
+    decided by age: :mod:`.first_seen`).
     """
     files = manifest_files(root, skip)
     documents: list[Document] = []
@@ -151,6 +171,8 @@ def read(root: Path, skip: Path | None = None, cache: FileCache | None = None) -
     manifest = parse_documents(documents, ignore_unknown_kinds=True)
     manifest.problems[:0] = file_problems + unknown_kinds_of_ours(documents)
     manifest.files = [str(f) for f in files]
+    if stamp is not None:
+        manifest.objects = stamp(manifest.objects)
     problems = validate_manifest(manifest)
     bad: set[ObjectRef] = {p.ref for p in problems}
     snap = Snapshot(problems=problems, files=[str(f) for f in files])
