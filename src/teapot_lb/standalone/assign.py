@@ -32,7 +32,12 @@ from teapot_lb.controller import (
 )
 from teapot_lb.model import ApiObject, IPAddress, Service
 from teapot_lb.model.common import creation_order
-from teapot_lb.model.service import LoadBalancerIngress, LoadBalancerStatus, ServiceStatus
+from teapot_lb.model.service import (
+    ANNOTATION_VRIDS,
+    LoadBalancerIngress,
+    LoadBalancerStatus,
+    ServiceStatus,
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,8 @@ class Assignment:
     ips: tuple[IPAddress, ...]
     pool: str | None = None
     refused: str | None = None
+    vrids: str | None = None  # the `lb.teapot.io/vrids` annotation the controller writes
+    vrid_refused: tuple[str, ...] = ()
 
 
 def assign(
@@ -84,7 +91,8 @@ def assign_all(
     for key, outcome in sorted(outcomes.items()):
         result = outcome.result
         if isinstance(result, ipam.Assigned):
-            out[key] = Assignment(key, result.ips, result.pool)
+            refused = state.vrid_refusals.get(key, ())
+            out[key] = Assignment(key, result.ips, result.pool, None, outcome.vrids, refused)
         elif isinstance(result, ipam.Refused):
             out[key] = Assignment(key, (), None, result.message)
     return out, frozenset(state.config.problems)
@@ -106,12 +114,20 @@ def planned_objects(
     return assignments, {Kind.SERVICE: services, Kind.ADDRESS_POOL: pools}
 
 
-def with_status(service: Service, ips: tuple[IPAddress, ...]) -> Service:
-    """The Service as the API server would show it once the controller wrote its status."""
+def with_status(service: Service, ips: tuple[IPAddress, ...], vrids: str | None = None) -> Service:
+    """The Service as the API server would show it once the controller wrote its status
+    (and its VRID annotation)."""
     status = ServiceStatus(
         load_balancer=LoadBalancerStatus(ingress=[LoadBalancerIngress(ip=str(ip)) for ip in ips])
     )
-    return service.model_copy(update={"status": status})
+    update: dict[str, object] = {"status": status}
+    notes = service.metadata.annotations
+    if notes.get(ANNOTATION_VRIDS) != vrids:
+        notes = {k: v for k, v in notes.items() if k != ANNOTATION_VRIDS}
+        if vrids is not None:
+            notes[ANNOTATION_VRIDS] = vrids
+        update["metadata"] = service.metadata.model_copy(update={"annotations": notes})
+    return service.model_copy(update=update)
 
 
 def assigned_services(
@@ -121,5 +137,5 @@ def assigned_services(
     out: dict[str, Service] = {}
     for key, svc in view.services.items():
         a = assignments.get(key)
-        out[key] = with_status(svc, a.ips) if a is not None else svc
+        out[key] = with_status(svc, a.ips, a.vrids) if a is not None else svc
     return out

@@ -307,6 +307,8 @@ class StatusWriter:
                 "ips": [str(ip) for ip in a.ips],
                 "pool": a.pool,
                 "refused": a.refused,
+                "vrids": a.vrids,
+                "vrid_refused": list(a.vrid_refused),
                 "announcing": summary(result.announcing.get(key, ())) if result else "",
                 "failures": dict(result.failures.get(key, {})) if result else {},
             }
