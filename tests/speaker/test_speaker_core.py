@@ -14,7 +14,13 @@ from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setup, router_id_of
 from teapot_lb.speaker.desired import bgp_routes, diff_mappings, l2_claims
 from teapot_lb.speaker.l2_backend import peer_addresses
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
-from teapot_lb.speaker.report import REASON_ANNOUNCING, REASON_FAILED, Announcing, events
+from teapot_lb.speaker.report import (
+    REASON_ANNOUNCING,
+    REASON_FAILED,
+    Announcing,
+    announcing,
+    events,
+)
 
 from .builders import FakeFactory, bgp_setup, lb_service, node, ours, put, store_of
 
@@ -350,6 +356,9 @@ class RecordingBackend:
     def failure(self, decision: Decision) -> str | None:
         return self.failing.get(decision.ip)
 
+    def failure_inputs(self) -> object:
+        return dict(self.failing)
+
     async def withdraw(self) -> None:
         self.withdrawn = True
 
@@ -370,3 +379,26 @@ async def test_backends_are_asked_only_about_decisions_of_their_mode() -> None:
     other = RecordingBackend(Mode.L2, {"203.0.113.10": "not this one"})
     result = await NodeSpeaker("n1", store, backends=[other]).step()
     assert result.failures == {}
+
+
+async def test_one_changed_service_is_reported_alone_and_the_report_equals_a_full_one() -> None:
+    many = [lb_service(f"s{i:02d}", f"203.0.113.{i + 1}") for i in range(12)]
+    store = store_of(*bgp_setup(), *many)
+    backend = RecordingBackend(Mode.BGP, {})
+    speaker = NodeSpeaker("n1", store, backends=[backend])
+    first = await speaker.step()
+    assert speaker.reporting.looked_at == 12 and first.changed == frozenset(first.announcing)
+    put(store, lb_service("s03", "203.0.113.14"))  # one Service moves to another IP
+    second = await speaker.step()
+    assert speaker.reporting.looked_at == 1
+    assert second.changed == {"default/s03"}
+    assert [e.service for e in second.events] == ["default/s03", "default/s03"]  # on, off
+    full = announcing(plan(store.view(), "n1"))
+    assert second.announcing == full
+    # What the backends answer failures from changed: every Service is looked at again.
+    backend.failing["203.0.113.5"] = "no route to the router"
+    third = await speaker.step()
+    assert speaker.reporting.looked_at == 12
+    assert third.changed == {"default/s04"}
+    assert third.failures == {"default/s04": {"203.0.113.5": "no route to the router"}}
+    assert [e.reason for e in third.events] == [REASON_FAILED]

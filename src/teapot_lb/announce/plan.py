@@ -10,7 +10,7 @@ the decisions of every node. No I/O, no clock: the same view gives the same plan
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from ipaddress import ip_network
@@ -106,9 +106,14 @@ class Decision:
 
 @dataclass(frozen=True)
 class Plan:
+    """`by_service`: each Service's decisions; with a :class:`PlanCache`, an unchanged
+    Service keeps the very same tuple from one plan to the next (reporting compares them
+    by identity to do only the work of what changed)."""
+
     node: str
     announcements: frozenset[Announcement]
     decisions: tuple[Decision, ...]
+    by_service: Mapping[str, tuple[Decision, ...]] = field(default_factory=dict, compare=False)
 
     def of_mode(self, mode: Mode) -> set[Announcement]:
         return {a for a in self.announcements if a.mode is mode}
@@ -411,11 +416,13 @@ def plan(
     planner = _Planner(view, opts)
     announcements: set[Announcement] = set()
     decisions: list[Decision] = []
+    by_service: dict[str, tuple[Decision, ...]] = {}
     if cache is None:
         for key, svc in planner.handled_services():
             anns, decs = planner.decide(node, key, svc, _eligible_nodes(view, key, svc))
             announcements |= anns
             decisions.extend(decs)
+            by_service[key] = tuple(decs)
     else:
 
         def decide(key: str, svc: Service) -> tuple[frozenset[Announcement], tuple[Decision, ...]]:
@@ -428,7 +435,9 @@ def plan(
         for kept_anns, kept_decs in cache.plans.results(view, scope, PLAN_KINDS, decide):
             announcements |= kept_anns
             decisions.extend(kept_decs)
-    return Plan(node=node, announcements=frozenset(announcements), decisions=tuple(decisions))
+            if kept_decs:
+                by_service[kept_decs[0].service] = kept_decs
+    return Plan(node, frozenset(announcements), tuple(decisions), by_service)
 
 
 def explain(

@@ -266,6 +266,9 @@ class BGPBackend:
         await self.apply(setups, routes, router_id)
         self._failing = self.errors()  # once per step, not once per decision
 
+    def failure_inputs(self) -> object:
+        return dict(self._failing)
+
     def failure(self, decision: Decision) -> str | None:
         """Why the BGPPeers of an announcing decision are not in use (as of the last step)."""
         errors = self._failing

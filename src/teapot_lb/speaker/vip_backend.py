@@ -239,6 +239,9 @@ class VIPBackend:
         groups, errors = vip_groups(vip_input, infos)
         await self.apply(groups, node_addresses(step.view), sorted(infos), errors, vip_input.local)
 
+    def failure_inputs(self) -> object:
+        return dict(self.failed)
+
     def failure(self, decision: Decision) -> str | None:
         return self.failed.get(decision.ip)
 
