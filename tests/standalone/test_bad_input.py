@@ -341,8 +341,31 @@ CASES = [
                 },
             ),
         ),
-        ("secret", "Secret lb-system/nope", "not found"),
-        web_failure="BGPPeer secret: Secret lb-system/nope with key 'password' not found",
+        # A problem of the BGPPeer (which is then left out): no session, web untouched.
+        ("BGPPeer/lb-system/secret", "spec.passwordSecret", "Secret lb-system/nope not found"),
+    ),
+    Case(
+        "bgp peer whose secret has no password key",
+        add(
+            "peer.yaml",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "md5", "namespace": "lb-system"},
+                "stringData": {"pasword": "x"},
+            },
+            ours(
+                "BGPPeer",
+                "secret",
+                {
+                    "myASN": 64512,
+                    "peerASN": 64500,
+                    "peerAddress": "192.0.2.2",
+                    "passwordSecret": {"name": "md5"},
+                },
+            ),
+        ),
+        ("BGPPeer/lb-system/secret", "Secret lb-system/md5 has no key 'password'", "pasword"),
     ),
     Case(
         "l2 advertisement naming a missing interface",

@@ -93,6 +93,7 @@ class Snapshot:
     problems: list[Problem] = field(default_factory=list)
     unparsed_pools: dict[str, UnparsedPool] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    secrets: dict[str, dict[str, bytes]] = field(default_factory=dict)  # BGP passwords
 
     def view(self) -> ClusterView:
         store = Store()
@@ -110,6 +111,7 @@ class Snapshot:
             if replace is not None and kind in replace:
                 objs = replace[kind]
             store.replace(kind, objs)
+        store.replace(Kind.SECRET, self.secrets)
 
 
 @dataclass
@@ -173,9 +175,11 @@ def read(
     manifest.files = [str(f) for f in files]
     if stamp is not None:
         manifest.objects = stamp(manifest.objects)
-    problems = validate_manifest(manifest)
+    # The manifests are standalone mode's only source of Secrets: a BGPPeer's missing
+    # passwordSecret is a problem of the peer.
+    problems = validate_manifest(manifest, secrets_known=True)
     bad: set[ObjectRef] = {p.ref for p in problems}
-    snap = Snapshot(problems=problems, files=[str(f) for f in files])
+    snap = Snapshot(problems=problems, files=[str(f) for f in files], secrets=manifest.secrets)
     for obj in manifest.objects:
         ref = obj.ref
         if ref.kind in _DROPPED_WHEN_INVALID and ref in bad:
