@@ -270,6 +270,12 @@ def vip_setup(vrid: dict[str, int] | None, interface: str | None, n: int) -> lis
     ]
 
 
+def md5_peer(secret: str) -> dict[str, Any]:
+    """A BGPPeer (another router) whose MD5 password comes from Secret `secret`."""
+    spec = {"myASN": 64512, "peerASN": 64500, "peerAddress": "192.0.2.2"}
+    return ours("BGPPeer", "secret", {**spec, "passwordSecret": {"name": secret}})
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -330,16 +336,7 @@ CASES = [
         "bgp peer whose passwordSecret is missing",
         add(
             "peer.yaml",
-            ours(
-                "BGPPeer",
-                "secret",
-                {
-                    "myASN": 64512,
-                    "peerASN": 64500,
-                    "peerAddress": "192.0.2.2",
-                    "passwordSecret": {"name": "nope"},
-                },
-            ),
+            md5_peer("nope"),
         ),
         # A problem of the BGPPeer (which is then left out): no session, web untouched.
         ("BGPPeer/lb-system/secret", "spec.passwordSecret", "Secret lb-system/nope not found"),
@@ -354,16 +351,7 @@ CASES = [
                 "metadata": {"name": "md5", "namespace": "lb-system"},
                 "stringData": {"pasword": "x"},
             },
-            ours(
-                "BGPPeer",
-                "secret",
-                {
-                    "myASN": 64512,
-                    "peerASN": 64500,
-                    "peerAddress": "192.0.2.2",
-                    "passwordSecret": {"name": "md5"},
-                },
-            ),
+            md5_peer("md5"),
         ),
         ("BGPPeer/lb-system/secret", "Secret lb-system/md5 has no key 'password'", "pasword"),
     ),

@@ -55,8 +55,5 @@ def test_a_bgppeer_password_from_a_secret_in_the_manifests_opens_the_md5_session
             for name in NODES:
                 assert lab.status(name)["problems"] == []
         finally:
-            for proc in lab.procs.values():
-                if proc.poll() is None:
-                    proc.kill()
-                proc.wait(timeout=10)
+            lab.kill_all()
             bird.stop()
