@@ -7,7 +7,7 @@ from typing import Any
 
 from model.builders import parse
 from teapot_lb.announce.plan import BGPRoute, Decision, L2Claim, Mode, PlanOptions, plan
-from teapot_lb.bgp import RouteAttributes
+from teapot_lb.bgp import RouteAttributes, State
 from teapot_lb.cluster import Kind
 from teapot_lb.speaker.backend import Step
 from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setup, router_id_of
@@ -402,3 +402,24 @@ async def test_one_changed_service_is_reported_alone_and_the_report_equals_a_ful
     assert third.changed == {"default/s04"}
     assert third.failures == {"default/s04": {"203.0.113.5": "no route to the router"}}
     assert [e.reason for e in third.events] == [REASON_FAILED]
+
+
+async def test_a_route_is_announced_only_to_peers_whose_session_is_established() -> None:
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    factory = FakeFactory()
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(factory))
+    await speaker.step()
+    (fake,) = factory.made
+    fake.peers["192.0.2.2"].state = State.ACTIVE  # r2 never reached Established
+    result = await speaker.step()
+    (d,) = [d for d in result.plan.decisions if d.mode is Mode.BGP]
+    assert d.announces and d.peers == ("r1",) and d.waiting == ("r2",)
+    assert "held for r2 (session not Established" in d.reason
+    assert [a.text() for a in result.announcing["default/web"]] == ["bgp 203.0.113.10 to r1"]
+    assert set(fake.routes) == {"192.0.2.1", "192.0.2.2"}  # held for r2 all the same
+    fake.peers["192.0.2.1"].state = State.CONNECT  # no session up at all
+    result = await speaker.step()
+    (d,) = [d for d in result.plan.decisions if d.mode is Mode.BGP]
+    assert not d.announces and d.waiting == ("r1", "r2")
+    assert d.reason.startswith("no session Established: held for r1, r2")
+    assert "default/web" not in result.announcing

@@ -101,7 +101,8 @@ class Decision:
     mode: Mode | None
     announces: bool
     reason: str
-    peers: tuple[str, ...] = ()
+    peers: tuple[str, ...] = ()  # BGP: the peers the route is announced to (Established)
+    waiting: tuple[str, ...] = ()  # BGP: peers it is held for, whose session is not up
 
 
 @dataclass(frozen=True)
@@ -124,13 +125,17 @@ class PlanOptions:
     """What the planner cannot read from the view.
 
     `live_speakers`: nodes whose speaker is alive (from membership); None means every
-    node is assumed alive. `down_peers`: BGPPeer names whose session on this node is not
-    established (only used to explain). `handle_unclassed`: whether Services without a
-    `loadBalancerClass` are ours.
+    node is assumed alive. `established_peers`: the BGPPeer names whose session on this
+    node is Established (from the BGP backend); None means every session is assumed up
+    (`explain`). `down_peers`: BGPPeers whose session is not established, also when
+    `established_peers` is None. A route is "announced to" an Established peer only: the
+    others cannot have it yet (the route is held for them). `handle_unclassed`: whether
+    Services without a `loadBalancerClass` are ours.
     """
 
     live_speakers: Collection[str] | None = None
     down_peers: Collection[str] = ()
+    established_peers: Collection[str] | None = None
     load_balancer_class: str = LOAD_BALANCER_CLASS
     handle_unclassed: bool = True
 
@@ -145,9 +150,16 @@ class _Say:
     into: list[Decision]
 
     def __call__(
-        self, mode: Mode | None, yes: bool, reason: str, peers: tuple[str, ...] = ()
+        self,
+        mode: Mode | None,
+        yes: bool,
+        reason: str,
+        peers: tuple[str, ...] = (),
+        *,
+        waiting: tuple[str, ...] = (),
     ) -> None:
-        self.into.append(Decision(self.service, self.ip, self.node, mode, yes, reason, peers))
+        d = Decision(self.service, self.ip, self.node, mode, yes, reason, peers, waiting)
+        self.into.append(d)
 
 
 def node_exclusion(node: Node | None) -> str | None:
@@ -284,12 +296,18 @@ class _Planner:
         if not announced:
             say(Mode.BGP, False, "the advertisements name peers this node has no session with")
             return
-        up = sorted(set(announced))
-        down = sorted(set(up) & set(self.options.down_peers))
-        reason = "announced to " + ", ".join(up)
-        if down:
-            reason += f" (session down with {', '.join(down)}: not yet received there)"
-        say(Mode.BGP, True, reason, tuple(up))
+        targets = set(announced)
+        established = self.options.established_peers
+        down = targets & set(self.options.down_peers)
+        if established is not None:
+            down |= targets - set(established)
+        up, waiting = sorted(targets - down), tuple(sorted(down))
+        held = f"held for {', '.join(waiting)} (session not Established: not received there)"
+        if not up:
+            say(Mode.BGP, False, f"no session Established: {held}", waiting=waiting)
+            return
+        reason = "announced to " + ", ".join(up) + (f"; {held}" if waiting else "")
+        say(Mode.BGP, True, reason, tuple(up), waiting=waiting)
 
     def _l2(
         self,
@@ -504,5 +522,7 @@ def _options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:
     key: tuple[object, ...] = (options.load_balancer_class, options.handle_unclassed)
     if liveness:
         live = options.live_speakers
+        up = options.established_peers
         key += (None if live is None else frozenset(live), frozenset(options.down_peers))
+        key += (None if up is None else frozenset(up),)
     return key

@@ -38,7 +38,7 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], ignore_unknown_kinds: 
             err=True,
         )
         ctx.exit(1)
-    kinds = Counter(obj.kind for obj in manifest.objects)
+    kinds: Counter[str] = Counter(str(obj.kind) for obj in manifest.objects)
     if manifest.secrets:  # `v1` Secrets: BGP passwords, as standalone mode reads them
         kinds["Secret"] = len(manifest.secrets)
     detail = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))

@@ -246,15 +246,18 @@ class BGPBackend:
         return Mode.BGP
 
     def plan_options(self, options: PlanOptions) -> PlanOptions:
-        """The BGPPeers whose session is not established (the explanations say so)."""
-        down: list[str] = []
+        """The BGPPeers whose session is Established: a route is announced to those only
+        (the others cannot have it yet). Before the first session comes up, none; the
+        speaker plans again whenever a session enters or leaves Established
+        (:func:`on_session_change`)."""
+        up: list[str] = []
         if self.speaker is not None:
             for name in self.setups:
                 address = self.address_of(name)
                 peer = self.speaker.peers.get(address) if address else None
-                if peer is None or peer.state is not State.ESTABLISHED:
-                    down.append(name)
-        return replace(options, down_peers=tuple(down))
+                if peer is not None and peer.state is State.ESTABLISHED:
+                    up.append(name)
+        return replace(options, established_peers=tuple(up))
 
     async def apply_plan(self, step: Step) -> None:
         view = step.view
@@ -270,9 +273,10 @@ class BGPBackend:
         return dict(self._failing)
 
     def failure(self, decision: Decision) -> str | None:
-        """Why the BGPPeers of an announcing decision are not in use (as of the last step)."""
+        """Why the BGPPeers of a decision are not in use (as of the last step)."""
         errors = self._failing
-        bad = [f"BGPPeer {p}: {errors[p]}" for p in decision.peers if p in errors]
+        peers = (*decision.peers, *decision.waiting)
+        bad = [f"BGPPeer {p}: {errors[p]}" for p in peers if p in errors]
         return "; ".join(bad) or None
 
     async def withdraw(self) -> None:

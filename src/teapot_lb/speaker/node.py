@@ -158,7 +158,7 @@ class NodeSpeaker:
     def plan_options(self) -> PlanOptions:
         """The configured options, with what each backend knows (live speakers, down
         sessions)."""
-        options = replace(self.options, down_peers=())
+        options = replace(self.options, down_peers=(), established_peers=None)
         for backend in self.backends:
             options = backend.plan_options(options)
         return options
@@ -172,6 +172,16 @@ class NodeSpeaker:
         step = Step(self.node, view, the_plan, options, self.plan_cache)
         for backend in self.backends:
             await backend.apply_plan(step)
+        # Applying may have changed what the backends know (a BGP session the speaker just
+        # created and that came up at once): plan once more so the reported decisions say
+        # what holds now (for instance, which peers a route is announced to).
+        again = self.plan_options()
+        if again != options:
+            options = again
+            the_plan = plan(view, self.node, options, cache=self.plan_cache)
+            step = Step(self.node, view, the_plan, options, self.plan_cache)
+            for backend in self.backends:
+                await backend.apply_plan(step)
         inputs = tuple(backend.failure_inputs() for backend in self.backends)
         report = self.reporting.update(the_plan, self._failure, inputs)
         result = StepResult(

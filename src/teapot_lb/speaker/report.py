@@ -58,7 +58,7 @@ def failures_of(decisions: Iterable[Decision], failure: Failure) -> dict[str, di
     """Service → IP → why an IP this node should announce does not work here."""
     out: dict[str, dict[str, str]] = {}
     for d in decisions:
-        if d.announces:
+        if d.announces or d.waiting:  # a route held for a peer that is not up may fail too
             why = failure(d)
             if why is not None:
                 out.setdefault(d.service, {})[d.ip] = why
@@ -201,6 +201,7 @@ def decisions_json(decisions: tuple[Decision, ...] | list[Decision]) -> list[dic
             "announces": d.announces,
             "reason": d.reason,
             "peers": list(d.peers),
+            "waiting": list(d.waiting),
         }
         for d in decisions
     ]
