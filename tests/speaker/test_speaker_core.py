@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from ipaddress import ip_network
+from ipaddress import ip_address, ip_network
 from typing import Any
+
+from structlog.testing import capture_logs
 
 from model.builders import parse
 from teapot_lb.announce.plan import BGPRoute, Decision, L2Claim, Mode, PlanOptions, plan
 from teapot_lb.bgp import RouteAttributes, State
+from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
 from teapot_lb.cluster import Kind
 from teapot_lb.speaker.backend import Step
-from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setup, router_id_of
+from teapot_lb.speaker.bgp_backend import (
+    ANNOTATION_ROUTER_ID,
+    BGPBackend,
+    RouterID,
+    peer_setup,
+    router_id_for,
+    router_id_of,
+)
 from teapot_lb.speaker.desired import bgp_routes, diff_mappings, l2_claims
 from teapot_lb.speaker.l2_backend import peer_addresses
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
@@ -423,3 +433,40 @@ async def test_a_route_is_announced_only_to_peers_whose_session_is_established()
     assert not d.announces and d.waiting == ("r1", "r2")
     assert d.reason.startswith("no session Established: held for r1, r2")
     assert "default/web" not in result.announcing
+
+
+V6_PEER = {"myASN": 64512, "peerASN": 64500, "peerAddress": "2001:db8::1"}
+
+
+def test_an_ipv6_only_node_offers_only_ipv6_unicast_and_warns_of_no_ipv4_next_hop() -> None:
+    v6_only = parse(node("n6", "2001:db8::16"))
+    setup = peer_setup(parse(ours("BGPPeer", "r", V6_PEER)), {}, v6_only)
+    assert setup.config is not None
+    assert setup.config.families == frozenset({IPV6_UNICAST})
+    dual = node("n1", "192.0.2.11")
+    dual["status"]["addresses"].append({"type": "InternalIP", "address": "2001:db8::11"})
+    both = peer_setup(parse(ours("BGPPeer", "r", V6_PEER)), {}, parse(dual))
+    assert both.config is not None
+    assert both.config.families == frozenset({IPV4_UNICAST, IPV6_UNICAST})
+
+
+def test_router_id_per_node_from_an_annotation_else_derived_outside_real_addresses() -> None:
+    v6_only = node("n6", "2001:db8::16")
+    derived = router_id_for(parse(v6_only), "n6", [])
+    assert derived.source == "derived" and derived.address in ip_network("240.0.0.0/4")
+    v6_only["metadata"]["annotations"] = {ANNOTATION_ROUTER_ID: "192.0.2.16"}
+    assert router_id_for(parse(v6_only), "n6", []) == RouterID(
+        ip_address("192.0.2.16"), "annotation"
+    )
+    v6_only["metadata"]["annotations"] = {ANNOTATION_ROUTER_ID: "2001:db8::16"}
+    bad = router_id_for(parse(v6_only), "n6", [])
+    assert bad.source == "derived" and bad.problem is not None
+    assert ANNOTATION_ROUTER_ID in bad.problem
+
+
+async def test_a_derived_router_id_is_logged_as_a_warning_saying_what_to_set() -> None:
+    store = store_of(node("n1", "2001:db8::11"), ours("BGPPeer", "r", V6_PEER))
+    with capture_logs() as logs:
+        await NodeSpeaker("n1", store, bgp=BGPBackend(FakeFactory())).step()
+    (warned,) = [e for e in logs if str(e["event"]).startswith("bgp router ID derived")]
+    assert warned["log_level"] == "warning" and ANNOTATION_ROUTER_ID in str(warned["event"])

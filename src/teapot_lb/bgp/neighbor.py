@@ -656,9 +656,12 @@ class Neighbor:
                 families.discard(fam)
                 if fam not in self._warned_next_hop:
                     self._warned_next_hop.add(fam)
+                    other = "IPv4" if fam == IPV4_UNICAST else "IPv6"
                     _log().warning(
-                        f"peer {self.address}: no {fam} next hop (set next_hop_v"
-                        f"{4 if fam == IPV4_UNICAST else 6}); not advertising {fam}",
+                        f"peer {self.address}: {fam} negotiated but this node has no {other}"
+                        f" address to give as next hop; not advertising {fam} (give the"
+                        f" node an {other} InternalIP, or leave {fam} out of the BGPPeer's"
+                        " families)",
                         peer=self.address,
                     )
         return ExportContext(
