@@ -39,12 +39,12 @@ class FreeSpace:
         "_held",
         "_holes",
         "_range",
+        "_single",
         "assigned",
         "avoid_buggy",
         "ranges",
         "size",
         "skip_anycast",
-        "_single",
     )
 
     def __init__(
