@@ -301,3 +301,14 @@ def test_an_overlapping_pool_holding_no_service_ip_yields_even_when_older(
     assert len(overlap) == 1 and overlap[0].startswith("AddressPool/lb-system/old"), overlap
     got = assign(snap.view())
     assert got["default/pinned"].pool == "zz-new"
+
+
+def test_explain_decides_a_conflict_as_the_nodes_do(tmp_path: Path) -> None:
+    manifests, root = tmp_path / "m", tmp_path / "m" / ".state"
+    manifests.mkdir()
+    write(manifests / "a.yaml", [*config(), service("zz-first", "203.0.113.3")])
+    ManifestSource(manifests, Store(), state_dir=root / "n1").reload()
+    write(manifests / "b.yaml", [service("aa-later", "203.0.113.3")])
+    view = manifest_view(manifests, root)
+    assert [str(ip) for ip in view.services["default/zz-first"].ingress_ips()] == ["203.0.113.3"]
+    assert view.services["default/aa-later"].ingress_ips() == []
