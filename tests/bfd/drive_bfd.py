@@ -1,10 +1,12 @@
 """Run our BFD (``BfdEndpoint``) as a process inside a namespace, driven by JSON lines.
 
 Usage: ``drive_bfd.py CONFIG.json`` via ``Host.popen``. CONFIG: ``{"sessions": [{"peer",
-"local", "multihop", "tx_ms", "rx_ms", "mult"}]}``. Every state change is printed as
-``{"event": "state", "peer", "new", "diagnostic", "at"}`` (``at``: CLOCK_MONOTONIC).
+"local", "multihop", "tx_ms", "rx_ms", "mult", "passive", "min_ttl"}]}``. Every state
+change is printed as ``{"event": "state", "peer", "new", "diagnostic", "at"}`` (``at``:
+CLOCK_MONOTONIC).
 Commands on stdin, one JSON object a line: ``{"cmd": "info", "peer"}`` (answered with
-``{"event": "info", ...}``), ``{"cmd": "params", "peer", "tx_ms", "rx_ms", "mult"}``,
+``{"event": "info", ...}``), ``{"cmd": "params", "peer", "tx_ms", "rx_ms", "mult",
+"passive", "min_ttl"}``,
 ``{"cmd": "admin_down", "peer"}``, ``{"cmd": "admin_up", "peer"}``, ``{"cmd": "quit"}``.
 End of stdin quits too. Logs go to stderr.
 """
@@ -31,6 +33,8 @@ def parameters(spec: dict[str, Any]) -> Parameters:
         desired_min_tx=int(spec.get("tx_ms", 300) * 1000),
         required_min_rx=int(spec.get("rx_ms", 300) * 1000),
         detect_mult=int(spec.get("mult", 3)),
+        passive=bool(spec.get("passive", False)),
+        min_ttl=spec.get("min_ttl"),
     )
 
 
@@ -64,7 +68,8 @@ async def main(config: dict[str, Any]) -> None:
                 detection_time_us=session.detection_time, polling=session.polling,
                 remote_min_rx_us=session.remote_min_rx,
                 remote_desired_min_tx_us=session.remote_desired_min_tx,
-                remote_detect_mult=session.remote_detect_mult)  # fmt: skip
+                remote_detect_mult=session.remote_detect_mult,
+                sending=session.sending)  # fmt: skip
         elif cmd == "params":
             endpoint.change_parameters(key, parameters(command))
         elif cmd == "admin_down":

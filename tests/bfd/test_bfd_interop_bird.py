@@ -98,3 +98,29 @@ def test_parameter_changes_on_either_side_do_not_flap(
              what="our detection time from BIRD's new TX")  # fmt: skip
     assert len(driver.states(peer)) == ups, driver.states(peer)  # no flap on our side
     assert bird.session(node)["state"] == "Up"
+
+
+def test_a_passive_session_sends_nothing_until_the_role_changes(
+    lab: Lab, bird: BirdBfd, ours: list[OurBfd], tmp_path: Path
+) -> None:
+    """BIRD passive too: nobody may speak first (RFC 5880 §6.1), so BIRD never hears us
+    while we are passive; made active (a BFDProfile's passiveMode turned off), we send and
+    the session comes Up without being re-created."""
+    peer, node = lab.addr("peer", 4), lab.addr("node", 4)
+    block = bird_bfd_block([(node, peer)], **BIRD).replace("multiplier", "passive on; multiplier")
+    bird.configure(block, lab.v4["peer"])
+    bird.start()
+    driver = OurBfd(lab.hosts["node"], tmp_path / "ours",
+                    [{"peer": peer, "local": node, "passive": True, **OURS}])  # fmt: skip
+    ours.append(driver)
+    wait_for(lambda: bird.session(node)["state"] == "Down", timeout=10,
+             what="BIRD's (passive) session to exist", detail=bird.log_tail)  # fmt: skip
+    assert not driver.info(peer)["sending"]
+    # An active session sends its first packet at once, and BIRD would go Init: give it
+    # far more than that (our slow rate is one packet a second) and see silence.
+    time.sleep(1.5)
+    assert bird.session(node)["state"] == "Down" and driver.state(peer) == "DOWN"
+    driver.command("params", peer, passive=False, **OURS)
+    driver.wait_state(peer, "UP")
+    wait_for(lambda: bird.session(node)["state"] == "Up", timeout=10, what="BIRD's session Up")
+    assert driver.info(peer)["sending"]

@@ -58,8 +58,10 @@ def exchange(a: Session, b: Session, rounds: int = 4) -> None:
         deliver(deliver(a.timer_expired(BfdTimer.TRANSMIT), b), a)
 
 
-def up_pair(a_params: Parameters = FAST, b_params: Parameters = FAST) -> tuple[Session, Session]:
-    a, b = a_session(1, a_params), a_session(2, b_params)
+def up_pair(
+    a_params: Parameters = FAST, b_params: Parameters = FAST, *, single_hop: bool = True
+) -> tuple[Session, Session]:
+    a, b = a_session(1, a_params, single_hop=single_hop), a_session(2, b_params)
     deliver(deliver(a.start(), b), a)
     deliver(b.start(), a)
     exchange(a, b)
@@ -192,10 +194,54 @@ def test_single_hop_packets_without_ttl_255_are_discarded() -> None:
 
 
 def test_multihop_accepts_any_ttl_above_the_configured_minimum() -> None:
-    a = a_session(single_hop=False, min_ttl=250)
+    a = a_session(parameters=dataclasses.replace(FAST, min_ttl=250), single_hop=False)
     packet = ControlPacket(State.DOWN, 2, 0, SLOW_TX, SLOW_TX, 3)
     assert changes(a.packet_received(packet, 252)) == [(State.INIT, Diagnostic.NONE)]
-    assert isinstance(a.packet_received(packet, 249)[0], Discarded)
+    dropped = a.packet_received(packet, 249)
+    assert dropped == [Discarded(DiscardReason.TTL_BELOW_MINIMUM, packet)]
+
+
+def test_a_new_minimum_ttl_applies_to_the_next_packet_without_a_flap() -> None:
+    a, b = up_pair(dataclasses.replace(FAST, min_ttl=250), single_hop=False)
+    a.change_parameters(dataclasses.replace(FAST, min_ttl=253))
+    packet = sent(b.timer_expired(BfdTimer.TRANSMIT))[0]
+    assert a.packet_received(packet, 252) == [Discarded(DiscardReason.TTL_BELOW_MINIMUM, packet)]
+    assert not changes(a.packet_received(packet, 253)) and a.state is State.UP
+
+
+def test_a_single_hop_session_ignores_a_minimum_ttl_and_wants_255() -> None:
+    a = a_session(parameters=dataclasses.replace(FAST, min_ttl=2))
+    assert a.min_ttl is None
+    packet = ControlPacket(State.DOWN, 2, 0, SLOW_TX, SLOW_TX, 3)
+    assert a.packet_received(packet, 254) == [Discarded(DiscardReason.TTL, packet)]
+
+
+PASSIVE = dataclasses.replace(FAST, passive=True)
+
+
+def test_a_passive_session_sends_nothing_until_the_remote_has_sent() -> None:
+    a, b = a_session(1, PASSIVE), a_session(2)
+    assert sent(a.start()) == [] and not a.sending
+    assert sent(a.timer_expired(BfdTimer.TRANSMIT)) == []
+    answer = a.packet_received(sent(b.start())[0], 255)
+    assert [p.your_discriminator for p in sent(answer)] == [2] and a.sending
+    deliver(answer, b)
+    exchange(a, b)
+    assert a.state is b.state is State.UP
+
+
+def test_a_passive_session_falls_silent_when_the_remote_is_lost() -> None:
+    a, b = up_pair(PASSIVE)
+    changed = a.timer_expired(BfdTimer.DETECT)
+    assert changes(changed) == [(State.DOWN, Diagnostic.CONTROL_DETECTION_TIME_EXPIRED)]
+    assert sent(a.timer_expired(BfdTimer.TRANSMIT)) == [] and not a.sending  # §6.8.7
+    assert sent(a.packet_received(sent(b.timer_expired(BfdTimer.TRANSMIT))[0], 255))
+
+
+def test_turning_passive_off_starts_sending() -> None:
+    a = a_session(1, PASSIVE)
+    a.start()
+    assert sent(a.change_parameters(FAST)) and a.sending
 
 
 def test_a_packet_for_another_discriminator_is_discarded() -> None:

@@ -31,6 +31,7 @@ from teapot_lb.controller.kube_runner import KubeController, RunnerConfig, runni
 from teapot_lb.kube import resources
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.leader import LeaseConfig
+from teapot_lb.model.kinds import KINDS
 from teapot_lb.webhook import VALIDATE_PATH
 
 from .chart import CHART, render_manifest, render_objects
@@ -42,8 +43,13 @@ NAMESPACE_DOC = (
     "---\n# The namespace of the components and of their configuration.\n"
     "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: teapot-lb-system\n"
 )
+# The controller's webhook covers the one-cluster kinds; Teapot's management kinds
+# (Tenant, TenantLoadBalancer) are the manager's (deploy/teapot/).
+_MANAGEMENT = {info.resource for info in KINDS if info.management}
 LB_PLURALS = sorted(
-    r.plural for r in vars(resources).values() if isinstance(r, resources.Resource) and r.custom
+    r.plural
+    for r in vars(resources).values()
+    if isinstance(r, resources.Resource) and r.custom and r not in _MANAGEMENT
 )
 
 
@@ -96,14 +102,14 @@ def test_the_rendered_controller_arguments_are_accepted_by_the_command() -> None
         controller_command.make_context("controller", ["--no-such-flag"])
 
 
-def test_the_speaker_runs_on_the_host_network_with_only_net_raw_and_net_admin() -> None:
+def test_the_speaker_runs_on_the_host_network_with_only_the_network_capabilities() -> None:
     daemonset = one(render_objects(), "DaemonSet", "teapot-lb-speaker")
     pod = daemonset["spec"]["template"]["spec"]
     assert pod["hostNetwork"] is True
     c = container(daemonset)
     assert c["securityContext"]["capabilities"] == {
         "drop": ["ALL"],
-        "add": ["NET_RAW", "NET_ADMIN"],
+        "add": ["NET_RAW", "NET_ADMIN", "NET_BIND_SERVICE"],  # BGP listens on 179
     }
     assert "privileged" not in c["securityContext"]
     assert "--node=$(NODE_NAME)" in c["args"]
@@ -111,6 +117,18 @@ def test_the_speaker_runs_on_the_host_network_with_only_net_raw_and_net_admin() 
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert f"--metrics-address=:{ports['metrics']}" in c["args"]
     assert pod["tolerations"] == [{"operator": "Exists"}]
+
+
+def test_the_speaker_has_a_readiness_probe_on_readyz() -> None:
+    """A speaker refused by RBAC (or that never listed a kind) shows as not ready."""
+    c = container(one(render_objects(), "DaemonSet", "teapot-lb-speaker"))
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_the_speaker_defaults_to_the_namespace_the_rbac_grants() -> None:
+    speaker_command = pytest.importorskip("teapot_lb.cli.speaker").speaker
+    ctx = speaker_command.make_context("speaker", ["--node", "n1"])
+    assert ctx.params["config_namespace"] == "teapot-lb-system"
 
 
 def test_the_rendered_speaker_arguments_are_accepted_by_the_command(tmp_path: Path) -> None:
@@ -176,7 +194,7 @@ def test_the_speaker_state_dir_is_a_host_directory_that_outlives_the_pod() -> No
     host_paths = [v for v in daemonset["spec"]["template"]["spec"]["volumes"] if "hostPath" in v]
     assert host_paths == [volume]
     security = container(daemonset)["securityContext"]
-    assert security["capabilities"]["add"] == ["NET_RAW", "NET_ADMIN"]
+    assert security["capabilities"]["add"] == ["NET_RAW", "NET_ADMIN", "NET_BIND_SERVICE"]
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False and "privileged" not in security
 
@@ -337,7 +355,7 @@ async def test_the_controller_role_allows_every_request_the_controller_makes(
     config = RunnerConfig(
         options=ControllerOptions(),
         config_namespace=NS,
-        lease=LeaseConfig(NS, "teapot-lb-controller", "rbac", 1.5, 1.0, 0.2),
+        lease=LeaseConfig(NS, "teapot-lb-controller", "rbac", 15.0, 10.0, 0.2),
         pool_status_delay_s=0.1,
     )
     runner = KubeController(client, config, max_backoff_s=0.5)

@@ -24,7 +24,12 @@ It serves the kinds in :mod:`fakeapi.kinds` to the real ``kubernetes_asyncio`` c
 - ``limit``/``continue`` are ignored (lists are returned whole, which a real server is
   also allowed to do).
 
-Not modelled: authentication/RBAC, admission, server-side apply, dry run, namespace
+Authorization (a small subset, off by default): :meth:`FakeApiServer.add_token` maps a
+bearer token to the namespaces it may use (or to everything); once any token is added,
+an unknown or missing token gets 401, and a namespace-restricted token gets 403 Forbidden
+for any other namespace and for cluster-wide or cluster-scoped requests (as a Role
+bound in one namespace would). Not modelled: the rest of RBAC (verbs, resources),
+admission, server-side apply, dry run, namespace
 cascade deletion, deleteCollection, managedFields, and consistent snapshots for paged
 lists.
 
@@ -239,6 +244,8 @@ class FakeApiServer:
         self._runner: web.AppRunner | None = None
         self.url = ""
         self.kubeconfig_path: Path | None = None
+        # Bearer token -> namespaces it may use (None: every namespace and cluster scope).
+        self.tokens: dict[str, frozenset[str] | None] = {}
         for ns in seed_namespaces:
             self.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
@@ -328,6 +335,33 @@ class FakeApiServer:
         self.store.drop_watches()
         return count
 
+    # --------------------------------------------------------------- authorization
+
+    def add_token(self, token: str, namespaces: Iterable[str] | None = None) -> None:
+        """Allow `token` (in every namespace, or only in `namespaces`); once a token is
+        added, requests without a known token are refused."""
+        self.tokens[token] = None if namespaces is None else frozenset(namespaces)
+
+    def _authorize(self, request: web.Request, target: _Target) -> None:
+        if not self.tokens:
+            return
+        header = request.headers.get("Authorization", "")
+        token = header.removeprefix("Bearer ").strip()
+        if token not in self.tokens:
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+        allowed = self.tokens[token]
+        if allowed is None or target.namespace in allowed:
+            return
+        where = (
+            f'in the namespace "{target.namespace}"' if target.namespace else "at the cluster scope"
+        )
+        raise ApiError(
+            403,
+            "Forbidden",
+            f"{target.kind.resource} is forbidden: token {token[:12]!r} cannot "
+            f"{request.method.lower()} {target.kind.resource} {where}",
+        )
+
     # ---------------------------------------------------------------- routing
 
     def _parse(self, path: str) -> _Target:
@@ -392,6 +426,7 @@ class FakeApiServer:
         if request.path == "/version":
             return _json_response({"major": "1", "minor": "31", "gitVersion": "v1.31.0-fake"})
         target = self._parse(request.path)
+        self._authorize(request, target)
         method = request.method
         kind, ns, name = target.kind, target.namespace, target.name
         if name is None:
@@ -607,13 +642,15 @@ class FakeApiServer:
         cfg.api_key_prefix = {"authorization": "Bearer"}
         return cfg
 
-    def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
-        """A kubeconfig pointing at this server (plain HTTP, a dummy bearer token)."""
+    def write_kubeconfig(
+        self, path: Path, namespace: str = "default", token: str = "fake-token"
+    ) -> Path:
+        """A kubeconfig pointing at this server (plain HTTP, a bearer token)."""
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+            "users": [{"name": "fake", "user": {"token": token}}],
             "contexts": [
                 {
                     "name": "fake",
@@ -623,7 +660,8 @@ class FakeApiServer:
             "current-context": "fake",
         }
         path.write_text(json.dumps(config, indent=2))  # JSON is valid YAML
-        self.kubeconfig_path = path
+        if token == "fake-token":
+            self.kubeconfig_path = path
         return path
 
 
@@ -654,8 +692,18 @@ async def _main() -> None:
     parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig here")
     parser.add_argument("--history", type=int, default=100_000)
     parser.add_argument("--bookmark-interval", type=float, default=5.0)
+    parser.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        metavar="TOKEN[=NS,NS...]",
+        help="turn authorization on: allow TOKEN (in these namespaces only); repeatable",
+    )
     args = parser.parse_args()
     server = FakeApiServer(history_size=args.history, bookmark_interval=args.bookmark_interval)
+    for entry in args.token:
+        token, sep, namespaces = entry.partition("=")
+        server.add_token(token, namespaces.split(",") if sep else None)
     url = await server.start(args.host, args.port)
     if args.kubeconfig:
         server.write_kubeconfig(args.kubeconfig)

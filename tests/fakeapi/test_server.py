@@ -659,5 +659,8 @@ async def test_every_custom_kind_of_the_registry_is_served(api: client.ApiClient
 
     co = client.CustomObjectsApi(api)
     for r in (info.resource for info in KINDS if info.resource.custom):
-        listed = await co.list_namespaced_custom_object(r.group, r.version, "default", r.plural)
+        if r.namespaced:
+            listed = await co.list_namespaced_custom_object(r.group, r.version, "default", r.plural)
+        else:
+            listed = await co.list_cluster_custom_object(r.group, r.version, r.plural)
         assert listed["kind"] == f"{r.kind}List", r

@@ -50,7 +50,10 @@ def test_every_custom_resource_is_a_configuration_kind_of_the_registry() -> None
 
     custom = {info.kind.value for info in KINDS if info.resource.custom}
     assert {crd.name for crd in CUSTOM_RESOURCES} == custom
-    assert all(REGISTRY[Kind(crd.name)].config for crd in CUSTOM_RESOURCES)
+    assert all(
+        REGISTRY[Kind(crd.name)].config or REGISTRY[Kind(crd.name)].management
+        for crd in CUSTOM_RESOURCES
+    )
 
 
 def test_a_config_set_has_one_list_per_kind_of_the_manifests_named_as_its_view_field() -> None:

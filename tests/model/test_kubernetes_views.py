@@ -99,6 +99,22 @@ def test_endpoint_slice_lists_nodes_with_ready_endpoints() -> None:
     assert eps.ready_nodes() == {"n1", "n3"}
 
 
+def test_an_endpoint_slice_without_endpoints_parses_as_the_apiserver_serves_it() -> None:
+    """kube-controller-manager writes `endpoints: null` when a Service has no endpoints
+    (seen on kube-apiserver v1.36): the slice says "no node is ready", it is not invalid."""
+    eps: EndpointSlice = parse(
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": "web-x", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "endpoints": None,
+            "ports": None,
+        }
+    )
+    assert eps.ready_nodes() == set()
+
+
 def test_node_labels_and_network_condition() -> None:
     node: Node = parse(
         {

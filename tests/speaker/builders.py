@@ -9,6 +9,7 @@ from typing import Any
 
 from model.builders import parse
 from teapot_lb.bgp import PeerConfig, RouteAttributes, State
+from teapot_lb.bgp.neighbor import PeerCounters
 from teapot_lb.bgp.wire import Prefix
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.speaker.bgp_backend import SpeakerLike
@@ -88,6 +89,7 @@ class FakePeer:
     established: bool = True
     prefixes_sent: int = 0
     last_error: str | None = None
+    counters: PeerCounters = field(default_factory=PeerCounters)
 
 
 @dataclass
@@ -101,6 +103,7 @@ class FakeSpeaker:
     calls: list[tuple[str, str]] = field(default_factory=list)
     started: bool = False
     shut_down: dict[str, Any] | None = None
+    bfd: dict[str, Any] = field(default_factory=dict)  # set_bfd calls: address -> parameters
 
     async def start(self) -> None:
         self.started = True
@@ -114,6 +117,10 @@ class FakeSpeaker:
         del self.peers[address]
         self.routes.pop(address, None)
         self.calls.append(("remove", address))
+
+    def set_bfd(self, address: str, parameters: Any) -> None:
+        self.bfd[address] = parameters
+        self.calls.append(("bfd", address))
 
     def set_routes(
         self, routes: Mapping[Prefix, RouteAttributes | None], peer: str | None = None

@@ -59,6 +59,7 @@ class Cluster:
             [
                 sys.executable, "-m", "teapot_lb.cli.speaker", "--node", name,
                 "--kubeconfig", str(self.kubeconfig), "--modes", "bgp",
+                "--config-namespace", "lb-system",
                 "--state-dir", str(self.workdir / f"state-{name}"),
                 "--metrics-address", "127.0.0.1:7472",
             ],

@@ -301,11 +301,24 @@ def test_a_node_joining_runs_the_same_instance_as_the_others(lab: LanLab) -> Non
     wait_for(lambda: lab.who(PAIR) == master, timeout=10, what=f"{PAIR} served by {master}")
 
 
+def _keepalived_runs(lab: LanLab) -> dict[str, tuple[int | None, int]]:
+    """Each node's keepalived pid and reload count, once every node reports them (a
+    status.json being rewritten reads as empty for a moment)."""
+
+    def read() -> dict[str, tuple[int | None, int]] | None:
+        runs = {n: (lab.keepalived_pid(n), lab.vip_counters(n).get("reloads")) for n in NODES}
+        if any(reloads is None for _, reloads in runs.values()):
+            return None
+        return {n: (pid, int(reloads)) for n, (pid, reloads) in runs.items()}
+
+    return wait_for(read, timeout=10, what="every node reporting its keepalived")
+
+
 def test_local_policy_endpoint_loss_moves_mastership_without_reload(lab: LanLab) -> None:
     local = service_doc("local", LOCAL, externalTrafficPolicy="Local")
     start(lab, [*services(WEB), local, endpoints_doc("local", *NODES)])
     old = lab.settled_master(LOCAL)
-    before = {n: (lab.keepalived_pid(n), lab.vip_counters(n)["reloads"]) for n in NODES}
+    before = _keepalived_runs(lab)
     remaining = [n for n in NODES if n != old]
     lab.write(services=[*services(WEB), local, endpoints_doc("local", *remaining)])
     new = wait_for(lambda: next((m for m in [lab.settled_master(LOCAL)] if m != old), None),
@@ -316,7 +329,7 @@ def test_local_policy_endpoint_loss_moves_mastership_without_reload(lab: LanLab)
     instance = lab.vip_instance(LOCAL, old)
     assert instance is not None
     assert lab.vip_instances(old)[instance]["state"] == "FAULT"
-    after = {n: (lab.keepalived_pid(n), lab.vip_counters(n)["reloads"]) for n in NODES}
+    after = _keepalived_runs(lab)
     assert after == before, "endpoint changes must not reload or restart keepalived"
 
 

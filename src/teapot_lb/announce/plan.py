@@ -48,11 +48,30 @@ class Mode(StrEnum):
 @dataclass(frozen=True)
 class BGPRoute:
     """Announce `prefix` to the BGPPeer `peer` with these path attributes (the BGP
-    library's one route-attribute type; next hop left to the session: next-hop self)."""
+    library's one route-attribute type). The next hop is the session's (next-hop self)
+    unless `attributes.next_hop` names another (a third-party next hop on the peer's
+    segment, RFC 4271 §5.1.3).
+
+    `path` names one of several paths of the prefix (a backend node, say): routes of one
+    peer and prefix with distinct `path` keys are announced as distinct paths, with
+    ADD-PATH (RFC 7911) to peers that negotiated it, and the first path by key to the
+    others; a route with the empty key is the path "". Routes with the same peer, prefix
+    and key are merged (communities, the higher local preference)."""
 
     peer: str
     prefix: str
     attributes: RouteAttributes = DEFAULT_ATTRIBUTES
+    path: str = ""
+
+    def __post_init__(self) -> None:
+        hop = self.attributes.next_hop
+        if hop is not None and ip_network(self.prefix).version != hop.version:
+            # Refused here, in the planner that made it: the BGP library would refuse it
+            # too, but only when the whole peer's routes are set.
+            raise ValueError(
+                f"BGP route {self.prefix} (path {self.path!r}) to {self.peer}: next hop "
+                f"{hop} is not of the prefix's address family"
+            )
 
     @property
     def mode(self) -> Mode:

@@ -32,11 +32,15 @@ class BfdTimer(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Parameters:
-    """What we ask for (§6.8.1): intervals in µs, and our detect multiplier."""
+    """What we ask for (§6.8.1): intervals in µs and our detect multiplier; our role
+    (§6.1: ``passive`` sends nothing until the remote has sent); and, multihop only, the
+    lowest TTL / hop limit a packet may arrive with (RFC 5883 §5; None: any)."""
 
     desired_min_tx: int = 300_000
     required_min_rx: int = 300_000
     detect_mult: int = 3
+    passive: bool = False
+    min_ttl: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.detect_mult <= 255:
@@ -45,6 +49,8 @@ class Parameters:
             raise ValueError(f"desired_min_tx {self.desired_min_tx} µs is outside 1..2^32-1")
         if not 0 <= self.required_min_rx <= 0xFFFFFFFF:
             raise ValueError(f"required_min_rx {self.required_min_rx} µs is outside 0..2^32-1")
+        if self.min_ttl is not None and not 1 <= self.min_ttl <= 255:
+            raise ValueError(f"min_ttl {self.min_ttl} is outside 1..255")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +97,9 @@ def jittered(interval: float, detect_mult: int, random: Callable[[], float]) -> 
 class Session:
     """The state variables of §6.8.1 and the procedures of §6.8.2-§6.8.7 and §6.8.16.
 
-    We always take the active role (§6.1). ``single_hop`` sessions discard packets whose
-    TTL is not 255; multihop ones those below ``min_ttl``, if set.
+    The active role unless ``parameters.passive`` (§6.1). ``single_hop`` sessions discard
+    packets whose TTL is not 255; multihop ones those below ``parameters.min_ttl``, if set.
+    Every parameter can change while the session runs (:meth:`change_parameters`).
     """
 
     def __init__(
@@ -102,15 +109,14 @@ class Session:
         *,
         random: Callable[[], float],
         single_hop: bool = True,
-        min_ttl: int | None = None,
     ) -> None:
         if not 1 <= local_discriminator <= 0xFFFFFFFF:
             raise ValueError("the local discriminator must be nonzero and fit 32 bits (§6.8.1)")
         self.local_discriminator = local_discriminator
         self.parameters = parameters
         self.single_hop = single_hop
-        self.min_ttl = min_ttl
         self._random = random
+        self._sending = False  # the transmit timer runs (a passive session may wait)
         self.state = State.DOWN
         self.diagnostic = Diagnostic.NONE
         self.remote_discriminator = 0
@@ -148,10 +154,21 @@ class Session:
     def polling(self) -> bool:
         return self._poll
 
+    @property
+    def min_ttl(self) -> int | None:
+        """The lowest TTL accepted on a multihop session (None on a single hop: 255 only)."""
+        return None if self.single_hop else self.parameters.min_ttl
+
+    @property
+    def sending(self) -> bool:
+        """Whether we transmit periodically: always once started, unless passive and the
+        remote has not been heard (§6.8.7: no packets while bfd.RemoteDiscr is zero)."""
+        return self._sending
+
     # -- events
 
     def start(self) -> list[Order]:
-        """Begin sending (we are active, §6.1)."""
+        """Begin sending (active role), or wait for the remote's first packet (passive)."""
         if self._started:
             return []
         self._started = True
@@ -160,6 +177,7 @@ class Session:
     def stop(self) -> list[Order]:
         """Forget the timers: the adapter is closing the session."""
         self._started = False
+        self._sending = False
         return [CancelTimer(BfdTimer.TRANSMIT), CancelTimer(BfdTimer.DETECT)]
 
     def packet_received(self, packet: ControlPacket, ttl: int | None) -> list[Order]:
@@ -203,8 +221,10 @@ class Session:
             # §6.8.6: answer a Poll at once, outside the transmit timer; never P and F.
             orders.append(Transmit(self._packet(final=True)))
         sent = any(isinstance(o, ArmTimer) and o.timer is BfdTimer.TRANSMIT for o in orders)
-        if self._started and not sent and self.transmit_interval < old_tx:
-            orders += self._transmit()  # the peer wants packets sooner: don't wait out the old
+        if self._started and not sent and (not self._sending or self.transmit_interval < old_tx):
+            # A passive session heard the remote (§6.1), or the remote wants packets sooner
+            # than the armed timer would send the next one.
+            orders += self._transmit()
         return orders
 
     def timer_expired(self, timer: BfdTimer) -> list[Order]:
@@ -238,7 +258,8 @@ class Session:
         return self._go(State.DOWN, self.diagnostic)
 
     def change_parameters(self, parameters: Parameters) -> list[Order]:
-        """New intervals or multiplier; while Up through a poll sequence (§6.8.3)."""
+        """New intervals or multiplier, while Up through a poll sequence (§6.8.3), so the
+        session stays Up; a new role or minimum TTL applies to the next packet."""
         old = self.parameters
         if parameters == old:
             return []
@@ -303,7 +324,12 @@ class Session:
         )
 
     def _transmit(self) -> list[Order]:
-        """Send one periodic packet and arm the next (§6.8.7)."""
+        """Send one periodic packet and arm the next (§6.8.7); a passive session does
+        neither while the remote is unknown (it resumes on the remote's next packet)."""
+        if self.parameters.passive and self.remote_discriminator == 0:
+            self._sending = False
+            return [CancelTimer(BfdTimer.TRANSMIT)]
+        self._sending = True
         orders: list[Order] = []
         if self.remote_min_rx != 0:  # zero: the remote wants no periodic packets
             orders.append(Transmit(self._packet()))

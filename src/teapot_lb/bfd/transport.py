@@ -104,10 +104,8 @@ class BfdEndpoint:
 
     # -- sessions
 
-    def add(
-        self, key: SessionKey, parameters: Parameters, *, min_ttl: int | None = None
-    ) -> Session:
-        """Start a session (active role); ``min_ttl`` only for multihop (RFC 5883 §5)."""
+    def add(self, key: SessionKey, parameters: Parameters) -> Session:
+        """Start a session; ``parameters.min_ttl`` applies to multihop ones (RFC 5883 §5)."""
         if key in self._sessions:
             raise ValueError(f"a BFD session to {key.peer} from {key.local} exists already")
         self._listen(key.family, key.multihop)
@@ -117,7 +115,6 @@ class BfdEndpoint:
             parameters,
             random=self._rng.random,
             single_hop=not key.multihop,
-            min_ttl=min_ttl if key.multihop else None,
         )
         running = _Running(key, session, self._send_socket(key))
         running.timers = LoopTimers(lambda timer: self._expired(running, timer))
@@ -147,6 +144,7 @@ class BfdEndpoint:
         return running.session.state if running else None
 
     def change_parameters(self, key: SessionKey, parameters: Parameters) -> None:
+        """New parameters for a running session: a poll sequence if Up (RFC 5880 §6.8.3)."""
         running = self._sessions[key]
         self._apply(running, running.session.change_parameters(parameters))
 

@@ -59,6 +59,10 @@ Layers, one idea per module (only ``peer`` and ``speaker`` do I/O):
   ``RouteAttributes(next_hop=None, communities=(), large_communities=(), local_pref=None,
   med=None, origin=IGP, as_path=())``: ``next_hop=None`` is next-hop self; ``local_pref``
   goes to iBGP peers only (100 when unset); eBGP peers get our ASN prepended.
+  ``Paths.of({"node-a": RouteAttributes(next_hop=...), ...})`` in place of one
+  ``RouteAttributes``: several paths for the prefix, sent one by one to peers with
+  ADD-PATH (RFC 7911), the first by key to the others (docs/bgp.md, "Several paths per
+  prefix").
   ``ReceivedPath`` has ``next_hop``, ``as_path``, ``communities``, ``large_communities``,
   ``origin``, ``local_pref``, ``med``, the raw ``attributes`` and ``to_attributes()``.
 
@@ -68,10 +72,12 @@ Layers, one idea per module (only ``peer`` and ``speaker`` do I/O):
   ``graceful_restart`` / ``restart_time``, ``next_hop_v4`` / ``next_hop_v6`` (default:
   the session's local address, i.e. next-hop self), ``connect_retry`` /
   ``connect_retry_max`` (reconnect backoff), ``max_prefixes``, ``enforce_first_as``,
-  ``import_filter`` / ``export_filter`` (:class:`Filter`, default: accept all).
+  ``import_filter`` / ``export_filter`` (:class:`Filter`, default: accept all),
+  ``bfd``, ``add_path`` (:class:`~.wire.AddPathMode`: ``OFF``, ``RECEIVE``, ``SEND``,
+  ``BOTH``).
 """
 
-from .attributes import ReceivedPath, RouteAttributes
+from .attributes import Paths, ReceivedPath, RouteAttributes
 from .config import PeerConfig
 from .fsm import Negotiated, Session, SessionConfig, State, Timer
 from .neighbor import PeerCounters
@@ -79,15 +85,17 @@ from .peer import Peer
 from .policy import Filter, PrefixSet, Rule, accept, reject
 from .rib import AdjRibIn, AdjRibOut, ExportContext, compile_routes
 from .speaker import Speaker
-from .wire import LargeCommunity, community
+from .wire import AddPathMode, LargeCommunity, community
 
 __all__ = [
+    "AddPathMode",
     "AdjRibIn",
     "AdjRibOut",
     "ExportContext",
     "Filter",
     "LargeCommunity",
     "Negotiated",
+    "Paths",
     "Peer",
     "PeerConfig",
     "PeerCounters",

@@ -11,7 +11,7 @@ so unknown transitive ones can be passed on (RFC 4271 §5); it reads like
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeAlias
 
@@ -68,6 +68,40 @@ class RouteAttributes:
 
 
 DEFAULT_ATTRIBUTES = RouteAttributes()
+
+
+@dataclass(frozen=True, slots=True)
+class Paths:
+    """Several paths for one prefix, each under a key the caller chooses (a backend node's
+    name): announced one by one with ADD-PATH (RFC 7911), so a router can spread traffic
+    over all of them; typically each with its own third-party ``next_hop`` (RFC 4271
+    §5.1.3). A peer without ADD-PATH gets one of them: :meth:`first`, the path whose key
+    sorts first. Keys give each path a stable Path Identifier (:func:`.rib.path_ids`), so
+    removing one path withdraws that path only."""
+
+    by_key: tuple[tuple[str, RouteAttributes], ...]  # sorted by key, keys unique
+
+    def __post_init__(self) -> None:
+        keys = [k for k, _ in self.by_key]
+        if not keys:
+            raise ValueError("Paths needs at least one path")
+        if keys != sorted(set(keys)):
+            raise ValueError(f"path keys must be unique and sorted: {keys}")
+
+    @classmethod
+    def of(cls, paths: Mapping[str, RouteAttributes]) -> Paths:
+        return cls(tuple(sorted(paths.items(), key=lambda kv: kv[0])))
+
+    def first(self) -> RouteAttributes:
+        """The one path a peer without ADD-PATH gets."""
+        return self.by_key[0][1]
+
+    def keys(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.by_key)
+
+
+# What a prefix is announced with: one path, or several (ADD-PATH).
+Desired: TypeAlias = RouteAttributes | Paths
 
 
 @dataclass(frozen=True, slots=True)

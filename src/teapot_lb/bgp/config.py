@@ -9,7 +9,7 @@ from teapot_lb.bfd.session import Parameters as BfdParameters
 
 from .fsm import BOTH_FAMILIES
 from .policy import ACCEPT_ALL, Filter
-from .wire import Family
+from .wire import AddPathMode, Family
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +42,16 @@ class PeerConfig:
     # BFD (RFC 5880) on the session's path: a BFD Down tears the session down at once
     # (RFC 5882 §3.2). Multihop BFD (RFC 5883) when ``ebgp_multihop`` is set.
     bfd: BfdParameters | None = None
+    # ADD-PATH (RFC 7911) for every family: SEND lets this peer have every path of a prefix
+    # (several next hops, for ECMP); OFF: one path per prefix (``Paths.first``).
+    add_path: AddPathMode = AddPathMode.OFF
 
     def __post_init__(self) -> None:
         ip_address(self.address)  # ValueError names the bad address
+        if not isinstance(self.add_path, AddPathMode):
+            raise ValueError(
+                f"peer {self.address}: add_path must be an AddPathMode, not {self.add_path!r}"
+            )
         if self.hold_time in (1, 2) or not 0 <= self.hold_time <= 0xFFFF:
             raise ValueError(f"peer {self.address}: hold time must be 0 or 3..65535 seconds")
         if self.peer_as is not None and not 1 <= self.peer_as <= 0xFFFFFFFF:

@@ -31,6 +31,9 @@ from .wire import (
     IPV4_UNICAST,
     IPV6_UNICAST,
     KEEPALIVE_BYTES,
+    AddPath,
+    AddPathFamily,
+    AddPathMode,
     As4Aggregator,
     As4Path,
     AsPath,
@@ -59,7 +62,7 @@ from .wire import (
     Unreach,
     UpdateRoutes,
     decode_message,
-    decode_prefixes,
+    decode_nlri,
     decode_update_routes,
     merge_as4_path,
 )
@@ -113,15 +116,17 @@ class OpenReceived:
 @dataclass(frozen=True, slots=True)
 class RoutesLearned:
     """Prefixes of one family received with one path, in NLRI encoding (objects on demand:
-    :attr:`prefixes`, :attr:`routes`)."""
+    :attr:`prefixes`, :attr:`routes`). ``add_path``: each encoding starts with its Path
+    Identifier (RFC 7911)."""
 
     family: Family
     encodings: tuple[bytes, ...]
     path: ReceivedPath
+    add_path: bool = False
 
     @property
     def prefixes(self) -> tuple[Prefix, ...]:
-        return decode_prefixes(self.encodings, self.family.afi)
+        return decode_nlri(self.encodings, self.family.afi, self.add_path)
 
     @property
     def routes(self) -> tuple[tuple[Prefix, ReceivedPath], ...]:
@@ -135,10 +140,11 @@ class RoutesWithdrawn:
     family: Family
     encodings: tuple[bytes, ...]
     reason: str = ""
+    add_path: bool = False  # each encoding starts with its Path Identifier
 
     @property
     def prefixes(self) -> tuple[Prefix, ...]:
-        return decode_prefixes(self.encodings, self.family.afi)
+        return decode_nlri(self.encodings, self.family.afi, self.add_path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,10 +154,11 @@ class RoutesFiltered:
     family: Family
     encodings: tuple[bytes, ...]
     rejected: Rejected
+    add_path: bool = False  # each encoding starts with its Path Identifier
 
     @property
     def prefixes(self) -> tuple[Prefix, ...]:
-        return decode_prefixes(self.encodings, self.family.afi)
+        return decode_nlri(self.encodings, self.family.afi, self.add_path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,10 +245,15 @@ class SessionConfig:
     enforce_first_as: bool = (
         True  # eBGP paths must start with the peer's AS (off for route servers)
     )
+    add_path: AddPathMode = AddPathMode.OFF  # RFC 7911, for every family in ``families``
 
     def open_message(self) -> Open:
         caps: list[Capability] = [Multiprotocol(f) for f in sorted(self.families)]
         caps.append(RouteRefresh())
+        if self.add_path:
+            caps.append(
+                AddPath(tuple(AddPathFamily(f, self.add_path) for f in sorted(self.families)))
+            )
         if self.graceful_restart:
             caps.append(
                 GracefulRestart(
@@ -270,6 +282,23 @@ class Negotiated:
     ibgp: bool
     peer_graceful_restart: GracefulRestart | None
     keepalive_clamped: bool = False  # the configured keepalive_time exceeded hold_time / 3
+    # RFC 7911 §4: families whose NLRI we send / receive with Path Identifiers.
+    add_path_send: frozenset[Family] = frozenset()
+    add_path_receive: frozenset[Family] = frozenset()
+
+
+def negotiate_add_path(
+    ours: AddPathMode, peer: Open, families: frozenset[Family]
+) -> tuple[frozenset[Family], frozenset[Family]]:
+    """RFC 7911 §4: the families we send and receive several paths for. We send them
+    where we said Send and the peer said Receive, and receive where the reverse holds."""
+    send = frozenset(
+        f for f in families if ours & AddPathMode.SEND and peer.add_path(f) & AddPathMode.RECEIVE
+    )
+    receive = frozenset(
+        f for f in families if ours & AddPathMode.RECEIVE and peer.add_path(f) & AddPathMode.SEND
+    )
+    return send, receive
 
 
 def keepalive_interval(configured: float | None, hold_time: int) -> tuple[float, bool]:
@@ -509,6 +538,8 @@ class Session:
         hold = min(cfg.hold_time, msg.hold_time)
         keepalive, clamped = keepalive_interval(cfg.keepalive_time, hold)
         four = msg.four_octet_as
+        families = cfg.families & msg.families
+        add_send, add_receive = negotiate_add_path(cfg.add_path, msg, families)
         self.negotiated = Negotiated(
             peer_open=msg,
             peer_as=msg.asn,
@@ -516,12 +547,14 @@ class Session:
             keepalive_time=keepalive,
             keepalive_clamped=clamped,
             four_octet_as=four,
-            families=cfg.families & msg.families,
+            families=families,
             route_refresh=msg.route_refresh,
             ibgp=ibgp,
             peer_graceful_restart=msg.graceful_restart,
+            add_path_send=add_send,
+            add_path_receive=add_receive,
         )
-        self._ctx = Context(four_octet_as=four)
+        self._ctx = Context(four_octet_as=four, add_path=add_receive)
         self.sent["keepalive"] += 1
         actions: list[Action] = [OpenReceived(msg), Send(KEEPALIVE_BYTES)]
         if hold:
@@ -554,12 +587,18 @@ class Session:
             for batch in batches:
                 if batch.encodings:
                     actions.append(
-                        RoutesWithdrawn(batch.family, batch.encodings, "treat-as-withdraw")
+                        RoutesWithdrawn(
+                            batch.family,
+                            batch.encodings,
+                            "treat-as-withdraw",
+                            batch.family in neg.add_path_receive,
+                        )
                     )
             return actions
         for gone in msg.unreach:
             if gone.encodings and gone.family in neg.families:
-                actions.append(RoutesWithdrawn(gone.family, gone.encodings))
+                add_path = gone.family in neg.add_path_receive
+                actions.append(RoutesWithdrawn(gone.family, gone.encodings, add_path=add_path))
         if not msg.reach:
             return actions
         if not neg.four_octet_as and as_path is not None:
@@ -578,9 +617,9 @@ class Session:
         for reach in msg.reach:
             if reach.encodings and reach.family in neg.families:
                 hop = reach.next_hops[0] if reach.next_hops else None
-                actions.append(
-                    RoutesLearned(reach.family, reach.encodings, ReceivedPath(hop, attrs))
-                )
+                path = ReceivedPath(hop, attrs)
+                add_path = reach.family in neg.add_path_receive
+                actions.append(RoutesLearned(reach.family, reach.encodings, path, add_path))
         return actions
 
     # -- transitions -------------------------------------------------------------------------

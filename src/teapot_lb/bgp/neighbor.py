@@ -225,6 +225,7 @@ class Neighbor:
             restarting=self.restarting,
             forwarding_preserved=self.restarting,
             enforce_first_as=cfg.enforce_first_as,
+            add_path=cfg.add_path,
         )
         self.session_config.open_message().pack()  # refuse a bad config here, not later
         self._connect_failures = 0  # in a row: a persistent failure is logged as a warning
@@ -557,12 +558,15 @@ class Neighbor:
                 filter=why.filter,
                 rule=why.rule,
             )
-            self._out.append(Report(RoutesFiltered(action.family, tuple(encs), why)))
+            self._out.append(
+                Report(RoutesFiltered(action.family, tuple(encs), why, action.add_path))
+            )
         for path, encs in judged.accepted:
             if path is action.path and not judged.rejected:
                 self._out.append(Report(action))  # as received: no copy of the encodings
             else:
-                self._out.append(Report(RoutesLearned(action.family, tuple(encs), path)))
+                learned = RoutesLearned(action.family, tuple(encs), path, action.add_path)
+                self._out.append(Report(learned))
 
     def _on_state(self, link: Link, change: StateChanged) -> None:
         if change.new == State.ESTABLISHED:
@@ -635,6 +639,13 @@ class Neighbor:
             for link in self.links:
                 link.session.config = self.session_config
         self.export = self._export_context(neg)
+        changed = self.rib_in.add_path ^ neg.add_path_receive
+        if changed:
+            # Stale routes keyed with (or without) Path Identifiers cannot be matched by
+            # the new session's announcements: they go now, under the old keying.
+            for fam in sorted(changed):
+                self._forget(self.rib_in.sweep_stale(fam), "ADD-PATH negotiated differently")
+            self.rib_in.add_path = neg.add_path_receive
         # RFC 4724 §4.2: routes of families the restarted peer did not preserve go now.
         gr = neg.peer_graceful_restart
         if any(self.rib_in.stale_marks.values()):
@@ -671,6 +682,7 @@ class Neighbor:
             next_hop_v4=nh4 if isinstance(nh4, IPv4Address) else None,
             next_hop_v6=(nh6,) if isinstance(nh6, IPv6Address) else (),
             families=frozenset(families),
+            add_path=neg.add_path_send & families,
         )
 
     def _on_down(self, down: SessionDown) -> None:
@@ -690,7 +702,8 @@ class Neighbor:
         for family, encs in gone.items():
             if encs:
                 _log().info(f"peer {self.address}: {len(encs)} {family} routes removed ({reason})")
-                self._out.append(Report(RoutesWithdrawn(family, tuple(encs), reason)))
+                add_path = family in self.rib_in.add_path
+                self._out.append(Report(RoutesWithdrawn(family, tuple(encs), reason, add_path)))
 
     def _flush(self, end_of_rib: bool = False) -> None:
         export = self.export

@@ -606,9 +606,14 @@ class Filter:
             return Accepted(judged.accepted[0][0])
         return judged.rejected[0][0]
 
-    def judge_batch(self, family: Family, encodings: Iterable[bytes], path: P) -> Judged[P]:
-        """Prefixes in NLRI encoding sharing ``path`` (the receive path, the Adj-RIB-Out)."""
+    def judge_batch(
+        self, family: Family, encodings: Iterable[bytes], path: P, *, add_path: bool = False
+    ) -> Judged[P]:
+        """Prefixes in NLRI encoding sharing ``path`` (the receive path, the Adj-RIB-Out);
+        ``add_path``: each encoding starts with a 4-octet Path Identifier (RFC 7911)."""
         encs = encodings if isinstance(encodings, list) else list(encodings)
+        if add_path:
+            return self._run(lambda enc: RouteKey.from_encoding(family, enc[4:]), encs, path)
         return self._run(lambda enc: RouteKey.from_encoding(family, enc), encs, path)
 
     def _run(self, key_of: _KeyOf, encs: list[bytes], path: P) -> Judged[P]:

@@ -10,17 +10,24 @@ Both keep prefixes in their NLRI encoding (bytes), per family, so the hot paths 
 operations and ``bytes.join``: no ``ipaddress`` object is built until someone asks
 (:attr:`AdjRibIn.routes`, :meth:`AdjRibIn.get`). The export encoding is done once per
 :func:`compile_routes`, shared by every peer.
+
+ADD-PATH (RFC 7911): for a family where it was negotiated, the keys are the Path
+Identifier followed by the prefix's encoding, so each path of a prefix is diffed, sent and
+withdrawn on its own; the packing code does not know the difference. A prefix with several
+paths (:class:`~.attributes.Paths`) gives a peer without ADD-PATH its first path only.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from ipaddress import IPv4Address, IPv6Address
 
-from .attributes import DEFAULT_ATTRIBUTES, ReceivedPath, RouteAttributes
+from .attributes import DEFAULT_ATTRIBUTES, Desired, Paths, ReceivedPath, RouteAttributes
 from .policy import ACCEPT_ALL, Filter, Judged, Rejected
 from .wire import (
     IPV4_UNICAST,
@@ -37,13 +44,14 @@ from .wire import (
     NextHop,
     Origin,
     Prefix,
+    pack_path_id,
     pack_update,
 )
 from .wire.aspath import As4Path, Segment, SegmentType
 from .wire.attribute import EXTENDED_LENGTH, OPTIONAL, AttrType
 from .wire.family import family_of
 from .wire.mp import pack_mp_reach_value, pack_mp_unreach_value
-from .wire.nlri import decode_prefixes
+from .wire.nlri import PATH_ID_LENGTH, decode_nlri, decode_path
 
 __all__ = [
     "DEFAULT_ATTRIBUTES",
@@ -52,6 +60,7 @@ __all__ = [
     "AdjRibOut",
     "CompiledRoutes",
     "ExportContext",
+    "Paths",
     "ReceivedPath",
     "RouteAttributes",
     "compile_routes",
@@ -60,6 +69,8 @@ __all__ = [
     "export_attributes",
     "pack_announcements",
     "pack_withdrawals",
+    "path_id",
+    "path_ids",
 ]
 
 DEFAULT_LOCAL_PREF = 100
@@ -77,6 +88,7 @@ class ExportContext:
     next_hop_v4: IPv4Address | None = None
     next_hop_v6: tuple[IPv6Address, ...] = ()  # global, then optionally link-local
     families: frozenset[Family] = frozenset({IPV4_UNICAST, IPV6_UNICAST})
+    add_path: frozenset[Family] = frozenset()  # send every path, with Path Identifiers
 
     @property
     def ibgp(self) -> bool:
@@ -96,23 +108,99 @@ def encode_prefix(prefix: Prefix) -> bytes:
     return _HEADS[plen] + packed[: (plen + 7) >> 3]
 
 
+_MAX_PATH_ID = 0xFFFFFFFF
+
+
+def path_id(key: str) -> int:
+    """A path's Path Identifier, from its key alone (1..2^32-1): the same after a restart,
+    so a graceful restart re-announces the paths the peer kept as stale. A prefix's only
+    path (key ``""``) gets 1."""
+    return zlib.crc32(key.encode()) % _MAX_PATH_ID + 1
+
+
+def path_ids(keys: Sequence[str]) -> list[int]:
+    """Path Identifiers of one prefix's paths (keys in order), distinct (RFC 7911 §3):
+    a key whose identifier is taken (a CRC collision) takes the next free one."""
+    used: set[int] = set()
+    out: list[int] = []
+    for key in keys:
+        pid = path_id(key)
+        while pid in used:
+            pid = pid % _MAX_PATH_ID + 1
+        used.add(pid)
+        out.append(pid)
+    return out
+
+
+_SINGLE_PATH_ID = pack_path_id(path_id(""))
+
+
+@lru_cache(maxsize=16384)
+def _packed_path_ids(keys: tuple[str, ...]) -> tuple[bytes, ...]:
+    # Many prefixes share one set of keys (a tenant's backends): compute their ids once.
+    return tuple(pack_path_id(pid) for pid in path_ids(keys))
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledRoutes:
-    """Desired routes in wire form: per family, NLRI encoding → attributes."""
+    """Desired routes in wire form: per family, NLRI encoding → attributes (one path per
+    prefix: what a peer without ADD-PATH gets); ``multipath``: the prefixes with several
+    paths; :meth:`with_path_ids`: every path, for ADD-PATH peers."""
 
     by_family: Mapping[Family, Mapping[bytes, RouteAttributes]]
+    multipath: Mapping[Family, Mapping[bytes, Paths]] = field(default_factory=dict)
+    _with_ids: dict[Family, Mapping[bytes, RouteAttributes]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def __len__(self) -> int:
         return sum(len(t) for t in self.by_family.values())
 
+    def with_path_ids(self, family: Family) -> Mapping[bytes, RouteAttributes]:
+        """Every path of ``family``, keyed by Path Identifier + NLRI encoding (computed
+        once, shared by every ADD-PATH peer)."""
+        have = self._with_ids.get(family)
+        if have is not None:
+            return have
+        multi = self.multipath.get(family, {})
+        out: dict[bytes, RouteAttributes] = {}
+        for enc, attrs in self.by_family.get(family, {}).items():
+            paths = multi.get(enc)
+            if paths is None:
+                out[_SINGLE_PATH_ID + enc] = attrs
+                continue
+            for pid, (_, path) in zip(_packed_path_ids(paths.keys()), paths.by_key, strict=True):
+                out[pid + enc] = path
+        self._with_ids[family] = out
+        return out
 
-def compile_routes(routes: Mapping[Prefix, RouteAttributes | None]) -> CompiledRoutes:
+
+def compile_routes(routes: Mapping[Prefix, Desired | None]) -> CompiledRoutes:
     """Encode the prefixes once; ``None`` attributes mean the defaults."""
     v4: dict[bytes, RouteAttributes] = {}
     v6: dict[bytes, RouteAttributes] = {}
+    multi: dict[Family, dict[bytes, Paths]] = {}
     for prefix, attrs in routes.items():
-        (v4 if prefix.version == 4 else v6)[encode_prefix(prefix)] = attrs or DEFAULT_ATTRIBUTES
-    return CompiledRoutes({IPV4_UNICAST: v4, IPV6_UNICAST: v6})
+        enc = encode_prefix(prefix)
+        table = v4 if prefix.version == 4 else v6
+        if isinstance(attrs, Paths):
+            for _, path in attrs.by_key:
+                _check_next_hop(prefix, path)
+            multi.setdefault(family_of(prefix), {})[enc] = attrs
+            table[enc] = attrs.first()
+        else:
+            if attrs is not None and attrs.next_hop is not None:
+                _check_next_hop(prefix, attrs)
+            table[enc] = attrs or DEFAULT_ATTRIBUTES
+    return CompiledRoutes({IPV4_UNICAST: v4, IPV6_UNICAST: v6}, multi)
+
+
+def _check_next_hop(prefix: Prefix, attrs: RouteAttributes) -> None:
+    """A next hop of the other family would be replaced by next-hop self at export, which
+    for a third-party next hop sends the traffic to the wrong machine: refuse it."""
+    hop = attrs.next_hop
+    if hop is not None and hop.version != prefix.version:
+        raise ValueError(f"route {prefix}: next hop {hop} is not of the prefix's family")
 
 
 EMPTY_ROUTES = CompiledRoutes({IPV4_UNICAST: {}, IPV6_UNICAST: {}})
@@ -133,6 +221,7 @@ class AdjRibOut:
         self._desired: CompiledRoutes = EMPTY_ROUTES
         self._sent: dict[Family, dict[bytes, RouteAttributes]] = {}
         self.rejected: dict[Family, dict[bytes, Rejected]] = {}
+        self._add_path: frozenset[Family] = frozenset()  # of the last updates()
 
     def set_desired(self, routes: CompiledRoutes) -> None:
         self._desired = routes
@@ -142,6 +231,7 @@ class AdjRibOut:
         return self._desired
 
     def sent_count(self, family: Family | None = None) -> int:
+        """Paths advertised (with ADD-PATH a prefix counts once per path)."""
         if family is not None:
             return len(self._sent.get(family, ()))
         return sum(len(t) for t in self._sent.values())
@@ -151,19 +241,26 @@ class AdjRibOut:
         self._sent = {}
 
     def why_not(self, prefix: Prefix) -> Rejected | None:
-        """Why the export filter holds ``prefix`` back (None: it does not)."""
-        return self.rejected.get(family_of(prefix), {}).get(encode_prefix(prefix))
+        """Why the export filter holds ``prefix`` back (None: it does not; under ADD-PATH,
+        the first of its paths held back)."""
+        family = family_of(prefix)
+        enc = encode_prefix(prefix)
+        table = self.rejected.get(family, {})
+        if family in self._add_path:
+            return next((why for k, why in table.items() if k[PATH_ID_LENGTH:] == enc), None)
+        return table.get(enc)
 
-    def _exported(self, family: Family) -> Mapping[bytes, RouteAttributes]:
+    def _exported(self, family: Family, add_path: bool) -> Mapping[bytes, RouteAttributes]:
         """The desired routes of ``family`` as the export filter lets them out."""
-        desired = self._desired.by_family.get(family, {})
+        routes = self._desired
+        desired = routes.with_path_ids(family) if add_path else routes.by_family.get(family, {})
         if self.export_filter.accepts_all:
             self.rejected.pop(family, None)
             return desired
         out: dict[bytes, RouteAttributes] = {}
         rejected: dict[bytes, Rejected] = {}
         for attrs, encs in _group(desired.items()):
-            judged = self.export_filter.judge_batch(family, encs, attrs)
+            judged = self.export_filter.judge_batch(family, encs, attrs, add_path=add_path)
             for path, accepted in judged.accepted:
                 out.update(dict.fromkeys(accepted, path))
             for why, held in judged.rejected:
@@ -174,10 +271,11 @@ class AdjRibOut:
     def updates(self, export: ExportContext) -> list[bytes]:
         """The UPDATE messages that bring the peer from what was sent to what is desired."""
         out: list[bytes] = []
+        self._add_path = export.add_path
         for family in (IPV4_UNICAST, IPV6_UNICAST):
             if family not in export.families:
                 continue
-            desired = self._exported(family)
+            desired = self._exported(family, family in export.add_path)
             sent = self._sent.get(family)
             if not sent:
                 if not desired:
@@ -325,6 +423,8 @@ class AdjRibIn:
 
     def __init__(self, import_filter: Filter = ACCEPT_ALL) -> None:
         self.import_filter = import_filter
+        # Families received with Path Identifiers (RFC 7911): their keys start with one.
+        self.add_path: frozenset[Family] = frozenset()
         self.tables: dict[Family, dict[bytes, ReceivedPath]] = {f: {} for f in _FAMILIES}
         self.stale_marks: dict[Family, set[bytes]] = {f: set() for f in _FAMILIES}
         # Like BIRD's "import keep filtered", but only the reason is kept, not the route.
@@ -338,22 +438,58 @@ class AdjRibIn:
 
     @property
     def routes(self) -> dict[Prefix, ReceivedPath]:
-        """Every route with its prefix decoded (O(n): for explain, tools and tests)."""
+        """Every route with its prefix decoded (O(n): for explain, tools and tests); of a
+        prefix received with several paths (ADD-PATH), the one with the lowest Path
+        Identifier (all of them: :attr:`paths`)."""
         out: dict[Prefix, ReceivedPath] = {}
         for family, table in self.tables.items():
-            out.update(zip(decode_prefixes(table, family.afi), table.values(), strict=True))
+            items: Iterable[tuple[bytes, ReceivedPath]] = table.items()
+            if family in self.add_path:
+                items = sorted(items, key=lambda kv: kv[0][:PATH_ID_LENGTH], reverse=True)
+            encs, paths = zip(*items, strict=True) if table else ((), ())
+            decoded = decode_nlri(encs, family.afi, family in self.add_path)
+            out.update(zip(decoded, paths, strict=True))
+        return out
+
+    @property
+    def paths(self) -> list[tuple[Prefix, int | None, ReceivedPath]]:
+        """Every path: prefix, Path Identifier (None without ADD-PATH), path (O(n))."""
+        out: list[tuple[Prefix, int | None, ReceivedPath]] = []
+        for family, table in self.tables.items():
+            for enc, path in table.items():
+                if family in self.add_path:
+                    pid, prefix = decode_path(enc, family.afi)
+                    out.append((prefix, pid, path))
+                else:
+                    out.append((decode_nlri((enc,), family.afi, False)[0], None, path))
         return out
 
     @property
     def stale(self) -> set[Prefix]:
-        return {p for f, marks in self.stale_marks.items() for p in decode_prefixes(marks, f.afi)}
+        return {
+            p
+            for f, marks in self.stale_marks.items()
+            for p in decode_nlri(marks, f.afi, f in self.add_path)
+        }
+
+    def _keys(self, table: Mapping[bytes, object], prefix: Prefix) -> list[bytes]:
+        """The keys of ``prefix`` in one of the family tables (each path's under ADD-PATH)."""
+        family = family_of(prefix)
+        enc = encode_prefix(prefix)
+        if family in self.add_path:
+            return sorted(k for k in table if k[PATH_ID_LENGTH:] == enc)
+        return [enc] if enc in table else []
 
     def get(self, prefix: Prefix) -> ReceivedPath | None:
-        return self.tables[family_of(prefix)].get(encode_prefix(prefix))
+        table = self.tables[family_of(prefix)]
+        keys = self._keys(table, prefix)
+        return table[keys[0]] if keys else None
 
     def why_not(self, prefix: Prefix) -> Rejected | None:
         """Why the import filter rejected ``prefix`` (None: it did not, or never saw it)."""
-        return self.filtered[family_of(prefix)].get(encode_prefix(prefix))
+        table = self.filtered[family_of(prefix)]
+        keys = self._keys(table, prefix)
+        return table[keys[0]] if keys else None
 
     # -- the receive path ----------------------------------------------------------------------
 
@@ -365,7 +501,9 @@ class AdjRibIn:
         table = self.tables[family]
         stale = self.stale_marks[family]
         filtered = self.filtered[family]
-        judged = self.import_filter.judge_batch(family, encodings, path)
+        judged = self.import_filter.judge_batch(
+            family, encodings, path, add_path=family in self.add_path
+        )
         for accepted_path, encs in judged.accepted:
             if len(judged.accepted) == 1 and not judged.rejected:
                 table.update(dict.fromkeys(encs, accepted_path))
@@ -429,6 +567,6 @@ class AdjRibIn:
         return out
 
 
-def decode_encodings(encs: Iterable[bytes], family: Family) -> list[Prefix]:
+def decode_encodings(encs: Iterable[bytes], family: Family, add_path: bool = False) -> list[Prefix]:
     """Prefixes back from NLRI encodings (tests and diagnostics)."""
-    return list(decode_prefixes(encs, family.afi))
+    return list(decode_nlri(encs, family.afi, add_path))

@@ -17,10 +17,11 @@ from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any
 
 from teapot_lb import log
+from teapot_lb.bfd.session import Parameters as BfdParameters
 from teapot_lb.bfd.session import StateChanged as BfdStateChanged
 from teapot_lb.bfd.transport import BfdEndpoint, SessionKey
 
-from .attributes import ReceivedPath, RouteAttributes
+from .attributes import Desired, ReceivedPath
 from .config import PeerConfig
 from .fsm import Action
 from .neighbor import PeerCounters
@@ -75,6 +76,7 @@ class Speaker:
         self._running = False
         self._bfd: BfdEndpoint | None = None  # made when a peer asks for BFD
         self._bfd_keys: dict[str, SessionKey] = {}  # by peer address
+        self._bfd_wanted: dict[str, BfdParameters] = {}  # by peer address; see set_bfd
 
     @property
     def listen_port(self) -> int | None:
@@ -118,6 +120,8 @@ class Speaker:
         if peer.address in self.peers:
             raise ValueError(f"peer {peer.address} is already configured")
         self.peers[peer.address] = peer
+        if config.bfd is not None:
+            self._bfd_wanted[peer.address] = config.bfd
         routes = self._per_peer_routes.get(peer.address, self._routes)
         if routes is not None:
             peer.rib_out.set_desired(routes)
@@ -130,16 +134,35 @@ class Speaker:
     async def remove_peer(self, address: str, communication: str = "") -> None:
         peer = self.peers.pop(str(ip_address(address)))
         self._stop_bfd(peer.address)
+        self._bfd_wanted.pop(peer.address, None)
         peer.stop(Notification.cease(CeaseSubcode.PEER_DECONFIGURED, communication), "peer removed")
         await self._drain()
+
+    def set_bfd(self, address: str, parameters: BfdParameters | None) -> None:
+        """New BFD parameters for a peer's session without touching BGP (a BFDProfile
+        edited, added or removed): a running BFD session changes through a poll sequence
+        and stays Up (RFC 5880 §6.8.3); None stops it with AdminDown, which the router
+        does not take for a failure (§6.8.16, RFC 5882 §3.2)."""
+        peer = self.peer(address)
+        if parameters is None:
+            self._bfd_wanted.pop(peer.address, None)
+            self._stop_bfd(peer.address)
+            return
+        self._bfd_wanted[peer.address] = parameters
+        key = self._bfd_keys.get(peer.address)
+        if key is not None and self._bfd is not None:
+            self._bfd.change_parameters(key, parameters)
+        elif self._running:
+            self._start_bfd(peer)
 
     def peer(self, address: str) -> Peer:
         return self.peers[str(ip_address(address))]
 
-    def set_routes(
-        self, routes: Mapping[Prefix, RouteAttributes | None], peer: str | None = None
-    ) -> None:
-        """Desired routes for every peer (or one); only the difference is sent."""
+    def set_routes(self, routes: Mapping[Prefix, Desired | None], peer: str | None = None) -> None:
+        """Desired routes for every peer (or one); only the difference is sent. A prefix
+        maps to its :class:`~.attributes.RouteAttributes`, or to
+        :class:`~.attributes.Paths` for several paths (each sent with ADD-PATH, the first
+        only to a peer without it)."""
         started = time.perf_counter()
         compiled = compile_routes(routes)
         if peer is None:
@@ -206,7 +229,8 @@ class Speaker:
 
     def _start_bfd(self, peer: Peer) -> None:
         cfg = peer.config
-        if cfg.bfd is None or peer.address in self._bfd_keys:
+        parameters = self._bfd_wanted.get(peer.address)
+        if parameters is None or peer.address in self._bfd_keys:
             return
         wildcard = "::" if ip_address(peer.address).version == 6 else "0.0.0.0"
         key = SessionKey(
@@ -214,7 +238,7 @@ class Speaker:
         )
         if self._bfd is None:
             self._bfd = BfdEndpoint(self._bfd_changed)
-        self._bfd.add(key, cfg.bfd)
+        self._bfd.add(key, parameters)
         self._bfd_keys[peer.address] = key
 
     def _stop_bfd(self, address: str) -> None:

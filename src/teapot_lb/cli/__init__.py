@@ -17,6 +17,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lab": ("teapot_lb.cli.lab", "lab"),
     "explain": ("teapot_lb.cli.explain", "explain_command"),
     "validate": ("teapot_lb.cli.validate", "validate"),
+    "status": ("teapot_lb.cli.status", "status"),
+    "manager": ("teapot_lb.cli.manager", "manager"),
+    "tenant-agent": ("teapot_lb.cli.tenant_agent", "tenant_agent"),
 }
 
 _SUMMARIES = {
@@ -26,6 +29,9 @@ _SUMMARIES = {
     "lab": "Build a namespace lab, run teapot-lb in it, break it, measure.",
     "explain": "Why each node does or does not announce a Service.",
     "validate": "Check manifests and report every problem.",
+    "status": "Pools, sessions, who holds which IP, problems: one screen.",
+    "manager": "Teapot: vet and allocate tenants' load balancers (management cluster).",
+    "tenant-agent": "Teapot: cloud-provider-teapot for a tenant cluster's Services.",
 }
 
 

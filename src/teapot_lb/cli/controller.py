@@ -7,18 +7,19 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 from pathlib import Path
 
 import click
 
 from teapot_lb import log
+from teapot_lb.cli.run import service_class_options
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.controller.kube_runner import KubeController, RunnerConfig
 from teapot_lb.controller.metrics import ControllerMetrics
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.leader import LeaseConfig
-from teapot_lb.model import LOAD_BALANCER_CLASS
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
 
@@ -38,17 +39,7 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     help="Kubeconfig file. Default: the pod's service account, else $KUBECONFIG or ~/.kube/config.",
 )
 @click.option("--context", help="Kubeconfig context (default: the current one).")
-@click.option(
-    "--class-only",
-    is_flag=True,
-    help="Serve only Services whose spec.loadBalancerClass is ours (not unclassed ones).",
-)
-@click.option(
-    "--load-balancer-class",
-    default=LOAD_BALANCER_CLASS,
-    show_default=True,
-    help="The spec.loadBalancerClass served.",
-)
+@service_class_options
 @click.option(
     "--config-namespace",
     default="teapot-lb-system",
@@ -161,6 +152,7 @@ async def _serve(
                 observe=lambda kind, allowed: metrics.webhook_requests.labels(
                     kind, str(allowed).lower()
                 ).inc(),
+                fail=lambda reason: metrics.webhook_errors.labels(reason).inc(),
             )
             await webhook.start(*parse_address(webhook_addr))
             logger.info("serving the admission webhook", address=webhook_addr)
@@ -173,3 +165,8 @@ async def _serve(
         await monitoring.stop()
         with contextlib.suppress(Exception):
             await client.close()
+
+
+if __name__ == "__main__":
+    log.configure("info", json=True, component="controller")
+    controller.main(args=sys.argv[1:], prog_name="teapot-lb controller")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -170,22 +172,44 @@ def as_json(
     return json.dumps(doc, indent=1)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def source_options(command: F) -> F:
+    """`--manifests`, `--state-root`, `--kubeconfig`: where a command reads the cluster
+    (shared by `explain` and `status`)."""
+    for option in reversed(
+        (
+            click.option(
+                "--manifests",
+                type=click.Path(exists=True, path_type=Path),
+                default=None,
+                help="Standalone mode: the manifest directory.",
+            ),
+            click.option(
+                "--state-root",
+                type=click.Path(path_type=Path),
+                default=None,
+                help="Standalone: where the nodes' state dirs are (STATE_ROOT/NODE/status.json)"
+                " [default: MANIFESTS/.state].",
+            ),
+            click.option(
+                "--kubeconfig", default=None, help="A cluster (default: $KUBECONFIG / in-cluster)."
+            ),
+        )
+    ):
+        command = option(command)
+    return command
+
+
+def state_root_of(manifests: Path, state_root: Path | None) -> Path:
+    """The nodes' state dirs: `--state-root`, else `.state` beside the manifests."""
+    return state_root or (manifests if manifests.is_dir() else manifests.parent) / ".state"
+
+
 @click.command("explain")
 @click.argument("service")
-@click.option(
-    "--manifests",
-    type=click.Path(exists=True, path_type=Path),
-    default=None,
-    help="Standalone mode: the manifest directory.",
-)
-@click.option(
-    "--state-root",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Standalone: where the nodes' state dirs are (STATE_ROOT/NODE/status.json)"
-    " [default: MANIFESTS/.state].",
-)
-@click.option("--kubeconfig", default=None, help="A cluster (default: $KUBECONFIG / in-cluster).")
+@source_options
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
 def explain_command(
     service: str,
@@ -204,9 +228,7 @@ def explain_command(
     """
     if "/" not in service:
         service = f"default/{service}"
-    root = None
-    if manifests is not None:
-        root = state_root or (manifests if manifests.is_dir() else manifests.parent) / ".state"
+    root = state_root_of(manifests, state_root) if manifests is not None else None
     view = manifest_view(manifests, root) if manifests else asyncio.run(cluster_view(kubeconfig))
     if service not in view.services:
         raise click.ClickException(f"Service {service} not found")

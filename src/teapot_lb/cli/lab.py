@@ -3,18 +3,56 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 import click
 
+from teapot_lb.lab.html_report import render_html
 from teapot_lb.lab.manifests import FAMILIES, MODES
+from teapot_lb.lab.progress import TerminalProgress
 from teapot_lb.lab.report import table, to_json
 from teapot_lb.lab.router import ROUTERS
 from teapot_lb.lab.runner import REPO_EXAMPLES, LabOptions, run_lab
 from teapot_lb.lab.scenarios import Sizes
 from teapot_lb.netlab import cleanup_stale, netns_available
+
+
+class _Output:
+    """stdout or stderr that never fails the lab. The lab's cleanup must finish whatever
+    happened to its output: `teapot-lb lab | head -1`, a `tee` killed by the same Ctrl-C,
+    a closed terminal (SIGHUP). Once a write fails (EPIPE: the reader is gone; EIO: the
+    terminal is), this and later writes are dropped, and the descriptor is pointed at
+    /dev/null so that nothing else (the interpreter's flush at exit) fails on it either."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> None:
+        if self.gone:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.gone = True
+            _to_devnull(self.stream)
+
+    def flush(self) -> None:
+        """Every write is flushed already."""
+
+
+def _to_devnull(stream: TextIO) -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _pick(known: tuple[str, ...], what: str, text: str) -> tuple[str, ...]:
@@ -72,6 +110,20 @@ def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[
     help="Also write the figures as JSON to this file (schema: docs/lab.md).",
 )
 @click.option(
+    "--html",
+    "html_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the report as one self-contained HTML page with charts.",
+)
+@click.option(
+    "--prometheus",
+    is_flag=True,
+    help="Run a real Prometheus scraping every node with the alert rules; the report lists"
+    " the alerts that fired per mode (a hard kill must fire TeapotLBSpeakerDown) and none"
+    " may still fire at the end.",
+)
+@click.option(
     "--keep",
     is_flag=True,
     help="Leave the lab running at the end, for debugging (remove: --cleanup).",
@@ -100,6 +152,8 @@ def lab(
     trials: int,
     poll_interval: float | None,
     json_path: Path | None,
+    html_path: Path | None,
+    prometheus: bool,
     keep: bool,
     workdir: Path | None,
     cleanup: bool,
@@ -131,18 +185,24 @@ def lab(
         poll_interval=poll_interval,
         keep=keep,
         workdir=workdir,
+        prometheus=prometheus,
     )
-    start = time.monotonic()
-
-    def progress(text: str) -> None:
-        click.echo(f"[{time.monotonic() - start:6.1f}s] {text}", err=True)
-        sys.stderr.flush()
-
+    out, err = _Output(sys.stdout), _Output(sys.stderr)
+    progress = TerminalProgress(
+        modes,
+        families,
+        messages=err,
+        screen=out if sys.stdout.isatty() else None,
+        clock=time.monotonic,
+    )
     report = run_lab(options, progress)
-    click.echo("")
-    click.echo(table(report))
+    progress.finish()
+    out.write("\n" + table(report) + "\n")
+    doc = to_json(report)
     if json_path is not None:
-        json_path.write_text(json.dumps(to_json(report), indent=1) + "\n")
+        json_path.write_text(json.dumps(doc, indent=1) + "\n")
+    if html_path is not None:
+        html_path.write_text(render_html(doc))
     ctx.exit(0 if report.ok else 1)
 
 

@@ -18,6 +18,7 @@ from teapot_lb.controller import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.membership.key import KeyFileError, read_key_file
 from teapot_lb.membership.udp import DEFAULT_PORT
+from teapot_lb.model import LOAD_BALANCER_CLASS
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.run_marker import RunMarker
 from teapot_lb.speaker.wiring import MODES, build_speaker
@@ -130,6 +131,22 @@ HEARTBEAT_KEY_HELP = (
     "at least 16 bytes; the same on every node): heartbeats are authenticated with "
     "HMAC-SHA256 and forged ones dropped. Read at start: restart to rotate it."
 )
+
+
+def service_class_options(command: Callable[..., None]) -> Callable[..., None]:
+    """`--class-only` and `--load-balancer-class`, as `controller` and `speaker` both take
+    them (the speaker must serve the controller's Services)."""
+    command = click.option(
+        "--load-balancer-class",
+        default=LOAD_BALANCER_CLASS,
+        show_default=True,
+        help="The spec.loadBalancerClass served.",
+    )(command)
+    return click.option(
+        "--class-only",
+        is_flag=True,
+        help="Serve only Services whose spec.loadBalancerClass is ours (not unclassed ones).",
+    )(command)
 
 
 def heartbeat_key_file() -> Callable[[Callable[..., None]], Callable[..., None]]:

@@ -10,8 +10,15 @@ from pathlib import Path
 import click
 
 from teapot_lb import log
-from teapot_lb.cli.run import RunConfig, heartbeat_key_file, parse_modes, stop_on_signals
+from teapot_lb.cli.run import (
+    RunConfig,
+    heartbeat_key_file,
+    parse_modes,
+    service_class_options,
+    stop_on_signals,
+)
 from teapot_lb.cluster import Store
+from teapot_lb.controller import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.membership.udp import DEFAULT_PORT
@@ -45,9 +52,7 @@ async def run_speaker(
             host, port = parse_address(config.metrics_address)
             monitor = MonitoringServer(
                 speaker_registry(speaker),
-                readiness=[
-                    lambda: [] if source.synced else ["informers not synced"],
-                ],
+                readiness=[source.readiness],
             )
             await monitor.start(host, port)
         tasks = [
@@ -86,7 +91,11 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
 @click.option("--node", required=True, envvar="NODE_NAME", help="This node's name.")
 @click.option("--kubeconfig", default=None, help="Default: in-cluster, else $KUBECONFIG.")
 @click.option(
-    "--config-namespace", default=None, help="Namespace of the lb.teapot.io objects (all)."
+    "--config-namespace",
+    default="teapot-lb-system",
+    show_default=True,
+    help="Namespace of the lb.teapot.io objects ('' for every namespace; the shipped RBAC "
+    "grants only teapot-lb-system).",
 )
 @click.option(
     "--state-dir",
@@ -104,6 +113,7 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
 @heartbeat_key_file()
 @click.option("--keepalived", default="keepalived", show_default=True)
 @click.option("--metrics-address", default=":7472", show_default=True)
+@service_class_options
 def speaker(
     node: str,
     kubeconfig: str | None,
@@ -116,6 +126,8 @@ def speaker(
     heartbeat_key: bytes | None,
     keepalived: str,
     metrics_address: str,
+    load_balancer_class: str,
+    class_only: bool,
 ) -> None:
     """Announce the Service IPs this node should announce (BGP, L2, VIP), from the API.
 
@@ -132,8 +144,9 @@ def speaker(
         heartbeat_key=heartbeat_key,
         keepalived=keepalived,
         metrics_address=metrics_address or None,
+        controller=ControllerOptions(load_balancer_class, class_only),
     )
-    asyncio.run(run_speaker(config, kubeconfig, config_namespace))
+    asyncio.run(run_speaker(config, kubeconfig, config_namespace or None))
 
 
 if __name__ == "__main__":

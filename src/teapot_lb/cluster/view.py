@@ -23,6 +23,7 @@ from teapot_lb.model import (
 )
 from teapot_lb.model.common import ObjectRef, creation_order
 from teapot_lb.model.kinds import REGISTRY, ApiObject, Kind, object_key
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 
 # What a view (and the Store) holds of each kind: typed objects, or a Secret's data.
 Stored = ApiObject | Mapping[str, bytes]
@@ -62,6 +63,8 @@ class ClusterView:
     l2_advertisements: Mapping[str, L2Advertisement] = field(default_factory=_empty)
     vip_advertisements: Mapping[str, VIPAdvertisement] = field(default_factory=_empty)
     secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=_empty)
+    tenants: Mapping[str, Tenant] = field(default_factory=_empty)
+    tenant_load_balancers: Mapping[str, TenantLoadBalancer] = field(default_factory=_empty)
     _slices_by_service: dict[str, list[EndpointSlice]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

@@ -6,6 +6,12 @@ controller's own writes, :meth:`ControllerCache.write_through`) and its typed mo
 :class:`~teapot_lb.cluster.Store`. An object that does not parse is left out of the store
 (an AddressPool is kept as an :class:`UnparsedPool`, so its status can say why). Every
 change is handed to `on_change(kind, key)`, which only enqueues keys.
+
+:attr:`ControllerCache.synced` is true only while every informer is current (a list
+completed since its last failed request); the reconcile loop does not act on the cache
+while it is false (after an outage, until every kind has been listed again), so no IP is
+assigned or released from a half-recovered view. `on_synced` is called when it becomes
+true again.
 """
 
 from __future__ import annotations
@@ -39,12 +45,14 @@ class ControllerCache:
         *,
         config_namespace: str | None = None,
         on_change: Callable[[Kind, str], None] = lambda kind, key: None,
+        on_synced: Callable[[], None] = lambda: None,
         watch_timeout_s: float = 300.0,
-        max_backoff_s: float = 30.0,
+        max_backoff_s: float = 1.0,
     ) -> None:
         self.client = client
         self.metrics = metrics
         self.on_change = on_change
+        self.on_synced = on_synced
         self.store = Store()
         self.unparsed_pools: dict[str, UnparsedPool] = {}
         self.informers: dict[Kind, Informer] = {}
@@ -57,19 +65,28 @@ class ControllerCache:
                 info.resource,
                 namespace=config_namespace if info.config else None,
                 watch_timeout_s=watch_timeout_s,
-                backoff=Backoff(0.2, max_backoff_s),
+                backoff=Backoff(min(0.1, max_backoff_s), max_backoff_s),
             )
             informer.add_handler(self._handler(info.kind))
+            informer.add_sync_handler(self._sync_changed)
             self.informers[info.kind] = informer
 
     @property
     def synced(self) -> bool:
-        return all(informer.has_synced for informer in self.informers.values())
+        """Every informer is current (see the module's docstring)."""
+        return all(informer.synced for informer in self.informers.values())
+
+    def _sync_changed(self, synced: bool) -> None:
+        if synced and self.synced:
+            self.on_synced()
 
     def readiness(self) -> list[str]:
-        return [
+        """Why the controller is not ready: kinds never listed, and refusals (RBAC)."""
+        problems = [inf.forbidden for inf in self.informers.values() if inf.forbidden]
+        problems += [
             f"{inf.resource} not synced" for inf in self.informers.values() if not inf.has_synced
         ]
+        return problems
 
     async def wait_synced(self) -> None:
         for informer in self.informers.values():

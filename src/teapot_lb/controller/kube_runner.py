@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from teapot_lb import ipam, log
 from teapot_lb.cluster import ClusterView, Kind, Store
@@ -45,7 +46,7 @@ from teapot_lb.controller.state import AllocationState, rebuild, sync_pools
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import Informer
-from teapot_lb.kube.leader import LeaderElector, LeadershipLost, LeaseConfig
+from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.workqueue import WorkQueue
 from teapot_lb.model import ApiObject
@@ -75,7 +76,7 @@ class KubeController:
         *,
         metrics: ControllerMetrics | None = None,
         watch_timeout_s: float = 300.0,
-        max_backoff_s: float = 30.0,
+        max_backoff_s: float = 1.0,
     ) -> None:
         self.client = client
         self.config = config or RunnerConfig()
@@ -85,6 +86,7 @@ class KubeController:
             self.metrics,
             config_namespace=self.config.config_namespace,
             on_change=self._enqueue_for,
+            on_synced=self._resume,
             watch_timeout_s=watch_timeout_s,
             max_backoff_s=max_backoff_s,
         )
@@ -103,6 +105,8 @@ class KubeController:
         )
         self.state: AllocationState | None = None
         self.loop: ReconcileLoop[ControllerKey] | None = None  # while leading
+        # Keys that came up while the cache was not current; reconciled once it is.
+        self._parked: set[ControllerKey] = set()
         self._log = log.get("controller")
 
     # ------------------------------------------------------------------ probes
@@ -183,15 +187,7 @@ class KubeController:
         # A replica whose cache is not filled (API unreachable, CRDs missing) does not
         # take the lease from one that could work.
         await self.cache.wait_synced()
-        if self.elector is None:
-            await self._lead()
-            return
-        while True:
-            try:
-                await self.elector.run(self._lead)
-                return
-            except LeadershipLost as lost:
-                self._log.warning("leadership lost; campaigning again", reason=str(lost))
+        await lead_when_elected(self.elector, self._lead)
 
     def _on_leadership(self, leading: bool) -> None:
         self.metrics.leader.set(1 if leading else 0)
@@ -241,9 +237,22 @@ class KubeController:
 
     # ------------------------------------------------------------------ reconcile
 
+    def _resume(self) -> None:
+        """Every kind is current again: reconcile what waited."""
+        queue, parked = self.queue, self._parked
+        self._parked = set()
+        if queue is not None:
+            for key in parked:
+                queue.add(key)
+
     async def _reconcile(self, key: ControllerKey) -> None:
         state, loop = self.state, self.loop
         assert state is not None and loop is not None
+        if not self.cache.synced:
+            # A kind is being re-listed (after an outage): acting now could assign or
+            # release from a half-recovered view. `_resume` brings the key back.
+            self._parked.add(key)
+            return
         queue = loop.queue
         match key:
             case PoolsKey():
@@ -264,6 +273,8 @@ class KubeController:
                     queue.add_after(POOL_STATUS, self.config.pool_status_delay_s)
 
     def _count(self, outcome: ServiceOutcome) -> None:
+        if self.state is not None:
+            self.metrics.services_without_ip.set(len(self.state.refused))
         if isinstance(outcome.result, ipam.Refused):
             self.metrics.failures.labels(outcome.result.reason.value).inc()
         elif isinstance(outcome.result, ipam.Assigned) and outcome.status is not None:
@@ -272,12 +283,20 @@ class KubeController:
             self.metrics.releases.inc()
 
 
+class _Runs(Protocol):
+    async def run(self) -> None: ...
+
+
+R = TypeVar("R", bound=_Runs)
+
+
 @contextlib.asynccontextmanager
-async def running(controller: KubeController) -> AsyncIterator[KubeController]:
-    """Run a controller in a task for the duration of a `with` block (tests, bench)."""
-    task = asyncio.create_task(controller.run())
+async def running(component: R) -> AsyncIterator[R]:
+    """Run a component (controller, manager, tenant agent) in a task for the duration of
+    a `with` block (tests, bench)."""
+    task = asyncio.create_task(component.run())
     try:
-        yield controller
+        yield component
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

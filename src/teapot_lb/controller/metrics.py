@@ -73,6 +73,17 @@ class ControllerMetrics:
         self.queue_depth = Gauge(
             f"{PREFIX}_workqueue_depth", "Keys waiting in the work queue.", registry=r
         )
+        self.services_without_ip = Gauge(
+            f"{PREFIX}_services_without_ip",
+            "LoadBalancer Services this controller handles that were refused an IP.",
+            registry=r,
+        )
+        self.webhook_errors = Counter(
+            f"{PREFIX}_webhook_errors",
+            "Admission reviews not answered, by reason (not_ready: 503, bad_review: 400).",
+            ["reason"],
+            registry=r,
+        )
         self.webhook_requests = Counter(
             f"{PREFIX}_webhook_requests",
             "Admission reviews answered, by kind and verdict.",

@@ -27,7 +27,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
-from .errors import Gone, KubeError, Unreachable, status_error
+from .errors import Gone, KubeError, StreamCut, Unreachable, status_error
 from .resources import KubeObject, Resource
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -198,12 +198,16 @@ class KubeClient:
             async with response:
                 raw = await response.read()
                 status = response.status
+                retry_after = response.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             raise Unreachable(f"{what}: {err!r}") from err
-        data = json.loads(raw) if raw else None
         if not 200 <= status < 300:
-            _raise_status(status, data, what)
-        return data
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            _raise_status(status, body, what, retry_after)
+        return json.loads(raw) if raw else None
 
     # ------------------------------------------------------------------ verbs
 
@@ -255,7 +259,7 @@ class KubeClient:
                 try:
                     line = await resp.content.readline()
                 except (aiohttp.ClientError, TimeoutError, OSError) as err:
-                    raise Unreachable(f"watch {res}: {err!r}") from err
+                    raise StreamCut(f"watch {res}: {err!r}") from err
                 if not line:
                     return
                 try:
@@ -363,10 +367,26 @@ def _with_kind(res: Resource, obj: Any) -> KubeObject:
     return result
 
 
-def _raise_status(code: int, body: Any, what: str) -> None:
+def _raise_status(code: int, body: Any, what: str, retry_after: str | None = None) -> None:
     if isinstance(body, dict) and body.get("kind") == "Status":
-        raise status_error(code, str(body.get("reason", "")), str(body.get("message", what)))
-    raise status_error(code, "", f"{what}: HTTP {code}")
+        details = body.get("details")
+        seconds = details.get("retryAfterSeconds") if isinstance(details, dict) else None
+        raise status_error(
+            code,
+            str(body.get("reason", "")),
+            str(body.get("message", what)),
+            retry_after_s=_seconds(retry_after if seconds is None else seconds),
+        )
+    raise status_error(code, "", f"{what}: HTTP {code}", retry_after_s=_seconds(retry_after))
+
+
+def _seconds(value: object) -> float | None:
+    """Retry-After as seconds (the HTTP-date form is not used by API servers: None)."""
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
 
 
 __all__ = ["Gone", "KubeClient", "ObjectList", "WatchEvent", "connect"]

@@ -7,7 +7,16 @@
 3. When the server answers 410 Gone (that version left its history), list again and
    diff the new list against the cache: objects missing from it become DELETED events,
    so deletions that happened in the gap are not lost.
-4. Errors (500s, refused connections) back off exponentially with jitter.
+4. Other failures wait as :class:`~teapot_lb.kube.backoff.Retry` says (a 410 not at all,
+   an unreachable server about a second at most) and forget their count on the next
+   success, so the informer is back within about a second of the server answering.
+5. :attr:`Informer.synced` says whether the cache is current: false from the first failed
+   request (an outage, a refusal, a 410) until a list completes again. After such a
+   failure the informer always re-lists rather than resuming its watch, so "synced again"
+   means "one complete, fresh list". A stream that merely ended (timeout, a cut) is
+   resumed from the last version at once and the cache stays synced while that works.
+   Readers that need every kind to be current together (the speaker's plan, the
+   controller's reconcile) watch this through :meth:`Informer.add_sync_handler`.
 
 Handlers get ``(event_type, key, obj)`` and should only enqueue the key
 (controllers are level-triggered and read the cache in ``reconcile``).
@@ -21,9 +30,9 @@ import enum
 from collections.abc import Callable, Mapping
 
 from .. import log
-from .backoff import Backoff
+from .backoff import Backoff, Retry
 from .client import KubeClient
-from .errors import Gone, KubeError
+from .errors import Forbidden, Gone, KubeError, StreamCut
 from .resources import KubeObject, Resource, key_of, resource_version
 
 
@@ -34,6 +43,7 @@ class EventType(enum.StrEnum):
 
 
 Handler = Callable[[EventType, str, KubeObject], None]
+SyncHandler = Callable[[bool], None]
 
 
 def cache_diff(
@@ -66,6 +76,7 @@ class Informer:
         field_selector: str | None = None,
         watch_timeout_s: float = 300.0,
         backoff: Backoff | None = None,
+        retry: Retry | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -73,11 +84,18 @@ class Informer:
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.watch_timeout_s = watch_timeout_s
-        self.backoff = backoff or Backoff(0.2, 30.0)
+        # `backoff` (kept for callers that tune one sequence): the delays after
+        # connection failures and 5xx.
+        self.retry = retry or Retry(backoff)
         self._cache: dict[str, KubeObject] = {}
         self._handlers: list[Handler] = []
+        self._sync_handlers: list[SyncHandler] = []
         self._synced = asyncio.Event()
+        self._current = False
+        self._cut_before_event = False
         self.resource_version = ""
+        # The refusal (403) of the last failed request, cleared by the next success.
+        self.forbidden: str | None = None
         # Counters for tests and metrics.
         self.lists = 0
         self.watches = 0
@@ -89,10 +107,20 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
 
+    def add_sync_handler(self, handler: SyncHandler) -> None:
+        """`handler(synced)` whenever :attr:`synced` changes."""
+        self._sync_handlers.append(handler)
+
     @property
     def has_synced(self) -> bool:
-        """True once the first list is in the cache."""
+        """True once the first list is in the cache (and from then on)."""
         return self._synced.is_set()
+
+    @property
+    def synced(self) -> bool:
+        """True while the cache is current: a list completed and no request has failed
+        since (see the module's docstring)."""
+        return self._current
 
     async def wait_synced(self) -> None:
         await self._synced.wait()
@@ -113,35 +141,63 @@ class Informer:
 
     async def run(self) -> None:
         """List and watch until cancelled."""
-        need_list = True
         while True:
+            verb = "list"
             try:
-                if need_list:
+                if not self._current:
                     await self._relist()
-                    need_list = False
+                verb = "watch"
                 await self._watch_once()
-            except Gone:
-                # Our version left the server's history: start over from a list. A second
-                # Gone right after a list (a very busy server) waits a little first.
-                self._log.info("watch expired, re-listing", rv=self.resource_version)
-                if self.backoff.failures:
-                    await asyncio.sleep(self.backoff.next())
+                # The stream ended (its timeout, or the server closed it): watch again
+                # from the last version at once.
+            except StreamCut as err:
+                # The stream broke off: resume at once; if the server is gone, that
+                # request fails and counts as the outage. Two cuts with no event between
+                # count as a failure (no spinning on a server that cuts every stream).
+                if self._cut_before_event:
+                    await self._failed(verb, err)
                 else:
-                    self.backoff.failures += 1
-                need_list = True
-            except KubeError as err:
-                self.errors += 1
-                delay = self.backoff.next()
-                self._log.warning("list/watch failed", error=str(err), retry_in=round(delay, 2))
-                await asyncio.sleep(delay)
+                    self._cut_before_event = True
+                    self._log.info("watch stream cut; resuming", error=str(err))
+            except Exception as err:
+                await self._failed(verb, err)
+
+    async def _failed(self, verb: str, err: Exception) -> None:
+        """Any failed request: the cache is no longer known to be current."""
+        self._set_current(False)
+        self.forbidden = self._refusal(verb, err) if isinstance(err, Forbidden) else None
+        delay = self.retry.delay(err)
+        if isinstance(err, Gone):
+            self._log.info("watch expired, re-listing", rv=self.resource_version, wait=delay)
+        elif isinstance(err, KubeError):
+            self.errors += 1
+            self._log.warning(
+                "list/watch failed",
+                verb=verb,
+                error=self.forbidden or str(err),
+                retry_in=round(delay, 2),
+            )
+        else:
+            # Never let one bad response end the informer: the cache would go stale
+            # silently. Log it loudly and start over from a list.
+            self.errors += 1
+            self._log.error("informer error", verb=verb, retry_in=round(delay, 2), exc_info=err)
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def _refusal(self, verb: str, err: Forbidden) -> str:
+        where = f"namespace {self.namespace}" if self.namespace else "all namespaces"
+        return f"forbidden: {verb} {self.resource} in {where}: {err.message}"
+
+    def _set_current(self, current: bool) -> None:
+        if current == self._current:
+            return
+        self._current = current
+        for handler in self._sync_handlers:
+            try:
+                handler(current)
             except Exception:
-                # Never let one bad response end the informer: the cache would go stale
-                # silently. Log it loudly and start over from a list.
-                self.errors += 1
-                delay = self.backoff.next()
-                self._log.exception("informer error", retry_in=round(delay, 2))
-                need_list = True
-                await asyncio.sleep(delay)
+                self._log.exception("sync handler failed", synced=current)
 
     async def _relist(self) -> None:
         listed = await self.client.list(
@@ -157,8 +213,12 @@ class Informer:
         self.resource_version = listed.resource_version
         for type_, key, obj in changes:
             self._dispatch(type_, key, obj)
-        self.backoff.reset()
+        self.retry.listed()
+        self.forbidden = None
+        if self.lists > 1:
+            self._log.info("re-listed", objects=len(fresh), changes=len(changes))
         self._synced.set()
+        self._set_current(True)
 
     async def _watch_once(self) -> None:
         self.watches += 1
@@ -172,6 +232,8 @@ class Informer:
         )
         async with contextlib.aclosing(stream):
             async for event in stream:
+                self.retry.watched()
+                self._cut_before_event = False
                 rv = resource_version(event.object)
                 if event.type == "BOOKMARK":
                     self.resource_version = rv or self.resource_version
@@ -186,7 +248,6 @@ class Informer:
                     self._dispatch(EventType.DELETED, key, event.object)
                 if rv:
                     self.resource_version = rv
-                self.backoff.reset()
 
     def _dispatch(self, type_: EventType, key: str, obj: KubeObject) -> None:
         for handler in self._handlers:

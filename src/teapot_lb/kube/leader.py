@@ -289,4 +289,28 @@ class LeaderElector:
                 await asyncio.shield(self.release())
 
 
-__all__ = ["LeaderElector", "LeadershipLost", "LeaseConfig", "default_identity"]
+async def lead_when_elected(
+    elector: LeaderElector | None, lead: Callable[[], Awaitable[None]]
+) -> None:
+    """Run ``lead`` while holding the lease, campaigning again each time leadership is
+    lost; without an elector (a single replica), just run it."""
+    if elector is None:
+        await lead()
+        return
+    while True:
+        try:
+            await elector.run(lead)
+            return
+        except LeadershipLost as lost:
+            log.get("kube.leader").warning(
+                "leadership lost; campaigning again", lease=elector.config.name, reason=str(lost)
+            )
+
+
+__all__ = [
+    "LeaderElector",
+    "LeadershipLost",
+    "LeaseConfig",
+    "default_identity",
+    "lead_when_elected",
+]

@@ -59,6 +59,11 @@ VIP_ADVERTISEMENTS = Resource(
     LB_GROUP, LB_VERSION, "vipadvertisements", "VIPAdvertisement", True, True
 )
 BFD_PROFILES = Resource(LB_GROUP, LB_VERSION, "bfdprofiles", "BFDProfile", True, True)
+# Teapot tenancy (management cluster only).
+TENANTS = Resource(LB_GROUP, LB_VERSION, "tenants", "Tenant", False, True)
+TENANT_LOAD_BALANCERS = Resource(
+    LB_GROUP, LB_VERSION, "tenantloadbalancers", "TenantLoadBalancer", True, True
+)
 
 
 def object_key(namespace: str | None, name: str) -> str:

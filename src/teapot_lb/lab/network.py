@@ -91,6 +91,8 @@ class LabNetwork:
         self.nodes: dict[str, LabNode] = {}
         self.bound: set[str] = set()
         self.router_daemon: Router | None = None
+        # When set, each node's `teapot-lb run` serves /metrics on its LAN address, this port.
+        self.metrics_port: int | None = None
         self.lan = topology.add_switch("lan")
         self.router = topology.add_host("router")
         self.client = topology.add_host("client")
@@ -177,7 +179,13 @@ class LabNetwork:
             modes=self.modes,
             poll_interval=self.poll_interval,
             log_path=self.log_path(name),
+            extra=self.metrics_args(name),
         )
+
+    def metrics_args(self, name: str) -> tuple[str, ...]:
+        if self.metrics_port is None:
+            return ()
+        return ("--metrics-address", f"{self.nodes[name].address}:{self.metrics_port}")
 
     def speaker_alive(self, name: str) -> bool:
         proc = self.nodes[name].speaker
@@ -190,12 +198,15 @@ class LabNetwork:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
 
-    def stop_speaker(self, name: str, *, timeout: float = 20) -> int | None:
-        """SIGTERM and wait: returns the speaker's exit status (None if it had to be killed)."""
+    def stop_speaker(self, name: str, *, timeout: float = 20, signal_it: bool = True) -> int | None:
+        """SIGTERM (unless ``signal_it`` is False: it was sent already) and wait: returns
+        the speaker's exit status (None if it had to be killed). A second SIGTERM is not
+        sent, as it could reach the process after its handler is gone."""
         proc = self.nodes[name].speaker
         if proc is None:
             return None
-        self.terminate_speaker(name)
+        if signal_it:
+            self.terminate_speaker(name)
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from teapot_lb.lab.measure import percentile
+from teapot_lb.lab.timeline import Timeline
 
 SCHEMA = "teapot-lb.lab/v2"
 ISSUE15_CREATE_P50_S = 0.03  # issue 15: create → reachable p50 in standalone mode
@@ -35,6 +36,7 @@ class Trial:
     withdrawn_s: float | None = None  # BGP: until the router's FIB lost the node's next hop
     return_failed_requests: int = 0  # requests that failed while the node came back
     failures: dict[str, int] = field(default_factory=dict)  # why requests failed, counted
+    timeline: Timeline | None = None  # requests per node around the failure (the HTML report)
 
     @property
     def failover_s(self) -> float | None:
@@ -97,6 +99,7 @@ class ModeResult:
     deletion: Deletion | None = None
     errors: list[str] = field(default_factory=list)
     skipped: str | None = None  # why this mode and family did not run (passes)
+    alerts: list[str] | None = None  # alerts that fired meanwhile (None: no Prometheus)
 
     def create_times(self) -> list[float]:
         return [s.create_to_reachable_s for s in self.services if s.create_to_reachable_s]
@@ -142,6 +145,7 @@ class LabReport:
     cleanup: Cleanup | None = None
     duration_s: float = 0.0
     interrupted: bool = False
+    alerts_firing_after: list[str] | None = None  # still firing at the end (None: not watched)
 
     @property
     def ok(self) -> bool:
@@ -152,6 +156,7 @@ class LabReport:
             and bool(self.modes)
             and all(m.ok for m in self.modes)
             and cleanup_ok
+            and not self.alerts_firing_after
         )
 
     def goals(self) -> list[Goal]:
@@ -271,8 +276,13 @@ def table(report: LabReport) -> str:
             lines.append(f"{m.mode} {m.family}: {err}")
         if m.skipped:
             lines.append(f"{m.mode} {m.family}: skipped: {m.skipped}")
+        if m.alerts is not None:
+            lines.append(f"{m.mode} {m.family}: alerts fired: {', '.join(m.alerts) or 'none'}")
     for err in report.errors:
         lines.append(f"error: {err}")
+    if report.alerts_firing_after is not None:
+        left = ", ".join(report.alerts_firing_after) or "none"
+        lines.append(f"alerts still firing at the end: {left}")
     lines.append("")
     for g in report.goals():
         lines.append(f"goal {g.name} {g.target}: {_fmt(g.value)} {'met' if g.met else 'NOT met'}")
@@ -323,6 +333,7 @@ def to_json(report: LabReport) -> dict[str, Any]:
                 for f in m.failovers
             },
             "delete": ({**asdict(m.deletion), "ok": m.deletion.ok} if m.deletion else None),
+            "alerts": m.alerts,
             "errors": list(m.errors),
         }
     return {
@@ -334,5 +345,6 @@ def to_json(report: LabReport) -> dict[str, Any]:
         "modes": modes,
         "goals": [asdict(g) for g in report.goals()],
         "errors": list(report.errors),
+        "alerts_firing_after": report.alerts_firing_after,
         "cleanup": asdict(report.cleanup) if report.cleanup is not None else None,
     }

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from teapot_lb.lab.alerts import METRICS_PORT, LabAlerts
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.manifests import (
     FAMILIES,
@@ -53,6 +54,7 @@ class LabOptions:
     poll_interval: float | None = None  # None: `teapot-lb run`'s own default
     keep: bool = False
     workdir: Path | None = None
+    prometheus: bool = False  # a real Prometheus scrapes the nodes; the report lists alerts
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -67,6 +69,7 @@ class LabOptions:
             "poll_interval_s": self.poll_interval,
             "probe_interval_s": 0.01,
             "connect_timeout_s": 0.2,
+            "prometheus": self.prometheus,
         }
 
 
@@ -77,6 +80,8 @@ def missing_programs(options: LabOptions) -> list[str]:
         need += ["bird", "birdc"] if options.router == "bird" else ["vtysh"]
     if "vip" in options.modes:
         need.append("keepalived")
+    if options.prometheus:
+        need.append("prometheus")
     path = "/usr/sbin:/sbin:/usr/bin:/bin"
     missing = [p for p in need if shutil.which(p) is None and shutil.which(p, path=path) is None]
     if "bgp" in options.modes and options.router == "frr":
@@ -161,9 +166,16 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                 if "bgp" in options.modes and lay.bgp is not None:
                     net.start_router()
                     progress(f"lab: {options.router} running in the router namespace")
+                if options.prometheus:
+                    net.metrics_port = METRICS_PORT
                 for name in net.nodes:
                     net.start_speaker(name)
                 _wait_ready(net, options.modes, progress)
+                alerts = None
+                if options.prometheus:
+                    alerts = LabAlerts(net, workdir / "prometheus")
+                    alerts.start()
+                    progress("lab: Prometheus scrapes every node (the speaker's alert rules)")
                 client = Client(net.client.ns)
                 state = LabState(manifests)
                 for mode in options.modes:
@@ -171,7 +183,13 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                         scenario = ModeScenario(
                             mode, family, net, client, state, options.sizes, progress
                         )
+                        mode_started = time.time()
                         result = scenario.run()
+                        if alerts is not None:
+                            alerts.judge(result, mode_started)
+                            scenario.say(
+                                f"alerts fired: {', '.join(result.alerts or ()) or 'none'}"
+                            )
                         report.modes.append(result)
                         for name in net.nodes:
                             if not net.speaker_alive(name):
@@ -179,6 +197,9 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                                     f"teapot-lb run on {name} died:\n{net.log_tail(name)}"
                                 )
                                 net.start_speaker(name)
+                if alerts is not None:
+                    progress("lab: waiting for every alert to stop firing")
+                    report.alerts_firing_after = alerts.quiet()
             except (LabConfigError, LabTimeout, NetlabError) as exc:
                 report.errors.append(str(exc))
                 progress(f"lab: FAILED: {exc}")
@@ -192,8 +213,18 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
         with _signals_ignored():
             if client is not None:
                 client.close()
-            report.cleanup = _clean_up(topology, workdir, options, progress)
+            report.cleanup = _clean_up(topology, workdir, options, _quiet_on_error(progress))
     report.duration_s = time.monotonic() - started
+    return report
+
+
+def _quiet_on_error(progress: Progress) -> Progress:
+    """Cleanup goes on when reporting progress fails (the reader of the output is gone)."""
+
+    def report(text: str) -> None:
+        with contextlib.suppress(Exception):
+            progress(text)
+
     return report
 
 

@@ -40,6 +40,7 @@ from teapot_lb.lab.measure import (
 from teapot_lb.lab.network import LabNetwork
 from teapot_lb.lab.report import Deletion, Failover, ModeResult, ServiceResult, Spread, Trial
 from teapot_lb.lab.router import fib_next_hops
+from teapot_lb.lab.timeline import timeline
 from teapot_lb.lab.wait import LabTimeout, wait_for
 
 Progress = Callable[[str], None]
@@ -364,7 +365,7 @@ class ModeScenario:
             if hard:
                 self.net.revive(victim)
             else:
-                code = self.net.stop_speaker(victim)
+                code = self.net.stop_speaker(victim, signal_it=False)
                 if code != 0:
                     self.result.errors.append(
                         f"{victim}: teapot-lb run exited with {code} on SIGTERM"
@@ -375,7 +376,10 @@ class ModeScenario:
             back = probe.stop()
         lost = sum(1 for a in back if not a.ok)
         why = failure_reasons(attempts, t0)
-        return Trial(victim, o.recovered_after, o.failed, o.total, withdrawn, lost, why)
+        return Trial(
+            victim, o.recovered_after, o.failed, o.total, withdrawn, lost, why,
+            timeline(attempts, t0),
+        )  # fmt: skip
 
     def _owner_trial(self, ip: str) -> Trial:
         probe = self._baseline(ip, single_owner=True)
@@ -413,7 +417,9 @@ class ModeScenario:
         holder = self.owners(ip)
         self.say(f"{owner} back; {ip} held by {', '.join(holder)}; {lost} requests failed")
         why = failure_reasons(attempts, t0)
-        return Trial(owner, o.recovered_after, o.failed, o.total, None, lost, why)
+        return Trial(
+            owner, o.recovered_after, o.failed, o.total, None, lost, why, timeline(attempts, t0)
+        )
 
     # -- waits
 

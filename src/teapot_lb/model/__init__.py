@@ -4,6 +4,7 @@ the CRDs under deploy/crds/ are generated from them (`teapot_lb.model.crd`)."""
 
 from teapot_lb.model.bfd import BFDParameters, BFDProfile, BFDProfileSpec
 from teapot_lb.model.bgp import (
+    AddPathSetting,
     AddressFamily,
     BGPAdvertisement,
     BGPAdvertisementSpec,
@@ -72,6 +73,7 @@ __all__ = [
     "GROUP",
     "LOAD_BALANCER_CLASS",
     "VERSION",
+    "AddPathSetting",
     "AddressFamily",
     "AddressPool",
     "AddressPoolSpec",

@@ -119,6 +119,15 @@ class AddressFamily(StrEnum):
     IPV6_UNICAST = "ipv6-unicast"
 
 
+class AddPathSetting(StrEnum):
+    """ADD-PATH (RFC 7911) on a session: which way several paths per prefix may go."""
+
+    OFF = "off"
+    SEND = "send"
+    RECEIVE = "receive"
+    BOTH = "both"
+
+
 class DynamicASN(StrEnum):
     INTERNAL = "internal"
     EXTERNAL = "external"
@@ -178,6 +187,10 @@ class BGPPeerSpec(KubeModel):
     families: list[AddressFamily] = []
     """Address families to offer (RFC 4760); empty offers both IPv4 and IPv6 unicast. IPv6
     routes over an IPv4 session use the node's IPv6 InternalIP as next hop."""
+    add_path: AddPathSetting = AddPathSetting.OFF
+    """ADD-PATH (RFC 7911) for the offered families: `send` lets the router have every path
+    of a prefix (one per next hop, for ECMP), where it answers `receive`; `off`: one path
+    per prefix."""
 
 
 class BGPPeer(Identified, KubeModel):

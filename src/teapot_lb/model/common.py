@@ -21,6 +21,7 @@ from pydantic import (
     PlainSerializer,
     PlainValidator,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -58,6 +59,16 @@ class KubeView(BaseModel):
         frozen=True,
         use_attribute_docstrings=True,
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, data: Any) -> Any:
+        """The API server writes absent optional fields as null (an EndpointSlice of a
+        Service without endpoints has ``endpoints: null``, an endpoint may have
+        ``conditions: null``): read null as the field's default."""
+        if isinstance(data, dict) and None in data.values():
+            return {k: v for k, v in data.items() if v is not None}
+        return data
 
 
 # --- scalar types with their own syntax -------------------------------------------------------
@@ -140,6 +151,12 @@ LabelValue = Annotated[str, AfterValidator(_check_label_value)]
 def none_as_empty(value: object) -> object:
     """YAML `key:` with nothing after it is null; read it as an empty mapping, as kubectl does."""
     return {} if value is None else value
+
+
+def none_as_empty_list(value: object) -> object:
+    """A list the apiserver serves as null when empty (an EndpointSlice of a Service
+    without endpoints has ``endpoints: null``): read it as []."""
+    return [] if value is None else value
 
 
 # --- metadata ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from teapot_lb.model.common import GROUP, VERSION
 from teapot_lb.model.kinds import REGISTRY, Kind
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.pool import AddressPool
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.model.vip import VIPAdvertisement
 
 HEADER = "# Generated from teapot_lb.model by scripts/gen-crds.sh; do not edit.\n"
@@ -66,6 +67,10 @@ class CustomResource:
     @property
     def plural(self) -> str:
         return REGISTRY[Kind(self.name)].resource.plural
+
+    @property
+    def scope(self) -> str:
+        return "Namespaced" if REGISTRY[Kind(self.name)].resource.namespaced else "Cluster"
 
 
 _AGE = Column("Age", "date", ".metadata.creationTimestamp")
@@ -139,6 +144,34 @@ CUSTOM_RESOURCES: tuple[CustomResource, ...] = (
             Column("First VRID", "integer", ".spec.vridRange.start"),
             Column("Last VRID", "integer", ".spec.vridRange.end"),
             _NODES,
+            _AGE,
+        ),
+    ),
+    CustomResource(
+        Tenant,
+        ("tenant",),
+        (
+            Column("Namespace", "string", ".spec.namespace"),
+            Column("Modes", "string", ".spec.modes"),
+            Column("Addresses", "integer", ".status.usage.addresses"),
+            Column("Address Quota", "integer", ".spec.quotas.addresses"),
+            Column("Load Balancers", "integer", ".status.usage.loadBalancers"),
+            Column("Refused", "integer", ".status.refused", priority=10),
+            Column("Node Networks", "string", ".spec.nodeNetworks", priority=10),
+            _AGE,
+        ),
+    ),
+    CustomResource(
+        TenantLoadBalancer,
+        ("tlb",),
+        (
+            Column("Cluster", "string", ".spec.source.cluster"),
+            Column("Service", "string", ".spec.source.name"),
+            Column("Addresses", "string", ".status.addresses"),
+            Column("Accepted", "string", '.status.conditions[?(@.type=="Accepted")].status'),
+            Column("Programmed", "string", '.status.conditions[?(@.type=="Programmed")].status'),
+            Column("Reason", "string", '.status.conditions[?(@.type=="Accepted")].reason'),
+            Column("Next Hops", "string", ".status.nextHops", priority=10),
             _AGE,
         ),
     ),
@@ -225,7 +258,7 @@ def custom_resource_definition(kind: CustomResource) -> dict[str, Any]:
                 "shortNames": list(kind.short_names),
                 "categories": ["teapot-lb"],
             },
-            "scope": "Namespaced",
+            "scope": kind.scope,
             "versions": [
                 {
                     "name": VERSION,

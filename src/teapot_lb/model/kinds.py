@@ -32,6 +32,8 @@ from teapot_lb.kube.resources import (
     NODES,
     SECRETS,
     SERVICES,
+    TENANT_LOAD_BALANCERS,
+    TENANTS,
     VIP_ADVERTISEMENTS,
     Resource,
     object_key,
@@ -42,6 +44,7 @@ from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.model.vip import VIPAdvertisement
 
 # Every typed object the registry's models parse to.
@@ -56,6 +59,8 @@ ApiObject = (
     | EndpointSlice
     | Node
     | Namespace
+    | Tenant
+    | TenantLoadBalancer
 )
 
 
@@ -73,6 +78,8 @@ class Kind(StrEnum):
     NODE = "Node"
     NAMESPACE = "Namespace"
     SECRET = "Secret"
+    TENANT = "Tenant"
+    TENANT_LOAD_BALANCER = "TenantLoadBalancer"
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,8 @@ class KindInfo:
     `controller`: the controller watches it (the speaker watches every kind).
     `planned`: `announce.plan` reads it for every Service, so a change to any object of
     the kind plans every Service again (the plan cache's invalidation).
+    `management`: a Teapot management-cluster kind (Tenant, TenantLoadBalancer), read by
+    the manager only; clusters without Teapot do not have its CRD.
     """
 
     kind: Kind
@@ -95,6 +104,7 @@ class KindInfo:
     config: bool = False
     controller: bool = False
     planned: bool = False
+    management: bool = False
 
     @property
     def in_manifests(self) -> bool:
@@ -142,9 +152,30 @@ KINDS: tuple[KindInfo, ...] = (
     KindInfo(Kind.NAMESPACE, Namespace, NAMESPACES, "namespaces", controller=True),
     # Secrets hold BGP passwords: configuration, read only by the speaker.
     KindInfo(Kind.SECRET, None, SECRETS, "secrets", config=True),
+    # Teapot tenancy: the manager's kinds, in the management cluster only.
+    KindInfo(Kind.TENANT, Tenant, TENANTS, "tenants", management=True),
+    KindInfo(
+        Kind.TENANT_LOAD_BALANCER,
+        TenantLoadBalancer,
+        TENANT_LOAD_BALANCERS,
+        "tenant_load_balancers",
+        management=True,
+    ),
 )
+
+# The kinds of one cluster (what the speaker watches and `explain` reads).
+ONE_CLUSTER_KINDS: tuple[KindInfo, ...] = tuple(info for info in KINDS if not info.management)
 
 REGISTRY: Mapping[Kind, KindInfo] = {info.kind: info for info in KINDS}
 
 
-__all__ = ["KINDS", "REGISTRY", "ApiObject", "Kind", "KindInfo", "object_key", "split_key"]
+__all__ = [
+    "KINDS",
+    "ONE_CLUSTER_KINDS",
+    "REGISTRY",
+    "ApiObject",
+    "Kind",
+    "KindInfo",
+    "object_key",
+    "split_key",
+]

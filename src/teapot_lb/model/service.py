@@ -7,13 +7,20 @@ API server parse as they are.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from teapot_lb.addresses import IPFamily as IPFamily
 from teapot_lb.addresses import IPFamilyPolicy as IPFamilyPolicy
-from teapot_lb.model.common import Identified, IPAddress, KubeView, ObjectMeta, parse_ip
+from teapot_lb.model.common import (
+    Identified,
+    IPAddress,
+    KubeView,
+    ObjectMeta,
+    none_as_empty_list,
+    parse_ip,
+)
 
 LOAD_BALANCER_CLASS = "lb.teapot.io/teapot"
 ANNOTATION_IPS = "lb.teapot.io/ips"
@@ -186,7 +193,7 @@ class EndpointSlice(Identified, KubeView):
     kind: Literal["EndpointSlice"] = "EndpointSlice"
     metadata: ObjectMeta
     address_type: str = "IPv4"
-    endpoints: list[Endpoint] = []
+    endpoints: Annotated[list[Endpoint], BeforeValidator(none_as_empty_list)] = []
 
     @property
     def service_name(self) -> str | None:

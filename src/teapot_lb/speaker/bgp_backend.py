@@ -1,7 +1,9 @@
 """BGP backend: one :class:`teapot_lb.bgp.Speaker`, a peer per BGPPeer selecting this node.
 
 Peers are keyed by BGPPeer name. A BGPPeer whose session parameters change is removed and
-added again (that session resets; no other does). Routes are set per peer: only peers
+added again (that session resets; no other does); a change of its BFD settings alone (its
+BFDProfile edited, named, or dropped) goes to the running BFD session, and BGP is left
+alone (docs/bfd.md). Routes are set per peer: only peers
 whose desired routes changed get :meth:`Speaker.set_routes`, and the speaker's
 Adj-RIB-Out sends only the difference, so a Service change never resets a session.
 """
@@ -17,9 +19,10 @@ from typing import Protocol
 from teapot_lb import log
 from teapot_lb.announce.plan import BGPRoute, Decision, Mode, PlanOptions
 from teapot_lb.bfd.session import Parameters as BfdParameters
-from teapot_lb.bgp import Peer, PeerConfig, PeerCounters, RouteAttributes, Speaker, State
+from teapot_lb.bgp import Peer, PeerConfig, PeerCounters, Speaker, State
+from teapot_lb.bgp.attributes import Desired
 from teapot_lb.bgp.fsm import Action, StateChanged
-from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
+from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, AddPathMode
 from teapot_lb.cluster import ClusterView, UnknownBFDProfile, object_key
 from teapot_lb.model import AddressFamily, BGPPeer, Node, matches_any, parse_duration
 from teapot_lb.model.bfd import BFDParameters
@@ -111,12 +114,15 @@ def peer_setups(view: ClusterView, node_name: str) -> dict[str, PeerSetup]:
 
 
 def bfd_session(params: BFDParameters) -> BfdParameters:
-    """A BFDProfile's settings as the BFD session asks for them (RFC 5880 §6.8.1). The
-    profile's passiveMode and a multihop minimumTtl are not applied yet (docs/bfd.md)."""
+    """A BFDProfile's settings as the BFD session runs them: intervals and multiplier
+    (RFC 5880 §6.8.1), the passive role (§6.1), and on a multihop session the lowest TTL
+    a packet may arrive with (RFC 5883 §5; a single hop always wants 255)."""
     return BfdParameters(
         desired_min_tx=params.desired_min_tx_us,
         required_min_rx=params.required_min_rx_us,
         detect_mult=params.detect_multiplier,
+        passive=params.passive,
+        min_ttl=params.minimum_ttl if params.multihop else None,
     )
 
 
@@ -179,8 +185,14 @@ def peer_setup(
         next_hop_v6=v6 if not session_v6 else None,
         description=peer.name,
         bfd=bfd_session(bfd) if bfd is not None else None,
+        add_path=AddPathMode[spec.add_path.name],
     )
     return PeerSetup(peer.name, config)
+
+
+def only_bfd_differs(a: PeerConfig, b: PeerConfig) -> bool:
+    """Whether two peer configurations are the same BGP session (BFD aside)."""
+    return replace(a, bfd=None) == replace(b, bfd=None)
 
 
 class PeerLike(Protocol):
@@ -214,8 +226,10 @@ class SpeakerLike(Protocol):
 
     async def remove_peer(self, address: str, communication: str = "") -> None: ...
 
+    def set_bfd(self, address: str, parameters: BfdParameters | None) -> None: ...
+
     def set_routes(
-        self, routes: Mapping[Prefix, RouteAttributes | None], peer: str | None = None
+        self, routes: Mapping[Prefix, Desired | None], peer: str | None = None
     ) -> None: ...
 
     async def shutdown(
@@ -271,10 +285,11 @@ class BGPBackend:
         self.speaker: SpeakerLike | None = None
         self.setups: dict[str, PeerSetup] = {}  # by BGPPeer name
         self.active: dict[str, PeerConfig] = {}  # BGPPeer name -> peer in the speaker
-        self.routes: dict[str, dict[str, RouteAttributes]] = {}  # by BGPPeer name, prefix text
+        self.routes: dict[str, dict[str, Desired]] = {}  # by BGPPeer name, prefix text
         self._duplicates: dict[str, str] = {}
         self.router_id: IPv4Address | None = None
         self.session_resets = 0  # peers re-created because their configuration changed
+        self.bfd_changes = 0  # BFD settings changed on a running peer, BGP left alone
         self._failing: dict[str, str] = {}  # errors() after the last apply_plan
         self._router_id_said: RouterID | None = None  # the last router ID choice logged
         self._log = log.get("speaker.bgp")
@@ -348,7 +363,7 @@ class BGPBackend:
     async def apply(
         self,
         setups: Mapping[str, PeerSetup],
-        routes: Mapping[str, Mapping[str, RouteAttributes]],
+        routes: Mapping[str, Mapping[str, Desired]],
         router_id: IPv4Address,
     ) -> None:
         """Peers per BGPPeer name as `setups` says, each with its `routes` (idempotent)."""
@@ -375,7 +390,15 @@ class BGPBackend:
             )
         speaker = self.speaker
         for name, config in list(self.active.items()):
-            if desired.get(name) != config:
+            wanted = desired.get(name)
+            if wanted is not None and wanted.bfd != config.bfd and only_bfd_differs(wanted, config):
+                speaker.set_bfd(config.address, wanted.bfd)
+                self.active[name] = wanted
+                self.bfd_changes += 1
+                self._log.info("bgp peer bfd changed", peer=name, address=config.address,
+                               bfd=str(wanted.bfd))  # fmt: skip
+                continue
+            if wanted != config:
                 await speaker.remove_peer(config.address, "peer configuration changed")
                 del self.active[name]
                 self.routes.pop(name, None)

@@ -1,11 +1,12 @@
 """What a backend must hold, shaped from a plan's announcements (pure).
 
 A :class:`~teapot_lb.announce.plan.Plan` is a flat set of announcements; the backends
-want it shaped their own way: the BGP backend per peer, prefix → attributes
-(:func:`bgp_routes`); the L2 backend per IP, the interfaces to answer on
-(:func:`l2_claims`); the VIP backend the memberships as they are. Backends compare these
-shapes with what they hold and apply only the difference, so a change to one Service
-touches only that Service's routes, claims or VRRP instance.
+want it shaped their own way: the BGP backend per peer, prefix → attributes (several
+paths of a prefix: :class:`~teapot_lb.bgp.attributes.Paths`) (:func:`bgp_routes`); the
+L2 backend per IP, the interfaces to answer on (:func:`l2_claims`); the VIP backend the
+memberships as they are. Backends compare these shapes with what they hold and apply only
+the difference, so a change to one Service touches only that Service's routes, claims or
+VRRP instance.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
 
 from teapot_lb.announce.plan import BGPRoute, L2Claim
-from teapot_lb.bgp.attributes import RouteAttributes
+from teapot_lb.bgp.attributes import Desired, Paths, RouteAttributes
 
 Prefix = IPv4Network | IPv6Network
 
@@ -38,19 +39,33 @@ def network(text: str) -> Prefix:
     return ip_network(text)
 
 
-def bgp_routes(routes: Iterable[BGPRoute]) -> dict[str, dict[str, RouteAttributes]]:
-    """Peer name → prefix (canonical text) → attributes (merging is order-independent).
+def bgp_routes(routes: Iterable[BGPRoute]) -> dict[str, dict[str, Desired]]:
+    """Peer name → prefix (canonical text) → attributes, or :class:`Paths` when routes of
+    the prefix carry path keys (merging is order-independent).
 
     Prefixes stay text here: hashing and comparing strings is several times cheaper than
     network objects, which only the BGP library needs (see :func:`network`).
     """
-    out: dict[str, dict[str, RouteAttributes]] = {}
+    out: dict[str, dict[str, Desired]] = {}
+    keyed: dict[tuple[str, str], dict[str, RouteAttributes]] = {}
+    plain: dict[str, dict[str, RouteAttributes]] = {}
     for r in routes:
-        per_peer = out.setdefault(r.peer, {})
-        prefix = r.prefix
-        attrs = r.attributes
-        old = per_peer.get(prefix)
-        per_peer[prefix] = attrs if old is None else _merge(old, attrs)
+        per_prefix = keyed.setdefault((r.peer, r.prefix), {}) if r.path else None
+        if per_prefix is None:
+            per_prefix = plain.setdefault(r.peer, {})
+            key = r.prefix
+        else:
+            key = r.path
+        old = per_prefix.get(key)
+        per_prefix[key] = r.attributes if old is None else _merge(old, r.attributes)
+    for peer, prefixes in plain.items():
+        out[peer] = dict(prefixes)
+    for (peer, prefix), by_key in keyed.items():
+        per_peer = out.setdefault(peer, {})
+        alone = plain.get(peer, {}).get(prefix)
+        if alone is not None:
+            by_key[""] = alone  # a route without a key is the path ""
+        per_peer[prefix] = Paths.of(by_key)
     return out
 
 

@@ -4,6 +4,14 @@ Informers on Services, EndpointSlices, Nodes, Namespaces, the lb.teapot.io kinds
 Secrets (BGP passwords) put typed objects into the :class:`~teapot_lb.cluster.Store` and
 only call `notify` — the speaker plans from the cache. What the speaker writes back is
 :mod:`teapot_lb.speaker.kube_reporter`'s.
+
+The speaker plans only from a view in which every kind is current. The informers fill a
+staging store; the store the speaker reads follows it object by object while every
+informer is synced, and is held as it was when one of them is not (an outage, a refusal,
+a re-list after a 410): then the last consistent plan stays in force — nothing
+withdrawn, nothing announced from a half-recovered view (a new Service next to a Node
+whose exclusion label has not been re-read yet). When the last informer has re-listed,
+the whole staging store is published at once and the speaker plans again.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import KubeObject, key_of
 from teapot_lb.model import parse_object
-from teapot_lb.model.kinds import KINDS
+from teapot_lb.model.kinds import ONE_CLUSTER_KINDS
 from teapot_lb.model.manifest import secret_data as decode_secret
 
 
@@ -51,32 +59,73 @@ class KubeSource:
         config_namespace: str | None = None,
         watch_timeout_s: float = 300.0,
     ) -> None:
+        # `store` is what the speaker plans from: only ever a consistent view.
         self.store = store
+        self.staging = Store()
+        self.notify = notify
+        self.consistent = False
+        self.held_since: float | None = None  # loop time the view was last held
         self.informers: dict[Kind, Informer] = {}
-        # The speaker watches every kind of the registry.
-        for info in KINDS:
+        self._log = log.get("speaker.kube")
+        # The speaker watches every kind of one cluster (not Teapot's management kinds).
+        for info in ONE_CLUSTER_KINDS:
             namespace = config_namespace if info.config else None
             informer = Informer(
                 client, info.resource, namespace=namespace, watch_timeout_s=watch_timeout_s
             )
-            informer.add_handler(self._handler(info.kind, notify))
+            informer.add_handler(self._handler(info.kind))
+            informer.add_sync_handler(self._sync_changed)
             self.informers[info.kind] = informer
 
-    def _handler(
-        self, kind: Kind, notify: Callable[[], None]
-    ) -> Callable[[EventType, str, KubeObject], None]:
+    def _handler(self, kind: Kind) -> Callable[[EventType, str, KubeObject], None]:
         def handle(event: EventType, key: str, obj: KubeObject) -> None:
             if event is EventType.DELETED:
+                self.staging.delete(kind, key)
+            else:
+                put(self.staging, kind, key, obj)
+            if not self.consistent:
+                return
+            staged = self.staging.get(kind, key)
+            if staged is None:
                 self.store.delete(kind, key)
             else:
-                put(self.store, kind, key, obj)
-            notify()
+                self.store.put(kind, key, staged)
+            self.notify()
 
         return handle
 
+    def _sync_changed(self, _synced: bool) -> None:
+        synced = self.synced
+        if synced == self.consistent:
+            return
+        self.consistent = synced
+        if not synced:
+            self.held_since = asyncio.get_running_loop().time()
+            self._log.info(
+                "view held: not every kind is current",
+                waiting=[k.value for k, i in self.informers.items() if not i.synced],
+            )
+            return
+        view = self.staging.view()
+        for info in ONE_CLUSTER_KINDS:
+            self.store.replace(info.kind, view.of_kind(info.kind))
+        if self.held_since is not None:
+            held = asyncio.get_running_loop().time() - self.held_since
+            self._log.info("view current again: planning", held_s=round(held, 3))
+        self.notify()
+
     @property
     def synced(self) -> bool:
-        return all(i.has_synced for i in self.informers.values())
+        """Every informer's cache is current (a list completed since its last failure)."""
+        return all(i.synced for i in self.informers.values())
+
+    def readiness(self) -> list[str]:
+        """Why the speaker is not ready: kinds never listed, and refusals (RBAC)."""
+        problems = [i.forbidden for i in self.informers.values() if i.forbidden]
+        problems += [
+            f"{i.resource} not synced" for i in self.informers.values() if not i.has_synced
+        ]
+        return problems
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
@@ -88,7 +137,7 @@ async def read_cluster(kubeconfig: str | None) -> ClusterView:
     """One consistent-enough read of every kind (for `explain`)."""
     store = Store()
     async with await connect(kubeconfig) as client:
-        for info in KINDS:
+        for info in ONE_CLUSTER_KINDS:
             listed = await client.list(info.resource)
             for obj in listed.items:
                 put(store, info.kind, key_of(obj), obj)

@@ -56,6 +56,27 @@ class SpeakerCollector(Collector):
         for mode in ("bgp", "l2", "vip"):
             ann.add_metric([mode], counts.get(mode, 0))
         yield ann
+        yield self._service_ips(s)
+
+    def _service_ips(self, s: NodeSpeaker) -> Metric:
+        """Per Service IP of the view: 1 when this node announces it (by any mode, no
+        failure). The max over nodes is 0 for an IP nobody announces (an alert)."""
+        m = GaugeMetricFamily(
+            f"{PREFIX}_service_ip_announced",
+            "1 when this node announces the Service IP (by any mode, without failure).",
+            labels=["service", "ip"],
+        )
+        last = s.last
+        if last is None:
+            return m
+        announced: dict[tuple[str, str], bool] = {}
+        for d in last.plan.decisions:
+            ok = d.announces and d.ip not in last.failures.get(d.service, {})
+            key = (d.service, d.ip)
+            announced[key] = announced.get(key, False) or ok
+        for (service, ip), ok in sorted(announced.items()):
+            m.add_metric([service, ip], 1 if ok else 0)
+        return m
 
     def _bgp(self, s: NodeSpeaker) -> Iterator[Metric]:
         assert s.bgp is not None
@@ -75,6 +96,21 @@ class SpeakerCollector(Collector):
             "Prefixes the plan announces to the peer.",
             labels=["peer"],
         )
+        established = CounterMetricFamily(
+            f"{PREFIX}_bgp_sessions_established",
+            "Times the session reached Established (more than once: it flapped).",
+            labels=["peer"],
+        )
+        rejected = CounterMetricFamily(
+            f"{PREFIX}_bgp_prefixes_rejected",
+            "Prefixes from the peer that the import filter rejected.",
+            labels=["peer"],
+        )
+        notifications = CounterMetricFamily(
+            f"{PREFIX}_bgp_notifications_received",
+            "NOTIFICATIONs the peer sent (it closed the session with an error).",
+            labels=["peer"],
+        )
         speaker = s.bgp.speaker
         for name in sorted(s.bgp.setups):
             address = s.bgp.address_of(name)
@@ -86,7 +122,10 @@ class SpeakerCollector(Collector):
             up.add_metric([name], 1 if peer.established else 0)
             state.add_metric([name, peer.state.value], 1)
             sent.add_metric([name], peer.prefixes_sent)
-        yield from (up, state, sent, wanted)
+            established.add_metric([name], peer.counters.established)
+            rejected.add_metric([name], peer.counters.prefixes_rejected)
+            notifications.add_metric([name], peer.counters.notifications_received)
+        yield from (up, state, sent, wanted, established, rejected, notifications)
 
     def _l2(self, s: NodeSpeaker) -> Iterator[Metric]:
         assert s.l2 is not None
@@ -120,6 +159,15 @@ class SpeakerCollector(Collector):
         live = GaugeMetricFamily(f"{PREFIX}_l2_live_speakers", "Speakers alive (membership).")
         live.add_metric([], len(s.l2.live_speakers()))
         yield live
+        claims = CounterMetricFamily(
+            f"{PREFIX}_l2_claims",
+            "Claims by another station on an IP this node owns, by verdict (defend: this "
+            "node outranks the claimant and re-announced; yield: it stopped answering).",
+            labels=["verdict"],
+        )
+        for verdict in ("defend", "yield"):
+            claims.add_metric([verdict], s.l2.claims_judged.get(verdict, 0))
+        yield claims
 
     def _vip(self, s: NodeSpeaker) -> Iterator[Metric]:
         assert s.vip is not None
@@ -131,9 +179,34 @@ class SpeakerCollector(Collector):
         for name, st in sorted(s.vip.supervisor.states.items()):
             state.add_metric([name, st.state.value], 1)
         yield state
+        counters = s.vip.supervisor.counters
         reloads = CounterMetricFamily(f"{PREFIX}_vrrp_reloads", "keepalived reloads.")
-        reloads.add_metric([], s.vip.supervisor.counters.reloads)
+        reloads.add_metric([], counters.reloads)
         yield reloads
+        for name, value, help_text in (
+            ("keepalived_starts", counters.starts, "keepalived starts (the first included)"),
+            (
+                "keepalived_unexpected_exits",
+                counters.unexpected_exits,
+                "keepalived deaths the supervisor did not ask for (then restarted)",
+            ),
+            (
+                "vrrp_dual_master_resolutions",
+                counters.dual_master_resolutions,
+                "Adverts of another master with a lower priority seen while master",
+            ),
+        ):
+            m = CounterMetricFamily(f"{PREFIX}_{name}", help_text)
+            m.add_metric([], value)
+            yield m
+        master = GaugeMetricFamily(
+            f"{PREFIX}_vip_master",
+            "1 for each VIP this node holds as VRRP master (more than one node: a collision).",
+            labels=["ip"],
+        )
+        for ip in sorted(s.vip.masters()):
+            master.add_metric([ip], 1)
+        yield master
 
 
 def speaker_registry(speaker: NodeSpeaker) -> CollectorRegistry:

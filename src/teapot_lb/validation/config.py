@@ -15,6 +15,7 @@ from teapot_lb.model.kinds import KINDS, REGISTRY, ApiObject, Kind, KindInfo
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.model.vip import VIPAdvertisement
 
 # The kinds a configuration holds: every kind of the registry that manifests may hold.
@@ -43,6 +44,8 @@ class ConfigSet:
     endpoint_slices: list[EndpointSlice] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
+    tenants: list[Tenant] = field(default_factory=list)
+    tenant_load_balancers: list[TenantLoadBalancer] = field(default_factory=list)
     unparsed: frozenset[ObjectRef] = frozenset()
     # Secrets by `namespace/name` (their keys), when the set knows which exist (standalone
     # mode's manifests); None: unknown (the webhook, manifests without Secrets).

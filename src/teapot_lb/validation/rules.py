@@ -9,6 +9,7 @@ from teapot_lb.model.kinds import ApiObject
 from teapot_lb.model.manifest import Manifest
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import Service
+from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.validation.advertisements import l2_problems, vip_problems
 from teapot_lb.validation.bfd import bfd_profile_problems
 from teapot_lb.validation.bgp import bgp_advertisement_problems, peer_problems
@@ -16,6 +17,7 @@ from teapot_lb.validation.config import ConfigSet
 from teapot_lb.validation.names import name_problems
 from teapot_lb.validation.pools import pool_problems
 from teapot_lb.validation.services import service_problems
+from teapot_lb.validation.tenancy import tenant_load_balancer_problems, tenant_problems
 
 RULES = (
     name_problems,
@@ -26,6 +28,8 @@ RULES = (
     l2_problems,
     vip_problems,
     service_problems,
+    tenant_problems,
+    tenant_load_balancer_problems,
 )
 
 
@@ -55,6 +59,14 @@ def validate_change(obj: ApiObject, existing: Iterable[ApiObject]) -> list[Probl
     if isinstance(obj, Service):
         # Another Service can only be involved through an IP both request: skip the rest.
         others = [o for o in others if not isinstance(o, Service) or _shares_request(obj, o)]
+    elif isinstance(obj, TenantLoadBalancer):
+        # Only its own tenant's requests count (quotas); they come before it.
+        namespace = obj.metadata.namespace
+        others = [
+            o
+            for o in others
+            if not isinstance(o, TenantLoadBalancer) or o.metadata.namespace == namespace
+        ]
     return [p for p in validate([*others, obj]) if p.involves(ref)]
 
 

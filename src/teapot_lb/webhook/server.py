@@ -83,7 +83,8 @@ class WebhookServer:
     `existing()` gives the lb.teapot.io objects in the cache (for overlap checks);
     objects outside `config_namespace` (when given) are admitted with a warning;
     `ready()` returns reasons not to answer yet (503 then, so the API server applies
-    the webhook's failurePolicy); `observe(kind, allowed)` counts verdicts.
+    the webhook's failurePolicy); `observe(kind, allowed)` counts verdicts and
+    `fail(reason)` the reviews not answered (`not_ready`, `bad_review`).
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class WebhookServer:
         certificate: ReloadingCertificate | None = None,
         ready: Callable[[], Sequence[str]] = lambda: (),
         observe: Callable[[str, bool], None] = lambda kind, allowed: None,
+        fail: Callable[[str], None] = lambda reason: None,
         reload_interval_s: float = 10.0,
         config_namespace: str | None = None,
     ) -> None:
@@ -101,6 +103,7 @@ class WebhookServer:
         self.certificate = certificate
         self.ready = ready
         self.observe = observe
+        self.fail = fail
         self.reload_interval_s = reload_interval_s
         self._runner: web.AppRunner | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -115,11 +118,13 @@ class WebhookServer:
     async def _validate(self, request: web.Request) -> web.Response:
         waiting = list(self.ready())
         if waiting:
+            self.fail("not_ready")
             return web.Response(status=503, text="not ready: " + "; ".join(waiting))
         try:
             body: Any = json.loads(await request.read())
             answer, kind, allowed = review(body, self.existing(), self.config_namespace)
         except (ValueError, BadReview) as err:
+            self.fail("bad_review")
             return web.Response(status=400, text=f"bad AdmissionReview: {err}")
         self.observe(kind, allowed)
         if not allowed:

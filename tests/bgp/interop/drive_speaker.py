@@ -10,13 +10,18 @@ there and takes one JSON command per line on stdin, answering one JSON line on s
 CONFIG: ``{"asn", "router_id", "listen_port" (null: no listener), "log_level",
 "peers": [PeerConfig fields], "routes": [route group]}``; a route group is
 ``{"prefixes": [...], "communities": ["65000:1"], "large_communities": ["65000:1:2"],
-"local_pref": 200}``. Routes are set before the peers are added, as a node would at boot.
+"local_pref": 200, "next_hop": "192.0.2.9", "path": "node-a"}`` (the last two optional:
+groups with a ``path`` make their prefixes several paths, one per key). Routes are set
+before the peers are added, as a node would at boot.
 
 Commands: ``ping``, ``add_peer {peer}``, ``set_routes {routes, peer?}`` (returns how long
 parsing our JSON and the speaker's ``set_routes`` took), ``state {peer}``,
-``info {peer}`` (state, last error, counters), ``received {peer}`` (how many routes the
-peer's Adj-RIB-In holds; O(1), for polling), ``routes_in {peer}``, ``stats`` (CPU, peak
-RSS), ``shutdown {communication?, withdraw?, graceful_restart?}`` (the process then exits).
+``info {peer}`` (state, last error, counters, families sent with ADD-PATH),
+``received {peer}`` (how many routes the peer's Adj-RIB-In holds; O(1), for polling),
+``routes_in {peer}``, ``paths_in {peer}`` (every received path: prefix, Path
+Identifier or null, next hop), ``stats`` (CPU, peak RSS), ``set_bfd {peer, bfd}`` (new
+BFD parameters for a running peer, µs; null: no BFD),
+``shutdown {communication?, withdraw?, graceful_restart?}`` (the process then exits).
 CONFIG ``"restarting": true`` starts the speaker as a restarting speaker (RFC 4724 R bit).
 SIGTERM and end of stdin also shut the speaker down gracefully.
 """
@@ -35,17 +40,25 @@ from typing import Any
 
 from teapot_lb import log
 from teapot_lb.bfd.session import Parameters as BfdParameters
-from teapot_lb.bgp.rib import RouteAttributes
+from teapot_lb.bgp.rib import Paths, RouteAttributes
 from teapot_lb.bgp.speaker import PeerConfig, Speaker
-from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, LargeCommunity, community
+from teapot_lb.bgp.wire import (
+    IPV4_UNICAST,
+    IPV6_UNICAST,
+    AddPathMode,
+    LargeCommunity,
+    community,
+)
 
 FAMILIES = {"ipv4": IPV4_UNICAST, "ipv6": IPV6_UNICAST}
 
 
-def parse_routes(groups: list[dict[str, Any]]) -> dict[Any, RouteAttributes]:
-    routes: dict[Any, RouteAttributes] = {}
+def parse_routes(groups: list[dict[str, Any]]) -> dict[Any, RouteAttributes | Paths]:
+    routes: dict[Any, RouteAttributes | Paths] = {}
+    keyed: dict[Any, dict[str, RouteAttributes]] = {}
     for group in groups:
         attrs = RouteAttributes(
+            next_hop=ip_address(group["next_hop"]) if group.get("next_hop") else None,
             communities=tuple(
                 community(*(int(x) for x in c.split(":"))) for c in group.get("communities", ())
             ),
@@ -56,7 +69,12 @@ def parse_routes(groups: list[dict[str, Any]]) -> dict[Any, RouteAttributes]:
             local_pref=group.get("local_pref"),
         )
         for prefix in group["prefixes"]:
-            routes[ip_network(prefix)] = attrs
+            if group.get("path"):
+                keyed.setdefault(ip_network(prefix), {})[group["path"]] = attrs
+            else:
+                routes[ip_network(prefix)] = attrs
+    for prefix, paths in keyed.items():
+        routes[prefix] = Paths.of(paths)
     return routes
 
 
@@ -69,6 +87,8 @@ def peer_config(fields: dict[str, Any]) -> PeerConfig:
             fields[key] = ip_address(fields[key])
     if fields.get("bfd"):
         fields["bfd"] = BfdParameters(**fields["bfd"])  # intervals in µs
+    if fields.get("add_path"):
+        fields["add_path"] = AddPathMode[fields["add_path"].upper()]
     return PeerConfig(**fields)
 
 
@@ -126,13 +146,24 @@ class Driver:
             return str(getattr(state, "name", state)).lower()
         if cmd == "info":
             peer = self.peers[msg["peer"]]
+            neg = peer.negotiated
             return {
                 "state": str(getattr(peer.state, "name", peer.state)).lower(),
                 "last_error": peer.last_error,
                 "counters": dataclasses.asdict(peer.counters),
+                "add_path_send": sorted(str(f) for f in neg.add_path_send) if neg else [],
             }
+        if cmd == "set_bfd":
+            bfd = msg.get("bfd")
+            self.speaker.set_bfd(msg["peer"], BfdParameters(**bfd) if bfd else None)
+            return None
         if cmd == "received":
             return self.peers[msg["peer"]].prefixes_received
+        if cmd == "paths_in":
+            rib_in = self.peers[msg["peer"]].rib_in
+            return sorted(
+                [str(prefix), path_id, str(path.next_hop)] for prefix, path_id, path in rib_in.paths
+            )
         if cmd == "routes_in":
             paths = self.speaker.routes_in(msg["peer"])
             return {str(prefix): describe_path(path) for prefix, path in paths.items()}

@@ -2,11 +2,14 @@
 
 Both sides run BFD at 100 ms x 3 on the session; the hold time is 9 s. Cutting our
 node's cable at the switch must take both BGP sessions down well inside the hold time.
+New BFD settings on our side (a BFDProfile edited) reach the running BFD session through
+a poll sequence: BFD stays Up and BGP is not reset.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 
@@ -61,3 +64,63 @@ def test_a_cut_path_ends_both_bgp_sessions_within_the_bfd_detection_time(
     pair.lab.cut("node", down=False)
     pair.wait_up(timeout=60)
     peer.wait_routes(lambda r: ROUTE.prefix in r, what="our route after the path is back")
+
+
+def bird_bfd_session(peer: Bird, our_addr: str) -> dict[str, str]:
+    """BIRD's ``show bfd sessions`` row for us: state, since, interval, timeout (text)."""
+    for line in peer.ctl.command("show bfd sessions").splitlines():
+        cols = line.split()
+        if cols and cols[0] == our_addr:
+            return {"state": cols[2], "since": " ".join(cols[3:-2]), "interval": cols[-2],
+                    "timeout": cols[-1]}  # fmt: skip
+    return {"state": "absent"}
+
+
+def our_bfd_changes(pair_log: str, peer_addr: str) -> list[str]:
+    """Our log's BFD state changes for the session with ``peer_addr`` (as 'OLD>NEW')."""
+    out = []
+    for line in pair_log.splitlines():
+        if "bfd_state_changed" in line and peer_addr in line:
+            old, new = re.search(r'"old": "(\w+)"', line), re.search(r'"new": "(\w+)"', line)
+            if old and new:
+                out.append(f"{old[1]}>{new[1]}")
+    return out
+
+
+def test_new_bfd_intervals_reach_bird_without_a_flap_or_a_bgp_reset(
+    bgp_pair: PairFactory,
+) -> None:
+    pair = bgp_pair("bird", hold_time=9, bfd=True, our_originate=[ROUTE])
+    peer = pair.peer
+    assert isinstance(peer, Bird)
+    wait_for(lambda: bird_bfd_session(peer, pair.our_addr)["state"] == "Up", timeout=10,
+             what="BIRD's BFD session Up", detail=peer.log_tail)  # fmt: skip
+    before = bird_bfd_session(peer, pair.our_addr)
+    assert (before["interval"], before["timeout"]) == ("0.100", "0.300")
+    bgp_since = peer.established_at(pair.our_addr)
+    established = pair.ours.call("info", peer=pair.peer_addr)["counters"]["established"]
+    changes = our_bfd_changes(pair.ours.log_text(), pair.peer_addr)
+
+    # A slower profile: we ask BIRD to send every 300 ms and detect after 5 x 300 ms.
+    slower = {"desired_min_tx": 300_000, "required_min_rx": 300_000, "detect_mult": 5}
+    pair.ours.call("set_bfd", peer=pair.peer_addr, bfd=slower)
+    # RFC 5880 §6.8.2 / §6.8.4: BIRD sends at max(its 100 ms, our 300 ms) and declares us
+    # down after our multiplier times max(its 100 ms, our 300 ms).
+    wait_for(
+        lambda: (s := bird_bfd_session(peer, pair.our_addr))["timeout"] == "1.500" and s,
+        timeout=5, what="BIRD to run the new intervals",
+        detail=lambda: str(bird_bfd_session(peer, pair.our_addr)),
+    )  # fmt: skip
+    after = bird_bfd_session(peer, pair.our_addr)
+    assert after == {**before, "interval": "0.300", "timeout": "1.500"}  # same "since": no flap
+    # And back to fast, again through a poll sequence.
+    fast = {"desired_min_tx": 100_000, "required_min_rx": 100_000, "detect_mult": 3}
+    pair.ours.call("set_bfd", peer=pair.peer_addr, bfd=fast)
+    wait_for(lambda: bird_bfd_session(peer, pair.our_addr)["timeout"] == "0.300", timeout=5,
+             what="BIRD back to 100 ms x 3")  # fmt: skip
+    time.sleep(1.0)  # a flap caused by a mishandled poll would show within 3 detection times
+    assert bird_bfd_session(peer, pair.our_addr) == before
+    assert our_bfd_changes(pair.ours.log_text(), pair.peer_addr) == changes
+    assert peer.established_at(pair.our_addr) == bgp_since
+    info = pair.ours.call("info", peer=pair.peer_addr)
+    assert info["state"] == "established" and info["counters"]["established"] == established

@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 from teapot_lb.bgp.wire import (
     IPV4_UNICAST,
     IPV6_UNICAST,
+    AddPath,
+    AddPathFamily,
+    AddPathMode,
     Aggregator,
     As4Aggregator,
     As4Path,
@@ -79,8 +82,19 @@ capabilities = st.one_of(
         ),
     ),
     st.builds(
+        AddPath,
+        st.lists(
+            st.builds(
+                AddPathFamily,
+                any_family,
+                st.sampled_from([AddPathMode.RECEIVE, AddPathMode.SEND, AddPathMode.BOTH]),
+            ),
+            max_size=3,
+        ).map(tuple),
+    ),
+    st.builds(
         UnknownCapability,
-        st.integers(0, 255).filter(lambda c: c not in (1, 2, 64, 65, 70)),
+        st.integers(0, 255).filter(lambda c: c not in (1, 2, 64, 65, 69, 70)),
         st.binary(max_size=8),
     ),
 )

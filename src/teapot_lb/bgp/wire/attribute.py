@@ -12,6 +12,8 @@ import struct
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .family import Family
+
 OPTIONAL = 0x80
 TRANSITIVE = 0x40
 PARTIAL = 0x20
@@ -45,9 +47,13 @@ class ErrorAction(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What decoding and encoding depend on, as negotiated in the OPEN exchange."""
+    """What decoding and encoding depend on, as negotiated in the OPEN exchange.
+
+    ``add_path``: the families whose received NLRI carry Path Identifiers (RFC 7911 §3).
+    """
 
     four_octet_as: bool = True
+    add_path: frozenset[Family] = frozenset()
 
 
 DEFAULT_CONTEXT = Context()

@@ -20,6 +20,7 @@ class CapabilityCode(enum.IntEnum):
     ROUTE_REFRESH = 2  # RFC 2918
     GRACEFUL_RESTART = 64  # RFC 4724
     FOUR_OCTET_AS = 65  # RFC 6793
+    ADD_PATH = 69  # RFC 7911
     ENHANCED_ROUTE_REFRESH = 70  # RFC 7313
 
 
@@ -128,6 +129,54 @@ class GracefulRestart:
         return cls(head & 0xFFF, bool(flags & 0x8), bool(flags & 0x4), fams)
 
 
+class AddPathMode(enum.IntFlag):
+    """RFC 7911 §4 Send/Receive: whether a speaker can receive, send, or both, several
+    paths per prefix (each NLRI with a 4-octet Path Identifier). ``OFF``: not advertised."""
+
+    OFF = 0
+    RECEIVE = 1
+    SEND = 2
+    BOTH = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AddPathFamily:
+    family: Family
+    mode: AddPathMode
+
+
+@dataclass(frozen=True, slots=True)
+class AddPath:
+    """RFC 7911 §4: (AFI, SAFI, Send/Receive) per family."""
+
+    CODE: ClassVar[int] = CapabilityCode.ADD_PATH
+    families: tuple[AddPathFamily, ...]
+
+    def pack_value(self) -> bytes:
+        return b"".join(
+            struct.pack("!HBB", f.family.afi, f.family.safi, f.mode) for f in self.families
+        )
+
+    @classmethod
+    def unpack_value(cls, data: bytes) -> AddPath:
+        if len(data) % 4:
+            raise _malformed(f"ADD-PATH capability of length {len(data)}")
+        fams = []
+        for afi, safi, mode in struct.iter_unpack("!HBB", data):
+            if mode not in (1, 2, 3):
+                # §4: any other value: treat the capability as not understood (ignore it).
+                return cls(())
+            fams.append(AddPathFamily(Family(afi, safi), AddPathMode(mode)))
+        return cls(tuple(fams))
+
+    def mode(self, family: Family) -> AddPathMode:
+        """What this speaker said about ``family`` (OFF when it did not mention it)."""
+        for f in self.families:
+            if f.family == family:
+                return f.mode
+        return AddPathMode.OFF
+
+
 @dataclass(frozen=True, slots=True)
 class UnknownCapability:
     code: int
@@ -143,13 +192,21 @@ Capability: TypeAlias = (
     | EnhancedRouteRefresh
     | FourOctetAS
     | GracefulRestart
+    | AddPath
     | UnknownCapability
 )
 
 CAPABILITIES: Mapping[int, Callable[[bytes], Capability]] = MappingProxyType(
     {
         cls.CODE: cls.unpack_value
-        for cls in (Multiprotocol, RouteRefresh, EnhancedRouteRefresh, FourOctetAS, GracefulRestart)
+        for cls in (
+            Multiprotocol,
+            RouteRefresh,
+            EnhancedRouteRefresh,
+            FourOctetAS,
+            GracefulRestart,
+            AddPath,
+        )
     }
 )
 

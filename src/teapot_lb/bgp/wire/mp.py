@@ -14,7 +14,7 @@ from typing import ClassVar
 from .attribute import OPTIONAL, Attribute, AttrType, Context, ErrorAction, Malformed
 from .errors import CodecError, UpdateSubcode
 from .family import AFI, KNOWN_FAMILIES, Address, Family, Prefix
-from .nlri import decode_prefixes, pack_prefixes, split_prefixes
+from .nlri import decode_nlri, pack_prefixes, split_prefixes
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +34,11 @@ class MpReachNlri(Attribute):
 
     @classmethod
     def unpack_value(cls, data: bytes, ctx: Context) -> MpReachNlri:
-        reach = unpack_mp_reach(data)
-        return cls(
-            reach.family, reach.next_hops, decode_prefixes(reach.encodings, reach.family.afi)
-        )
+        """Path Identifiers (ADD-PATH) are dropped in this typed form; the receive path
+        (:func:`unpack_mp_reach`) keeps them."""
+        reach = unpack_mp_reach(data, ctx.add_path)
+        fam = reach.family
+        return cls(fam, reach.next_hops, decode_nlri(reach.encodings, fam.afi, fam in ctx.add_path))
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +59,9 @@ class Unreach:
     encodings: tuple[bytes, ...]
 
 
-def unpack_mp_reach(data: bytes) -> Reach:
-    """An MP_REACH_NLRI value with its prefixes left encoded; raises :class:`Malformed`."""
+def unpack_mp_reach(data: bytes, add_path: frozenset[Family] = frozenset()) -> Reach:
+    """An MP_REACH_NLRI value with its prefixes left encoded (with their Path Identifiers
+    for the families in ``add_path``); raises :class:`Malformed`."""
     if len(data) < 5:
         raise Malformed(f"MP_REACH_NLRI of length {len(data)}")
     afi, safi, nhlen = struct.unpack_from("!HBB", data)
@@ -78,22 +80,27 @@ def unpack_mp_reach(data: bytes) -> Reach:
         raise Malformed(f"MP_REACH_NLRI next hop of length {nhlen} for {fam}")
     # One reserved octet (was SNPA count, RFC 4760 §3), then the NLRI.
     try:
-        encs = split_prefixes(data[5 + nhlen :], afi, UpdateSubcode.OPTIONAL_ATTRIBUTE_ERROR)
+        encs = split_prefixes(
+            data[5 + nhlen :], afi, UpdateSubcode.OPTIONAL_ATTRIBUTE_ERROR, fam in add_path
+        )
     except CodecError as exc:
         raise Malformed(f"MP_REACH_NLRI: {exc}") from None
     return Reach(fam, hops, tuple(encs))
 
 
-def unpack_mp_unreach(data: bytes) -> Unreach:
+def unpack_mp_unreach(data: bytes, add_path: frozenset[Family] = frozenset()) -> Unreach:
     """An MP_UNREACH_NLRI value with its prefixes left encoded; raises :class:`Malformed`."""
     if len(data) < 3:
         raise Malformed(f"MP_UNREACH_NLRI of length {len(data)}")
     afi, safi = struct.unpack_from("!HB", data)
+    fam = Family(afi, safi)
     try:
-        encs = split_prefixes(data[3:], afi, UpdateSubcode.OPTIONAL_ATTRIBUTE_ERROR)
+        encs = split_prefixes(
+            data[3:], afi, UpdateSubcode.OPTIONAL_ATTRIBUTE_ERROR, fam in add_path
+        )
     except CodecError as exc:
         raise Malformed(f"MP_UNREACH_NLRI: {exc}") from None
-    return Unreach(Family(afi, safi), tuple(encs))
+    return Unreach(fam, tuple(encs))
 
 
 def pack_mp_reach_value(family: Family, next_hop: bytes, nlri: bytes) -> bytes:
@@ -118,8 +125,9 @@ class MpUnreachNlri(Attribute):
 
     @classmethod
     def unpack_value(cls, data: bytes, ctx: Context) -> MpUnreachNlri:
-        unreach = unpack_mp_unreach(data)
-        return cls(unreach.family, decode_prefixes(unreach.encodings, unreach.family.afi))
+        unreach = unpack_mp_unreach(data, ctx.add_path)
+        fam = unreach.family
+        return cls(fam, decode_nlri(unreach.encodings, fam.afi, fam in ctx.add_path))
 
 
 def is_known_family(data: bytes) -> bool:

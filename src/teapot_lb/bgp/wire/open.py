@@ -9,6 +9,8 @@ from typing import ClassVar
 
 from .capability import (
     AS_TRANS,
+    AddPath,
+    AddPathMode,
     Capability,
     FourOctetAS,
     GracefulRestart,
@@ -69,6 +71,13 @@ class Open:
         """Multiprotocol families; IPv4 unicast implied when none is advertised (RFC 4760)."""
         fams = frozenset(c.family for c in self.capabilities if isinstance(c, Multiprotocol))
         return fams or frozenset({IPV4_UNICAST})
+
+    def add_path(self, family: Family) -> AddPathMode:
+        """What the speaker's ADD-PATH capability says of ``family`` (RFC 7911 §4)."""
+        for c in self.capabilities:
+            if isinstance(c, AddPath):
+                return c.mode(family)
+        return AddPathMode.OFF
 
     @property
     def graceful_restart(self) -> GracefulRestart | None:

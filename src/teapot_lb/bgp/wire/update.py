@@ -41,7 +41,7 @@ from .mp import (
     unpack_mp_reach,
     unpack_mp_unreach,
 )
-from .nlri import pack_prefixes, split_prefixes, unpack_prefixes
+from .nlri import decode_nlri, pack_prefixes, split_prefixes
 from .path import AtomicAggregate, LocalPref, MultiExitDisc, NextHop, Origin
 
 ATTRIBUTES: Mapping[int, Any] = MappingProxyType(
@@ -137,9 +137,13 @@ class Update:
 
     @classmethod
     def unpack(cls, body: bytes, ctx: Context = DEFAULT_CONTEXT) -> Update:
+        """The typed form (tests, tools): Path Identifiers (ADD-PATH) are dropped; the
+        receive path (:func:`decode_update_routes`) keeps them."""
         wdata, adata, ndata = _split_body(body)
-        withdrawn = unpack_prefixes(wdata, 1)
-        nlri = unpack_prefixes(ndata, 1)
+        add_path = IPV4_UNICAST in ctx.add_path
+        subcode = UpdateSubcode.INVALID_NETWORK_FIELD
+        withdrawn = decode_nlri(split_prefixes(wdata, 1, subcode, add_path), 1, add_path)
+        nlri = decode_nlri(split_prefixes(ndata, 1, subcode, add_path), 1, add_path)
         attrs, taw, problems = decode_attributes(adata, ctx)
         if (nlri or any(type(a) is MpReachNlri for a in attrs)) and not taw:
             missing = _missing_mandatory(attrs, bool(nlri))
@@ -183,8 +187,9 @@ def decode_update_routes(body: bytes, ctx: Context = DEFAULT_CONTEXT) -> UpdateR
     """Decode an UPDATE body for the receive path (same checks as :meth:`Update.unpack`)."""
     wdata, adata, ndata = _split_body(body)
     subcode = UpdateSubcode.INVALID_NETWORK_FIELD
-    withdrawn = split_prefixes(wdata, 1, subcode)
-    nlri = split_prefixes(ndata, 1, subcode)
+    add_path = IPV4_UNICAST in ctx.add_path  # RFC 7911 §3: the classic fields too
+    withdrawn = split_prefixes(wdata, 1, subcode, add_path)
+    nlri = split_prefixes(ndata, 1, subcode, add_path)
     mp: list[Reach | Unreach] = []
     attrs, taw, problems = decode_attributes(adata, ctx, mp)
     reach = [m for m in mp if isinstance(m, Reach)]
@@ -315,9 +320,9 @@ def decode_attributes(
                     f"flags {flags:#04x} for attribute {tcode}", UpdateSubcode.ATTRIBUTE_FLAGS_ERROR
                 )
             if mp is not None and tcode == AttrType.MP_REACH_NLRI:
-                mp.append(unpack_mp_reach(value))
+                mp.append(unpack_mp_reach(value, ctx.add_path))
             elif mp is not None and tcode == AttrType.MP_UNREACH_NLRI:
-                mp.append(unpack_mp_unreach(value))
+                mp.append(unpack_mp_unreach(value, ctx.add_path))
             else:
                 out.append(cls.unpack_value(value, ctx))
         except Malformed as err:

@@ -42,6 +42,9 @@ class Neighbor:
     graceful_restart: bool = False  # advertise GR (RFC 4724) and act as helper
     families: tuple[str, ...] = ("ipv4", "ipv6")
     bfd: bool = False  # BFD on the session (RFC 5882), at BFD_INTERVAL_MS x BFD_MULT
+    # ADD-PATH (RFC 7911) as this side offers it: "off", "send", "receive" or "both"
+    # (FRR offers "receive" unless told "off"; the others offer nothing unless told).
+    add_path: str | None = None
 
     @property
     def version(self) -> int:
@@ -54,12 +57,17 @@ BFD_MULT = 3
 
 @dataclass(frozen=True)
 class Origination:
-    """A route the daemon announces itself (next hop: its own address)."""
+    """A route the daemon announces itself (next hop: its own address).
+
+    Our speaker only: ``next_hop`` names another (a third-party next hop), and a non-empty
+    ``path`` makes it one of several paths of the prefix (one per key, ADD-PATH)."""
 
     prefix: str
     communities: tuple[str, ...] = ()  # "65000:1"
     large_communities: tuple[str, ...] = ()  # "65000:1:2"
     local_pref: int | None = None
+    next_hop: str | None = None
+    path: str = ""
 
     @property
     def version(self) -> int:

@@ -17,6 +17,8 @@ from .base import (
     ip_version,
 )
 
+BIRD_ADD_PATH = {"send": "tx", "receive": "rx", "both": "on"}
+
 
 class BirdControl:
     """A client for BIRD's control socket (what birdc speaks), without a subprocess.
@@ -166,6 +168,8 @@ class Bird(BgpDaemon):
                 if f"ipv{n.version}" != fam and other:
                     # Over the other family's transport BIRD must be told its next hop.
                     extra = f" next hop address {other[0]};"
+                if n.add_path and n.add_path != "off":
+                    extra += f" add paths {BIRD_ADD_PATH[n.add_path]};"
                 lines.append(
                     f"  {fam} {{ import all; export where source = RTS_STATIC;"
                     f" next hop self; gateway direct;{extra} }};"

@@ -20,6 +20,8 @@ from .base import (
     is_link_local,
 )
 
+EXABGP_ADD_PATH = {"off": "disable", "send": "send", "receive": "receive", "both": "send/receive"}
+
 
 class ExaBgp(BgpDaemon):
     """ExaBGP 4.2 (Debian): static routes in its config, received routes through its API.
@@ -72,8 +74,13 @@ class ExaBgp(BgpDaemon):
             if n.passive:
                 out.append("  passive true;")
             out.append("  family { " + " ".join(f"{f} unicast;" for f in n.families) + " }")
+            caps = []
             if n.graceful_restart:
-                out.append("  capability { graceful-restart 120; }")
+                caps.append("graceful-restart 120;")
+            if n.add_path:
+                caps.append(f"add-path {EXABGP_ADD_PATH[n.add_path]};")
+            if caps:
+                out.append(f"  capability {{ {' '.join(caps)} }}")
             out.append(
                 "  api { processes [ recorder ]; neighbor-changes;"
                 " receive { parsed; update; notification; } }"
@@ -81,16 +88,21 @@ class ExaBgp(BgpDaemon):
             statics = [o for o in self.originate if f"ipv{o.version}" in n.families]
             if statics:
                 out.append("  static {")
+                path_ids: dict[str, int] = {}  # a path's key → its Path Identifier
                 for o in statics:
-                    out.append(
-                        f"    route {o.prefix} next-hop {self._next_hop(n, o)}{_exabgp_attrs(o)};"
-                    )
+                    extra = _exabgp_attrs(o)
+                    if o.path:
+                        pid = path_ids.setdefault(f"{o.prefix} {o.path}", len(path_ids) + 1)
+                        extra += f" path-information {pid}"
+                    out.append(f"    route {o.prefix} next-hop {self._next_hop(n, o)}{extra};")
                 out.append("  }")
             out.append("}")
         self.conf.write_text("\n".join(out) + "\n")
 
     def _next_hop(self, n: Neighbor, o: Origination) -> str:
         """``self`` is the session's address: name our own for the other family."""
+        if o.next_hop:
+            return o.next_hop
         if o.version == n.version:
             return "self"
         for addr in self.local_addresses:

@@ -109,6 +109,11 @@ class Frr(BgpDaemon):
             for n in self.neighbors:
                 if fam in n.families:
                     out.append(f"  neighbor {n.address} activate")
+                    # FRR offers ADD-PATH receive unless told not to; sending is asked for.
+                    if n.add_path in ("send", "both"):
+                        out.append(f"  neighbor {n.address} addpath-tx-all-paths")
+                    if n.add_path in ("off", "send"):
+                        out.append(f"  neighbor {n.address} disable-addpath-rx")
                     if n.asn == self.asn:
                         out.append(f"  neighbor {n.address} next-hop-self")
             out.append(" exit-address-family")

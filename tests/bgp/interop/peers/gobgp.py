@@ -95,6 +95,12 @@ class GoBgp(BgpDaemon):
                         "    [neighbors.afi-safis.mp-graceful-restart.config]",
                         "      enabled = true",
                     ]
+                if n.add_path and n.add_path != "off":
+                    out.append("    [neighbors.afi-safis.add-paths.config]")
+                    if n.add_path in ("receive", "both"):
+                        out.append("      receive = true")
+                    if n.add_path in ("send", "both"):
+                        out.append("      send-max = 8")
         self.conf.write_text("\n".join(out) + "\n")
 
     def _launch(self) -> None:

@@ -61,6 +61,8 @@ class Teapot(BgpDaemon):
             fields["local_address"] = n.local_address
         if n.password:
             fields["password"] = n.password
+        if n.add_path:
+            fields["add_path"] = n.add_path
         if n.bfd:
             us = BFD_INTERVAL_MS * 1000
             fields["bfd"] = {"desired_min_tx": us, "required_min_rx": us, "detect_mult": BFD_MULT}
@@ -168,6 +170,10 @@ class Teapot(BgpDaemon):
             proc.wait(timeout=15)
         self._reap()
 
+    def paths_in(self, peer: str) -> set[tuple[str, int | None, str]]:
+        """Every path received from ``peer``: prefix, Path Identifier (ADD-PATH), next hop."""
+        return {(p, pid, nh) for p, pid, nh in self.call("paths_in", peer=peer)}
+
     def stats(self) -> dict[str, float]:
         result: dict[str, float] = self.call("stats")
         return result
@@ -198,13 +204,19 @@ def route_groups(originate: Sequence[Origination]) -> list[dict[str, Any]]:
     """Originations grouped by attributes, the driver's compact route format."""
     groups: dict[tuple[Any, ...], list[str]] = {}
     for o in originate:
-        groups.setdefault((o.communities, o.large_communities, o.local_pref), []).append(o.prefix)
-    return [
-        {
+        key = (o.communities, o.large_communities, o.local_pref, o.next_hop, o.path)
+        groups.setdefault(key, []).append(o.prefix)
+    out = []
+    for (comms, large, local_pref, next_hop, path), prefixes in groups.items():
+        group: dict[str, Any] = {
             "prefixes": prefixes,
             "communities": list(comms),
             "large_communities": list(large),
             "local_pref": local_pref,
         }
-        for (comms, large, local_pref), prefixes in groups.items()
-    ]
+        if next_hop:
+            group["next_hop"] = next_hop
+        if path:
+            group["path"] = path
+        out.append(group)
+    return out

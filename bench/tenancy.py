@@ -1,0 +1,464 @@
+"""Benchmark Teapot tenancy: tenants' Services through agent -> management API -> manager
+-> management API -> agent -> Service status.
+
+Three processes: the management fake API server (tests/fakeapi, with a
+namespace-restricted token per tenant); the real `teapot-lb manager` command
+(leader-elected, as deployed); and this script, which hosts one fake API server per tenant
+cluster and every tenant's `TenantAgent` (the product's agent, as `teapot-lb tenant-agent`
+wires it). Services are
+created at --rate per second, round-robin over the tenants; a Service's latency runs from
+the create's response to its IP appearing in its status.loadBalancer (polled every 5 ms
+in the tenant's fake server, no HTTP).
+
+Then: an isolation pass (tenant t1 tries to get t0's address, nodes, requests, quota,
+over HTTP with its own credentials; each attempt must be refused), and a churn pass
+(create/delete cycles in t2's cluster while its agent task is cancelled at random points
+and started again — an in-process stand-in for SIGKILL; tests/tenancy/test_churn.py kills
+the real process); orphans_after_churn counts requests without a Service and Services
+without their request or status once it settles.
+
+    .venv/bin/python bench/tenancy.py [--tenants 100] [--services 20] [--rate 100]
+
+Last line, JSON: create_to_status_p50_s, create_to_status_p99_s, rss_mb (manager peak),
+isolation_cases, isolation_refused, orphans_after_churn (and more). Addresses are from
+2001:db8::/32 (documentation); nothing leaves loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from controller_scale import cpu_seconds, free_port, peak_rss_mb, percentile, wait_ready
+from teapot_lb import log
+from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.kube.errors import ApiStatusError, NotFound
+from teapot_lb.kube.resources import (
+    ADDRESS_POOLS,
+    NAMESPACES,
+    SERVICES,
+    TENANT_LOAD_BALANCERS,
+    TENANTS,
+)
+from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
+from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from fakeapi import FakeApiServer  # noqa: E402
+
+CONFIG_NS = "teapot-lb-system"
+API = "lb.teapot.io/v1alpha1"
+
+
+def tenant_name(i: int) -> str:
+    return f"t{i}"
+
+
+def tenant_body(i: int, services: int) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "Tenant",
+        "metadata": {"name": tenant_name(i)},
+        "spec": {
+            "namespace": f"tenant-{i}",
+            "allocations": [{"addressPool": "bench", "cidrs": [f"2001:db8:1000::{i:x}00/120"]}],
+            "quotas": {"addresses": services + 50, "loadBalancers": services + 50, "ports": 200},
+            "nodeNetworks": [f"2001:db8:2:{i:x}::/64"],
+            "modes": ["Route"],
+        },
+    }
+
+
+def node(i: int, n: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": f"n{n}"},
+        "status": {"addresses": [{"type": "InternalIP", "address": f"2001:db8:2:{i:x}::{n + 1}"}]},
+    }
+
+
+def service(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "type": "LoadBalancer",
+            "loadBalancerClass": TEAPOT_CLOUD_CLASS,
+            "ipFamilies": ["IPv6"],
+            "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}],
+        },
+    }
+
+
+def ingress(api: FakeApiServer, name: str) -> list[Any]:
+    svc = api.get("services", name, "default") or {}
+    return list(svc.get("status", {}).get("loadBalancer", {}).get("ingress") or [])
+
+
+@dataclass
+class Cluster:
+    index: int
+    api: FakeApiServer
+    admin: KubeClient
+    remote: KubeClient
+    agent: TenantAgent
+    task: asyncio.Task[None] | None = None
+
+    def start_agent(self) -> None:
+        self.task = asyncio.create_task(self.agent.run())
+
+    async def stop_agent(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+            self.task = None
+
+    def fresh_agent(self) -> None:
+        config = self.agent.config
+        self.agent = TenantAgent(self.admin, self.remote, config, watch_timeout_s=120)
+
+
+def token_kubeconfig(admin: Path, out: Path, token: str, namespace: str) -> Path:
+    """The management kubeconfig with another bearer token and namespace."""
+    config = json.loads(admin.read_text())
+    config["users"][0]["user"]["token"] = token
+    config["contexts"][0]["context"]["namespace"] = namespace
+    out.write_text(json.dumps(config))
+    return out
+
+
+async def start_management(kubeconfig: Path, tenants: int) -> asyncio.subprocess.Process:
+    tokens = [f"--token=agent-{i}=tenant-{i}" for i in range(tenants)]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "fakeapi", "--kubeconfig", str(kubeconfig),
+        "--history", "400000", "--bookmark-interval", "5", "--token=fake-token", *tokens,
+        cwd=ROOT / "tests", env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None
+    await asyncio.wait_for(process.stdout.readline(), 60)  # its URL: it is listening
+    return process
+
+
+async def start_cluster(management: Path, tmp: Path, i: int) -> Cluster:
+    api = FakeApiServer(bookmark_interval=5.0, history_size=20_000)
+    await api.start()
+    api.write_kubeconfig(tmp / f"tenant-{i}")
+    for n in range(2):
+        api.seed(node(i, n))
+    remote_config = token_kubeconfig(management, tmp / f"remote-{i}", f"agent-{i}", f"tenant-{i}")
+    assert api.kubeconfig_path is not None
+    admin = await connect(api.kubeconfig_path, request_timeout_s=30.0)
+    remote = await connect(remote_config, request_timeout_s=30.0)
+    agent = TenantAgent(
+        admin, remote, AgentConfig(cluster=f"c{i}", namespace=f"tenant-{i}"), watch_timeout_s=120
+    )
+    return Cluster(i, api, admin, remote, agent)
+
+
+async def start_manager(kubeconfig: Path, port: int, log: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from teapot_lb.cli import main; main()",
+        "--log-level",
+        "warning",
+        "manager",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--config-namespace",
+        CONFIG_NS,
+        "--identity",
+        "bench",
+        "--metrics-addr",
+        f"127.0.0.1:{port}",
+        "--webhook-addr",
+        "",
+        stderr=log.open("wb"),
+    )
+
+
+async def wait_leading(port: int) -> None:
+    """Until the manager holds its Lease (its own /metrics says so)."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        for _ in range(600):
+            async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+                if "teapot_lb_manager_leader 1.0" in await resp.text():
+                    return
+            await asyncio.sleep(0.1)
+    raise RuntimeError("the manager never took its Lease")
+
+
+async def wait_until(check: Any, within: float) -> bool:
+    deadline = time.perf_counter() + within
+    while time.perf_counter() < deadline:
+        if check():
+            return True
+        await asyncio.sleep(0.05)
+    return bool(check())
+
+
+# ----------------------------------------------------------------------- phases
+
+
+async def load(clusters: list[Cluster], services: int, rate: float) -> list[float]:
+    """Create every Service at `rate` per second; latencies create -> IP in status."""
+    pending: dict[tuple[int, str], float] = {}
+    latencies: list[float] = []
+    created_all = asyncio.Event()
+
+    async def poll() -> None:
+        while not (created_all.is_set() and not pending):
+            now = time.perf_counter()
+            for key, t0 in list(pending.items()):
+                if ingress(clusters[key[0]].api, key[1]):
+                    latencies.append(now - t0)
+                    del pending[key]
+            await asyncio.sleep(0.005)
+
+    poller = asyncio.create_task(poll())
+    plan = [(c, f"svc-{s:03d}") for s in range(services) for c in clusters]
+    start = time.perf_counter()
+
+    async def create(cluster: Cluster, name: str) -> None:
+        await cluster.admin.create(SERVICES, service(name))
+        pending[(cluster.index, name)] = time.perf_counter()
+
+    tasks = []
+    for n, (cluster, name) in enumerate(plan):
+        delay = start + n / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(create(cluster, name)))
+    await asyncio.gather(*tasks)
+    created_all.set()
+    await asyncio.wait_for(poller, 300)
+    return latencies
+
+
+async def isolation(admin: KubeClient, clusters: list[Cluster]) -> tuple[int, int]:
+    """Tenant t1 against t0, over HTTP with t1's credentials: (attempts, refused)."""
+    victim, thief = clusters[0], clusters[1]
+    victim_ip = ingress(victim.api, "svc-000")[0]["ip"]
+    victim_node = node(0, 0)["status"]["addresses"][0]["address"]
+    attempts = 0
+    refused = 0
+
+    async def forbidden(call: Any) -> None:
+        nonlocal attempts, refused
+        attempts += 1
+        try:
+            await call
+        except ApiStatusError as err:
+            refused += err.code == 403
+
+    body = {"apiVersion": API, "kind": "TenantLoadBalancer"}
+    await forbidden(thief.remote.list(TENANT_LOAD_BALANCERS, namespace="tenant-0"))
+    await forbidden(thief.remote.list(TENANT_LOAD_BALANCERS))
+    await forbidden(thief.remote.get(TENANTS, "t0"))
+    await forbidden(thief.remote.patch(TENANTS, "t1", {"spec": {"quotas": {"addresses": 9999}}}))
+    await forbidden(thief.remote.create(TENANT_LOAD_BALANCERS, {**body, "metadata": {
+        "name": "x", "namespace": "tenant-0"}, "spec": {}}))  # fmt: skip
+    await forbidden(thief.remote.delete(TENANT_LOAD_BALANCERS, "c0.default.svc-000", "tenant-0"))
+
+    source = {"cluster": "c1", "namespace": "default", "name": "attack"}
+    own_node = node(1, 0)["status"]["addresses"][0]["address"]
+    backends = [{"node": "n0", "addresses": [own_node], "ready": True}]
+    cases = [
+        ("AddressNotAllocated", {"requestedIPs": [victim_ip], "ipFamilies": ["IPv6"]}),
+        ("AddressNotAllocated", {"requestedIPs": ["2001:db8:1000::5"], "ipFamilies": ["IPv6"]}),
+        ("BackendNotAllowed", {"backends": [{"node": "x", "addresses": [victim_node]}]}),
+        ("BackendNotAllowed", {"backends": [{"node": "x", "addresses": ["2001:db8:ffff::1"]}]}),
+        ("ModeNotAllowed", {"mode": "Gateway"}),
+        ("QuotaExceeded", {"ports": [{"port": p} for p in range(1, 202)]}),
+    ]
+    names = []
+    for n, (_, spec) in enumerate(cases):
+        name = f"attack-{n}"
+        names.append(name)
+        await thief.remote.create(TENANT_LOAD_BALANCERS, {
+            **body, "metadata": {"name": name, "namespace": "tenant-1"},
+            "spec": {"source": source, "backends": backends, **spec}})  # fmt: skip
+
+    async def verdicts() -> list[str | None]:
+        out: list[str | None] = []
+        for name in names:
+            obj = await admin.get(TENANT_LOAD_BALANCERS, name, "tenant-1")
+            reasons = [
+                c["reason"]
+                for c in obj.get("status", {}).get("conditions") or []
+                if c["type"] == "Accepted" and c["status"] == "False"
+            ]
+            out.append(reasons[0] if reasons else None)
+        return out
+
+    got = await verdicts()
+    deadline = time.perf_counter() + 30
+    while not all(got) and time.perf_counter() < deadline:
+        await asyncio.sleep(0.1)
+        got = await verdicts()
+    for (reason, _), verdict in zip(cases, got, strict=True):
+        attempts += 1
+        refused += verdict == reason
+    still = ingress(victim.api, "svc-000")
+    if not still or still[0]["ip"] != victim_ip:
+        refused = 0  # the victim was disturbed: nothing counts as refused
+    for name in names:
+        await thief.remote.delete(TENANT_LOAD_BALANCERS, name, "tenant-1")
+    return attempts, refused
+
+
+async def churn(admin: KubeClient, cluster: Cluster, cycles: int, seed: int) -> int:
+    """Create/delete cycles with the agent cancelled at random points; orphans after."""
+    rng = random.Random(seed)
+    names = [f"churn-{n:02d}" for n in range(15)]
+    for cycle in range(cycles):
+        name = rng.choice(names)
+        if cluster.api.get("services", name, "default") is None:
+            await cluster.admin.create(SERVICES, service(name))
+        else:
+            with contextlib.suppress(NotFound):
+                await cluster.admin.delete(SERVICES, name, "default")
+        if rng.random() < 0.03:
+            await asyncio.sleep(rng.random() * 0.3)
+            await cluster.stop_agent()
+            cluster.fresh_agent()
+            cluster.start_agent()
+        elif cycle % 10 == 0:
+            await asyncio.sleep(0.01)
+    namespace = f"tenant-{cluster.index}"
+
+    async def orphans() -> int:
+        services = {
+            s["metadata"]["name"]: s
+            for s in cluster.api.list("services", "default")
+            if s["metadata"]["name"] != "kubernetes"
+        }
+        listed = await admin.list(TENANT_LOAD_BALANCERS, namespace=namespace)
+        requests = {
+            r["spec"]["source"]["name"]
+            for r in listed.items
+            if not r["metadata"]["name"].startswith("attack")
+        }
+        stuck = sum(
+            1
+            for s in services.values()
+            if s["metadata"].get("deletionTimestamp")
+            or not s.get("status", {}).get("loadBalancer", {}).get("ingress")
+        )
+        return len(requests ^ set(services)) + stuck
+
+    deadline = time.perf_counter() + 60
+    left = await orphans()
+    while left and time.perf_counter() < deadline:
+        await asyncio.sleep(0.2)
+        left = await orphans()
+    return left
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        kubeconfig = tmp / "management"
+        fake = await start_management(kubeconfig, args.tenants)
+        admin = await connect(kubeconfig, request_timeout_s=60.0)
+        for ns in (CONFIG_NS, *(f"tenant-{i}" for i in range(args.tenants))):
+            await admin.create(NAMESPACES, {"metadata": {"name": ns}})
+        await admin.create(ADDRESS_POOLS, {
+            "metadata": {"name": "bench", "namespace": CONFIG_NS},
+            "spec": {"addresses": ["2001:db8:1000::/104"], "autoAssign": False}})  # fmt: skip
+        for i in range(args.tenants):
+            await admin.create(TENANTS, tenant_body(i, args.services))
+        clusters = [await start_cluster(kubeconfig, tmp, i) for i in range(args.tenants)]
+        port = free_port()
+        manager = await start_manager(kubeconfig, port, tmp / "manager.log")
+        try:
+            await wait_ready(port)
+            await wait_leading(port)
+            for cluster in clusters:
+                cluster.start_agent()
+            if not await wait_until(lambda: all(not c.agent.readiness() for c in clusters), 300):
+                raise RuntimeError("the agents' caches did not sync")
+            cpu0, fake0 = cpu_seconds(manager.pid), cpu_seconds(fake.pid)
+            bench0 = time.process_time()
+            start = time.perf_counter()
+            latencies = await load(clusters, args.services, args.rate)
+            load_s = time.perf_counter() - start
+            figures = {
+                "manager_cpu_s": round(cpu_seconds(manager.pid) - cpu0, 1),
+                "management_api_cpu_s": round(cpu_seconds(fake.pid) - fake0, 1),
+                "bench_process_cpu_s": round(time.process_time() - bench0, 1),
+            }
+            cases, refused = await isolation(admin, clusters)
+            orphans = await churn(admin, clusters[2 % len(clusters)], args.churn, seed=7)
+            return {
+                "tenants": args.tenants,
+                "services": len(latencies),
+                "rate_per_s": args.rate,
+                "load_s": round(load_s, 1),
+                "create_to_status_p50_s": round(percentile(latencies, 0.50), 3),
+                "create_to_status_p99_s": round(percentile(latencies, 0.99), 3),
+                "rss_mb": round(peak_rss_mb(manager.pid), 1),
+                **figures,
+                "isolation_cases": cases,
+                "isolation_refused": refused,
+                "churn_cycles": args.churn,
+                "orphans_after_churn": orphans,
+            }
+        finally:
+            for cluster in clusters:
+                await cluster.stop_agent()
+                await cluster.admin.close()
+                await cluster.remote.close()
+                await cluster.api.stop()
+            await admin.close()
+            for process in (manager, fake):
+                process.terminate()
+                try:
+                    await asyncio.wait_for(process.wait(), 10)
+                except TimeoutError:
+                    process.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tenants", type=int, default=100)
+    parser.add_argument("--services", type=int, default=20, help="Services per tenant")
+    parser.add_argument("--rate", type=float, default=100.0, help="Services created per second")
+    parser.add_argument("--churn", type=int, default=500, help="churn create/delete cycles")
+    args = parser.parse_args()
+    log.configure(level="warning")
+    if args.tenants < 3:
+        parser.error("--tenants must be at least 3 (isolation and churn use t0, t1, t2)")
+    figures = asyncio.run(run(args))
+    print(f"tenants x services:          {figures['tenants']} x {args.services}")
+    print(f"created at:                  {figures['rate_per_s']}/s ({figures['load_s']} s)")
+    print(f"create -> IP in status p50:  {figures['create_to_status_p50_s']} s (goal <= 0.3)")
+    print(f"create -> IP in status p99:  {figures['create_to_status_p99_s']} s (goal <= 1)")
+    print(f"manager peak RSS:            {figures['rss_mb']} MB (goal <= 300)")
+    print(f"CPU during load:             manager {figures['manager_cpu_s']} s, "
+          f"management API {figures['management_api_cpu_s']} s, "
+          f"agents + tenant APIs {figures['bench_process_cpu_s']} s")  # fmt: skip
+    print(
+        f"isolation attempts refused:  {figures['isolation_refused']}/{figures['isolation_cases']}"
+    )
+    print(f"orphans after churn:         {figures['orphans_after_churn']} ({args.churn} cycles)")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""`teapot-lb tenant-agent`: cloud-provider-teapot, in each tenant cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+
+import click
+from prometheus_client import CollectorRegistry
+
+from teapot_lb import log
+from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.kube.client import connect
+from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
+from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
+from teapot_lb.tenancy.standalone import run_agent
+
+
+@click.command("tenant-agent")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Tenant cluster kubeconfig. Default: the pod's service account.",
+)
+@click.option(
+    "--management-kubeconfig",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Kubeconfig for the management cluster (RBAC: the tenant's namespace only).",
+)
+@click.option(
+    "--management-namespace",
+    help="The tenant's namespace there (default: the management kubeconfig's namespace).",
+)
+@click.option("--cluster-name", required=True, help="This cluster's name, unique per tenant.")
+@click.option("--load-balancer-class", default=TEAPOT_CLOUD_CLASS, show_default=True)
+@click.option(
+    "--unclassed/--class-only",
+    default=False,
+    show_default=True,
+    help="Also serve LoadBalancer Services without a loadBalancerClass.",
+)
+@click.option(
+    "--manifests",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Standalone: this cluster's manifest directory (Services, Nodes, EndpointSlices).",
+)
+@click.option(
+    "--teapot-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Standalone: the manager's ROOT (requests go to ROOT/tenants/TENANT/).",
+)
+@click.option("--tenant", help="Standalone: the tenant's name (its directory under ROOT).")
+@click.option("--once", is_flag=True, help="Standalone: one pass, then exit.")
+@click.option("--metrics-addr", default=":7474", show_default=True, help="HOST:PORT ('' off).")
+def tenant_agent(
+    kubeconfig: Path | None,
+    management_kubeconfig: Path | None,
+    management_namespace: str | None,
+    cluster_name: str,
+    load_balancer_class: str,
+    unclassed: bool,
+    manifests: Path | None,
+    teapot_root: Path | None,
+    tenant: str | None,
+    once: bool,
+    metrics_addr: str,
+) -> None:
+    """Fulfil this cluster's LoadBalancer Services through the Teapot management cluster.
+
+    Writes a TenantLoadBalancer per Service there, copies the assigned IPs into the
+    Service's status.loadBalancer, records refusals as Events on the Service.
+    """
+    if manifests is not None:
+        if teapot_root is None or not tenant:
+            raise click.UsageError("--manifests needs --teapot-root and --tenant")
+        asyncio.run(
+            run_agent(
+                manifests,
+                teapot_root,
+                tenant,
+                cluster_name,
+                once=once,
+                load_balancer_class=load_balancer_class,
+                unclassed=unclassed,
+            )
+        )
+        return
+    if management_kubeconfig is None:
+        raise click.UsageError("--management-kubeconfig is needed (or --manifests)")
+    if metrics_addr:
+        try:
+            parse_address(metrics_addr)
+        except ValueError as err:
+            raise click.BadParameter(str(err)) from None
+    asyncio.run(
+        _serve(
+            kubeconfig,
+            management_kubeconfig,
+            management_namespace,
+            cluster_name,
+            load_balancer_class,
+            unclassed,
+            metrics_addr,
+        )
+    )
+
+
+async def _serve(
+    kubeconfig: Path | None,
+    management_kubeconfig: Path,
+    management_namespace: str | None,
+    cluster: str,
+    load_balancer_class: str,
+    unclassed: bool,
+    metrics_addr: str,
+) -> None:
+    logger = log.get("tenant-agent")
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    tenant = await connect(kubeconfig, user_agent="teapot-lb-tenant-agent")
+    management = await connect(management_kubeconfig, user_agent="teapot-lb-tenant-agent")
+    config = AgentConfig(
+        cluster=cluster,
+        namespace=management_namespace or management.namespace,
+        load_balancer_class=load_balancer_class,
+        unclassed=unclassed,
+    )
+    agent = TenantAgent(tenant, management, config)
+    monitoring = MonitoringServer(CollectorRegistry(), readiness=[agent.readiness])
+    try:
+        if metrics_addr:
+            await monitoring.start(*parse_address(metrics_addr))
+        logger.info("serving", cluster=cluster, namespace=config.namespace)
+        await agent.run()
+    except asyncio.CancelledError:
+        logger.info("shutting down")
+    finally:
+        await monitoring.stop()
+        for client in (tenant, management):
+            with contextlib.suppress(Exception):
+                await client.close()

@@ -1,0 +1,254 @@
+"""Teapot tenancy: `Tenant` (what the cloud operator gives a tenant) and
+`TenantLoadBalancer` (what a tenant's agent asks for, in the tenant's namespace of the
+management cluster).
+
+Shape checks live here; what needs several objects (a namespace owned by two Tenants, a
+request outside its tenant's allocation) is vetted by :mod:`teapot_lb.tenancy.vet`, which
+the shared validation, the webhook and the manager all call.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from ipaddress import ip_network
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import AfterValidator, Field, WithJsonSchema
+
+from teapot_lb.addresses import IPFamily, IPFamilyPolicy, IPNetwork
+from teapot_lb.model.common import (
+    Condition,
+    Identified,
+    IPAddressField,
+    KubeModel,
+    ObjectMeta,
+)
+from teapot_lb.model.pool import AddressEntry
+from teapot_lb.model.service import ExternalTrafficPolicy, Protocol
+
+
+def parse_cidr(text: str) -> IPNetwork:
+    """A network in CIDR notation with no host bits set; ValueError says what is wrong."""
+    try:
+        return ip_network(text.strip(), strict=True)
+    except ValueError as err:
+        raise ValueError(f"{text!r} is not a network in CIDR notation ({err})") from None
+
+
+def _check_cidr(text: str) -> str:
+    parse_cidr(text)
+    return text
+
+
+CIDR = Annotated[
+    str,
+    AfterValidator(_check_cidr),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 49}),
+]
+"""A network such as 192.0.2.0/26 or 2001:db8:1::/64."""
+
+
+class TenantMode(StrEnum):
+    """How a tenant's load balancer reaches it."""
+
+    ROUTE = "Route"
+    """The management cluster's speakers announce the IP by BGP with the tenant's nodes
+    as next hops; kube-proxy on those nodes takes the traffic."""
+    GATEWAY = "Gateway"
+    """The shared gateway (HAProxy) proxies to the tenant's nodes."""
+
+
+# --------------------------------------------------------------------------- Tenant
+
+
+class TenantAllocation(KubeModel):
+    """An AddressPool, or parts of it, given to the tenant."""
+
+    address_pool: str = Field(min_length=1, max_length=253)
+    """Name of an AddressPool in the manager's configuration namespace."""
+    cidrs: list[AddressEntry] = []
+    """Parts of the pool (CIDRs or ranges inside it); empty means the whole pool."""
+
+
+class TenantQuotas(KubeModel):
+    """Limits on what the tenant may hold; an unset limit is no limit."""
+
+    addresses: int | None = Field(default=None, ge=0)
+    """Distinct load-balancer IPs (an IP shared under a sharing key counts once)."""
+    load_balancers: int | None = Field(default=None, ge=0)
+    """TenantLoadBalancers holding addresses."""
+    ports: int | None = Field(default=None, ge=0)
+    """Ports over all its load balancers."""
+
+
+class TenantSpec(KubeModel):
+    """What a tenant may use, written by the cloud operator."""
+
+    namespace: str = Field(min_length=1, max_length=63)
+    """The tenant's namespace in the management cluster (its agents write there only)."""
+    allocations: list[TenantAllocation] = []
+    """The addresses the tenant's load balancers get."""
+    quotas: TenantQuotas = Field(default_factory=TenantQuotas)
+    """Limits on addresses, load balancers and ports."""
+    node_networks: list[CIDR] = []
+    """The networks the tenant's nodes live in: every backend must be inside one."""
+    asn: int | None = Field(default=None, ge=1, le=4294967295, alias="asn")
+    """The tenant's AS number (for the BGP relay)."""
+    dns_domains: list[str] = Field(default=[], alias="dnsDomains")
+    """DNS domains the tenant may serve (for the gateway)."""
+    modes: list[TenantMode] = [TenantMode.ROUTE]
+    """The modes the tenant's load balancers may use."""
+
+
+class TenantUsage(KubeModel):
+    """What the tenant holds."""
+
+    addresses: int = Field(default=0, ge=0)
+    """Distinct load-balancer IPs held."""
+    load_balancers: int = Field(default=0, ge=0)
+    """TenantLoadBalancers holding addresses."""
+    ports: int = Field(default=0, ge=0)
+    """Ports of those load balancers."""
+
+
+class TenantStatus(KubeModel):
+    """Usage against quota, written by the manager."""
+
+    usage: TenantUsage = Field(default_factory=TenantUsage)
+    """What the tenant holds now."""
+    refused: int = Field(default=0, ge=0)
+    """Requests of the tenant currently refused."""
+    conditions: list[Condition] = []
+    """Current conditions (Valid)."""
+
+
+class Tenant(Identified, KubeModel):
+    """A tenant of a Teapot cloud: its management namespace and what it may use."""
+
+    namespaced: ClassVar[bool] = False
+
+    api_version: Literal["lb.teapot.io/v1alpha1"] = Field(
+        default="lb.teapot.io/v1alpha1", alias="apiVersion"
+    )
+    kind: Literal["Tenant"] = "Tenant"
+    metadata: ObjectMeta
+    spec: TenantSpec
+    status: TenantStatus | None = None
+
+    def node_networks(self) -> list[IPNetwork]:
+        return [parse_cidr(text) for text in self.spec.node_networks]
+
+
+# ------------------------------------------------------------------ TenantLoadBalancer
+
+
+class SourceService(KubeModel):
+    """The tenant's Service this request is for."""
+
+    cluster: str = Field(min_length=1, max_length=253)
+    """The tenant cluster's name (its agent's --cluster-name)."""
+    namespace: str = Field(min_length=1, max_length=63)
+    """The Service's namespace in the tenant cluster."""
+    name: str = Field(min_length=1, max_length=253)
+    """The Service's name."""
+    uid: str = Field(default="", max_length=128)
+    """The Service's uid (a Service deleted and created again is another request)."""
+
+
+class TenantPort(KubeModel):
+    """One port of the load balancer."""
+
+    name: str | None = Field(default=None, max_length=63)
+    """The Service port's name."""
+    protocol: Protocol = Protocol.TCP
+    """TCP, UDP or SCTP."""
+    port: int = Field(ge=1, le=65535)
+    """The port on the load-balancer IP."""
+    node_port: int | None = Field(default=None, ge=1, le=65535)
+    """The Service's nodePort on the tenant's nodes, when it has one."""
+
+
+class TenantBackend(KubeModel):
+    """A tenant node that may receive the load balancer's traffic."""
+
+    node: str = Field(min_length=1, max_length=253)
+    """The node's name in the tenant cluster."""
+    addresses: list[IPAddressField] = Field(min_length=1)
+    """The node's addresses (InternalIP): the next hops of route mode."""
+    ready: bool = False
+    """The node holds a ready endpoint of the Service."""
+
+
+class TenantLoadBalancerSpec(KubeModel):
+    """A tenant's load balancer, written by its tenant agent."""
+
+    source: SourceService
+    """Which Service of which tenant cluster."""
+    mode: TenantMode = TenantMode.ROUTE
+    """How traffic reaches the tenant."""
+    ports: list[TenantPort] = []
+    """The Service's ports."""
+    ip_families: list[IPFamily] = Field(default=[], alias="ipFamilies")
+    """IPv4 and/or IPv6, primary first (empty: the families of requestedIPs, else IPv4)."""
+    ip_family_policy: IPFamilyPolicy = Field(
+        default=IPFamilyPolicy.SINGLE_STACK, alias="ipFamilyPolicy"
+    )
+    """SingleStack, PreferDualStack or RequireDualStack."""
+    requested_ips: list[IPAddressField] = Field(default=[], alias="requestedIPs")
+    """IPs the Service asks for (at most one per family)."""
+    sharing_key: str | None = Field(default=None, max_length=253)
+    """Load balancers of the same tenant with the same key may share an IP."""
+    external_traffic_policy: ExternalTrafficPolicy = ExternalTrafficPolicy.CLUSTER
+    """Local: only nodes with ready endpoints receive traffic."""
+    backends: list[TenantBackend] = []
+    """The tenant's nodes, with which of them hold ready endpoints."""
+
+
+class TenantLoadBalancerStatus(KubeModel):
+    """What the manager decided."""
+
+    addresses: list[str] = []
+    """The assigned IPs, primary family first."""
+    address_pool: str | None = None
+    """The AddressPool they came from."""
+    next_hops: list[str] = []
+    """Route mode: the tenant node addresses the IPs are announced with."""
+    conditions: list[Condition] = []
+    """Accepted (vetted) and Programmed (addresses assigned and announced), with reasons."""
+
+
+class TenantLoadBalancer(Identified, KubeModel):
+    """A tenant's request for a load balancer, vetted and fulfilled by the manager."""
+
+    api_version: Literal["lb.teapot.io/v1alpha1"] = Field(
+        default="lb.teapot.io/v1alpha1", alias="apiVersion"
+    )
+    kind: Literal["TenantLoadBalancer"] = "TenantLoadBalancer"
+    metadata: ObjectMeta
+    spec: TenantLoadBalancerSpec
+    status: TenantLoadBalancerStatus | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    def families(self) -> tuple[IPFamily, ...]:
+        """The families wanted, primary first (dual-stack policies: both)."""
+        spec = self.spec
+        families = tuple(spec.ip_families) or tuple(
+            dict.fromkeys(IPFamily.of(ip) for ip in spec.requested_ips)
+        )
+        primary = families[0] if families else IPFamily.V4
+        if spec.ip_family_policy is IPFamilyPolicy.SINGLE_STACK:
+            return (primary,)
+        return (primary, primary.other)
+
+
+# Condition types and reasons, in the style of Gateway API.
+ACCEPTED = "Accepted"
+PROGRAMMED = "Programmed"
+REASON_ACCEPTED = "Accepted"
+REASON_PROGRAMMED = "Programmed"
+REASON_PENDING = "Pending"
+REASON_NO_READY_BACKENDS = "NoReadyBackends"
+REASON_NOT_ACCEPTED = "NotAccepted"

@@ -1,0 +1,372 @@
+"""The manager's decisions (pure): one allocator per tenant, and for one request its
+status, its Event and its wanted routes.
+
+`TenantBook.decide(view, key, now)` is the whole reconcile of a TenantLoadBalancer: vet it
+(:mod:`.vet`), allocate from its tenant's slice of the pools (:mod:`.allocation`), and
+compute the routes route mode wants (:mod:`.routes`). The Kubernetes adapter
+(:mod:`.kube_manager`) and standalone mode only read objects and write what it returns.
+
+State is only what requests hold (their IPs, in their status); :meth:`TenantBook.rebuild`
+takes it back from the requests after a restart or a change of leader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from teapot_lb import ipam
+from teapot_lb.addresses import parse_ip
+from teapot_lb.controller.options import Event, EventType
+from teapot_lb.model.common import Condition, ConditionStatus, dump
+from teapot_lb.model.pool import AddressPool
+from teapot_lb.model.problem import Problem
+from teapot_lb.model.tenancy import (
+    ACCEPTED,
+    PROGRAMMED,
+    REASON_ACCEPTED,
+    REASON_NO_READY_BACKENDS,
+    REASON_NOT_ACCEPTED,
+    REASON_PROGRAMMED,
+    Tenant,
+    TenantLoadBalancer,
+    TenantLoadBalancerStatus,
+    TenantMode,
+    TenantStatus,
+    TenantUsage,
+)
+from teapot_lb.tenancy.allocation import request_of, tenant_pools
+from teapot_lb.tenancy.routes import TenantRoute, wanted_routes
+from teapot_lb.tenancy.vet import Refusal, Rule, Usage, tenant_of, vet
+
+
+@dataclass(frozen=True)
+class ManagementView:
+    """What the manager reads: Tenants by name, requests by namespace/name, AddressPools
+    (of its configuration namespace) by name, and the problems of requests that do not
+    parse (by key)."""
+
+    tenants: Mapping[str, Tenant] = field(default_factory=dict)
+    requests: Mapping[str, TenantLoadBalancer] = field(default_factory=dict)
+    pools: Mapping[str, AddressPool] = field(default_factory=dict)
+    unparsed: Mapping[str, list[Problem]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The decision for one request: its complete desired `status` (None: the request is
+    gone), an Event to record, its tenant (None when it has none) and its routes."""
+
+    key: str
+    status: dict[str, Any] | None
+    event: Event | None = None
+    tenant: str | None = None
+    routes: tuple[TenantRoute, ...] = ()
+    refusals: tuple[Refusal, ...] = ()
+
+
+def _condition(
+    kind: str,
+    ok: bool,
+    reason: str,
+    message: str,
+    previous: Iterable[Condition],
+    now: datetime,
+    generation: int | None,
+) -> Condition:
+    status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
+    old = next((c for c in previous if c.type == kind), None)
+    since = old.last_transition_time if old is not None and old.status is status else now
+    return Condition(
+        type=kind,
+        status=status,
+        reason=reason,
+        message=message[:32768],
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+
+
+class TenantBook:
+    """One IPAM allocator per tenant over its allocation, and what each request holds."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._allocators: dict[str, ipam.Allocator] = {}
+        self._configs: dict[str, tuple[ipam.Pool, ...]] = {}
+        self._owner: dict[str, str] = {}  # request key -> tenant holding it
+        self._held: dict[str, set[str]] = {}  # tenant -> request keys it holds
+        self._ports: dict[str, int] = {}
+        self._sharing: dict[str, str | None] = {}
+        self._routes: dict[str, tuple[TenantRoute, ...]] = {}
+
+    # ------------------------------------------------------------------ state
+
+    def sync(self, view: ManagementView) -> list[str]:
+        """Follow the Tenants' allocations (and their pools); returns the requests whose
+        IPs changed or whose tenant is gone, to reconcile again."""
+        requeue: list[str] = []
+        for name in list(self._allocators):
+            if name not in view.tenants:
+                requeue += self._drop_tenant(name)
+        for name, tenant in view.tenants.items():
+            pools = tuple(tenant_pools(tenant, view.pools))
+            allocator = self._allocators.get(name)
+            if allocator is None:
+                self._allocators[name] = ipam.Allocator(pools)
+            elif self._configs.get(name) != pools:
+                requeue += [change.key for change in allocator.reconfigure(pools)]
+            self._configs[name] = pools
+        return requeue
+
+    def rebuild(self, view: ManagementView) -> None:
+        """Forget everything and take it from the requests' statuses (on taking the lease),
+        so no new request is handed an IP an existing one holds."""
+        self._reset()
+        self.sync(view)
+        by_tenant: dict[str, list[ipam.Holding]] = {}
+        for key, request in sorted(view.requests.items()):
+            owner = tenant_of(request.namespace, view.tenants.values())
+            held = request.status.addresses if request.status else []
+            if isinstance(owner, Refusal) or not held:
+                continue
+            try:
+                ips = tuple(parse_ip(ip) for ip in held)
+            except ValueError:
+                continue
+            by_tenant.setdefault(owner.name, []).append(ipam.Holding(request_of(request), ips))
+            self._hold(key, owner.name, request)
+        for name, holdings in by_tenant.items():
+            self._allocators[name].rebuild(holdings)
+        for key in [k for k, t in self._owner.items() if self._allocators[t].assignment(k) is None]:
+            self._forget(key)
+
+    def _hold(self, key: str, tenant: str, request: TenantLoadBalancer) -> None:
+        self._forget(key)
+        self._owner[key] = tenant
+        self._held.setdefault(tenant, set()).add(key)
+        self._ports[key] = len(request.spec.ports)
+        self._sharing[key] = request.spec.sharing_key
+
+    def _forget(self, key: str) -> None:
+        tenant = self._owner.pop(key, None)
+        if tenant is not None:
+            self._held.get(tenant, set()).discard(key)
+        self._ports.pop(key, None)
+        self._sharing.pop(key, None)
+        self._routes.pop(key, None)
+
+    def release(self, key: str) -> bool:
+        """`key` gives back what it holds; True when it held anything."""
+        tenant = self._owner.get(key)
+        self._routes.pop(key, None)
+        if tenant is None:
+            return False
+        released = self._allocators[tenant].release(key) if tenant in self._allocators else ()
+        self._forget(key)
+        return bool(released)
+
+    def _drop_tenant(self, name: str) -> list[str]:
+        keys = sorted(self._held.get(name, ()))
+        for key in keys:
+            self.release(key)
+        self._allocators.pop(name, None)
+        self._configs.pop(name, None)
+        return keys
+
+    def usage(self, tenant: str, *, without: str | None = None) -> Usage:
+        """What a tenant holds (leaving out request `without`)."""
+        allocator = self._allocators.get(tenant)
+        if allocator is None:
+            return Usage()
+        keys = [k for k in self._held.get(tenant, ()) if k != without]
+        ips = {ip for k in keys if (a := allocator.assignment(k)) is not None for ip in a.ips}
+        return Usage(len(ips), len(keys), sum(self._ports[k] for k in keys))
+
+    def _shares(self, tenant: str, key: str, sharing_key: str | None) -> bool:
+        if sharing_key is None:
+            return False
+        return any(
+            k != key and self._sharing.get(k) == sharing_key for k in self._held.get(tenant, ())
+        )
+
+    def routes(self) -> list[TenantRoute]:
+        """Every route route mode wants now, over all tenants (for the BGP speaker)."""
+        return sorted(r for routes in self._routes.values() for r in routes)
+
+    def route_count(self) -> int:
+        return sum(len(routes) for routes in self._routes.values())
+
+    def holder_tenant(self, key: str) -> str | None:
+        return self._owner.get(key)
+
+    # ------------------------------------------------------------------ decide
+
+    def decide(self, view: ManagementView, key: str, now: datetime) -> Outcome:
+        """Vet and allocate one request; what its status should be and what to tell."""
+        request = view.requests.get(key)
+        if request is None:
+            self.release(key)
+            problems = view.unparsed.get(key)
+            if problems is None:
+                return Outcome(key, None)
+            refusal = Refusal(Rule.INVALID_REQUEST, "", "; ".join(str(p) for p in problems))
+            return self.refuse(key, None, None, [refusal], now)
+        owner = tenant_of(request.namespace, view.tenants.values())
+        if isinstance(owner, Refusal):
+            self.release(key)
+            return self.refuse(key, request, None, [owner], now)
+        tenant = owner.name
+        if self._owner.get(key) not in (None, tenant):
+            self.release(key)  # the namespace moved to another tenant
+        if tenant not in self._allocators:
+            self.sync(view)
+        spec = request.spec
+        others = self.usage(tenant, without=key)
+        refusals = vet(
+            request,
+            owner,
+            view.pools,
+            others,
+            shares=self._shares(tenant, key, spec.sharing_key),
+        )
+        if refusals:
+            self.release(key)
+            return self.refuse(key, request, tenant, refusals, now)
+        result = self._allocators[tenant].assign(request_of(request))
+        if isinstance(result, ipam.Refused):
+            self.release(key)
+            programmed = (False, result.reason.value, result.message)
+            return self._status(key, request, tenant, now, accepted=True, programmed=programmed)
+        self._hold(key, tenant, request)
+        routes = wanted_routes(tenant, request, result.ips)
+        self._routes[key] = routes
+        ips = ", ".join(str(ip) for ip in result.ips)
+        if routes or spec.mode is not TenantMode.ROUTE:
+            programmed = (True, REASON_PROGRAMMED, f"{ips} from AddressPool {result.pool}")
+        else:
+            programmed = (
+                False,
+                REASON_NO_READY_BACKENDS,
+                f"{ips} assigned; no backend node holds a ready endpoint, nothing is announced",
+            )
+        return self._status(
+            key,
+            request,
+            tenant,
+            now,
+            accepted=True,
+            programmed=programmed,
+            assigned=result,
+            routes=routes,
+        )
+
+    def refuse(
+        self,
+        key: str,
+        request: TenantLoadBalancer | None,
+        tenant: str | None,
+        refusals: list[Refusal],
+        now: datetime,
+    ) -> Outcome:
+        """The outcome of refusing a request for `refusals` (it holds nothing after)."""
+        self.release(key)
+        message = "; ".join(str(r) for r in refusals)
+        return self._status(
+            key,
+            request,
+            tenant,
+            now,
+            accepted=False,
+            reason=refusals[0].rule.value,
+            message=message,
+            programmed=(False, REASON_NOT_ACCEPTED, "the request was not accepted"),
+            refusals=tuple(refusals),
+        )
+
+    def _status(
+        self,
+        key: str,
+        request: TenantLoadBalancer | None,
+        tenant: str | None,
+        now: datetime,
+        *,
+        accepted: bool,
+        programmed: tuple[bool, str, str],
+        reason: str = REASON_ACCEPTED,
+        message: str = "",
+        assigned: ipam.Assigned | None = None,
+        routes: tuple[TenantRoute, ...] = (),
+        refusals: tuple[Refusal, ...] = (),
+    ) -> Outcome:
+        previous = request.status if request is not None and request.status else None
+        old = previous.conditions if previous else []
+        generation = request.metadata.generation if request is not None else None
+        if accepted and not message:
+            message = f"vetted for Tenant {tenant}"
+        conditions = [
+            _condition(ACCEPTED, accepted, reason, message, old, now, generation),
+            _condition(PROGRAMMED, *programmed, old, now, generation),
+        ]
+        status = TenantLoadBalancerStatus(
+            addresses=[str(ip) for ip in assigned.ips] if assigned else [],
+            address_pool=assigned.pool if assigned else None,
+            next_hops=sorted({str(h) for r in routes for h in r.next_hops}),
+            conditions=conditions,
+        )
+        return Outcome(
+            key,
+            dump(status),
+            _event(old, conditions, status),
+            tenant,
+            routes,
+            refusals,
+        )
+
+
+def _event(
+    old: list[Condition], new: list[Condition], status: TenantLoadBalancerStatus
+) -> Event | None:
+    """An Event when a condition turned (or its reason or message changed)."""
+    before = {c.type: (c.status, c.reason, c.message) for c in old}
+    for condition in new:
+        if before.get(condition.type) == (condition.status, condition.reason, condition.message):
+            continue
+        if condition.status is ConditionStatus.TRUE:
+            if condition.type == PROGRAMMED:
+                return Event(EventType.NORMAL, "Programmed", condition.message)
+            continue
+        if condition.reason == REASON_NOT_ACCEPTED:
+            continue
+        return Event(EventType.WARNING, condition.reason, condition.message)
+    return None
+
+
+def tenant_status(tenant: Tenant, usage: Usage, refused: int, now: datetime) -> dict[str, Any]:
+    """A Tenant's desired status: usage against quota and a Valid condition."""
+    old = tenant.status.conditions if tenant.status else []
+    status = TenantStatus(
+        usage=TenantUsage(
+            addresses=usage.addresses, load_balancers=usage.load_balancers, ports=usage.ports
+        ),
+        refused=refused,
+        conditions=[
+            _condition(
+                "Ready",
+                True,
+                "Serving",
+                f"serving namespace {tenant.spec.namespace}",
+                old,
+                now,
+                tenant.metadata.generation,
+            )
+        ],
+    )
+    return dump(status)
+
+
+__all__ = ["ManagementView", "Outcome", "TenantBook", "tenant_status"]

@@ -1,0 +1,289 @@
+"""`teapot-lb tenant-agent` (cloud-provider-teapot): a tenant cluster's LoadBalancer
+Services, fulfilled through the management cluster.
+
+Two API servers: the tenant cluster's (Services, Nodes, EndpointSlices in; Service status,
+finalizers and Events out) and the management cluster's, through credentials that allow
+only the tenant's namespace there (TenantLoadBalancers of this cluster in and out).
+
+One level-triggered reconcile per Service key: the Service, its nodes and ready endpoints
+become a TenantLoadBalancer (:mod:`.request`); its assigned IPs come back into
+`status.loadBalancer.ingress`; a refusal becomes an Event on the Service. A finalizer on
+the Service makes its deletion wait until the remote request is gone. Every remote
+request of this cluster is a key too, so an orphan (its Service gone while the agent was
+down) is deleted once the Service cache has synced: deletions follow only what the tenant
+API server said, never an error or a timeout (an unreachable server retries with backoff).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from teapot_lb import log
+from teapot_lb.cluster import Kind, Store
+from teapot_lb.controller.kube_cache import newer
+from teapot_lb.kube.client import KubeClient
+from teapot_lb.kube.errors import AlreadyExists, NotFound
+from teapot_lb.kube.events import EventRecorder
+from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.reconciler import ReconcileLoop
+from teapot_lb.kube.resources import (
+    ENDPOINT_SLICES,
+    NODES,
+    SERVICES,
+    TENANT_LOAD_BALANCERS,
+    KubeObject,
+    Resource,
+    object_key,
+)
+from teapot_lb.kube.status import patch_status
+from teapot_lb.kube.workqueue import WorkQueue
+from teapot_lb.model import parse_object
+from teapot_lb.model.service import SERVICE_NAME_LABEL, Service
+from teapot_lb.model.tenancy import TenantLoadBalancer
+from teapot_lb.speaker.kube_source import put
+from teapot_lb.tenancy.request import (
+    FINALIZER,
+    LABEL_CLUSTER,
+    LABEL_SERVICE_NAME,
+    LABEL_SERVICE_NAMESPACE,
+    TEAPOT_CLOUD_CLASS,
+    desired_request,
+    ingress_of,
+    refusal_of,
+    request_name,
+)
+
+COMPONENT = "teapot-lb-tenant-agent"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """`cluster`: this tenant cluster's name (unique within the tenant); `namespace`: the
+    tenant's namespace in the management cluster; `unclassed`: also serve LoadBalancer
+    Services without a class (when installed as the cluster's only LB provider)."""
+
+    cluster: str
+    namespace: str
+    load_balancer_class: str = TEAPOT_CLOUD_CLASS
+    unclassed: bool = False
+    workers: int = 8
+
+
+class TenantAgent:
+    def __init__(
+        self,
+        tenant: KubeClient,
+        management: KubeClient,
+        config: AgentConfig,
+        *,
+        watch_timeout_s: float = 300.0,
+    ) -> None:
+        self.tenant = tenant
+        self.management = management
+        self.config = config
+        self.store = Store()
+        self.recorder = EventRecorder(tenant, COMPONENT, instance=config.cluster)
+        self._told: dict[str, tuple[str, str]] = {}
+        # Services as our own last write returned them, until the informer catches up:
+        # a reconcile right after a write must not patch again from a stale version.
+        self._written: dict[str, KubeObject] = {}
+        self._written_remote: dict[str, KubeObject] = {}  # the same for our requests
+        self._log = log.get("tenant-agent").bind(cluster=config.cluster)
+        self.loop: ReconcileLoop[str] = ReconcileLoop(
+            "tenant-agent",
+            self._reconcile,
+            workers=config.workers,
+            queue=WorkQueue(base_delay_s=0.2, max_delay_s=30.0),
+        )
+        self.services = self._tenant_informer(SERVICES, Kind.SERVICE, watch_timeout_s)
+        self.nodes = self._tenant_informer(NODES, Kind.NODE, watch_timeout_s)
+        self.slices = self._tenant_informer(ENDPOINT_SLICES, Kind.ENDPOINT_SLICE, watch_timeout_s)
+        self.remote = Informer(
+            management,
+            TENANT_LOAD_BALANCERS,
+            namespace=config.namespace,
+            label_selector=f"{LABEL_CLUSTER}={config.cluster}",
+            watch_timeout_s=watch_timeout_s,
+        )
+        self.loop.watch(self.services)
+        self.loop.watch(self.nodes, self._every_service)
+        self.loop.watch(self.slices, self._service_of_slice)
+        self.loop.watch(self.remote, self._service_of_request)
+
+    def _tenant_informer(self, resource: Resource, kind: Kind, watch_timeout_s: float) -> Informer:
+        informer = Informer(self.tenant, resource, watch_timeout_s=watch_timeout_s)
+
+        def handle(event: EventType, key: str, obj: KubeObject) -> None:
+            if event is EventType.DELETED:
+                self.store.delete(kind, key)
+            else:
+                put(self.store, kind, key, obj)
+
+        informer.add_handler(handle)
+        return informer
+
+    # ------------------------------------------------------------------ keys
+
+    def _every_service(self, event: EventType, key: str, obj: KubeObject) -> Iterable[str]:
+        return self.services.list_keys()
+
+    def _service_of_slice(self, event: EventType, key: str, obj: KubeObject) -> Iterable[str]:
+        meta = obj.get("metadata", {})
+        service = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
+        return [object_key(meta.get("namespace"), service)] if service else []
+
+    def _service_of_request(self, event: EventType, key: str, obj: KubeObject) -> Iterable[str]:
+        labels = obj.get("metadata", {}).get("labels") or {}
+        ns, name = labels.get(LABEL_SERVICE_NAMESPACE), labels.get(LABEL_SERVICE_NAME)
+        return [object_key(ns, name)] if ns and name else []
+
+    # ------------------------------------------------------------------ running
+
+    def readiness(self) -> list[str]:
+        informers = (self.services, self.nodes, self.slices, self.remote)
+        return [f"{i.resource} not synced" for i in informers if not i.has_synced]
+
+    async def run(self) -> None:
+        """Until cancelled. Workers start once every cache has synced, so the first keys
+        (every Service and every remote request of this cluster) clean up orphans."""
+        await self.loop.run()
+
+    # ------------------------------------------------------------------ reconcile
+
+    def _handles(self, service: Service) -> bool:
+        return service.is_handled(self.config.load_balancer_class, self.config.unclassed)
+
+    async def _reconcile(self, key: str) -> None:
+        try:
+            await self._sync(key)
+        except NotFound as err:
+            ns, _, name = key.partition("/")
+            self._written.pop(key, None)
+            self._written_remote.pop(request_name(self.config.cluster, ns, name), None)
+            # An object went away under us (a Service deleted while we patched it, a
+            # request deleted by someone else): look again, from the informers' copies.
+            self._log.debug("gone while reconciling", key=key, error=str(err))
+            self.loop.queue.add_after(key, 0.1)
+
+    async def _sync(self, key: str) -> None:
+        ns, _, name = key.partition("/")
+        remote_name = request_name(self.config.cluster, ns, name)
+        remote_raw = self._latest(
+            self._written_remote, remote_name, self.remote.get(object_key(
+                self.config.namespace, remote_name))
+        )  # fmt: skip
+        raw = self.services.get(key)
+        if raw is None:
+            self._written.pop(key, None)  # the tenant API server said it is gone
+        raw = self._latest(self._written, key, raw)
+        service = self.store.view().services.get(key)
+        if raw is None or service is None:
+            # The tenant API server said the Service is gone: an orphan.
+            await self._delete_remote(remote_name, remote_raw)
+            return
+        meta = raw.get("metadata", {})
+        finalizers = list(meta.get("finalizers") or [])
+        if meta.get("deletionTimestamp") or not self._handles(service):
+            await self._delete_remote(remote_name, remote_raw)
+            if FINALIZER in finalizers:
+                if not meta.get("deletionTimestamp") and service.status.load_balancer.ingress:
+                    await patch_status(self.tenant, SERVICES, name, ns, {"loadBalancer": {}})
+                finalizers.remove(FINALIZER)
+                await self._set_finalizers(raw, finalizers)
+            self._told.pop(key, None)
+            return
+        if FINALIZER not in finalizers:
+            raw = await self._set_finalizers(raw, [*finalizers, FINALIZER])
+        try:
+            desired = desired_request(
+                service, self.store.view(), self.config.cluster, self.config.namespace
+            )
+        except ValueError as err:
+            await self._tell(key, raw, ("InvalidRequest", str(err)))
+            return
+        remote = await self._write_remote(desired, remote_raw)
+        parsed, _ = parse_object(remote)
+        request = parsed if isinstance(parsed, TenantLoadBalancer) else None
+        ingress = ingress_of(request)
+        current = (raw.get("status") or {}).get("loadBalancer", {}).get("ingress") or []
+        if [{"ip": e.get("ip")} for e in current] != ingress:
+            self._written[key] = await patch_status(
+                self.tenant, SERVICES, name, ns, {"loadBalancer": {"ingress": ingress}}
+            )
+        refusal = refusal_of(request)
+        if refusal is not None:
+            await self._tell(key, raw, refusal)
+        else:
+            self._told.pop(key, None)
+
+    async def _tell(self, key: str, service: KubeObject, refusal: tuple[str, str]) -> None:
+        if self._told.get(key) == refusal:
+            return
+        involved = {"apiVersion": "v1", "kind": "Service", **service}
+        if await self.recorder.record(involved, "Warning", *refusal):
+            self._told[key] = refusal
+
+    async def _set_finalizers(self, raw: KubeObject, finalizers: list[str]) -> KubeObject:
+        meta = raw["metadata"]
+        patch = {
+            "metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}
+        }
+        written = await self.tenant.patch(
+            SERVICES, meta["name"], patch, namespace=meta["namespace"]
+        )
+        self._written[object_key(meta["namespace"], meta["name"])] = written
+        return written
+
+    @staticmethod
+    def _latest(
+        written: dict[str, KubeObject], key: str, cached: KubeObject | None
+    ) -> KubeObject | None:
+        """The newer of the informer's copy and our own last write (dropped once the
+        informer has caught up). An object the informer has not seen is taken from our
+        write: a request we just created must not be created again; should it be gone
+        after all, the next write says NotFound and the key is looked at again."""
+        ours = written.get(key)
+        if ours is None:
+            return cached
+        if cached is not None and not newer(ours, cached):
+            del written[key]
+            return cached
+        return ours
+
+    async def _write_remote(self, desired: KubeObject, current: KubeObject | None) -> KubeObject:
+        written = await self._put_remote(desired, current)
+        self._written_remote[desired["metadata"]["name"]] = written
+        return written
+
+    async def _put_remote(self, desired: KubeObject, current: KubeObject | None) -> KubeObject:
+        if current is None:
+            try:
+                return await self.management.create(TENANT_LOAD_BALANCERS, desired)
+            except AlreadyExists:
+                current = await self.management.get(
+                    TENANT_LOAD_BALANCERS, desired["metadata"]["name"], self.config.namespace
+                )
+        same_labels = current.get("metadata", {}).get("labels") == desired["metadata"]["labels"]
+        if current.get("spec") == desired["spec"] and same_labels:
+            return current
+        meta = {
+            **current["metadata"],
+            "labels": desired["metadata"]["labels"],
+        }
+        body = {**current, "metadata": meta, "spec": desired["spec"]}
+        return await self.management.replace(TENANT_LOAD_BALANCERS, body)
+
+    async def _delete_remote(self, name: str, current: KubeObject | None) -> None:
+        self._written_remote.pop(name, None)
+        if current is None:
+            return
+        uid = current.get("metadata", {}).get("uid")
+        with contextlib.suppress(NotFound):
+            await self.management.delete(
+                TENANT_LOAD_BALANCERS, name, self.config.namespace, uid=uid
+            )
+
+
+__all__ = ["AgentConfig", "TenantAgent"]

@@ -1,0 +1,326 @@
+"""`teapot-lb manager` against the management cluster's API server.
+
+Informers on Tenants, TenantLoadBalancers (every namespace) and the AddressPools of the
+configuration namespace fill typed maps and only enqueue keys. While this replica holds
+the Lease, one :class:`~teapot_lb.kube.reconciler.ReconcileLoop` reconciles requests
+(:meth:`~teapot_lb.tenancy.book.TenantBook.decide`, then status, Event, metrics) and
+Tenants' statuses (usage against quota). On taking the lease the book is rebuilt from
+the IPs requests hold, so a new leader never hands out an IP twice.
+
+Every request is vetted here whether or not the webhook saw it: a request written while
+the webhook was down is refused all the same, with its reason in its status and an Event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from teapot_lb import log
+from teapot_lb.controller.options import Event
+from teapot_lb.kube.client import KubeClient
+from teapot_lb.kube.errors import NotFound
+from teapot_lb.kube.events import EventRecorder
+from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
+from teapot_lb.kube.reconciler import ReconcileLoop
+from teapot_lb.kube.resources import (
+    ADDRESS_POOLS,
+    TENANT_LOAD_BALANCERS,
+    TENANTS,
+    KubeObject,
+    Resource,
+)
+from teapot_lb.kube.status import patch_status
+from teapot_lb.kube.workqueue import WorkQueue
+from teapot_lb.model import ApiObject, dump, parse_object
+from teapot_lb.model.pool import AddressPool
+from teapot_lb.model.problem import Problem
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_status
+from teapot_lb.tenancy.metrics import ManagerMetrics
+from teapot_lb.tenancy.routes import TenantRoute
+
+COMPONENT = "teapot-lb-manager"
+
+
+@dataclass(frozen=True)
+class RequestKey:
+    key: str  # namespace/name of a TenantLoadBalancer
+
+
+@dataclass(frozen=True)
+class TenantStatusKey:
+    name: str
+
+
+@dataclass(frozen=True)
+class TenantsKey:
+    """Tenants or pools changed: follow the allocations, reconcile whom it moved."""
+
+
+TENANTS_KEY = TenantsKey()
+ManagerKey = RequestKey | TenantStatusKey | TenantsKey
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    config_namespace: str = "teapot-lb-system"
+    lease: LeaseConfig | None = None
+    workers: int = 32
+    event_senders: int = 4
+    tenant_status_delay_s: float = 0.5
+
+
+class KubeManager:
+    def __init__(
+        self,
+        client: KubeClient,
+        config: ManagerConfig | None = None,
+        *,
+        metrics: ManagerMetrics | None = None,
+        watch_timeout_s: float = 300.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.client = client
+        self.config = config or ManagerConfig()
+        self.metrics = metrics or ManagerMetrics()
+        self.book = TenantBook()
+        self.recorder = EventRecorder(
+            client, COMPONENT, instance=self.config.lease.identity if self.config.lease else ""
+        )
+        self._clock = clock
+        self.tenants: dict[str, Tenant] = {}
+        self.requests: dict[str, TenantLoadBalancer] = {}
+        self.pools: dict[str, AddressPool] = {}
+        self.unparsed: dict[str, list[Problem]] = {}
+        self._raw: dict[str, KubeObject] = {}
+        self._view: ManagementView | None = None
+        self.informers = [
+            self._informer(TENANTS, None, self._on_tenant, watch_timeout_s),
+            self._informer(TENANT_LOAD_BALANCERS, None, self._on_request, watch_timeout_s),
+            self._informer(
+                ADDRESS_POOLS, self.config.config_namespace, self._on_pool, watch_timeout_s
+            ),
+        ]
+        self.elector = (
+            LeaderElector(client, self.config.lease, on_change=self._on_leadership)
+            if self.config.lease
+            else None
+        )
+        self.loop: ReconcileLoop[ManagerKey] | None = None
+        self._events: asyncio.Queue[tuple[KubeObject, Event]] = asyncio.Queue()
+        self._log = log.get("manager")
+
+    # ------------------------------------------------------------------ cache
+
+    def _informer(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        handler: Callable[[EventType, str, KubeObject], None],
+        watch_timeout_s: float,
+    ) -> Informer:
+        informer = Informer(
+            self.client, resource, namespace=namespace, watch_timeout_s=watch_timeout_s
+        )
+        informer.add_handler(handler)
+        return informer
+
+    def _parse(self, obj: KubeObject) -> tuple[ApiObject | None, list[Problem]]:
+        parsed, problems = parse_object(obj)
+        return (parsed, problems) if not problems else (None, problems)
+
+    def _on_tenant(self, event: EventType, key: str, obj: KubeObject) -> None:
+        parsed, _ = self._parse(obj)
+        before = self.tenants.pop(key, None)
+        if event is not EventType.DELETED and isinstance(parsed, Tenant):
+            self.tenants[key] = parsed
+        after = self.tenants.get(key)
+        self._view = None
+        # Our own status writes change only the status: nothing to reconcile again.
+        if (before.spec if before else None) != (after.spec if after else None):
+            self._enqueue(TENANTS_KEY)
+            self._enqueue(TenantStatusKey(key), delay=self.config.tenant_status_delay_s)
+
+    def _on_pool(self, event: EventType, key: str, obj: KubeObject) -> None:
+        parsed, _ = self._parse(obj)
+        name = str(obj["metadata"]["name"])
+        before = self.pools.pop(name, None)
+        if event is not EventType.DELETED and isinstance(parsed, AddressPool):
+            self.pools[name] = parsed
+        after = self.pools.get(name)
+        self._view = None
+        # The controller writes pool statuses; only a spec change moves allocations.
+        if (before.spec if before else None) != (after.spec if after else None):
+            self._enqueue(TENANTS_KEY)
+
+    def _on_request(self, event: EventType, key: str, obj: KubeObject) -> None:
+        self.requests.pop(key, None)
+        self.unparsed.pop(key, None)
+        self._raw.pop(key, None)
+        if event is not EventType.DELETED:
+            self._raw[key] = obj
+            parsed, problems = self._parse(obj)
+            if isinstance(parsed, TenantLoadBalancer):
+                self.requests[key] = parsed
+            else:
+                self.unparsed[key] = problems
+        self._view = None
+        self._enqueue(RequestKey(key))
+
+    def view(self) -> ManagementView:
+        if self._view is None:
+            self._view = ManagementView(
+                dict(self.tenants), dict(self.requests), dict(self.pools), dict(self.unparsed)
+            )
+        return self._view
+
+    def objects(self) -> list[ApiObject]:
+        """What the webhook vets a change against: pools, Tenants and requests."""
+        return [*self.pools.values(), *self.tenants.values(), *self.requests.values()]
+
+    def routes(self) -> list[TenantRoute]:
+        """Route mode's wanted routes now (the BGP speaker's input; see docs/teapot.md)."""
+        return self.book.routes()
+
+    def readiness(self) -> list[str]:
+        return [f"{i.resource} not synced" for i in self.informers if not i.has_synced]
+
+    @property
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def _enqueue(self, key: ManagerKey, *, delay: float = 0.0) -> None:
+        loop = self.loop
+        if loop is None:
+            return
+        if delay:
+            loop.queue.add_after(key, delay)
+        else:
+            loop.queue.add(key)
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for informer in self.informers:
+                group.create_task(informer.run())
+            group.create_task(self._campaign())
+
+    async def _campaign(self) -> None:
+        for informer in self.informers:
+            await informer.wait_synced()
+        await lead_when_elected(self.elector, self._lead)
+
+    def _on_leadership(self, leading: bool) -> None:
+        self.metrics.leader.set(1 if leading else 0)
+
+    async def _lead(self) -> None:
+        self.metrics.leader.set(1)
+        loop: ReconcileLoop[ManagerKey] = ReconcileLoop(
+            "manager",
+            self._reconcile,
+            workers=self.config.workers,
+            queue=WorkQueue(base_delay_s=0.1, max_delay_s=30.0),
+            on_result=self._on_result,
+        )
+        view = self.view()
+        self.book.rebuild(view)
+        self.loop = loop
+        self._log.info("leading: book rebuilt", tenants=len(view.tenants), requests=len(self._raw))
+        for key in sorted(self._raw):
+            loop.queue.add(RequestKey(key))
+        for name in self.tenants:
+            loop.queue.add(TenantStatusKey(name))
+        self._events = asyncio.Queue()  # Events of an earlier term are not sent late
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(loop.work())
+                for _ in range(self.config.event_senders):
+                    group.create_task(self._send_events())
+        finally:
+            loop.queue.shut_down()
+            self.loop = None
+            self.metrics.leader.set(0)
+
+    def _on_result(self, key: ManagerKey, seconds: float, error: BaseException | None) -> None:
+        if error is not None:
+            self.metrics.reconcile_errors.inc()
+        self.metrics.reconcile_duration.observe(seconds)
+
+    # ------------------------------------------------------------------ reconcile
+
+    async def _reconcile(self, key: ManagerKey) -> None:
+        match key:
+            case TenantsKey():
+                for moved in self.book.sync(self.view()):
+                    self._enqueue(RequestKey(moved))
+                for request_key in self._raw:
+                    self._enqueue(RequestKey(request_key))
+            case TenantStatusKey(name=name):
+                await self._write_tenant_status(name)
+            case RequestKey(key=request_key):
+                before = self.book.holder_tenant(request_key)
+                outcome = self.book.decide(self.view(), request_key, self._clock())
+                self.metrics.routes.set(self.book.route_count())
+                for tenant in {before, outcome.tenant} - {None}:
+                    assert tenant is not None
+                    self._enqueue(TenantStatusKey(tenant), delay=self.config.tenant_status_delay_s)
+                await self._apply(outcome)
+
+    async def _apply(self, outcome: Outcome) -> None:
+        raw = self._raw.get(outcome.key)
+        if outcome.status is None or raw is None:
+            return
+        if outcome.refusals:
+            rule = outcome.refusals[0].rule.value
+            self.metrics.refusals.labels(outcome.tenant or "", rule).inc()
+        namespace, name = outcome.key.split("/", 1)
+        if outcome.status != raw.get("status"):
+            if not self.is_leader:
+                return
+            try:
+                written = await patch_status(
+                    self.client, TENANT_LOAD_BALANCERS, name, namespace, outcome.status
+                )
+            except NotFound:
+                return
+            if self._raw.get(outcome.key) is raw:
+                self._raw[outcome.key] = written
+            if outcome.event is not None:
+                # Sent apart from the reconcile: a status write is one round trip, not two.
+                self._events.put_nowait((written, outcome.event))
+
+    async def _send_events(self) -> None:
+        while True:
+            involved, event = await self._events.get()
+            if self.is_leader:
+                await self.recorder.record(involved, event.type.value, event.reason, event.message)
+
+    async def _write_tenant_status(self, name: str) -> None:
+        tenant = self.tenants.get(name)
+        if tenant is None:
+            return
+        usage = self.book.usage(name)
+        namespace = tenant.spec.namespace
+        refused = sum(
+            1
+            for key in self._raw
+            if key.startswith(namespace + "/") and self.book.holder_tenant(key) != name
+        )
+        self.metrics.addresses.labels(name).set(usage.addresses)
+        self.metrics.load_balancers.labels(name).set(usage.load_balancers)
+        self.metrics.refused.labels(name).set(refused)
+        status = tenant_status(tenant, usage, refused, self._clock())
+        current = dump(tenant.status) if tenant.status else None
+        if status == current or not self.is_leader:
+            return
+        with contextlib.suppress(NotFound):
+            await patch_status(self.client, TENANTS, name, None, status)
+
+
+__all__ = ["KubeManager", "ManagerConfig"]

@@ -1,0 +1,122 @@
+"""The tenant agent's core (pure): a tenant Service, with its cluster's nodes and
+EndpointSlices, as a TenantLoadBalancer for the management cluster; and what to copy back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from teapot_lb.cluster import ClusterView
+from teapot_lb.model.common import API_VERSION, ConditionStatus
+from teapot_lb.model.service import (
+    ANNOTATION_SHARING_KEY,
+    Node,
+    Service,
+)
+from teapot_lb.model.tenancy import ACCEPTED, TenantLoadBalancer, TenantMode
+
+# The tenant agent's default loadBalancerClass: what "cloud-provider-teapot" serves.
+TEAPOT_CLOUD_CLASS = "lb.teapot.io/teapot-cloud"
+FINALIZER = "lb.teapot.io/tenant-agent"
+LABEL_CLUSTER = "lb.teapot.io/cluster"
+LABEL_SERVICE_NAMESPACE = "lb.teapot.io/service-namespace"
+LABEL_SERVICE_NAME = "lb.teapot.io/service-name"
+
+
+def request_name(cluster: str, namespace: str, name: str) -> str:
+    """The request's name in the tenant's management namespace: readable, unique per
+    cluster and Service, at most 253 characters (a DNS subdomain)."""
+    text = f"{cluster}.{namespace}.{name}"
+    if len(text) <= 253:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    return f"{text[:242]}.{digest}"
+
+
+def _node_addresses(node: Node) -> list[str]:
+    return [str(ip) for ip in node.addresses()]
+
+
+def desired_request(
+    service: Service, view: ClusterView, cluster: str, namespace: str
+) -> dict[str, Any]:
+    """The TenantLoadBalancer (JSON, without status) the Service should have.
+
+    Raises ValueError naming the bad entry when the Service's requested IPs do not parse.
+    """
+    spec = service.spec
+    ready = view.ready_endpoint_nodes(f"{service.namespace}/{service.name}")
+    backends = []
+    for name in sorted(view.nodes):
+        node = view.nodes[name]
+        addresses = _node_addresses(node)
+        if addresses and not node.spec.unschedulable:
+            backends.append({"node": name, "addresses": addresses, "ready": name in ready})
+    body: dict[str, Any] = {
+        "source": {
+            "cluster": cluster,
+            "namespace": service.namespace,
+            "name": service.name,
+            "uid": service.metadata.uid or "",
+        },
+        "mode": TenantMode.ROUTE.value,
+        "ports": [
+            {
+                k: v
+                for k, v in (
+                    ("name", p.name),
+                    ("protocol", p.protocol.value),
+                    ("port", p.port),
+                    ("nodePort", p.node_port),
+                )
+                if v is not None
+            }
+            for p in spec.ports
+        ],
+        "ipFamilies": [f.value for f in spec.ip_families],
+        "ipFamilyPolicy": (spec.ip_family_policy or "SingleStack"),
+        "requestedIPs": [str(ip) for ip in service.requested_ips()],
+        "externalTrafficPolicy": spec.external_traffic_policy.value,
+        "backends": backends,
+    }
+    key = service.metadata.annotations.get(ANNOTATION_SHARING_KEY)
+    if key:
+        body["sharingKey"] = key
+    labels = {
+        LABEL_CLUSTER: cluster,
+        LABEL_SERVICE_NAMESPACE: service.namespace,
+        LABEL_SERVICE_NAME: service.name,
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "TenantLoadBalancer",
+        "metadata": {
+            "name": request_name(cluster, service.namespace, service.name),
+            "namespace": namespace,
+            "labels": labels,
+        },
+        "spec": body,
+    }
+
+
+def ingress_of(request: TenantLoadBalancer | None) -> list[dict[str, str]]:
+    """What the Service's status.loadBalancer.ingress should say (empty until assigned)."""
+    if request is None or request.status is None:
+        return []
+    return [{"ip": ip} for ip in request.status.addresses]
+
+
+def refusal_of(request: TenantLoadBalancer | None) -> tuple[str, str] | None:
+    """(reason, message) when the manager refused the request, else None."""
+    if request is None or request.status is None:
+        return None
+    for condition in request.status.conditions:
+        if condition.type == ACCEPTED and condition.status is ConditionStatus.FALSE:
+            return condition.reason, condition.message
+    return None
+
+
+def source_key(request: TenantLoadBalancer) -> str:
+    """The tenant Service's key (namespace/name) a request is for."""
+    return f"{request.spec.source.namespace}/{request.spec.source.name}"

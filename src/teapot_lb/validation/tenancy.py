@@ -1,0 +1,108 @@
+"""Teapot tenancy rules: Tenants that contradict each other or their pools, and
+TenantLoadBalancers vetted against their Tenant (:mod:`teapot_lb.tenancy.vet`)."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from teapot_lb.addresses import AddressRange, parse_address_entry
+from teapot_lb.model.pool import AddressPool
+from teapot_lb.model.problem import Problem, problem
+from teapot_lb.model.tenancy import Tenant
+from teapot_lb.tenancy.allocation import allocated_ranges
+from teapot_lb.tenancy.vet import vet_all
+from teapot_lb.validation.config import ConfigSet
+
+
+def _pools_by_name(config: ConfigSet) -> dict[str, AddressPool]:
+    """AddressPools by name (the manager reads one configuration namespace)."""
+    out: dict[str, AddressPool] = {}
+    for pool in config.pools:
+        out.setdefault(pool.name, pool)
+    return out
+
+
+def _overlap(a: AddressRange, b: AddressRange) -> bool:
+    return a.version == b.version and int(a.first) <= int(b.last) and int(b.first) <= int(a.last)
+
+
+def tenant_problems(config: ConfigSet) -> list[Problem]:
+    """Each Tenant against its pools, and every pair of Tenants against each other."""
+    pools = _pools_by_name(config)
+    out: list[Problem] = []
+    for tenant in config.tenants:
+        out += _own_problems(tenant, pools)
+    for a, b in combinations(config.tenants, 2):
+        if a.spec.namespace == b.spec.namespace:
+            out.append(
+                problem(
+                    b.ref,
+                    "spec.namespace",
+                    f"namespace {b.spec.namespace!r} already belongs to Tenant {a.name}",
+                    a.ref,
+                )
+            )
+        mine, theirs = allocated_ranges(a, pools), allocated_ranges(b, pools)
+        for pool in sorted(set(mine) & set(theirs)):
+            if any(_overlap(x, y) for x in mine[pool] for y in theirs[pool]):
+                out.append(
+                    problem(
+                        b.ref,
+                        "spec.allocations",
+                        f"overlaps the allocation of Tenant {a.name} in AddressPool {pool}",
+                        a.ref,
+                    )
+                )
+        for net in b.node_networks():
+            for other in a.node_networks():
+                if net.version == other.version and net.overlaps(other):
+                    out.append(
+                        problem(
+                            b.ref,
+                            "spec.nodeNetworks",
+                            f"{net} overlaps {other} of Tenant {a.name}: a tenant could "
+                            "steer traffic to the other's nodes",
+                            a.ref,
+                        )
+                    )
+    return out
+
+
+def _own_problems(tenant: Tenant, pools: dict[str, AddressPool]) -> list[Problem]:
+    out: list[Problem] = []
+    for i, entry in enumerate(tenant.spec.allocations):
+        pool = pools.get(entry.address_pool)
+        if pool is None:
+            out.append(
+                problem(
+                    tenant.ref,
+                    f"spec.allocations[{i}].addressPool",
+                    f"no AddressPool named {entry.address_pool!r}",
+                )
+            )
+            continue
+        for j, text in enumerate(entry.cidrs):
+            part = parse_address_entry(text)
+            inside = any(
+                r.version == part.version
+                and int(r.first) <= int(part.first)
+                and int(part.last) <= int(r.last)
+                for r in pool.address_ranges()
+            )
+            if not inside:
+                out.append(
+                    problem(
+                        tenant.ref,
+                        f"spec.allocations[{i}].cidrs[{j}]",
+                        f"{text} is not inside AddressPool {pool.name}",
+                    )
+                )
+    return out
+
+
+def tenant_load_balancer_problems(config: ConfigSet) -> list[Problem]:
+    """Every request vetted against its Tenant, quotas filled in the order given."""
+    if not config.tenant_load_balancers:
+        return []
+    vetted = vet_all(config.tenant_load_balancers, config.tenants, _pools_by_name(config))
+    return [refusal.problem(ref) for ref, refusals in vetted.items() for refusal in refusals]

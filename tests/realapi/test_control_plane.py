@@ -1,0 +1,120 @@
+"""The real control plane harness itself: our client against kube-apiserver v1.36, RBAC
+identities, 410 after a compaction, and the forwarder into a node's namespace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from needs import require_kube, require_root
+from teapot_lb.kube.client import connect
+from teapot_lb.kube.errors import ApiStatusError
+from teapot_lb.kube.resources import NAMESPACES
+from teapot_lb.lab.kubeplane import ControlPlane, forward_into
+from teapot_lb.lab.netns import in_netns
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Topology
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+async def test_admin_client_lists_and_writes(kube_plane: ControlPlane) -> None:
+    ns = _name("smoke")
+    kube_plane.kubectl("create", "namespace", ns)
+    async with await connect(kube_plane.admin_kubeconfig) as client:
+        names = {o["metadata"]["name"] for o in (await client.list(NAMESPACES)).items}
+    assert ns in names
+
+
+async def test_a_user_without_rbac_is_refused(kube_plane: ControlPlane) -> None:
+    kubeconfig = kube_plane.user_kubeconfig("nobody")
+    async with await connect(kubeconfig) as client:
+        with pytest.raises(ApiStatusError) as refused:
+            await client.list(NAMESPACES)
+    assert refused.value.code == 403
+
+
+def test_service_account_token_authenticates(kube_plane: ControlPlane) -> None:
+    ns = _name("sa")
+    kube_plane.kubectl("create", "namespace", ns)
+    kube_plane.kubectl("create", "serviceaccount", "probe", "-n", ns)
+    token = kube_plane.service_account_token(ns, "probe")
+    kubeconfig = kube_plane.token_kubeconfig(token, f"probe-{ns}", namespace=ns)
+
+    async def whoami() -> str:
+        async with await connect(kubeconfig) as client:
+            with pytest.raises(ApiStatusError) as refused:
+                await client.list(NAMESPACES)
+            return str(refused.value)
+
+    message = asyncio.run(whoami())
+    assert f"system:serviceaccount:{ns}:probe" in message
+
+
+def test_compaction_expires_a_watch_with_410(tmp_path: Path) -> None:
+    require_kube()
+    # Without the watch cache, watches are served by etcd: a compaction expires them.
+    with ControlPlane(
+        tmp_path, controller_manager=False, apiserver_args=["--watch-cache=false"]
+    ) as plane:
+        ns = _name("compact")
+        plane.kubectl("create", "namespace", ns)
+        doc = json.loads(plane.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/configmaps"))
+        old = doc["metadata"]["resourceVersion"]
+        for i in range(3):
+            plane.kubectl("create", "configmap", f"c{i}", "-n", ns)
+        assert plane.etcd.compact() > int(old)
+        watch = plane.kubectl(
+            "get", "--raw",
+            f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={old}&timeoutSeconds=2",
+            check=False,
+        )  # fmt: skip
+    assert '"code":410' in watch.replace(" ", "")
+
+
+def test_forwarder_reaches_the_apiserver_from_a_namespace_and_cuts_it_off(
+    kube_plane: ControlPlane,
+) -> None:
+    require_root()
+    topo = Topology("kpf")
+    try:
+        host = topo.add_host("node")
+        forwarder = forward_into(kube_plane, host.ns)
+        kubeconfig = kube_plane.user_kubeconfig("teapot-admin", groups=["system:masters"],
+                                                server=forwarder.server)  # fmt: skip
+
+        def list_from_node(timeout: float) -> int:
+            async def go() -> int:
+                async with await connect(kubeconfig, request_timeout_s=timeout) as client:
+                    return len((await client.list(NAMESPACES)).items)
+
+            return in_netns(host.ns, lambda: asyncio.run(go()))
+
+        assert list_from_node(10.0) > 0
+        forwarder.set_mode("refuse")
+        wait_for(
+            lambda: _fails(lambda: list_from_node(2.0)),
+            timeout=10.0,
+            what="the node cut off from the apiserver",
+        )
+        forwarder.set_mode("pass")
+        wait_for(lambda: not _fails(lambda: list_from_node(2.0)), timeout=10.0,
+                 what="the node reaching the apiserver again")  # fmt: skip
+    finally:
+        topo.close()
+        if "forwarder" in locals():
+            forwarder.stop()
+
+
+def _fails(fn: object) -> bool:
+    try:
+        fn()  # type: ignore[operator]
+    except Exception:
+        return True
+    return False
