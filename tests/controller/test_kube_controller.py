@@ -143,7 +143,7 @@ async def test_requested_ip_requested_pool_and_dual_stack(
         await assigned(fake_api, "pinned", "named", "both")
         assert ips_of(fake_api, "pinned") == ["192.0.2.9"]
         assert ips_of(fake_api, "named") == ["198.51.100.0"]
-        assert ips_of(fake_api, "both") == ["198.51.100.1", "2001:db8::"]
+        assert ips_of(fake_api, "both") == ["198.51.100.1", "2001:db8::1"]
 
 
 async def test_sharing_key_shares_an_ip_and_a_port_clash_is_refused_with_an_event(

@@ -261,8 +261,9 @@ def test_an_ipv6_service_of_the_lab_gets_its_ip_from_the_ipv6_pool(tmp_path: Pat
     snap = read_dir(tmp_path)
     docs = [service_doc("bgp-v6-1", "lab-bgp6", "v6"), service_doc("l2-v6-1", "lab-l26", "v6")]
     ips = assigned_ips(with_services(snap, docs), snap)
-    assert ips["demo/web-bgp6"] == ["2001:db8:100::"]
-    assert ips["lab/bgp-v6-1"] == ["2001:db8:100::1"]
+    # Not 2001:db8:100::, the Subnet-Router anycast address of the /64 (RFC 4291 §2.6.1).
+    assert ips["demo/web-bgp6"] == ["2001:db8:100::1"]
+    assert ips["lab/bgp-v6-1"] == ["2001:db8:100::2"]
     assert ips["lab/l2-v6-1"] == ["2001:db8::201"]
 
 

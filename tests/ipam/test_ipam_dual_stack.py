@@ -9,13 +9,13 @@ from teapot_lb.ipam import Allocator, Assigned, IPFamily, RefusalReason, Refused
 
 def test_single_stack_ipv6_gets_one_ipv6_address() -> None:
     alloc = Allocator([pool("a", "192.0.2.0/28", "2001:db8::/64")])
-    assert ips_of(alloc.assign(svc("x", families="IPv6"))) == ["2001:db8::"]
+    assert ips_of(alloc.assign(svc("x", families="IPv6"))) == ["2001:db8::1"]
 
 
 def test_require_dual_stack_gets_both_families_primary_first_from_one_pool() -> None:
     alloc = Allocator([pool("a", "192.0.2.0/28", "2001:db8::/64")])
     result = alloc.assign(svc("x", policy="RequireDualStack", families="IPv6,IPv4"))
-    assert ips_of(result) == ["2001:db8::", "192.0.2.0"]
+    assert ips_of(result) == ["2001:db8::1", "192.0.2.0"]
     assert isinstance(result, Assigned) and result.pool == "a"
 
 
@@ -42,7 +42,7 @@ def test_require_dual_stack_is_all_or_nothing() -> None:
 
 def test_prefer_dual_stack_gets_both_when_available() -> None:
     alloc = Allocator([pool("a", "192.0.2.0/28", "2001:db8::/64")])
-    assert ips_of(alloc.assign(svc("x", policy="PreferDualStack"))) == ["192.0.2.0", "2001:db8::"]
+    assert ips_of(alloc.assign(svc("x", policy="PreferDualStack"))) == ["192.0.2.0", "2001:db8::1"]
 
 
 def test_prefer_dual_stack_takes_one_family_when_that_is_all_there_is() -> None:
@@ -74,7 +74,7 @@ def test_a_single_stack_service_turning_dual_stack_keeps_its_ip_and_adds_one() -
     alloc.assign(svc("other"))
     first = ips_of(alloc.assign(svc("x")))
     both = ips_of(alloc.assign(svc("x", policy="RequireDualStack")))
-    assert both == [*first, "2001:db8::"]
+    assert both == [*first, "2001:db8::1"]
 
 
 def test_a_dual_stack_service_turning_single_stack_keeps_its_primary_and_frees_the_other() -> None:
@@ -89,4 +89,38 @@ def test_huge_ipv6_pools_are_counted_exactly_without_enumeration() -> None:
     for i in range(3):
         alloc.assign(svc(f"s{i}", families="IPv6"))
     use = alloc.usage()["big"][IPFamily.V6]
-    assert (use.assigned, use.available) == (3, 2**96 - 3)
+    assert (use.assigned, use.available) == (
+        3,
+        2**96 - 2**32 - 3,
+    )  # no all-zeros interface ID: one per /64
+
+
+# RFC 4291 §2.6.1: the address whose interface identifier is all zeros is the Subnet-Router
+# anycast address of its /64; the routers on that link answer it.
+
+
+def test_an_ipv6_pool_never_hands_out_the_subnet_router_anycast_address() -> None:
+    alloc = Allocator([pool("v6", "2001:db8:100::/64")])
+    assert ips_of(alloc.assign(svc("a", families="IPv6"))) == ["2001:db8:100::1"]
+    use = alloc.usage()["v6"][IPFamily.V6]
+    assert use.assigned + use.available == 2**64 - 1
+
+
+def test_a_range_across_a_64_boundary_skips_the_anycast_address_in_it() -> None:
+    alloc = Allocator([pool("v6", "2001:db8:1:0:ffff:ffff:ffff:ffff-2001:db8:1:1::1")])
+    got = [ips_of(alloc.assign(svc(f"s{i}", families="IPv6")))[0] for i in range(2)]
+    assert got == ["2001:db8:1:0:ffff:ffff:ffff:ffff", "2001:db8:1:1::1"]
+    refused = alloc.assign(svc("more", families="IPv6"))
+    assert isinstance(refused, Refused) and refused.reason is RefusalReason.NO_FREE_ADDRESS
+
+
+def test_requesting_the_anycast_address_is_refused_with_the_reason() -> None:
+    alloc = Allocator([pool("v6", "2001:db8:100::/64")])
+    refused = alloc.assign(svc("a", families="IPv6", ips="2001:db8:100::"))
+    assert isinstance(refused, Refused) and refused.reason is RefusalReason.BUGGY_ADDRESS
+    assert "Subnet-Router anycast address" in refused.message and "RFC 4291" in refused.message
+
+
+def test_a_single_address_pool_entry_is_used_as_given() -> None:
+    alloc = Allocator([pool("one", "2001:db8:100::/128")])
+    assert ips_of(alloc.assign(svc("a", families="IPv6"))) == ["2001:db8:100::"]

@@ -139,6 +139,8 @@ def pool_addresses(p: Pool, family: IPFamily) -> list[int]:
         for n in range(int(first), int(last) + 1):
             if family is IPFamily.V4 and p.avoid_buggy_ips and n & 0xFF in (0, 255):
                 continue
+            if family is IPFamily.V6 and n % 2**64 == 0 and first != last:
+                continue  # the Subnet-Router anycast address of its /64 (RFC 4291 §2.6.1)
             out.append(n)
     return out
 
@@ -146,7 +148,14 @@ def pool_addresses(p: Pool, family: IPFamily) -> list[int]:
 def pool_size(p: Pool, family: IPFamily) -> int:
     sizes = [int(last) - int(first) + 1 for first, last in p.ranges if _family(first) is family]
     total = sum(sizes)
-    return total if total > SMALL else len(pool_addresses(p, family))
+    if total <= SMALL:
+        return len(pool_addresses(p, family))
+    anycast = sum(
+        int(last) // 2**64 - (int(first) - 1) // 2**64
+        for first, last in p.ranges
+        if _family(first) is family and family is IPFamily.V6 and first != last
+    )
+    return total - anycast
 
 
 class AllocatorMachine(RuleBasedStateMachine):

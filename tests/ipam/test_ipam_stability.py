@@ -115,7 +115,7 @@ def test_a_pool_gaining_ipv6_completes_prefer_dual_stack_services() -> None:
     alloc.assign(svc("x", policy="PreferDualStack"))
     [change] = alloc.reconfigure([pool("a", "192.0.2.0/28", "2001:db8::/64")])
     assert change.reason is ChangeReason.FAMILY_ADDED
-    assert ips_of(change.result) == ["192.0.2.0", "2001:db8::"]
+    assert ips_of(change.result) == ["192.0.2.0", "2001:db8::1"]
 
 
 def test_a_dual_stack_service_losing_its_ipv6_range_keeps_its_ipv4_and_gets_new_ipv6() -> None:
@@ -123,7 +123,7 @@ def test_a_dual_stack_service_losing_its_ipv6_range_keeps_its_ipv4_and_gets_new_
     alloc.assign(svc("x", policy="RequireDualStack"))
     [change] = alloc.reconfigure([pool("a", "192.0.2.0/28", "2001:db8:2::/64")])
     assert change.reason is ChangeReason.POOL_GONE
-    assert ips_of(change.result) == ["192.0.2.0", "2001:db8:2::"]
+    assert ips_of(change.result) == ["192.0.2.0", "2001:db8:2::1"]
 
 
 def test_a_service_asking_for_another_pool_moves_there() -> None:
@@ -178,5 +178,5 @@ def test_a_require_dual_stack_service_whose_pool_lacks_a_family_moves_whole() ->
     both = svc("x", policy="RequireDualStack")
     [change] = alloc.rebuild([Holding(both, (ip("192.0.2.3"),))])
     assert change.reason is ChangeReason.INCOMPLETE
-    assert ips_of(change.result) == ["198.51.100.0", "2001:db8::"]
+    assert ips_of(change.result) == ["198.51.100.0", "2001:db8::1"]
     assert alloc.holders(ip("192.0.2.3")) == ()

@@ -12,6 +12,8 @@ from teapot_lb.model import (
     parse_duration,
     parse_large_community,
 )
+from teapot_lb.model.common import creation_order
+from teapot_lb.model.manifest import parse_object
 from teapot_lb.vrrp import group
 
 
@@ -52,8 +54,27 @@ def test_defaults_match_metallb() -> None:
 
 def test_metadata_fields_we_do_not_use_are_ignored() -> None:
     document = pool("p", "192.0.2.0/24")
-    document["metadata"] |= {"uid": "1", "managedFields": [], "creationTimestamp": "x"}
+    document["metadata"] |= {"uid": "1", "managedFields": [], "selfLink": "x"}
     assert parse(document).metadata.uid == "1"
+
+
+def test_creation_timestamp_is_read_and_orders_older_first() -> None:
+    old, new, unstamped = (
+        pool("b", "192.0.2.0/24"),
+        pool("a", "192.0.2.0/24"),
+        pool("0", "192.0.2.0/24"),
+    )
+    old["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    new["metadata"]["creationTimestamp"] = "2026-01-02T00:00:00"  # no zone: UTC
+    objs = [parse(unstamped), parse(new), parse(old)]
+    assert [o.name for o in sorted(objs, key=creation_order)] == ["b", "a", "0"]
+
+
+def test_a_garbled_creation_timestamp_is_a_problem_naming_the_field() -> None:
+    document = pool("p", "192.0.2.0/24")
+    document["metadata"]["creationTimestamp"] = "yesterday"
+    _, problems = parse_object(document)
+    assert [p.field for p in problems] == ["metadata.creationTimestamp"]
 
 
 def test_ibgp_is_same_asn_or_dynamic_internal() -> None:

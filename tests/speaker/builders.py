@@ -8,7 +8,7 @@ from ipaddress import IPv4Address
 from typing import Any
 
 from model.builders import parse
-from teapot_lb.bgp import PeerConfig, RouteAttributes
+from teapot_lb.bgp import PeerConfig, RouteAttributes, State
 from teapot_lb.bgp.neighbor import PeerCounters
 from teapot_lb.bgp.wire import Prefix
 from teapot_lb.cluster import Kind, Store
@@ -82,9 +82,11 @@ def remove(store: Store, kind: Kind, key: str) -> None:
 
 @dataclass
 class FakePeer:
+    """A session the router accepted (Established) unless a test says otherwise."""
+
     config: PeerConfig
-    state: Any = None
-    established: bool = False
+    state: Any = State.ESTABLISHED
+    established: bool = True
     prefixes_sent: int = 0
     last_error: str | None = None
     counters: PeerCounters = field(default_factory=PeerCounters)

@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
-from ipaddress import ip_network
+from ipaddress import ip_address, ip_network
 from typing import Any
+
+from structlog.testing import capture_logs
 
 from model.builders import parse
 from teapot_lb.announce.plan import BGPRoute, Decision, L2Claim, Mode, PlanOptions, plan
-from teapot_lb.bgp import RouteAttributes
+from teapot_lb.bgp import RouteAttributes, State
+from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
 from teapot_lb.cluster import Kind
 from teapot_lb.speaker.backend import Step
-from teapot_lb.speaker.bgp_backend import BGPBackend, peer_setup, router_id_of
+from teapot_lb.speaker.bgp_backend import (
+    ANNOTATION_ROUTER_ID,
+    BGPBackend,
+    RouterID,
+    peer_setup,
+    router_id_for,
+    router_id_of,
+)
 from teapot_lb.speaker.desired import bgp_routes, diff_mappings, l2_claims
 from teapot_lb.speaker.l2_backend import peer_addresses
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
-from teapot_lb.speaker.report import REASON_ANNOUNCING, REASON_FAILED, Announcing, events
+from teapot_lb.speaker.report import (
+    REASON_ANNOUNCING,
+    REASON_FAILED,
+    Announcing,
+    announcing,
+    events,
+)
 
 from .builders import FakeFactory, bgp_setup, lb_service, node, ours, put, store_of
 
@@ -350,6 +366,9 @@ class RecordingBackend:
     def failure(self, decision: Decision) -> str | None:
         return self.failing.get(decision.ip)
 
+    def failure_inputs(self) -> object:
+        return dict(self.failing)
+
     async def withdraw(self) -> None:
         self.withdrawn = True
 
@@ -370,3 +389,84 @@ async def test_backends_are_asked_only_about_decisions_of_their_mode() -> None:
     other = RecordingBackend(Mode.L2, {"203.0.113.10": "not this one"})
     result = await NodeSpeaker("n1", store, backends=[other]).step()
     assert result.failures == {}
+
+
+async def test_one_changed_service_is_reported_alone_and_the_report_equals_a_full_one() -> None:
+    many = [lb_service(f"s{i:02d}", f"203.0.113.{i + 1}") for i in range(12)]
+    store = store_of(*bgp_setup(), *many)
+    backend = RecordingBackend(Mode.BGP, {})
+    speaker = NodeSpeaker("n1", store, backends=[backend])
+    first = await speaker.step()
+    assert speaker.reporting.looked_at == 12 and first.changed == frozenset(first.announcing)
+    put(store, lb_service("s03", "203.0.113.14"))  # one Service moves to another IP
+    second = await speaker.step()
+    assert speaker.reporting.looked_at == 1
+    assert second.changed == {"default/s03"}
+    assert [e.service for e in second.events] == ["default/s03", "default/s03"]  # on, off
+    full = announcing(plan(store.view(), "n1"))
+    assert second.announcing == full
+    # What the backends answer failures from changed: every Service is looked at again.
+    backend.failing["203.0.113.5"] = "no route to the router"
+    third = await speaker.step()
+    assert speaker.reporting.looked_at == 12
+    assert third.changed == {"default/s04"}
+    assert third.failures == {"default/s04": {"203.0.113.5": "no route to the router"}}
+    assert [e.reason for e in third.events] == [REASON_FAILED]
+
+
+async def test_a_route_is_announced_only_to_peers_whose_session_is_established() -> None:
+    store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+    factory = FakeFactory()
+    speaker = NodeSpeaker("n1", store, bgp=BGPBackend(factory))
+    await speaker.step()
+    (fake,) = factory.made
+    fake.peers["192.0.2.2"].state = State.ACTIVE  # r2 never reached Established
+    result = await speaker.step()
+    (d,) = [d for d in result.plan.decisions if d.mode is Mode.BGP]
+    assert d.announces and d.peers == ("r1",) and d.waiting == ("r2",)
+    assert "held for r2 (session not Established" in d.reason
+    assert [a.text() for a in result.announcing["default/web"]] == ["bgp 203.0.113.10 to r1"]
+    assert set(fake.routes) == {"192.0.2.1", "192.0.2.2"}  # held for r2 all the same
+    fake.peers["192.0.2.1"].state = State.CONNECT  # no session up at all
+    result = await speaker.step()
+    (d,) = [d for d in result.plan.decisions if d.mode is Mode.BGP]
+    assert not d.announces and d.waiting == ("r1", "r2")
+    assert d.reason.startswith("no session Established: held for r1, r2")
+    assert "default/web" not in result.announcing
+
+
+V6_PEER = {"myASN": 64512, "peerASN": 64500, "peerAddress": "2001:db8::1"}
+
+
+def test_an_ipv6_only_node_offers_only_ipv6_unicast_and_warns_of_no_ipv4_next_hop() -> None:
+    v6_only = parse(node("n6", "2001:db8::16"))
+    setup = peer_setup(parse(ours("BGPPeer", "r", V6_PEER)), {}, v6_only)
+    assert setup.config is not None
+    assert setup.config.families == frozenset({IPV6_UNICAST})
+    dual = node("n1", "192.0.2.11")
+    dual["status"]["addresses"].append({"type": "InternalIP", "address": "2001:db8::11"})
+    both = peer_setup(parse(ours("BGPPeer", "r", V6_PEER)), {}, parse(dual))
+    assert both.config is not None
+    assert both.config.families == frozenset({IPV4_UNICAST, IPV6_UNICAST})
+
+
+def test_router_id_per_node_from_an_annotation_else_derived_outside_real_addresses() -> None:
+    v6_only = node("n6", "2001:db8::16")
+    derived = router_id_for(parse(v6_only), "n6", [])
+    assert derived.source == "derived" and derived.address in ip_network("240.0.0.0/4")
+    v6_only["metadata"]["annotations"] = {ANNOTATION_ROUTER_ID: "192.0.2.16"}
+    assert router_id_for(parse(v6_only), "n6", []) == RouterID(
+        ip_address("192.0.2.16"), "annotation"
+    )
+    v6_only["metadata"]["annotations"] = {ANNOTATION_ROUTER_ID: "2001:db8::16"}
+    bad = router_id_for(parse(v6_only), "n6", [])
+    assert bad.source == "derived" and bad.problem is not None
+    assert ANNOTATION_ROUTER_ID in bad.problem
+
+
+async def test_a_derived_router_id_is_logged_as_a_warning_saying_what_to_set() -> None:
+    store = store_of(node("n1", "2001:db8::11"), ours("BGPPeer", "r", V6_PEER))
+    with capture_logs() as logs:
+        await NodeSpeaker("n1", store, bgp=BGPBackend(FakeFactory())).step()
+    (warned,) = [e for e in logs if str(e["event"]).startswith("bgp router ID derived")]
+    assert warned["log_level"] == "warning" and ANNOTATION_ROUTER_ID in str(warned["event"])

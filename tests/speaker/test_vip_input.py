@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ipaddress import ip_address
+from typing import Any
 
 from teapot_lb.speaker.vip_backend import cluster_vip_input, failed_vips, vip_groups
 from teapot_lb.vrrp.group import VipGroup
@@ -47,8 +48,14 @@ def eps(svc: str, *nodes: str) -> dict[str, object]:
     }
 
 
+def with_vrids(doc: dict[str, Any], vrids: str) -> dict[str, Any]:
+    """A Service as the controller leaves it: with its `lb.teapot.io/vrids` annotation."""
+    doc["metadata"]["annotations"] = {"lb.teapot.io/vrids": vrids}
+    return doc
+
+
 def test_every_node_gets_the_same_groups_with_selected_candidates() -> None:
-    view = store_of(*vip_docs(lb_service("dns", "192.0.2.230"))).view()
+    view = store_of(*vip_docs(with_vrids(lb_service("dns", "192.0.2.230"), "vip=7"))).view()
     inp = cluster_vip_input(view)
     (m,) = inp.memberships
     assert m.candidates == ("n1", "n2")
@@ -56,11 +63,22 @@ def test_every_node_gets_the_same_groups_with_selected_candidates() -> None:
     assert errors == []
     (g,) = groups
     assert g.name == "vip/192.0.2.230" and g.interface == "eth0" and not g.local_traffic_policy
+    assert g.vrid == 7  # the controller's, so every node runs the same instance
+
+
+def test_an_ip_without_a_vrid_from_the_controller_is_not_run_and_says_why() -> None:
+    view = store_of(*vip_docs(lb_service("dns", "192.0.2.230"))).view()
+    groups, errors = vip_groups(cluster_vip_input(view), {})
+    assert groups == []
+    (error,) = errors
+    assert error.startswith("192.0.2.230: VIP group vip/192.0.2.230: no virtual router ID")
+    assert "lb.teapot.io/vrids" in error
 
 
 def test_a_local_service_keeps_every_eligible_node_and_records_who_has_endpoints() -> None:
     docs = vip_docs(
-        lb_service("web", "192.0.2.231", externalTrafficPolicy="Local"), eps("web", "n2")
+        with_vrids(lb_service("web", "192.0.2.231", externalTrafficPolicy="Local"), "vip=9"),
+        eps("web", "n2"),
     )
     inp = cluster_vip_input(store_of(*docs).view())
     (m,) = inp.memberships
@@ -76,7 +94,7 @@ def test_no_vip_advertisement_no_work() -> None:
 
 
 def test_an_ip_without_interface_or_subnet_is_an_error_not_a_crash() -> None:
-    docs = vip_docs(lb_service("dns", "192.0.2.230"))
+    docs = vip_docs(with_vrids(lb_service("dns", "192.0.2.230"), "vip=7"))
     docs[4] = ours("VIPAdvertisement", "vip", {"addressPools": ["vip"]})
     groups, errors = vip_groups(cluster_vip_input(store_of(*docs).view()), {})
     assert groups == []

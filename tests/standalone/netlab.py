@@ -192,6 +192,13 @@ class Lab:
         proc.send_signal(signal.SIGTERM)
         return proc.wait(timeout=timeout)
 
+    def kill_all(self) -> None:
+        """Stop every node's process at once (the end of a lab)."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+
     def status(self, name: str) -> dict[str, Any]:
         return read_status(self.state_dir(name))
 

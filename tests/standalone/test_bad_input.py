@@ -270,6 +270,12 @@ def vip_setup(vrid: dict[str, int] | None, interface: str | None, n: int) -> lis
     ]
 
 
+def md5_peer(secret: str) -> dict[str, Any]:
+    """A BGPPeer (another router) whose MD5 password comes from Secret `secret`."""
+    spec = {"myASN": 64512, "peerASN": 64500, "peerAddress": "192.0.2.2"}
+    return ours("BGPPeer", "secret", {**spec, "passwordSecret": {"name": secret}})
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -330,19 +336,24 @@ CASES = [
         "bgp peer whose passwordSecret is missing",
         add(
             "peer.yaml",
-            ours(
-                "BGPPeer",
-                "secret",
-                {
-                    "myASN": 64512,
-                    "peerASN": 64500,
-                    "peerAddress": "192.0.2.2",
-                    "passwordSecret": {"name": "nope"},
-                },
-            ),
+            md5_peer("nope"),
         ),
-        ("secret", "Secret lb-system/nope", "not found"),
-        web_failure="BGPPeer secret: Secret lb-system/nope with key 'password' not found",
+        # A problem of the BGPPeer (which is then left out): no session, web untouched.
+        ("BGPPeer/lb-system/secret", "spec.passwordSecret", "Secret lb-system/nope not found"),
+    ),
+    Case(
+        "bgp peer whose secret has no password key",
+        add(
+            "peer.yaml",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "md5", "namespace": "lb-system"},
+                "stringData": {"pasword": "x"},
+            },
+            md5_peer("md5"),
+        ),
+        ("BGPPeer/lb-system/secret", "Secret lb-system/md5 has no key 'password'", "pasword"),
     ),
     Case(
         "l2 advertisement naming a missing interface",
@@ -384,43 +395,28 @@ CASES = [
 ]
 
 
-# Standalone assignment is a pure function of the manifests (every node must agree without
-# talking), so it cannot know which of two conflicting objects came first: the one that
-# sorts later by name loses. A newcomer that sorts first takes over from the Service or
-# pool already in use. Kept here, expected to fail, until that is settled.
-KEY_ORDER = (
-    "standalone cannot tell which object came first: the conflict is decided by name order,"
-    " so a newcomer sorting first wins over the one in use"
-)
-KNOWN_LIMITS = [
-    pytest.param(
-        Case(
-            "same ip, the newcomer sorting first",
-            add("same.yaml", service("aaa-copy", GOOD_IP)),
-            ("default/aaa-copy", GOOD_IP),
-        ),
-        marks=pytest.mark.xfail(strict=True, reason=KEY_ORDER),
-        id="known limit: same ip, the newcomer sorting first",
+# A newcomer never wins a conflict by sorting first: the older object keeps the IP or the
+# range (creation time: the manifest's, or the first time this node saw the object) and a
+# pool holding a Service IP keeps its range over one holding none.
+CASES += [
+    Case(
+        "same ip, the newcomer sorting first",
+        add("same.yaml", service("aaa-copy", GOOD_IP)),
+        ("default/aaa-copy", GOOD_IP, "also requested by Service default/web"),
     ),
-    pytest.param(
-        Case(
-            "overlapping pool sorting first",
-            add(
-                "overlap.yaml",
-                ours("AddressPool", "aaa-overlap", {"addresses": ["203.0.113.0/30"]}),
-            ),
-            ("aaa-overlap", "203.0.113.0/30"),
+    Case(
+        "overlapping pool sorting first",
+        add(
+            "overlap.yaml",
+            ours("AddressPool", "aaa-overlap", {"addresses": ["203.0.113.0/30"]}),
         ),
-        marks=pytest.mark.xfail(strict=True, reason=KEY_ORDER),
-        id="known limit: overlapping pool sorting first",
+        ("AddressPool/lb-system/aaa-overlap", "203.0.113.0/30", "overlaps AddressPool 'public'"),
     ),
 ]
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize(
-    "case", [*CASES, *KNOWN_LIMITS], ids=[c.name for c in CASES] + [str(p.id) for p in KNOWN_LIMITS]
-)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 async def test_bad_input_is_reported_and_the_good_service_is_untouched(
     tmp_path: Path, case: Case
 ) -> None:

@@ -96,10 +96,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Bird]]:
         try:
             yield lab, bird
         finally:
-            for proc in lab.procs.values():
-                if proc.poll() is None:
-                    proc.kill()
-                proc.wait(timeout=10)
+            lab.kill_all()
             bird.stop()
 
 

@@ -233,3 +233,82 @@ def test_only_changed_files_are_parsed_again(tmp_path: Path, monkeypatch: Any) -
     write(tmp_path / "services.yaml", [service("web"), service("api")])
     source.reload_if_changed()
     assert parsed == ["services.yaml"]
+
+
+# --- conflicts are decided by age, not by name ------------------------------------------------
+
+
+def test_the_service_seen_first_keeps_a_requested_ip_after_a_restart(tmp_path: Path) -> None:
+    manifests, state = tmp_path / "m", tmp_path / "state"
+    manifests.mkdir()
+    write(manifests / "a.yaml", [*config(), service("zz-first", "203.0.113.3")])
+    ManifestSource(manifests, Store(), state_dir=state).reload()
+    write(manifests / "b.yaml", [service("aa-later", "203.0.113.3")])
+    for _ in range(2):  # the running node, then the same node restarted
+        loaded = ManifestSource(manifests, Store(), state_dir=state).reload()
+        assert [str(ip) for ip in loaded.assignments["default/zz-first"].ips] == ["203.0.113.3"]
+        assert loaded.assignments["default/aa-later"].refused is not None
+        reported = [str(p) for p in loaded.snapshot.problems]
+        assert any(p.startswith("Service/default/aa-later") for p in reported), reported
+    assert json.loads((state / "first-seen.json").read_text()).keys() >= {
+        "Service/default/zz-first",
+        "Service/default/aa-later",
+    }
+
+
+def test_a_creation_timestamp_in_the_manifest_wins_over_first_seen(tmp_path: Path) -> None:
+    manifests, state = tmp_path / "m", tmp_path / "state"
+    manifests.mkdir()
+    write(manifests / "a.yaml", [*config(), service("zz-first", "203.0.113.3")])
+    ManifestSource(manifests, Store(), state_dir=state).reload()
+    older = service("aa-older", "203.0.113.3")
+    older["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    write(manifests / "b.yaml", [older])
+    loaded = ManifestSource(manifests, Store(), state_dir=state).reload()
+    assert [str(ip) for ip in loaded.assignments["default/aa-older"].ips] == ["203.0.113.3"]
+    assert loaded.assignments["default/zz-first"].refused is not None
+
+
+def test_a_forgotten_object_coming_back_is_a_newcomer(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from teapot_lb.model.manifest import parse_object
+    from teapot_lb.standalone.first_seen import stamp
+
+    obj, _ = parse_object(service("web"))
+    assert obj is not None
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    stamped, seen = stamp([obj], {}, t0)
+    assert stamped[0].metadata.creation_timestamp == t0
+    _, seen = stamp([], seen, t0 + timedelta(seconds=1))
+    assert seen == {}
+    again, _ = stamp([obj], seen, t0 + timedelta(seconds=2))
+    assert again[0].metadata.creation_timestamp == t0 + timedelta(seconds=2)
+
+
+def test_an_overlapping_pool_holding_no_service_ip_yields_even_when_older(
+    tmp_path: Path,
+) -> None:
+    old_empty = ours("AddressPool", "old", {"addresses": ["203.0.113.0/29"]})
+    old_empty["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    in_use = ours("AddressPool", "zz-new", {"addresses": ["203.0.113.0/30"], "autoAssign": False})
+    in_use["metadata"]["creationTimestamp"] = "2021-01-01T00:00:00Z"
+    pinned = service("pinned", "203.0.113.1")
+    pinned["metadata"]["annotations"]["lb.teapot.io/pool"] = "zz-new"
+    write(tmp_path / "all.yaml", [old_empty, in_use, pinned])
+    snap = read(tmp_path)
+    overlap = [str(p) for p in snap.problems if "overlaps" in p.message]
+    assert len(overlap) == 1 and overlap[0].startswith("AddressPool/lb-system/old"), overlap
+    got = assign(snap.view())
+    assert got["default/pinned"].pool == "zz-new"
+
+
+def test_explain_decides_a_conflict_as_the_nodes_do(tmp_path: Path) -> None:
+    manifests, root = tmp_path / "m", tmp_path / "m" / ".state"
+    manifests.mkdir()
+    write(manifests / "a.yaml", [*config(), service("zz-first", "203.0.113.3")])
+    ManifestSource(manifests, Store(), state_dir=root / "n1").reload()
+    write(manifests / "b.yaml", [service("aa-later", "203.0.113.3")])
+    view = manifest_view(manifests, root)
+    assert [str(ip) for ip in view.services["default/zz-first"].ingress_ips()] == ["203.0.113.3"]
+    assert view.services["default/aa-later"].ingress_ips() == []

@@ -83,7 +83,7 @@ def test_standalone_status_shows_pools_sessions_holders_and_problems(tmp_path: P
     assert problems == [
         "- node node-3: no report (no status.json)",
         "- BGP session node-2 -> router is Active: connection refused",
-        "- no node holds 2001:db8:100:: of demo/web-bgp6 (bgp)",
+        "- no node holds 2001:db8:100::1 of demo/web-bgp6 (bgp)",
         "- no node holds 2001:db8::200 of demo/web-l26 (l2)",
         "- 192.0.2.230 of demo/web-vip is held by 2 nodes (vip): node-1, node-2",
         "- no node holds 2001:db8::230 of demo/web-vip6 (vip)",

@@ -69,3 +69,47 @@ def test_hidden_folders_such_as_the_standalone_state_are_skipped(tmp_path: Path)
     code, output = run(str(tmp_path))
     assert code == 0, output
     assert "1 object(s) in 1 file(s)" in output
+
+
+DOCS_MD5 = """\
+apiVersion: v1
+kind: Secret
+metadata: {name: tor-md5, namespace: teapot-lb-system}
+stringData:
+  password: change-me
+---
+apiVersion: lb.teapot.io/v1alpha1
+kind: BGPPeer
+metadata: {name: tor, namespace: teapot-lb-system}
+spec:
+  myASN: 64512
+  peerASN: 64500
+  peerAddress: 192.0.2.1
+  passwordSecret: {name: tor-md5}
+"""
+
+
+def test_the_md5_secret_of_docs_bgp_is_accepted_and_counted(tmp_path: Path) -> None:
+    (tmp_path / "peer.yaml").write_text(DOCS_MD5)
+    code, output = run(str(tmp_path))
+    assert code == 0, output
+    assert "1 BGPPeer" in output and "1 Secret" in output
+
+
+def test_a_passwordsecret_missing_from_manifests_with_secrets_is_a_problem(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "peer.yaml").write_text(DOCS_MD5.replace("name: tor-md5}", "name: other}", 1))
+    code, output = run(str(tmp_path))
+    assert code == 1
+    assert "BGPPeer/teapot-lb-system/tor: spec.passwordSecret: Secret" in output
+    assert "teapot-lb-system/other not found" in output
+
+
+def test_a_secret_whose_data_is_not_base64_is_a_problem_naming_the_key(tmp_path: Path) -> None:
+    bad = (
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: x}\ndata: {password: '%%'}\n"
+    )
+    (tmp_path / "s.yaml").write_text(bad)
+    code, output = run(str(tmp_path))
+    assert code == 1 and "Secret/x/s: data[password]: is not base64" in output

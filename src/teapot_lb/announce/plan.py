@@ -10,7 +10,7 @@ the decisions of every node. No I/O, no clock: the same view gives the same plan
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
@@ -122,17 +122,23 @@ class Decision:
     mode: Mode | None
     announces: bool
     reason: str
-    peers: tuple[str, ...] = ()
+    peers: tuple[str, ...] = ()  # BGP: the peers the route is announced to (Established)
+    waiting: tuple[str, ...] = ()  # BGP: peers it is held for, whose session is not up
 
 
 @dataclass(frozen=True)
 class Plan:
+    """`by_service`: each Service's decisions; with a :class:`PlanCache`, an unchanged
+    Service keeps the very same tuple from one plan to the next (reporting compares them
+    by identity to do only the work of what changed)."""
+
     node: str
     announcements: frozenset[Announcement]
     decisions: tuple[Decision, ...]
     tenant_decisions: tuple[Decision, ...] = ()
     """Route mode (Teapot management cluster): one per TenantLoadBalancer address, its
     `service` the request's namespace/name (apart: nothing reports them on a Service)."""
+    by_service: Mapping[str, tuple[Decision, ...]] = field(default_factory=dict, compare=False)
 
     def of_mode(self, mode: Mode) -> set[Announcement]:
         return {a for a in self.announcements if a.mode is mode}
@@ -143,13 +149,17 @@ class PlanOptions:
     """What the planner cannot read from the view.
 
     `live_speakers`: nodes whose speaker is alive (from membership); None means every
-    node is assumed alive. `down_peers`: BGPPeer names whose session on this node is not
-    established (only used to explain). `handle_unclassed`: whether Services without a
-    `loadBalancerClass` are ours.
+    node is assumed alive. `established_peers`: the BGPPeer names whose session on this
+    node is Established (from the BGP backend); None means every session is assumed up
+    (`explain`). `down_peers`: BGPPeers whose session is not established, also when
+    `established_peers` is None. A route is "announced to" an Established peer only: the
+    others cannot have it yet (the route is held for them). `handle_unclassed`: whether
+    Services without a `loadBalancerClass` are ours.
     """
 
     live_speakers: Collection[str] | None = None
     down_peers: Collection[str] = ()
+    established_peers: Collection[str] | None = None
     load_balancer_class: str = LOAD_BALANCER_CLASS
     handle_unclassed: bool = True
 
@@ -164,9 +174,16 @@ class _Say:
     into: list[Decision]
 
     def __call__(
-        self, mode: Mode | None, yes: bool, reason: str, peers: tuple[str, ...] = ()
+        self,
+        mode: Mode | None,
+        yes: bool,
+        reason: str,
+        peers: tuple[str, ...] = (),
+        *,
+        waiting: tuple[str, ...] = (),
     ) -> None:
-        self.into.append(Decision(self.service, self.ip, self.node, mode, yes, reason, peers))
+        d = Decision(self.service, self.ip, self.node, mode, yes, reason, peers, waiting)
+        self.into.append(d)
 
 
 def node_exclusion(node: Node | None) -> str | None:
@@ -347,14 +364,19 @@ class _Planner:
             else:
                 say(Mode.BGP, False, "the advertisements name peers this node has no session with")
             return
-        up = sorted(set(announced))
-        down = sorted(set(up) & set(self.options.down_peers))
-        reason = "announced to " + ", ".join(up)
-        if down:
-            reason += f" (session down with {', '.join(down)}: not yet received there)"
-        if bounds:
-            reason += " (" + "; ".join(bounds) + ")"
-        say(Mode.BGP, True, reason, tuple(up))
+        targets = set(announced)
+        established = self.options.established_peers
+        down = targets & set(self.options.down_peers)
+        if established is not None:
+            down |= targets - set(established)
+        up, waiting = sorted(targets - down), tuple(sorted(down))
+        held = f"held for {', '.join(waiting)} (session not Established: not received there)"
+        bounded = f" ({'; '.join(bounds)})" if bounds else ""
+        if not up:
+            say(Mode.BGP, False, f"no session Established: {held}{bounded}", waiting=waiting)
+            return
+        reason = "announced to " + ", ".join(up) + (f"; {held}" if waiting else "") + bounded
+        say(Mode.BGP, True, reason, tuple(up), waiting=waiting)
 
     def decide_tenant(
         self, node_name: str, route: TenantRoute
@@ -571,11 +593,13 @@ def plan(
     planner = _Planner(view, opts)
     announcements: set[Announcement] = set()
     decisions: list[Decision] = []
+    by_service: dict[str, tuple[Decision, ...]] = {}
     if cache is None:
         for key, svc in planner.handled_services():
             anns, decs = planner.decide(node, key, svc, planner.eligible(key, svc))
             announcements |= anns
             decisions.extend(decs)
+            by_service[key] = tuple(decs)
     else:
 
         def decide(key: str, svc: Service) -> tuple[frozenset[Announcement], tuple[Decision, ...]]:
@@ -588,6 +612,8 @@ def plan(
         for kept_anns, kept_decs in cache.plans.results(view, scope, PLAN_KINDS, decide):
             announcements |= kept_anns
             decisions.extend(kept_decs)
+            if kept_decs:
+                by_service[kept_decs[0].service] = kept_decs
     tenant_decisions: list[Decision] = []
     for route in programmed_routes(view):
         anns, decs = planner.decide_tenant(node, route)
@@ -598,6 +624,7 @@ def plan(
         announcements=frozenset(announcements),
         decisions=tuple(decisions),
         tenant_decisions=tuple(tenant_decisions),
+        by_service=by_service,
     )
 
 
@@ -665,5 +692,7 @@ def _options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:
     key: tuple[object, ...] = (options.load_balancer_class, options.handle_unclassed)
     if liveness:
         live = options.live_speakers
+        up = options.established_peers
         key += (None if live is None else frozenset(live), frozenset(options.down_peers))
+        key += (None if up is None else frozenset(up),)
     return key

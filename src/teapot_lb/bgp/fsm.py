@@ -459,7 +459,9 @@ class Session:
                     return actions
         except CodecError as err:
             self.received["malformed"] += 1
-            return actions + self._fail(Notification.from_error(err), f"received {err}")
+            return actions + self._fail(
+                Notification.from_error(err), f"its message was malformed: {err}"
+            )
         neg = self.negotiated
         if traffic and self.state == State.ESTABLISHED and neg is not None and neg.hold_time:
             actions.append(ArmTimer(Timer.HOLD, neg.hold_time))

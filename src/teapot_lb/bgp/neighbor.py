@@ -58,7 +58,21 @@ from .fsm import (
 )
 from .rib import AdjRibIn, AdjRibOut, CompiledRoutes, ExportContext
 from .wire import IPV4_UNICAST, IPV6_UNICAST, CeaseSubcode, Family, Notification, Update
+from .wire.errors import ErrorCode
 from .wire.family import Address
+
+# Connect failures in a row before "bgp connect failed" (info) becomes a warning, and
+# then every so many again.
+CONNECT_FAILURES_WARNED = 5
+# Our own orderly stops: the speaker shutting down, a BGPPeer removed or changed.
+_OUR_SHUTDOWNS = frozenset(
+    {CeaseSubcode.ADMINISTRATIVE_SHUTDOWN, CeaseSubcode.PEER_DECONFIGURED,
+     CeaseSubcode.ADMINISTRATIVE_RESET, CeaseSubcode.OTHER_CONFIGURATION_CHANGE}
+)  # fmt: skip
+
+
+def _is_our_shutdown(note: Notification) -> bool:
+    return note.code == ErrorCode.CEASE and note.subcode in _OUR_SHUTDOWNS
 
 
 def _log() -> Any:
@@ -214,6 +228,7 @@ class Neighbor:
             add_path=cfg.add_path,
         )
         self.session_config.open_message().pack()  # refuse a bad config here, not later
+        self._connect_failures = 0  # in a row: a persistent failure is logged as a warning
         self._ids = itertools.count(1)
         self.main = self._link(outgoing=True)
         self._out: list[Order] = []
@@ -291,6 +306,7 @@ class Neighbor:
     def connection_made(self, link_id: int, local: Address | None) -> list[Order]:
         """Our connection for ``link_id`` is up; ``local``: our address on it."""
         link = self._find(link_id)
+        self._connect_failures = 0
         if link is not None:
             link.dialing, link.outgoing, link.local = False, True, local
             self._drive(link, link.session.connection_made())
@@ -305,7 +321,19 @@ class Neighbor:
         link.dialing = False
         cfg = self.config
         if os_error:
-            _log().info("bgp connect failed", peer=cfg.address, port=cfg.port, error=error)
+            self._connect_failures += 1
+            n = self._connect_failures
+            # One failure is routine (the peer restarting); one that persists is not.
+            if n >= CONNECT_FAILURES_WARNED and n % CONNECT_FAILURES_WARNED == 0:
+                _log().warning(
+                    "bgp connect keeps failing",
+                    peer=cfg.address,
+                    port=cfg.port,
+                    error=error,
+                    attempts=n,
+                )
+            else:
+                _log().info("bgp connect failed", peer=cfg.address, port=cfg.port, error=error)
         else:
             _log().error("bgp cannot connect", peer=cfg.address, error=error)
         self._drive(link, link.session.connection_failed(f"connect: {error}"))
@@ -432,6 +460,19 @@ class Neighbor:
                         "bgp action failed", peer=self.address, action=repr(action)[:200]
                     )
 
+    def _hint_for(self, note: Notification) -> dict[str, str]:
+        """What a NOTIFICATION from the peer most likely means, where we can tell."""
+        if note.code == ErrorCode.HOLD_TIMER_EXPIRED and self.config.ttl(self.local_as) == 1:
+            # Its hold timer expired: our KEEPALIVEs never reached it. An eBGP peer more
+            # than one hop away that connects to us works one way only: our packets leave
+            # with TTL 1 (RFC 4271 §5.1.3 single hop) and die at the first router.
+            return {
+                "hint": "our messages do not reach the peer: eBGP is sent with TTL 1 (single"
+                " hop); if the peer is more than one hop away, set ebgpMultiHop on the"
+                " BGPPeer (and check firewalls on the path)"
+            }
+        return {}
+
     def _log_unanswered_connect(self) -> None:
         """The previous connect got no answer before the ConnectRetry timer fired."""
         cfg = self.config
@@ -456,16 +497,20 @@ class Neighbor:
             self._check_collision(link, action)
         elif isinstance(action, NotificationSent):
             self.counters.notifications_sent += 1
-            _log().warning(
-                f"peer {self.address} {action.reason} → NOTIFICATION "
-                f"{action.notification.describe()}",
+            note = action.notification
+            # Our own orderly stop (SIGTERM, a peer removed) is news, not trouble.
+            say = _log().info if _is_our_shutdown(note) else _log().warning
+            say(
+                f"we sent NOTIFICATION {note.describe()} to peer {self.address}: {action.reason}",
                 peer=self.address,
             )
         elif isinstance(action, NotificationReceived):
             self.counters.notifications_received += 1
+            note = action.notification
             _log().warning(
-                f"peer {self.address} sent NOTIFICATION {action.notification.describe()}",
+                f"peer {self.address} sent us NOTIFICATION {note.describe()}",
                 peer=self.address,
+                **self._hint_for(note),
             )
         elif link is not self.main:
             return
@@ -479,7 +524,8 @@ class Neighbor:
         elif isinstance(action, UpdateProblems):
             self.counters.update_errors += 1
             _log().warning(
-                f"peer {self.address} sent a malformed UPDATE: {'; '.join(action.problems)}",
+                f"peer {self.address} sent an UPDATE we could not use in full"
+                f" (RFC 7606 handling): {'; '.join(action.problems)}",
                 peer=self.address,
                 treat_as_withdraw=action.treat_as_withdraw,
             )
@@ -621,9 +667,12 @@ class Neighbor:
                 families.discard(fam)
                 if fam not in self._warned_next_hop:
                     self._warned_next_hop.add(fam)
+                    other = "IPv4" if fam == IPV4_UNICAST else "IPv6"
                     _log().warning(
-                        f"peer {self.address}: no {fam} next hop (set next_hop_v"
-                        f"{4 if fam == IPV4_UNICAST else 6}); not advertising {fam}",
+                        f"peer {self.address}: {fam} negotiated but this node has no {other}"
+                        f" address to give as next hop; not advertising {fam} (give the"
+                        f" node an {other} InternalIP, or leave {fam} out of the BGPPeer's"
+                        " families)",
                         peer=self.address,
                     )
         return ExportContext(

@@ -6,26 +6,38 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from teapot_lb.announce.plan import Decision, PlanOptions, explain
-from teapot_lb.cluster import ClusterView, Kind, Store, UnknownBFDProfile
+from teapot_lb.cluster import ClusterView, Store, UnknownBFDProfile
 from teapot_lb.model import BFDParameters, BGPPeer
 from teapot_lb.speaker.report import annotation_key, parse_summary
-from teapot_lb.standalone.assign import assign, assigned_services
+from teapot_lb.standalone import first_seen
+from teapot_lb.standalone.assign import planned_objects
 from teapot_lb.standalone.directory import read
 
 
-def manifest_view(manifests: Path) -> ClusterView:
-    """The view standalone mode plans from: the manifests, with the IPs it assigns."""
-    snap = read(manifests)
-    view = snap.view()
-    services = assigned_services(view, assign(view, unparsed_pools=snap.unparsed_pools))
+def manifest_view(manifests: Path, state_root: Path | None = None) -> ClusterView:
+    """The view standalone mode plans from: the manifests, with the IPs it assigns.
+
+    Conflicts are decided by age as the nodes decide them: objects without a
+    `creationTimestamp` get the first-seen time a node under `state_root` recorded
+    (read only; :mod:`teapot_lb.standalone.first_seen`)."""
+    seen: dict[str, datetime] = {}
+    if state_root is not None and state_root.is_dir():
+        for node_dir in sorted(state_root.iterdir()):
+            if (node_dir / first_seen.FILE_NAME).is_file():
+                seen = first_seen.FirstSeen(node_dir).seen
+                break
+    now = datetime.now(UTC)
+    snap = read(manifests, stamp=lambda objects: first_seen.stamp(objects, seen, now)[0])
+    _, planned = planned_objects(snap.view(), unparsed_pools=snap.unparsed_pools)
     store = Store()
-    snap.fill(store, {Kind.SERVICE: services})
+    snap.fill(store, planned)
     return store.view()
 
 
@@ -216,7 +228,8 @@ def explain_command(
     """
     if "/" not in service:
         service = f"default/{service}"
-    view = manifest_view(manifests) if manifests else asyncio.run(cluster_view(kubeconfig))
+    root = state_root_of(manifests, state_root) if manifests is not None else None
+    view = manifest_view(manifests, root) if manifests else asyncio.run(cluster_view(kubeconfig))
     if service not in view.services:
         raise click.ClickException(f"Service {service} not found")
     decisions = explain(view, service, PlanOptions())
@@ -227,10 +240,8 @@ def explain_command(
     observed: Observed | None = None
     if manifests is None:
         observed = observed_in_cluster(view, service)
-    else:
-        root = state_root_of(manifests, state_root)
-        if root.is_dir():
-            observed = observed_in_state(view, service, root)
+    elif root is not None and root.is_dir():
+        observed = observed_in_state(view, service, root)
     bfd = bfd_of_peers(view, decisions)
     if output == "json":
         click.echo(as_json(service, decisions, observed, bfd))

@@ -22,8 +22,10 @@ from teapot_lb.validation import validate_manifest
 def validate(ctx: click.Context, paths: tuple[Path, ...], ignore_unknown_kinds: bool) -> None:
     """Check YAML manifests (files or directories) of pools, peers, advertisements and Services.
 
-    Every problem is printed as `Kind/name: field: reason  [file, document N]`; the exit
-    status is 1 when there is any.
+    `v1` Secrets are read too (BGP passwords, as `teapot-lb run` reads them); when the
+    manifests hold any, each BGPPeer's passwordSecret must name one of them with a
+    `password` key. Every problem is printed as `Kind/name: field: reason  [file,
+    document N]`; the exit status is 1 when there is any.
     """
     manifest = load(paths, ignore_unknown_kinds=ignore_unknown_kinds)
     problems = validate_manifest(manifest)
@@ -36,9 +38,12 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], ignore_unknown_kinds: 
             err=True,
         )
         ctx.exit(1)
-    kinds = Counter(obj.kind for obj in manifest.objects)
+    kinds: Counter[str] = Counter(str(obj.kind) for obj in manifest.objects)
+    if manifest.secrets:  # `v1` Secrets: BGP passwords, as standalone mode reads them
+        kinds["Secret"] = len(manifest.secrets)
     detail = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    count = len(manifest.objects) + len(manifest.secrets)
     click.echo(
-        f"OK: {len(manifest.objects)} object(s) in {len(manifest.files)} file(s)"
+        f"OK: {count} object(s) in {len(manifest.files)} file(s)"
         + (f" ({detail})" if detail else "")
     )

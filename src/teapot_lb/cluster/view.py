@@ -21,7 +21,7 @@ from teapot_lb.model import (
     Service,
     VIPAdvertisement,
 )
-from teapot_lb.model.common import ObjectRef
+from teapot_lb.model.common import ObjectRef, creation_order
 from teapot_lb.model.kinds import REGISTRY, ApiObject, Kind, object_key
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 
@@ -113,8 +113,9 @@ class ClusterView:
         return profile.parameters(multihop=peer.spec.ebgp_multi_hop)
 
     def pool_of(self, ip: IPAddress) -> AddressPool | None:
-        """The pool whose addresses contain `ip` (pools do not overlap once validated)."""
-        for name in sorted(self.pools):
-            if self.pools[name].contains(ip):
-                return self.pools[name]
+        """The pool whose addresses contain `ip` (pools do not overlap once validated; if
+        they do, the oldest, as the controller keeps the older pool's range)."""
+        for key in sorted(self.pools, key=lambda k: creation_order(self.pools[k])):
+            if self.pools[key].contains(ip):
+                return self.pools[key]
         return None

@@ -31,6 +31,7 @@ from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.resources import ADDRESS_POOLS, SERVICES, KubeObject, split_key
 from teapot_lb.kube.status import patch_status, update_status
 from teapot_lb.model import Service, parse_object
+from teapot_lb.model.service import ANNOTATION_VRIDS
 
 COMPONENT = "teapot-lb-controller"
 
@@ -76,9 +77,11 @@ class KubeWriter:
             self.cache.write_through(Kind.SERVICE, outcome.key, raw, written)
             raw = written
         if outcome.annotate:
-            patch = {
-                "metadata": {"annotations": {ANNOTATION_ALLOCATED_FROM: outcome.allocated_from}}
+            notes = {
+                ANNOTATION_ALLOCATED_FROM: outcome.allocated_from,
+                ANNOTATION_VRIDS: outcome.vrids,
             }
+            patch = {"metadata": {"annotations": notes}}
             try:
                 written = await self.client.patch(SERVICES, name, patch, namespace=namespace)
             except NotFound:

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from teapot_lb.model import LOAD_BALANCER_CLASS, Service
+from teapot_lb.model.service import ANNOTATION_ALLOCATED_FROM as ANNOTATION_ALLOCATED_FROM
 
-ANNOTATION_ALLOCATED_FROM = "lb.teapot.io/allocated-from"
-"""Set by the controller on a Service: the AddressPool its IPs come from."""
+# ANNOTATION_ALLOCATED_FROM: set by the controller on a Service, the AddressPool its IPs
+# come from (defined with the Service model: the validation rules read it too).
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 A pool is used when it parses and passes validation; an invalid pool is left out (as if
 it did not exist) and reports why in its `Valid` condition and a Warning Event, while
 every other pool keeps working. Two pools may not share a name (Services name pools by
-name): the first by `namespace/name` order wins.
+name): the older one wins (`creationTimestamp`, then `namespace/name` order). Of two
+overlapping pools, one that holds no Service IP yields to one that does, then the newer
+to the older (:mod:`teapot_lb.validation.pools`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from teapot_lb.model import (
     Problem,
     dump,
 )
+from teapot_lb.model.common import creation_order
 from teapot_lb.validation import ConfigSet, validate
 
 CONDITION_VALID = "Valid"
@@ -67,7 +70,7 @@ def pool_config(
         problems.setdefault(key, []).extend(bad.problems)
     candidates: dict[str, AddressPool] = {}
     keys: dict[str, str] = {}
-    for key in sorted(view.pools):
+    for key in sorted(view.pools, key=lambda k: creation_order(view.pools[k])):
         pool = view.pools[key]
         first = keys.get(pool.name)
         if first is not None:
@@ -85,7 +88,9 @@ def pool_config(
         keys[pool.name] = key
         candidates[key] = pool
     key_of_ref = {pool.ref: key for key, pool in candidates.items()}
-    for found in validate(ConfigSet(pools=list(candidates.values()))):
+    # The Services are there for the overlap rule: a pool holding none yields its range.
+    services = list(view.services.values())
+    for found in validate(ConfigSet(pools=list(candidates.values()), services=services)):
         owner = key_of_ref.get(found.ref)
         if owner is not None:
             problems.setdefault(owner, []).append(found)

@@ -17,11 +17,14 @@ from teapot_lb.controller.options import ANNOTATION_ALLOCATED_FROM, Event, Event
 from teapot_lb.controller.pools import UnparsedPool
 from teapot_lb.controller.state import AllocationState, sync_pools
 from teapot_lb.model import IPAddress, Service
+from teapot_lb.model.service import ANNOTATION_VRIDS
+from teapot_lb.vrrp.vrid_book import annotated_vrids, format_vrids, needs
 
 REASON_ALLOCATED = "IPAllocated"
 REASON_CHANGED = "IPChanged"
 REASON_FAILED = "AllocationFailed"
 REASON_RELEASED = "IPReleased"
+REASON_VRID_FAILED = "VRIDAllocationFailed"
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,8 @@ class ServiceOutcome:
     - `status`: the IPs `status.loadBalancer.ingress` must list (primary family first),
       or None when the stored status is already right (or the Service is not ours).
     - `annotate`: whether the `lb.teapot.io/allocated-from` annotation must be set to
-      `allocated_from` (None: removed).
+      `allocated_from` (None: removed), and `lb.teapot.io/vrids` to `vrids` (VIP mode's
+      virtual router IDs, :mod:`teapot_lb.vrrp.vrid_book`; None: removed).
     - `events`: to record on the Service once the writes succeeded.
     - `result`: the IPAM's answer (None when the Service is gone or not ours).
     - `released`: IPs given back by this reconcile.
@@ -44,6 +48,7 @@ class ServiceOutcome:
     status: tuple[IPAddress, ...] | None = None
     annotate: bool = False
     allocated_from: str | None = None
+    vrids: str | None = None
     events: tuple[Event, ...] = ()
     result: ipam.Result | None = None
     released: tuple[IPAddress, ...] = ()
@@ -68,6 +73,8 @@ def reconcile_service(
     requeue = [k for k in sync_pools(view, state, unparsed_pools) if k != key]
     svc = view.services.get(key)
     if svc is None:
+        state.vrids.release(key)
+        state.vrid_refusals.pop(key, None)
         released = state.allocator.release(key)
         state.changes.pop(key, None)
         state.refused.discard(key)
@@ -125,7 +132,13 @@ def reconcile_service(
         )
 
     status = desired if desired != current else None
-    annotate = current_pool != pool
+    vrids = state.vrids.assign(key, needs(view, key, svc, desired), annotated_vrids(svc))
+    for why in vrids.refused:
+        if why not in state.vrid_refusals.get(key, ()):
+            events = (*events, Event(EventType.WARNING, REASON_VRID_FAILED, why))
+    state.vrid_refusals[key] = vrids.refused
+    vrid_text = format_vrids(vrids.vrids)
+    annotate = current_pool != pool or svc.metadata.annotations.get(ANNOTATION_VRIDS) != vrid_text
     if status is None and change is not None:
         state.changes.pop(key, None)  # reported (or nothing to report) and written
     if released:
@@ -136,6 +149,7 @@ def reconcile_service(
         status=status,
         annotate=annotate,
         allocated_from=pool,
+        vrids=vrid_text,
         events=events,
         result=result,
         released=released,
@@ -145,6 +159,7 @@ def reconcile_service(
 
 def _not_ours(svc: Service, state: AllocationState, key: str, requeue: list[str]) -> ServiceOutcome:
     """A Service we do not serve (any more): take back only what we gave it."""
+    state.vrids.release(key)
     state.refused.discard(key)
     state.changes.pop(key, None)
     released = state.allocator.release(key)
@@ -153,7 +168,8 @@ def _not_ours(svc: Service, state: AllocationState, key: str, requeue: list[str]
     current = held_ips(svc)
     remaining = tuple(ip for ip in current if ip not in released)
     requeue.extend(sorted(state.refused))
-    annotated = ANNOTATION_ALLOCATED_FROM in svc.metadata.annotations
+    notes = svc.metadata.annotations
+    annotated = ANNOTATION_ALLOCATED_FROM in notes or ANNOTATION_VRIDS in notes
     return ServiceOutcome(
         key,
         exists=True,

@@ -17,6 +17,8 @@ from teapot_lb.controller.convert import held_ips, request_of
 from teapot_lb.controller.options import ControllerOptions
 from teapot_lb.controller.pools import PoolConfig, UnparsedPool, pool_config
 from teapot_lb.model import AddressPool
+from teapot_lb.model.common import creation_order
+from teapot_lb.vrrp.vrid_book import VridBook, annotated_vrids, needs
 
 
 @dataclass
@@ -26,6 +28,8 @@ class AllocationState:
     config: PoolConfig = field(default_factory=PoolConfig)
     changes: dict[str, ipam.Change] = field(default_factory=dict)
     refused: set[str] = field(default_factory=set)
+    vrids: VridBook = field(default_factory=VridBook)  # VIP mode's virtual router IDs
+    vrid_refusals: dict[str, tuple[str, ...]] = field(default_factory=dict)  # reported
     # The pool objects `config` was computed from (compared by identity: the cache keeps
     # an object until it changes, so an unchanged pool set costs no re-validation).
     _seen_pools: tuple[tuple[str, AddressPool], ...] = ()
@@ -55,7 +59,8 @@ def rebuild(
     state._seen_pools = tuple(sorted(view.pools.items()))
     state._seen_unparsed = tuple(sorted((unparsed_pools or {}).items()))
     holdings = []
-    for key in sorted(view.services):
+    # Older Services first: of two holding one IP, the one created first keeps it.
+    for key in sorted(view.services, key=lambda k: creation_order(view.services[k])):
         svc = view.services[key]
         ips = held_ips(svc)
         if not ips or not options.handles(svc):
@@ -66,6 +71,11 @@ def rebuild(
             continue  # its reconcile refuses it and clears its status
         holdings.append(ipam.Holding(request, ips))
     state.changes = {change.key: change for change in state.allocator.rebuild(holdings)}
+    # VRIDs as Services show them, oldest first: of two claiming one, the older keeps it.
+    for holding in holdings:
+        key = holding.request.key
+        svc = view.services[key]
+        state.vrids.assign(key, needs(view, key, svc), annotated_vrids(svc))
     return state
 
 

@@ -172,7 +172,10 @@ class Allocator:
                 pool=pool,
                 spaces={
                     family: FreeSpace(
-                        ranges, pool.avoid_buggy_ips and family is V4, holders[family]
+                        ranges,
+                        pool.avoid_buggy_ips and family is V4,
+                        holders[family],
+                        skip_anycast=family is not V4,
                     )
                     for family, ranges in per_family.items()
                 },
@@ -305,9 +308,7 @@ class Allocator:
             elif not where.open_scope and (why := where.pool.scope_refusal(request)):
                 drops.append((ip, ChangeReason.POOL_NOT_ALLOWED, why))
             elif where.spaces[family].is_buggy(n):
-                drops.append(
-                    (ip, ChangeReason.BUGGY_ADDRESS, f"pool {where.pool.name} avoids buggy {ip}")
-                )
+                drops.append((ip, ChangeReason.BUGGY_ADDRESS, _avoided(where.pool.name, ip)))
             elif state is not None and where is not state:
                 drops.append(
                     (
@@ -540,7 +541,7 @@ class Allocator:
                 return Refused(
                     key,
                     RefusalReason.BUGGY_ADDRESS,
-                    f"{key} requests {ip}, but pool {pool.name} avoids buggy .0/.255 addresses",
+                    f"{key} requests {ip}, but {_avoided(pool.name, ip)}",
                 )
             if state is not None and where is not state:
                 return Refused(
@@ -558,3 +559,13 @@ class Allocator:
             claims.append((family, n))
         assert state is not None  # ips is not empty
         return self._hold(request, state, claims)
+
+
+def _avoided(pool: str, ip: IPAddress) -> str:
+    """Why pool `pool` never hands out `ip` (:meth:`FreeSpace.is_buggy`)."""
+    if ip.version == 6:
+        return (
+            f"{ip} is the Subnet-Router anycast address of its /64 (RFC 4291 §2.6.1),"
+            f" which pool {pool} never assigns"
+        )
+    return f"pool {pool} avoids buggy .0/.255 addresses ({ip})"

@@ -17,6 +17,14 @@ def _count_low_byte(first: int, last: int, value: int) -> int:
     return (last - value) // 256 - (first - 1 - value) // 256
 
 
+_IID = (1 << 64) - 1  # an IPv6 address's 64-bit interface identifier
+
+
+def _count_iid_zero(first: int, last: int) -> int:
+    """How many ints in first..last have an all-zeros interface identifier."""
+    return last // (1 << 64) - (first - 1) // (1 << 64)
+
+
 class FreeSpace:
     """One family of one pool.
 
@@ -31,18 +39,27 @@ class FreeSpace:
         "_held",
         "_holes",
         "_range",
+        "_single",
         "assigned",
         "avoid_buggy",
         "ranges",
         "size",
+        "skip_anycast",
     )
 
     def __init__(
-        self, ranges: Sequence[tuple[int, int]], avoid_buggy: bool, held: Container[int]
+        self,
+        ranges: Sequence[tuple[int, int]],
+        avoid_buggy: bool,
+        held: Container[int],
+        skip_anycast: bool = False,
     ) -> None:
         self.ranges = sorted(ranges)
         self._firsts = [first for first, _ in self.ranges]
         self.avoid_buggy = avoid_buggy
+        self.skip_anycast = skip_anycast
+        # A range of one address is an address listed on purpose: used as it is.
+        self._single = frozenset(first for first, last in self.ranges if first == last)
         self._held = held
         self._holes: list[int] = []
         self._range = 0
@@ -54,6 +71,8 @@ class FreeSpace:
                 _count_low_byte(f, last, 0) + _count_low_byte(f, last, 255)
                 for f, last in self.ranges
             )
+        if skip_anycast:
+            size -= sum(_count_iid_zero(f, last) for f, last in self.ranges if f != last)
         self.size = size
 
     @property
@@ -66,7 +85,12 @@ class FreeSpace:
         return i >= 0 and ip <= self.ranges[i][1]
 
     def is_buggy(self, ip: int) -> bool:
-        """x.x.x.0 and x.x.x.255, which some old clients and routers mishandle (IPv4 only)."""
+        """An address never handed out: x.x.x.0 and x.x.x.255, which some old clients and
+        routers mishandle (IPv4, with avoidBuggyIPs), and an IPv6 address whose interface
+        identifier is all zeros, the Subnet-Router anycast address of its /64 (RFC 4291
+        §2.6.1: routers on that link answer it) unless it is a range of its own."""
+        if self.skip_anycast:
+            return ip & _IID == 0 and ip not in self._single
         return self.avoid_buggy and (ip & 0xFF) in (0, 255)
 
     def take(self) -> int | None:
@@ -81,7 +105,7 @@ class FreeSpace:
             last = ranges[self._range][1]
             ip = self._cursor
             while ip <= last:
-                if ip not in held and not (self.avoid_buggy and (ip & 0xFF) in (0, 255)):
+                if ip not in held and not self.is_buggy(ip):
                     self._cursor = ip + 1
                     return ip
                 ip += 1

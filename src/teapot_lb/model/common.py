@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple
 
@@ -172,6 +172,7 @@ class ObjectMeta(KubeView):
     uid: str | None = None
     resource_version: str | None = None
     generation: int | None = None
+    creation_timestamp: datetime | None = None
 
 
 class ObjectRef(NamedTuple):
@@ -204,6 +205,25 @@ class Identified:
     @property
     def name(self) -> str:
         return self.metadata.name
+
+
+_NOT_CREATED = datetime.max.replace(tzinfo=UTC)
+
+
+def creation_order(obj: Identified) -> tuple[datetime, str, str]:
+    """Sort key: older objects first, then by namespace and name.
+
+    Where two objects want the same thing (an IP, an address range), the one created
+    first keeps it and the newcomer is the one refused or reported. An object without a
+    `creationTimestamp` (a manifest before the API server or standalone mode stamped it)
+    counts as the newest; a timestamp without a zone is UTC.
+    """
+    created = obj.metadata.creation_timestamp
+    if created is None:
+        created = _NOT_CREATED
+    elif created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    return created, obj.metadata.namespace or "", obj.metadata.name
 
 
 # --- label selectors --------------------------------------------------------------------------

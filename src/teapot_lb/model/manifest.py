@@ -7,6 +7,8 @@ and standalone mode. Problems carry the file and document number they come from.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import difflib
 import re
 import types
@@ -57,6 +59,9 @@ class Manifest:
     sources: dict[ObjectRef, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    # `v1` Secrets (BGP passwords): `namespace/name` → decoded data, as the speaker keeps
+    # them (standalone mode reads them here; a cluster serves them from the API).
+    secrets: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
     def with_sources(self, problems: Iterable[Problem]) -> list[Problem]:
         """The problems, each marked with the file its object was read from."""
@@ -272,12 +277,48 @@ def read_documents(
     return documents, problems
 
 
+def secret_data(body: Mapping[str, Any]) -> tuple[dict[str, bytes], list[Problem]]:
+    """A `v1` Secret's `data` (base64) and `stringData` (text; wins, as the API server
+    merges it), decoded; an entry that does not decode is a problem naming it."""
+    ref = _ref_of_body(body)
+    out: dict[str, bytes] = {}
+    problems: list[Problem] = []
+    data = body.get("data")
+    for k, v in (data if isinstance(data, Mapping) else {}).items():
+        try:
+            out[str(k)] = base64.b64decode(str(v), validate=True)
+        except (binascii.Error, ValueError):
+            problems.append(_at(ref, f"data[{k}]", "is not base64 (use stringData for text)"))
+    text = body.get("stringData")
+    for k, v in (text if isinstance(text, Mapping) else {}).items():
+        out[str(k)] = str(v).encode()
+    return out, problems
+
+
+def _is_secret(body: object) -> bool:
+    return (
+        isinstance(body, Mapping)
+        and body.get("apiVersion") == "v1"
+        and body.get("kind") == "Secret"
+    )
+
+
 def parse_documents(
     documents: Iterable[Document], *, ignore_unknown_kinds: bool = False
 ) -> Manifest:
-    """Typed objects from decoded documents; duplicates (same kind, namespace, name) reported."""
+    """Typed objects from decoded documents; duplicates (same kind, namespace, name) reported.
+    `v1` Secrets go to :attr:`Manifest.secrets`."""
     manifest = Manifest()
     for doc in documents:
+        if _is_secret(doc.body):
+            assert isinstance(doc.body, Mapping)
+            ref = _ref_of_body(doc.body)
+            data, problems = secret_data(doc.body)
+            manifest.problems.extend(replace(p, source=doc.source) for p in problems)
+            key = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
+            manifest.secrets[key] = data
+            manifest.sources.setdefault(ref, doc.source)
+            continue
         obj, problems = parse_object(doc.body, ignore_unknown_kinds=ignore_unknown_kinds)
         manifest.problems.extend(replace(p, source=doc.source) for p in problems)
         if obj is None:

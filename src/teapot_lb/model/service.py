@@ -26,6 +26,9 @@ LOAD_BALANCER_CLASS = "lb.teapot.io/teapot"
 ANNOTATION_IPS = "lb.teapot.io/ips"
 ANNOTATION_POOL = "lb.teapot.io/pool"
 ANNOTATION_SHARING_KEY = "lb.teapot.io/sharing-key"
+ANNOTATION_ALLOCATED_FROM = "lb.teapot.io/allocated-from"  # written by the controller
+# Written by the controller: the VRRP virtual router ID per VIPAdvertisement ("adv=17").
+ANNOTATION_VRIDS = "lb.teapot.io/vrids"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 

@@ -60,6 +60,12 @@ class Backend(Protocol):
         (reported per Service IP in the status and as an `AnnounceFailed` Event)."""
         ...
 
+    def failure_inputs(self) -> object:
+        """What :meth:`failure` answers from, as a value compared between steps (the
+        errors by peer or IP): while it stays equal, an unchanged decision keeps its
+        answer, so reporting looks only at the Services whose decisions changed."""
+        ...
+
     async def withdraw(self) -> None:
         """Graceful stop: stop announcing and let the network move the traffic away now."""
         ...

@@ -44,18 +44,52 @@ class PeerSetup:
     warning: str | None = None  # runs, but not quite as configured (logged when it changes)
 
 
-def router_id_of(node: Node | None, node_name: str, peers: list[BGPPeer]) -> IPv4Address:
-    """The BGP identifier: a BGPPeer's routerID, else the node's IPv4 InternalIP, else a
-    stable hash of the node name (unique enough; set routerID where it matters)."""
+# A Node annotation: this node's BGP identifier (a dotted quad, unique among the routers
+# of an AS); the node-level setting where the cluster-wide BGPPeer cannot say it per node.
+ANNOTATION_ROUTER_ID = "lb.teapot.io/bgp-router-id"
+# Derived identifiers fall in 240.0.0.0/4 (reserved, RFC 1112 §4): a number, not an
+# address anybody could mistake for one of the node's.
+_DERIVED = IPv4Address("240.0.0.0")
+
+
+@dataclass(frozen=True)
+class RouterID:
+    """The BGP identifier chosen for a node and where it comes from."""
+
+    address: IPv4Address
+    source: str  # "annotation", "routerID", "InternalIP" or "derived"
+    problem: str | None = None  # the annotation did not parse
+
+
+def router_id_for(node: Node | None, node_name: str, peers: list[BGPPeer]) -> RouterID:
+    """The node's `lb.teapot.io/bgp-router-id` annotation, else a selecting BGPPeer's
+    `routerID`, else the node's IPv4 InternalIP, else a stable hash of the node name in
+    240.0.0.0/4 (an IPv6-only node: set the annotation, see docs/bgp.md)."""
+    problem = None
+    text = node.metadata.annotations.get(ANNOTATION_ROUTER_ID) if node is not None else None
+    if text is not None:
+        try:
+            found = IPv4Address(text.strip())
+            if int(found) == 0:
+                raise ValueError("0.0.0.0 is not a BGP identifier (RFC 6286)")
+            return RouterID(found, "annotation")
+        except ValueError as err:
+            problem = f"Node {node_name}: annotation {ANNOTATION_ROUTER_ID}={text!r}: {err}"
     for p in peers:
         if p.spec.router_id is not None:
-            return IPv4Address(str(p.spec.router_id))
+            return RouterID(IPv4Address(str(p.spec.router_id)), "routerID", problem)
     if node is not None:
         for a in node.addresses():
             if a.version == 4:
-                return IPv4Address(str(a))
+                return RouterID(IPv4Address(str(a)), "InternalIP", problem)
     digest = hashlib.sha256(node_name.encode()).digest()
-    return IPv4Address(int.from_bytes(digest[:4], "big") | 1)
+    derived = int(_DERIVED) | (int.from_bytes(digest[:4], "big") & 0x0FFFFFFF) | 1
+    return RouterID(IPv4Address(derived), "derived", problem)
+
+
+def router_id_of(node: Node | None, node_name: str, peers: list[BGPPeer]) -> IPv4Address:
+    """The BGP identifier (:func:`router_id_for`)."""
+    return router_id_for(node, node_name, peers).address
 
 
 def peer_setups(view: ClusterView, node_name: str) -> dict[str, PeerSetup]:
@@ -112,10 +146,19 @@ def peer_setup(
         if data is None or "password" not in data:
             return PeerSetup(peer.name, None, f"Secret {key} with key 'password' not found")
         password = data["password"].decode()
-    # Empty: offer both; the router keeps what it supports too (RFC 4760 negotiation).
-    families = frozenset(_FAMILIES[f] for f in spec.families) or frozenset(
-        {IPV4_UNICAST, IPV6_UNICAST}
-    )
+    addresses = node.addresses() if node is not None else []
+    v4 = next((IPv4Address(str(a)) for a in addresses if a.version == 4), None)
+    v6 = next((IPv6Address(str(a)) for a in addresses if a.version == 6), None)
+    session_v6 = ip_address(str(spec.peer_address)).version == 6
+    # Empty: offer each family this node can give a next hop for (the session's own, and
+    # the other one if the node has an InternalIP of it); the router keeps what it
+    # supports too (RFC 4760 negotiation). An IPv6-only node offers no IPv4 unicast.
+    offered = {IPV6_UNICAST if session_v6 else IPV4_UNICAST}
+    if v4 is not None or node is None:  # (no Node known: offer both, as before)
+        offered.add(IPV4_UNICAST)
+    if v6 is not None or node is None:
+        offered.add(IPV6_UNICAST)
+    families = frozenset(_FAMILIES[f] for f in spec.families) or frozenset(offered)
     # connectTime set: a fixed ConnectRetry interval; unset: 2s doubling up to 60s.
     if spec.connect_time is not None:
         connect_retry = connect_retry_max = max(parse_duration(spec.connect_time), 1.0)
@@ -124,10 +167,6 @@ def peer_setup(
     keepalive = (
         min(peer.keepalive_time_seconds(), 65535.0) if spec.keepalive_time is not None else None
     )
-    addresses = node.addresses() if node is not None else []
-    v4 = next((IPv4Address(str(a)) for a in addresses if a.version == 4), None)
-    v6 = next((IPv6Address(str(a)) for a in addresses if a.version == 6), None)
-    session_v6 = ip_address(str(spec.peer_address)).version == 6
     config = PeerConfig(
         address=str(ip_address(str(spec.peer_address))),
         peer_as=spec.peer_asn if spec.dynamic_asn is None else None,
@@ -252,6 +291,7 @@ class BGPBackend:
         self.session_resets = 0  # peers re-created because their configuration changed
         self.bfd_changes = 0  # BFD settings changed on a running peer, BGP left alone
         self._failing: dict[str, str] = {}  # errors() after the last apply_plan
+        self._router_id_said: RouterID | None = None  # the last router ID choice logged
         self._log = log.get("speaker.bgp")
 
     # --- the node speaker's backend protocol ------------------------------------------------
@@ -261,15 +301,18 @@ class BGPBackend:
         return Mode.BGP
 
     def plan_options(self, options: PlanOptions) -> PlanOptions:
-        """The BGPPeers whose session is not established (the explanations say so)."""
-        down: list[str] = []
+        """The BGPPeers whose session is Established: a route is announced to those only
+        (the others cannot have it yet). Before the first session comes up, none; the
+        speaker plans again whenever a session enters or leaves Established
+        (:func:`on_session_change`)."""
+        up: list[str] = []
         if self.speaker is not None:
             for name in self.setups:
                 address = self.address_of(name)
                 peer = self.speaker.peers.get(address) if address else None
-                if peer is None or peer.state is not State.ESTABLISHED:
-                    down.append(name)
-        return replace(options, down_peers=tuple(down))
+                if peer is not None and peer.state is State.ESTABLISHED:
+                    up.append(name)
+        return replace(options, established_peers=tuple(up))
 
     async def apply_plan(self, step: Step) -> None:
         view = step.view
@@ -277,14 +320,29 @@ class BGPBackend:
         peers = [view.bgp_peers[k] for k in sorted(view.bgp_peers)]
         selected = [p for p in peers if p.name in setups]
         routes = bgp_routes(a for a in step.plan.of_mode(Mode.BGP) if isinstance(a, BGPRoute))
-        router_id = router_id_of(view.nodes.get(step.node), step.node, selected)
-        await self.apply(setups, routes, router_id)
+        chosen = router_id_for(view.nodes.get(step.node), step.node, selected)
+        if setups and chosen != self._router_id_said:
+            self._router_id_said = chosen
+            if chosen.problem is not None:
+                self._log.warning("bgp router ID annotation ignored", problem=chosen.problem)
+            if chosen.source == "derived":
+                self._log.warning(
+                    "bgp router ID derived from the node name: the node has no IPv4 address;"
+                    f" set the Node annotation {ANNOTATION_ROUTER_ID} (unique per AS)",
+                    router_id=str(chosen.address),
+                    node=step.node,
+                )
+        await self.apply(setups, routes, chosen.address)
         self._failing = self.errors()  # once per step, not once per decision
 
+    def failure_inputs(self) -> object:
+        return dict(self._failing)
+
     def failure(self, decision: Decision) -> str | None:
-        """Why the BGPPeers of an announcing decision are not in use (as of the last step)."""
+        """Why the BGPPeers of a decision are not in use (as of the last step)."""
         errors = self._failing
-        bad = [f"BGPPeer {p}: {errors[p]}" for p in decision.peers if p in errors]
+        peers = (*decision.peers, *decision.waiting)
+        bad = [f"BGPPeer {p}: {errors[p]}" for p in peers if p in errors]
         return "; ".join(bad) or None
 
     async def withdraw(self) -> None:

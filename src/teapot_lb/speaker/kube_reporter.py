@@ -41,6 +41,9 @@ class KubeReporter:
         self.events_dropped = 0
         self._written: dict[str, str] = {}
         self._latest: StepResult | None = None
+        # Services whose annotation may be out of date: the changes of every result handed
+        # over (a skipped intermediate result's too), and writes that failed. None: all.
+        self._dirty: set[str] | None = None
         self._events: deque[tuple[ServiceEvent, KubeObject]] = deque(maxlen=max_pending_events)
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
@@ -50,6 +53,10 @@ class KubeReporter:
 
     async def __call__(self, result: StepResult) -> None:
         self._latest = result
+        if result.changed is None:
+            self._dirty = None
+        elif self._dirty is not None:
+            self._dirty |= result.changed
         for ev in result.events:
             svc = result.view.services.get(ev.service)
             if svc is None:
@@ -88,9 +95,14 @@ class KubeReporter:
                 self._idle.set()
 
     async def _annotate(self, result: StepResult) -> None:
-        want = {k: summary(v) for k, v in result.announcing.items()}
-        for key in sorted(set(want) | set(self._written)):
-            value = want.get(key)
+        """Write what changed (each step's `changed`), not every Service: one change at
+        10k Services costs one comparison, not 10k summaries."""
+        dirty, self._dirty = self._dirty, set()
+        if dirty is None:
+            dirty = set(result.announcing) | set(self._written)
+        for key in sorted(dirty):
+            items = result.announcing.get(key)
+            value = summary(items) if items is not None else None
             if self._written.get(key) == value:
                 continue
             if value is None and key not in result.view.services:
@@ -108,6 +120,7 @@ class KubeReporter:
                 pass
             except KubeError as err:
                 self._log.warning("annotation write failed", service=key, error=str(err))
+                self._dirty.add(key)  # tried again with the next step
                 continue
             if value is None:
                 self._written.pop(key, None)

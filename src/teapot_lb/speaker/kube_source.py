@@ -17,8 +17,6 @@ the whole staging store is published at once and the speaker plans again.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 from collections.abc import Callable
 
 from teapot_lb import log
@@ -28,18 +26,11 @@ from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import KubeObject, key_of
 from teapot_lb.model import parse_object
 from teapot_lb.model.kinds import KINDS, ONE_CLUSTER_KINDS
+from teapot_lb.model.manifest import secret_data as decode_secret
 
 
 def secret_data(obj: KubeObject) -> dict[str, bytes]:
-    out: dict[str, bytes] = {}
-    for k, v in (obj.get("data") or {}).items():
-        try:
-            out[str(k)] = base64.b64decode(str(v), validate=True)
-        except (binascii.Error, ValueError):
-            continue
-    for k, v in (obj.get("stringData") or {}).items():
-        out[str(k)] = str(v).encode()
-    return out
+    return decode_secret(obj)[0]
 
 
 def put(store: Store, kind: Kind, key: str, obj: KubeObject) -> bool:

@@ -116,6 +116,9 @@ class L2Backend:
         claims = l2_claims(a for a in step.plan.of_mode(Mode.L2) if isinstance(a, L2Claim))
         await self.apply(claims, orders)
 
+    def failure_inputs(self) -> object:
+        return dict(self.errors)
+
     def failure(self, decision: Decision) -> str | None:
         return self.errors.get(decision.ip)
 

@@ -19,12 +19,12 @@ from typing import Generic, TypeVar
 
 from teapot_lb import log
 from teapot_lb.announce.cache import PlanCache
-from teapot_lb.announce.plan import Plan, PlanOptions, plan
+from teapot_lb.announce.plan import Decision, Plan, PlanOptions, plan
 from teapot_lb.cluster import ClusterView, Store
 from teapot_lb.speaker.backend import Backend, Step
 from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.l2_backend import L2Backend
-from teapot_lb.speaker.report import Announcing, ServiceEvent, announcing, events
+from teapot_lb.speaker.report import Announcing, Reporting, ServiceEvent, events
 from teapot_lb.speaker.vip_backend import VIPBackend
 
 Reporter = Callable[["StepResult"], Awaitable[None]]
@@ -45,6 +45,9 @@ class StepResult:
     failures: Mapping[str, Mapping[str, str]]
     events: tuple[ServiceEvent, ...]
     seconds: float
+    # Services whose `announcing` or `failures` changed since the previous result: what a
+    # reporter has to write (None: consider every Service).
+    changed: frozenset[str] | None = None
 
 
 @dataclass
@@ -98,8 +101,10 @@ class NodeSpeaker:
         self.debounce_s = debounce_s
         self.stats = SpeakerStats()
         self.last: StepResult | None = None
-        # Per-Service plans kept between steps: one changed Service is planned alone.
+        # Per-Service plans kept between steps: one changed Service is planned alone, and
+        # reported alone.
         self.plan_cache = PlanCache()
+        self.reporting = Reporting(node)
         self._wake = asyncio.Event()
         self._log = log.get("speaker").bind(node=node)
 
@@ -153,7 +158,7 @@ class NodeSpeaker:
     def plan_options(self) -> PlanOptions:
         """The configured options, with what each backend knows (live speakers, down
         sessions)."""
-        options = replace(self.options, down_peers=())
+        options = replace(self.options, down_peers=(), established_peers=None)
         for backend in self.backends:
             options = backend.plan_options(options)
         return options
@@ -167,17 +172,26 @@ class NodeSpeaker:
         step = Step(self.node, view, the_plan, options, self.plan_cache)
         for backend in self.backends:
             await backend.apply_plan(step)
-        now = announcing(the_plan)
-        failures = self._failures(the_plan)
-        before = self.last.announcing if self.last is not None else {}
-        failures_before = self.last.failures if self.last is not None else {}
+        # Applying may have changed what the backends know (a BGP session the speaker just
+        # created and that came up at once): plan once more so the reported decisions say
+        # what holds now (for instance, which peers a route is announced to).
+        again = self.plan_options()
+        if again != options:
+            options = again
+            the_plan = plan(view, self.node, options, cache=self.plan_cache)
+            step = Step(self.node, view, the_plan, options, self.plan_cache)
+            for backend in self.backends:
+                await backend.apply_plan(step)
+        inputs = tuple(backend.failure_inputs() for backend in self.backends)
+        report = self.reporting.update(the_plan, self._failure, inputs)
         result = StepResult(
             plan=the_plan,
             view=view,
-            announcing=now,
-            failures=failures,
-            events=tuple(events(self.node, before, now, failures, failures_before)),
+            announcing=report.announcing,
+            failures=report.failures,
+            events=report.events,
             seconds=time.perf_counter() - started,
+            changed=report.changed,
         )
         self.last = result
         self.stats.steps += 1
@@ -197,18 +211,14 @@ class NodeSpeaker:
                 self._log.exception("reporting failed")
         return result
 
-    def _failures(self, the_plan: Plan) -> dict[str, dict[str, str]]:
-        """Service → IP → why an IP this node should announce does not work here."""
-        out: dict[str, dict[str, str]] = {}
-        for d in the_plan.decisions:
-            if not d.announces:
-                continue
-            for backend in self.backends:
-                why = backend.failure(d) if backend.mode is d.mode else None
+    def _failure(self, decision: Decision) -> str | None:
+        """Why an announcing decision does not work here (its mode's backend says)."""
+        for backend in self.backends:
+            if backend.mode is decision.mode:
+                why = backend.failure(decision)
                 if why is not None:
-                    out.setdefault(d.service, {})[d.ip] = why
-                    break
-        return out
+                    return why
+        return None
 
     # --- stopping ---------------------------------------------------------------------------
 
@@ -235,8 +245,10 @@ class NodeSpeaker:
             failures={},
             events=tuple(events(self.node, last.announcing, {})),
             seconds=0.0,
+            changed=frozenset(last.announcing) | frozenset(last.failures),
         )
         self.last = result
+        self.reporting = Reporting(self.node)
         if self.reporter is not None:
             try:
                 await self.reporter(result)

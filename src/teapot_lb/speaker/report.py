@@ -10,7 +10,7 @@ writes the same summaries into its status file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from teapot_lb.announce.plan import Decision, Mode, Plan
@@ -40,11 +40,91 @@ class Announcing:
 
 def announcing(plan: Plan) -> dict[str, tuple[Announcing, ...]]:
     """Service key → what this node announces for it (Services announced by nothing: absent)."""
+    return announcing_of(plan.decisions)
+
+
+def announcing_of(decisions: Iterable[Decision]) -> dict[str, tuple[Announcing, ...]]:
     out: dict[str, list[Announcing]] = {}
-    for d in plan.decisions:
+    for d in decisions:
         if d.announces and d.mode is not None:
             out.setdefault(d.service, []).append(Announcing(d.ip, d.mode, d.peers))
     return {k: tuple(sorted(v, key=lambda a: (a.ip, a.mode.value))) for k, v in out.items()}
+
+
+Failure = Callable[[Decision], "str | None"]
+
+
+def failures_of(decisions: Iterable[Decision], failure: Failure) -> dict[str, dict[str, str]]:
+    """Service → IP → why an IP this node should announce does not work here."""
+    out: dict[str, dict[str, str]] = {}
+    for d in decisions:
+        if d.announces or d.waiting:  # a route held for a peer that is not up may fail too
+            why = failure(d)
+            if why is not None:
+                out.setdefault(d.service, {})[d.ip] = why
+    return out
+
+
+@dataclass(frozen=True)
+class Report:
+    """What one step reports: per Service, what this node announces and what fails, the
+    Services where either changed since the last report, and the Events."""
+
+    announcing: Mapping[str, tuple[Announcing, ...]]
+    failures: Mapping[str, Mapping[str, str]]
+    changed: frozenset[str]
+    events: tuple[ServiceEvent, ...]
+
+
+class Reporting:
+    """The report kept between steps, so that a step costs what changed.
+
+    A Service is looked at again only when its decisions changed (the plan cache hands an
+    unchanged Service's decisions back as the very same tuple) or when what the backends
+    answer failures from changed (`failure_inputs`; then every Service is).
+    """
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self._decisions: dict[str, tuple[Decision, ...]] = {}
+        self._inputs: object = None
+        self.announcing: dict[str, tuple[Announcing, ...]] = {}
+        self.failures: dict[str, dict[str, str]] = {}
+        self.looked_at = 0  # Services looked at by the last update (for tests, benchmarks)
+
+    def update(self, plan: Plan, failure: Failure, failure_inputs: object) -> Report:
+        by_service = plan.by_service
+        every = failure_inputs != self._inputs
+        self._inputs = failure_inputs
+        old = self._decisions
+        keys = [k for k, decs in by_service.items() if every or old.get(k) is not decs]
+        keys += [k for k in old if k not in by_service]
+        before_ann = {k: self.announcing[k] for k in keys if k in self.announcing}
+        before_fail = {k: self.failures[k] for k in keys if k in self.failures}
+        for key in keys:
+            decs = by_service.get(key, ())
+            now = announcing_of(decs).get(key)
+            if now is None:
+                self.announcing.pop(key, None)
+            else:
+                self.announcing[key] = now
+            fails = failures_of(decs, failure).get(key)
+            if fails is None:
+                self.failures.pop(key, None)
+            else:
+                self.failures[key] = fails
+        self._decisions = dict(by_service)
+        self.looked_at = len(keys)
+        changed = frozenset(
+            k
+            for k in keys
+            if before_ann.get(k) != self.announcing.get(k)
+            or before_fail.get(k) != self.failures.get(k)
+        )
+        found = events(
+            self.node, before_ann, self.announcing, self.failures, before_fail, keys=changed
+        )
+        return Report(dict(self.announcing), dict(self.failures), changed, tuple(found))
 
 
 def summary(items: tuple[Announcing, ...]) -> str:
@@ -75,13 +155,16 @@ def events(
     after: Mapping[str, tuple[Announcing, ...]],
     failures: Mapping[str, Mapping[str, str]] | None = None,
     failures_before: Mapping[str, Mapping[str, str]] | None = None,
+    keys: Iterable[str] | None = None,
 ) -> list[ServiceEvent]:
     """Events for what changed: started/stopped announcing, and new backend failures.
 
-    `failures`: Service key → IP → why the backend could not announce it.
+    `failures`: Service key → IP → why the backend could not announce it. `keys`: the only
+    Services that may have changed (None: look at all of them).
     """
     out: list[ServiceEvent] = []
-    for key in sorted(set(before) | set(after)):
+    looked = sorted(set(before) | set(after)) if keys is None else sorted(keys)
+    for key in looked:
         old, new = set(before.get(key, ())), set(after.get(key, ()))
         started = sorted(new - old, key=lambda a: (a.ip, a.mode.value))
         stopped = sorted(old - new, key=lambda a: (a.ip, a.mode.value))
@@ -97,7 +180,7 @@ def events(
             )
     failures = failures or {}
     failures_before = failures_before or {}
-    for key in sorted(failures):
+    for key in sorted(failures) if keys is None else [k for k in looked if k in failures]:
         for ip, why in sorted(failures[key].items()):
             if failures_before.get(key, {}).get(ip) != why:
                 out.append(
@@ -118,6 +201,7 @@ def decisions_json(decisions: tuple[Decision, ...] | list[Decision]) -> list[dic
             "announces": d.announces,
             "reason": d.reason,
             "peers": list(d.peers),
+            "waiting": list(d.waiting),
         }
         for d in decisions
     ]

@@ -6,12 +6,13 @@ the view (the memberships of every node), not only this node's. keepalived is st
 only once this node takes part in an instance, and reloaded only when the rendered text
 changes (the supervisor compares it).
 
-VRIDs are sticky: the last allocation (:attr:`Rendered.vrids`) of the instances that
-still exist is passed back as ``previous_vrids`` on every apply and kept in
-``<state-dir>/vrids.json`` across restarts, so adding an instance whose preferred VRID
-is taken never renumbers a running one. A node that starts with no history (new node,
-lost state dir) allocates from the current groups alone, which can differ after such a
-collision; see docs/troubleshooting.md ("VRIDs differ between nodes").
+VRIDs are cluster state: the controller (or standalone mode's assignment, the same
+core) allocates one per VIPAdvertisement's Cluster Services and per Local Service and
+writes it on the Service (`lb.teapot.io/vrids`, :mod:`teapot_lb.vrrp.vrid_book`); the
+groups carry it, so every node renders the same instance for the same IP, whatever its
+history, and a node joining changes no VRID. Groups given to :meth:`VIPBackend.apply`
+without a VRID (tests, benchmarks) are still numbered by the renderer, with the last
+allocation passed back as ``previous_vrids`` and kept in ``<state-dir>/vrids.json``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from teapot_lb import log
 from teapot_lb.announce.plan import Decision, Mode, PlanOptions, VIPMembership, plan
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model import ExternalTrafficPolicy
+from teapot_lb.model.service import ANNOTATION_VRIDS
 from teapot_lb.speaker.backend import Step, Wiring
 from teapot_lb.speaker.interfaces import InterfaceInfo, default_interfaces, interfaces
 from teapot_lb.vrrp.group import (
@@ -41,6 +43,7 @@ from teapot_lb.vrrp.instances import group_instances
 from teapot_lb.vrrp.notify import Transition
 from teapot_lb.vrrp.render import Rendered, render
 from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
+from teapot_lb.vrrp.vrid_book import annotated_vrids
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class VipInput:
 
     memberships: frozenset[VIPMembership] = frozenset()
     local: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # IP -> advertisement -> VRID, as the controller wrote them on the Services.
+    vrids: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 def cluster_vip_input(view: ClusterView, options: PlanOptions | None = None) -> VipInput:
@@ -79,7 +84,14 @@ def cluster_vip_input(view: ClusterView, options: PlanOptions | None = None) -> 
         for a in plan(as_cluster, node, options).of_mode(Mode.VIP):
             assert isinstance(a, VIPMembership)
             out.add(a)
-    return VipInput(frozenset(out), local)
+    ips = {m.ip for m in out}
+    vrids: dict[str, Mapping[str, int]] = {}
+    for svc in view.services.values():
+        held = [str(ip) for ip in svc.ingress_ips() if str(ip) in ips]
+        if held:
+            annotated = annotated_vrids(svc)
+            vrids.update((ip, annotated) for ip in held)
+    return VipInput(frozenset(out), local, vrids)
 
 
 def group_name(m: VIPMembership) -> str:
@@ -93,11 +105,21 @@ def vip_groups(
 
     Without `interface` on the VIPAdvertisement, the interface is the local one whose
     subnet holds the IP; nodes must then name it alike (set `interface` otherwise).
+    The VRID is the one the controller wrote on the Service (:mod:`teapot_lb.vrrp.vrid_book`),
+    so every node runs the same instance for the IP; without one the IP is not run here.
     """
     groups: list[VipGroup] = []
     errors: list[str] = []
     for m in sorted(vip_input.memberships, key=lambda m: (m.advertisement, m.ip)):
         ip = ip_address(m.ip)
+        vrid = vip_input.vrids.get(m.ip, {}).get(m.advertisement)
+        if vrid is None:
+            errors.append(
+                f"{m.ip}: VIP group {group_name(m)}: no virtual router ID allocated for"
+                f" VIPAdvertisement {m.advertisement!r} ({ANNOTATION_VRIDS} on the Service,"
+                " written by the controller; its Events say why)"
+            )
+            continue
         iface = m.interface
         if iface is None:
             found = default_interfaces(ip, dict(infos))
@@ -115,6 +137,7 @@ def vip_groups(
                     advert_interval_s=m.advertisement_interval_s or DEFAULT_ADVERT_INTERVAL_S,
                     vrid_range=m.vrid_range or (VRID_MIN, VRID_MAX),
                     unicast=m.unicast_peers,
+                    vrid=vrid,
                     local_traffic_policy=m.ip in vip_input.local,
                 )
             )
@@ -215,6 +238,9 @@ class VIPBackend:
         infos = await self._list_interfaces()
         groups, errors = vip_groups(vip_input, infos)
         await self.apply(groups, node_addresses(step.view), sorted(infos), errors, vip_input.local)
+
+    def failure_inputs(self) -> object:
+        return dict(self.failed)
 
     def failure(self, decision: Decision) -> str | None:
         return self.failed.get(decision.ip)

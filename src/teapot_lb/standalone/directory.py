@@ -9,9 +9,12 @@ and directories (editor swap files, the default `.state` directory) are skipped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import UnparsedPool
@@ -60,6 +63,13 @@ def unknown_kinds_of_ours(documents: list[Document]) -> list[Problem]:
     return out
 
 
+def write_json(path: Path, doc: Any) -> None:
+    """Write a JSON document atomically (a reader sees the old or the new one)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
 def manifest_files(root: Path, skip: Path | None = None) -> list[Path]:
     return [root] if root.is_file() else files_under(root, skip)
 
@@ -83,6 +93,7 @@ class Snapshot:
     problems: list[Problem] = field(default_factory=list)
     unparsed_pools: dict[str, UnparsedPool] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    secrets: dict[str, dict[str, bytes]] = field(default_factory=dict)  # BGP passwords
 
     def view(self) -> ClusterView:
         store = Store()
@@ -100,6 +111,7 @@ class Snapshot:
             if replace is not None and kind in replace:
                 objs = replace[kind]
             store.replace(kind, objs)
+        store.replace(Kind.SECRET, self.secrets)
 
 
 @dataclass
@@ -119,12 +131,22 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def read(root: Path, skip: Path | None = None, cache: FileCache | None = None) -> Snapshot:
+Stamp = Callable[[Sequence[ApiObject]], list[ApiObject]]
+
+
+def read(
+    root: Path,
+    skip: Path | None = None,
+    cache: FileCache | None = None,
+    stamp: Stamp | None = None,
+) -> Snapshot:
     """Read and check the directory.
 
     With a `cache` (kept between reads), unchanged files are not parsed again and a file
     that does not read (a YAML error, a half-written save) keeps its last good content
     instead of vanishing with everything it declares; the problem is still reported.
+    `stamp` gives objects their creation time before they are checked (conflicts are
+    decided by age: :mod:`.first_seen`).
     """
     files = manifest_files(root, skip)
     documents: list[Document] = []
@@ -151,9 +173,13 @@ def read(root: Path, skip: Path | None = None, cache: FileCache | None = None) -
     manifest = parse_documents(documents, ignore_unknown_kinds=True)
     manifest.problems[:0] = file_problems + unknown_kinds_of_ours(documents)
     manifest.files = [str(f) for f in files]
-    problems = validate_manifest(manifest)
+    if stamp is not None:
+        manifest.objects = stamp(manifest.objects)
+    # The manifests are standalone mode's only source of Secrets: a BGPPeer's missing
+    # passwordSecret is a problem of the peer.
+    problems = validate_manifest(manifest, secrets_known=True)
     bad: set[ObjectRef] = {p.ref for p in problems}
-    snap = Snapshot(problems=problems, files=[str(f) for f in files])
+    snap = Snapshot(problems=problems, files=[str(f) for f in files], secrets=manifest.secrets)
     for obj in manifest.objects:
         ref = obj.ref
         if ref.kind in _DROPPED_WHEN_INVALID and ref in bad:

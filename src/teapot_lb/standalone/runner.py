@@ -17,20 +17,21 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from teapot_lb import log
-from teapot_lb.cluster import Kind, Store
+from teapot_lb.cluster import Store
 from teapot_lb.controller import ControllerOptions
-from teapot_lb.model import Problem, Service
+from teapot_lb.model import ApiObject, Problem
 from teapot_lb.model.problem import FILE
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import decisions_json, summary
 from teapot_lb.speaker.vip_backend import VIPBackend
-from teapot_lb.standalone.assign import Assignment, assign, assigned_services
+from teapot_lb.standalone.assign import Assignment, Planned, planned_objects
 from teapot_lb.standalone.directory import (
     FileCache,
     Fingerprint,
@@ -38,7 +39,9 @@ from teapot_lb.standalone.directory import (
     fingerprint,
     manifest_files,
     read,
+    write_json,
 )
+from teapot_lb.standalone.first_seen import FirstSeen
 from teapot_lb.standalone.watch import (
     InotifyInit,
     ManifestWatch,
@@ -57,12 +60,6 @@ SETTLE_S = 0.002
 def default_state_dir(manifests: Path, node: str) -> Path:
     base = manifests if manifests.is_dir() else manifests.parent
     return base / ".state" / node
-
-
-def write_json(path: Path, doc: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -102,6 +99,7 @@ class ManifestSource:
         self.loaded: Loaded | None = None
         self._seen: Fingerprint | None = None
         self._files = FileCache()
+        self._first_seen = FirstSeen(state_dir)
         self._gone = False
         self._log = log.get("standalone")
 
@@ -141,17 +139,19 @@ class ManifestSource:
     def reload(self) -> Loaded:
         return self._apply(*self._compute())
 
-    def _compute(self) -> tuple[Snapshot, dict[str, Assignment], dict[str, Service]]:
+    def _compute(self) -> tuple[Snapshot, dict[str, Assignment], Planned]:
         """Read and assign (the slow part; no Store, no loop: may run in a thread)."""
-        snap = read(self.manifests, self.state_dir, self._files)
-        view = snap.view()
-        assignments = assign(view, self.options, snap.unparsed_pools)
-        return snap, assignments, assigned_services(view, assignments)
+        snap = read(self.manifests, self.state_dir, self._files, self._stamp)
+        assignments, planned = planned_objects(snap.view(), self.options, snap.unparsed_pools)
+        return snap, assignments, planned
+
+    def _stamp(self, objects: Sequence[ApiObject]) -> list[ApiObject]:
+        return self._first_seen.stamp(objects, datetime.now(UTC))
 
     def _apply(
-        self, snap: Snapshot, assignments: dict[str, Assignment], services: dict[str, Service]
+        self, snap: Snapshot, assignments: dict[str, Assignment], planned: Planned
     ) -> Loaded:
-        snap.fill(self.store, {Kind.SERVICE: services})
+        snap.fill(self.store, planned)
         generation = (self.loaded.generation + 1) if self.loaded else 1
         self.loaded = Loaded(snap, assignments, generation)
         for p in snap.problems:
@@ -307,6 +307,8 @@ class StatusWriter:
                 "ips": [str(ip) for ip in a.ips],
                 "pool": a.pool,
                 "refused": a.refused,
+                "vrids": a.vrids,
+                "vrid_refused": list(a.vrid_refused),
                 "announcing": summary(result.announcing.get(key, ())) if result else "",
                 "failures": dict(result.failures.get(key, {})) if result else {},
             }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import parse_duration, selector_lists_may_overlap
@@ -18,7 +18,36 @@ MAX_HOLD_TIME = 65535  # RFC 4271 §4.2: a 2-octet number of seconds.
 def peer_problems(config: ConfigSet) -> Iterator[Problem]:
     for peer in config.bgp_peers:
         yield from _single_peer(peer)
+        if config.secrets is not None:
+            yield from _password_secret(peer, config.secrets)
     yield from _duplicate_peers(config.bgp_peers)
+
+
+def _password_secret(
+    peer: BGPPeer, secrets: Mapping[str, Mapping[str, bytes]]
+) -> Iterator[Problem]:
+    """The Secret a peer's MD5 password comes from must be there, with key `password`
+    (checked when the set knows the Secrets: standalone mode's manifests)."""
+    ref = peer.spec.password_secret
+    if ref is None:
+        return
+    namespace = ref.namespace or peer.metadata.namespace
+    key = f"{namespace}/{ref.name}" if namespace else ref.name
+    data = secrets.get(key)
+    if data is None:
+        yield problem(
+            peer.ref,
+            "spec.passwordSecret",
+            f"Secret {key} not found: add it to the manifests (apiVersion: v1, kind: Secret,"
+            " stringData: {password: ...})",
+        )
+    elif "password" not in data:
+        keys = ", ".join(sorted(data)) or "none"
+        yield problem(
+            peer.ref,
+            "spec.passwordSecret",
+            f"Secret {key} has no key 'password' (its keys: {keys})",
+        )
 
 
 def _single_peer(peer: BGPPeer) -> Iterator[Problem]:

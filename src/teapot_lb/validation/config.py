@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate
@@ -30,7 +30,8 @@ class ConfigSet:
     registry (:mod:`teapot_lb.model.kinds`), so that filing objects needs no list of kinds.
 
     `unparsed` names objects that exist but could not be read (their own problems are
-    reported elsewhere); references to them are not reported again as unknown.
+    reported elsewhere); references to them are not reported again as unknown. `secrets`:
+    see the field.
     """
 
     pools: list[AddressPool] = field(default_factory=list)
@@ -46,10 +47,18 @@ class ConfigSet:
     tenants: list[Tenant] = field(default_factory=list)
     tenant_load_balancers: list[TenantLoadBalancer] = field(default_factory=list)
     unparsed: frozenset[ObjectRef] = frozenset()
+    # Secrets by `namespace/name` (their keys), when the set knows which exist (standalone
+    # mode's manifests); None: unknown (the webhook, manifests without Secrets).
+    secrets: Mapping[str, Mapping[str, bytes]] | None = None
 
     @classmethod
-    def of(cls, objects: Iterable[ApiObject], unparsed: Iterable[ObjectRef] = ()) -> ConfigSet:
-        config = cls(unparsed=frozenset(unparsed))
+    def of(
+        cls,
+        objects: Iterable[ApiObject],
+        unparsed: Iterable[ObjectRef] = (),
+        secrets: Mapping[str, Mapping[str, bytes]] | None = None,
+    ) -> ConfigSet:
+        config = cls(unparsed=frozenset(unparsed), secrets=secrets)
         for obj in objects:
             config.of_kind(REGISTRY[Kind(obj.kind)]).append(obj)
         return config

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.kinds import ApiObject
@@ -34,14 +34,16 @@ RULES = (
 
 
 def validate(
-    objects: Iterable[ApiObject] | ConfigSet, unparsed: Iterable[ObjectRef] = ()
+    objects: Iterable[ApiObject] | ConfigSet,
+    unparsed: Iterable[ObjectRef] = (),
+    secrets: Mapping[str, Mapping[str, bytes]] | None = None,
 ) -> list[Problem]:
     """Every problem in a configuration (pools, peers, advertisements, Services together).
 
     `unparsed` names objects that exist but could not be parsed, so that references to
-    them are not also reported as unknown.
+    them are not also reported as unknown; `secrets`: the Secrets that exist, when known.
     """
-    config = objects if isinstance(objects, ConfigSet) else ConfigSet.of(objects, unparsed)
+    config = objects if isinstance(objects, ConfigSet) else ConfigSet.of(objects, unparsed, secrets)
     return [p for rule in RULES for p in rule(config)]
 
 
@@ -75,7 +77,13 @@ def _shares_request(a: Service, b: Service) -> bool:
         return False
 
 
-def validate_manifest(manifest: Manifest) -> list[Problem]:
-    """Parse problems of a loaded manifest, then the rules, each marked with its file."""
+def validate_manifest(manifest: Manifest, *, secrets_known: bool = False) -> list[Problem]:
+    """Parse problems of a loaded manifest, then the rules, each marked with its file.
+
+    A BGPPeer's `passwordSecret` is checked against the manifests' Secrets when they hold
+    any, or always with `secrets_known` (standalone mode, where the manifests are the only
+    source of Secrets)."""
     unparsed = [p.ref for p in manifest.problems]
-    return manifest.problems + manifest.with_sources(validate(manifest.objects, unparsed))
+    secrets = manifest.secrets if secrets_known or manifest.secrets else None
+    found = validate(manifest.objects, unparsed, secrets)
+    return manifest.problems + manifest.with_sources(found)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from teapot_lb.model.common import IPAddress
+from teapot_lb.model.common import IPAddress, creation_order
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem, problem
 from teapot_lb.model.service import (
@@ -159,7 +159,9 @@ def _pool_fit(config: ConfigSet, svc: Service, ips: list[IPAddress]) -> Iterator
 
 
 def _sharing(requests: dict[IPAddress, list[Service]]) -> Iterator[Problem]:
-    for ip, services in requests.items():
+    """Of two Services that request one IP and cannot share it, the newer is reported."""
+    for ip, requesters in requests.items():
+        services = sorted(requesters, key=creation_order)
         for i, svc in enumerate(services):
             for other in services[:i]:
                 why = sharing_conflict(svc, other)

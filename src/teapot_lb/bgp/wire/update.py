@@ -290,6 +290,12 @@ def decode_attributes(
                 raise _attr_list_error(f"attribute {tcode} repeated")
             if not is_known_family(value):
                 cls = None
+                afi, safi = struct.unpack_from("!HB", value)
+                name = "MP_REACH_NLRI" if tcode == AttrType.MP_REACH_NLRI else "MP_UNREACH_NLRI"
+                problems.append(
+                    f"{name} of an address family we do not know (AFI {afi}, SAFI {safi})"
+                    " ignored: its prefixes are not used"
+                )
         if cls is None:
             if not flags & OPTIONAL:
                 raise CodecError(
