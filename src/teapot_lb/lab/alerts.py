@@ -11,6 +11,7 @@ restarts seconds later. Only the speaker's rules: standalone mode has no control
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import time
@@ -23,7 +24,7 @@ import yaml
 from teapot_lb.lab.network import LabNetwork
 from teapot_lb.lab.prometheus import Prometheus
 from teapot_lb.lab.report import ModeResult
-from teapot_lb.lab.wait import wait_for
+from teapot_lb.lab.wait import LabTimeout, wait_for
 
 RULES = Path(__file__).resolve().parents[3] / "deploy" / "monitoring" / "teapot-lb.rules.yaml"
 SPEAKER_GROUP = "teapot-lb.speaker"
@@ -31,6 +32,7 @@ SCALE = 60.0  # lab seconds per production minute
 METRICS_PORT = 7472
 SCRAPE_INTERVAL = 0.5
 QUIET_TIMEOUT = 60.0  # after the scenarios, alerts must stop firing within this
+FIRE_TIMEOUT = 20.0  # a hard-killed node stays down at most this long for its alerts
 # What a hard failure of a node must fire (for that node).
 ON_HARD_KILL = ("TeapotLBSpeakerDown",)
 SHOWN_LABELS = ("node", "peer", "service", "ip", "verdict")
@@ -123,6 +125,21 @@ class LabAlerts:
 
     def firing(self) -> list[str]:
         return fired(self.prometheus.query('ALERTS{alertstate="firing"}'))
+
+    def hold_until_fired(self, node: str, timeout: float = FIRE_TIMEOUT) -> None:
+        """Before a hard-killed ``node`` comes back: wait (at most ``timeout``) until the
+        alerts a hard kill must fire fire for it. A failover is faster than the scaled
+        ``for`` of those alerts plus a scrape and an evaluation, so reviving the node as
+        soon as the client is served again would make them fire or not by chance. If they
+        do not fire in time, :meth:`judge` reports it."""
+        wanted = {f"{name} node={node}" for name in ON_HARD_KILL}
+        with contextlib.suppress(LabTimeout):
+            wait_for(
+                lambda: wanted <= set(self.firing()),
+                timeout=timeout,
+                what=f"{', '.join(sorted(wanted))} to fire",
+                every=0.25,
+            )
 
     def quiet(self) -> list[str]:
         """Wait until no alert fires (at most :data:`QUIET_TIMEOUT`); those still firing."""

@@ -183,6 +183,8 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                         scenario = ModeScenario(
                             mode, family, net, client, state, options.sizes, progress
                         )
+                        if alerts is not None:
+                            scenario.hold_down = alerts.hold_until_fired
                         mode_started = time.time()
                         result = scenario.run()
                         if alerts is not None:

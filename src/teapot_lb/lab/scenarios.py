@@ -89,6 +89,9 @@ class ModeScenario:
         self.sizes = sizes
         self.progress = progress
         self.result = ModeResult(mode, family)
+        # Called with a hard-killed node before it is revived (the lab's alerts wait
+        # there for the alerts the kill must fire); None: revive at once.
+        self.hold_down: Callable[[str], None] | None = None
 
     def say(self, text: str) -> None:
         self.progress(f"{self.mode:<3} {self.family} {text}")
@@ -363,6 +366,8 @@ class ModeScenario:
         probe = self.client.probe([(ip, SERVICE_PORT)], PROBE_INTERVAL_S)
         try:
             if hard:
+                if self.hold_down is not None:
+                    self.hold_down(victim)
                 self.net.revive(victim)
             else:
                 code = self.net.stop_speaker(victim, signal_it=False)
@@ -399,6 +404,8 @@ class ModeScenario:
             f"hard kill {owner}: served by {', '.join(sorted(n for n in after if n))} after"
             f" {_ms(o.recovered_after)} ({o.failed} of {o.total} requests failed)"
         )
+        if self.hold_down is not None:
+            self.hold_down(owner)
         # The node comes back (and may take the IP back): count what that costs the client.
         probe = self.client.probe([(ip, SERVICE_PORT)], PROBE_INTERVAL_S)
         try:
