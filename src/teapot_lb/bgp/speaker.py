@@ -102,9 +102,17 @@ class Speaker:
             hosts: list[str] = [self.listen_address] if self.listen_address else ["0.0.0.0", "::"]
             port = self._listen_port
             for host in hosts:
-                server = await loop.create_server(
-                    lambda: Connection(self._accept), host=host, port=port, reuse_address=True
-                )
+                try:
+                    server = await loop.create_server(
+                        lambda: Connection(self._accept), host=host, port=port, reuse_address=True
+                    )
+                except PermissionError as err:
+                    raise PermissionError(
+                        err.errno,
+                        f"cannot listen for BGP on [{host}]:{port}: {err.strerror}; a port below"
+                        " 1024 needs root or the capability NET_BIND_SERVICE (the speaker's"
+                        " DaemonSet adds it to the container's securityContext)",
+                    ) from err
                 if port == 0:  # bind the other family to the same ephemeral port
                     port = int(server.sockets[0].getsockname()[1])
                 self._listener.servers.append(server)

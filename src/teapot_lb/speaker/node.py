@@ -139,17 +139,24 @@ class NodeSpeaker:
         self._wake.set()
 
     async def run(self) -> None:
-        """Plan and apply whenever notified, until cancelled."""
+        """Plan and apply whenever notified, until cancelled. A step that fails is retried
+        after 0.5 s; the same failure again is logged without its traceback."""
+        failing: str | None = None
         while True:
             await self._wake.wait()
             await asyncio.sleep(self.debounce_s)
             self._wake.clear()
             try:
                 await self.step()
+                failing = None
             except Exception as err:
                 self.stats.step_errors += 1
                 self.stats.last_error = repr(err)
-                self._log.exception("speaker step failed")
+                if failing == repr(err):
+                    self._log.warning("speaker step failed again", error=str(err))
+                else:
+                    self._log.exception("speaker step failed")
+                failing = repr(err)
                 await asyncio.sleep(0.5)
                 self._wake.set()
 
