@@ -146,6 +146,25 @@ async def test_explain_reads_the_whole_cluster(fake_api: FakeApiServer) -> None:
     assert set(view.bgp_peers) == {"lb-system/r1", "lb-system/r2"}
 
 
+async def test_explain_reads_the_management_kinds_only_when_asked(
+    fake_api: FakeApiServer,
+) -> None:
+    seed(fake_api, *bgp_setup(), lb_service("web", "203.0.113.10"))
+    fake_api.seed(
+        {
+            "apiVersion": "lb.teapot.io/v1alpha1",
+            "kind": "Tenant",
+            "metadata": {"name": "acme"},
+            "spec": {"namespace": "tenant-acme", "nodeNetworks": ["192.0.2.0/28"]},
+        }
+    )
+    plain = await read_cluster(str(fake_api.kubeconfig_path))
+    assert plain.tenants == {}
+    with_tenancy = await read_cluster(str(fake_api.kubeconfig_path), tenancy=True)
+    assert set(with_tenancy.tenants) == {"acme"}
+    assert with_tenancy.services.keys() == plain.services.keys()
+
+
 async def test_explain_now_reads_the_speakers_annotations(
     running: Running, fake_api: FakeApiServer
 ) -> None:

@@ -201,3 +201,36 @@ def test_the_speaker_tenancy_rbac_reads_exactly_the_management_kinds_for_the_spe
     [account] = {d["spec"]["template"]["spec"]["serviceAccountName"] for d in speakers}
     assert [s["name"] for s in binding["subjects"]] == [account]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
+
+
+def test_explain_shows_every_node_for_a_programmed_request() -> None:
+    from teapot_lb.announce.plan import explain_tenant
+    from teapot_lb.cli.explain import tenant_json, tenant_text
+
+    docs = managed(config(tlb_body("acme", "web"), node("m3", **{EXCLUDE_LABEL: ""})))
+    v = view(docs)
+    decisions = explain_tenant(v, "tenant-acme/web")
+    assert [(d.node, d.announces) for d in decisions] == [
+        ("m1", True),
+        ("m2", True),
+        ("m3", False),
+    ]
+    request = v.tenant_load_balancers["tenant-acme/web"]
+    text = tenant_text("tenant-acme/web", request, decisions)
+    assert "Programmed: True" in text and f"next hops: {', '.join(HOPS)}" in text
+    assert "announced to router" in text and EXCLUDE_LABEL in text
+    doc = yaml.safe_load(tenant_json("tenant-acme/web", request, decisions))
+    assert doc["nextHops"] == HOPS and [d["node"] for d in doc["decisions"]] == ["m1", "m2", "m3"]
+
+
+def test_explain_of_a_refused_request_gives_the_managers_reason() -> None:
+    from teapot_lb.announce.plan import explain_tenant
+    from teapot_lb.cli.explain import tenant_text
+
+    body = tlb_body("acme", "web")
+    body["spec"]["backends"][0]["addresses"] = [TENANTS["bolt"]["node_ips"][0]]
+    v = view(managed(config(body)))
+    assert explain_tenant(v, "tenant-acme/web") == []
+    text = tenant_text("tenant-acme/web", v.tenant_load_balancers["tenant-acme/web"], [])
+    assert "Accepted: False (BackendNotAllowed)" in text
+    assert "not Programmed" in text

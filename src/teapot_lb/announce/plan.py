@@ -645,6 +645,21 @@ def explain(
     return decisions
 
 
+def explain_tenant(
+    view: ClusterView, request_key: str, options: PlanOptions | None = None
+) -> list[Decision]:
+    """Route mode: every node's decisions for one TenantLoadBalancer (namespace/name), by
+    node name then IP. Empty when the request is not Programmed (its conditions say why)
+    or what its status says falls outside its Tenant."""
+    planner = _Planner(view, options or PlanOptions())
+    routes = [r for r in programmed_routes(view) if r.request == request_key]
+    decisions: list[Decision] = []
+    for node in sorted(view.nodes):
+        for route in routes:
+            decisions.extend(planner.decide_tenant(node, route)[1])
+    return decisions
+
+
 def l2_election_orders(
     view: ClusterView, options: PlanOptions | None = None, *, cache: PlanCache | None = None
 ) -> dict[str, tuple[str, ...]]:

@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 
 import click
 
-from teapot_lb.announce.plan import Decision, PlanOptions, explain
+from teapot_lb.announce.plan import Decision, PlanOptions, explain, explain_tenant
 from teapot_lb.cluster import ClusterView, Store, UnknownBFDProfile
 from teapot_lb.model import BFDParameters, BGPPeer
+from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.speaker.report import annotation_key, parse_summary
 from teapot_lb.standalone import first_seen
 from teapot_lb.standalone.assign import planned_objects
@@ -41,7 +42,7 @@ def manifest_view(manifests: Path, state_root: Path | None = None) -> ClusterVie
     return store.view()
 
 
-async def cluster_view(kubeconfig: str | None) -> ClusterView:
+async def cluster_view(kubeconfig: str | None, *, tenancy: bool = False) -> ClusterView:
     from teapot_lb.speaker.kube_source import read_cluster
 
     return await read_cluster(kubeconfig)
@@ -229,7 +230,19 @@ def explain_command(
     if "/" not in service:
         service = f"default/{service}"
     root = state_root_of(manifests, state_root) if manifests is not None else None
-    view = manifest_view(manifests, root) if manifests else asyncio.run(cluster_view(kubeconfig))
+    view = (
+        manifest_view(manifests, root)
+        if manifests
+        else asyncio.run(cluster_view(kubeconfig, tenancy=True))
+    )
+    if service not in view.services and service in view.tenant_load_balancers:
+        request = view.tenant_load_balancers[service]
+        tenant_decisions = explain_tenant(view, service, PlanOptions())
+        if output == "json":
+            click.echo(tenant_json(service, request, tenant_decisions))
+        else:
+            click.echo(tenant_text(service, request, tenant_decisions))
+        return
     if service not in view.services:
         raise click.ClickException(f"Service {service} not found")
     decisions = explain(view, service, PlanOptions())
@@ -250,6 +263,48 @@ def explain_command(
         click.echo(table(decisions, observed))
         for peer, summary in bfd.items():
             click.echo(f"BGPPeer {peer}: {summary}")
+
+
+def tenant_text(key: str, request: TenantLoadBalancer, decisions: list[Decision]) -> str:
+    """A TenantLoadBalancer (route mode): the manager's verdict, then the speakers'."""
+    status = request.status
+    lines = [f"TenantLoadBalancer {key} (tenant cluster {request.spec.source.cluster})"]
+    for condition in status.conditions if status else []:
+        line = f"  {condition.type}: {condition.status.value} ({condition.reason})"
+        lines.append(line + (f": {condition.message}" if condition.message else ""))
+    if status is not None and status.addresses:
+        lines.append(f"  addresses: {', '.join(status.addresses)}")
+    if status is not None and status.next_hops:
+        lines.append(f"  next hops: {', '.join(status.next_hops)}")
+    if decisions:
+        lines.append(table(decisions))
+    else:
+        lines.append("  no management speaker announces it: it is not Programmed in route mode")
+    return "\n".join(lines)
+
+
+def tenant_json(key: str, request: TenantLoadBalancer, decisions: list[Decision]) -> str:
+    status = request.status
+    doc = {
+        "tenantLoadBalancer": key,
+        "conditions": [c.model_dump(by_alias=True, mode="json") for c in status.conditions]
+        if status
+        else [],
+        "addresses": list(status.addresses) if status else [],
+        "nextHops": list(status.next_hops) if status else [],
+        "decisions": [
+            {
+                "node": d.node,
+                "ip": d.ip,
+                "mode": d.mode.value if d.mode is not None else None,
+                "announces": d.announces,
+                "reason": d.reason,
+                "peers": list(d.peers),
+            }
+            for d in decisions
+        ],
+    }
+    return json.dumps(doc, indent=1)
 
 
 if __name__ == "__main__":

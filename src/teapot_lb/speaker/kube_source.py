@@ -22,6 +22,7 @@ from collections.abc import Callable
 from teapot_lb import log
 from teapot_lb.cluster import ClusterView, Kind, Store
 from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import KubeObject, key_of
 from teapot_lb.model import parse_object
@@ -136,12 +137,20 @@ class KubeSource:
                 group.create_task(informer.run(), name=f"informer-{kind.value}")
 
 
-async def read_cluster(kubeconfig: str | None) -> ClusterView:
-    """One consistent-enough read of every kind (for `explain`)."""
+async def read_cluster(kubeconfig: str | None, *, tenancy: bool = False) -> ClusterView:
+    """One consistent-enough read of every kind (for `explain`, `status`). With
+    ``tenancy``, Teapot's management kinds too, where the cluster serves them (a cluster
+    without their CRDs answers 404: read as none)."""
     store = Store()
+    kinds = KINDS if tenancy else ONE_CLUSTER_KINDS
     async with await connect(kubeconfig) as client:
-        for info in ONE_CLUSTER_KINDS:
-            listed = await client.list(info.resource)
+        for info in kinds:
+            try:
+                listed = await client.list(info.resource)
+            except NotFound:
+                if info in ONE_CLUSTER_KINDS:
+                    raise
+                continue
             for obj in listed.items:
                 put(store, info.kind, key_of(obj), obj)
     return store.view()
