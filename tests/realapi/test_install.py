@@ -25,6 +25,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no memberlist, emptyDir state": {"speaker": {"memberlistSecret": "", "stateHostPath": ""}},
     "class only, one replica": {"classOnly": True, "controller": {"replicas": 1}},
     "speaker off": {"speaker": {"enabled": False}},
+    "speaker with tenancy (route mode)": {"speaker": {"tenancy": True}},
     "cert-manager": {"webhook": {"certManager": {"enabled": True}}},
 }
 
