@@ -273,7 +273,7 @@ def table(report: LabReport) -> str:
         )
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in
-             [head, ["-" * w for w in widths], *rows]]  # fmt: skip
+             [head, ["-" * w for w in widths], *rows]] if rows else []  # fmt: skip
     for m in report.modes:
         for err in m.errors:
             lines.append(f"{m.mode} {m.family}: {err}")
@@ -282,7 +282,7 @@ def table(report: LabReport) -> str:
         if m.alerts is not None:
             lines.append(f"{m.mode} {m.family}: alerts fired: {', '.join(m.alerts) or 'none'}")
     if report.teapot is not None:
-        lines += ["", *teapot_lines(report.teapot)]
+        lines += ["", *teapot_lines(report.teapot)] if lines else teapot_lines(report.teapot)
     for err in report.errors:
         lines.append(f"error: {err}")
     if report.alerts_firing_after is not None:
