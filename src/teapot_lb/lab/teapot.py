@@ -285,7 +285,9 @@ class TeapotGroup:
 
     def run(self, result: TeapotResult) -> None:
         self.start()
-        self.say("manager and acme's agent started (standalone, on manifest directories)")
+        up = [self.root / "tenants" / "acme" / "c1.yaml", self.root / "status" / "acme.json"]
+        self._wait(lambda: all(p.exists() for p in up), "the agent's and the manager's first pass")
+        self.say("manager and acme's agent up (standalone, on manifest directories)")
         started = time.monotonic()
         _write(self.acme / "cluster.yaml", cluster_docs(ACME_NODES, with_service=True))
         result.create_to_ip_s = self._wait(
