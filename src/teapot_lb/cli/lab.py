@@ -12,7 +12,7 @@ from typing import TextIO
 import click
 
 from teapot_lb.lab.html_report import render_html
-from teapot_lb.lab.manifests import FAMILIES, MODES
+from teapot_lb.lab.manifests import FAMILIES, GROUPS, MODES
 from teapot_lb.lab.progress import TerminalProgress
 from teapot_lb.lab.report import table, to_json
 from teapot_lb.lab.router import ROUTERS
@@ -64,7 +64,7 @@ def _pick(known: tuple[str, ...], what: str, text: str) -> tuple[str, ...]:
 
 
 def _modes(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[str, ...]:
-    return _pick(MODES, "mode(s)", text)
+    return _pick(GROUPS, "mode(s)", text)
 
 
 def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[str, ...]:
@@ -73,8 +73,9 @@ def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[
 
 @click.command("lab")
 @click.option(
-    "--modes", default=",".join(MODES), show_default=True, callback=_modes,
-    help="Announcement modes to exercise, comma-separated.",
+    "--modes", default=",".join(GROUPS), show_default=True, callback=_modes,
+    help="Announcement modes to exercise, comma-separated; `teapot`: the Teapot group"
+    " (standalone manager and tenant agent, see docs/lab.md).",
 )  # fmt: skip
 @click.option(
     "--families", default=",".join(FAMILIES), show_default=True, callback=_families,
@@ -189,7 +190,7 @@ def lab(
     )
     out, err = _Output(sys.stdout), _Output(sys.stderr)
     progress = TerminalProgress(
-        modes,
+        tuple(m for m in modes if m in MODES),
         families,
         messages=err,
         screen=out if sys.stdout.isatty() else None,

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from teapot_lb.lab.measure import percentile
+from teapot_lb.lab.teapot import TeapotResult
 from teapot_lb.lab.timeline import Timeline
 
 SCHEMA = "teapot-lb.lab/v2"
@@ -146,6 +147,7 @@ class LabReport:
     duration_s: float = 0.0
     interrupted: bool = False
     alerts_firing_after: list[str] | None = None  # still firing at the end (None: not watched)
+    teapot: TeapotResult | None = None  # the Teapot group (None: not run)
 
     @property
     def ok(self) -> bool:
@@ -153,8 +155,9 @@ class LabReport:
         return (
             not self.errors
             and not self.interrupted
-            and bool(self.modes)
+            and (bool(self.modes) or self.teapot is not None)
             and all(m.ok for m in self.modes)
+            and (self.teapot is None or self.teapot.ok)
             and cleanup_ok
             and not self.alerts_firing_after
         )
@@ -270,7 +273,7 @@ def table(report: LabReport) -> str:
         )
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in
-             [head, ["-" * w for w in widths], *rows]]  # fmt: skip
+             [head, ["-" * w for w in widths], *rows]] if rows else []  # fmt: skip
     for m in report.modes:
         for err in m.errors:
             lines.append(f"{m.mode} {m.family}: {err}")
@@ -278,6 +281,8 @@ def table(report: LabReport) -> str:
             lines.append(f"{m.mode} {m.family}: skipped: {m.skipped}")
         if m.alerts is not None:
             lines.append(f"{m.mode} {m.family}: alerts fired: {', '.join(m.alerts) or 'none'}")
+    if report.teapot is not None:
+        lines += ["", *teapot_lines(report.teapot)] if lines else teapot_lines(report.teapot)
     for err in report.errors:
         lines.append(f"error: {err}")
     if report.alerts_firing_after is not None:
@@ -301,6 +306,29 @@ def table(report: LabReport) -> str:
     verdict = "interrupted" if report.interrupted else ("PASSED" if report.ok else "FAILED")
     lines.append(f"lab {verdict} in {report.duration_s:.1f} s")
     return "\n".join(lines)
+
+
+def teapot_lines(t: TeapotResult) -> list[str]:
+    """The Teapot group: its timings, then one row per refused attempt of the other tenant."""
+    hops = ", ".join(t.next_hops) or "-"
+    after = ", ".join(t.next_hops_after) or "-"
+    lines = [
+        f"teapot: {'ok' if t.ok else 'FAILED'}; Service default/web of acme got {t.ip or '-'}",
+        f"  create → IP at the agent {_fmt(t.create_to_ip_s)}; → route over {hops}"
+        f" {_fmt(t.create_to_route_s)}",
+        f"  node n2 gone → route over {after} {_fmt(t.node_gone_to_route_s)}",
+        f"  Service deleted → route withdrawn {_fmt(t.delete_to_withdrawn_s)}",
+        f"  not measured: {t.not_done}",
+    ]
+    head = ["globex tried", "request", "refused", "reason", "message"]
+    rows = [[r.attempt, r.request, "yes" if r.ok else "NO", r.reason or "-", r.message]
+            for r in t.refused]  # fmt: skip
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
+    for row in [head, ["-" * w for w in widths] + ["-------"], *rows]:
+        cells = [c.ljust(w) for c, w in zip(row, widths, strict=False)]
+        lines.append("  " + "  ".join([*cells, row[-1]]).rstrip())
+    lines += [f"teapot: {err}" for err in t.errors]
+    return lines
 
 
 def to_json(report: LabReport) -> dict[str, Any]:
@@ -346,5 +374,8 @@ def to_json(report: LabReport) -> dict[str, Any]:
         "goals": [asdict(g) for g in report.goals()],
         "errors": list(report.errors),
         "alerts_firing_after": report.alerts_firing_after,
+        "teapot": (
+            {**asdict(report.teapot), "ok": report.teapot.ok} if report.teapot is not None else None
+        ),
         "cleanup": asdict(report.cleanup) if report.cleanup is not None else None,
     }

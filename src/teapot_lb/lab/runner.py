@@ -23,6 +23,7 @@ from teapot_lb.lab.alerts import METRICS_PORT, LabAlerts
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.manifests import (
     FAMILIES,
+    GROUPS,
     MODES,
     LabConfigError,
     copy_manifests,
@@ -35,6 +36,7 @@ from teapot_lb.lab.network import LabNetwork
 from teapot_lb.lab.report import Cleanup, LabReport
 from teapot_lb.lab.router import FRR_DIR
 from teapot_lb.lab.scenarios import LabState, ModeScenario, Sizes
+from teapot_lb.lab.teapot import TeapotResult, run_teapot
 from teapot_lb.lab.wait import LabTimeout, wait_for
 from teapot_lb.netlab import NetlabError, Topology, netns_available
 
@@ -45,7 +47,7 @@ _NETNS_DIR = Path("/run/netns")
 
 @dataclass
 class LabOptions:
-    modes: tuple[str, ...] = MODES
+    modes: tuple[str, ...] = GROUPS  # announcement modes (MODES) and "teapot"
     families: tuple[str, ...] = FAMILIES
     nodes: int | None = None  # None: the manifests' Nodes (3 generated when there are none)
     router: str = "bird"
@@ -122,6 +124,17 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
     """Run the lab; always returns a report (check ``report.ok``)."""
     started = time.monotonic()
     report = LabReport(options=options.describe())
+    if "teapot" in options.modes:
+        try:
+            with _signals_unwind():
+                report.teapot = _teapot(options, progress)
+        except (KeyboardInterrupt, _Stop) as exc:
+            report.interrupted = True
+            progress(f"lab: interrupted ({type(exc).__name__} {exc})")
+        if report.interrupted or not any(m in MODES for m in options.modes):
+            report.duration_s = time.monotonic() - started
+            return report
+    announce = tuple(m for m in options.modes if m in MODES)
     reason = netns_available()
     missing = missing_programs(options)
     if reason or missing:
@@ -158,7 +171,7 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                 topology = Topology("lab")
                 net = LabNetwork(
                     topology, lay, workdir, manifests,
-                    router=options.router, modes=options.modes,
+                    router=options.router, modes=announce,
                     poll_interval=options.poll_interval,
                 )  # fmt: skip
                 net.build()
@@ -178,7 +191,7 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                     progress("lab: Prometheus scrapes every node (the speaker's alert rules)")
                 client = Client(net.client.ns)
                 state = LabState(manifests)
-                for mode in options.modes:
+                for mode in announce:
                     for family in options.families:
                         scenario = ModeScenario(
                             mode, family, net, client, state, options.sizes, progress
@@ -218,6 +231,16 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
             report.cleanup = _clean_up(topology, workdir, options, _quiet_on_error(progress))
     report.duration_s = time.monotonic() - started
     return report
+
+
+def _teapot(options: LabOptions, progress: Progress) -> TeapotResult:
+    """The Teapot group (no namespaces: the standalone manager and agent as processes)."""
+    workdir = (options.workdir or Path(tempfile.mkdtemp(prefix="teapot-lab-"))) / "teapot"
+    try:
+        return run_teapot(workdir, progress)
+    finally:
+        if options.workdir is None and not options.keep:
+            shutil.rmtree(workdir.parent, ignore_errors=True)
 
 
 def _quiet_on_error(progress: Progress) -> Progress:

@@ -1,0 +1,69 @@
+"""`teapot-lb lab --modes teapot`: the Teapot group alone, through `run_lab` (the standalone
+manager and tenant agent as real processes on directories; no namespaces, so no root)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from teapot_lb.lab.report import LabReport, table, to_json
+from teapot_lb.lab.runner import LabOptions, run_lab
+
+ACME_NODES = ["192.0.2.11", "192.0.2.12", "192.0.2.13"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> LabReport:
+    messages: list[str] = []
+    workdir = tmp_path_factory.mktemp("lab-teapot")
+    got = run_lab(LabOptions(modes=("teapot",), workdir=workdir), messages.append)
+    assert got.teapot is not None, messages
+    assert got.ok, (table(got), messages)
+    return got
+
+
+def test_the_service_gets_an_ip_and_a_route_over_the_tenants_nodes_then_loses_them(
+    report: LabReport,
+) -> None:
+    t = report.teapot
+    assert t is not None
+    assert t.ip is not None and t.ip.startswith("203.0.113.")  # acme's allocation
+    assert t.next_hops == ACME_NODES
+    assert t.next_hops_after == ["192.0.2.11", "192.0.2.13"]  # n2 gone
+    for figure in (t.create_to_ip_s, t.create_to_route_s, t.node_gone_to_route_s,
+                   t.delete_to_withdrawn_s):  # fmt: skip
+        assert figure is not None and figure >= 0
+    assert report.modes == []  # no announcement mode ran
+
+
+def test_each_attempt_of_the_other_tenant_is_refused_with_its_reason(report: LabReport) -> None:
+    t = report.teapot
+    assert t is not None
+    reasons = {r.request: r.reason for r in t.refused}
+    assert reasons == {
+        "b-acme-ip": "AddressNotAllocated",
+        "c-acme-node": "BackendNotAllowed",
+        "d-over-quota": "QuotaExceeded",
+        "e-gateway": "ModeNotAllowed",
+        "f-forged": "InvalidRequest",
+    }
+    by_name = {r.request: r.message for r in t.refused}
+    assert "not allocated to Tenant globex" in by_name["b-acme-ip"]
+    assert "outside the node networks of Tenant globex" in by_name["c-acme-node"]
+
+
+def test_the_report_has_the_teapot_rows_in_the_table_and_the_json(report: LabReport) -> None:
+    text = table(report)
+    assert "globex tried" in text and "BackendNotAllowed" in text and "lab PASSED" in text
+    doc = json.loads(json.dumps(to_json(report)))
+    assert doc["teapot"]["ok"] is True
+    assert {r["reason"] for r in doc["teapot"]["refused"]} >= {"QuotaExceeded", "ModeNotAllowed"}
+
+
+def test_the_work_directory_keeps_the_manager_and_agent_logs(
+    report: LabReport, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    logs = list(Path(tmp_path_factory.getbasetemp()).glob("lab-teapot*/teapot/*.log"))
+    assert {p.name for p in logs} == {"manager.log", "agent.log"}
