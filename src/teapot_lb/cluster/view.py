@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from teapot_lb.cluster.changes import ChangeLog
 from teapot_lb.model import (
     AddressPool,
     BFDParameters,
@@ -65,6 +66,9 @@ class ClusterView:
     secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=_empty)
     tenants: Mapping[str, Tenant] = field(default_factory=_empty)
     tenant_load_balancers: Mapping[str, TenantLoadBalancer] = field(default_factory=_empty)
+    # The Store's change log and where it stood when this view was made (None: not from a
+    # Store); caches use it to find what changed between two views without walking them.
+    changes: tuple[ChangeLog, int] | None = field(default=None, repr=False, compare=False)
     _slices_by_service: dict[str, list[EndpointSlice]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
