@@ -26,6 +26,10 @@ class Store:
         self._view: ClusterView | None = None
         self.generation = 0
         self.changes = ChangeLog()
+        # EndpointSlices by Service key (by slice key, in the order of the slices' table),
+        # and the lists views hand out (a list is replaced, never changed, once handed out).
+        self._slices: dict[str, dict[str, EndpointSlice]] = {}
+        self._slice_lists: dict[str, list[EndpointSlice]] = {}
 
     def put(self, kind: Kind, key: str, obj: Stored) -> None:
         model = REGISTRY[kind].model
@@ -51,6 +55,10 @@ class Store:
     def replace(self, kind: Kind, objects: Mapping[str, Stored]) -> None:
         """Replace every object of one kind (a re-list, or a re-read manifest directory)."""
         self._objects[kind] = dict(objects)
+        if kind is Kind.ENDPOINT_SLICE:
+            self._slices, self._slice_lists = {}, {}
+            for key, obj in self._objects[kind].items():
+                self._index_slice(key, None, obj)
         self._changed(kind, EVERY_KEY, None, None)
 
     def get(self, kind: Kind, key: str) -> Stored | None:
@@ -66,15 +74,40 @@ class Store:
             fields: dict[str, Mapping[str, Any]] = {
                 info.view_field: MappingProxyType(dict(self._objects[info.kind])) for info in KINDS
             }
-            self._view = ClusterView(**fields, changes=(self.changes, self.changes.mark))
+            self._view = ClusterView(
+                **fields,
+                changes=(self.changes, self.changes.mark),
+                slice_index=self._slice_lists,
+            )
         return self._view
 
     def _changed(self, kind: Kind, key: str, old: Stored | None, new: Stored | None) -> None:
         self._view = None
         self.generation += 1
-        services = tuple(
-            object_key(obj.metadata.namespace, obj.service_name)
-            for obj in (old, new)
-            if isinstance(obj, EndpointSlice) and obj.service_name
-        )
+        if kind is Kind.ENDPOINT_SLICE and key != EVERY_KEY:
+            self._index_slice(key, old, new)
+        services = tuple(s for s in (_service_of(old), _service_of(new)) if s is not None)
         self.changes.record(Change(kind, key, services))
+
+    def _index_slice(self, key: str, old: Stored | None, new: Stored | None) -> None:
+        """Move one EndpointSlice in the per-Service index (as ClusterView would index it)."""
+        before, after = _service_of(old), _service_of(new)
+        for service, obj in ((before, None), (after, new)):
+            if service is None or (obj is None and before == after):
+                continue
+            slices = self._slices.setdefault(service, {})
+            if isinstance(obj, EndpointSlice):
+                slices[key] = obj  # in place when it was there
+            else:
+                slices.pop(key, None)
+            if slices:
+                self._slice_lists[service] = list(slices.values())
+            else:
+                del self._slices[service]
+                self._slice_lists.pop(service, None)
+
+
+def _service_of(obj: Stored | None) -> str | None:
+    if isinstance(obj, EndpointSlice) and obj.service_name:
+        return object_key(obj.metadata.namespace, obj.service_name)
+    return None

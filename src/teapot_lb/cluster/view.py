@@ -69,11 +69,19 @@ class ClusterView:
     # The Store's change log and where it stood when this view was made (None: not from a
     # Store); caches use it to find what changed between two views without walking them.
     changes: tuple[ChangeLog, int] | None = field(default=None, repr=False, compare=False)
+    # The EndpointSlices per Service key, when the maker keeps them (the Store does): a view
+    # then need not index every slice again.
+    slice_index: Mapping[str, list[EndpointSlice]] | None = field(
+        default=None, repr=False, compare=False
+    )
     _slices_by_service: dict[str, list[EndpointSlice]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
+        if self.slice_index is not None:
+            self._slices_by_service.update(self.slice_index)
+            return
         for eps in self.endpoint_slices.values():
             svc = eps.service_name
             if svc:
