@@ -347,6 +347,8 @@ class PlanCache:
         )
         self.orders: _PerService[tuple[tuple[str, tuple[str, ...]], ...]] = _PerService(versions)
         self.totals = PlanTotals()
+        # The last answer of l2_election_orders, kept while no Service's orders change.
+        self.orders_out: dict[str, tuple[str, ...]] | None = None
 
     @property
     def computed(self) -> int:

@@ -731,9 +731,14 @@ def l2_election_orders(
     else:
         scope = _options_key(opts, liveness=False)
         per_service = cache.orders.results(view, scope, L2_KINDS, orders)
+        delta, kept = cache.orders.delta, cache.orders_out
+        if kept is not None and delta is not None and not any(o or n for _, o, n in delta):
+            return dict(kept)  # no Service's orders changed: the same answer
     for items in per_service:
         for ip_text, order in items:
             out[ip_text] = order
+    if cache is not None:
+        cache.orders_out = dict(out)
     return out
 
 
