@@ -81,6 +81,8 @@ class ClusterView:
     def __post_init__(self) -> None:
         if self.slice_index is not None:
             self._slices_by_service.update(self.slice_index)
+            # The maker's index goes on changing; the view keeps only its copy.
+            object.__setattr__(self, "slice_index", None)
             return
         for eps in self.endpoint_slices.values():
             svc = eps.service_name
