@@ -19,7 +19,7 @@ from model.builders import (
 )
 from teapot_lb.announce.cache import PlanCache
 from teapot_lb.announce.election import EXCLUDE_LABEL
-from teapot_lb.announce.plan import PlanOptions, l2_election_orders, plan
+from teapot_lb.announce.plan import Mode, PlanOptions, l2_election_orders, plan
 from teapot_lb.cluster import Kind, Store, object_key
 
 NODE_NAMES = ("node-a", "node-b", "node-c")
@@ -238,6 +238,12 @@ def check_against_uncached(steps: list[tuple[Any, ...]]) -> None:
             full = plan(view, name, options)
             assert cached.announcements == full.announcements
             assert cached.decisions == full.decisions
+            # The per-mode sets and per-Service decisions (in key order) the cache keeps
+            # between calls say the same as the plan without it.
+            for mode in Mode:
+                assert cached.of_mode(mode) == full.of_mode(mode)
+            kept = [(k, d) for k, d in full.by_service.items() if d]
+            assert list(cached.by_service.items()) == kept
         cached_orders = l2_election_orders(view, options, cache=orders_cache)
         full_orders = l2_election_orders(view, options)
         assert list(cached_orders.items()) == list(full_orders.items())

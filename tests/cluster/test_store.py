@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from teapot_lb.cluster import Kind, Store
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from teapot_lb.cluster import ClusterView, Kind, Store
+from teapot_lb.cluster.changes import LIMIT
 from teapot_lb.model import EndpointSlice, Service, parse_ip, parse_object
 
 
@@ -78,3 +82,66 @@ def test_pool_of_finds_the_pool_holding_an_address() -> None:
     found = view.pool_of(parse_ip("192.0.2.3"))
     assert found is not None and found.name == "public"
     assert view.pool_of(parse_ip("198.51.100.1")) is None
+
+
+def _labelled_slice(name: str, service: str | None) -> EndpointSlice:
+    labels = {"kubernetes.io/service-name": service} if service else {}
+    obj, _ = parse_object(
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"namespace": "default", "name": name, "labels": labels},
+            "endpoints": [],
+        }
+    )
+    assert isinstance(obj, EndpointSlice)
+    return obj
+
+
+_slice_changes = st.lists(
+    st.tuples(
+        st.sampled_from(["put", "delete", "replace"]),
+        st.sampled_from(["e1", "e2", "e3"]),
+        st.sampled_from([None, "s1", "s2"]),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_slice_changes)
+def test_the_stores_slice_index_equals_a_view_indexing_every_slice(
+    changes: list[tuple[str, str, str | None]],
+) -> None:
+    store = Store()
+    for what, name, service in changes:
+        key = f"default/{name}"
+        if what == "put":
+            store.put(Kind.ENDPOINT_SLICE, key, _labelled_slice(name, service))
+        elif what == "delete":
+            store.delete(Kind.ENDPOINT_SLICE, key)
+        else:
+            store.replace(Kind.ENDPOINT_SLICE, {key: _labelled_slice(name, service)})
+        view = store.view()
+        fresh = ClusterView(endpoint_slices=view.endpoint_slices)  # indexes every slice
+        for svc in ("default/s1", "default/s2"):
+            assert sorted(map(id, view.slices_of(svc))) == sorted(map(id, fresh.slices_of(svc)))
+
+
+def test_the_change_log_names_what_changed_and_forgets_the_oldest() -> None:
+    store = Store()
+    start = store.changes.mark
+    store.put(Kind.ENDPOINT_SLICE, "default/e1", _labelled_slice("e1", "s1"))
+    store.put(Kind.ENDPOINT_SLICE, "default/e1", _labelled_slice("e1", "s2"))
+    changes = store.changes.between(start, store.changes.mark)
+    assert changes is not None
+    assert [(c.key, c.services) for c in changes] == [
+        ("default/e1", ("default/s1",)),
+        ("default/e1", ("default/s1", "default/s2")),
+    ]
+    for _ in range(3 * LIMIT):
+        store.delete(Kind.ENDPOINT_SLICE, "default/e1")
+        store.put(Kind.ENDPOINT_SLICE, "default/e1", _labelled_slice("e1", "s1"))
+    assert store.changes.between(start, store.changes.mark) is None  # a reader walks again
+    recent = store.changes.mark - 10
+    assert store.changes.between(recent, store.changes.mark) is not None

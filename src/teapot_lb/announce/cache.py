@@ -10,16 +10,18 @@ result is exactly the uncached one.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from teapot_lb.cluster import ClusterView
+from teapot_lb.cluster.changes import EVERY_KEY, ChangeLog
 from teapot_lb.model import ExternalTrafficPolicy, Node, Service
 from teapot_lb.model.kinds import KINDS, Kind
 
 if TYPE_CHECKING:
-    from teapot_lb.announce.plan import Announcement, Decision
+    from teapot_lb.announce.plan import Announcement, Decision, Mode
 
 _T = TypeVar("_T")
 
@@ -65,6 +67,9 @@ class _Versions:
         self._seen[key] = (svc, token)  # holding the object keeps its identity unique
         return token
 
+    def forget(self, key: str) -> None:
+        self._seen.pop(key, None)
+
     def keep(self, keys: Mapping[str, object]) -> None:
         """Forget Services that are gone."""
         if len(self._seen) > len(keys) or any(k not in keys for k in self._seen):
@@ -81,13 +86,26 @@ class _Entry(Generic[_T]):
 
 class _PerService(Generic[_T]):
     """Results per Service key, valid while the Service, its EndpointSlices (when the
-    Service is Local) and the shared inputs stay the same."""
+    Service is Local) and the shared inputs stay the same.
+
+    When two calls' views come from the same Store, its change log names the Services and
+    EndpointSlices that changed in between: only those are looked at (the others keep their
+    result without a lookup), so one change costs one Service's work plus handing back the
+    kept results."""
 
     def __init__(self, versions: _Versions) -> None:
         self._versions = versions
         self._scope: tuple[object, ...] | None = None
         self._shared: tuple[tuple[tuple[str, object], ...], ...] | None = None
         self._entries: dict[str, _Entry[_T]] = {}
+        # The held keys in order, and their results in the same order.
+        self._keys: list[str] = []
+        self._results: list[_T] = []
+        # The change log of the last call's view, and its mark.
+        self._seen: tuple[ChangeLog, int] | None = None
+        # What the last call changed: (key, old result, new result), None for none; or None
+        # when it walked every Service (a consumer then starts again from the results).
+        self.delta: list[tuple[str, _T | None, _T | None]] | None = None
         self.computed = 0
 
     def _computed(
@@ -102,6 +120,10 @@ class _PerService(Generic[_T]):
         self.computed += 1
         return _Entry(version, slices, _ready(view, key, slices), compute(key, svc))
 
+    def kept(self) -> Iterator[_T]:
+        """The last call's results, in key order."""
+        return iter(self._results)
+
     def held(self) -> list[str]:
         """The Service keys held (those of the last call)."""
         return sorted(self._entries)
@@ -114,40 +136,129 @@ class _PerService(Generic[_T]):
         compute: Callable[[str, Service], _T],
     ) -> Iterator[_T]:
         """Each Service's result in key order, computing only those that may have changed."""
-        shared = tuple(
-            tuple((key, _shared_value(k, obj)) for key, obj in sorted(view.of_kind(k).items()))
-            for k in kinds
-        )
-        if (
-            scope != self._scope
-            or self._shared is None
-            or not all(_same_items(o, n) for o, n in zip(self._shared, shared, strict=True))
-        ):
+        touched = self._touched(view, scope, kinds)
+        if touched is None:
+            self.delta = None
+            self._walk(view, scope, kinds, compute)
+        else:
+            self.delta = []
+            self._update(view, touched, compute)
+        self._seen = view.changes
+        return iter(self._results)
+
+    def _touched(
+        self, view: ClusterView, scope: tuple[object, ...], kinds: tuple[Kind, ...]
+    ) -> set[str] | None:
+        """The Service keys whose inputs may have changed since the last call, or None when
+        that is not known cheaply (or shared inputs changed): then every Service is walked."""
+        seen, now = self._seen, view.changes
+        if seen is None or now is None or seen[0] is not now[0] or scope != self._scope:
+            return None
+        changes = now[0].between(seen[1], now[1])
+        if changes is None:
+            return None
+        touched: set[str] = set()
+        shared_changed = False
+        for change in changes:
+            if change.kind is Kind.SERVICE or change.kind is Kind.ENDPOINT_SLICE:
+                if change.key == EVERY_KEY:
+                    return None
+                if change.kind is Kind.SERVICE:
+                    touched.add(change.key)
+                else:
+                    touched.update(change.services)
+            elif change.kind in kinds:
+                shared_changed = True
+        if shared_changed and not _same_shared(self._shared, _shared_of(view, kinds)):
+            return None
+        return touched
+
+    def _walk(
+        self,
+        view: ClusterView,
+        scope: tuple[object, ...],
+        kinds: tuple[Kind, ...],
+        compute: Callable[[str, Service], _T],
+    ) -> None:
+        shared = _shared_of(view, kinds)
+        if scope != self._scope or not _same_shared(self._shared, shared):
             self._entries = {}
         self._scope, self._shared = scope, shared
         services = view.services
         old = self._entries
         entries: dict[str, _Entry[_T]] = {}
-        for key in sorted(services):
-            svc = services[key]
-            version = self._versions.of(key, svc)
-            local = svc.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
-            slices = tuple(view.slices_of(key)) if local else None
-            entry = old.get(key)
-            if entry is None or entry.version is not version:
-                entry = self._computed(key, svc, version, slices, view, compute)
-            elif not _same_slices(entry.slices, slices):
-                # Endpoints changed; the plan reads only which nodes have a ready one.
-                ready = _ready(view, key, slices)
-                if ready != entry.ready:
-                    entry = self._computed(key, svc, version, slices, view, compute)
-                else:
-                    entry.slices = slices
-            entries[key] = entry
-            yield entry.result
+        keys = sorted(services)
+        for key in keys:
+            entries[key] = self._entry(view, key, services[key], old.get(key), compute)
         # Services that disappeared are dropped with the old table.
         self._entries = entries
+        self._keys = keys
+        self._results = [entries[key].result for key in keys]
         self._versions.keep(services)
+
+    def _update(
+        self, view: ClusterView, touched: set[str], compute: Callable[[str, Service], _T]
+    ) -> None:
+        services = view.services
+        delta = self.delta
+        assert delta is not None
+        for key in sorted(touched):
+            at = bisect_left(self._keys, key)
+            held = at < len(self._keys) and self._keys[at] == key
+            svc = services.get(key)
+            if svc is None:
+                if held:
+                    delta.append((key, self._results[at], None))
+                    del self._keys[at], self._results[at], self._entries[key]
+                self._versions.forget(key)
+                continue
+            entry = self._entry(view, key, svc, self._entries.get(key), compute)
+            self._entries[key] = entry
+            if held:
+                if self._results[at] is not entry.result:
+                    delta.append((key, self._results[at], entry.result))
+                self._results[at] = entry.result
+            else:
+                delta.append((key, None, entry.result))
+                self._keys.insert(at, key)
+                self._results.insert(at, entry.result)
+
+    def _entry(
+        self,
+        view: ClusterView,
+        key: str,
+        svc: Service,
+        entry: _Entry[_T] | None,
+        compute: Callable[[str, Service], _T],
+    ) -> _Entry[_T]:
+        version = self._versions.of(key, svc)
+        local = svc.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
+        slices = tuple(view.slices_of(key)) if local else None
+        if entry is None or entry.version is not version:
+            return self._computed(key, svc, version, slices, view, compute)
+        if not _same_slices(entry.slices, slices):
+            # Endpoints changed; the plan reads only which nodes have a ready one.
+            ready = _ready(view, key, slices)
+            if ready != entry.ready:
+                return self._computed(key, svc, version, slices, view, compute)
+            entry.slices = slices
+        return entry
+
+
+def _shared_of(
+    view: ClusterView, kinds: tuple[Kind, ...]
+) -> tuple[tuple[tuple[str, object], ...], ...]:
+    return tuple(
+        tuple((key, _shared_value(k, obj)) for key, obj in sorted(view.of_kind(k).items()))
+        for k in kinds
+    )
+
+
+def _same_shared(
+    old: tuple[tuple[tuple[str, object], ...], ...] | None,
+    new: tuple[tuple[tuple[str, object], ...], ...],
+) -> bool:
+    return old is not None and all(_same_items(o, n) for o, n in zip(old, new, strict=True))
 
 
 def _ready(view: ClusterView, key: str, slices: tuple[object, ...] | None) -> frozenset[str] | None:
@@ -158,6 +269,67 @@ def _same_slices(a: tuple[object, ...] | None, b: tuple[object, ...] | None) -> 
     if a is None or b is None:
         return a is b
     return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+
+
+_PlanResult = tuple[frozenset["Announcement"], tuple["Decision", ...]]
+
+
+class PlanTotals:
+    """The union of the kept per-Service plans, changed by what each call changed: the
+    announcements (counted, as two Services may announce the same), per mode, and each
+    Service's decisions."""
+
+    def __init__(self) -> None:
+        self.counts: dict[Announcement, int] = {}
+        self.by_mode: dict[Mode, set[Announcement]] = {}
+        self.by_service: dict[str, tuple[Decision, ...]] = {}
+
+    def rebuild(self, results: Iterator[_PlanResult]) -> None:
+        self.counts, self.by_mode, self.by_service = {}, {}, {}
+        for anns, decs in results:
+            self._count(anns, 1)
+            if decs:
+                self.by_service[decs[0].service] = decs
+
+    def apply(
+        self,
+        delta: list[tuple[str, _PlanResult | None, _PlanResult | None]],
+        results: Callable[[], Iterator[_PlanResult]],
+    ) -> None:
+        """Apply one call's changes; `results` (all of them, in key order) is read only when
+        a Service appeared before others, to keep `by_service` in key order."""
+        by_service = self.by_service
+        last = next(reversed(by_service), None)
+        in_order = True
+        for key, old, new in delta:
+            if old is not None:
+                self._count(old[0], -1)
+            decs: tuple[Decision, ...] = ()
+            if new is not None:
+                self._count(new[0], 1)
+                decs = new[1]
+            if not decs:
+                by_service.pop(key, None)
+                continue
+            if key not in by_service and last is not None and key < last:
+                in_order = False
+            by_service[key] = decs  # in place when it was there: the order holds
+            last = key if last is None or key > last else last
+        if not in_order:
+            self.by_service = {decs[0].service: decs for _, decs in results() if decs}
+
+    def _count(self, anns: frozenset[Announcement], step: int) -> None:
+        counts = self.counts
+        for a in anns:
+            n = counts.get(a, 0) + step
+            if n:
+                counts[a] = n
+            else:
+                del counts[a]
+            if n == 0:
+                self.by_mode[a.mode].discard(a)
+            elif n == 1 and step == 1:
+                self.by_mode.setdefault(a.mode, set()).add(a)
 
 
 class PlanCache:
@@ -174,6 +346,9 @@ class PlanCache:
             versions
         )
         self.orders: _PerService[tuple[tuple[str, tuple[str, ...]], ...]] = _PerService(versions)
+        self.totals = PlanTotals()
+        # The last answer of l2_election_orders, kept while no Service's orders change.
+        self.orders_out: dict[str, tuple[str, ...]] | None = None
 
     @property
     def computed(self) -> int:

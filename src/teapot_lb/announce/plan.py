@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
+from itertools import chain
 from typing import TypeVar
 
 from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache
@@ -139,8 +140,15 @@ class Plan:
     """Route mode (Teapot management cluster): one per TenantLoadBalancer address, its
     `service` the request's namespace/name (apart: nothing reports them on a Service)."""
     by_service: Mapping[str, tuple[Decision, ...]] = field(default_factory=dict, compare=False)
+    # The announcements per mode, when the planner kept them (with a cache): of_mode copies
+    # them instead of looking at every announcement.
+    modes: Mapping[Mode, frozenset[Announcement]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def of_mode(self, mode: Mode) -> set[Announcement]:
+        if self.modes is not None:
+            return set(self.modes.get(mode, ()))
         return {a for a in self.announcements if a.mode is mode}
 
 
@@ -591,40 +599,66 @@ def plan(
     """
     opts = options or PlanOptions()
     planner = _Planner(view, opts)
-    announcements: set[Announcement] = set()
-    decisions: list[Decision] = []
-    by_service: dict[str, tuple[Decision, ...]] = {}
-    if cache is None:
-        for key, svc in planner.handled_services():
-            anns, decs = planner.decide(node, key, svc, planner.eligible(key, svc))
-            announcements |= anns
-            decisions.extend(decs)
-            by_service[key] = tuple(decs)
-    else:
-
-        def decide(key: str, svc: Service) -> tuple[frozenset[Announcement], tuple[Decision, ...]]:
-            if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
-                return frozenset(), ()
-            anns, decs = planner.decide(node, key, svc, planner.eligible(key, svc))
-            return frozenset(anns), tuple(decs)
-
-        scope = (node, _options_key(opts, liveness=True))
-        for kept_anns, kept_decs in cache.plans.results(view, scope, PLAN_KINDS, decide):
-            announcements |= kept_anns
-            decisions.extend(kept_decs)
-            if kept_decs:
-                by_service[kept_decs[0].service] = kept_decs
+    tenant_anns: set[Announcement] = set()
     tenant_decisions: list[Decision] = []
     for route in programmed_routes(view):
         anns, decs = planner.decide_tenant(node, route)
-        announcements |= anns
+        tenant_anns |= anns
         tenant_decisions.extend(decs)
+    if cache is not None:
+        return _plan_kept(view, node, planner, cache, tenant_anns, tuple(tenant_decisions))
+    announcements: set[Announcement] = set()
+    decisions: list[Decision] = []
+    by_service: dict[str, tuple[Decision, ...]] = {}
+    for key, svc in planner.handled_services():
+        anns, decs = planner.decide(node, key, svc, planner.eligible(key, svc))
+        announcements |= anns
+        decisions.extend(decs)
+        by_service[key] = tuple(decs)
     return Plan(
         node=node,
-        announcements=frozenset(announcements),
+        announcements=frozenset(announcements | tenant_anns),
         decisions=tuple(decisions),
         tenant_decisions=tuple(tenant_decisions),
         by_service=by_service,
+    )
+
+
+def _plan_kept(
+    view: ClusterView,
+    node: str,
+    planner: _Planner,
+    cache: PlanCache,
+    tenant_anns: set[Announcement],
+    tenant_decisions: tuple[Decision, ...],
+) -> Plan:
+    """:func:`plan` with a cache: only Services that may have changed are decided, and the
+    plan's totals change by what they changed."""
+    opts = planner.options
+
+    def decide(key: str, svc: Service) -> tuple[frozenset[Announcement], tuple[Decision, ...]]:
+        if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
+            return frozenset(), ()
+        anns, decs = planner.decide(node, key, svc, planner.eligible(key, svc))
+        return frozenset(anns), tuple(decs)
+
+    scope = (node, _options_key(opts, liveness=True))
+    kept = cache.plans.results(view, scope, PLAN_KINDS, decide)
+    totals, delta = cache.totals, cache.plans.delta
+    if delta is None:
+        totals.rebuild(kept)
+    else:
+        totals.apply(delta, cache.plans.kept)
+    modes = {m: frozenset(anns) for m, anns in totals.by_mode.items() if anns}
+    for a in tenant_anns:
+        modes[a.mode] = modes.get(a.mode, frozenset()) | {a}
+    return Plan(
+        node=node,
+        announcements=frozenset(totals.counts).union(tenant_anns),
+        decisions=tuple(chain.from_iterable(totals.by_service.values())),
+        tenant_decisions=tenant_decisions,
+        by_service=dict(totals.by_service),
+        modes=modes,
     )
 
 
@@ -697,9 +731,14 @@ def l2_election_orders(
     else:
         scope = _options_key(opts, liveness=False)
         per_service = cache.orders.results(view, scope, L2_KINDS, orders)
+        delta, kept = cache.orders.delta, cache.orders_out
+        if kept is not None and delta is not None and not any(o or n for _, o, n in delta):
+            return dict(kept)  # no Service's orders changed: the same answer
     for items in per_service:
         for ip_text, order in items:
             out[ip_text] = order
+    if cache is not None:
+        cache.orders_out = dict(out)
     return out
 
 

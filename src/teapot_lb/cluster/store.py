@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from teapot_lb.cluster.changes import EVERY_KEY, Change, ChangeLog
 from teapot_lb.cluster.view import ClusterView, Stored
-from teapot_lb.model import ApiObject
+from teapot_lb.model import ApiObject, EndpointSlice
 from teapot_lb.model.kinds import KINDS, REGISTRY, Kind, object_key
 
 
@@ -24,13 +25,19 @@ class Store:
         self._objects: dict[Kind, dict[str, Stored]] = {info.kind: {} for info in KINDS}
         self._view: ClusterView | None = None
         self.generation = 0
+        self.changes = ChangeLog()
+        # EndpointSlices by Service key (by slice key, in the order of the slices' table),
+        # and the lists views hand out (a list is replaced, never changed, once handed out).
+        self._slices: dict[str, dict[str, EndpointSlice]] = {}
+        self._slice_lists: dict[str, list[EndpointSlice]] = {}
 
     def put(self, kind: Kind, key: str, obj: Stored) -> None:
         model = REGISTRY[kind].model
         if model is not None and not isinstance(obj, model):
             raise TypeError(f"a {type(obj).__name__} is not a {kind.value}")
+        old = self._objects[kind].get(key)
         self._objects[kind][key] = obj
-        self._changed()
+        self._changed(kind, key, old, obj)
 
     def put_object(self, obj: ApiObject) -> str:
         """Put a typed model object; its kind and key come from its metadata."""
@@ -42,13 +49,17 @@ class Store:
     def delete(self, kind: Kind, key: str) -> Stored | None:
         obj = self._objects[kind].pop(key, None)
         if obj is not None:
-            self._changed()
+            self._changed(kind, key, obj, None)
         return obj
 
     def replace(self, kind: Kind, objects: Mapping[str, Stored]) -> None:
         """Replace every object of one kind (a re-list, or a re-read manifest directory)."""
         self._objects[kind] = dict(objects)
-        self._changed()
+        if kind is Kind.ENDPOINT_SLICE:
+            self._slices, self._slice_lists = {}, {}
+            for key, obj in self._objects[kind].items():
+                self._index_slice(key, None, obj)
+        self._changed(kind, EVERY_KEY, None, None)
 
     def get(self, kind: Kind, key: str) -> Stored | None:
         return self._objects[kind].get(key)
@@ -63,9 +74,40 @@ class Store:
             fields: dict[str, Mapping[str, Any]] = {
                 info.view_field: MappingProxyType(dict(self._objects[info.kind])) for info in KINDS
             }
-            self._view = ClusterView(**fields)
+            self._view = ClusterView(
+                **fields,
+                changes=(self.changes, self.changes.mark),
+                slice_index=self._slice_lists,
+            )
         return self._view
 
-    def _changed(self) -> None:
+    def _changed(self, kind: Kind, key: str, old: Stored | None, new: Stored | None) -> None:
         self._view = None
         self.generation += 1
+        if kind is Kind.ENDPOINT_SLICE and key != EVERY_KEY:
+            self._index_slice(key, old, new)
+        services = tuple(s for s in (_service_of(old), _service_of(new)) if s is not None)
+        self.changes.record(Change(kind, key, services))
+
+    def _index_slice(self, key: str, old: Stored | None, new: Stored | None) -> None:
+        """Move one EndpointSlice in the per-Service index (as ClusterView would index it)."""
+        before, after = _service_of(old), _service_of(new)
+        for service, obj in ((before, None), (after, new)):
+            if service is None or (obj is None and before == after):
+                continue
+            slices = self._slices.setdefault(service, {})
+            if isinstance(obj, EndpointSlice):
+                slices[key] = obj  # in place when it was there
+            else:
+                slices.pop(key, None)
+            if slices:
+                self._slice_lists[service] = list(slices.values())
+            else:
+                del self._slices[service]
+                self._slice_lists.pop(service, None)
+
+
+def _service_of(obj: Stored | None) -> str | None:
+    if isinstance(obj, EndpointSlice) and obj.service_name:
+        return object_key(obj.metadata.namespace, obj.service_name)
+    return None

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from teapot_lb.cluster.changes import ChangeLog
 from teapot_lb.model import (
     AddressPool,
     BFDParameters,
@@ -65,11 +66,24 @@ class ClusterView:
     secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=_empty)
     tenants: Mapping[str, Tenant] = field(default_factory=_empty)
     tenant_load_balancers: Mapping[str, TenantLoadBalancer] = field(default_factory=_empty)
+    # The Store's change log and where it stood when this view was made (None: not from a
+    # Store); caches use it to find what changed between two views without walking them.
+    changes: tuple[ChangeLog, int] | None = field(default=None, repr=False, compare=False)
+    # The EndpointSlices per Service key, when the maker keeps them (the Store does): a view
+    # then need not index every slice again.
+    slice_index: Mapping[str, list[EndpointSlice]] | None = field(
+        default=None, repr=False, compare=False
+    )
     _slices_by_service: dict[str, list[EndpointSlice]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
+        if self.slice_index is not None:
+            self._slices_by_service.update(self.slice_index)
+            # The maker's index goes on changing; the view keeps only its copy.
+            object.__setattr__(self, "slice_index", None)
+            return
         for eps in self.endpoint_slices.values():
             svc = eps.service_name
             if svc:

@@ -17,7 +17,7 @@ from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Protocol
 
 from teapot_lb import log
-from teapot_lb.announce.plan import BGPRoute, Decision, Mode, PlanOptions
+from teapot_lb.announce.plan import Announcement, BGPRoute, Decision, Mode, PlanOptions
 from teapot_lb.bfd.session import Parameters as BfdParameters
 from teapot_lb.bgp import Peer, PeerConfig, PeerCounters, Speaker, State
 from teapot_lb.bgp.attributes import Desired
@@ -292,6 +292,7 @@ class BGPBackend:
         self.bfd_changes = 0  # BFD settings changed on a running peer, BGP left alone
         self._failing: dict[str, str] = {}  # errors() after the last apply_plan
         self._router_id_said: RouterID | None = None  # the last router ID choice logged
+        self.table = RouteTable()  # the plan's BGP routes, shaped, kept between steps
         self._log = log.get("speaker.bgp")
 
     # --- the node speaker's backend protocol ------------------------------------------------
@@ -319,7 +320,7 @@ class BGPBackend:
         setups = peer_setups(view, step.node)
         peers = [view.bgp_peers[k] for k in sorted(view.bgp_peers)]
         selected = [p for p in peers if p.name in setups]
-        routes = bgp_routes(a for a in step.plan.of_mode(Mode.BGP) if isinstance(a, BGPRoute))
+        routes = self.table.update(step.plan.of_mode(Mode.BGP))
         chosen = router_id_for(view.nodes.get(step.node), step.node, selected)
         if setups and chosen != self._router_id_said:
             self._router_id_said = chosen
@@ -428,6 +429,60 @@ class BGPBackend:
         if self.speaker is not None:
             await self.speaker.shutdown("teapot-lb speaker stopping", withdraw=True)
             self.speaker = None
+
+
+class RouteTable:
+    """:func:`~teapot_lb.speaker.desired.bgp_routes` of the plan's BGP routes, kept between
+    steps: a new set of routes reshapes only the (peer, prefix) pairs whose routes changed
+    (each pair is shaped from its own routes alone), so one changed Service costs its routes,
+    not every route. `desired` is the result (changed in place)."""
+
+    def __init__(self) -> None:
+        self._routes: frozenset[Announcement] = frozenset()
+        self._groups: dict[tuple[str, str], set[BGPRoute]] = {}
+        self.desired: dict[str, dict[str, Desired]] = {}
+
+    def update(self, announcements: set[Announcement]) -> dict[str, dict[str, Desired]]:
+        """The shaped routes of the BGP announcements (the plan's `of_mode(Mode.BGP)`)."""
+        new = frozenset(announcements)
+        added, removed = new - self._routes, self._routes - new
+        if len(added) + len(removed) > max(16, len(new) // 8):
+            self._rebuild(new)
+            return self.desired
+        touched: set[tuple[str, str]] = set()
+        for r in removed:
+            if not isinstance(r, BGPRoute):
+                continue
+            pair = (r.peer, r.prefix)
+            self._groups[pair].discard(r)
+            touched.add(pair)
+        for r in added:
+            if not isinstance(r, BGPRoute):
+                continue
+            pair = (r.peer, r.prefix)
+            self._groups.setdefault(pair, set()).add(r)
+            touched.add(pair)
+        for pair in touched:
+            peer, prefix = pair
+            group = self._groups.get(pair)
+            per_peer = self.desired.setdefault(peer, {})
+            if group:
+                per_peer[prefix] = bgp_routes(group)[peer][prefix]
+            else:
+                self._groups.pop(pair, None)
+                per_peer.pop(prefix, None)
+                if not per_peer:
+                    del self.desired[peer]
+        self._routes = new
+        return self.desired
+
+    def _rebuild(self, announcements: frozenset[Announcement]) -> None:
+        self._routes = announcements
+        routes = [a for a in announcements if isinstance(a, BGPRoute)]
+        self._groups = {}
+        for r in routes:
+            self._groups.setdefault((r.peer, r.prefix), set()).add(r)
+        self.desired = bgp_routes(routes)
 
 
 def build(wiring: Wiring) -> BGPBackend:
