@@ -101,15 +101,8 @@ class ControllerCache:
                 group.create_task(informer.run())
 
     def live_view(self) -> ClusterView:
-        """A view that reads the store as it is now, for a reconcile that uses it at once
-        (before its first await). Unlike :meth:`Store.view`, it copies nothing: a snapshot
-        of every Service after each Service change made the cost of a change grow with
-        the number of Services (issue 19)."""
-        # Each kind holds only its model (the store checks), as in Store.view.
-        fields: dict[str, Mapping[str, Any]] = {
-            REGISTRY[info.kind].view_field: _LiveKind(self.store, info.kind) for info in KINDS
-        }
-        return ClusterView(**fields)
+        """The store as it is now, read through (see :func:`live_view`)."""
+        return live_view(self.store)
 
     def raw(self, kind: Kind, key: str) -> KubeObject | None:
         """The newest JSON of an object (what a write is based on)."""
@@ -200,6 +193,18 @@ class ControllerCache:
                 conditions,
                 meta.get("generation"),
             )
+
+
+def live_view(store: Store) -> ClusterView:
+    """A view that reads `store` as it is now, for a reconcile that uses it at once
+    (before its first await). Unlike :meth:`Store.view`, it copies nothing: a snapshot
+    of every Service after each Service change made the cost of a change grow with
+    the number of Services (issue 19)."""
+    # Each kind holds only its model (the store checks), as in Store.view.
+    fields: dict[str, Mapping[str, Any]] = {
+        REGISTRY[info.kind].view_field: _LiveKind(store, info.kind) for info in KINDS
+    }
+    return ClusterView(**fields)
 
 
 class _LiveKind(Mapping[str, Stored]):
