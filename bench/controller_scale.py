@@ -189,7 +189,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 ADDRESS_POOLS,
                 {
                     "metadata": {"name": "bench", "namespace": CONFIG_NAMESPACE},
-                    "spec": {"addresses": ["198.18.0.0/16"]},
+                    "spec": {"addresses": ["198.18.0.0/15"]},
                 },
             )
             metrics_port = free_port()

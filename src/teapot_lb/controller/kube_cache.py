@@ -17,12 +17,14 @@ true again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
 from teapot_lb import log
-from teapot_lb.cluster import Kind, Store
+from teapot_lb.cluster import ClusterView, Kind, Store
+from teapot_lb.cluster.view import Stored
 from teapot_lb.controller.metrics import ControllerMetrics
 from teapot_lb.controller.options import ANNOTATION_ALLOCATED_FROM
 from teapot_lb.controller.pools import UnparsedPool
@@ -32,7 +34,7 @@ from teapot_lb.kube.errors import KubeError
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import SERVICES, KubeObject, key_of
 from teapot_lb.model import AddressPoolStatus, ObjectRef, parse_object
-from teapot_lb.model.kinds import KINDS
+from teapot_lb.model.kinds import KINDS, REGISTRY
 
 # What the controller watches, from the kind registry.
 WATCHED = tuple(info for info in KINDS if info.controller)
@@ -97,6 +99,10 @@ class ControllerCache:
         async with asyncio.TaskGroup() as group:
             for informer in self.informers.values():
                 group.create_task(informer.run())
+
+    def live_view(self) -> ClusterView:
+        """The store as it is now, read through (see :func:`live_view`)."""
+        return live_view(self.store)
 
     def raw(self, kind: Kind, key: str) -> KubeObject | None:
         """The newest JSON of an object (what a write is based on)."""
@@ -187,6 +193,39 @@ class ControllerCache:
                 conditions,
                 meta.get("generation"),
             )
+
+
+def live_view(store: Store) -> ClusterView:
+    """A view that reads `store` as it is now, for a reconcile that uses it at once
+    (before its first await). Unlike :meth:`Store.view`, it copies nothing: a snapshot
+    of every Service after each Service change made the cost of a change grow with
+    the number of Services (issue 19)."""
+    # Each kind holds only its model (the store checks), as in Store.view.
+    fields: dict[str, Mapping[str, Any]] = {
+        REGISTRY[info.kind].view_field: _LiveKind(store, info.kind) for info in KINDS
+    }
+    return ClusterView(**fields)
+
+
+class _LiveKind(Mapping[str, Stored]):
+    """The store's objects of one kind, read through (lookups cost O(1); iterating
+    lists the keys, in order)."""
+
+    def __init__(self, store: Store, kind: Kind) -> None:
+        self._store = store
+        self._kind = kind
+
+    def __getitem__(self, key: str) -> Stored:
+        obj = self._store.get(self._kind, key)
+        if obj is None:
+            raise KeyError(key)
+        return obj
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._store.keys(self._kind))
+
+    def __len__(self) -> int:
+        return len(self._store.keys(self._kind))
 
 
 def newer(obj: KubeObject, than: KubeObject) -> bool:

@@ -263,7 +263,7 @@ class KubeController:
                 await self.writer.write_pool_statuses(state)
             case ServiceKey(key=service_key):
                 outcome = reconcile_service(
-                    self.store.view(), state, service_key, self.unparsed_pools
+                    self.cache.live_view(), state, service_key, self.unparsed_pools
                 )
                 for other in outcome.requeue:
                     queue.add(ServiceKey(other))
