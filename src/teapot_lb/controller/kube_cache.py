@@ -201,7 +201,7 @@ def live_view(store: Store) -> ClusterView:
     of every Service after each Service change made the cost of a change grow with
     the number of Services (issue 19)."""
     # Each kind holds only its model (the store checks), as in Store.view.
-    fields: dict[str, Mapping[str, Any]] = {
+    fields: dict[str, Any] = {
         REGISTRY[info.kind].view_field: _LiveKind(store, info.kind) for info in KINDS
     }
     return ClusterView(**fields)
