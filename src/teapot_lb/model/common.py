@@ -153,12 +153,6 @@ def none_as_empty(value: object) -> object:
     return {} if value is None else value
 
 
-def none_as_empty_list(value: object) -> object:
-    """A list the apiserver serves as null when empty (an EndpointSlice of a Service
-    without endpoints has ``endpoints: null``): read it as []."""
-    return [] if value is None else value
-
-
 # --- metadata ---------------------------------------------------------------------------------
 
 

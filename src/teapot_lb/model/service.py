@@ -7,9 +7,9 @@ API server parse as they are.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
 from teapot_lb.addresses import IPFamily as IPFamily
 from teapot_lb.addresses import IPFamilyPolicy as IPFamilyPolicy
@@ -18,7 +18,6 @@ from teapot_lb.model.common import (
     IPAddress,
     KubeView,
     ObjectMeta,
-    none_as_empty_list,
     parse_ip,
 )
 
@@ -193,7 +192,7 @@ class EndpointSlice(Identified, KubeView):
     kind: Literal["EndpointSlice"] = "EndpointSlice"
     metadata: ObjectMeta
     address_type: str = "IPv4"
-    endpoints: Annotated[list[Endpoint], BeforeValidator(none_as_empty_list)] = []
+    endpoints: list[Endpoint] = []  # null reads as [] (KubeView: null is absent)
 
     @property
     def service_name(self) -> str | None:
