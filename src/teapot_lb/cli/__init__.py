@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import signal
 
 import click
 
 from teapot_lb import __version__, log
+
+
+def cancel_on_signals() -> None:
+    """SIGTERM and SIGINT cancel the running task (a component's serve coroutine), whose
+    `finally` then stops its servers and closes its clients."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+
 
 # Subcommands are imported only when used: `teapot-lb run` in a lab node need not load
 # the Kubernetes client, and `--help` stays fast.

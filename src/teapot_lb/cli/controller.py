@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import socket
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import click
 
 from teapot_lb import log
+from teapot_lb.cli import cancel_on_signals
 from teapot_lb.cli.run import service_class_options
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.controller.kube_runner import KubeController, RunnerConfig
@@ -129,11 +129,7 @@ async def _serve(
     cert: tuple[Path, Path] | None,
 ) -> None:
     logger = log.get("controller")
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+    cancel_on_signals()
     client = await connect(kubeconfig, context=context, user_agent="teapot-lb-controller")
     metrics = ControllerMetrics()
     runner = KubeController(client, config, metrics=metrics)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import socket
 from pathlib import Path
 
 import click
 
 from teapot_lb import log
+from teapot_lb.cli import cancel_on_signals
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.leader import LeaseConfig
@@ -100,11 +100,7 @@ async def _serve(
     cert: tuple[Path, Path] | None,
 ) -> None:
     logger = log.get("manager")
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+    cancel_on_signals()
     client = await connect(kubeconfig, context=context, user_agent="teapot-lb-manager")
     metrics = ManagerMetrics()
     runner = KubeManager(client, config, metrics=metrics)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from pathlib import Path
 
 import click
 from prometheus_client import CollectorRegistry
 
 from teapot_lb import log
+from teapot_lb.cli import cancel_on_signals
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
@@ -117,11 +117,7 @@ async def _serve(
     metrics_addr: str,
 ) -> None:
     logger = log.get("tenant-agent")
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+    cancel_on_signals()
     tenant = await connect(kubeconfig, user_agent="teapot-lb-tenant-agent")
     management = await connect(management_kubeconfig, user_agent="teapot-lb-tenant-agent")
     config = AgentConfig(
