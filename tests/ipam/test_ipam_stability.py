@@ -171,6 +171,20 @@ def test_rebuild_completes_a_service_holding_part_of_its_requested_ips() -> None
     assert ips_of(alloc.assign(wants_both)) == ["192.0.2.5", "2001:db8::5"]
 
 
+def test_a_restart_completes_a_prefer_dual_stack_service_once_its_missing_family_is_free() -> None:
+    # Found by the allocator state machine: the pool's IPv4 was full when the Service came,
+    # so it got IPv6 only; an IPv4 address is released; after a restart the rebuild gives
+    # the Service the freed IPv4 (as a reconcile would) and keeps its IPv6.
+    alloc = Allocator([pool("a", "192.0.2.0/32", "2001:db8::/126")])
+    alloc.assign(svc("first"))
+    assert ips_of(alloc.assign(svc("x", policy="PreferDualStack"))) == ["2001:db8::1"]
+    alloc.release("default/first")
+    restarted = Allocator(alloc.pools)
+    [change] = restarted.rebuild(alloc.holdings())
+    assert change.reason is ChangeReason.FAMILY_ADDED
+    assert ips_of(change.result) == ["192.0.2.0", "2001:db8::1"]
+
+
 def test_a_require_dual_stack_service_whose_pool_lacks_a_family_moves_whole() -> None:
     alloc = Allocator(
         [pool("a", "192.0.2.0/28", priority=1), pool("b", "198.51.100.0/28", "2001:db8::/64")]
