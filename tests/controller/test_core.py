@@ -155,6 +155,23 @@ def test_a_deleted_service_frees_its_ip_for_the_next_one() -> None:
     assert ips(store, "default/three") == ["192.0.2.8"]
 
 
+def test_a_freed_address_completes_a_prefer_dual_stack_service_short_of_that_family() -> None:
+    store = Store()
+    put(store, pool("tiny", "192.0.2.8/32", "2001:db8::/126", avoidBuggyIPs=False))
+    put(store, service("one"))
+    state = rebuild(store.view())
+    settle(store, state)
+    put(store, service("both", ipFamilyPolicy="PreferDualStack", ipFamilies=["IPv4", "IPv6"]))
+    settle(store, state, "default/both")
+    assert ips(store, "default/both") == ["2001:db8::1"]  # the IPv4 was taken
+    store.delete(Kind.SERVICE, "default/one")
+    gone = reconcile_service(store.view(), state, "default/one")
+    assert "default/both" in gone.requeue
+    settle(store, state, "default/both")
+    assert ips(store, "default/both") == ["192.0.2.8", "2001:db8::1"]
+    assert "default/both" not in state.short
+
+
 def test_rebuild_keeps_the_ips_services_hold() -> None:
     store = Store()
     put(store, pool("blue", "192.0.2.0/28"), *(service(f"s{i}") for i in range(5)))

@@ -78,8 +78,9 @@ def reconcile_service(
         released = state.allocator.release(key)
         state.changes.pop(key, None)
         state.refused.discard(key)
+        state.short.discard(key)
         if released:
-            requeue.extend(sorted(state.refused))
+            requeue.extend(sorted(state.refused | state.short))
         return ServiceOutcome(key, exists=False, released=released, requeue=tuple(requeue))
     if not state.options.handles(svc):
         return _not_ours(svc, state, key, requeue)
@@ -103,6 +104,10 @@ def reconcile_service(
 
     if isinstance(result, ipam.Assigned):
         state.refused.discard(key)
+        if len(result.ips) < len(request.families):
+            state.short.add(key)  # PreferDualStack with one family full
+        else:
+            state.short.discard(key)
         desired, pool = result.ips, result.pool
         events: tuple[Event, ...] = ()
         if desired != current:
@@ -125,6 +130,7 @@ def reconcile_service(
                 )
     else:
         state.refused.add(key)
+        state.short.discard(key)
         desired, pool = (), None
         lost = f"lost {_ips(current)}: " if current else ""
         events = (
@@ -142,7 +148,7 @@ def reconcile_service(
     if status is None and change is not None:
         state.changes.pop(key, None)  # reported (or nothing to report) and written
     if released:
-        requeue.extend(k for k in sorted(state.refused) if k != key)
+        requeue.extend(k for k in sorted(state.refused | state.short) if k != key)
     return ServiceOutcome(
         key,
         exists=True,
@@ -161,13 +167,14 @@ def _not_ours(svc: Service, state: AllocationState, key: str, requeue: list[str]
     """A Service we do not serve (any more): take back only what we gave it."""
     state.vrids.release(key)
     state.refused.discard(key)
+    state.short.discard(key)
     state.changes.pop(key, None)
     released = state.allocator.release(key)
     if not released:
         return ServiceOutcome(key, exists=True, requeue=tuple(requeue))
     current = held_ips(svc)
     remaining = tuple(ip for ip in current if ip not in released)
-    requeue.extend(sorted(state.refused))
+    requeue.extend(sorted(state.refused | state.short))
     notes = svc.metadata.annotations
     annotated = ANNOTATION_ALLOCATED_FROM in notes or ANNOTATION_VRIDS in notes
     return ServiceOutcome(

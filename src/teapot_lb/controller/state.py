@@ -2,8 +2,8 @@
 
 :class:`AllocationState` wraps the IPAM :class:`~teapot_lb.ipam.Allocator` with the pool
 configuration it was built from, the Changes a pool change or a rebuild caused (to be
-reported on the Services concerned) and the Services currently refused (to try again
-when addresses are freed or pools change). Nothing here does I/O.
+reported on the Services concerned) and the Services currently refused or short of a
+family (to try again when addresses are freed or pools change). Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ class AllocationState:
     config: PoolConfig = field(default_factory=PoolConfig)
     changes: dict[str, ipam.Change] = field(default_factory=dict)
     refused: set[str] = field(default_factory=set)
+    # PreferDualStack Services holding fewer families than they want (one was full): tried
+    # again, like the refused ones, when addresses are freed.
+    short: set[str] = field(default_factory=set)
     vrids: VridBook = field(default_factory=VridBook)  # VIP mode's virtual router IDs
     vrid_refusals: dict[str, tuple[str, ...]] = field(default_factory=dict)  # reported
     # The pool objects `config` was computed from (compared by identity: the cache keeps
