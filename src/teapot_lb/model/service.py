@@ -172,15 +172,33 @@ class EndpointConditions(KubeView):
     terminating: bool | None = None
 
 
+class EndpointTarget(KubeView):
+    """An endpoint's `targetRef` (usually its Pod)."""
+
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+
+
 class Endpoint(KubeView):
     addresses: list[str] = []
     conditions: EndpointConditions = Field(default_factory=EndpointConditions)
     node_name: str | None = None
+    target_ref: EndpointTarget | None = None
 
     @property
     def is_ready(self) -> bool:
         # The API says an unknown (null) ready condition is to be read as ready.
         return self.conditions.ready is not False
+
+
+class EndpointPort(KubeView):
+    """A port of an EndpointSlice: the Service port named `name` reaches these endpoints on
+    `port` (its resolved targetPort)."""
+
+    name: str | None = None
+    protocol: Protocol = Protocol.TCP
+    port: int | None = None
 
 
 class EndpointSlice(Identified, KubeView):
@@ -193,6 +211,7 @@ class EndpointSlice(Identified, KubeView):
     metadata: ObjectMeta
     address_type: str = "IPv4"
     endpoints: list[Endpoint] = []  # null reads as [] (KubeView: null is absent)
+    ports: list[EndpointPort] = []  # OVN mode maps a Service port to its target port by name
 
     @property
     def service_name(self) -> str | None:

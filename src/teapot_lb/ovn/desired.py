@@ -1,0 +1,256 @@
+"""What the Northbound database should hold for the cluster's Services (pure).
+
+:func:`desired_state` reads a :class:`~teapot_lb.cluster.ClusterView` and returns the
+:class:`~teapot_lb.ovn.rows.NBState` teapot-lb wants, plus a note per Service saying what
+was programmed and why something was not (``teapot-lb explain`` prints them).
+
+- One ``Load_Balancer`` per Service IP and protocol: a VIP ``ip:port`` per Service port,
+  its backends the ready endpoints of the IP's family at the port's target port (the
+  EndpointSlice port of the same name). No ready endpoint: the VIP stays with no backend and
+  ``reject=true``, so clients get a reset instead of a black hole (kube-proxy's behaviour).
+- ``externalTrafficPolicy: Cluster``: the row joins the OVNAdvertisement's
+  ``Load_Balancer_Group``, which the advertisement's gateway routers and logical switches
+  reference (one reference per router, however many Services: northd handles a group once).
+- ``externalTrafficPolicy: Local``: the row (all endpoints) is attached to the logical
+  switches only (east-west traffic is not external); every gateway router with a node gets
+  its own row with that node's ready endpoints and ``skip_snat=true`` (the client's address
+  is kept), attached to that router alone.
+- Health checks (IPv4): a ``Load_Balancer_Health_Check`` per VIP and the
+  ``ip_port_mappings`` OVN's service monitor needs (backend → logical port and source).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from teapot_lb.addresses import IPAddress, IPFamily, parse_ip
+from teapot_lb.cluster import ClusterView
+from teapot_lb.controller.options import ControllerOptions
+from teapot_lb.model import ExternalTrafficPolicy, OVNAdvertisement, Service
+from teapot_lb.model.ovn import OVNHealthCheck
+from teapot_lb.model.service import Endpoint, ServicePort
+from teapot_lb.ovn.rows import (
+    IP_KEY,
+    OWNER_KEY,
+    ROUTER_KEY,
+    SERVICE_KEY,
+    HealthCheck,
+    LoadBalancer,
+    NBState,
+    Table,
+    Target,
+    name_prefix,
+    pairs,
+    vip_text,
+)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One ready endpoint address at a target port."""
+
+    ip: IPAddress
+    port: int
+    node: str | None
+    pod: tuple[str, str] | None  # (namespace, name) of its Pod, for health checks
+
+    @property
+    def text(self) -> str:
+        return vip_text(self.ip, self.port)
+
+
+@dataclass(frozen=True)
+class Desired:
+    """The wanted state and, per Service key, what was decided for it."""
+
+    state: NBState
+    notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def group_name(owner: str, adv: OVNAdvertisement) -> str:
+    return f"{name_prefix(owner)}{adv.metadata.namespace or ''}/{adv.name}"
+
+
+def desired_state(
+    view: ClusterView, owner: str, options: ControllerOptions | None = None
+) -> Desired:
+    """The rows `owner` (this cluster's name) wants in the Northbound database."""
+    return _Builder(view, owner, options or ControllerOptions()).build()
+
+
+class _Builder:
+    def __init__(self, view: ClusterView, owner: str, options: ControllerOptions) -> None:
+        self.view = view
+        self.owner = owner
+        self.options = options
+        self.advs = [view.ovn_advertisements[k] for k in sorted(view.ovn_advertisements)]
+        self.lbs: dict[str, LoadBalancer] = {}
+        self.groups: dict[str, set[str]] = {}
+        self.attached: dict[Target, set[str]] = defaultdict(set)
+        self.group_attached: dict[Target, set[str]] = defaultdict(set)
+        self.notes: dict[str, list[str]] = {}
+
+    def build(self) -> Desired:
+        for adv in self.advs:
+            group = group_name(self.owner, adv)
+            self.groups[group] = set()
+            for target in _targets(adv):
+                self.group_attached[target].add(group)
+        for key in sorted(self.view.services):
+            svc = self.view.services[key]
+            if self.options.handles(svc):
+                self._service(key, svc)
+        state = NBState(
+            load_balancers=self.lbs,
+            groups={g: frozenset(m) for g, m in self.groups.items()},
+            attached={t: frozenset(n) for t, n in self.attached.items() if n},
+            group_attached={t: frozenset(g) for t, g in self.group_attached.items() if g},
+        )
+        return Desired(state, {k: tuple(v) for k, v in self.notes.items()})
+
+    def _service(self, key: str, svc: Service) -> None:
+        note = self.notes.setdefault(key, []).append
+        for ip in svc.ingress_ips():
+            pool = self.view.pool_of(ip)
+            advs = [a for a in self.advs if pool is not None and a.spec.selects_pool(pool)]
+            if not advs:
+                continue
+            by_protocol: dict[str, list[ServicePort]] = defaultdict(list)
+            for port in svc.spec.ports:
+                by_protocol[port.protocol.value.lower()].append(port)
+            for protocol in sorted(by_protocol):
+                self._rows(key, svc, ip, protocol, by_protocol[protocol], advs, note)
+
+    def _rows(
+        self,
+        key: str,
+        svc: Service,
+        ip: IPAddress,
+        protocol: str,
+        ports: list[ServicePort],
+        advs: list[OVNAdvertisement],
+        note: Callable[[str], None],
+    ) -> None:
+        backends = {p.port: self._backends(key, ip, p) for p in ports}
+        check = next((a.spec.health_check for a in advs if a.spec.health_check), None)
+        if check is not None and ip.version != 4:
+            note(f"{ip}: no health check (OVN service monitors probe IPv4 backends only)")
+            check = None
+        name = f"{name_prefix(self.owner)}{key}/{ip}/{protocol}"
+        ids = {OWNER_KEY: self.owner, SERVICE_KEY: key, IP_KEY: str(ip)}
+        row = _row(name, protocol, ip, backends, {"reject": "true"}, ids, check)
+        self.lbs[name] = row
+        count = sum(len(b) for b in backends.values())
+        if svc.spec.external_traffic_policy is not ExternalTrafficPolicy.LOCAL:
+            for adv in advs:
+                self.groups[group_name(self.owner, adv)].add(name)
+            where = ", ".join(str(t) for adv in advs for t in _targets(adv)) or "nothing"
+            note(f"{ip}/{protocol}: {name} ({count} backend(s)) on {where}")
+            return
+        switches = sorted({t for adv in advs for t in _targets(adv) if t.table is Table.SWITCH})
+        for target in switches:
+            self.attached[target].add(name)
+        note(
+            f"{ip}/{protocol}: {name} ({count} backend(s), all nodes) on "
+            + (", ".join(str(t) for t in switches) or "no switch")
+        )
+        routers = {r.name: r for adv in advs for r in adv.spec.gateway_routers}
+        for router_name in sorted(routers):
+            node = routers[router_name].node
+            if node is None:
+                note(
+                    f"{ip}/{protocol}: router {router_name} not used: externalTrafficPolicy "
+                    "is Local and the router names no node (spec.gatewayRouters[].node)"
+                )
+                continue
+            local = {port: [b for b in bs if b.node == node] for port, bs in backends.items()}
+            local_name = f"{name}/{router_name}"
+            ids_local = {**ids, ROUTER_KEY: router_name}
+            opts = {"reject": "true", "skip_snat": "true"}
+            self.lbs[local_name] = _row(local_name, protocol, ip, local, opts, ids_local, check)
+            self.attached[Target(Table.ROUTER, router_name)].add(local_name)
+            count = sum(len(b) for b in local.values())
+            note(f"{ip}/{protocol}: {local_name} ({count} backend(s) on {node}) on router")
+
+    def _backends(self, key: str, ip: IPAddress, port: ServicePort) -> list[Backend]:
+        """The ready endpoints of `ip`'s family at `port`'s target port, sorted, no repeats."""
+        family = IPFamily.of(ip).value
+        found: dict[str, Backend] = {}
+        for eps in self.view.slices_of(key):
+            if eps.address_type != family:
+                continue
+            target = next(
+                (
+                    p.port
+                    for p in eps.ports
+                    if (p.name or "") == (port.name or "") and p.protocol is port.protocol
+                ),
+                None,
+            )
+            if target is None:
+                continue
+            for endpoint in eps.endpoints:
+                if endpoint.is_ready:
+                    for backend in _endpoint_backends(endpoint, target):
+                        found.setdefault(backend.text, backend)
+        return [found[t] for t in sorted(found)]
+
+
+def _targets(adv: OVNAdvertisement) -> Iterable[Target]:
+    for router in adv.spec.gateway_routers:
+        yield Target(Table.ROUTER, router.name)
+    for switch in adv.spec.logical_switches:
+        yield Target(Table.SWITCH, switch)
+
+
+def _endpoint_backends(endpoint: Endpoint, port: int) -> Iterable[Backend]:
+    ref = endpoint.target_ref
+    pod = (
+        (ref.namespace or "", ref.name)
+        if ref is not None and ref.kind == "Pod" and ref.name
+        else None
+    )
+    for address in endpoint.addresses:
+        try:
+            ip = parse_ip(address)
+        except ValueError:
+            continue  # not an address: nothing OVN could forward to
+        yield Backend(ip, port, endpoint.node_name, pod)
+
+
+def _row(
+    name: str,
+    protocol: str,
+    ip: IPAddress,
+    backends: Mapping[int, list[Backend]],
+    options: Mapping[str, str],
+    external_ids: Mapping[str, str],
+    check: OVNHealthCheck | None,
+) -> LoadBalancer:
+    vips = {vip_text(ip, port): ",".join(b.text for b in bs) for port, bs in backends.items()}
+    health: tuple[HealthCheck, ...] = ()
+    mappings: dict[str, str] = {}
+    if check is not None:
+        probe = {
+            "interval": str(check.interval),
+            "timeout": str(check.timeout),
+            "success_count": str(check.success_count),
+            "failure_count": str(check.failure_count),
+        }
+        health = tuple(HealthCheck(vip, pairs(probe)) for vip in sorted(vips))
+        for bs in backends.values():
+            for b in bs:
+                if b.pod is not None:
+                    port_name = check.logical_port_format.format(namespace=b.pod[0], name=b.pod[1])
+                    mappings[str(b.ip)] = f"{port_name}:{check.source_ip}"
+    return LoadBalancer(
+        name=name,
+        protocol=protocol,
+        vips=pairs(vips),
+        options=pairs(options),
+        external_ids=pairs(external_ids),
+        health_checks=health,
+        ip_port_mappings=pairs(mappings),
+    )
