@@ -1,0 +1,293 @@
+"""The OVN Northbound database through the Open vSwitch project's OVSDB IDL (``ovs``).
+
+:class:`Northbound` owns one ``ovs.db.idl.Idl``: it monitors only the tables and columns
+OVN mode reads, turns them into our :class:`~teapot_lb.ovn.rows.NBState` (our rows only)
+and applies :class:`~teapot_lb.ovn.diff.Changes` in one transaction. The IDL is not
+thread-safe: one thread uses a :class:`Northbound` (the writer's, :mod:`teapot_lb.ovn.writer`).
+
+The IDL reconnects by itself (with backoff) and resumes its monitor where it stopped
+(``monitor_cond_since``), so a lost connection comes back to the same rows: the next diff
+is empty and nothing is written again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import ovs.db.idl
+import ovs.jsonrpc
+import ovs.poller
+import ovs.stream
+
+from teapot_lb import log
+from teapot_lb.ovn.diff import (
+    Attach,
+    Changes,
+    DeleteGroup,
+    DeleteLoadBalancer,
+    Detach,
+    Operation,
+    PutGroup,
+    PutLoadBalancer,
+)
+from teapot_lb.ovn.rows import (
+    OWNER_KEY,
+    HealthCheck,
+    LoadBalancer,
+    NBState,
+    Table,
+    Target,
+    name_prefix,
+    pairs,
+)
+
+DATABASE = "OVN_Northbound"
+LB, HC, GROUP = "Load_Balancer", "Load_Balancer_Health_Check", "Load_Balancer_Group"
+# What OVN mode reads; the IDL monitors nothing else (10k foreign ports cost us nothing).
+MONITORED: dict[str, list[str]] = {
+    LB: [
+        "name",
+        "protocol",
+        "vips",
+        "options",
+        "external_ids",
+        "health_check",
+        "ip_port_mappings",
+    ],
+    HC: ["vip", "options"],
+    GROUP: ["name", "load_balancer"],
+    Table.ROUTER.value: ["name", "load_balancer", "load_balancer_group"],
+    Table.SWITCH.value: ["name", "load_balancer", "load_balancer_group"],
+}
+
+_log = log.get("ovn")
+
+
+class NorthboundError(Exception):
+    """The Northbound database cannot be reached or refused what we asked."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the Northbound database is: ``unix:/path``, ``tcp:host:port`` or
+    ``ssl:host:port`` (then with the private key, certificate and CA certificate files)."""
+
+    remote: str
+    private_key: Path | None = None
+    certificate: Path | None = None
+    ca_cert: Path | None = None
+    probe_interval_ms: int = 5000
+
+    def __post_init__(self) -> None:
+        kind = self.remote.partition(":")[0]
+        if kind not in ("unix", "tcp", "ssl"):
+            raise ValueError(
+                f"OVN Northbound remote {self.remote!r}: write unix:PATH, tcp:HOST:PORT or "
+                "ssl:HOST:PORT"
+            )
+        if kind == "ssl" and None in (self.private_key, self.certificate, self.ca_cert):
+            raise ValueError(
+                f"OVN Northbound remote {self.remote!r}: ssl needs the private key, the "
+                "certificate and the CA certificate"
+            )
+
+    def configure_ssl(self) -> None:
+        if self.private_key is not None:
+            ovs.stream.Stream.ssl_set_private_key_file(str(self.private_key))
+        if self.certificate is not None:
+            ovs.stream.Stream.ssl_set_certificate_file(str(self.certificate))
+        if self.ca_cert is not None:
+            ovs.stream.Stream.ssl_set_ca_cert_file(str(self.ca_cert))
+
+
+def fetch_schema(connection: Connection, timeout_s: float = 10.0) -> Any:
+    """The Northbound schema as the server has it (our IDL then matches its version)."""
+    connection.configure_ssl()
+    error, stream = ovs.stream.Stream.open(connection.remote)
+    if not error:
+        error, stream = ovs.stream.Stream.open_block((error, stream), int(timeout_s * 1000))
+    if error:
+        raise NorthboundError(f"{connection.remote}: cannot connect ({_strerror(error)})")
+    rpc = ovs.jsonrpc.Connection(stream)
+    try:
+        request = ovs.jsonrpc.Message.create_request("get_schema", [DATABASE])
+        error, reply = rpc.transact_block(request)
+        if error or reply.error:
+            why = _strerror(error) if error else reply.error
+            raise NorthboundError(f"{connection.remote}: get_schema {DATABASE}: {why}")
+        return reply.result
+    finally:
+        rpc.close()
+
+
+def _strerror(error: object) -> str:
+    return os.strerror(error) if isinstance(error, int) else str(error)
+
+
+class Northbound:
+    """Our rows in one Northbound database, through an IDL used from one thread."""
+
+    def __init__(self, connection: Connection, owner: str) -> None:
+        self.connection = connection
+        self.owner = owner
+        self.prefix = name_prefix(owner)
+        helper = ovs.db.idl.SchemaHelper(schema_json=fetch_schema(connection))
+        for table, columns in MONITORED.items():
+            helper.register_columns(table, columns)
+        self.idl = ovs.db.idl.Idl(
+            connection.remote, helper, probe_interval=connection.probe_interval_ms
+        )
+        self.transactions = 0  # committed, for the metrics and the benchmark
+        self._extra: list[Any] = []  # our rows with a name another of ours has
+
+    def close(self) -> None:
+        self.idl.close()
+
+    def run(self) -> bool:
+        """Process what the server sent; True when the database (as we see it) changed."""
+        return bool(self.idl.run())
+
+    def wait(self, poller: ovs.poller.Poller) -> None:
+        self.idl.wait(poller)
+
+    @property
+    def synced(self) -> bool:
+        """Connected and holding the server's current rows (not mid-resync)."""
+        session = self.idl._session  # the IDL has no public "connected" before ovs 3.3
+        return bool(self.idl.state == self.idl.IDL_S_MONITORING and session.is_connected())
+
+    def observed(self) -> NBState:
+        """Our rows and references as the database holds them."""
+        tables = self.idl.tables
+        lbs: dict[str, LoadBalancer] = {}
+        ours: set[UUID] = set()
+        self._extra = []
+        for uuid in sorted(tables[LB].rows):
+            row = tables[LB].rows[uuid]
+            if row.external_ids.get(OWNER_KEY) != self.owner:
+                continue
+            if row.name in lbs:
+                self._extra.append(row)
+                continue
+            lbs[row.name] = _load_balancer(row)
+            ours.add(uuid)
+        groups = {
+            row.name: frozenset(lb.name for lb in row.load_balancer if lb.uuid in ours)
+            for row in tables[GROUP].rows.values()
+            if row.name.startswith(self.prefix)
+        }
+        attached: dict[Target, frozenset[str]] = {}
+        group_attached: dict[Target, frozenset[str]] = {}
+        targets: set[Target] = set()
+        for table in Table:
+            for row in tables[table.value].rows.values():
+                target = Target(table, row.name)
+                targets.add(target)
+                direct = frozenset(lb.name for lb in row.load_balancer if lb.uuid in ours)
+                if direct:
+                    attached[target] = direct
+                ours_g = frozenset(
+                    g.name for g in row.load_balancer_group if g.name.startswith(self.prefix)
+                )
+                if ours_g:
+                    group_attached[target] = ours_g
+        return NBState(lbs, groups, attached, group_attached, frozenset(targets))
+
+    def apply(self, changes: Changes) -> str:
+        """Apply `changes` (and drop our duplicate rows) in one transaction; its status
+        (``ovs.db.idl.Transaction.SUCCESS``, ``TRY_AGAIN`` when the database moved on...)."""
+        if not changes.operations and not self._extra:
+            return str(ovs.db.idl.Transaction.UNCHANGED)
+        txn = ovs.db.idl.Transaction(self.idl)
+        txn.add_comment(f"teapot-lb {self.owner}")
+        rows = _Rows(self.idl, self.owner, self.prefix)
+        for row in self._extra:
+            row.delete()
+        for op in changes.operations:
+            _apply(txn, rows, op)
+        status: str = txn.commit_block()
+        if status == ovs.db.idl.Transaction.SUCCESS:
+            self.transactions += 1
+        elif status != ovs.db.idl.Transaction.TRY_AGAIN:
+            raise NorthboundError(f"{self.connection.remote}: transaction: {txn.get_error()}")
+        return status
+
+
+class _Rows:
+    """Our rows by name and the routers/switches by name, for one transaction."""
+
+    def __init__(self, idl: ovs.db.idl.Idl, owner: str, prefix: str) -> None:
+        tables = idl.tables
+        self.tables = tables
+        self.lbs: dict[str, Any] = {}
+        for uuid in sorted(tables[LB].rows):
+            row = tables[LB].rows[uuid]
+            if row.external_ids.get(OWNER_KEY) == owner:
+                self.lbs.setdefault(row.name, row)
+        self.groups = {r.name: r for r in tables[GROUP].rows.values() if r.name.startswith(prefix)}
+        self.targets: dict[Target, Any] = {}
+        for table in Table:
+            for row in tables[table.value].rows.values():
+                self.targets.setdefault(Target(table, row.name), row)
+
+
+def _apply(txn: ovs.db.idl.Transaction, rows: _Rows, op: Operation) -> None:
+    tables = rows.tables
+    if isinstance(op, PutLoadBalancer):
+        lb = op.load_balancer
+        row = txn.insert(tables[LB]) if op.create else rows.lbs[lb.name]
+        rows.lbs[lb.name] = row
+        if op.create:
+            row.name = lb.name
+        for column in op.columns:
+            if column == "health_checks":
+                checks = []
+                for check in lb.health_checks:
+                    hc = txn.insert(tables[HC])
+                    hc.vip = check.vip
+                    hc.options = dict(check.options)
+                    checks.append(hc)
+                row.health_check = checks
+            elif column == "protocol":
+                row.protocol = [lb.protocol] if lb.protocol else []
+            else:
+                value = getattr(lb, column)
+                setattr(row, column, dict(value))
+    elif isinstance(op, DeleteLoadBalancer):
+        rows.lbs.pop(op.name).delete()
+    elif isinstance(op, PutGroup):
+        group = txn.insert(tables[GROUP]) if op.create else rows.groups[op.name]
+        rows.groups[op.name] = group
+        if op.create:
+            group.name = op.name
+        group.load_balancer = [rows.lbs[n] for n in sorted(op.members)]
+    elif isinstance(op, DeleteGroup):
+        rows.groups.pop(op.name).delete()
+    elif isinstance(op, Attach | Detach):
+        target = rows.targets[op.target]
+        column = "load_balancer_group" if op.group else "load_balancer"
+        ref = (rows.groups if op.group else rows.lbs)[op.name]
+        if isinstance(op, Attach):
+            target.addvalue(column, ref)
+        else:
+            target.delvalue(column, ref)
+
+
+def _load_balancer(row: Any) -> LoadBalancer:
+    checks = sorted(
+        (HealthCheck(hc.vip, pairs(hc.options)) for hc in row.health_check),
+        key=lambda c: (c.vip, c.options),
+    )
+    return LoadBalancer(
+        name=row.name,
+        protocol=row.protocol[0] if row.protocol else "",
+        vips=pairs(row.vips),
+        options=pairs(row.options),
+        external_ids=pairs(row.external_ids),
+        health_checks=tuple(checks),
+        ip_port_mappings=pairs(row.ip_port_mappings),
+    )

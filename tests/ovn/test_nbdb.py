@@ -1,0 +1,175 @@
+"""The OVN writer against a real Northbound ovsdb-server (no northd, no root needed).
+
+One ovsdb-server for the module; each test uses its own owner name (a cluster), so the
+tests see only their own rows, as two clusters sharing one Northbound would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ovn.builders import POOL, endpoints, ovn, view, web
+from teapot_lb.lab.ovnstack import DATABASE_BINARIES, OVNDatabases, missing
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.ovn.desired import desired_state
+from teapot_lb.ovn.nbdb import Connection, NorthboundError
+from teapot_lb.ovn.writer import NorthboundLoop
+
+
+@pytest.fixture(scope="module")
+def nb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OVNDatabases]:
+    reason = missing(DATABASE_BINARIES)
+    if reason:
+        pytest.skip(reason)
+    with OVNDatabases(tmp_path_factory.mktemp("nb"), southbound=False) as dbs:
+        dbs.nbctl("lr-add", "gr0")
+        dbs.nbctl("ls-add", "ls0")
+        yield dbs
+
+
+@pytest.fixture
+def owner(request: pytest.FixtureRequest) -> str:
+    return request.node.name.removeprefix("test_")[:40].replace("_", "-")
+
+
+def hold(loop: NorthboundLoop, owner: str, *documents: dict[str, Any]) -> None:
+    """Hand the loop the state the documents want and wait until the NB holds it."""
+    generation = loop.want(desired_state(view(*documents), owner).state)
+    wait_for(
+        lambda: loop.stats.applied >= generation,
+        timeout=20,
+        what="the Northbound holding the desired state",
+        detail=lambda: repr(loop.stats),
+    )
+
+
+def started(nb: OVNDatabases, owner: str) -> NorthboundLoop:
+    loop = NorthboundLoop(Connection(nb.nb_remote), owner)
+    loop.start()
+    return loop
+
+
+def rows(nb: OVNDatabases, owner: str) -> dict[str, str]:
+    """Our Load_Balancer rows: name → vips, as ovn-nbctl reads them."""
+    out = nb.nbctl(
+        "--format=csv", "--data=bare", "--no-headings", "--columns=name,vips",
+        "find", "load_balancer", f'external_ids:"lb.teapot.io/owner"="{owner}"',
+    )  # fmt: skip
+    found = {}
+    for line in out.splitlines():
+        name, _, vips = line.partition(",")
+        found[name] = vips.strip('"')
+    return found
+
+
+SERVICE = (POOL, ovn(), web("203.0.113.1"), endpoints("web", ("198.51.100.2", "n1", True)))
+
+
+def test_a_service_becomes_a_load_balancer_in_a_group_on_the_router_and_switch(
+    nb: OVNDatabases, owner: str
+) -> None:
+    loop = started(nb, owner)
+    try:
+        hold(loop, owner, *SERVICE)
+        name = f"teapot-lb/{owner}/default/web/203.0.113.1/tcp"
+        assert rows(nb, owner) == {name: "203.0.113.1:80=198.51.100.2:8080"}
+        group = f"teapot-lb/{owner}/lb-system/ovn"
+        group_uuid = nb.nbctl("--bare", "--columns=_uuid", "find", "load_balancer_group",
+                              f"name={group}").strip()  # fmt: skip
+        for table, target in (("logical_router", "gr0"), ("logical_switch", "ls0")):
+            refs = nb.nbctl("get", table, target, "load_balancer_group")
+            assert group_uuid in refs
+    finally:
+        loop.stop()
+
+
+def test_a_deleted_service_leaves_no_row_and_no_group_reference(
+    nb: OVNDatabases, owner: str
+) -> None:
+    loop = started(nb, owner)
+    try:
+        hold(loop, owner, *SERVICE)
+        hold(loop, owner, POOL)  # the Service and the advertisement are gone
+        assert rows(nb, owner) == {}
+        assert f"teapot-lb/{owner}/" not in nb.nbctl("list", "load_balancer_group")
+    finally:
+        loop.stop()
+
+
+def test_a_foreign_load_balancer_and_its_attachment_survive_our_reconciles(
+    nb: OVNDatabases, owner: str
+) -> None:
+    foreign = f"foreign-{owner}"
+    nb.nbctl("lb-add", foreign, "203.0.113.99:80", "198.51.100.99:80", "tcp")
+    nb.nbctl("lr-lb-add", "gr0", foreign)
+    loop = started(nb, owner)
+    try:
+        hold(loop, owner, *SERVICE)
+        hold(loop, owner, POOL)
+        assert "203.0.113.99:80" in nb.nbctl("get", "load_balancer", foreign, "vips")
+        foreign_uuid = nb.nbctl("--bare", "--columns=_uuid", "find", "load_balancer",
+                                f"name={foreign}").strip()  # fmt: skip
+        assert foreign_uuid in nb.nbctl("get", "logical_router", "gr0", "load_balancer")
+    finally:
+        loop.stop()
+
+
+def test_a_restarted_writer_finding_its_rows_in_place_writes_nothing(
+    nb: OVNDatabases, owner: str
+) -> None:
+    first = started(nb, owner)
+    try:
+        hold(first, owner, *SERVICE)
+    finally:
+        first.stop()
+    second = started(nb, owner)
+    try:
+        hold(second, owner, *SERVICE)
+        assert second.stats.transactions == 0
+        assert second.stats.operations == 0
+    finally:
+        second.stop()
+
+
+def test_a_row_someone_deletes_is_put_back_without_being_asked(
+    nb: OVNDatabases, owner: str
+) -> None:
+    loop = started(nb, owner)
+    try:
+        hold(loop, owner, *SERVICE)
+        name = f"teapot-lb/{owner}/default/web/203.0.113.1/tcp"
+        nb.nbctl("lb-del", name)
+        wait_for(lambda: name in rows(nb, owner), timeout=20, what="the row put back")
+    finally:
+        loop.stop()
+
+
+def test_a_lost_connection_converges_without_rewriting(nb: OVNDatabases, owner: str) -> None:
+    loop = started(nb, owner)
+    try:
+        hold(loop, owner, *SERVICE)
+        before = loop.stats.transactions
+        nb.stop_daemon("nb")
+        nb.start_database("nb", Path("/usr/share/ovn/ovn-nb.ovsschema"), nb.nb_socket)
+        # A change made while we were away is picked up once the connection is back.
+        hold(loop, owner, POOL, ovn(), web("203.0.113.1"),
+             endpoints("web", ("198.51.100.3", "n2", True)))  # fmt: skip
+        assert loop.stats.transactions == before + 1
+        assert list(rows(nb, owner).values()) == ["203.0.113.1:80=198.51.100.3:8080"]
+    finally:
+        loop.stop()
+
+
+def test_an_unreachable_database_is_a_clear_error(tmp_path: Path) -> None:
+    loop = NorthboundLoop(Connection(f"unix:{tmp_path / 'none.sock'}"), "x")
+    with pytest.raises(NorthboundError, match=r"none\.sock"):
+        loop.start()
+
+
+def test_a_remote_that_is_not_an_ovsdb_address_is_refused() -> None:
+    with pytest.raises(ValueError, match="unix:PATH"):
+        Connection("http://nb:6641")
