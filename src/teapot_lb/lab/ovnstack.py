@@ -317,3 +317,54 @@ class OVNStack(OVNDatabases):
         if proc.returncode != 0:
             raise RuntimeError(f"ovn-trace {datapath} {flow}: {proc.stderr.strip()}")
         return proc.stdout
+
+
+# The gateway lab's addresses (documentation ranges only).
+PODS_NET, PODS_GW = "198.51.100.0/24", "198.51.100.1"
+EXTERNAL_GW = "192.0.2.1"
+CLIENT_ADDRESS = "192.0.2.10/24"
+ROUTER, PODS_SWITCH, EXTERNAL_SWITCH = "gr0", "ls-pods", "ls-ext"
+
+
+@dataclass
+class GatewayLab:
+    """A gateway router `gr0` bound to the chassis, between the pods' switch (backends on
+    198.51.100.0/24) and the external switch (the client, 192.0.2.10, routing the Service
+    range 203.0.113.0/24 via the router): north-south traffic as a LoadBalancer gets it."""
+
+    stack: OVNStack
+    client: Host
+    backends: dict[str, tuple[Host, str]]  # name → (host, address)
+
+    @property
+    def router(self) -> str:
+        return ROUTER
+
+
+def gateway_lab(stack: OVNStack, backends: int = 2) -> GatewayLab:
+    """Build the logical topology and its hosts on a started stack."""
+    nbctl = stack.nbctl
+    nbctl("ls-add", PODS_SWITCH)
+    nbctl("ls-add", EXTERNAL_SWITCH)
+    nbctl("lr-add", ROUTER, "--", "set", "logical_router", ROUTER, f"options:chassis={CHASSIS}")
+    for switch, mac, address in (
+        (PODS_SWITCH, "02:00:00:00:01:01", f"{PODS_GW}/24"),
+        (EXTERNAL_SWITCH, "02:00:00:00:02:01", f"{EXTERNAL_GW}/24"),
+    ):
+        nbctl("lrp-add", ROUTER, f"{ROUTER}-{switch}", mac, address)
+        port = f"{switch}-{ROUTER}"
+        nbctl(
+            "lsp-add", switch, port, "--", "lsp-set-type", port, "router",
+            "--", "lsp-set-addresses", port, "router",
+            "--", "lsp-set-options", port, f"router-port={ROUTER}-{switch}",
+        )  # fmt: skip
+    client = stack.topology.add_host("client")
+    stack.attach(client, EXTERNAL_SWITCH, "client", CLIENT_ADDRESS, EXTERNAL_GW)
+    found: dict[str, tuple[Host, str]] = {}
+    for i in range(1, backends + 1):
+        name = f"be{i}"
+        host = stack.topology.add_host(name)
+        address = f"198.51.100.{10 + i}"
+        stack.attach(host, PODS_SWITCH, name, f"{address}/24", PODS_GW)
+        found[name] = (host, address)
+    return GatewayLab(stack, client, found)
