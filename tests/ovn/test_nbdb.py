@@ -6,11 +6,15 @@ tests see only their own rows, as two clusters sharing one Northbound would.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ovn.builders import POOL, endpoints, ovn, view, web
 from teapot_lb.lab.ovnstack import DATABASE_BINARIES, OVNDatabases, missing
@@ -173,3 +177,33 @@ def test_an_unreachable_database_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_remote_that_is_not_an_ovsdb_address_is_refused() -> None:
     with pytest.raises(ValueError, match="unix:PATH"):
         Connection("http://nb:6641")
+
+
+def test_the_ovn_command_programs_a_manifest_directory_and_stops_on_sigterm(
+    nb: OVNDatabases, tmp_path: Path
+) -> None:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    docs = [*SERVICE[:3], endpoints("web", ("198.51.100.2", "n1", True))]
+    docs[2] = web()  # no status: the standalone core assigns the IP, as `teapot-lb run` does
+    (manifests / "all.yaml").write_text(yaml.safe_dump_all(docs))
+    log = (tmp_path / "ovn.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "teapot_lb.cli.ovn", "--ovn-nb", nb.nb_remote,
+         "--manifests", str(manifests), "--cluster-name", "cli"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: rows(nb, "cli"),
+            timeout=30,
+            what="the command's row",
+            detail=lambda: (tmp_path / "ovn.log").read_text(),
+        )
+        ((name, vips),) = rows(nb, "cli").items()
+        assert name.startswith("teapot-lb/cli/default/web/203.0.113.")
+        assert vips.endswith(":80=198.51.100.2:8080")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        log.close()

@@ -1,0 +1,188 @@
+"""`teapot-lb ovn`: program the OVN Northbound database for the Services of OVN pools.
+
+One writer per cluster: the Northbound database is central, so in Kubernetes the command
+runs in a Deployment and writes only while it holds a Lease (like the controller). With
+``--manifests DIR`` it is standalone: the directory is the cluster (IPs assigned by the
+same core as ``teapot-lb run``) and there is no election.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import socket
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+
+import click
+
+from teapot_lb import log
+from teapot_lb.cli import cancel_on_signals
+from teapot_lb.cli.run import service_class_options
+from teapot_lb.cluster import Store
+from teapot_lb.controller.options import ControllerOptions
+from teapot_lb.ovn.nbdb import Connection
+from teapot_lb.ovn.writer import NorthboundLoop, OVNWriter
+
+_OWNER_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _owner(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not _OWNER_RE.match(value):
+        raise click.BadParameter(
+            f"{value!r}: a DNS label (lowercase letters, digits, '-'): it names our rows"
+        )
+    return value
+
+
+async def _serve(
+    writer: OVNWriter, source: Callable[[], Coroutine[None, None, None]] | None = None
+) -> None:
+    """Run the writer, and the `source` filling its Store if given, until cancelled."""
+    logger = log.get("ovn")
+    writer.loop.start()
+    tasks = [asyncio.create_task(writer.run(), name="ovn-writer")]
+    if source is not None:
+        tasks.append(asyncio.create_task(source(), name="source"))
+    logger.info("started", remote=writer.loop.connection.remote, owner=writer.owner)
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        writer.loop.stop()
+        logger.info("stopped")
+
+
+async def _standalone(writer: OVNWriter, source: Callable[[], Coroutine[None, None, None]]) -> None:
+    cancel_on_signals()
+    with contextlib.suppress(asyncio.CancelledError):  # SIGTERM: a clean stop
+        await _serve(writer, source)
+
+
+async def _serve_kube(
+    writer: OVNWriter,
+    kubeconfig: str | None,
+    config_namespace: str | None,
+    lease_namespace: str | None,
+    identity: str,
+) -> None:
+    from teapot_lb.kube.client import connect
+    from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
+    from teapot_lb.speaker.kube_source import KubeSource
+
+    cancel_on_signals()
+    async with await connect(kubeconfig) as client:
+        source = KubeSource(client, writer.store, writer.notify, config_namespace=config_namespace)
+
+        async def lead() -> None:
+            for informer in source.informers.values():
+                await informer.wait_synced()
+            writer.notify()  # a half-filled cache would delete what other kinds hold up
+            await _serve(writer)
+
+        elector = None
+        if lease_namespace is not None:
+            config = LeaseConfig(lease_namespace, "teapot-lb-ovn", identity)
+            elector = LeaderElector(client, config)
+        informers = asyncio.create_task(source.run(), name="informers")
+        try:
+            await lead_when_elected(elector, lead)
+        except asyncio.CancelledError:
+            log.get("ovn").info("shutting down")
+        finally:
+            informers.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await informers
+
+
+@click.command("ovn")
+@click.option(
+    "--ovn-nb",
+    required=True,
+    envvar="OVN_NB_DB",
+    help="The Northbound database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT.",
+)
+@click.option("--ovn-nb-private-key", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--ovn-nb-certificate", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--ovn-nb-ca-cert", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--cluster-name",
+    default="default",
+    show_default=True,
+    callback=_owner,
+    help="Names and tags our rows: two clusters sharing a Northbound need different names.",
+)
+@click.option(
+    "--manifests",
+    type=click.Path(path_type=Path),
+    help="Standalone: read the cluster from this directory instead of Kubernetes.",
+)
+@click.option("--kubeconfig", default=None, help="Default: in-cluster, else $KUBECONFIG.")
+@click.option(
+    "--config-namespace",
+    default="teapot-lb-system",
+    show_default=True,
+    help="Namespace of the lb.teapot.io objects ('' for every namespace).",
+)
+@click.option(
+    "--leader-elect/--no-leader-elect",
+    default=True,
+    show_default=True,
+    help="Write only while holding the Lease teapot-lb-ovn (Kubernetes only).",
+)
+@click.option(
+    "--lease-namespace",
+    help="Namespace of the Lease (default: $POD_NAMESPACE, else the config namespace).",
+)
+@service_class_options
+def ovn(
+    ovn_nb: str,
+    ovn_nb_private_key: Path | None,
+    ovn_nb_certificate: Path | None,
+    ovn_nb_ca_cert: Path | None,
+    cluster_name: str,
+    manifests: Path | None,
+    kubeconfig: str | None,
+    config_namespace: str,
+    leader_elect: bool,
+    lease_namespace: str | None,
+    load_balancer_class: str,
+    class_only: bool,
+) -> None:
+    """Keep one OVN Load_Balancer per Service IP and protocol of the OVNAdvertisements' pools.
+
+    Rows are tagged with the cluster name in external_ids; rows and references of others
+    (ovn-kubernetes, Neutron) are never touched.
+    """
+    try:
+        connection = Connection(ovn_nb, ovn_nb_private_key, ovn_nb_certificate, ovn_nb_ca_cert)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--ovn-nb") from err
+    options = ControllerOptions(load_balancer_class, class_only)
+    store = Store()
+    writer = OVNWriter(store, NorthboundLoop(connection, cluster_name), cluster_name, options)
+    if manifests is not None:
+        from teapot_lb.standalone.runner import ManifestSource
+
+        source = ManifestSource(manifests, store, options=options, on_change=writer.notify)
+        asyncio.run(_standalone(writer, source.run))
+        return
+    namespace = None
+    if leader_elect:
+        namespace = lease_namespace or os.environ.get("POD_NAMESPACE") or config_namespace
+        if not namespace:
+            raise click.UsageError("--lease-namespace is needed with --config-namespace ''")
+    identity = os.environ.get("POD_NAME") or socket.gethostname()
+    asyncio.run(_serve_kube(writer, kubeconfig, config_namespace or None, namespace, identity))
+
+
+if __name__ == "__main__":
+    log.configure("info", json=True, component="ovn")
+    ovn.main(args=sys.argv[1:], prog_name="teapot-lb ovn")
