@@ -1,7 +1,8 @@
 """The OVN writer against a real Northbound ovsdb-server (no northd, no root needed).
 
-One ovsdb-server for the module; each test uses its own owner name (a cluster), so the
-tests see only their own rows, as two clusters sharing one Northbound would.
+One ovsdb-server for the module (conftest.py: `nb`); each test uses its own owner name (a
+cluster), so the tests see only their own rows, as two clusters sharing one Northbound
+would.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,27 +17,11 @@ import pytest
 import yaml
 
 from ovn.builders import POOL, endpoints, ovn, view, web
-from teapot_lb.lab.ovnstack import DATABASE_BINARIES, OVNDatabases, missing
+from teapot_lb.lab.ovnstack import OVNDatabases
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.ovn.desired import desired_state
 from teapot_lb.ovn.nbdb import Connection, NorthboundError
 from teapot_lb.ovn.writer import NorthboundLoop
-
-
-@pytest.fixture(scope="module")
-def nb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OVNDatabases]:
-    reason = missing(DATABASE_BINARIES)
-    if reason:
-        pytest.skip(reason)
-    with OVNDatabases(tmp_path_factory.mktemp("nb"), southbound=False) as dbs:
-        dbs.nbctl("lr-add", "gr0")
-        dbs.nbctl("ls-add", "ls0")
-        yield dbs
-
-
-@pytest.fixture
-def owner(request: pytest.FixtureRequest) -> str:
-    return request.node.name.removeprefix("test_")[:40].replace("_", "-")
 
 
 def hold(loop: NorthboundLoop, owner: str, *documents: dict[str, Any]) -> None:

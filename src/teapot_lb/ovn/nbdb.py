@@ -13,6 +13,7 @@ is empty and nothing is written again.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -291,3 +292,22 @@ def _load_balancer(row: Any) -> LoadBalancer:
         health_checks=tuple(checks),
         ip_port_mappings=pairs(row.ip_port_mappings),
     )
+
+
+def read_once(connection: Connection, owner: str, timeout_s: float = 10.0) -> NBState:
+    """Our rows as the database holds them now (``explain``): connect, sync, read, close."""
+    nb = Northbound(connection, owner)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            nb.run()
+            if nb.synced:
+                return nb.observed()
+            if time.monotonic() >= deadline:
+                raise NorthboundError(f"{connection.remote}: no answer within {timeout_s:g} s")
+            poller = ovs.poller.Poller()
+            nb.wait(poller)
+            poller.timer_wait(100)
+            poller.block()
+    finally:
+        nb.close()
