@@ -9,7 +9,7 @@ import yaml
 from click.testing import CliRunner
 
 from ovn.builders import OWNER, POOL, endpoints, ovn, view, web
-from ovn.test_nbdb import hold, started
+from ovn.test_nbdb import hold, writing
 from teapot_lb.cli.explain import explain_command
 from teapot_lb.lab.ovnstack import OVNDatabases
 from teapot_lb.ovn.desired import desired_state
@@ -51,11 +51,8 @@ def test_explain_reads_the_northbound_and_says_whether_it_holds_the_rows(
     assert "in the Northbound: missing" in before.output
     assert "OVN mode: the OVN writer programs it" in before.output  # the nodes' table
 
-    loop = started(nb, owner)
-    try:
+    with writing(nb, owner) as loop:
         hold(loop, owner, *DOCS)
-    finally:
-        loop.stop()
     after = CliRunner().invoke(explain_command, [*args, "-o", "json"])
     assert after.exit_code == 0, after.output
     (row,) = json.loads(after.output)["ovn"]["loadBalancers"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +37,15 @@ def hold(loop: NorthboundLoop, owner: str, *documents: dict[str, Any]) -> None:
     )
 
 
-def started(nb: OVNDatabases, owner: str) -> NorthboundLoop:
+@contextmanager
+def writing(nb: OVNDatabases, owner: str) -> Iterator[NorthboundLoop]:
+    """A writer loop for `owner` on the module's Northbound, stopped afterwards."""
     loop = NorthboundLoop(Connection(nb.nb_remote), owner)
     loop.start()
-    return loop
+    try:
+        yield loop
+    finally:
+        loop.stop()
 
 
 def rows(nb: OVNDatabases, owner: str) -> dict[str, str]:
@@ -60,8 +67,7 @@ SERVICE = (POOL, ovn(), web("203.0.113.1"), endpoints("web", ("198.51.100.2", "n
 def test_a_service_becomes_a_load_balancer_in_a_group_on_the_router_and_switch(
     nb: OVNDatabases, owner: str
 ) -> None:
-    loop = started(nb, owner)
-    try:
+    with writing(nb, owner) as loop:
         hold(loop, owner, *SERVICE)
         name = f"teapot-lb/{owner}/default/web/203.0.113.1/tcp"
         assert rows(nb, owner) == {name: "203.0.113.1:80=198.51.100.2:8080"}
@@ -71,21 +77,16 @@ def test_a_service_becomes_a_load_balancer_in_a_group_on_the_router_and_switch(
         for table, target in (("logical_router", "gr0"), ("logical_switch", "ls0")):
             refs = nb.nbctl("get", table, target, "load_balancer_group")
             assert group_uuid in refs
-    finally:
-        loop.stop()
 
 
 def test_a_deleted_service_leaves_no_row_and_no_group_reference(
     nb: OVNDatabases, owner: str
 ) -> None:
-    loop = started(nb, owner)
-    try:
+    with writing(nb, owner) as loop:
         hold(loop, owner, *SERVICE)
         hold(loop, owner, POOL)  # the Service and the advertisement are gone
         assert rows(nb, owner) == {}
         assert f"teapot-lb/{owner}/" not in nb.nbctl("list", "load_balancer_group")
-    finally:
-        loop.stop()
 
 
 def test_a_foreign_load_balancer_and_its_attachment_survive_our_reconciles(
@@ -94,51 +95,38 @@ def test_a_foreign_load_balancer_and_its_attachment_survive_our_reconciles(
     foreign = f"foreign-{owner}"
     nb.nbctl("lb-add", foreign, "203.0.113.99:80", "198.51.100.99:80", "tcp")
     nb.nbctl("lr-lb-add", "gr0", foreign)
-    loop = started(nb, owner)
-    try:
+    with writing(nb, owner) as loop:
         hold(loop, owner, *SERVICE)
         hold(loop, owner, POOL)
         assert "203.0.113.99:80" in nb.nbctl("get", "load_balancer", foreign, "vips")
         foreign_uuid = nb.nbctl("--bare", "--columns=_uuid", "find", "load_balancer",
                                 f"name={foreign}").strip()  # fmt: skip
         assert foreign_uuid in nb.nbctl("get", "logical_router", "gr0", "load_balancer")
-    finally:
-        loop.stop()
 
 
 def test_a_restarted_writer_finding_its_rows_in_place_writes_nothing(
     nb: OVNDatabases, owner: str
 ) -> None:
-    first = started(nb, owner)
-    try:
+    with writing(nb, owner) as first:
         hold(first, owner, *SERVICE)
-    finally:
-        first.stop()
-    second = started(nb, owner)
-    try:
+    with writing(nb, owner) as second:
         hold(second, owner, *SERVICE)
         assert second.stats.transactions == 0
         assert second.stats.operations == 0
-    finally:
-        second.stop()
 
 
 def test_a_row_someone_deletes_is_put_back_without_being_asked(
     nb: OVNDatabases, owner: str
 ) -> None:
-    loop = started(nb, owner)
-    try:
+    with writing(nb, owner) as loop:
         hold(loop, owner, *SERVICE)
         name = f"teapot-lb/{owner}/default/web/203.0.113.1/tcp"
         nb.nbctl("lb-del", name)
         wait_for(lambda: name in rows(nb, owner), timeout=20, what="the row put back")
-    finally:
-        loop.stop()
 
 
 def test_a_lost_connection_converges_without_rewriting(nb: OVNDatabases, owner: str) -> None:
-    loop = started(nb, owner)
-    try:
+    with writing(nb, owner) as loop:
         hold(loop, owner, *SERVICE)
         before = loop.stats.transactions
         nb.stop_daemon("nb")
@@ -148,8 +136,6 @@ def test_a_lost_connection_converges_without_rewriting(nb: OVNDatabases, owner: 
              endpoints("web", ("198.51.100.3", "n2", True)))  # fmt: skip
         assert loop.stats.transactions == before + 1
         assert list(rows(nb, owner).values()) == ["203.0.113.1:80=198.51.100.3:8080"]
-    finally:
-        loop.stop()
 
 
 def test_an_unreachable_database_is_a_clear_error(tmp_path: Path) -> None:

@@ -164,14 +164,17 @@ class OVNDatabases:
 
     def nbctl(self, *args: str, timeout: float = 30) -> str:
         """ovn-nbctl against our Northbound (tests and the lab only: the product uses the IDL)."""
-        return self._ctl("ovn-nbctl", self.nb_remote, args, timeout)
+        return self.tool("ovn-nbctl", f"--db={self.nb_remote}", "--no-leader-only", *args,
+                         timeout=timeout)  # fmt: skip
 
     def sbctl(self, *args: str, timeout: float = 30) -> str:
-        return self._ctl("ovn-sbctl", self.sb_remote, args, timeout)
+        return self.tool("ovn-sbctl", f"--db={self.sb_remote}", "--no-leader-only", *args,
+                         timeout=timeout)  # fmt: skip
 
-    def _ctl(self, program: str, remote: str, args: Sequence[str], timeout: float) -> str:
+    def tool(self, program: str, *args: str, timeout: float = 30) -> str:
+        """Run an OVS/OVN command-line tool in our environment; its output."""
         proc = subprocess.run(
-            [_which(program), f"--db={remote}", "--no-leader-only", *args],
+            [_which(program), *args],
             capture_output=True,
             text=True,
             env=self.env,
@@ -269,16 +272,8 @@ class OVNStack(OVNDatabases):
         return self
 
     def vsctl(self, *args: str, timeout: float = 30) -> str:
-        proc = subprocess.run(
-            [_which("ovs-vsctl"), f"--db=unix:{self.ovs_socket}", "--timeout=20", *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=timeout,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"ovs-vsctl {' '.join(args)}: {proc.stderr.strip()}")
-        return proc.stdout
+        return self.tool("ovs-vsctl", f"--db=unix:{self.ovs_socket}", "--timeout=20", *args,
+                         timeout=timeout)  # fmt: skip
 
     def attach(self, host: Host, switch: str, port: str, address: str, gateway: str) -> str:
         """Give `host` an eth0 on logical switch port `port` of `switch` with `address`
@@ -307,16 +302,7 @@ class OVNStack(OVNDatabases):
 
     def trace(self, datapath: str, flow: str) -> str:
         """ovn-trace with a new connection (`--ct=new`: the load-balancing stage shows)."""
-        proc = subprocess.run(
-            [_which("ovn-trace"), f"--db={self.sb_remote}", "--ct=new", datapath, flow],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=30,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"ovn-trace {datapath} {flow}: {proc.stderr.strip()}")
-        return proc.stdout
+        return self.tool("ovn-trace", f"--db={self.sb_remote}", "--ct=new", datapath, flow)
 
 
 # The gateway lab's addresses (documentation ranges only).
