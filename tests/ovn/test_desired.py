@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from model.builders import parse
 from ovn.builders import OWNER, POOL, endpoints, ovn, view, web
-from teapot_lb.ovn.desired import desired_state
+from teapot_lb.cluster import Kind, Store
+from teapot_lb.ovn.desired import DesiredCache, desired_state
 from teapot_lb.ovn.rows import IP_KEY, OWNER_KEY, SERVICE_KEY, Table, Target
 
 ROUTER = Target(Table.ROUTER, "gr0")
@@ -134,3 +138,29 @@ def test_services_outside_ovn_pools_and_of_other_classes_get_no_row() -> None:
 def test_the_same_view_gives_the_same_state() -> None:
     docs = (POOL, ovn(), web("203.0.113.1"), endpoints("web", ("10.0.0.2", "n1", True)))
     assert desired_state(view(*docs), OWNER) == desired_state(view(*docs), OWNER)
+
+
+def test_a_cache_gives_the_uncached_state_through_changes_to_services_slices_and_config() -> None:
+    store = Store()
+    cache = DesiredCache()
+
+    def put(*documents: dict[str, Any]) -> None:
+        for d in documents:
+            store.put_object(parse(d))
+
+    def check() -> None:
+        v = store.view()
+        assert desired_state(v, OWNER, cache=cache) == desired_state(v, OWNER)
+
+    put(POOL, ovn(), web("203.0.113.1"), endpoints("web", ("10.0.0.2", "n1", True)))
+    check()
+    put(endpoints("web", ("10.0.0.3", "n1", True)))  # the slice replaced
+    check()
+    put(ovn(logicalSwitches=["ls1"]))  # the configuration changed
+    check()
+    other = {**web("203.0.113.2"), "metadata": {"name": "api", "namespace": "default"}}
+    put(other)
+    check()
+    store.delete(Kind.SERVICE, "default/web")
+    check()
+    assert set(desired_state(store.view(), OWNER, cache=cache).notes) == {"default/api"}

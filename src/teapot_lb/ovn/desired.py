@@ -22,7 +22,7 @@ was programmed and why something was not (``teapot-lb explain`` prints them).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from teapot_lb.addresses import IPAddress, IPFamily, parse_ip
@@ -73,18 +73,70 @@ def group_name(owner: str, adv: OVNAdvertisement) -> str:
     return f"{name_prefix(owner)}{adv.metadata.namespace or ''}/{adv.name}"
 
 
+@dataclass
+class _Part:
+    """What one Service contributes to the state."""
+
+    lbs: dict[str, LoadBalancer] = field(default_factory=dict)
+    group_members: list[tuple[str, str]] = field(default_factory=list)  # (group, row name)
+    attached: list[tuple[Target, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class DesiredCache:
+    """Each Service's rows, kept while the Service, its EndpointSlices and the configuration
+    are the very same objects (the Store replaces an object when it changes): one changed
+    Service then costs one Service's work, not every Service's (10k Services: ~1 s)."""
+
+    def __init__(self) -> None:
+        self._config: tuple[object, ...] = ()
+        self._parts: dict[str, tuple[tuple[object, ...], _Part]] = {}
+
+    def config(self, token: tuple[object, ...]) -> None:
+        """Forget everything unless the configuration is the same objects as last time."""
+        if not _same(token, self._config):
+            self._parts.clear()
+            self._config = token
+
+    def get(self, key: str, token: tuple[object, ...]) -> _Part | None:
+        entry = self._parts.get(key)
+        return entry[1] if entry is not None and _same(entry[0], token) else None
+
+    def put(self, key: str, token: tuple[object, ...], part: _Part) -> None:
+        self._parts[key] = (token, part)
+
+    def keep(self, keys: set[str]) -> None:
+        for gone in set(self._parts) - keys:
+            del self._parts[gone]
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
 def desired_state(
-    view: ClusterView, owner: str, options: ControllerOptions | None = None
+    view: ClusterView,
+    owner: str,
+    options: ControllerOptions | None = None,
+    cache: DesiredCache | None = None,
 ) -> Desired:
-    """The rows `owner` (this cluster's name) wants in the Northbound database."""
-    return _Builder(view, owner, options or ControllerOptions()).build()
+    """The rows `owner` (this cluster's name) wants in the Northbound database; with a
+    `cache`, unchanged Services reuse their rows from the previous call."""
+    return _Builder(view, owner, options or ControllerOptions(), cache).build()
 
 
 class _Builder:
-    def __init__(self, view: ClusterView, owner: str, options: ControllerOptions) -> None:
+    def __init__(
+        self,
+        view: ClusterView,
+        owner: str,
+        options: ControllerOptions,
+        cache: DesiredCache | None,
+    ) -> None:
         self.view = view
         self.owner = owner
         self.options = options
+        self.cache = cache
         self.advs = [view.ovn_advertisements[k] for k in sorted(view.ovn_advertisements)]
         self.lbs: dict[str, LoadBalancer] = {}
         self.groups: dict[str, set[str]] = {}
@@ -98,20 +150,45 @@ class _Builder:
             self.groups[group] = set()
             for target in _targets(adv):
                 self.group_attached[target].add(group)
+        cache = self.cache
+        if cache is not None:
+            pools = tuple(self.view.pools[k] for k in sorted(self.view.pools))
+            cache.config((self.owner, self.options, *self.advs, None, *pools))
+        handled = set()
         for key in sorted(self.view.services):
             svc = self.view.services[key]
-            if self.options.handles(svc):
-                self._service(key, svc)
+            if not self.options.handles(svc):
+                continue
+            handled.add(key)
+            if cache is None:
+                self._merge(key, self._service(key, svc))
+                continue
+            token = (svc, *self.view.slices_of(key))
+            part = cache.get(key, token)
+            if part is None:
+                part = self._service(key, svc)
+                cache.put(key, token, part)
+            self._merge(key, part)
+        if cache is not None:
+            cache.keep(handled)
         state = NBState(
             load_balancers=self.lbs,
             groups={g: frozenset(m) for g, m in self.groups.items()},
             attached={t: frozenset(n) for t, n in self.attached.items() if n},
             group_attached={t: frozenset(g) for t, g in self.group_attached.items() if g},
         )
-        return Desired(state, {k: tuple(v) for k, v in self.notes.items()})
+        return Desired(state, {k: tuple(v) for k, v in self.notes.items() if v})
 
-    def _service(self, key: str, svc: Service) -> None:
-        note = self.notes.setdefault(key, []).append
+    def _merge(self, key: str, part: _Part) -> None:
+        self.lbs.update(part.lbs)
+        for group, name in part.group_members:
+            self.groups[group].add(name)
+        for target, name in part.attached:
+            self.attached[target].add(name)
+        self.notes[key] = part.notes
+
+    def _service(self, key: str, svc: Service) -> _Part:
+        part = _Part()
         for ip in svc.ingress_ips():
             pool = self.view.pool_of(ip)
             advs = [a for a in self.advs if pool is not None and a.spec.selects_pool(pool)]
@@ -121,7 +198,8 @@ class _Builder:
             for port in svc.spec.ports:
                 by_protocol[port.protocol.value.lower()].append(port)
             for protocol in sorted(by_protocol):
-                self._rows(key, svc, ip, protocol, by_protocol[protocol], advs, note)
+                self._rows(key, svc, ip, protocol, by_protocol[protocol], advs, part)
+        return part
 
     def _rows(
         self,
@@ -131,8 +209,9 @@ class _Builder:
         protocol: str,
         ports: list[ServicePort],
         advs: list[OVNAdvertisement],
-        note: Callable[[str], None],
+        part: _Part,
     ) -> None:
+        note = part.notes.append
         backends = {p.port: self._backends(key, ip, p) for p in ports}
         check = next((a.spec.health_check for a in advs if a.spec.health_check), None)
         if check is not None and ip.version != 4:
@@ -141,17 +220,17 @@ class _Builder:
         name = f"{name_prefix(self.owner)}{key}/{ip}/{protocol}"
         ids = {OWNER_KEY: self.owner, SERVICE_KEY: key, IP_KEY: str(ip)}
         row = _row(name, protocol, ip, backends, {"reject": "true"}, ids, check)
-        self.lbs[name] = row
+        part.lbs[name] = row
         count = sum(len(b) for b in backends.values())
         if svc.spec.external_traffic_policy is not ExternalTrafficPolicy.LOCAL:
             for adv in advs:
-                self.groups[group_name(self.owner, adv)].add(name)
+                part.group_members.append((group_name(self.owner, adv), name))
             where = ", ".join(str(t) for adv in advs for t in _targets(adv)) or "nothing"
             note(f"{ip}/{protocol}: {name} ({count} backend(s)) on {where}")
             return
         switches = sorted({t for adv in advs for t in _targets(adv) if t.table is Table.SWITCH})
         for target in switches:
-            self.attached[target].add(name)
+            part.attached.append((target, name))
         note(
             f"{ip}/{protocol}: {name} ({count} backend(s), all nodes) on "
             + (", ".join(str(t) for t in switches) or "no switch")
@@ -169,8 +248,8 @@ class _Builder:
             local_name = f"{name}/{router_name}"
             ids_local = {**ids, ROUTER_KEY: router_name}
             opts = {"reject": "true", "skip_snat": "true"}
-            self.lbs[local_name] = _row(local_name, protocol, ip, local, opts, ids_local, check)
-            self.attached[Target(Table.ROUTER, router_name)].add(local_name)
+            part.lbs[local_name] = _row(local_name, protocol, ip, local, opts, ids_local, check)
+            part.attached.append((Target(Table.ROUTER, router_name), local_name))
             count = sum(len(b) for b in local.values())
             note(f"{ip}/{protocol}: {local_name} ({count} backend(s) on {node}) on router")
 

@@ -24,7 +24,6 @@ import ovs.jsonrpc
 import ovs.poller
 import ovs.stream
 
-from teapot_lb import log
 from teapot_lb.ovn.diff import (
     Attach,
     Changes,
@@ -64,8 +63,6 @@ MONITORED: dict[str, list[str]] = {
     Table.ROUTER.value: ["name", "load_balancer", "load_balancer_group"],
     Table.SWITCH.value: ["name", "load_balancer", "load_balancer_group"],
 }
-
-_log = log.get("ovn")
 
 
 class NorthboundError(Exception):
@@ -129,6 +126,18 @@ def _strerror(error: object) -> str:
     return os.strerror(error) if isinstance(error, int) else str(error)
 
 
+class _Idl(ovs.db.idl.Idl):  # type: ignore[misc]
+    """The IDL, noting which rows changed since we last looked: reading a row's columns
+    through the IDL costs microseconds each, so at 10k rows only changed ones are read."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.dirty: dict[str, set[UUID]] = {table: set() for table in MONITORED}
+
+    def notify(self, event: str, row: Any, updates: Any = None) -> None:
+        self.dirty[row._table.name].add(row.uuid)
+
+
 class Northbound:
     """Our rows in one Northbound database, through an IDL used from one thread."""
 
@@ -139,11 +148,16 @@ class Northbound:
         helper = ovs.db.idl.SchemaHelper(schema_json=fetch_schema(connection))
         for table, columns in MONITORED.items():
             helper.register_columns(table, columns)
-        self.idl = ovs.db.idl.Idl(
-            connection.remote, helper, probe_interval=connection.probe_interval_ms
-        )
+        self.idl = _Idl(connection.remote, helper, probe_interval=connection.probe_interval_ms)
         self.transactions = 0  # committed, for the metrics and the benchmark
-        self._extra: list[Any] = []  # our rows with a name another of ours has
+        # Per table, per row: what we read of it (a LoadBalancer or None when not ours; a
+        # group's or target's name and references), until the row changes.
+        self._read: dict[str, dict[UUID, Any]] = {table: {} for table in MONITORED}
+        # From the last observed(): our rows by name, the targets by name, duplicates.
+        self._lbs: dict[str, UUID] = {}
+        self._groups: dict[str, UUID] = {}
+        self._targets: dict[Target, UUID] = {}
+        self._extra: list[UUID] = []  # our rows with a name another of ours has
 
     def close(self) -> None:
         self.idl.close()
@@ -161,53 +175,94 @@ class Northbound:
         session = self.idl._session  # the IDL has no public "connected" before ovs 3.3
         return bool(self.idl.state == self.idl.IDL_S_MONITORING and session.is_connected())
 
+    def _refresh(self) -> None:
+        """Read again the rows that changed (a health check's change: every row of ours)."""
+        for table in (HC, LB, GROUP, Table.ROUTER.value, Table.SWITCH.value):
+            dirty = self.idl.dirty[table]
+            cache = self._read[table]
+            if table == HC:
+                if dirty:
+                    self._read[LB].clear()
+                dirty.clear()
+                continue
+            for uuid in dirty:
+                cache.pop(uuid, None)
+            dirty.clear()
+            rows = self.idl.tables[table].rows
+            for uuid in [u for u in cache if u not in rows]:
+                del cache[uuid]
+            if len(cache) != len(rows):
+                for uuid, row in rows.items():
+                    if uuid not in cache:
+                        cache[uuid] = self._read_row(table, row)
+
+    def _read_row(self, table: str, row: Any) -> Any:
+        if table == LB:
+            ours = row.external_ids.get(OWNER_KEY) == self.owner
+            return _load_balancer(row) if ours else None
+        if table == GROUP:
+            return row.name, frozenset(lb.uuid for lb in row.load_balancer)
+        return (
+            row.name,
+            frozenset(lb.uuid for lb in row.load_balancer),
+            frozenset(g.uuid for g in row.load_balancer_group),
+        )
+
     def observed(self) -> NBState:
         """Our rows and references as the database holds them."""
-        tables = self.idl.tables
+        self._refresh()
+        read = self._read
         lbs: dict[str, LoadBalancer] = {}
-        ours: set[UUID] = set()
-        self._extra = []
-        for uuid in sorted(tables[LB].rows):
-            row = tables[LB].rows[uuid]
-            if row.external_ids.get(OWNER_KEY) != self.owner:
+        self._lbs, self._groups, self._targets, self._extra = {}, {}, {}, []
+        for uuid in sorted(u for u, lb in read[LB].items() if lb is not None):
+            lb = read[LB][uuid]
+            if lb.name in lbs:
+                self._extra.append(uuid)
                 continue
-            if row.name in lbs:
-                self._extra.append(row)
-                continue
-            lbs[row.name] = _load_balancer(row)
-            ours.add(uuid)
-        groups = {
-            row.name: frozenset(lb.name for lb in row.load_balancer if lb.uuid in ours)
-            for row in tables[GROUP].rows.values()
-            if row.name.startswith(self.prefix)
-        }
+            lbs[lb.name] = lb
+            self._lbs[lb.name] = uuid
+        name_of = {uuid: name for name, uuid in self._lbs.items()}
+        groups: dict[str, frozenset[str]] = {}
+        group_of: dict[UUID, str] = {}
+        for uuid in sorted(read[GROUP]):
+            name, members = read[GROUP][uuid]
+            if name.startswith(self.prefix) and name not in groups:
+                groups[name] = frozenset(name_of[m] for m in members if m in name_of)
+                group_of[uuid] = name
+                self._groups[name] = uuid
         attached: dict[Target, frozenset[str]] = {}
         group_attached: dict[Target, frozenset[str]] = {}
-        targets: set[Target] = set()
         for table in Table:
-            for row in tables[table.value].rows.values():
-                target = Target(table, row.name)
-                targets.add(target)
-                direct = frozenset(lb.name for lb in row.load_balancer if lb.uuid in ours)
-                if direct:
-                    attached[target] = direct
-                ours_g = frozenset(
-                    g.name for g in row.load_balancer_group if g.name.startswith(self.prefix)
-                )
+            for uuid in sorted(read[table.value]):
+                name, direct, via = read[table.value][uuid]
+                target = Target(table, name)
+                self._targets.setdefault(target, uuid)
+                ours = frozenset(name_of[u] for u in direct if u in name_of)
+                if ours:
+                    attached[target] = attached.get(target, frozenset()) | ours
+                ours_g = frozenset(group_of[u] for u in via if u in group_of)
                 if ours_g:
-                    group_attached[target] = ours_g
-        return NBState(lbs, groups, attached, group_attached, frozenset(targets))
+                    group_attached[target] = group_attached.get(target, frozenset()) | ours_g
+        targets = frozenset(self._targets)
+        return NBState(lbs, groups, attached, group_attached, targets)
 
     def apply(self, changes: Changes) -> str:
-        """Apply `changes` (and drop our duplicate rows) in one transaction; its status
-        (``ovs.db.idl.Transaction.SUCCESS``, ``TRY_AGAIN`` when the database moved on...)."""
+        """Apply `changes`, computed from the last :meth:`observed` (and drop our duplicate
+        rows), in one transaction; its status (``ovs.db.idl.Transaction.SUCCESS``,
+        ``TRY_AGAIN`` when the database moved on since)."""
         if not changes.operations and not self._extra:
             return str(ovs.db.idl.Transaction.UNCHANGED)
         txn = ovs.db.idl.Transaction(self.idl)
         txn.add_comment(f"teapot-lb {self.owner}")
-        rows = _Rows(self.idl, self.owner, self.prefix)
-        for row in self._extra:
-            row.delete()
+        tables = self.idl.tables
+        rows = _Rows(
+            tables,
+            {name: tables[LB].rows[uuid] for name, uuid in self._lbs.items()},
+            {name: tables[GROUP].rows[uuid] for name, uuid in self._groups.items()},
+            {t: tables[t.table.value].rows[uuid] for t, uuid in self._targets.items()},
+        )
+        for uuid in self._extra:
+            tables[LB].rows[uuid].delete()
         for op in changes.operations:
             _apply(txn, rows, op)
         status: str = txn.commit_block()
@@ -218,22 +273,14 @@ class Northbound:
         return status
 
 
+@dataclass
 class _Rows:
     """Our rows by name and the routers/switches by name, for one transaction."""
 
-    def __init__(self, idl: ovs.db.idl.Idl, owner: str, prefix: str) -> None:
-        tables = idl.tables
-        self.tables = tables
-        self.lbs: dict[str, Any] = {}
-        for uuid in sorted(tables[LB].rows):
-            row = tables[LB].rows[uuid]
-            if row.external_ids.get(OWNER_KEY) == owner:
-                self.lbs.setdefault(row.name, row)
-        self.groups = {r.name: r for r in tables[GROUP].rows.values() if r.name.startswith(prefix)}
-        self.targets: dict[Target, Any] = {}
-        for table in Table:
-            for row in tables[table.value].rows.values():
-                self.targets.setdefault(Target(table, row.name), row)
+    tables: Any
+    lbs: dict[str, Any]
+    groups: dict[str, Any]
+    targets: dict[Target, Any]
 
 
 def _apply(txn: ovs.db.idl.Transaction, rows: _Rows, op: Operation) -> None:
@@ -245,6 +292,8 @@ def _apply(txn: ovs.db.idl.Transaction, rows: _Rows, op: Operation) -> None:
         if op.create:
             row.name = lb.name
         for column in op.columns:
+            if op.create and not getattr(lb, column):
+                continue  # a new row's columns start empty
             if column == "health_checks":
                 checks = []
                 for check in lb.health_checks:

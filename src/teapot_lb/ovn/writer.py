@@ -28,15 +28,13 @@ import ovs.poller
 from teapot_lb import log
 from teapot_lb.cluster import Store
 from teapot_lb.controller.options import ControllerOptions
-from teapot_lb.ovn.desired import Desired, desired_state
+from teapot_lb.ovn.desired import Desired, DesiredCache, desired_state
 from teapot_lb.ovn.diff import diff
 from teapot_lb.ovn.nbdb import Connection, Northbound, NorthboundError
 from teapot_lb.ovn.rows import NBState, Target
 
 RETRY_S = 1.0  # after a failed transaction
 DEBOUNCE_S = 0.01
-
-_log = log.get("ovn")
 
 
 @dataclass
@@ -73,6 +71,7 @@ class NorthboundLoop:
         os.set_blocking(self._wake_r, False)
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
+        self._log = log.get("ovn").bind(remote=connection.remote, owner=owner)
         self._error: BaseException | None = None
         # Called in the loop's thread when the database holds desired generation N.
         self.on_applied: Callable[[int], None] | None = None
@@ -125,7 +124,7 @@ class NorthboundLoop:
                     try:
                         outcome = self._reconcile(nb, wanted, generation)
                     except Exception as err:  # a bug or a schema surprise: retry, keep going
-                        _log.exception("ovn reconcile failed")
+                        self._log.exception("ovn reconcile failed")
                         self.stats.failures += 1
                         self.stats.last_error = repr(err)
                         outcome = _Outcome.FAILED
@@ -156,20 +155,20 @@ class NorthboundLoop:
         if changes.missing != self.stats.missing:
             self.stats.missing = changes.missing
             if changes.missing:
-                _log.warning("ovn targets missing", targets=[str(t) for t in changes.missing])
+                self._log.warning("ovn targets missing", targets=[str(t) for t in changes.missing])
         if changes:
             try:
                 status = nb.apply(changes)
             except NorthboundError as err:
                 self.stats.failures += 1
                 self.stats.last_error = str(err)
-                _log.warning("ovn transaction failed", error=str(err))
+                self._log.warning("ovn transaction failed", error=str(err))
                 return _Outcome.FAILED
             if status != ovs.db.idl.Transaction.SUCCESS:
                 return _Outcome.FAILED  # TRY_AGAIN: the database moved on; diff again later
             self.stats.operations += len(changes.operations)
             self.stats.transactions = nb.transactions
-            _log.info("ovn programmed", operations=len(changes.operations))
+            self._log.info("ovn programmed", operations=len(changes.operations))
             return _Outcome.WROTE
         self.stats.applied = generation
         self.stats.last_error = None
@@ -196,7 +195,9 @@ class OVNWriter:
         self.options = options or ControllerOptions()
         self.debounce_s = debounce_s
         self.desired: Desired | None = None
+        self.cache = DesiredCache()
         self._wake = asyncio.Event()
+        self._log = log.get("ovn").bind(owner=owner)
 
     def notify(self) -> None:
         """Something in the Store changed (idempotent; many calls, one reconcile)."""
@@ -204,7 +205,7 @@ class OVNWriter:
 
     def reconcile(self) -> int:
         """Compute the desired rows now and hand them over; returns their generation."""
-        self.desired = desired_state(self.store.view(), self.owner, self.options)
+        self.desired = desired_state(self.store.view(), self.owner, self.options, self.cache)
         return self.loop.want(self.desired.state)
 
     async def run(self) -> None:
@@ -215,6 +216,6 @@ class OVNWriter:
             try:
                 self.reconcile()
             except Exception:
-                _log.exception("ovn desired state failed")
+                self._log.exception("ovn desired state failed")
                 await asyncio.sleep(RETRY_S)
                 self._wake.set()
