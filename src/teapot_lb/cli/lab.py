@@ -75,7 +75,8 @@ def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[
 @click.option(
     "--modes", default=",".join(GROUPS), show_default=True, callback=_modes,
     help="Announcement modes to exercise, comma-separated; `teapot`: the Teapot group"
-    " (standalone manager and tenant agent, see docs/lab.md).",
+    " (standalone manager and tenant agent, see docs/lab.md); `ovn`: OVN mode on a real"
+    " OVN (docs/ovn.md).",
 )  # fmt: skip
 @click.option(
     "--families", default=",".join(FAMILIES), show_default=True, callback=_families,
