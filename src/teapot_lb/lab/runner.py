@@ -22,8 +22,8 @@ from typing import Any
 from teapot_lb.lab.alerts import METRICS_PORT, LabAlerts
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.manifests import (
+    DEFAULT_GROUPS,
     FAMILIES,
-    GROUPS,
     MODES,
     LabConfigError,
     copy_manifests,
@@ -48,7 +48,7 @@ _NETNS_DIR = Path("/run/netns")
 
 @dataclass
 class LabOptions:
-    modes: tuple[str, ...] = GROUPS  # announcement modes (MODES) and "teapot"
+    modes: tuple[str, ...] = DEFAULT_GROUPS  # announcement modes (MODES), "teapot", "ovn"
     families: tuple[str, ...] = FAMILIES
     nodes: int | None = None  # None: the manifests' Nodes (3 generated when there are none)
     router: str = "bird"
