@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from model.builders import ovn_advertisement, parse, pool, service
@@ -32,8 +33,10 @@ def endpoints(
     protocol: str = "TCP",
     family: str = "IPv4",
     name: str | None = None,
+    pod: Callable[[str], str] = "pod-{}".format,
 ) -> dict[str, Any]:
-    """An EndpointSlice of `svc`: backends as (address, node, ready), one Pod each."""
+    """An EndpointSlice of `svc`: backends as (address, node, ready), one Pod each (named
+    `pod(node)`)."""
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
@@ -49,7 +52,7 @@ def endpoints(
                 "addresses": [address],
                 "nodeName": node,
                 "conditions": {"ready": ready},
-                "targetRef": {"kind": "Pod", "namespace": "default", "name": f"pod-{node}"},
+                "targetRef": {"kind": "Pod", "namespace": "default", "name": pod(node)},
             }
             for address, node, ready in backends
         ],

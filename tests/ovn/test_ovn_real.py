@@ -8,6 +8,9 @@ with ovn-trace and with real TCP connections from the client's namespace.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,6 +42,7 @@ class World:
     lab: GatewayLab
     loop: NorthboundLoop
     client: Client
+    workloads: dict[str, subprocess.Popen[bytes]]
 
     def hold(self, *documents: dict[str, Any]) -> None:
         """The writer programs what the documents want; OVN has it in the flows."""
@@ -75,13 +79,14 @@ def world() -> Iterator[World]:
         try:
             stack.start()
             lab = gateway_lab(stack, backends=2)
-            for name, (host, _) in lab.backends.items():
-                start_workload(host, name, 8080)
+            workloads = {
+                name: start_workload(host, name, 8080) for name, (host, _) in lab.backends.items()
+            }
             loop = NorthboundLoop(Connection(stack.nb_remote), OWNER)
             loop.start()
             client = Client(lab.client.ns)
             try:
-                yield World(lab, loop, client)
+                yield World(lab, loop, client, workloads)
             finally:
                 client.close()
                 loop.stop()
@@ -155,3 +160,33 @@ def test_a_foreign_load_balancer_on_the_router_keeps_working(world: World) -> No
     world.hold(POOL, ADV, web(VIP), endpoints("web", BE1, BE2))
     world.hold(POOL, ADV)
     assert set(world.answers(3, "203.0.113.99")) == {"be1"}
+
+
+def test_a_health_check_takes_a_dead_backend_out_and_brings_it_back(world: World) -> None:
+    check = {"sourceIP": "198.51.100.254", "interval": 1, "timeout": 1,
+             "successCount": 1, "failureCount": 1, "logicalPortFormat": "{name}"}  # fmt: skip
+    checked = ovn(gatewayRouters=[{"name": "gr0"}], logicalSwitches=[PODS_SWITCH],
+                  healthCheck=check)  # fmt: skip
+    pods = {"n1": "be1", "n2": "be2"}.__getitem__
+    world.hold(POOL, checked, web(VIP), endpoints("web", BE1, BE2, pod=pods))
+    stack = world.lab.stack
+
+    def monitors() -> dict[str, str]:
+        out = stack.sbctl("--format=csv", "--data=bare", "--no-headings",
+                          "--columns=ip,status", "list", "service_monitor")  # fmt: skip
+        return dict(line.split(",", 1) for line in out.splitlines() if "," in line)
+
+    wait_for(lambda: monitors() == {"198.51.100.11": "online", "198.51.100.12": "online"},
+             timeout=20, what="both backends online", detail=lambda: repr(monitors()))  # fmt: skip
+    be1 = world.workloads["be1"]
+    os.killpg(be1.pid, signal.SIGKILL)
+    be1.wait(5)
+    wait_for(lambda: monitors().get("198.51.100.11") == "offline", timeout=20,
+             what="be1 offline", detail=lambda: repr(monitors()))  # fmt: skip
+    stack.nbctl("--wait=hv", "--timeout=20", "sync")
+    assert ct_lb_backends(world.trace()) == {"198.51.100.12:8080"}
+    assert set(world.answers(10)) == {"be2"}
+    host = world.lab.backends["be1"][0]
+    world.workloads["be1"] = start_workload(host, "be1", 8080)
+    wait_for(lambda: monitors().get("198.51.100.11") == "online", timeout=20,
+             what="be1 online again", detail=lambda: repr(monitors()))  # fmt: skip
