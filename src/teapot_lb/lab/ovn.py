@@ -1,11 +1,12 @@
 """The lab's OVN group: `teapot-lb ovn` programs a real OVN, the client goes through it.
 
-A one-chassis OVN (:mod:`teapot_lb.lab.ovnstack`: a gateway router between the pods'
-switch with backends be1, be2 and the external switch with the client), and ``teapot-lb
-ovn --manifests DIR`` run as an operator would, on a manifest directory the group writes.
-Steps, in the lab's report format: create → reachable, spread over the backends, an
-endpoint removed → only the other answers, Service deleted → its row gone and no answer.
-Gateway-chassis failover is not measured (the lab has one chassis).
+A three-chassis OVN (:func:`teapot_lb.lab.ovnstack.ha_gateway_lab`: distributed router
+lr0 whose gateway port is on chassis-1, else chassis-2; backends be1, be2 on chassis-3;
+the client on the external bridge), and ``teapot-lb ovn --manifests DIR`` run as an
+operator would, on a manifest directory the group writes. Steps, in the lab's report
+format: create → reachable, spread over the backends, an endpoint removed → only the other
+answers, the active gateway chassis killed → served again through the other, Service
+deleted → its row gone and no answer.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from typing import Any
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.manifests import write_docs
 from teapot_lb.lab.measure import Attempt
-from teapot_lb.lab.ovnstack import PODS_SWITCH, GatewayLab, OVNStack, gateway_lab, missing
+from teapot_lb.lab.ovnstack import (
+    HA_ROUTER,
+    PODS_SWITCH,
+    GatewayLab,
+    OVNStack,
+    ha_gateway_lab,
+    missing,
+)
 from teapot_lb.lab.processes import log_tail, start_workload
 from teapot_lb.lab.wait import LabTimeout, wait_for
 from teapot_lb.netlab import Topology, netns_available
@@ -43,12 +51,14 @@ class OVNResult:
     create_to_reachable_s: float | None = None
     spread: dict[str, int] = field(default_factory=dict)
     endpoint_removed_s: float | None = None  # be1 removed → 10 answers in a row from be2
+    failover_s: float | None = None  # chassis-1 killed → the client answered again
+    failover_failed_requests: int = 0
     delete_to_no_row_s: float | None = None
     # Until the first request of the unanswered run that ended the wait was sent.
     delete_to_unreachable_s: float | None = None
     errors: list[str] = field(default_factory=list)
     skipped: str | None = None
-    not_done: str = "gateway chassis failover (the lab's OVN has one chassis)"
+    not_done: str = "BGP announcement of the VIP from the active gateway chassis (not built)"
 
     @property
     def ok(self) -> bool:
@@ -59,6 +69,7 @@ class OVNResult:
             and self.create_to_reachable_s is not None
             and set(self.spread) == {"be1", "be2"}
             and self.endpoint_removed_s is not None
+            and self.failover_s is not None
             and self.delete_to_no_row_s is not None
             and self.delete_to_unreachable_s is not None
         )
@@ -66,7 +77,7 @@ class OVNResult:
 
 def _config() -> list[dict[str, Any]]:
     meta = {"name": "ovn-pool", "namespace": NS}
-    adv = {"addressPools": ["ovn-pool"], "gatewayRouters": [{"name": "gr0"}],
+    adv = {"addressPools": ["ovn-pool"], "gatewayRouters": [{"name": HA_ROUTER}],
            "logicalSwitches": [PODS_SWITCH]}  # fmt: skip
     return [
         {"apiVersion": API, "kind": "AddressPool", "metadata": meta,
@@ -101,7 +112,7 @@ class OVNGroup:
     def __init__(self, workdir: Path, topology: Topology, progress: Progress) -> None:
         self.workdir = workdir
         self.manifests = workdir / "manifests"
-        self.stack = OVNStack(workdir / "ovn", topology)
+        self.stack = OVNStack(workdir / "ovn", topology, chassis=3)
         self.progress = progress
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = workdir / "ovn-writer.log"
@@ -129,9 +140,9 @@ class OVNGroup:
                                 f'external_ids:"lb.teapot.io/owner"={OWNER}').strip()  # fmt: skip
 
     def run(self, result: OVNResult) -> None:
-        self.say("starting OVN (northd, ovs-vswitchd userspace, ovn-controller)")
+        self.say("starting OVN: 3 chassis (ovs-vswitchd userspace, ovn-controller), northd")
         self.stack.start()
-        lab = gateway_lab(self.stack, backends=2)
+        lab = ha_gateway_lab(self.stack, backends=2)
         for name, (host, _) in lab.backends.items():
             start_workload(host, name, 8080)
         self.manifests.mkdir(parents=True, exist_ok=True)
@@ -173,6 +184,27 @@ class OVNGroup:
         self._wait(only_be2, "only be2 answering after be1's endpoint was removed")
         result.endpoint_removed_s = answers[-10][0] - started
         self.say(f"endpoint removed → only be2 answers after {result.endpoint_removed_s:.3f} s")
+        self._failover(lab, client, result)
+        self._delete(client, result)
+
+    def _failover(self, lab: GatewayLab, client: Client, result: OVNResult) -> None:
+        """Kill the active gateway chassis under a 10 ms probe; time until it answers again."""
+        probe = client.probe([(VIP, 80)], interval=0.01)
+        self._wait(lambda: any(a.ok for a in probe.snapshot()), "the probe answered")
+        killed = time.monotonic()
+        self.stack.stop_chassis("chassis-1")
+
+        def served_again() -> bool:
+            answered = any(a.ok and a.start > killed for a in probe.snapshot())
+            return answered and lab.active_gateway() == "chassis-2"
+
+        self._wait(served_again, "served again through chassis-2")
+        after = [a for a in probe.stop() if a.start > killed]
+        result.failover_s = next(a.end for a in after if a.ok) - killed
+        result.failover_failed_requests = sum(1 for a in after if not a.ok)
+        self.say(f"chassis-1 killed → served through chassis-2 after {result.failover_s:.3f} s")
+
+    def _delete(self, client: Client, result: OVNResult) -> None:
         (self.manifests / "web.yaml").unlink()
         started = time.monotonic()
         self._wait(lambda: not self._rows(), "the row deleted")
@@ -234,9 +266,12 @@ def ovn_lines(r: OVNResult) -> list[str]:
 
     spread = ", ".join(f"{k} {v}" for k, v in sorted(r.spread.items())) or "-"
     lines = [
-        f"ovn: {'ok' if r.ok else 'FAILED'}; Service default/web {r.ip} on gateway router gr0",
+        f"ovn: {'ok' if r.ok else 'FAILED'}; Service default/web {r.ip} on router {HA_ROUTER}"
+        " (gateway port on chassis-1, else chassis-2)",
         f"  create → reachable {s(r.create_to_reachable_s)}; spread over backends: {spread}",
         f"  endpoint be1 removed → only be2 answers {s(r.endpoint_removed_s)}",
+        f"  chassis-1 killed → served through chassis-2 {s(r.failover_s)}"
+        f" ({r.failover_failed_requests} requests failed meanwhile)",
         f"  Service deleted → row gone {s(r.delete_to_no_row_s)}; "
         f"→ unreachable {s(r.delete_to_unreachable_s)}",
         f"  not measured: {r.not_done}",
