@@ -164,3 +164,13 @@ def test_a_cache_gives_the_uncached_state_through_changes_to_services_slices_and
     store.delete(Kind.SERVICE, "default/web")
     check()
     assert set(desired_state(store.view(), OWNER, cache=cache).notes) == {"default/api"}
+
+
+def test_client_ip_session_affinity_becomes_the_affinity_timeout() -> None:
+    affinity = {"sessionAffinity": "ClientIP",
+                "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}}  # fmt: skip
+    v = view(POOL, ovn(), web("203.0.113.1", **affinity))
+    assert ("affinity_timeout", "60") in desired_state(v, OWNER).state.load_balancers[LB].options
+    plain = view(POOL, ovn(), web("203.0.113.1"))
+    options = dict(desired_state(plain, OWNER).state.load_balancers[LB].options)
+    assert "affinity_timeout" not in options

@@ -190,3 +190,11 @@ def test_a_health_check_takes_a_dead_backend_out_and_brings_it_back(world: World
     world.workloads["be1"] = start_workload(host, "be1", 8080)
     wait_for(lambda: monitors().get("198.51.100.11") == "online", timeout=20,
              what="be1 online again", detail=lambda: repr(monitors()))  # fmt: skip
+
+
+def test_client_ip_affinity_keeps_the_client_on_one_backend(world: World) -> None:
+    affinity = {"sessionAffinity": "ClientIP",
+                "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}}  # fmt: skip
+    world.hold(POOL, ADV, web(VIP, **affinity), endpoints("web", BE1, BE2))
+    first = wait_for(lambda: world.client.get(VIP, 80).node, timeout=10, what="a first answer")
+    assert world.answers(12) == [first] * 12

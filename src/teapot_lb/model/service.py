@@ -57,6 +57,14 @@ class ServicePort(KubeView):
     target_port: int | str | None = None
 
 
+class ClientIPConfig(KubeView):
+    timeout_seconds: int | None = None
+
+
+class SessionAffinityConfig(KubeView):
+    client_ip: ClientIPConfig | None = Field(default=None, alias="clientIP")
+
+
 class ServiceSpec(KubeView):
     type: ServiceType = ServiceType.CLUSTER_IP
     load_balancer_class: str | None = None
@@ -66,6 +74,17 @@ class ServiceSpec(KubeView):
     ports: list[ServicePort] = []
     external_traffic_policy: ExternalTrafficPolicy = ExternalTrafficPolicy.CLUSTER
     selector: dict[str, str] = {}
+    session_affinity: str | None = None  # "ClientIP" or "None" (OVN mode maps it)
+    session_affinity_config: SessionAffinityConfig | None = None
+
+    def affinity_timeout(self) -> int | None:
+        """Seconds a client sticks to its backend with `sessionAffinity: ClientIP` (the
+        API's default 10800), else None."""
+        if self.session_affinity != "ClientIP":
+            return None
+        config = self.session_affinity_config
+        timeout = config.client_ip.timeout_seconds if config and config.client_ip else None
+        return timeout if timeout is not None else 10800
 
 
 class LoadBalancerIngress(KubeView):

@@ -17,6 +17,7 @@ was programmed and why something was not (``teapot-lb explain`` prints them).
   is kept), attached to that router alone.
 - Health checks (IPv4): a ``Load_Balancer_Health_Check`` per VIP and the
   ``ip_port_mappings`` OVN's service monitor needs (backend → logical port and source).
+- ``sessionAffinity: ClientIP``: ``options:affinity_timeout`` (its timeoutSeconds).
 """
 
 from __future__ import annotations
@@ -219,7 +220,11 @@ class _Builder:
             check = None
         name = f"{name_prefix(self.owner)}{key}/{ip}/{protocol}"
         ids = {OWNER_KEY: self.owner, SERVICE_KEY: key, IP_KEY: str(ip)}
-        row = _row(name, protocol, ip, backends, {"reject": "true"}, ids, check)
+        options = {"reject": "true"}
+        affinity = svc.spec.affinity_timeout()
+        if affinity is not None:
+            options["affinity_timeout"] = str(affinity)
+        row = _row(name, protocol, ip, backends, options, ids, check)
         part.lbs[name] = row
         count = sum(len(b) for b in backends.values())
         if svc.spec.external_traffic_policy is not ExternalTrafficPolicy.LOCAL:
@@ -247,7 +252,7 @@ class _Builder:
             local = {port: [b for b in bs if b.node == node] for port, bs in backends.items()}
             local_name = f"{name}/{router_name}"
             ids_local = {**ids, ROUTER_KEY: router_name}
-            opts = {"reject": "true", "skip_snat": "true"}
+            opts = {**options, "skip_snat": "true"}
             part.lbs[local_name] = _row(local_name, protocol, ip, local, opts, ids_local, check)
             part.attached.append((Target(Table.ROUTER, router_name), local_name))
             count = sum(len(b) for b in local.values())
