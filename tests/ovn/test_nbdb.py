@@ -160,7 +160,7 @@ def test_the_ovn_command_programs_a_manifest_directory_and_stops_on_sigterm(
     log = (tmp_path / "ovn.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "teapot_lb.cli.ovn", "--ovn-nb", nb.nb_remote,
-         "--manifests", str(manifests), "--cluster-name", "cli"],
+         "--manifests", str(manifests), "--cluster-name", "cli", "--metrics-address", ""],
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

@@ -14,7 +14,8 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from functools import partial
 from pathlib import Path
 
 import click
@@ -24,6 +25,8 @@ from teapot_lb.cli import cancel_on_signals
 from teapot_lb.cli.run import service_class_options
 from teapot_lb.cluster import Store
 from teapot_lb.controller.options import ControllerOptions
+from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.ovn.metrics import ovn_registry, readiness
 from teapot_lb.ovn.nbdb import Connection
 from teapot_lb.ovn.writer import NorthboundLoop, OVNWriter
 
@@ -36,6 +39,20 @@ def _owner(ctx: click.Context, param: click.Parameter, value: str) -> str:
             f"{value!r}: a DNS label (lowercase letters, digits, '-'): it names our rows"
         )
     return value
+
+
+@contextlib.asynccontextmanager
+async def _monitoring(writer: OVNWriter, address: str | None) -> AsyncIterator[None]:
+    """/metrics, /healthz and /readyz for the whole process (standbys included)."""
+    if not address:
+        yield
+        return
+    monitor = MonitoringServer(ovn_registry(writer), readiness=[partial(readiness, writer)])
+    await monitor.start(*parse_address(address))
+    try:
+        yield
+    finally:
+        await monitor.stop()
 
 
 async def _serve(
@@ -60,10 +77,15 @@ async def _serve(
         logger.info("stopped")
 
 
-async def _standalone(writer: OVNWriter, source: Callable[[], Coroutine[None, None, None]]) -> None:
+async def _standalone(
+    writer: OVNWriter,
+    metrics_address: str | None,
+    source: Callable[[], Coroutine[None, None, None]],
+) -> None:
     cancel_on_signals()
-    with contextlib.suppress(asyncio.CancelledError):  # SIGTERM: a clean stop
-        await _serve(writer, source)
+    async with _monitoring(writer, metrics_address):
+        with contextlib.suppress(asyncio.CancelledError):  # SIGTERM: a clean stop
+            await _serve(writer, source)
 
 
 async def _serve_kube(
@@ -72,13 +94,14 @@ async def _serve_kube(
     config_namespace: str | None,
     lease_namespace: str | None,
     identity: str,
+    metrics_address: str | None,
 ) -> None:
     from teapot_lb.kube.client import connect
     from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
     from teapot_lb.speaker.kube_source import KubeSource
 
     cancel_on_signals()
-    async with await connect(kubeconfig) as client:
+    async with await connect(kubeconfig) as client, _monitoring(writer, metrics_address):
         source = KubeSource(client, writer.store, writer.notify, config_namespace=config_namespace)
 
         async def lead() -> None:
@@ -141,6 +164,12 @@ async def _serve_kube(
     "--lease-namespace",
     help="Namespace of the Lease (default: $POD_NAMESPACE, else the config namespace).",
 )
+@click.option(
+    "--metrics-address",
+    default=":7472",
+    show_default=True,
+    help="HOST:PORT for /metrics, /healthz and /readyz ('' to disable).",
+)
 @service_class_options
 def ovn(
     ovn_nb: str,
@@ -153,6 +182,7 @@ def ovn(
     config_namespace: str,
     leader_elect: bool,
     lease_namespace: str | None,
+    metrics_address: str,
     load_balancer_class: str,
     class_only: bool,
 ) -> None:
@@ -172,7 +202,7 @@ def ovn(
         from teapot_lb.standalone.runner import ManifestSource
 
         source = ManifestSource(manifests, store, options=options, on_change=writer.notify)
-        asyncio.run(_standalone(writer, source.run))
+        asyncio.run(_standalone(writer, metrics_address or None, source.run))
         return
     namespace = None
     if leader_elect:
@@ -180,7 +210,10 @@ def ovn(
         if not namespace:
             raise click.UsageError("--lease-namespace is needed with --config-namespace ''")
     identity = os.environ.get("POD_NAME") or socket.gethostname()
-    asyncio.run(_serve_kube(writer, kubeconfig, config_namespace or None, namespace, identity))
+    kube = _serve_kube(
+        writer, kubeconfig, config_namespace or None, namespace, identity, metrics_address or None
+    )
+    asyncio.run(kube)
 
 
 if __name__ == "__main__":

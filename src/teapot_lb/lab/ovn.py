@@ -151,7 +151,8 @@ class OVNGroup:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "teapot_lb.cli.ovn", "--ovn-nb", self.stack.nb_remote,
-                 "--manifests", str(self.manifests), "--cluster-name", OWNER],
+                 "--manifests", str(self.manifests), "--cluster-name", OWNER,
+                 "--metrics-address", ""],
                 stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         # Timed from the Service's write: first the writer must be up (it programs the

@@ -195,6 +195,7 @@ class OVNWriter:
         self.options = options or ControllerOptions()
         self.debounce_s = debounce_s
         self.desired: Desired | None = None
+        self.generation = 0  # of the desired rows last handed to the loop
         self.cache = DesiredCache()
         self._wake = asyncio.Event()
         self._log = log.get("ovn").bind(owner=owner)
@@ -206,7 +207,8 @@ class OVNWriter:
     def reconcile(self) -> int:
         """Compute the desired rows now and hand them over; returns their generation."""
         self.desired = desired_state(self.store.view(), self.owner, self.options, self.cache)
-        return self.loop.want(self.desired.state)
+        self.generation = self.loop.want(self.desired.state)
+        return self.generation
 
     async def run(self) -> None:
         while True:
