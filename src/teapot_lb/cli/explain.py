@@ -295,7 +295,7 @@ def ovn_explanation(
         return None
     observed = None
     if ovn_nb is not None:
-        # Only here: the OVSDB library (the `ovn` extra) is needed only to read a database.
+        # Only here: the OVSDB library loads only when a database is to be read.
         from teapot_lb.ovn.nbdb import Connection, NorthboundError, read_once
 
         try:
