@@ -18,7 +18,6 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -34,6 +33,9 @@ from teapot_lb.ovn.nbdb import Connection, Northbound, NorthboundError
 from teapot_lb.ovn.rows import NBState, Target
 
 RETRY_S = 1.0  # after a failed transaction
+# Transactions in a row after which the database still differs (someone fighting over our
+# rows, or a value the server stores otherwise than we wrote it): pause RETRY_S, no spin.
+MAX_WRITES = 3
 DEBOUNCE_S = 0.01
 
 
@@ -73,8 +75,6 @@ class NorthboundLoop:
         self._started = threading.Event()
         self._log = log.get("ovn").bind(remote=connection.remote, owner=owner)
         self._error: BaseException | None = None
-        # Called in the loop's thread when the database holds desired generation N.
-        self.on_applied: Callable[[int], None] | None = None
 
     def want(self, state: NBState) -> int:
         """Make `state` the one to hold (thread-safe); returns its generation."""
@@ -94,6 +94,9 @@ class NorthboundLoop:
             raise NorthboundError(f"{self.connection.remote}: {self._error or 'no answer'}")
 
     def stop(self) -> None:
+        """Stop the thread and close the connection (idempotent)."""
+        if self._stop:
+            return
         self._stop = True
         os.write(self._wake_w, b"!")
         if self._thread is not None:
@@ -111,6 +114,7 @@ class NorthboundLoop:
         self._started.set()
         done: tuple[int, int] | None = None  # (generation, database seqno) last reconciled
         retry_at: float | None = None
+        writes = 0  # transactions in a row that did not leave the database as wanted
         try:
             while not self._stop:
                 nb.run()
@@ -129,10 +133,14 @@ class NorthboundLoop:
                         self.stats.last_error = repr(err)
                         outcome = _Outcome.FAILED
                     if outcome is _Outcome.HELD:
-                        done = key
-                    elif outcome is _Outcome.WROTE:
+                        done, writes = key, 0
+                    elif outcome is _Outcome.WROTE and writes < MAX_WRITES:
+                        writes += 1
                         continue  # check at once that the database now holds it
                     else:
+                        if writes >= MAX_WRITES:
+                            self._log.warning("ovn not converging", transactions=writes)
+                        writes = 0
                         retry_at = now + RETRY_S
                 poller = ovs.poller.Poller()
                 nb.wait(poller)
@@ -172,8 +180,6 @@ class NorthboundLoop:
             return _Outcome.WROTE
         self.stats.applied = generation
         self.stats.last_error = None
-        if self.on_applied is not None:
-            self.on_applied(generation)
         return _Outcome.HELD
 
 
