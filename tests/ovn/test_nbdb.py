@@ -7,7 +7,9 @@ would.
 
 from __future__ import annotations
 
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,8 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
+from needs import require_binary
 from ovn.builders import POOL, endpoints, ovn, view, web
-from teapot_lb.lab.ovnstack import OVNDatabases
+from teapot_lb.lab.ovnstack import NB_SCHEMA, OVNDatabases
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.ovn.desired import desired_state
 from teapot_lb.ovn.nbdb import Connection, NorthboundError
@@ -177,3 +180,55 @@ def test_the_ovn_command_programs_a_manifest_directory_and_stops_on_sigterm(
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
         log.close()
+
+
+def test_an_ssl_remote_with_certificates_is_programmed_like_a_unix_socket(
+    nb: OVNDatabases, owner: str, tmp_path: Path
+) -> None:
+    require_binary("openssl")
+    pki = certificates(tmp_path)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # A second server on the module's database file would clash: a database of its own.
+    db = tmp_path / "nb.db"
+    subprocess.run(["ovsdb-tool", "create", str(db), str(NB_SCHEMA)], check=True)
+    server = shutil.which("ovsdb-server", path="/usr/sbin:/usr/bin") or "ovsdb-server"
+    nb.spawn(f"nb-ssl-{owner}", [
+        server, str(db), f"--remote=pssl:{port}:127.0.0.1",
+        f"--private-key={pki['server.key']}", f"--certificate={pki['server.pem']}",
+        f"--ca-cert={pki['ca.pem']}", f"--unixctl={tmp_path / 'ssl.ctl'}",
+    ])  # fmt: skip
+    connection = Connection(
+        f"ssl:127.0.0.1:{port}", pki["client.key"], pki["client.pem"], pki["ca.pem"]
+    )
+    wait_for(lambda: _listening(port), timeout=10, what="the SSL server listening")
+    loop = NorthboundLoop(connection, owner)
+    loop.start()
+    try:
+        generation = loop.want(desired_state(view(POOL, web("203.0.113.1")), owner).state)
+        wait_for(lambda: loop.stats.applied >= generation, timeout=20, what="synced over SSL")
+    finally:
+        loop.stop()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def certificates(directory: Path) -> dict[str, Path]:
+    """A CA and a server and a client certificate it signed (openssl, one day)."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
+
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    openssl("req", "-x509", *ec, "-keyout", "ca.key",
+            "-out", "ca.pem", "-days", "1", "-subj", "/CN=test-ca")  # fmt: skip
+    for name in ("server", "client"):
+        openssl("req", *ec, "-keyout", f"{name}.key",
+                "-out", f"{name}.csr", "-subj", f"/CN={name}")  # fmt: skip
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", f"{name}.pem", "-days", "1")  # fmt: skip
+    return {p.name: p for p in directory.iterdir()}
