@@ -17,8 +17,13 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from teapot_lb.kube.client import KubeClient
+    from teapot_lb.speaker.kube_source import KubeSource
 
 from teapot_lb import log
 from teapot_lb.cli import cancel_on_signals
@@ -26,6 +31,8 @@ from teapot_lb.cli.run import service_class_options
 from teapot_lb.cluster import Store
 from teapot_lb.controller.options import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.httpserve.server import Check
+from teapot_lb.ovn.desired import READ_KINDS
 from teapot_lb.ovn.metrics import ovn_registry, readiness
 from teapot_lb.ovn.nbdb import Connection
 from teapot_lb.ovn.writer import NorthboundLoop, OVNWriter
@@ -42,12 +49,16 @@ def _owner(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _monitoring(writer: OVNWriter, address: str | None) -> AsyncIterator[None]:
-    """/metrics, /healthz and /readyz for the whole process (standbys included)."""
+async def _monitoring(
+    writer: OVNWriter, address: str | None, *checks: Check
+) -> AsyncIterator[None]:
+    """/metrics, /healthz and /readyz (the writer's and `checks`) for the whole process
+    (standbys included)."""
     if not address:
         yield
         return
-    monitor = MonitoringServer(ovn_registry(writer), readiness=[partial(readiness, writer)])
+    ready: list[Check] = [partial(readiness, writer), *checks]
+    monitor = MonitoringServer(ovn_registry(writer), readiness=ready)
     await monitor.start(*parse_address(address))
     try:
         yield
@@ -96,33 +107,53 @@ async def _serve_kube(
     identity: str,
     metrics_address: str | None,
 ) -> None:
+    # Here, not at the top: standalone mode need not load the Kubernetes client.
     from teapot_lb.kube.client import connect
-    from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
+    from teapot_lb.model.kinds import REGISTRY
     from teapot_lb.speaker.kube_source import KubeSource
 
     cancel_on_signals()
-    async with await connect(kubeconfig) as client, _monitoring(writer, metrics_address):
-        source = KubeSource(client, writer.store, writer.notify, config_namespace=config_namespace)
+    async with await connect(kubeconfig) as client:
+        source = KubeSource(
+            client,
+            writer.store,
+            writer.notify,
+            config_namespace=config_namespace,
+            kinds=[REGISTRY[kind] for kind in READ_KINDS],
+        )
+        async with _monitoring(writer, metrics_address, source.readiness):
+            await _lead(writer, client, source, lease_namespace, identity)
 
-        async def lead() -> None:
-            for informer in source.informers.values():
-                await informer.wait_synced()
-            writer.notify()  # a half-filled cache would delete what other kinds hold up
-            await _serve(writer)
 
-        elector = None
-        if lease_namespace is not None:
-            config = LeaseConfig(lease_namespace, "teapot-lb-ovn", identity)
-            elector = LeaderElector(client, config)
-        informers = asyncio.create_task(source.run(), name="informers")
-        try:
-            await lead_when_elected(elector, lead)
-        except asyncio.CancelledError:
-            log.get("ovn").info("shutting down")
-        finally:
-            informers.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await informers
+async def _lead(
+    writer: OVNWriter,
+    client: KubeClient,
+    source: KubeSource,
+    lease_namespace: str | None,
+    identity: str,
+) -> None:
+    """Run the informers; write while holding the Lease (always, without election)."""
+    from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
+
+    async def lead() -> None:
+        for informer in source.informers.values():
+            await informer.wait_synced()
+        writer.notify()  # a half-filled cache would delete what other kinds hold up
+        await _serve(writer)
+
+    elector = None
+    if lease_namespace is not None:
+        config = LeaseConfig(lease_namespace, "teapot-lb-ovn", identity)
+        elector = LeaderElector(client, config)
+    informers = asyncio.create_task(source.run(), name="informers")
+    try:
+        await lead_when_elected(elector, lead)
+    except asyncio.CancelledError:
+        log.get("ovn").info("shutting down")
+    finally:
+        informers.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await informers
 
 
 @click.command("ovn")

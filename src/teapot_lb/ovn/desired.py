@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from teapot_lb.addresses import IPAddress, IPFamily, parse_ip
-from teapot_lb.cluster import ClusterView
+from teapot_lb.cluster import ClusterView, Kind
 from teapot_lb.controller.options import ControllerOptions
 from teapot_lb.model import ExternalTrafficPolicy, OVNAdvertisement, Service
 from teapot_lb.model.ovn import OVNHealthCheck
@@ -68,6 +68,11 @@ class Desired:
 
     state: NBState
     notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+# What the desired rows are computed from: the OVN writer watches these kinds only (no
+# Secrets, no Nodes: least privilege).
+READ_KINDS = (Kind.SERVICE, Kind.ENDPOINT_SLICE, Kind.ADDRESS_POOL, Kind.OVN_ADVERTISEMENT)
 
 
 def group_name(owner: str, adv: OVNAdvertisement) -> str:
