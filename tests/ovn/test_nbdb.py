@@ -232,3 +232,22 @@ def certificates(directory: Path) -> dict[str, Path]:
         openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
                 "-CAcreateserial", "-out", f"{name}.pem", "-days", "1")  # fmt: skip
     return {p.name: p for p in directory.iterdir()}
+
+
+def test_a_health_check_someone_edits_is_set_back(nb: OVNDatabases, owner: str) -> None:
+    checked = ovn(healthCheck={"sourceIP": "198.51.100.254", "interval": 2})
+    docs = (POOL, checked, web("203.0.113.1"), endpoints("web", ("198.51.100.2", "n1", True)))
+    with writing(nb, owner) as loop:
+        hold(loop, owner, *docs)
+        name = f"teapot-lb/{owner}/default/web/203.0.113.1/tcp"
+
+        def check() -> str:
+            return nb.nbctl("get", "load_balancer", name, "health_check").strip("[]\n")
+
+        nb.nbctl("set", "load_balancer_health_check", check(), "options:interval=99")
+
+        def interval() -> str:  # the row we own may be replaced by a new one: look it up
+            return nb.nbctl("get", "load_balancer_health_check", check(), "options:interval")
+
+        wait_for(lambda: interval().strip().strip('"') == "2", timeout=20,
+                 what="the interval set back", detail=interval)  # fmt: skip

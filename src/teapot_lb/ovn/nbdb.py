@@ -153,6 +153,7 @@ class Northbound:
         # Per table, per row: what we read of it (a LoadBalancer or None when not ours; a
         # group's or target's name and references), until the row changes.
         self._read: dict[str, dict[UUID, Any]] = {table: {} for table in MONITORED}
+        self._check_owner: dict[UUID, UUID] = {}  # health check → our load balancer
         # From the last observed(): our rows by name, the targets by name, duplicates.
         self._lbs: dict[str, UUID] = {}
         self._groups: dict[str, UUID] = {}
@@ -176,13 +177,15 @@ class Northbound:
         return bool(self.idl.state == self.idl.IDL_S_MONITORING and session.is_connected())
 
     def _refresh(self) -> None:
-        """Read again the rows that changed (a health check's change: every row of ours)."""
+        """Read again the rows that changed (a health check's change: its load balancer)."""
         for table in (HC, LB, GROUP, Table.ROUTER.value, Table.SWITCH.value):
             dirty = self.idl.dirty[table]
             cache = self._read[table]
             if table == HC:
-                if dirty:
-                    self._read[LB].clear()
+                for uuid in dirty:
+                    owner = self._check_owner.pop(uuid, None)
+                    if owner is not None:
+                        self._read[LB].pop(owner, None)
                 dirty.clear()
                 continue
             for uuid in dirty:
@@ -198,8 +201,11 @@ class Northbound:
 
     def _read_row(self, table: str, row: Any) -> Any:
         if table == LB:
-            ours = row.external_ids.get(OWNER_KEY) == self.owner
-            return _load_balancer(row) if ours else None
+            if row.external_ids.get(OWNER_KEY) != self.owner:
+                return None
+            for check in row.health_check:
+                self._check_owner[check.uuid] = row.uuid
+            return _load_balancer(row)
         if table == GROUP:
             return row.name, frozenset(lb.uuid for lb in row.load_balancer)
         return (
