@@ -251,3 +251,24 @@ def test_a_health_check_someone_edits_is_set_back(nb: OVNDatabases, owner: str) 
 
         wait_for(lambda: interval().strip().strip('"') == "2", timeout=20,
                  what="the interval set back", detail=interval)  # fmt: skip
+
+
+def test_a_router_created_after_us_is_attached_when_it_appears(
+    nb: OVNDatabases, owner: str
+) -> None:
+    late = f"late-{owner}"[:60]
+    adv = ovn(gatewayRouters=[{"name": late}])
+    with writing(nb, owner) as loop:
+        hold(loop, owner, POOL, adv, web("203.0.113.1"))
+        assert [t.name for t in loop.stats.missing] == [late]
+        nb.nbctl("lr-add", late)
+        group = f"teapot-lb/{owner}/lb-system/ovn"
+
+        def attached() -> bool:
+            refs = nb.nbctl("get", "logical_router", late, "load_balancer_group")
+            uuid = nb.nbctl("--bare", "--columns=_uuid", "find", "load_balancer_group",
+                            f"name={group}").strip()  # fmt: skip
+            return bool(uuid) and uuid in refs
+
+        wait_for(attached, timeout=20, what=f"our group attached to {late}")
+        wait_for(lambda: not loop.stats.missing, timeout=20, what="nothing missing any more")
