@@ -12,6 +12,7 @@ SYSTEM_PACKAGES=(
   prometheus chromium
   python3-venv
   mmdebstrap umoci
+  ovn-central ovn-host openvswitch-switch ethtool
 )
 
 missing=()

@@ -49,6 +49,10 @@ def vip_advertisement(name: str, *pools: str, **spec: Any) -> dict[str, Any]:
     return _object("VIPAdvertisement", name, {"addressPools": list(pools), **spec})
 
 
+def ovn_advertisement(name: str, *pools: str, **spec: Any) -> dict[str, Any]:
+    return _object("OVNAdvertisement", name, {"addressPools": list(pools), **spec})
+
+
 def service(
     name: str,
     *ports: str,

@@ -205,6 +205,8 @@ def node_exclusion(node: Node | None) -> str | None:
     return None
 
 
+# An OVNAdvertisement's pools are load-balanced by OVN, not announced by nodes.
+OVN_ONLY = "OVN mode: the OVN writer programs it in the Northbound database, no node announces it"
 _NO_LOCAL_ENDPOINT = "no local endpoint: externalTrafficPolicy is Local and no ready endpoint here"
 
 
@@ -313,7 +315,10 @@ class _Planner:
                 continue
             bgp_advs, l2_advs, vip_advs = self.advertisements_for(pool)
             if not (bgp_advs or l2_advs or vip_advs):
-                say(None, False, f"no advertisement selects AddressPool {pool.name}")
+                if any(a.spec.selects_pool(pool) for a in self.view.ovn_advertisements.values()):
+                    say(None, False, f"{OVN_ONLY}: AddressPool {pool.name}")
+                else:
+                    say(None, False, f"no advertisement selects AddressPool {pool.name}")
                 continue
             if bgp := _selecting(Mode.BGP, bgp_advs, node_labels, why_not_node, say):
                 self._bgp(ip, node_name, node_labels, bgp, eligible, say, out)

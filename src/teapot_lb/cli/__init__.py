@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("teapot_lb.cli.status", "status"),
     "manager": ("teapot_lb.cli.manager", "manager"),
     "tenant-agent": ("teapot_lb.cli.tenant_agent", "tenant_agent"),
+    "ovn": ("teapot_lb.cli.ovn", "ovn"),
 }
 
 _SUMMARIES = {
@@ -45,6 +46,7 @@ _SUMMARIES = {
     "status": "Pools, sessions, who holds which IP, problems: one screen.",
     "manager": "Teapot: vet and allocate tenants' load balancers (management cluster).",
     "tenant-agent": "Teapot: cloud-provider-teapot for a tenant cluster's Services.",
+    "ovn": "OVN mode: Service IPs as OVN Northbound Load_Balancers (one writer).",
 }
 
 

@@ -16,6 +16,8 @@ from teapot_lb.announce.plan import Decision, PlanOptions, explain, explain_tena
 from teapot_lb.cluster import ClusterView, Store, UnknownBFDProfile
 from teapot_lb.model import BFDParameters, BGPPeer
 from teapot_lb.model.tenancy import TenantLoadBalancer
+from teapot_lb.ovn.desired import desired_state
+from teapot_lb.ovn.explain import ServiceExplanation, explain_service
 from teapot_lb.speaker.report import annotation_key, parse_summary
 from teapot_lb.standalone import first_seen
 from teapot_lb.standalone.assign import planned_objects
@@ -212,12 +214,24 @@ def state_root_of(manifests: Path, state_root: Path | None) -> Path:
 @click.argument("service")
 @source_options
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
+@click.option(
+    "--ovn-nb",
+    default=None,
+    envvar="OVN_NB_DB",
+    help="OVN mode: also read the Northbound database (unix:PATH, tcp:HOST:PORT) and say "
+    "whether it holds the Service's rows.",
+)
+@click.option(
+    "--cluster-name", default="default", show_default=True, help="OVN mode: as `teapot-lb ovn`."
+)
 def explain_command(
     service: str,
     manifests: Path | None,
     state_root: Path | None,
     kubeconfig: str | None,
     output: str,
+    ovn_nb: str | None,
+    cluster_name: str,
 ) -> None:
     """Explain, per node and mode, whether NAMESPACE/NAME's IPs are announced, and why not.
 
@@ -226,6 +240,8 @@ def explain_command(
     `announce.lb.teapot.io/<node>` annotations in a cluster, from the nodes' status.json
     in standalone mode ('?': no status from that node, 'stopped': it was stopped).
     When a BGPPeer announced to names a BFDProfile, a line per such peer gives its BFD.
+    In OVN mode, the Service's Load_Balancer rows follow: VIPs, backends, where they are
+    attached and (with --ovn-nb) whether the Northbound holds them.
     """
     if "/" not in service:
         service = f"default/{service}"
@@ -246,7 +262,8 @@ def explain_command(
     if service not in view.services:
         raise click.ClickException(f"Service {service} not found")
     decisions = explain(view, service, PlanOptions())
-    if not decisions:
+    ovn = ovn_explanation(view, service, ovn_nb, cluster_name)
+    if not decisions and (ovn is None or not ovn.rows):
         raise click.ClickException(
             f"Service {service} is not a LoadBalancer Service teapot-lb handles"
         )
@@ -257,12 +274,35 @@ def explain_command(
         observed = observed_in_state(view, service, root)
     bfd = bfd_of_peers(view, decisions)
     if output == "json":
-        click.echo(as_json(service, decisions, observed, bfd))
+        doc = json.loads(as_json(service, decisions, observed, bfd))
+        if ovn is not None:
+            doc["ovn"] = ovn.as_dict()
+        click.echo(json.dumps(doc, indent=1))
     else:
         click.echo(f"Service {service}")
         click.echo(table(decisions, observed))
         for peer, summary in bfd.items():
             click.echo(f"BGPPeer {peer}: {summary}")
+        if ovn is not None:
+            click.echo(ovn.text())
+
+
+def ovn_explanation(
+    view: ClusterView, service: str, ovn_nb: str | None, owner: str
+) -> ServiceExplanation | None:
+    """The Service's OVN rows, when the cluster uses OVN mode (or --ovn-nb asks)."""
+    if not view.ovn_advertisements and ovn_nb is None:
+        return None
+    observed = None
+    if ovn_nb is not None:
+        # Only here: the OVSDB library loads only when a database is to be read.
+        from teapot_lb.ovn.nbdb import Connection, NorthboundError, read_once
+
+        try:
+            observed = read_once(Connection(ovn_nb), owner)
+        except (ValueError, NorthboundError) as err:
+            raise click.ClickException(str(err)) from err
+    return explain_service(desired_state(view, owner), service, observed)
 
 
 def tenant_text(key: str, request: TenantLoadBalancer, decisions: list[Decision]) -> str:

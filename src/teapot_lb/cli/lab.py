@@ -12,7 +12,7 @@ from typing import TextIO
 import click
 
 from teapot_lb.lab.html_report import render_html
-from teapot_lb.lab.manifests import FAMILIES, GROUPS, MODES
+from teapot_lb.lab.manifests import DEFAULT_GROUPS, FAMILIES, GROUPS, MODES
 from teapot_lb.lab.progress import TerminalProgress
 from teapot_lb.lab.report import table, to_json
 from teapot_lb.lab.router import ROUTERS
@@ -73,9 +73,10 @@ def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[
 
 @click.command("lab")
 @click.option(
-    "--modes", default=",".join(GROUPS), show_default=True, callback=_modes,
+    "--modes", default=",".join(DEFAULT_GROUPS), show_default=True, callback=_modes,
     help="Announcement modes to exercise, comma-separated; `teapot`: the Teapot group"
-    " (standalone manager and tenant agent, see docs/lab.md).",
+    " (standalone manager and tenant agent, see docs/lab.md); `ovn`: OVN mode on a real"
+    " OVN (docs/ovn.md).",
 )  # fmt: skip
 @click.option(
     "--families", default=",".join(FAMILIES), show_default=True, callback=_families,

@@ -19,6 +19,7 @@ from teapot_lb.model import (
     L2Advertisement,
     Namespace,
     Node,
+    OVNAdvertisement,
     Service,
     VIPAdvertisement,
 )
@@ -63,6 +64,7 @@ class ClusterView:
     bfd_profiles: Mapping[str, BFDProfile] = field(default_factory=_empty)
     l2_advertisements: Mapping[str, L2Advertisement] = field(default_factory=_empty)
     vip_advertisements: Mapping[str, VIPAdvertisement] = field(default_factory=_empty)
+    ovn_advertisements: Mapping[str, OVNAdvertisement] = field(default_factory=_empty)
     secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=_empty)
     tenants: Mapping[str, Tenant] = field(default_factory=_empty)
     tenant_load_balancers: Mapping[str, TenantLoadBalancer] = field(default_factory=_empty)

@@ -58,6 +58,9 @@ L2_ADVERTISEMENTS = Resource(
 VIP_ADVERTISEMENTS = Resource(
     LB_GROUP, LB_VERSION, "vipadvertisements", "VIPAdvertisement", True, True
 )
+OVN_ADVERTISEMENTS = Resource(
+    LB_GROUP, LB_VERSION, "ovnadvertisements", "OVNAdvertisement", True, True
+)
 BFD_PROFILES = Resource(LB_GROUP, LB_VERSION, "bfdprofiles", "BFDProfile", True, True)
 # Teapot tenancy (management cluster only).
 TENANTS = Resource(LB_GROUP, LB_VERSION, "tenants", "Tenant", False, True)

@@ -33,7 +33,10 @@ from teapot_lb.standalone.assign import assign, assigned_services
 from teapot_lb.standalone.directory import Snapshot, read
 
 MODES = ("bgp", "l2", "vip")
-GROUPS = (*MODES, "teapot")  # `teapot-lb lab --modes`: the announcement modes and the Teapot group
+# `teapot-lb lab --modes`: the announcement modes, the Teapot group and the OVN group; by
+# default all but OVN (it needs OVN installed and is asked for by name).
+GROUPS = (*MODES, "teapot", "ovn")
+DEFAULT_GROUPS = (*MODES, "teapot")
 FAMILIES = ("v4", "v6")
 LAN = ipaddress.ip_network("192.0.2.0/24")
 LAN6 = ipaddress.ip_network("2001:db8::/64")

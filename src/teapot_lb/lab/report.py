@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from teapot_lb.lab.measure import percentile
+from teapot_lb.lab.ovn import OVNResult, ovn_lines
 from teapot_lb.lab.teapot import TeapotResult
 from teapot_lb.lab.timeline import Timeline
 
@@ -148,6 +149,7 @@ class LabReport:
     interrupted: bool = False
     alerts_firing_after: list[str] | None = None  # still firing at the end (None: not watched)
     teapot: TeapotResult | None = None  # the Teapot group (None: not run)
+    ovn: OVNResult | None = None  # the OVN group (None: not run)
 
     @property
     def ok(self) -> bool:
@@ -155,9 +157,10 @@ class LabReport:
         return (
             not self.errors
             and not self.interrupted
-            and (bool(self.modes) or self.teapot is not None)
+            and (bool(self.modes) or self.teapot is not None or self.ovn is not None)
             and all(m.ok for m in self.modes)
             and (self.teapot is None or self.teapot.ok)
+            and (self.ovn is None or self.ovn.ok)
             and cleanup_ok
             and not self.alerts_firing_after
         )
@@ -283,6 +286,8 @@ def table(report: LabReport) -> str:
             lines.append(f"{m.mode} {m.family}: alerts fired: {', '.join(m.alerts) or 'none'}")
     if report.teapot is not None:
         lines += ["", *teapot_lines(report.teapot)] if lines else teapot_lines(report.teapot)
+    if report.ovn is not None:
+        lines += ["", *ovn_lines(report.ovn)] if lines else ovn_lines(report.ovn)
     for err in report.errors:
         lines.append(f"error: {err}")
     if report.alerts_firing_after is not None:
@@ -377,5 +382,6 @@ def to_json(report: LabReport) -> dict[str, Any]:
         "teapot": (
             {**asdict(report.teapot), "ok": report.teapot.ok} if report.teapot is not None else None
         ),
+        "ovn": ({**asdict(report.ovn), "ok": report.ovn.ok} if report.ovn is not None else None),
         "cleanup": asdict(report.cleanup) if report.cleanup is not None else None,
     }

@@ -22,8 +22,8 @@ from typing import Any
 from teapot_lb.lab.alerts import METRICS_PORT, LabAlerts
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.manifests import (
+    DEFAULT_GROUPS,
     FAMILIES,
-    GROUPS,
     MODES,
     LabConfigError,
     copy_manifests,
@@ -33,6 +33,7 @@ from teapot_lb.lab.manifests import (
     write_docs,
 )
 from teapot_lb.lab.network import LabNetwork
+from teapot_lb.lab.ovn import run_ovn
 from teapot_lb.lab.report import Cleanup, LabReport
 from teapot_lb.lab.router import FRR_DIR
 from teapot_lb.lab.scenarios import LabState, ModeScenario, Sizes
@@ -47,7 +48,7 @@ _NETNS_DIR = Path("/run/netns")
 
 @dataclass
 class LabOptions:
-    modes: tuple[str, ...] = GROUPS  # announcement modes (MODES) and "teapot"
+    modes: tuple[str, ...] = DEFAULT_GROUPS  # announcement modes (MODES), "teapot", "ovn"
     families: tuple[str, ...] = FAMILIES
     nodes: int | None = None  # None: the manifests' Nodes (3 generated when there are none)
     router: str = "bird"
@@ -124,16 +125,22 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
     """Run the lab; always returns a report (check ``report.ok``)."""
     started = time.monotonic()
     report = LabReport(options=options.describe())
-    if "teapot" in options.modes:
+    groups = [g for g in ("teapot", "ovn") if g in options.modes]
+    for group in groups:
         try:
             with _signals_unwind():
-                report.teapot = _teapot(options, progress)
+                if group == "teapot":
+                    report.teapot = _teapot(options, progress)
+                else:
+                    work = options.workdir / "ovn" if options.workdir is not None else None
+                    report.ovn = run_ovn(progress, work)
         except (KeyboardInterrupt, _Stop) as exc:
             report.interrupted = True
             progress(f"lab: interrupted ({type(exc).__name__} {exc})")
-        if report.interrupted or not any(m in MODES for m in options.modes):
-            report.duration_s = time.monotonic() - started
-            return report
+            break
+    if groups and (report.interrupted or not any(m in MODES for m in options.modes)):
+        report.duration_s = time.monotonic() - started
+        return report
     announce = tuple(m for m in options.modes if m in MODES)
     reason = netns_available()
     missing = missing_programs(options)

@@ -36,6 +36,7 @@ from teapot_lb.model.common import (
 from teapot_lb.model.kinds import ApiObject
 from teapot_lb.model.l2 import L2Advertisement, L2AdvertisementSpec
 from teapot_lb.model.manifest import Manifest, load, parse_object
+from teapot_lb.model.ovn import OVNAdvertisement, OVNAdvertisementSpec
 from teapot_lb.model.pool import (
     AddressPool,
     AddressPoolSpec,
@@ -102,6 +103,8 @@ __all__ = [
     "Manifest",
     "Namespace",
     "Node",
+    "OVNAdvertisement",
+    "OVNAdvertisementSpec",
     "ObjectMeta",
     "ObjectRef",
     "PoolSelection",

@@ -22,6 +22,7 @@ from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import GROUP, VERSION
 from teapot_lb.model.kinds import REGISTRY, Kind
 from teapot_lb.model.l2 import L2Advertisement
+from teapot_lb.model.ovn import OVNAdvertisement
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.model.vip import VIPAdvertisement
@@ -144,6 +145,16 @@ CUSTOM_RESOURCES: tuple[CustomResource, ...] = (
             Column("First VRID", "integer", ".spec.vridRange.start"),
             Column("Last VRID", "integer", ".spec.vridRange.end"),
             _NODES,
+            _AGE,
+        ),
+    ),
+    CustomResource(
+        OVNAdvertisement,
+        ("ovnadv",),
+        (
+            _POOLS,
+            Column("Gateway Routers", "string", ".spec.gatewayRouters[*].name"),
+            Column("Logical Switches", "string", ".spec.logicalSwitches"),
             _AGE,
         ),
     ),

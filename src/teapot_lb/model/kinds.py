@@ -30,6 +30,7 @@ from teapot_lb.kube.resources import (
     L2_ADVERTISEMENTS,
     NAMESPACES,
     NODES,
+    OVN_ADVERTISEMENTS,
     SECRETS,
     SERVICES,
     TENANT_LOAD_BALANCERS,
@@ -42,6 +43,7 @@ from teapot_lb.kube.resources import (
 from teapot_lb.model.bfd import BFDProfile
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.l2 import L2Advertisement
+from teapot_lb.model.ovn import OVNAdvertisement
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
@@ -55,6 +57,7 @@ ApiObject = (
     | BFDProfile
     | L2Advertisement
     | VIPAdvertisement
+    | OVNAdvertisement
     | Service
     | EndpointSlice
     | Node
@@ -73,6 +76,7 @@ class Kind(StrEnum):
     BFD_PROFILE = "BFDProfile"
     L2_ADVERTISEMENT = "L2Advertisement"
     VIP_ADVERTISEMENT = "VIPAdvertisement"
+    OVN_ADVERTISEMENT = "OVNAdvertisement"
     SERVICE = "Service"
     ENDPOINT_SLICE = "EndpointSlice"
     NODE = "Node"
@@ -142,6 +146,15 @@ KINDS: tuple[KindInfo, ...] = (
         VIPAdvertisement,
         VIP_ADVERTISEMENTS,
         "vip_advertisements",
+        True,
+        True,
+        True,
+    ),
+    KindInfo(
+        Kind.OVN_ADVERTISEMENT,
+        OVNAdvertisement,
+        OVN_ADVERTISEMENTS,
+        "ovn_advertisements",
         True,
         True,
         True,

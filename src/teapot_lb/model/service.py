@@ -57,6 +57,14 @@ class ServicePort(KubeView):
     target_port: int | str | None = None
 
 
+class ClientIPConfig(KubeView):
+    timeout_seconds: int | None = None
+
+
+class SessionAffinityConfig(KubeView):
+    client_ip: ClientIPConfig | None = Field(default=None, alias="clientIP")
+
+
 class ServiceSpec(KubeView):
     type: ServiceType = ServiceType.CLUSTER_IP
     load_balancer_class: str | None = None
@@ -66,6 +74,17 @@ class ServiceSpec(KubeView):
     ports: list[ServicePort] = []
     external_traffic_policy: ExternalTrafficPolicy = ExternalTrafficPolicy.CLUSTER
     selector: dict[str, str] = {}
+    session_affinity: str | None = None  # "ClientIP" or "None" (OVN mode maps it)
+    session_affinity_config: SessionAffinityConfig | None = None
+
+    def affinity_timeout(self) -> int | None:
+        """Seconds a client sticks to its backend with `sessionAffinity: ClientIP` (the
+        API's default 10800), else None."""
+        if self.session_affinity != "ClientIP":
+            return None
+        config = self.session_affinity_config
+        timeout = config.client_ip.timeout_seconds if config and config.client_ip else None
+        return timeout if timeout is not None else 10800
 
 
 class LoadBalancerIngress(KubeView):
@@ -172,15 +191,33 @@ class EndpointConditions(KubeView):
     terminating: bool | None = None
 
 
+class EndpointTarget(KubeView):
+    """An endpoint's `targetRef` (usually its Pod)."""
+
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+
+
 class Endpoint(KubeView):
     addresses: list[str] = []
     conditions: EndpointConditions = Field(default_factory=EndpointConditions)
     node_name: str | None = None
+    target_ref: EndpointTarget | None = None
 
     @property
     def is_ready(self) -> bool:
         # The API says an unknown (null) ready condition is to be read as ready.
         return self.conditions.ready is not False
+
+
+class EndpointPort(KubeView):
+    """A port of an EndpointSlice: the Service port named `name` reaches these endpoints on
+    `port` (its resolved targetPort)."""
+
+    name: str | None = None
+    protocol: Protocol = Protocol.TCP
+    port: int | None = None
 
 
 class EndpointSlice(Identified, KubeView):
@@ -193,6 +230,7 @@ class EndpointSlice(Identified, KubeView):
     metadata: ObjectMeta
     address_type: str = "IPv4"
     endpoints: list[Endpoint] = []  # null reads as [] (KubeView: null is absent)
+    ports: list[EndpointPort] = []  # OVN mode maps a Service port to its target port by name
 
     @property
     def service_name(self) -> str | None:

@@ -17,7 +17,7 @@ the whole staging store is published at once and the speaker plans again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from teapot_lb import log
 from teapot_lb.cluster import ClusterView, Kind, Store
@@ -26,7 +26,7 @@ from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import KubeObject, key_of
 from teapot_lb.model import parse_object
-from teapot_lb.model.kinds import KINDS, ONE_CLUSTER_KINDS
+from teapot_lb.model.kinds import KINDS, ONE_CLUSTER_KINDS, KindInfo
 from teapot_lb.model.manifest import secret_data as decode_secret
 
 
@@ -60,6 +60,7 @@ class KubeSource:
         config_namespace: str | None = None,
         watch_timeout_s: float = 300.0,
         tenancy: bool = False,
+        kinds: Sequence[KindInfo] | None = None,
     ) -> None:
         # `store` is what the speaker plans from: only ever a consistent view.
         self.store = store
@@ -71,7 +72,8 @@ class KubeSource:
         self._log = log.get("speaker.kube")
         # The speaker watches every kind of one cluster; Teapot's management kinds only on a
         # management cluster (`--tenancy`: route mode, see teapot_lb.tenancy.programmed).
-        self.kinds = KINDS if tenancy else ONE_CLUSTER_KINDS
+        # `kinds`: a component that reads fewer (the OVN writer) watches only those.
+        self.kinds = kinds if kinds is not None else KINDS if tenancy else ONE_CLUSTER_KINDS
         for info in self.kinds:
             namespace = config_namespace if info.config else None
             informer = Informer(

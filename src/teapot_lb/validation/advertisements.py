@@ -1,4 +1,4 @@
-"""Rules every advertisement shares (pool references, selectors) and the L2 / VIP ones."""
+"""Rules every advertisement shares (pool references, selectors) and the L2 / VIP / OVN ones."""
 
 from __future__ import annotations
 
@@ -42,6 +42,30 @@ def l2_problems(config: ConfigSet) -> Iterator[Problem]:
             if name in seen:
                 yield problem(adv.ref, f"spec.interfaces[{i}]", f"{name!r} is listed twice")
             seen.add(name)
+
+
+def ovn_problems(config: ConfigSet) -> Iterator[Problem]:
+    for adv in config.ovn_advertisements:
+        yield from selection_problems(config, adv.ref, adv.spec)
+        if adv.spec.node_selectors:
+            yield problem(
+                adv.ref,
+                "spec.nodeSelectors",
+                "OVN mode has no announcing nodes (OVN carries the traffic); name the"
+                " gateway routers and logical switches instead",
+            )
+        check = adv.spec.health_check
+        if check is not None and check.source_ip.version != 4:
+            yield problem(
+                adv.ref,
+                "spec.healthCheck.sourceIP",
+                f"{check.source_ip}: OVN service monitors probe IPv4 backends only",
+            )
+        for i, router in enumerate(adv.spec.gateway_routers):
+            if any(r.name == router.name for r in adv.spec.gateway_routers[:i]):
+                yield problem(
+                    adv.ref, f"spec.gatewayRouters[{i}].name", f"{router.name!r} is listed twice"
+                )
 
 
 # RFC 5798 §5.2.7: Max Adver Int is 12 bits of centiseconds.

@@ -13,6 +13,7 @@ from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import IPAddress, ObjectRef
 from teapot_lb.model.kinds import KINDS, REGISTRY, ApiObject, Kind, KindInfo
 from teapot_lb.model.l2 import L2Advertisement
+from teapot_lb.model.ovn import OVNAdvertisement
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
@@ -40,6 +41,7 @@ class ConfigSet:
     bfd_profiles: list[BFDProfile] = field(default_factory=list)
     l2_advertisements: list[L2Advertisement] = field(default_factory=list)
     vip_advertisements: list[VIPAdvertisement] = field(default_factory=list)
+    ovn_advertisements: list[OVNAdvertisement] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
     endpoint_slices: list[EndpointSlice] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)

@@ -10,7 +10,7 @@ from teapot_lb.model.manifest import Manifest
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import Service
 from teapot_lb.model.tenancy import TenantLoadBalancer
-from teapot_lb.validation.advertisements import l2_problems, vip_problems
+from teapot_lb.validation.advertisements import l2_problems, ovn_problems, vip_problems
 from teapot_lb.validation.bfd import bfd_profile_problems
 from teapot_lb.validation.bgp import bgp_advertisement_problems, peer_problems
 from teapot_lb.validation.config import ConfigSet
@@ -27,6 +27,7 @@ RULES = (
     bfd_profile_problems,
     l2_problems,
     vip_problems,
+    ovn_problems,
     service_problems,
     tenant_problems,
     tenant_load_balancer_problems,
