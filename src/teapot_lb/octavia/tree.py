@@ -31,6 +31,9 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+T = TypeVar("T", bound=_Frozen)
+
+
 class HealthMonitor(_Frozen):
     id: str
     type: str
@@ -183,7 +186,12 @@ def load_balancer_from_provider(d: Mapping[str, Any], mode: Mode) -> LoadBalance
 # ---------------------------------------------------------------- edits (one per call)
 
 
-T = TypeVar("T", bound="_Frozen")
+def merged(current: T, changes: Mapping[str, Any]) -> T:
+    """`current` with the fields an update names (octavia-lib's update objects carry only
+    the changed attributes; None is "not given")."""
+    fields = type(current).model_fields
+    update = {k: v for k, v in changes.items() if k in fields and k != "id" and v is not None}
+    return type(current).model_validate({**current.model_dump(), **update})
 
 
 def _put(items: Iterable[T], item: T, key: Callable[[T], str]) -> tuple[T, ...]:
@@ -275,6 +283,7 @@ __all__ = [
     "listener_from_provider",
     "load_balancer_from_provider",
     "member_from_provider",
+    "merged",
     "pool_from_provider",
     "pools_in",
     "put_health_monitor",
