@@ -23,11 +23,13 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from octavia_lib.api.drivers import driver_lib, provider_base
 from octavia_lib.api.drivers import exceptions as lib_exceptions
 from oslo_config import cfg
+from pydantic import BaseModel
 
 from teapot_lb import log
 from teapot_lb.kube.client import connect
@@ -44,6 +46,7 @@ from teapot_lb.octavia.mapping import (
     tree_of,
 )
 from teapot_lb.octavia.unsupported import (
+    ID_KEYS,
     ObjectKind,
     Unsupported,
     refusals,
@@ -69,6 +72,7 @@ GROUP = "teapot"
 _EARLY_RULES = frozenset({Rule.MODE_NOT_ALLOWED, Rule.BACKEND_NOT_ALLOWED, Rule.INVALID_REQUEST})
 
 Update = dict[str, list[dict[str, str]]]
+M = TypeVar("M", bound=BaseModel)
 
 
 class _Runtime:
@@ -393,43 +397,57 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
     # ---------------------------------------------------------------- listeners
 
+    def _lb_child(
+        self,
+        kind: ObjectKind,
+        d: dict[str, Any],
+        edit: Callable[[t.LoadBalancer], t.LoadBalancer],
+        **kwargs: Any,
+    ) -> None:
+        """A change of a listener or pool (their provider objects name the load balancer)."""
+        ident = str(d[ID_KEYS[kind]])
+        project, lb_id = str(d.get("project_id") or ""), str(d["loadbalancer_id"])
+        self._change(project, lb_id, edit, (kind, ident), **kwargs)
+
     def listener_create(self, listener: Any) -> None:
         d = _dict(listener)
         new = t.listener_from_provider(d)
-        self._change(
-            str(d.get("project_id") or ""),
-            str(d["loadbalancer_id"]),
-            lambda lb: t.put_listener(lb, new),
-            (ObjectKind.LISTENER, new.id),
-            checked=refusals(ObjectKind.LISTENER, d, t.Mode.ROUTE),
-        )
+        checked = refusals(ObjectKind.LISTENER, d, t.Mode.ROUTE)
+        self._lb_child(ObjectKind.LISTENER, d, lambda lb: t.put_listener(lb, new), checked=checked)
 
-    def listener_update(self, old_listener: Any, new_listener: Any) -> None:
-        old, d = _dict(old_listener), _dict(new_listener)
-        ident = str(old["listener_id"])
+    def _lb_child_update(
+        self,
+        kind: ObjectKind,
+        old_obj: Any,
+        new_obj: Any,
+        find: Callable[[t.LoadBalancer, str], M | None],
+        from_provider: Callable[[Mapping[str, Any]], M],
+        put: Callable[[t.LoadBalancer, M], t.LoadBalancer],
+    ) -> None:
+        """An update of a listener or pool: the tree's object with the changed fields."""
+        old, d = _dict(old_obj), _dict(new_obj)
 
         def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
-            current = lb.listener(ident) or t.listener_from_provider(old)
-            return t.put_listener(lb, t.merged(current, d))
+            current = find(lb, str(old[ID_KEYS[kind]])) or from_provider(old)
+            return put(lb, t.merged(current, d))
 
-        self._change(
-            str(old.get("project_id") or ""),
-            str(old["loadbalancer_id"]),
-            edit,
-            (ObjectKind.LISTENER, ident),
-            checked=refusals(ObjectKind.LISTENER, {**old, **d}, t.Mode.ROUTE),
+        self._lb_child(kind, old, edit, checked=refusals(kind, {**old, **d}, t.Mode.ROUTE))
+
+    def listener_update(self, old_listener: Any, new_listener: Any) -> None:
+        self._lb_child_update(
+            ObjectKind.LISTENER,
+            old_listener,
+            new_listener,
+            t.LoadBalancer.listener,
+            t.listener_from_provider,
+            t.put_listener,
         )
 
     def listener_delete(self, listener: Any) -> None:
         d = _dict(listener)
         ident = str(d["listener_id"])
-        self._change(
-            str(d.get("project_id") or ""),
-            str(d["loadbalancer_id"]),
-            lambda lb: t.drop_listener(lb, ident),
-            (ObjectKind.LISTENER, ident),
-            gone=[(ObjectKind.LISTENER, ident)],
-        )
+        gone = [(ObjectKind.LISTENER, ident)]
+        self._lb_child(ObjectKind.LISTENER, d, lambda lb: t.drop_listener(lb, ident), gone=gone)
 
     # ---------------------------------------------------------------- pools
 
@@ -437,35 +455,26 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         d = _dict(pool)
         new = t.pool_from_provider(d)
         listener_id = d.get("listener_id")
-        self._change(
-            str(d.get("project_id") or ""),
-            str(d["loadbalancer_id"]),
-            lambda lb: t.put_pool(lb, new, listener_id=listener_id),
-            (ObjectKind.POOL, new.id),
-            checked=refusals(ObjectKind.POOL, d, t.Mode.ROUTE),
-        )
-
-    def pool_update(self, old_pool: Any, new_pool: Any) -> None:
-        old, d = _dict(old_pool), _dict(new_pool)
-        ident = str(old["pool_id"])
+        checked = refusals(ObjectKind.POOL, d, t.Mode.ROUTE)
 
         def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
-            current = lb.pool(ident) or t.pool_from_provider(old)
-            return t.put_pool(lb, t.merged(current, d))
+            return t.put_pool(lb, new, listener_id=listener_id)
 
-        self._change(
-            str(old.get("project_id") or ""),
-            str(old["loadbalancer_id"]),
-            edit,
-            (ObjectKind.POOL, ident),
-            checked=refusals(ObjectKind.POOL, {**old, **d}, t.Mode.ROUTE),
+        self._lb_child(ObjectKind.POOL, d, edit, checked=checked)
+
+    def pool_update(self, old_pool: Any, new_pool: Any) -> None:
+        self._lb_child_update(
+            ObjectKind.POOL,
+            old_pool,
+            new_pool,
+            t.LoadBalancer.pool,
+            t.pool_from_provider,
+            lambda lb, pool: t.put_pool(lb, pool),
         )
 
     def pool_delete(self, pool: Any) -> None:
         d = _dict(pool)
         ident = str(d["pool_id"])
-        lb_id = str(d["loadbalancer_id"])
-        project = str(d.get("project_id") or "")
         gone: list[tuple[ObjectKind, str]] = []
 
         def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
@@ -477,53 +486,47 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             gone.append((ObjectKind.POOL, ident))
             return t.drop_pool(lb, ident)
 
-        self._change(project, lb_id, edit, (ObjectKind.POOL, ident), gone=gone)
+        self._lb_child(ObjectKind.POOL, d, edit, gone=gone)
 
     # ---------------------------------------------------------------- members
 
+    def _pool_child(
+        self,
+        kind: ObjectKind,
+        d: dict[str, Any],
+        edit: Callable[[t.LoadBalancer], t.LoadBalancer],
+        **kwargs: Any,
+    ) -> None:
+        """A change of a member or health monitor (their provider objects name the pool;
+        the pool, already committed, names the load balancer)."""
+        project, lb_id = self._project_of_pool(str(d["pool_id"]))
+        project = str(d.get("project_id") or project)
+        self._change(project, lb_id, edit, (kind, str(d[ID_KEYS[kind]])), **kwargs)
+
     def member_create(self, member: Any) -> None:
         d = _dict(member)
-        new = t.member_from_provider(d)
-        pool_id = str(d["pool_id"])
-        project, lb_id = self._project_of_pool(pool_id)
-        self._change(
-            str(d.get("project_id") or project),
-            lb_id,
-            lambda lb: t.put_member(lb, pool_id, new),
-            (ObjectKind.MEMBER, new.id),
-            checked=refusals(ObjectKind.MEMBER, d, t.Mode.ROUTE),
-        )
+        new, pool_id = t.member_from_provider(d), str(d["pool_id"])
+        checked = refusals(ObjectKind.MEMBER, d, t.Mode.ROUTE)
+        edit = partial(t.put_member, pool_id=pool_id, member=new)
+        self._pool_child(ObjectKind.MEMBER, d, edit, checked=checked)
 
     def member_update(self, old_member: Any, new_member: Any) -> None:
         old, d = _dict(old_member), _dict(new_member)
-        ident = str(old["member_id"])
-        pool_id = str(old["pool_id"])
-        project, lb_id = self._project_of_pool(pool_id)
+        ident, pool_id = str(old["member_id"]), str(old["pool_id"])
 
         def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
             pool = lb.pool(pool_id)
             current = next((m for m in pool.members if m.id == ident), None) if pool else None
             return t.put_member(lb, pool_id, t.merged(current or t.member_from_provider(old), d))
 
-        self._change(
-            project,
-            lb_id,
-            edit,
-            (ObjectKind.MEMBER, ident),
-            checked=refusals(ObjectKind.MEMBER, {**old, **d}, t.Mode.ROUTE),
-        )
+        checked = refusals(ObjectKind.MEMBER, {**old, **d}, t.Mode.ROUTE)
+        self._pool_child(ObjectKind.MEMBER, old, edit, checked=checked)
 
     def member_delete(self, member: Any) -> None:
         d = _dict(member)
         ident = str(d["member_id"])
-        project, lb_id = self._project_of_pool(str(d["pool_id"]))
-        self._change(
-            project,
-            lb_id,
-            lambda lb: t.drop_member(lb, ident),
-            (ObjectKind.MEMBER, ident),
-            gone=[(ObjectKind.MEMBER, ident)],
-        )
+        gone = [(ObjectKind.MEMBER, ident)]
+        self._pool_child(ObjectKind.MEMBER, d, lambda lb: t.drop_member(lb, ident), gone=gone)
 
     def member_batch_update(self, pool_id: str, members: list[Any]) -> None:
         dicts = [_dict(m) for m in members]
@@ -545,21 +548,13 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
     def health_monitor_create(self, healthmonitor: Any) -> None:
         d = _dict(healthmonitor)
-        new = t.health_monitor_from_provider(d)
-        pool_id = str(d["pool_id"])
-        project, lb_id = self._project_of_pool(pool_id)
-        self._change(
-            str(d.get("project_id") or project),
-            lb_id,
-            lambda lb: t.put_health_monitor(lb, pool_id, new),
-            (ObjectKind.HEALTHMONITOR, new.id),
-        )
+        new, pool_id = t.health_monitor_from_provider(d), str(d["pool_id"])
+        edit = partial(t.put_health_monitor, pool_id=pool_id, monitor=new)
+        self._pool_child(ObjectKind.HEALTHMONITOR, d, edit)
 
     def health_monitor_update(self, old_healthmonitor: Any, new_healthmonitor: Any) -> None:
         old, d = _dict(old_healthmonitor), _dict(new_healthmonitor)
-        ident = str(old["healthmonitor_id"])
         pool_id = str(old["pool_id"])
-        project, lb_id = self._project_of_pool(pool_id)
 
         def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
             pool = lb.pool(pool_id)
@@ -567,20 +562,14 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             monitor = t.merged(current or t.health_monitor_from_provider(old), d)
             return t.put_health_monitor(lb, pool_id, monitor)
 
-        self._change(project, lb_id, edit, (ObjectKind.HEALTHMONITOR, ident))
+        self._pool_child(ObjectKind.HEALTHMONITOR, old, edit)
 
     def health_monitor_delete(self, healthmonitor: Any) -> None:
         d = _dict(healthmonitor)
-        ident = str(d["healthmonitor_id"])
         pool_id = str(d["pool_id"])
-        project, lb_id = self._project_of_pool(pool_id)
-        self._change(
-            project,
-            lb_id,
-            lambda lb: t.drop_health_monitor(lb, pool_id),
-            (ObjectKind.HEALTHMONITOR, ident),
-            gone=[(ObjectKind.HEALTHMONITOR, ident)],
-        )
+        gone = [(ObjectKind.HEALTHMONITOR, str(d["healthmonitor_id"]))]
+        edit = partial(t.drop_health_monitor, pool_id=pool_id)
+        self._pool_child(ObjectKind.HEALTHMONITOR, d, edit, gone=gone)
 
     # ---------------------------------------------------------------- L7 (the gateway's)
 

@@ -31,7 +31,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-T = TypeVar("T", bound=_Frozen)
+T = TypeVar("T", bound=BaseModel)
 
 
 class HealthMonitor(_Frozen):

@@ -129,7 +129,7 @@ RULES: tuple[OptionRule, ...] = (
 )  # fmt: skip
 
 
-_ID_KEYS = {
+ID_KEYS = {
     ObjectKind.LOADBALANCER: "loadbalancer_id",
     ObjectKind.LISTENER: "listener_id",
     ObjectKind.POOL: "pool_id",
@@ -142,7 +142,7 @@ _ID_KEYS = {
 
 def refusals(kind: ObjectKind, obj: Mapping[str, Any], mode: Mode) -> list[Unsupported]:
     """Every option of one provider dictionary that the rules refuse."""
-    ident = str(obj.get(_ID_KEYS[kind]) or "(new)")
+    ident = str(obj.get(ID_KEYS[kind]) or "(new)")
     if kind in (ObjectKind.L7POLICY, ObjectKind.L7RULE):
         option = "action" if kind is ObjectKind.L7POLICY else "type"
         return [Unsupported(kind, ident, option, obj.get(option), f"no L7 routing; {_GATEWAY}")]
@@ -222,6 +222,7 @@ def tree_refusals(lb: LoadBalancer) -> list[Unsupported]:
 
 __all__ = [
     "ALGORITHMS",
+    "ID_KEYS",
     "L4_PROTOCOLS",
     "RULES",
     "ObjectKind",
