@@ -21,14 +21,28 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from teapot_lb.kube.resources import (
+    ADDRESS_POOLS,
+    BGP_ADVERTISEMENTS,
+    BGP_PEERS,
+    NAMESPACES,
+    NODES,
+    TENANTS,
+    Resource,
+)
+from teapot_lb.lab.netns import in_netns
 from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Host
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 OCTAVIA_VENV = ROOT / ".venv-octavia"
@@ -68,20 +82,46 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_RESOURCES = {r.kind: r for r in (ADDRESS_POOLS, BGP_ADVERTISEMENTS, BGP_PEERS, NAMESPACES,
+                                   NODES, TENANTS)}  # fmt: skip
+
+
+def _run_here(fn: Callable[[], T]) -> T:
+    return fn()
+
+
 class Rest:
-    """A few plain HTTP verbs on the management fake API server (the test's hands)."""
+    """A few plain HTTP verbs on the management fake API server (the test's hands);
+    `inside` runs each call where the server is reachable (a lab namespace)."""
 
-    def __init__(self, url: str, token: str = "fake-token") -> None:
+    def __init__(self, url: str, inside: Callable[[Callable[[], Any]], Any] = _run_here) -> None:
         self.url = url.rstrip("/")
-        self.token = token
+        self.inside = inside
 
-    def call(self, method: str, path: str, body: Any = None) -> Any:
+    def call(self, method: str, path: str, body: Any = None, *, patch: bool = False) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self.token}")
-        request.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read() or b"null")
+        request.add_header("Authorization", "Bearer fake-token")
+        kind = "application/merge-patch+json" if patch else "application/json"
+        request.add_header("Content-Type", kind)
+
+        def send() -> Any:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read() or b"null")
+
+        return self.inside(send)
+
+    def create(self, obj: dict[str, Any]) -> Any:
+        """POST an object of a kind in _RESOURCES (its status too, for a Node)."""
+        res: Resource = _RESOURCES[obj["kind"]]
+        namespace = obj["metadata"].get("namespace")
+        base = "/api/v1" if not res.group else f"/apis/{res.group}/{res.version}"
+        scope = f"/namespaces/{namespace}" if res.namespaced else ""
+        created = self.call("POST", f"{base}{scope}/{res.plural}", obj)
+        if "status" in obj and res is NODES:
+            path = f"{base}/{res.plural}/{obj['metadata']['name']}/status"
+            self.call("PATCH", path, {"status": obj["status"]}, patch=True)
+        return created
 
     def get(self, path: str) -> Any:
         try:
@@ -192,6 +232,7 @@ with engine.begin() as db:
 @dataclass
 class Stack:
     work: Path
+    host: Host | None = None  # a lab namespace to run every process in (None: this one)
     octavia_url: str = ""
     management_url: str = ""
     kubeconfig: Path = Path()
@@ -205,8 +246,13 @@ class Stack:
         text = path.read_text(errors="replace") if path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
 
+    def inside(self, fn: Callable[[], T]) -> T:
+        """Run `fn` where the stack's processes are reachable."""
+        return in_netns(self.host.ns, fn) if self.host is not None else fn()
+
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        self.procs[name] = subprocess.Popen(
+        popen: Any = self.host.popen if self.host is not None else subprocess.Popen
+        self.procs[name] = popen(
             argv,
             stdout=self.log(name),
             stderr=subprocess.STDOUT,
@@ -231,33 +277,39 @@ class Stack:
                 proc.wait(timeout=10)
 
 
-def _management(stack: Stack) -> Rest:
+def config(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """An object of teapot-lb's configuration namespace."""
+    meta = {"name": name, "namespace": CONFIG_NS}
+    return {"apiVersion": API, "kind": kind, "metadata": meta, "spec": spec}
+
+
+def default_objects() -> list[dict[str, Any]]:
+    """The pool and the two Tenants: acme (project PROJECT, Route and Gateway) and bolt
+    (project OTHER_PROJECT, Gateway only)."""
+    return [
+        config("AddressPool", "octavia", {"addresses": [POOL_CIDR], "autoAssign": False}),
+        tenant("acme", TENANT_NS, PROJECT, "203.0.113.0/29"),
+        tenant("bolt", "tenant-bolt", OTHER_PROJECT, "203.0.113.8/29", modes=["Gateway"]),
+    ]
+
+
+def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -> Rest:
     stack.kubeconfig = stack.work / "management.kubeconfig"
     tests = str(ROOT / "tests")
     stack.start(
         "fakeapi",
-        [sys.executable, "-m", "fakeapi", "--kubeconfig", str(stack.kubeconfig),
-         "--bookmark-interval", "0.5", "--token", "fake-token"],
+        [sys.executable, "-m", "fakeapi", "--host", address, "--kubeconfig",
+         str(stack.kubeconfig), "--bookmark-interval", "0.5", "--token", "fake-token"],
         env={"PYTHONPATH": tests},
     )  # fmt: skip
     wait_for(stack.kubeconfig.exists, timeout=20, what="the fake API server's kubeconfig")
     config = json.loads(stack.kubeconfig.read_text())
     stack.management_url = config["clusters"][0]["cluster"]["server"]
-    rest = Rest(stack.management_url)
+    rest = Rest(stack.management_url, stack.inside)
     for namespace in (CONFIG_NS, TENANT_NS, "tenant-bolt"):
-        rest.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
-    rest.call(
-        "POST",
-        f"/apis/{API}/namespaces/{CONFIG_NS}/addresspools",
-        {"apiVersion": API, "kind": "AddressPool", "metadata": {"name": "octavia"},
-         "spec": {"addresses": [POOL_CIDR], "autoAssign": False}},
-    )  # fmt: skip
-    rest.call("POST", f"/apis/{API}/tenants", tenant("acme", TENANT_NS, PROJECT, "203.0.113.0/29"))
-    rest.call(
-        "POST",
-        f"/apis/{API}/tenants",
-        tenant("bolt", "tenant-bolt", OTHER_PROJECT, "203.0.113.8/29", modes=["Gateway"]),
-    )
+        rest.create({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": namespace}})
+    for obj in objects:
+        rest.create(obj)
     stack.start(
         "manager",
         [str(TEAPOT), "manager", "--kubeconfig", str(stack.kubeconfig), "--no-leader-elect",
@@ -283,39 +335,77 @@ def _octavia(stack: Stack) -> None:
     stack.start("octavia-api", [str(OCTAVIA_BIN / "octavia-api"), *args])
     stack.octavia_url = f"http://127.0.0.1:{port}"
 
-    def serving() -> bool:
-        stack.alive()
+    def answers() -> bool:
         try:
             with urllib.request.urlopen(stack.octavia_url + "/", timeout=2):
-                return (stack.work / "get.sock").exists()
+                return True
         except (urllib.error.URLError, OSError):
             return False
+
+    def serving() -> bool:
+        stack.alive()
+        return (stack.work / "get.sock").exists() and stack.inside(answers)
 
     wait_for(serving, timeout=60, what="octavia-api and the driver agent",
              detail=lambda: stack.tail("octavia-api"))  # fmt: skip
 
 
 @contextlib.contextmanager
-def running(work: Path) -> Iterator[tuple[Stack, Rest]]:
-    """The whole stack in `work` (logs there), stopped on exit."""
-    stack = Stack(work)
+def running(
+    work: Path,
+    *,
+    host: Host | None = None,
+    address: str = "127.0.0.1",
+    objects: Iterable[dict[str, Any]] | None = None,
+) -> Iterator[tuple[Stack, Rest]]:
+    """The whole stack in `work` (logs there), stopped on exit: in lab namespace `host`
+    when given (the management API listening on `address`), with these `objects` in the
+    management API (default: default_objects())."""
+    stack = Stack(work, host)
     try:
-        rest = _management(stack)
+        rest = _management(stack, address, default_objects() if objects is None else objects)
         _octavia(stack)
         yield stack, rest
     finally:
         stack.stop()
 
 
+class InNamespace:
+    """A proxy whose method calls run in `stack.inside` (sockets open in the lab's
+    namespace); a generator's items are collected there too."""
+
+    def __init__(self, target: Any, inside: Callable[[Callable[[], Any]], Any]) -> None:
+        self._target = target
+        self._inside = inside
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._target, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            def run() -> Any:
+                result = attr(*args, **kwargs)
+                return list(result) if isinstance(result, types.GeneratorType) else result
+
+            return self._inside(run)
+
+        return call
+
+
 def connection(stack: Stack) -> Any:
-    """An openstacksdk connection to the noauth Octavia API."""
+    """An openstacksdk connection to the noauth Octavia API (its calls made in the
+    stack's namespace)."""
     import openstack.connection  # the test client (dev dependency)
 
-    return openstack.connection.Connection(
+    conn = openstack.connection.Connection(
         auth_type="none",
         auth={"endpoint": stack.octavia_url},
         load_balancer_endpoint_override=stack.octavia_url,
     )
+    if stack.host is None:
+        return conn
+    return types.SimpleNamespace(load_balancer=InNamespace(conn.load_balancer, stack.inside))
 
 
 def timed(check: Any, *, timeout: float, what: str) -> float:
