@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import types
 import urllib.error
 import urllib.request
@@ -370,6 +369,57 @@ def running(
         stack.stop()
 
 
+@contextlib.contextmanager
+def route_lab(work: Path, name: str = "octr") -> Iterator[tuple[Any, Stack, Rest]]:
+    """The stack in the lab's router namespace with route mode wired: the fake API server
+    on the LAN address, a management speaker on host m1 (192.0.2.21) peering with BIRD 2
+    in the router (ADD-PATH, kernel FIB), Tenant acme with nodes n1..n3 (192.0.2.8/29) as
+    its node network. Needs root and BIRD (tests/bgp/interop/peers)."""
+    from bgp.interop.peers import DAEMONS, Neighbor
+    from standalone.netlab import ROUTER_LAN, ROUTER_LAN6, Lab
+    from teapot_lb.netlab import Topology
+
+    m1_address = "192.0.2.21"
+    objects = [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "m1"},
+         "status": {"addresses": [{"type": "InternalIP", "address": m1_address}]}},
+        config("AddressPool", "octavia", {"addresses": [POOL_CIDR]}),
+        config("BGPPeer", "router", {"myASN": 64512, "peerASN": 64500,
+                                     "peerAddress": ROUTER_LAN, "holdTime": "9s",
+                                     "addPath": "send"}),
+        config("BGPAdvertisement", "octavia", {"addressPools": ["octavia"]}),
+        tenant("acme", TENANT_NS, PROJECT, "203.0.113.0/29", nodeNetworks=["192.0.2.8/29"]),
+    ]  # fmt: skip
+    with Topology(name) as topo:
+        lab = Lab(topo, work)
+        m1 = topo.add_host("m1")
+        topo.connect(m1, lab.lan, addrs=[f"{m1_address}/24"])
+        router = DAEMONS["bird"](
+            lab.router,
+            work / "bird",
+            asn=64500,
+            router_id=ROUTER_LAN,
+            neighbors=[Neighbor(address=m1_address, asn=64512, hold_time=9, add_path="receive")],
+            fib=True,
+            local_addresses=[ROUTER_LAN, ROUTER_LAN6],
+        )
+        router.start()
+        try:
+            with running(work, host=lab.router, address=ROUTER_LAN, objects=objects) as (
+                stack,
+                rest,
+            ):
+                stack.procs["speaker"] = m1.popen(
+                    [sys.executable, "-m", "teapot_lb.cli.speaker", "--node", "m1",
+                     "--kubeconfig", str(stack.kubeconfig), "--modes", "bgp", "--tenancy",
+                     "--state-dir", str(work / "state-m1"), "--metrics-address", ""],
+                    stdout=stack.log("speaker"), stderr=stack.log("speaker"),
+                )  # fmt: skip
+                yield lab, stack, rest
+        finally:
+            router.stop()
+
+
 class InNamespace:
     """A proxy whose method calls run in `stack.inside` (sockets open in the lab's
     namespace); a generator's items are collected there too."""
@@ -405,11 +455,18 @@ def connection(stack: Stack) -> Any:
     )
     if stack.host is None:
         return conn
-    return types.SimpleNamespace(load_balancer=InNamespace(conn.load_balancer, stack.inside))
+    # (the proxy's version discovery is a request too)
+    proxy = stack.inside(lambda: conn.load_balancer)
+    return types.SimpleNamespace(load_balancer=InNamespace(proxy, stack.inside))
 
 
-def timed(check: Any, *, timeout: float, what: str) -> float:
-    """Seconds until `check()` holds (wait_for's deadline and message)."""
-    start = time.perf_counter()
-    wait_for(check, timeout=timeout, what=what)
-    return time.perf_counter() - start
+def active(conn: Any, lb_id: str, *, within: float = 20.0, every: float = 0.02) -> Any:
+    """The load balancer once it is ACTIVE again (ERROR fails at once)."""
+
+    def check() -> Any:
+        lb = conn.load_balancer.get_load_balancer(lb_id)
+        if lb.provisioning_status == "ERROR":
+            raise AssertionError(f"load balancer {lb_id} in ERROR: {lb}")
+        return lb if lb.provisioning_status == "ACTIVE" else None
+
+    return wait_for(check, timeout=within, what=f"load balancer {lb_id} ACTIVE", every=every)

@@ -11,7 +11,7 @@ import pytest
 
 from teapot_lb.lab.wait import wait_for
 
-from .stack import OTHER_PROJECT, PROJECT, Rest, Stack, connection, missing, running
+from .stack import OTHER_PROJECT, PROJECT, Rest, Stack, active, connection, missing, running
 
 pytestmark = [
     pytest.mark.skipif(bool(missing()), reason=missing() or ""),
@@ -26,17 +26,6 @@ WITHIN = 20.0
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Rest, Any]]:
     with running(tmp_path_factory.mktemp("octavia")) as (stack, rest):
         yield stack, rest, connection(stack)
-
-
-def active(conn: Any, lb_id: str) -> Any:
-    """The load balancer once it is ACTIVE again (ERROR fails at once)."""
-
-    def check() -> Any:
-        lb = conn.load_balancer.get_load_balancer(lb_id)
-        assert lb.provisioning_status != "ERROR", lb
-        return lb if lb.provisioning_status == "ACTIVE" else None
-
-    return wait_for(check, timeout=WITHIN, what=f"load balancer {lb_id} ACTIVE")
 
 
 def make_lb(conn: Any, name: str, project: str = PROJECT, **extra: Any) -> Any:
