@@ -197,11 +197,15 @@ def _octavia_conf(work: Path, port: int, kubeconfig: Path) -> str:
     )
 
 
-# The schema from the models, and the lookup tables' rows the migrations would insert
-# (Octavia's sessions enforce SQLite's foreign keys).
+# The schema from the models, the lookup tables' rows the migrations would insert
+# (Octavia's sessions enforce SQLite's foreign keys), and `octavia-db-manage stamp head`
+# done in the same process (alembic with the stand-in config env.py reads).
 _CREATE_SCHEMA = """
-import sys
+import os, sys, types
+from alembic import command
+from alembic.config import Config
 from sqlalchemy import create_engine, insert
+import octavia.db.migration
 from octavia.common import constants as c
 from octavia.db import base_models, models  # noqa: F401 (models fill the metadata)
 lookups = {
@@ -225,6 +229,11 @@ metadata.create_all(engine)
 with engine.begin() as db:
     for table, names in lookups.items():
         db.execute(insert(metadata.tables[table]), [{"name": n} for n in names])
+alembic = Config(os.path.join(os.path.dirname(octavia.db.migration.__file__), "alembic.ini"))
+alembic.set_main_option("script_location", "octavia.db.migration:alembic_migrations")
+database = types.SimpleNamespace(connection=sys.argv[1])
+alembic.octavia_config = types.SimpleNamespace(database=database)
+command.stamp(alembic, "head")
 """
 
 
@@ -301,8 +310,15 @@ def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -
          str(stack.kubeconfig), "--bookmark-interval", "0.5", "--token", "fake-token"],
         env={"PYTHONPATH": tests},
     )  # fmt: skip
-    wait_for(stack.kubeconfig.exists, timeout=20, what="the fake API server's kubeconfig")
-    config = json.loads(stack.kubeconfig.read_text())
+
+    def written() -> dict[str, Any] | None:
+        stack.alive()
+        try:  # the server may be writing it
+            return dict(json.loads(stack.kubeconfig.read_text()))
+        except (OSError, ValueError):
+            return None
+
+    config = wait_for(written, timeout=20, what="the fake API server's kubeconfig")
     stack.management_url = config["clusters"][0]["cluster"]["server"]
     rest = Rest(stack.management_url, stack.inside)
     for namespace in (CONFIG_NS, TENANT_NS, "tenant-bolt"):
@@ -317,22 +333,25 @@ def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -
     return rest
 
 
-def _octavia(stack: Stack) -> None:
-    port = free_port()
+def _database(stack: Stack) -> subprocess.Popen[bytes]:
+    """Write octavia.conf and start making the database while the management side
+    starts."""
     conf = stack.work / "octavia.conf"
-    conf.write_text(_octavia_conf(stack.work, port, stack.kubeconfig))
-    python = str(OCTAVIA_BIN / "python")
+    port = free_port()
+    stack.octavia_url = f"http://127.0.0.1:{port}"
+    conf.write_text(_octavia_conf(stack.work, port, stack.work / "management.kubeconfig"))
     url = f"sqlite:///{stack.work / 'octavia.db'}"
-    subprocess.run([python, "-c", _CREATE_SCHEMA, url], check=True, capture_output=True)
-    subprocess.run(
-        [str(OCTAVIA_BIN / "octavia-db-manage"), "--config-file", str(conf), "stamp", "head"],
-        check=True,
-        capture_output=True,
-    )
+    return subprocess.Popen([str(OCTAVIA_BIN / "python"), "-c", _CREATE_SCHEMA, url],
+                            stdout=stack.log("database"), stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def _octavia(stack: Stack, database: subprocess.Popen[bytes]) -> None:
+    if database.wait(timeout=120) != 0:
+        raise RuntimeError(f"making Octavia's database failed:\n{stack.tail('database')}")
+    conf = stack.work / "octavia.conf"
     args = ["--config-file", str(conf)]
     stack.start("driver-agent", [str(OCTAVIA_BIN / "octavia-driver-agent"), *args])
     stack.start("octavia-api", [str(OCTAVIA_BIN / "octavia-api"), *args])
-    stack.octavia_url = f"http://127.0.0.1:{port}"
 
     def answers() -> bool:
         try:
@@ -345,7 +364,7 @@ def _octavia(stack: Stack) -> None:
         stack.alive()
         return (stack.work / "get.sock").exists() and stack.inside(answers)
 
-    wait_for(serving, timeout=60, what="octavia-api and the driver agent",
+    wait_for(serving, timeout=120, what="octavia-api and the driver agent",
              detail=lambda: stack.tail("octavia-api"))  # fmt: skip
 
 
@@ -362,8 +381,9 @@ def running(
     management API (default: default_objects())."""
     stack = Stack(work, host)
     try:
+        database = _database(stack)
         rest = _management(stack, address, default_objects() if objects is None else objects)
-        _octavia(stack)
+        _octavia(stack, database)
         yield stack, rest
     finally:
         stack.stop()

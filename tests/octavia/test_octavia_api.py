@@ -63,6 +63,23 @@ def full_lb(conn: Any, name: str, members: int = 3) -> tuple[Any, Any, Any, list
     return active(conn, lb.id), listener, pool, created
 
 
+def graph_lb(conn: Any, name: str, members: int = 3) -> tuple[Any, str, str]:
+    """The same load balancer in one graph create (Octavia hands the driver the whole
+    tree in loadbalancer_create); returns it ACTIVE, its listener's and pool's ids."""
+    lb = conn.load_balancer.create_load_balancer(
+        name=name, vip_subnet_id=SUBNET, project_id=PROJECT, provider="teapot",
+        listeners=[{"name": f"{name}-l", "protocol": "TCP", "protocol_port": 80,
+                    "default_pool": {
+                        "name": f"{name}-p", "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+                        "members": [{"address": f"192.0.2.{21 + i}", "protocol_port": 80}
+                                    for i in range(members)],
+                        "healthmonitor": {"type": "TCP", "delay": 2, "timeout": 1,
+                                          "max_retries": 2}}}],
+    )  # fmt: skip
+    lb = active(conn, lb.id)
+    return lb, lb.listeners[0]["id"], lb.pools[0]["id"]
+
+
 def backends(rest: Rest, lb_id: str) -> dict[str, bool]:
     tlb = rest.tlb(lb_id) or {}
     return {b["addresses"][0]: b["ready"] for b in tlb.get("spec", {}).get("backends", [])}
@@ -96,26 +113,27 @@ def test_member_changes_update_the_request_and_return_the_chain_to_active(
     stack: tuple[Stack, Rest, Any],
 ) -> None:
     _, rest, conn = stack
-    lb, _, pool, members = full_lb(conn, "changes", members=2)
+    lb, listener_id, pool_id = graph_lb(conn, "changes", members=2)
+    first = next(m for m in conn.load_balancer.members(pool_id) if m.address == "192.0.2.21")
     extra = conn.load_balancer.create_member(
-        pool.id, address="192.0.2.30", protocol_port=80, project_id=PROJECT
+        pool_id, address="192.0.2.30", protocol_port=80, project_id=PROJECT
     )
     active(conn, lb.id)
     assert "192.0.2.30" in backends(rest, lb.id)
-    conn.load_balancer.update_member(members[0], pool.id, admin_state_up=False)
+    conn.load_balancer.update_member(first, pool_id, admin_state_up=False)
     active(conn, lb.id)
     assert backends(rest, lb.id)["192.0.2.21"] is False
-    found = conn.load_balancer.get_member(members[0].id, pool.id)
+    found = conn.load_balancer.get_member(first.id, pool_id)
     assert found.operating_status == "OFFLINE"
-    conn.load_balancer.delete_member(extra, pool.id)
+    conn.load_balancer.delete_member(extra, pool_id)
     active(conn, lb.id)
     assert "192.0.2.30" not in backends(rest, lb.id)
-    assert conn.load_balancer.find_member(extra.id, pool.id) is None
-    listener = conn.load_balancer.get_listener(lb.listeners[0]["id"])
+    assert conn.load_balancer.find_member(extra.id, pool_id) is None
+    listener = conn.load_balancer.get_listener(listener_id)
     assert listener.provisioning_status == "ACTIVE"
     # A batch update: the pool's members become exactly these.
     conn.load_balancer.put(
-        f"/lbaas/pools/{pool.id}/members",
+        f"/lbaas/pools/{pool_id}/members",
         json={"members": [{"address": "192.0.2.40", "protocol_port": 80},
                           {"address": "192.0.2.41", "protocol_port": 80}]},
     ).raise_for_status()  # fmt: skip
@@ -126,8 +144,10 @@ def test_member_changes_update_the_request_and_return_the_chain_to_active(
 
 def test_cascade_delete_removes_every_teapot_object(stack: tuple[Stack, Rest, Any]) -> None:
     _, rest, conn = stack
-    lb, *_ = full_lb(conn, "cascade", members=1)
-    assert rest.tlb(lb.id) is not None
+    lb, _, pool_id = graph_lb(conn, "cascade")
+    assert set(backends(rest, lb.id)) == {"192.0.2.21", "192.0.2.22", "192.0.2.23"}
+    members = list(conn.load_balancer.members(pool_id))
+    assert {m.operating_status for m in members} == {"ONLINE"}
     conn.load_balancer.delete_load_balancer(lb.id, cascade=True)
     wait_for(
         lambda: conn.load_balancer.find_load_balancer(lb.id) is None and rest.tlb(lb.id) is None,
@@ -163,7 +183,7 @@ def test_each_unsupported_option_is_refused_with_its_name(
     stack: tuple[Stack, Rest, Any],
 ) -> None:
     _, _, conn = stack
-    lb, listener, pool, _ = full_lb(conn, "refusals", members=1)
+    lb, listener_id, pool_id = graph_lb(conn, "refusals", members=1)
     lbs = conn.load_balancer
     attempts: dict[str, Any] = {
         "protocol='HTTP'": lambda: lbs.create_listener(
@@ -185,16 +205,16 @@ def test_each_unsupported_option_is_refused_with_its_name(
             loadbalancer_id=lb.id, protocol="TCP", lb_algorithm="ROUND_ROBIN",
             session_persistence={"type": "SOURCE_IP"}, project_id=PROJECT),
         "backup=True": lambda: lbs.create_member(
-            pool.id, address="192.0.2.50", protocol_port=80, backup=True, project_id=PROJECT),
+            pool_id, address="192.0.2.50", protocol_port=80, backup=True, project_id=PROJECT),
         "monitor_port=9000": lambda: lbs.create_member(
-            pool.id, address="192.0.2.51", protocol_port=80, monitor_port=9000,
+            pool_id, address="192.0.2.51", protocol_port=80, monitor_port=9000,
             project_id=PROJECT),
         "protocol_port=8080": lambda: lbs.create_member(
-            pool.id, address="192.0.2.52", protocol_port=8080, project_id=PROJECT),
+            pool_id, address="192.0.2.52", protocol_port=8080, project_id=PROJECT),
         "option action='REJECT'": lambda: lbs.create_l7_policy(
-            listener_id=listener.id, action="REJECT", project_id=PROJECT),
+            listener_id=listener_id, action="REJECT", project_id=PROJECT),
         "outside the node networks": lambda: lbs.create_member(
-            pool.id, address="198.51.100.7", protocol_port=80, project_id=PROJECT),
+            pool_id, address="198.51.100.7", protocol_port=80, project_id=PROJECT),
         "belongs to no Tenant": lambda: lbs.create_load_balancer(
             vip_subnet_id=SUBNET, project_id="99999999999999999999999999999999",
             provider="teapot"),
