@@ -158,6 +158,24 @@ def test_cascade_delete_removes_every_teapot_object(stack: tuple[Stack, Rest, An
                for t in rest.tlbs())  # fmt: skip
 
 
+def test_failover_writes_a_lost_request_again_from_octavias_database(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    _, rest, conn = stack
+    lb, _, _ = graph_lb(conn, "failover")
+    before = rest.tlb(lb.id)
+    assert before is not None
+    path = f"/apis/lb.teapot.io/v1alpha1/namespaces/tenant-acme/tenantloadbalancers/octavia-{lb.id}"
+    rest.call("DELETE", path)  # lost: deleted by hand
+    assert rest.tlb(lb.id) is None
+    conn.load_balancer.failover_load_balancer(lb.id)
+    active(conn, lb.id)
+    after = wait_for(lambda: rest.tlb(lb.id), timeout=WITHIN, what="the request back")
+    assert after["spec"]["backends"] == before["spec"]["backends"]
+    assert after["spec"]["ports"] == before["spec"]["ports"]
+    assert after["status"]["addresses"] == [lb.vip_address]
+
+
 def test_a_proxy_flavor_makes_a_gateway_mode_request(stack: tuple[Stack, Rest, Any]) -> None:
     _, rest, conn = stack
     profile = conn.load_balancer.create_flavor_profile(

@@ -352,7 +352,9 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             # Octavia rolls the load balancer back: so goes the VIP's request.
             self._rt.run(self._rt.management.delete(tenant.spec.namespace, lb_id))
             raise
-        old = t.LoadBalancer(id=lb_id, project_id=lb.project_id, vip_address=lb.vip_address)
+        old = t.LoadBalancer(
+            id=lb_id, project_id=lb.project_id, vip_address=lb.vip_address, mode=lb.mode
+        )
         self._submit(tenant, old, lb, (ObjectKind.LOADBALANCER, lb_id), [])
 
     def loadbalancer_update(self, old_loadbalancer: Any, new_loadbalancer: Any) -> None:
