@@ -27,10 +27,14 @@ Last line, JSON: lb_active_p50_s, first_request_p50_s, full_stack_active_p50_s, 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +120,7 @@ def first_requests(runs: int) -> list[float]:
 
     times = []
     with (
-        tempfile.TemporaryDirectory(prefix="bench-octavia-lab-") as tmp,
+        _workdir("bench-octavia-lab-") as tmp,
         route_lab(Path(tmp), "octb") as (lab, stack, rest),
     ):
         conn = connection(stack)
@@ -137,10 +141,19 @@ def first_requests(runs: int) -> list[float]:
     return times
 
 
-def lab_missing() -> str | None:
-    import os
-    import shutil
+@contextlib.contextmanager
+def _workdir(prefix: str) -> Iterator[str]:
+    """A temporary directory for the processes' logs, kept (and named) on failure."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield path
+    except BaseException:
+        print(f"bench/octavia.py: logs kept in {path}", file=sys.stderr)
+        raise
+    shutil.rmtree(path, ignore_errors=True)
 
+
+def lab_missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root (network namespaces)"
     if shutil.which("bird") is None:
@@ -150,7 +163,7 @@ def lab_missing() -> str | None:
 
 def run(runs: int) -> dict[str, Any]:
     with (
-        tempfile.TemporaryDirectory(prefix="bench-octavia-") as tmp,
+        _workdir("bench-octavia-") as tmp,
         running(Path(tmp)) as (
             stack,
             rest,

@@ -32,6 +32,7 @@ from oslo_config import cfg
 from pydantic import BaseModel
 
 from teapot_lb import log
+from teapot_lb.kube.backoff import Backoff
 from teapot_lb.kube.client import connect
 from teapot_lb.model.tenancy import Tenant, TenantMode
 from teapot_lb.octavia import tree as t
@@ -72,6 +73,7 @@ GROUP = "teapot"
 _EARLY_RULES = frozenset({Rule.MODE_NOT_ALLOWED, Rule.BACKEND_NOT_ALLOWED, Rule.INVALID_REQUEST})
 
 Update = dict[str, list[dict[str, str]]]
+_REPORT_ATTEMPTS = 8  # ~10 s of backoff: the driver agent's database may be locked a while
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -252,10 +254,15 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         """Send a status update once Octavia has committed the call's transaction (the
         subject is readable through the driver agent)."""
         await self._committed(lb_id, subject)
-        try:
-            await asyncio.to_thread(self._rt.lib.update_loadbalancer_status, update)
-        except Exception as err:  # the driver agent down or a record gone: log, go on
-            _log.error("status update failed", lb=lb_id, error=repr(err))
+        backoff = Backoff(0.1, 2.0)
+        for attempt in range(1, _REPORT_ATTEMPTS + 1):
+            try:
+                await asyncio.to_thread(self._rt.lib.update_loadbalancer_status, update)
+                return
+            except Exception as err:  # the driver agent busy or down (a locked database)
+                _log.warning("status update failed", lb=lb_id, attempt=attempt, error=repr(err))
+                await asyncio.sleep(backoff.next())
+        _log.error("status update given up", lb=lb_id, attempts=_REPORT_ATTEMPTS)
 
     async def _committed(self, lb_id: str, subject: tuple[ObjectKind, str]) -> None:
         kind, ident = subject
