@@ -14,6 +14,7 @@ processes (for tests/octavia and bench/octavia.py).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -57,8 +58,9 @@ POOL_CIDR = "203.0.113.0/28"
 NODE_NETWORK = "192.0.2.0/24"
 
 
+@functools.cache
 def missing() -> str | None:
-    """Why the stack cannot run here (None: it can)."""
+    """Why the stack cannot run here (None: it can); asked once per process."""
     for tool in ("octavia-api", "octavia-driver-agent", "octavia-db-manage", "python"):
         if not (OCTAVIA_BIN / tool).exists():
             return f"{OCTAVIA_BIN / tool} is missing: run scripts/setup.sh (Octavia's virtualenv)"
