@@ -142,6 +142,34 @@ def test_member_changes_update_the_request_and_return_the_chain_to_active(
     assert sorted(rest.tlb(lb.id)["status"]["nextHops"]) == ["192.0.2.40", "192.0.2.41"]  # type: ignore[index]
 
 
+def test_updates_and_deletes_of_listeners_pools_and_monitors_follow_through(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    _, rest, conn = stack
+    lbs = conn.load_balancer
+    lb, listener_id, pool_id = graph_lb(conn, "children", members=2)
+    monitor_id = lbs.get_pool(pool_id).health_monitor_id
+    lbs.update_pool(pool_id, lb_algorithm="SOURCE_IP_PORT")
+    active(conn, lb.id)
+    lbs.update_listener(listener_id, admin_state_up=False)
+    active(conn, lb.id)
+    assert set(backends(rest, lb.id).values()) == {False}  # a listener down serves nobody
+    assert lbs.get_listener(listener_id).operating_status == "OFFLINE"
+    lbs.update_health_monitor(monitor_id, delay=3)
+    active(conn, lb.id)
+    lbs.delete_health_monitor(monitor_id)
+    active(conn, lb.id)
+    assert lbs.find_health_monitor(monitor_id) is None
+    lbs.delete_pool(pool_id)
+    active(conn, lb.id)
+    assert lbs.find_pool(pool_id) is None and backends(rest, lb.id) == {}
+    lbs.delete_listener(listener_id)
+    active(conn, lb.id)
+    assert lbs.find_listener(listener_id) is None
+    tlb = rest.tlb(lb.id)
+    assert tlb is not None and tlb["spec"]["ports"] == []
+
+
 def test_cascade_delete_removes_every_teapot_object(stack: tuple[Stack, Rest, Any]) -> None:
     _, rest, conn = stack
     lb, _, pool_id = graph_lb(conn, "cascade")
