@@ -20,6 +20,7 @@ environment, installed with the `octavia` extra).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -34,6 +35,7 @@ from pydantic import BaseModel
 from teapot_lb import log
 from teapot_lb.kube.backoff import Backoff
 from teapot_lb.kube.client import connect
+from teapot_lb.kube.errors import KubeError
 from teapot_lb.model.tenancy import Tenant, TenantMode
 from teapot_lb.octavia import tree as t
 from teapot_lb.octavia.flavor import SUPPORTED, FlavorError, flavor_mode
@@ -105,7 +107,16 @@ class _Runtime:
         )
 
     def run(self, coro: Any) -> Any:
-        return self.loop.run(coro, timeout=self.call_timeout)
+        """Run a management coroutine for a driver call; its failures become the
+        DriverError Octavia shows the user."""
+        try:
+            return self.loop.run(coro, timeout=self.call_timeout)
+        except KubeError as err:
+            raise _fault(f"the teapot-lb management API failed: {err}") from None
+        except concurrent.futures.TimeoutError:
+            raise _fault(
+                f"the teapot-lb management API did not answer within {self.call_timeout:g} s"
+            ) from None
 
 
 _RUNTIME: _Runtime | None = None
@@ -238,14 +249,16 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         try:
             written = await management.write(desired_request(new, namespace))
             answer = await management.answer(written)
-        except ManagementError as err:
+            if not answer.accepted:
+                _log.warning("change refused", lb=new.id, reason=answer.message)
+                if old is not None:
+                    await management.write(desired_request(old, namespace))
+        except (ManagementError, KubeError) as err:
+            # Octavia shows the object in ERROR; a failover writes the request again.
             _log.warning("change not answered", lb=new.id, error=str(err))
             await self._report(new.id, subject, failed_update(new.id, subject))
             return
         if not answer.accepted:
-            _log.warning("change refused", lb=new.id, reason=answer.message)
-            if old is not None:
-                await management.write(desired_request(old, namespace))
             await self._report(new.id, subject, failed_update(new.id, subject))
             return
         await self._report(new.id, subject, status_update(new, answer, gone=gone))
@@ -384,9 +397,14 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         management = self._rt.management
 
         async def delete() -> None:
-            await management.delete(tenant.spec.namespace, lb_id)
-            update = deleted_update(current)
-            await self._report(lb_id, (ObjectKind.LOADBALANCER, lb_id), update)
+            subject = (ObjectKind.LOADBALANCER, lb_id)
+            try:
+                await management.delete(tenant.spec.namespace, lb_id)
+            except KubeError as err:  # the load balancer in ERROR: the user deletes again
+                _log.warning("delete failed", lb=lb_id, error=str(err))
+                await self._report(lb_id, subject, failed_update(lb_id, subject))
+                return
+            await self._report(lb_id, subject, deleted_update(current))
 
         self._rt.loop.submit(lb_id, delete)
 
