@@ -28,6 +28,8 @@ from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.speaker.run_marker import RunMarker
 from teapot_lb.speaker.wiring import MODES, build_speaker
+from teapot_lb.tenancy.hop_health import HealthParameters
+from teapot_lb.tenancy.hop_prober import TenantHopProber
 
 
 async def run_speaker(
@@ -37,6 +39,7 @@ async def run_speaker(
     stop: asyncio.Event | None = None,
     *,
     tenancy: bool = False,
+    tenant_hop_interval_s: float = 0.1,
 ) -> NodeSpeaker:
     """Run until SIGTERM/SIGINT (or `stop` is set); returns the speaker after shutdown."""
     logger = log.get("speaker").bind(node=config.node)
@@ -44,6 +47,9 @@ async def run_speaker(
     restarting = marker.begin()
     store = Store()
     speaker = build_speaker(config, store, restarting=restarting)
+    if tenancy and tenant_hop_interval_s > 0:  # route mode: probe the tenant next hops
+        params = HealthParameters(tenant_hop_interval_s, timeout_s=2 * tenant_hop_interval_s)
+        speaker.set_backend(TenantHopProber, TenantHopProber(speaker.notify, params))
     stop = stop or stop_on_signals()
     async with await connect(kubeconfig) as client:
         source = KubeSource(
@@ -124,6 +130,15 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
     help="Teapot management cluster: also announce the TenantLoadBalancers the manager "
     "programmed (route mode: one BGP path per tenant node).",
 )
+@click.option(
+    "--tenant-hop-interval",
+    default=0.1,
+    show_default=True,
+    help="With --tenancy: seconds between rounds of probes of the tenant next hops (TCP "
+    "connect to the nodePort, timeout twice this); a hop failing 3 rounds in a row is "
+    "withheld while another hop of its route answers (0: no probes, the tenant's readiness "
+    "alone decides).",
+)
 @service_class_options
 def speaker(
     node: str,
@@ -140,6 +155,7 @@ def speaker(
     load_balancer_class: str,
     class_only: bool,
     tenancy: bool,
+    tenant_hop_interval: float,
 ) -> None:
     """Announce the Service IPs this node should announce (BGP, L2, VIP), from the API.
 
@@ -158,7 +174,15 @@ def speaker(
         metrics_address=metrics_address or None,
         controller=ControllerOptions(load_balancer_class, class_only),
     )
-    asyncio.run(run_speaker(config, kubeconfig, config_namespace or None, tenancy=tenancy))
+    asyncio.run(
+        run_speaker(
+            config,
+            kubeconfig,
+            config_namespace or None,
+            tenancy=tenancy,
+            tenant_hop_interval_s=tenant_hop_interval,
+        )
+    )
 
 
 if __name__ == "__main__":
