@@ -16,6 +16,7 @@ from teapot_lb.cli.run import (
     parse_modes,
     service_class_options,
     stop_on_signals,
+    tenant_hop_interval_option,
 )
 from teapot_lb.cluster import Store
 from teapot_lb.controller import ControllerOptions
@@ -28,8 +29,7 @@ from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.speaker.run_marker import RunMarker
 from teapot_lb.speaker.wiring import MODES, build_speaker
-from teapot_lb.tenancy.hop_health import HealthParameters
-from teapot_lb.tenancy.hop_prober import TenantHopProber
+from teapot_lb.tenancy.hop_prober import attach_hop_prober
 
 
 async def run_speaker(
@@ -39,7 +39,6 @@ async def run_speaker(
     stop: asyncio.Event | None = None,
     *,
     tenancy: bool = False,
-    tenant_hop_interval_s: float = 0.1,
 ) -> NodeSpeaker:
     """Run until SIGTERM/SIGINT (or `stop` is set); returns the speaker after shutdown."""
     logger = log.get("speaker").bind(node=config.node)
@@ -47,9 +46,8 @@ async def run_speaker(
     restarting = marker.begin()
     store = Store()
     speaker = build_speaker(config, store, restarting=restarting)
-    if tenancy and tenant_hop_interval_s > 0:  # route mode: probe the tenant next hops
-        params = HealthParameters(tenant_hop_interval_s, timeout_s=2 * tenant_hop_interval_s)
-        speaker.set_backend(TenantHopProber, TenantHopProber(speaker.notify, params))
+    if tenancy:  # route mode: probe the tenant next hops
+        attach_hop_prober(speaker, config.tenant_hop_interval_s)
     stop = stop or stop_on_signals()
     async with await connect(kubeconfig) as client:
         source = KubeSource(
@@ -130,15 +128,7 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
     help="Teapot management cluster: also announce the TenantLoadBalancers the manager "
     "programmed (route mode: one BGP path per tenant node).",
 )
-@click.option(
-    "--tenant-hop-interval",
-    default=0.1,
-    show_default=True,
-    help="With --tenancy: seconds between rounds of probes of the tenant next hops (TCP "
-    "connect to the nodePort, timeout twice this); a hop failing 3 rounds in a row is "
-    "withheld while another hop of its route answers (0: no probes, the tenant's readiness "
-    "alone decides).",
-)
+@tenant_hop_interval_option
 @service_class_options
 def speaker(
     node: str,
@@ -173,16 +163,9 @@ def speaker(
         keepalived=keepalived,
         metrics_address=metrics_address or None,
         controller=ControllerOptions(load_balancer_class, class_only),
+        tenant_hop_interval_s=tenant_hop_interval,
     )
-    asyncio.run(
-        run_speaker(
-            config,
-            kubeconfig,
-            config_namespace or None,
-            tenancy=tenancy,
-            tenant_hop_interval_s=tenant_hop_interval,
-        )
-    )
+    asyncio.run(run_speaker(config, kubeconfig, config_namespace or None, tenancy=tenancy))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from dataclasses import replace
 from teapot_lb import log
 from teapot_lb.announce.plan import Decision, Mode, PlanOptions
 from teapot_lb.speaker.backend import Step
+from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.tenancy.hop_health import (
     HealthParameters,
     HopHealth,
@@ -106,4 +107,14 @@ class TenantHopProber:
         self._carry(self.health.probe_result(probe.round, probe.address, ok))
 
 
-__all__ = ["TenantHopProber", "connects"]
+HOP_INTERVAL_S = 0.1  # between probe rounds; a probe may take twice that
+
+
+def attach_hop_prober(speaker: NodeSpeaker, interval_s: float = HOP_INTERVAL_S) -> None:
+    """Give the speaker its prober of tenant next hops (nothing when ``interval_s`` is 0)."""
+    if interval_s > 0:
+        params = HealthParameters(interval_s, timeout_s=2 * interval_s)
+        speaker.set_backend(TenantHopProber, TenantHopProber(speaker.notify, params))
+
+
+__all__ = ["HOP_INTERVAL_S", "TenantHopProber", "attach_hop_prober", "connects"]

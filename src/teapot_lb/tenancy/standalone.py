@@ -9,6 +9,11 @@ directories, with the same core as in a cluster.
                               cannot speak for another.
     ROOT/status/NAME.json     written by the manager: each request's status, the Tenant's
                               usage, and the routes route mode wants.
+    ROOT/announce/            the standalone announcer's manifest directory (route mode,
+                              `teapot-lb run --manifests ROOT/announce`): the manager writes
+                              `tenants.yaml` there (the AddressPools, the Tenants and every
+                              Programmed request with its status); the operator puts the
+                              BGPPeers, BGPAdvertisements and Nodes beside it.
 
 An agent reads its cluster's manifests (Services, Nodes, EndpointSlices) and writes its
 requests as ROOT/tenants/NAME/CLUSTER.yaml, then reads the Services' IPs back from
@@ -28,14 +33,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from teapot_lb import log
 from teapot_lb.cluster import Store
+from teapot_lb.model.common import dump
 from teapot_lb.model.manifest import load
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantLoadBalancerStatus
 from teapot_lb.tenancy.book import ManagementView, TenantBook, tenant_status
+from teapot_lb.tenancy.programmed import is_programmed
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS, desired_request, request_name
 from teapot_lb.tenancy.vet import Refusal, Rule
 
@@ -135,7 +143,33 @@ def manage(root: Path, now: datetime, book: TenantBook | None = None) -> Manager
         per_tenant[name]["tenant"] = tenant_status(tenant, book.usage(name), not_held, now)
         _atomic_write(root / "status" / f"{name}.json", json.dumps(per_tenant[name], indent=2))
     run.statuses = per_tenant
+    announced: list[BaseModel] = [*pools.values(), *tenants.values()]
+    for key in sorted(requests):
+        tenant_name, name = owner_of[key], key.split("/", 1)[1]
+        decided = _with_status(requests[key], per_tenant[tenant_name]["requests"][name])
+        if key not in refused and is_programmed(decided):
+            announced.append(decided)
+    _write_if_changed(root / "announce" / ANNOUNCED, announcer_input(announced))
     return run
+
+
+ANNOUNCED = "tenants.yaml"
+
+
+def announcer_input(objects: list[BaseModel]) -> str:
+    """The announcer's manifests: the pools and Tenants (the bounds it checks the statuses
+    against once more) and the vetted requests with the statuses the manager decided; the
+    announcer announces the Programmed ones (:mod:`teapot_lb.tenancy.programmed`)."""
+    return yaml.safe_dump_all([dump(o) for o in objects], sort_keys=False)
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """A pass that changes nothing leaves the file alone (an announcer watching it does
+    not reload for nothing)."""
+    with contextlib.suppress(OSError):
+        if path.read_text(encoding="utf-8") == text:
+            return
+    _atomic_write(path, text)
 
 
 def agent_sync(
@@ -236,4 +270,12 @@ async def run_agent(
         await asyncio.sleep(interval_s)
 
 
-__all__ = ["ManagerRun", "agent_sync", "manage", "run_agent", "run_manager"]
+__all__ = [
+    "ANNOUNCED",
+    "ManagerRun",
+    "agent_sync",
+    "announcer_input",
+    "manage",
+    "run_agent",
+    "run_manager",
+]
