@@ -33,10 +33,11 @@ from teapot_lb.lab.manifests import (
     write_docs,
 )
 from teapot_lb.lab.network import LabNetwork
-from teapot_lb.lab.report import Cleanup, LabReport
+from teapot_lb.lab.report import Cleanup, LabReport, ModeResult
 from teapot_lb.lab.router import FRR_DIR
 from teapot_lb.lab.scenarios import LabState, ModeScenario, Sizes
 from teapot_lb.lab.teapot import TeapotResult, run_teapot
+from teapot_lb.lab.teapot_route import run_teapot_route
 from teapot_lb.lab.wait import LabTimeout, wait_for
 from teapot_lb.netlab import NetlabError, Topology, netns_available
 
@@ -127,7 +128,8 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
     if "teapot" in options.modes:
         try:
             with _signals_unwind():
-                report.teapot = _teapot(options, progress)
+                report.teapot, route = _teapot(options, progress)
+                report.modes.append(route)
         except (KeyboardInterrupt, _Stop) as exc:
             report.interrupted = True
             progress(f"lab: interrupted ({type(exc).__name__} {exc})")
@@ -233,11 +235,15 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
     return report
 
 
-def _teapot(options: LabOptions, progress: Progress) -> TeapotResult:
-    """The Teapot group (no namespaces: the standalone manager and agent as processes)."""
+def _teapot(options: LabOptions, progress: Progress) -> tuple[TeapotResult, ModeResult]:
+    """The Teapot group: the standalone manager and agent as processes on directories (no
+    namespaces), then route mode with a router and traffic (namespaces: root)."""
     workdir = (options.workdir or Path(tempfile.mkdtemp(prefix="teapot-lab-"))) / "teapot"
     try:
-        return run_teapot(workdir, progress)
+        result = run_teapot(workdir, progress)
+        route = run_teapot_route(workdir / "route", progress, options.router)
+        result.not_done = route.skipped or ""
+        return result, route
     finally:
         if options.workdir is None and not options.keep:
             shutil.rmtree(workdir.parent, ignore_errors=True)

@@ -42,6 +42,8 @@ from teapot_lb.model.manifest import load
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantLoadBalancerStatus
+from teapot_lb.standalone.runner import SETTLE_S
+from teapot_lb.standalone.watch import ManifestWatch, WatchUnavailable
 from teapot_lb.tenancy.book import ManagementView, TenantBook, tenant_status
 from teapot_lb.tenancy.programmed import is_programmed
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS, desired_request, request_name
@@ -141,7 +143,7 @@ def manage(root: Path, now: datetime, book: TenantBook | None = None) -> Manager
             1 for k, owner in owner_of.items() if owner == name and book.holder_tenant(k) is None
         )
         per_tenant[name]["tenant"] = tenant_status(tenant, book.usage(name), not_held, now)
-        _atomic_write(root / "status" / f"{name}.json", json.dumps(per_tenant[name], indent=2))
+        _write_if_changed(root / "status" / f"{name}.json", json.dumps(per_tenant[name], indent=2))
     run.statuses = per_tenant
     announced: list[BaseModel] = [*pools.values(), *tenants.values()]
     for key in sorted(requests):
@@ -205,7 +207,7 @@ def agent_sync(
         status = previous.get(name) or {}
         ips[key] = list(status.get("addresses") or []) if isinstance(status, dict) else []
     text = yaml.safe_dump_all(bodies, sort_keys=False) if bodies else ""
-    _atomic_write(root / "tenants" / tenant / f"{cluster}.yaml", text)
+    _write_if_changed(root / "tenants" / tenant / f"{cluster}.yaml", text)
     return ips
 
 
@@ -219,11 +221,61 @@ def _stamp(paths: list[Path]) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
+class DirectoryWake:
+    """Wakes a standalone loop when one of some directories changes (inotify, through the
+    manifest watch of :mod:`teapot_lb.standalone.watch`), or after ``interval_s`` anyway
+    (and only then where inotify is unavailable). Waking is a hint: the caller compares
+    what it reads, so a spurious wake costs one look."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self._woken = asyncio.Event()
+        self._watches: list[ManifestWatch] = []
+        loop = asyncio.get_running_loop()
+        for path in paths:
+            path.mkdir(parents=True, exist_ok=True)
+            try:
+                watch = ManifestWatch(path, self._woken.set)
+                watch.start(loop)
+            except WatchUnavailable:
+                continue  # the interval alone, then
+            self._watches.append(watch)
+
+    async def next(self, interval_s: float) -> None:
+        for watch in self._watches:
+            if watch.rescan_needed:
+                with contextlib.suppress(WatchUnavailable):
+                    watch.rescan()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(interval_s):
+                await self._woken.wait()
+        await asyncio.sleep(SETTLE_S)  # the rest of a burst of writes
+        self._woken.clear()
+
+    def close(self) -> None:
+        for watch in self._watches:
+            watch.close()
+
+
 async def run_manager(root: Path, *, interval_s: float = 1.0, once: bool = False) -> None:
     """`teapot-lb manager --manifests ROOT`: a pass whenever ROOT's inputs change."""
     book = TenantBook()
-    logger = log.get("manager.standalone")
     inputs = [root / "management", root / "tenants"]
+    wake = None if once else DirectoryWake(inputs)
+    try:
+        await _manager_loop(root, book, inputs, wake, interval_s)
+    finally:
+        if wake is not None:
+            wake.close()
+
+
+async def _manager_loop(
+    root: Path,
+    book: TenantBook,
+    inputs: list[Path],
+    wake: DirectoryWake | None,
+    interval_s: float,
+) -> None:
+    logger = log.get("manager.standalone")
     seen: tuple[tuple[str, int, int], ...] | None = None
     while True:
         stamp = _stamp(inputs)
@@ -233,10 +285,10 @@ async def run_manager(root: Path, *, interval_s: float = 1.0, once: bool = False
                 logger.warning("problem", problem=str(problem))
             requests = sum(len(t["requests"]) for t in run.statuses.values())
             logger.info("pass", tenants=len(run.statuses), requests=requests)
-            seen = _stamp(inputs)
-        if once:
+            seen = stamp  # read before the pass: a change during it makes another
+        if wake is None:
             return
-        await asyncio.sleep(interval_s)
+        await wake.next(interval_s)
 
 
 async def run_agent(
@@ -253,6 +305,26 @@ async def run_agent(
     """`teapot-lb tenant-agent --manifests DIR`: requests out, IPs back into
     ROOT/status/TENANT.CLUSTER.services.json (the standalone Service status)."""
     out = root / "status" / f"{tenant}.{cluster}.services.json"
+    wake = None if once else DirectoryWake([cluster_dir, root / "status"])
+    try:
+        await _agent_loop(cluster_dir, root, tenant, cluster, out, wake, interval_s,
+                          load_balancer_class, unclassed)  # fmt: skip
+    finally:
+        if wake is not None:
+            wake.close()
+
+
+async def _agent_loop(
+    cluster_dir: Path,
+    root: Path,
+    tenant: str,
+    cluster: str,
+    out: Path,
+    wake: DirectoryWake | None,
+    interval_s: float,
+    load_balancer_class: str,
+    unclassed: bool,
+) -> None:
     while True:
         ips = agent_sync(
             cluster_dir,
@@ -262,12 +334,10 @@ async def run_agent(
             load_balancer_class=load_balancer_class,
             unclassed=unclassed,
         )
-        text = json.dumps(ips, indent=2, sort_keys=True)
-        if not out.exists() or out.read_text() != text:
-            _atomic_write(out, text)
-        if once:
+        _write_if_changed(out, json.dumps(ips, indent=2, sort_keys=True))
+        if wake is None:
             return
-        await asyncio.sleep(interval_s)
+        await wake.next(interval_s)
 
 
 __all__ = [
