@@ -6,6 +6,7 @@ reason, and its tests skip)."""
 from __future__ import annotations
 
 import json
+from ipaddress import ip_address, ip_network
 from pathlib import Path
 
 import pytest
@@ -79,10 +80,15 @@ def route_row(report: LabReport) -> ModeResult:
     return row
 
 
-def test_the_client_reaches_the_tenant_ip_over_ecmp_through_the_router(report: LabReport) -> None:
-    row = route_row(report)
-    [svc] = row.services
-    assert svc.reachable and svc.ip.startswith("203.0.113.") and svc.create_to_reachable_s
+def test_the_client_reaches_each_tenants_ip_over_ecmp_through_its_own_nodes(
+    report: LabReport,
+) -> None:
+    row = route_row(report)  # the flow waited for each IP's FIB entry via its tenant's nodes
+    acme, globex = row.services
+    assert (acme.name, globex.name) == ("acme default/web", "globex default/web")
+    assert ip_address(acme.ip) in ip_network("203.0.113.0/29")  # acme's allocation
+    assert ip_address(globex.ip) in ip_network("203.0.113.8/29")  # globex's
+    assert all(s.reachable and s.create_to_reachable_s for s in row.services)
     assert row.spread is not None and set(row.spread.by_node) == {"n1", "n2", "n3"}
 
 

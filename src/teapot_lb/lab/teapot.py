@@ -212,14 +212,20 @@ class TeapotGroup:
         self.acme = workdir / "acme-c1"
         self.progress = progress
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.names: list[str] = []  # of the processes, in order (their logs: NAME.log)
 
     def say(self, text: str) -> None:
         self.progress(f"lab: teapot: {text}")
 
     def _start(self, name: str, argv: list[str]) -> None:
         log = (self.workdir / f"{name}.log").open("ab")
-        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=log))
+        self.adopt(name, subprocess.Popen(argv, stdout=log, stderr=log))
         log.close()
+
+    def adopt(self, name: str, proc: subprocess.Popen[bytes]) -> None:
+        """A process of the group: watched while waiting, stopped by :meth:`close`."""
+        self.procs.append(proc)
+        self.names.append(name)
 
     def log_tail(self, name: str, lines: int = 20) -> str:
         try:
@@ -233,12 +239,15 @@ class TeapotGroup:
         for tenant in ("acme", "globex"):
             (self.root / "tenants" / tenant).mkdir(parents=True, exist_ok=True)
         _write(self.acme / "cluster.yaml", cluster_docs(ACME_NODES, with_service=False))
-        exe = _teapot_lb()
-        self._start("manager", [exe, "manager", "--manifests", str(self.root),
+        self._start("manager", [_teapot_lb(), "manager", "--manifests", str(self.root),
                                 "--metrics-addr", "", "--webhook-addr", ""])  # fmt: skip
-        self._start("agent", [exe, "tenant-agent", "--manifests", str(self.acme),
-                              "--teapot-root", str(self.root), "--tenant", "acme",
-                              "--cluster-name", "c1", "--metrics-addr", ""])  # fmt: skip
+        self.start_agent("agent", "acme", self.acme)
+
+    def start_agent(self, name: str, tenant: str, cluster_dir: Path) -> None:
+        """A tenant's agent (cluster c1) on its cluster directory; its log NAME.log."""
+        self._start(name, [_teapot_lb(), "tenant-agent", "--manifests", str(cluster_dir),
+                           "--teapot-root", str(self.root), "--tenant", tenant,
+                           "--cluster-name", "c1", "--metrics-addr", ""])  # fmt: skip
 
     def close(self) -> None:
         for proc in self.procs:
@@ -255,7 +264,11 @@ class TeapotGroup:
         return _read_json(self.root / "status" / f"{tenant}.json")
 
     def acme_ip(self) -> str | None:
-        ips = _read_json(self.root / "status" / "acme.c1.services.json").get("default/web")
+        return self.service_ip("acme")
+
+    def service_ip(self, tenant: str) -> str | None:
+        """The IP of default/web in the tenant's cluster c1, as its agent reads it back."""
+        ips = _read_json(self.root / "status" / f"{tenant}.c1.services.json").get("default/web")
         return str(ips[0]) if isinstance(ips, list) and ips else None
 
     def route(self, ip: str) -> list[str] | None:
@@ -265,7 +278,7 @@ class TeapotGroup:
         return None
 
     def _alive(self) -> None:
-        for name, proc in zip(("manager", "agent"), self.procs, strict=False):
+        for name, proc in zip(self.names, self.procs, strict=True):
             if proc.poll() is not None:
                 raise LabTimeout(f"teapot-lb {name} exited:\n{self.log_tail(name)}")
 

@@ -3,10 +3,12 @@
     client ── router (ADD-PATH receive, ECMP into its FIB) ── LAN ─┬─ m1  (management)
                                                                    ├─ n1 ┐
                                                                    ├─ n2 ├ tenant acme
-                                                                   └─ n3 ┘
+                                                                   ├─ n3 ┘
+                                                                   ├─ g1 ┐ tenant globex
+                                                                   └─ g2 ┘
 
-The real standalone processes: ``teapot-lb manager --manifests ROOT`` and acme's
-``teapot-lb tenant-agent --manifests`` (:mod:`teapot_lb.lab.teapot`), and on m1 the
+The real standalone processes: ``teapot-lb manager --manifests ROOT``, acme's and
+globex's ``teapot-lb tenant-agent --manifests`` (:mod:`teapot_lb.lab.teapot`), and on m1 the
 standalone announcer, ``teapot-lb run --manifests ROOT/announce --modes bgp``, announcing
 each Programmed IP with one ADD-PATH path per tenant node and probing the next hops
 (:mod:`teapot_lb.tenancy.hop_health`). The tenant nodes emulate kube-proxy: the HTTP
@@ -14,7 +16,8 @@ workload answers on the Service port (the IP bound on ``lo`` once the agent has 
 kube-proxy does from the Service's status) and on the nodePort (what m1 probes).
 
 Measured, as a :class:`~teapot_lb.lab.report.ModeResult` (mode ``teapot``, the report's
-usual row, JSON and HTML): Service written → reachable from the client; the spread over
+usual row, JSON and HTML): Service written → reachable from the client, for acme and then
+for globex (each IP's FIB entry via exactly its own tenant's nodes); the spread over
 n1..n3; n2 hard-killed (link down, its processes SIGKILLed, the tenant not told) → the
 client served by n1/n3 again, and when the router's FIB dropped n2; Service deleted →
 route withdrawn and the IP unreachable.
@@ -25,6 +28,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +38,15 @@ from teapot_lb.lab.measure import Attempt, failure_reasons, outage, settled, spr
 from teapot_lb.lab.processes import start_run, start_workload
 from teapot_lb.lab.report import Deletion, Failover, ModeResult, ServiceResult, Spread, Trial
 from teapot_lb.lab.router import Router, RouterConfig, Session, fib_next_hops, make_router
-from teapot_lb.lab.teapot import ACME_NODES, API, POOL, Progress, TeapotGroup, cluster_docs
+from teapot_lb.lab.teapot import (
+    ACME_NODES,
+    API,
+    GLOBEX_NODES,
+    POOL,
+    Progress,
+    TeapotGroup,
+    cluster_docs,
+)
 from teapot_lb.lab.timeline import timeline
 from teapot_lb.lab.wait import LabTimeout, wait_for
 from teapot_lb.netlab import Host, Topology, netns_available
@@ -104,7 +116,7 @@ class TeapotNetwork:
         self.client.ip("route", "add", "default", "via", ROUTER_UP)
         router.sysctl("net.ipv4.ip_forward", "1")
         router.sysctl("net.ipv4.fib_multipath_hash_policy", "1")  # spread by ports too
-        for name, address in ACME_NODES.items():
+        for name, address in {**ACME_NODES, **GLOBEX_NODES}.items():
             host = topo.add_host(name)
             for conf in ("all", "default"):  # kube-proxy's IP on lo, never answered by ARP
                 host.sysctl(f"net.ipv4.conf.{conf}.arp_ignore", "1")
@@ -129,10 +141,10 @@ class TeapotNetwork:
                          modes=("bgp",), poll_interval=None,
                          log_path=self.workdir / "announcer.log")  # fmt: skip
 
-    def bind(self, ip: str) -> None:
-        """kube-proxy's part, once the Service's status has the IP."""
-        for host in self.nodes.values():
-            host.ip("addr", "replace", host_prefix(ip), "dev", "lo")
+    def bind(self, ip: str, nodes: Iterable[str]) -> None:
+        """kube-proxy's part on a tenant's nodes, once the Service's status has the IP."""
+        for name in nodes:
+            self.nodes[name].ip("addr", "replace", host_prefix(ip), "dev", "lo")
 
     def crash(self, name: str) -> float:
         """The tenant node dies: link down, every process in it SIGKILLed."""
@@ -158,6 +170,7 @@ class RouteFlow:
         self.group = group
         self.client = client
         self.result = ModeResult(mode="teapot", family="v4")
+        self.globex = group.workdir / "globex-c1"
 
     def say(self, text: str) -> None:
         self.group.say(f"route: {text}")
@@ -170,36 +183,45 @@ class RouteFlow:
         write_docs(announce / "bgp.yaml", announcer_docs())
         daemon = net.start_router()
         announcer = net.start_announcer(announce)
-        group.procs.append(announcer)
+        group.adopt("announcer", announcer)
+        write_docs_in(self.globex, cluster_docs(GLOBEX_NODES, with_service=False))
+        group.start_agent("globex-agent", "globex", self.globex)
+        globex_up = group.root / "tenants" / "globex" / "c1.yaml"
+        group.wait_step(globex_up.exists, "globex's agent's first pass")
         wait_for(lambda: M1 in daemon.established(), timeout=60, every=0.1,
                  what=f"{daemon.kind}'s session with m1")  # fmt: skip
         group.wait_started()
-        self.say(f"m1 announces to {daemon.kind} (ADD-PATH); manager and acme's agent up")
-        ip = self.create()
+        self.say(f"m1 announces to {daemon.kind} (ADD-PATH); manager and both agents up")
+        ip = self.create("acme", group.acme, ACME_NODES)
+        self.create("globex", self.globex, GLOBEX_NODES)  # the other tenant, beside acme
         self.measure_spread(ip)
         self.hard_kill(ip)
         self.delete(ip)
         return self.result
 
-    def create(self) -> str:
+    def create(self, tenant: str, cluster_dir: Path, nodes: dict[str, str]) -> str:
+        """The tenant's Service default/web written: timed until the client reaches its IP,
+        then the router's FIB must hold it via exactly the tenant's nodes."""
         group = self.group
         t0 = time.monotonic()
-        write_docs(group.acme / "cluster.yaml", cluster_docs(ACME_NODES, with_service=True))
-        group.wait_step(group.acme_ip, "acme's Service to get an IP back through the agent")
-        ip = group.acme_ip()
+        write_docs_in(cluster_dir, cluster_docs(nodes, with_service=True))
+        group.wait_step(lambda: group.service_ip(tenant),
+                        f"{tenant}'s Service to get an IP back through its agent")  # fmt: skip
+        ip = group.service_ip(tenant)
         if ip is None:
-            raise LabTimeout("acme's Service lost its IP")
-        self.net.bind(ip)
-        want = frozenset(ACME_NODES.values())
+            raise LabTimeout(f"{tenant}'s Service lost its IP")
+        self.net.bind(ip, nodes)
+        want = frozenset(nodes.values())
         wait_for(lambda: self.client.get(ip, SERVICE_PORT).ok, timeout=20, every=0.0,
                  what=f"the client to reach {ip}",
                  detail=lambda: f"FIB: {sorted(self.net.hops(ip))}")  # fmt: skip
         reached = time.monotonic() - t0
         wait_for(lambda: self.net.hops(ip) == want, timeout=20, every=0.02,
-                 what="the router's FIB to hold the IP via n1..n3",
+                 what=f"the router's FIB to hold {ip} via {', '.join(nodes)} only",
                  detail=lambda: f"FIB: {sorted(self.net.hops(ip))}")  # fmt: skip
-        self.result.services.append(ServiceResult("default/web", ip, True, reached, True))
-        self.say(f"default/web got {ip}; reachable from the client after {_ms(reached)}")
+        self.result.services.append(ServiceResult(f"{tenant} default/web", ip, True, reached, True))
+        self.say(f"{tenant}'s default/web got {ip}; reachable from the client after"
+                 f" {_ms(reached)}, FIB via {', '.join(nodes)}")  # fmt: skip
         return ip
 
     def measure_spread(self, ip: str) -> None:
@@ -245,13 +267,18 @@ class RouteFlow:
     def delete(self, ip: str) -> None:
         rest = {n: a for n, a in ACME_NODES.items() if n != VICTIM}
         t0 = time.monotonic()
-        write_docs(self.group.acme / "cluster.yaml", cluster_docs(rest, with_service=False))
+        write_docs_in(self.group.acme, cluster_docs(rest, with_service=False))
         wait_for(lambda: not self.net.hops(ip), timeout=20, every=0.02,
                  what="the route withdrawn after the Service's deletion")  # fmt: skip
         withdrawn = time.monotonic() - t0
         unreachable = not self.client.get(ip, SERVICE_PORT).ok
         self.result.deletion = Deletion("default/web", ip, withdrawn, unreachable)
         self.say(f"Service deleted: route withdrawn after {_ms(withdrawn)}")
+
+
+def write_docs_in(cluster_dir: Path, docs: list[dict[str, Any]]) -> None:
+    cluster_dir.mkdir(parents=True, exist_ok=True)
+    write_docs(cluster_dir / "cluster.yaml", docs)
 
 
 def _ms(value: float | None) -> str:
