@@ -140,3 +140,38 @@ def test_the_plan_withholds_a_failing_hops_paths_and_never_the_last() -> None:
 
     assert hops({N2}) == {str(N1), str(N3)}
     assert hops({N1, N2, N3}) == {str(N1), str(N2), str(N3)}
+
+
+async def test_the_prober_probes_the_views_next_hops_and_hands_the_planner_its_verdict() -> None:
+    from teapot_lb.announce.cache import PlanCache
+    from teapot_lb.cluster import Store
+    from teapot_lb.lab.wait import wait_for_async
+    from teapot_lb.speaker.backend import Step
+    from teapot_lb.speaker.metrics import speaker_registry
+    from teapot_lb.speaker.node import NodeSpeaker
+    from teapot_lb.tenancy.hop_prober import TenantHopProber
+
+    dead = {N2}
+    probed: list[Probe] = []
+    woken: list[bool] = []
+
+    async def connect(probe: Probe) -> bool:
+        probed.append(probe)
+        return probe.address not in dead
+
+    prober = TenantHopProber(lambda: woken.append(True), PARAMS, connect=connect)
+    speaker = NodeSpeaker("m1", Store(), backends=[prober])
+    v = view(managed(config(tlb_body("acme", "web"))))
+    options = PlanOptions()
+    await prober.apply_plan(Step("m1", v, plan(v, "m1"), options, PlanCache()))
+    await wait_for_async(lambda: prober.health.verdict.failing == {N2} or None, within=10,
+                         what="n2 failing after three rounds")  # fmt: skip
+    assert {p.address for p in probed} == {N1, N2, N3} and {p.port for p in probed} == {30080}
+    assert woken  # the speaker is asked to plan again
+    assert prober.plan_options(options).tenant_hops.failing == {N2}
+    text = "\n".join(
+        f"{m.name} {s.labels} {s.value}" for m in speaker_registry(speaker).collect()
+        for s in m.samples if m.name.endswith("tenant_next_hops")
+    )  # fmt: skip
+    assert "{'state': 'probed'} 3\n" in text and text.endswith("{'state': 'failing'} 1")
+    await prober.withdraw()

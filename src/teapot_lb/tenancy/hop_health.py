@@ -109,6 +109,10 @@ class HopHealth:
     def verdict(self) -> HopVerdict:
         return self._verdict
 
+    @property
+    def targets(self) -> frozenset[IPAddress]:
+        return frozenset(self._hops)
+
     def set_targets(self, targets: Mapping[IPAddress, int]) -> list[Order]:
         """Probe exactly these hops (address → TCP port) from the next round on. A new hop
         starts passing; a hop no longer wanted is forgotten."""
