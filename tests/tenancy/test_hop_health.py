@@ -1,5 +1,6 @@
 """Route mode's liveness check of tenant next hops: the sans-I/O core, the rule that never
-withholds a route's last hop, and the plan with failing hops (pure)."""
+withholds a route's last hop, the plan with failing hops (pure), and the prober backend
+with a stand-in for its TCP connects."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from ipaddress import ip_address
 import pytest
 
 from teapot_lb.addresses import IPAddress
+from teapot_lb.announce.cache import PlanCache
 from teapot_lb.announce.plan import BGPRoute, Mode, PlanOptions, plan
+from teapot_lb.cluster import Store
+from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.speaker.backend import Step
+from teapot_lb.speaker.metrics import speaker_registry
+from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.tenancy.hop_health import (
     ROUND,
     HealthParameters,
@@ -19,6 +26,7 @@ from teapot_lb.tenancy.hop_health import (
     live_routes,
     probe_targets,
 )
+from teapot_lb.tenancy.hop_prober import TenantHopProber
 from teapot_lb.tenancy.programmed import programmed_routes
 from teapot_lb.tenancy.routes import TenantRoute
 from teapot_lb.timers import ArmTimer, CancelTimer
@@ -143,13 +151,6 @@ def test_the_plan_withholds_a_failing_hops_paths_and_never_the_last() -> None:
 
 
 async def test_the_prober_probes_the_views_next_hops_and_hands_the_planner_its_verdict() -> None:
-    from teapot_lb.announce.cache import PlanCache
-    from teapot_lb.cluster import Store
-    from teapot_lb.lab.wait import wait_for_async
-    from teapot_lb.speaker.backend import Step
-    from teapot_lb.speaker.metrics import speaker_registry
-    from teapot_lb.speaker.node import NodeSpeaker
-    from teapot_lb.tenancy.hop_prober import TenantHopProber
 
     dead = {N2}
     probed: list[Probe] = []
@@ -174,4 +175,20 @@ async def test_the_prober_probes_the_views_next_hops_and_hands_the_planner_its_v
         for s in m.samples if m.name.endswith("tenant_next_hops")
     )  # fmt: skip
     assert "{'state': 'probed'} 3\n" in text and text.endswith("{'state': 'failing'} 1")
+    await prober.withdraw()
+
+
+async def test_a_probe_that_raises_counts_as_failed_and_the_rounds_go_on() -> None:
+
+    async def connect(probe: Probe) -> bool:
+        if probe.address == N3:
+            raise RuntimeError("a bug in the probe")
+        return True
+
+    prober = TenantHopProber(lambda: None, PARAMS, connect=connect)
+    v = view(managed(config(tlb_body("acme", "web"))))
+    await prober.apply_plan(Step("m1", v, plan(v, "m1"), PlanOptions(), PlanCache()))
+    await wait_for_async(lambda: prober.health.verdict.failing == {N3} or None, within=10,
+                         what="n3 failing")  # fmt: skip
+    assert prober.health.verdict.answering == {N1, N2}
     await prober.withdraw()

@@ -103,7 +103,13 @@ class TenantHopProber:
                 self._timers.apply(order)
 
     async def _probe(self, probe: Probe) -> None:
-        ok = await self._connect(probe)
+        # Every probe must report, or its round never ends: a connect that overruns its
+        # timeout or fails in an unforeseen way counts as a failed probe.
+        try:
+            ok = await asyncio.wait_for(self._connect(probe), 2 * probe.timeout_s)
+        except Exception:
+            self._log.debug("probe failed", address=str(probe.address), exc_info=True)
+            ok = False
         self._carry(self.health.probe_result(probe.round, probe.address, ok))
 
 
