@@ -90,7 +90,9 @@ def test_late_answers_and_forgotten_hops_are_ignored() -> None:
     assert health.stop() == [CancelTimer(ROUND)]
 
 
-@pytest.mark.parametrize("bad", [{"interval_s": 0}, {"fail_after": 0}, {"timeout_s": -1}])
+@pytest.mark.parametrize(
+    "bad", [{"interval_s": 0}, {"fail_after": 1}, {"pass_after": 0}, {"timeout_s": -1}]
+)
 def test_parameters_out_of_range_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         HealthParameters(**bad)  # type: ignore[arg-type]
@@ -117,10 +119,12 @@ def test_when_no_hop_of_a_route_answers_all_are_kept_as_on_a_partition() -> None
     assert live_routes([ROUTE], verdict({N1}, set())) == (ROUTE,)
 
 
-def test_a_partition_starting_mid_round_withholds_nothing_at_any_round() -> None:
-    health = HopHealth(PARAMS)
+@pytest.mark.parametrize("fail_after", [2, 3])
+def test_a_partition_starting_mid_round_withholds_nothing_at_any_round(fail_after: int) -> None:
+    health = HopHealth(HealthParameters(fail_after=fail_after))
     health.set_targets({N1: 30080, N2: 30080, N3: 30080})
     round_of(health, n1=False, n2=True, n3=True)  # the cut-off lands mid-round
+    assert live_routes([ROUTE], health.verdict) == (ROUTE,)
     for _ in range(5):
         round_of(health, n1=False, n2=False, n3=False)
         assert live_routes([ROUTE], health.verdict) == (ROUTE,)

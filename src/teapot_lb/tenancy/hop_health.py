@@ -45,8 +45,12 @@ class HealthParameters:
     def __post_init__(self) -> None:
         if self.interval_s <= 0 or self.timeout_s <= 0:
             raise ValueError("probe interval and timeout must be positive")
-        if self.fail_after < 1 or self.pass_after < 1:
-            raise ValueError("fail_after and pass_after must be at least 1")
+        if self.fail_after < 2:
+            # One failed round could be the round a partition began in, judged against a
+            # hop that still answered in it: two in a row leave no such witness.
+            raise ValueError("fail_after must be at least 2 (the partition rule needs it)")
+        if self.pass_after < 1:
+            raise ValueError("pass_after must be at least 1")
 
 
 @dataclass(frozen=True, slots=True)
