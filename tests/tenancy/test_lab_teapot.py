@@ -14,6 +14,7 @@ import pytest
 from teapot_lb.lab.html_report import render_html
 from teapot_lb.lab.report import LabReport, ModeResult, table, to_json
 from teapot_lb.lab.runner import LabOptions, run_lab
+from teapot_lb.lab.teapot_route import run_teapot_route
 
 ACME_NODES = ["192.0.2.11", "192.0.2.12", "192.0.2.13"]
 
@@ -110,3 +111,11 @@ def test_the_html_report_has_the_route_flow_and_the_refusals(report: LabReport) 
     page = render_html(json.loads(json.dumps(to_json(report))))
     assert "TEAPOT v4" in page and "Failover, hard" in page
     assert "globex tried" in page and "QuotaExceeded" in page
+
+
+def test_a_host_without_namespaces_or_router_gets_a_skipped_route_row_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    row = run_teapot_route(tmp_path, lambda _: None, skip="not installed: bird")
+    assert row.mode == "teapot" and row.ok  # a skipped row passes, and says why
+    assert row.skipped == "route flow: not installed: bird"

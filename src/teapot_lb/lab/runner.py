@@ -241,7 +241,10 @@ def _teapot(options: LabOptions, progress: Progress) -> tuple[TeapotResult, Mode
     workdir = (options.workdir or Path(tempfile.mkdtemp(prefix="teapot-lab-"))) / "teapot"
     try:
         result = run_teapot(workdir, progress)
-        route = run_teapot_route(workdir / "route", progress, options.router)
+        needs = LabOptions(modes=("bgp",), router=options.router)  # a router, namespaces
+        missing = missing_programs(needs)
+        skip = netns_available() or (f"not installed: {', '.join(missing)}" if missing else None)
+        route = run_teapot_route(workdir / "route", progress, options.router, skip=skip)
         result.not_done = route.skipped or ""
         return result, route
     finally:

@@ -25,7 +25,6 @@ route withdrawn and the IP unreachable.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from collections.abc import Iterable
@@ -49,7 +48,7 @@ from teapot_lb.lab.teapot import (
 )
 from teapot_lb.lab.timeline import timeline
 from teapot_lb.lab.wait import LabTimeout, wait_for
-from teapot_lb.netlab import Host, Topology, netns_available
+from teapot_lb.netlab import Host, Topology
 
 M1 = "192.0.2.21"
 MANAGEMENT_ASN, ROUTER_ASN = 64512, 64500
@@ -58,17 +57,6 @@ PROBE_INTERVAL_S = 0.01
 SETTLE_S = 0.5
 SPREAD_REQUESTS = 60
 VICTIM = "n2"
-
-
-def unavailable(router: str) -> str | None:
-    """Why the route flow cannot run here (None: it can)."""
-    reason = netns_available()
-    if reason:
-        return reason
-    need = ["ip", *(["bird", "birdc"] if router == "bird" else ["vtysh"])]
-    path = "/usr/sbin:/sbin:/usr/bin:/bin"
-    missing = [p for p in need if shutil.which(p) is None and shutil.which(p, path=path) is None]
-    return f"not installed: {', '.join(missing)}" if missing else None
 
 
 def announcer_docs() -> list[dict[str, Any]]:
@@ -287,12 +275,13 @@ def _ms(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def run_teapot_route(workdir: Path, progress: Progress, router: str = "bird") -> ModeResult:
-    """Run the route flow; failures are in the result's ``errors``, and a host that cannot
-    run it gives a skipped row with the reason."""
-    why = unavailable(router)
-    if why is not None:
-        return ModeResult(mode="teapot", family="v4", skipped=f"route flow: {why}")
+def run_teapot_route(
+    workdir: Path, progress: Progress, router: str = "bird", *, skip: str | None = None
+) -> ModeResult:
+    """Run the route flow; failures are in the result's ``errors``. ``skip``: why this
+    host cannot run it (no namespaces, no router daemon): a skipped row with the reason."""
+    if skip is not None:
+        return ModeResult(mode="teapot", family="v4", skipped=f"route flow: {skip}")
     workdir.mkdir(parents=True, exist_ok=True)
     group = TeapotGroup(workdir, progress)
     client: Client | None = None
@@ -305,9 +294,10 @@ def run_teapot_route(workdir: Path, progress: Progress, router: str = "bird") ->
             flow = RouteFlow(net, group, client)
             result = flow.result
             flow.run()
-        except LabTimeout as exc:
-            result.errors.append(str(exc))
-            for name in ("manager", "agent", "announcer"):
+        except Exception as exc:  # the lab reports and cleans up whatever went wrong
+            what = str(exc) if isinstance(exc, LabTimeout) else f"{type(exc).__name__}: {exc}"
+            result.errors.append(what)
+            for name in group.names:
                 tail = group.log_tail(name)
                 if tail:
                     result.errors.append(f"{name} log:\n{tail}")
@@ -319,4 +309,4 @@ def run_teapot_route(workdir: Path, progress: Progress, router: str = "bird") ->
     return result
 
 
-__all__ = ["RouteFlow", "TeapotNetwork", "announcer_docs", "run_teapot_route", "unavailable"]
+__all__ = ["RouteFlow", "TeapotNetwork", "announcer_docs", "run_teapot_route"]
