@@ -38,6 +38,7 @@ from teapot_lb.model import (
     parse_large_community,
 )
 from teapot_lb.model.service import LOAD_BALANCER_CLASS
+from teapot_lb.tenancy.hop_health import HopVerdict, live_routes
 from teapot_lb.tenancy.programmed import programmed_routes
 from teapot_lb.tenancy.routes import TenantRoute
 
@@ -170,6 +171,9 @@ class PlanOptions:
     established_peers: Collection[str] | None = None
     load_balancer_class: str = LOAD_BALANCER_CLASS
     handle_unclassed: bool = True
+    # Route mode: what this speaker's probes say of the tenant next hops (a failing hop is
+    # withheld while another hop of its route answers; teapot_lb.tenancy.hop_health).
+    tenant_hops: HopVerdict = field(default_factory=HopVerdict)
 
 
 @dataclass
@@ -606,7 +610,7 @@ def plan(
     planner = _Planner(view, opts)
     tenant_anns: set[Announcement] = set()
     tenant_decisions: list[Decision] = []
-    for route in programmed_routes(view):
+    for route in live_routes(programmed_routes(view), opts.tenant_hops):
         anns, decs = planner.decide_tenant(node, route)
         tenant_anns |= anns
         tenant_decisions.extend(decs)
@@ -691,7 +695,8 @@ def explain_tenant(
     node name then IP. Empty when the request is not Programmed (its conditions say why)
     or what its status says falls outside its Tenant."""
     planner = _Planner(view, options or PlanOptions())
-    routes = [r for r in programmed_routes(view) if r.request == request_key]
+    live = live_routes(programmed_routes(view), planner.options.tenant_hops)
+    routes = [r for r in live if r.request == request_key]
     decisions: list[Decision] = []
     for node in sorted(view.nodes):
         for route in routes:

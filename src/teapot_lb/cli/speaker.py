@@ -16,6 +16,7 @@ from teapot_lb.cli.run import (
     parse_modes,
     service_class_options,
     stop_on_signals,
+    tenant_hop_interval_option,
 )
 from teapot_lb.cluster import Store
 from teapot_lb.controller import ControllerOptions
@@ -28,6 +29,7 @@ from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.speaker.run_marker import RunMarker
 from teapot_lb.speaker.wiring import MODES, build_speaker
+from teapot_lb.tenancy.hop_prober import attach_hop_prober
 
 
 async def run_speaker(
@@ -44,6 +46,8 @@ async def run_speaker(
     restarting = marker.begin()
     store = Store()
     speaker = build_speaker(config, store, restarting=restarting)
+    if tenancy:  # route mode: probe the tenant next hops
+        attach_hop_prober(speaker, config.tenant_hop_interval_s)
     stop = stop or stop_on_signals()
     async with await connect(kubeconfig) as client:
         source = KubeSource(
@@ -124,6 +128,7 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
     help="Teapot management cluster: also announce the TenantLoadBalancers the manager "
     "programmed (route mode: one BGP path per tenant node).",
 )
+@tenant_hop_interval_option
 @service_class_options
 def speaker(
     node: str,
@@ -140,6 +145,7 @@ def speaker(
     load_balancer_class: str,
     class_only: bool,
     tenancy: bool,
+    tenant_hop_interval: float,
 ) -> None:
     """Announce the Service IPs this node should announce (BGP, L2, VIP), from the API.
 
@@ -157,6 +163,7 @@ def speaker(
         keepalived=keepalived,
         metrics_address=metrics_address or None,
         controller=ControllerOptions(load_balancer_class, class_only),
+        tenant_hop_interval_s=tenant_hop_interval,
     )
     asyncio.run(run_speaker(config, kubeconfig, config_namespace or None, tenancy=tenancy))
 
