@@ -400,6 +400,15 @@ def _problems(config: GatewayConfig) -> Iterator[str]:
             for ref in _backend_refs(route):
                 if ref.backend not in backend_names:
                     yield f"{where}: no backend named {ref.backend!r}"
+    http_backends = {r.backend for route in config.http_routes for r in _backend_refs(route)}
+    for field in ("tlsRoutes", "tcpRoutes", "udpRoutes"):
+        for i, route in enumerate(routes[field]):
+            for ref in _backend_refs(route):
+                if ref.backend in http_backends:
+                    yield (
+                        f"{field}[{i}]: backend {ref.backend!r} is also an HTTP route's"
+                        " (a backend speaks HTTP or TCP, not both)"
+                    )
     for name, n in stream_listeners.items():
         if n > 1:
             yield f"listeners ({name}): {n} TCP/UDP routes on one listener (one only)"
