@@ -405,7 +405,7 @@ async def test_haproxy_killed_is_restarted_with_the_last_good_config(world: Worl
         within=15,
         what="haproxy restarted and serving",
     )
-    assert world.haproxy.counters.unexpected_exits >= 1
+    assert world.haproxy.daemon.unexpected_exits >= 1
     await wait_for_async(
         lambda: not Path(f"/proc/{worker}").exists(), within=5, what="the orphaned worker to exit"
     )

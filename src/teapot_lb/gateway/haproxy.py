@@ -14,15 +14,16 @@ import asyncio
 import contextlib
 import os
 import shutil
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from teapot_lb import log
 from teapot_lb.gateway import plan as planning
 from teapot_lb.gateway import render, runtime, slots
 from teapot_lb.gateway.config import Certificate, GatewayConfig, Protocol, problems
+from teapot_lb.gateway.process import Daemon, check_config, until, write_atomic
 
 
 def _log() -> Any:
@@ -93,29 +94,10 @@ class Applied:
 class Counters:
     """Monotonic counters, for metrics and tests."""
 
-    starts: int = 0
     reloads: int = 0
     runtime_actions: int = 0
     refused: int = 0  # configurations not installed (invalid)
-    unexpected_exits: int = 0
     reasons: list[str] = field(default_factory=list)
-
-
-async def _until(check: Callable[[], Awaitable[bool]], *, within: float, what: str) -> None:
-    """Poll an async condition until it holds; TimeoutError naming `what` after `within`."""
-    try:
-        async with asyncio.timeout(within):
-            while not await check():  # noqa: ASYNC110 (HAProxy has no event to wait on)
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise TimeoutError(f"timed out after {within:g} s waiting for {what}") from None
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 class HAProxy:
@@ -136,23 +118,27 @@ class HAProxy:
         self.binary = (
             shutil.which(binary, path="/usr/sbin:/sbin:" + os.environ.get("PATH", "")) or binary
         )
-        self.wrap = list(wrap)  # e.g. ["ip", "netns", "exec", ns]
-        self.backoff_initial_s = backoff_initial_s
-        self.backoff_max_s = backoff_max_s
         self.counters = Counters()
         self.running: render.Rendered | None = None
         self._lock = asyncio.Lock()
-        self._proc: asyncio.subprocess.Process | None = None
-        self._supervisor: asyncio.Task[None] | None = None
-        self._stopping = False
         Path(state_dir).mkdir(parents=True, exist_ok=True)
+        argv = [*wrap, self.binary, "-W", "-S", f"{self.paths.master_socket},mode,600"]
+        self.daemon = Daemon(
+            "haproxy",
+            [*argv, "-f", str(self.paths.config)],
+            Path(self.paths.base) / "haproxy.log",
+            ready=self._answers,
+            before_start=self._remove_sockets,
+            lock=self._lock,
+            backoff_initial_s=backoff_initial_s,
+            backoff_max_s=backoff_max_s,
+        )
 
     # --- public -----------------------------------------------------------------------------
 
     @property
     def master_pid(self) -> int | None:
-        proc = self._proc
-        return proc.pid if proc is not None and proc.returncode is None else None
+        return self.daemon.pid
 
     async def worker_pid(self) -> int:
         """The current worker's pid (`show info` on the admin socket)."""
@@ -202,12 +188,7 @@ class HAProxy:
             return Applied(change)
 
     async def stop(self) -> None:
-        self._stopping = True
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor
-        await self._terminate()
+        await self.daemon.stop()
 
     # --- internals --------------------------------------------------------------------------
 
@@ -221,35 +202,26 @@ class HAProxy:
     ) -> str | None:
         staged = render.render(config, table, self._staging, pems)
         for path, text in staged.files.items():
-            _write_atomic(Path(path), text)
+            write_atomic(Path(path), text)
         for path, pem in staged.certificates.items():
-            _write_atomic(Path(path), pem)
-        proc = await asyncio.create_subprocess_exec(
-            self.binary,
-            "-c",
-            "-q",
-            "-f",
-            str(self._staging.config),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
+            write_atomic(Path(path), pem)
+        error = await check_config(
+            [self.binary, "-c", "-q", "-f", str(self._staging.config)],
+            str(self._staging.base),
+            str(self.paths.base),
         )
-        out, _ = await proc.communicate()
-        if proc.returncode == 0:
-            return None
-        text = out.decode(errors="replace").replace(str(self._staging.base), str(self.paths.base))
-        lines = [line for line in text.splitlines() if "[ALERT]" in line] or text.splitlines()
-        return "haproxy refused the configuration: " + " | ".join(lines[:5])
+        return None if error is None else f"haproxy refused the configuration: {error}"
 
     def _install(self, rendered: render.Rendered) -> None:
         # Certificates first: the crt-lists and the configuration name them.
         for path, pem in rendered.certificates.items():
-            _write_atomic(Path(path), pem)
+            write_atomic(Path(path), pem)
         for path, text in rendered.files.items():
-            _write_atomic(Path(path), text)
+            write_atomic(Path(path), text)
 
     async def _reload_or_start(self) -> None:
         if self.master_pid is None:
-            await self._start()
+            await self.daemon.start()
             return
         before = await self._current_worker()
         await send(self.paths.master_socket, runtime.master("reload"))
@@ -261,87 +233,22 @@ class HAProxy:
                 return now is not None and now != before
             return False
 
-        await _until(reloaded, within=15.0, what="haproxy's new worker")
+        await until(reloaded, within=15.0, what="haproxy's new worker")
 
     async def _current_worker(self) -> int | None:
         text = await send(self.paths.master_socket, runtime.master("show proc", ("#",)))
         return parse_current_worker(text)
 
-    async def _start(self) -> None:
-        logf = self._fresh_start()
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *self.wrap,
-                self.binary,
-                "-W",
-                "-S",
-                f"{self.paths.master_socket},mode,600",
-                "-f",
-                str(self.paths.config),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=logf,
-                stderr=logf,
-                start_new_session=True,
-            )
-        finally:
-            logf.close()
-        self.counters.starts += 1
+    async def _answers(self) -> bool:
+        with contextlib.suppress(OSError, Refused, TimeoutError):
+            await send(self.paths.admin_socket, runtime.show_info())
+            return True
+        return False
 
-        async def answers() -> bool:
-            if self._proc is None or self._proc.returncode is not None:
-                raise Refused(f"haproxy exited at start, see {self.paths.base}/haproxy.log")
-            with contextlib.suppress(OSError, Refused, TimeoutError):
-                await send(self.paths.admin_socket, runtime.show_info())
-                return True
-            return False
-
-        await _until(answers, within=15.0, what="haproxy's admin socket")
-        if self._supervisor is None:
-            self._supervisor = asyncio.create_task(self._supervise())
-
-    def _fresh_start(self) -> IO[bytes]:
-        """Remove stale sockets; open the log the child writes to."""
+    def _remove_sockets(self) -> None:
         for sock in (self.paths.master_socket, self.paths.admin_socket):
             with contextlib.suppress(FileNotFoundError):
                 Path(sock).unlink()
-        return open(self.paths.base / "haproxy.log", "ab")  # the child writes it
-
-    async def _supervise(self) -> None:
-        """Restart HAProxy (same files: the last good configuration) when it dies."""
-        backoff = self.backoff_initial_s
-        while not self._stopping:
-            proc = self._proc
-            if proc is None:
-                return
-            await proc.wait()
-            if self._stopping or proc is not self._proc:
-                continue
-            self.counters.unexpected_exits += 1
-            _log().warning("haproxy exited", code=proc.returncode, restart_in_s=backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.backoff_max_s)
-            async with self._lock:
-                try:
-                    await self._start_again()
-                except (Refused, TimeoutError, OSError) as exc:
-                    _log().error("haproxy restart failed", error=str(exc))
-
-    async def _start_again(self) -> None:
-        self._proc = None
-        await self._start()
-
-    async def _terminate(self) -> None:
-        proc = self._proc
-        if proc is None or proc.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 10.0)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
 
 
 def parse_current_worker(show_proc: str) -> int | None:
