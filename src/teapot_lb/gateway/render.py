@@ -27,6 +27,7 @@ from teapot_lb.gateway.config import (
     BackendRef,
     GatewayConfig,
     HeaderModifier,
+    HTTPRule,
     Listener,
     PathType,
     Protocol,
@@ -263,6 +264,20 @@ def _simple(vhost: routing.VirtualHost) -> bool:
     )
 
 
+def _live(rule: HTTPRule) -> list[BackendRef]:
+    return [r for r in rule.backends if r.weight > 0]
+
+
+def _plain(rule: HTTPRule) -> bool:
+    """A rule that only sends to one backend (no redirect, no header modifier)."""
+    return (
+        rule.redirect is None
+        and rule.request_headers is None
+        and rule.response_headers is None
+        and len(_live(rule)) == 1
+    )
+
+
 def _map_file(rows: list[tuple[str, str]]) -> str:
     return "".join(f"{k} {v}\n" for k, v in rows)
 
@@ -291,21 +306,39 @@ def _http_frontend(
         paths.map(listener.name, "backends"),
     )
     exact = [v for v in vhosts if v.hostname is not None and not hosts.is_wildcard(v.hostname)]
+    # The fast path: an exact host whose one rule sends everything to one backend, with
+    # nothing else to do, is a single lookup: host -> backend.
+    fast = [v for v in exact if _simple(v) and _plain(v.entries[0].rule)]
+    fast_map = paths.map(listener.name, "fast")
+    skip = ""
+    if fast:
+        lines.append(
+            f"    http-request set-var(txn.be) var(txn.host),map_str({quote(str(fast_map))})"
+        )
+        skip = "!{ var(txn.be) -m found }"
+    exact = [v for v in exact if v not in fast]
     if exact:
         lines.append(
-            f"    http-request set-var(txn.vh) var(txn.host),map_str({quote(str(hosts_map))})"
+            _when(
+                f"    http-request set-var(txn.vh) var(txn.host),map_str({quote(str(hosts_map))})",
+                skip,
+            )
         )
-    unset = "!{ var(txn.vh) -m found }"
+    unset = f"!{{ var(txn.vh) -m found }} {skip}".strip()
     for v in vhosts:
-        if v not in exact:
+        if v not in exact and v not in fast:
             host = _host_condition(v)
             lines.append(
                 f"    http-request set-var(txn.vh) str({v.vhost_id}) if {unset} {host}".rstrip()
             )
+    vhosts = [v for v in vhosts if v not in fast]
     simple = [v for v in vhosts if _simple(v)]
     if simple:
         lines.append(
-            f"    http-request set-var(txn.rule) var(txn.vh),map_str({quote(str(rules_map))})"
+            _when(
+                f"    http-request set-var(txn.rule) var(txn.vh),map_str({quote(str(rules_map))})",
+                "{ var(txn.vh) -m found }",
+            )
         )
     unset_rule = "!{ var(txn.rule) -m found }"
     for v in vhosts:
@@ -315,7 +348,7 @@ def _http_frontend(
         for e in v.entries:
             cond = _and([unset_rule, in_vhost, *_match_conditions(e.match)])
             lines.append(f"    http-request set-var(txn.rule) str({e.rule_id}) if {cond}")
-    lines.append(f"    http-request return status 404 if {unset_rule}")
+    lines.append(f"    http-request return status 404 if {f'{unset_rule} {skip}'.strip()}")
     actions: list[str] = []  # HAProxy runs every http-request rule before use_backend
     direct: list[tuple[str, str]] = []
     done: set[str] = set()
@@ -335,17 +368,22 @@ def _http_frontend(
                 continue
             lines += _header_lines("http-request", rule.request_headers, cond)
             lines += _header_lines("http-response", rule.response_headers, cond)
-            live = [r for r in rule.backends if r.weight > 0]
+            live = _live(rule)
             if len(live) == 1:
                 direct.append((e.rule_id, backend_id(live[0].backend)))
                 continue
             for line in _weighted(rule.backends, cond):
                 (actions if line.startswith("    use_backend") else lines).append(line)
+    if fast:
+        lines.append("    use_backend %[var(txn.be)] if { var(txn.be) -m found }")
     lines += actions
     if direct:
         lines.append(f"    use_backend %[var(txn.rule),map_str({quote(str(backends_map))})]")
     lines.append("")
     maps = {
+        str(fast_map): _map_file(
+            [(v.hostname or "", backend_id(_live(v.entries[0].rule)[0].backend)) for v in fast]
+        ),
         str(hosts_map): _map_file([(v.hostname or "", v.vhost_id) for v in exact]),
         str(rules_map): _map_file([(v.vhost_id, v.entries[0].rule_id) for v in simple]),
         str(backends_map): _map_file(direct),
