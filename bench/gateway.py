@@ -27,7 +27,8 @@ third. Phases, in one run:
      2 endpoints each) into the running HAProxy (a reload): pure render time and total.
 
 Last line, JSON: rps_ratio_vs_minimal, rps_ratio_of_medians, rps_ours, rps_minimal,
-p99_ms_ours, p99_ms_minimal,
+p99_ms_ours, p99_ms_minimal, cpu_us_per_request_ours, cpu_us_per_request_minimal (the
+HAProxy worker's CPU time per request: less sensitive to the machine's other load),
 failed_during_churn, reloads_during_churn, endpoint_change_p50_s, endpoint_change_p99_s,
 nginx_failed_during_churn, nginx_reloads_during_churn, nginx_endpoint_change_p50_s,
 cert_rotation_failed, cert_rotation_handshakes, cert_rotations, render_1000_s (render +
@@ -295,11 +296,15 @@ async def phase_rps(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dic
              what="the minimal haproxy")  # fmt: skip
     ours: list[WrkResult] = []
     mins: list[WrkResult] = []
+    cpu: dict[int, list[float]] = {OURS_PORT: [], MINIMAL_PORT: []}
+    workers = {OURS_PORT: await gateway.haproxy.worker_pid(), MINIMAL_PORT: _child(minimal.pid)}
     try:
         for i in range(args.rounds):  # A B, B A, A B, ...: neither side always goes first
             sides = [(ours, OURS_PORT), (mins, MINIMAL_PORT)]
             for results, port in sides if i % 2 == 0 else sides[::-1]:
+                before = _cpu_s(workers[port])
                 results.append(run_wrk(lab, port, args.duration))
+                cpu[port].append((_cpu_s(workers[port]) - before) / results[-1].requests * 1e6)
     finally:
         minimal.terminate()
         minimal.wait(10)
@@ -316,13 +321,36 @@ async def phase_rps(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dic
         "rps_ratio_of_medians": round(rps_ours / rps_min, 3),
         "p99_ms_ours": round(statistics.median(r.p99_ms for r in ours), 2),
         "p99_ms_minimal": round(statistics.median(r.p99_ms for r in mins), 2),
+        "cpu_us_per_request_ours": round(statistics.median(cpu[OURS_PORT]), 2),
+        "cpu_us_per_request_minimal": round(statistics.median(cpu[MINIMAL_PORT]), 2),
         "rps_runs_ours": [round(r.rps) for r in ours],
         "rps_runs_minimal": [round(r.rps) for r in mins],
     }
     print(f"rps: ours {out['rps_runs_ours']} minimal {out['rps_runs_minimal']} "
           f"ratio {out['rps_ratio_vs_minimal']} (of medians {out['rps_ratio_of_medians']});"
-          f" p99 ms ours {out['p99_ms_ours']} minimal {out['p99_ms_minimal']}")  # fmt: skip
+          f" p99 ms ours {out['p99_ms_ours']} minimal {out['p99_ms_minimal']};"
+          f" HAProxy CPU per request µs ours {out['cpu_us_per_request_ours']}"
+          f" minimal {out['cpu_us_per_request_minimal']}")  # fmt: skip
     return out
+
+
+def _child(pid: int) -> int:
+    """The worker of a master-worker HAProxy started as `pid`."""
+    found: list[int] = []
+
+    def one() -> bool:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        found[:] = [int(x) for x in text]
+        return bool(found)
+
+    wait_for(one, timeout=10, what="the minimal haproxy's worker")
+    return found[0]
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _next_endpoints(current: list[str], step: int) -> tuple[list[str], str]:
