@@ -316,7 +316,9 @@ def _http_frontend(
             f"    http-request set-var(txn.be) var(txn.host),map_str({quote(str(fast_map))})"
         )
         skip = "!{ var(txn.be) -m found }"
-    exact = [v for v in exact if v not in fast]
+    fast_ids = {v.vhost_id for v in fast}  # (ids: comparing the dataclasses is slow)
+    exact = [v for v in exact if v.vhost_id not in fast_ids]
+    exact_ids = {v.vhost_id for v in exact}
     if exact:
         lines.append(
             _when(
@@ -326,13 +328,14 @@ def _http_frontend(
         )
     unset = f"!{{ var(txn.vh) -m found }} {skip}".strip()
     for v in vhosts:
-        if v not in exact and v not in fast:
+        if v.vhost_id not in exact_ids and v.vhost_id not in fast_ids:
             host = _host_condition(v)
             lines.append(
                 f"    http-request set-var(txn.vh) str({v.vhost_id}) if {unset} {host}".rstrip()
             )
-    vhosts = [v for v in vhosts if v not in fast]
+    vhosts = [v for v in vhosts if v.vhost_id not in fast_ids]
     simple = [v for v in vhosts if _simple(v)]
+    simple_ids = {v.vhost_id for v in simple}
     if simple:
         lines.append(
             _when(
@@ -342,7 +345,7 @@ def _http_frontend(
         )
     unset_rule = "!{ var(txn.rule) -m found }"
     for v in vhosts:
-        if v in simple:
+        if v.vhost_id in simple_ids:
             continue
         in_vhost = f"{{ var(txn.vh) -m str {v.vhost_id} }}"
         for e in v.entries:
