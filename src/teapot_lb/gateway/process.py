@@ -71,7 +71,10 @@ class Daemon:
         return proc.pid if proc is not None and proc.returncode is None else None
 
     async def start(self) -> None:
-        """Start the daemon and wait until it is ready (DaemonFailed if it exits first)."""
+        """Start the daemon and wait until it is ready (DaemonFailed if it exits first);
+        nothing if it runs already."""
+        if self.pid is not None:
+            return
         self._stopping = False
         logf = self._open_log()
         try:
@@ -116,6 +119,8 @@ class Daemon:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.backoff_max_s)
             async with self.lock:
+                if self._proc is not proc:  # a driver started it meanwhile
+                    continue
                 try:
                     await self.start()
                 except (DaemonFailed, TimeoutError, OSError) as exc:
