@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -109,9 +110,12 @@ class Daemon:
             proc = self._proc
             if proc is None:
                 return
+            started = time.monotonic()
             await proc.wait()
             if self._stopping or proc is not self._proc:
                 continue
+            if time.monotonic() - started > self.backoff_max_s:
+                backoff = self.backoff_initial_s  # it ran well: a new failure starts over
             self.unexpected_exits += 1
             _log().warning(
                 "daemon exited", daemon=self.name, code=proc.returncode, restart_in_s=backoff
