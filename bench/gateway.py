@@ -215,7 +215,7 @@ defaults
     timeout client 60s
     timeout server 60s
 frontend minimal
-    bind {gw}:{port}
+    bind {gw}:{port}{tls}
     default_backend servers
 backend servers
     balance roundrobin
@@ -289,7 +289,7 @@ async def phase_rps(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dic
     base.mkdir()
     servers = "\n".join(f"    server s{i} {a}:{PORT}" for i, a in enumerate(endpoints))
     (base / "haproxy.cfg").write_text(
-        MINIMAL.format(base=base, gw=GW, port=MINIMAL_PORT, servers=servers)
+        MINIMAL.format(base=base, gw=GW, port=MINIMAL_PORT, tls="", servers=servers)
     )
     minimal = lab.gw.popen(
         ["haproxy", "-W", "-f", str(base / "haproxy.cfg")],
@@ -547,22 +547,6 @@ async def phase_cert_rotation(
     return out
 
 
-MINIMAL_TLS = """global
-    stats socket {base}/admin.sock mode 600 level admin
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-frontend minimal_tls
-    bind {gw}:{port} ssl crt {pem} alpn h2,http/1.1
-    default_backend servers
-backend servers
-    balance roundrobin
-{servers}
-"""
-
-
 @dataclass
 class H2Result:
     rps: float
@@ -603,7 +587,9 @@ async def phase_h2(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dict
     pem.write_text(pems[0])
     servers = "\n".join(f"    server s{i} {a}:{PORT}" for i, a in enumerate(endpoints))
     (base / "haproxy.cfg").write_text(
-        MINIMAL_TLS.format(base=base, gw=GW, port=8443, pem=pem, servers=servers)
+        MINIMAL.format(
+            base=base, gw=GW, port=8443, servers=servers, tls=f" ssl crt {pem} alpn h2,http/1.1"
+        )
     )
     minimal = lab.gw.popen(
         ["haproxy", "-W", "-f", str(base / "haproxy.cfg")],
@@ -693,9 +679,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rotation-interval", type=float, default=0.05)
     parser.add_argument("--ingresses", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--h2-rounds", type=int, default=4)
+    parser.add_argument("--h2-requests", type=int, default=40000)
     parser.add_argument(
         "--phases",
-        default="rps,churn,nginx,cert,render",
+        default="rps,churn,nginx,h2,cert,render",
         help="comma-separated phases to run (default: all)",
     )
     args = parser.parse_args(argv)

@@ -152,3 +152,12 @@ def test_metrics_label_each_backend_with_its_owner_and_count_endpoints_up(tmp_pa
     assert f"teapot_lb_gateway_sent_bytes_total{{{labels}}} 200.0" in text
     assert f"teapot_lb_gateway_endpoints_up{{{labels}}} 1.0" in text
     assert 'teapot_lb_gateway_listener_requests_total{listener="web"} 9.0' in text
+
+
+def test_the_example_in_docs_gateway_md_is_a_valid_config() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "gateway.md").read_text()
+    section = doc.split("## The gateway config", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config, found = parse_config(example, "docs/gateway.md")
+    assert found == [] and config is not None
+    assert config.http_routes[0].owner.tenant == "a"
