@@ -218,10 +218,19 @@ def _header_lines(direction: str, modifier: HeaderModifier | None, cond: str) ->
     return lines
 
 
-def _location(redirect: Redirect, listener: Listener) -> str:
-    scheme = redirect.scheme or ("https" if listener.protocol == Protocol.HTTPS else "http")
+_WELL_KNOWN_PORTS = {"http": 80, "https": 443}
+
+
+def location(redirect: Redirect, listener: Listener) -> str:
+    """The Location of a redirect (HTTPRoute RequestRedirect): an unset scheme is the
+    listener's, an unset port the new scheme's well-known one (or, with the scheme unset,
+    the listener's), and a well-known port is not written; unset host and path are the
+    request's."""
+    own = "https" if listener.protocol == Protocol.HTTPS else "http"
+    scheme = redirect.scheme or own
+    number = redirect.port or (_WELL_KNOWN_PORTS[scheme] if redirect.scheme else listener.port)
     host = log_format(redirect.hostname) if redirect.hostname else "%[var(txn.host)]"
-    port = f":{redirect.port}" if redirect.port else ""
+    port = "" if number == _WELL_KNOWN_PORTS[scheme] else f":{number}"
     path = log_format(redirect.path) if redirect.path is not None else "%[pathq]"
     return f"{scheme}://{host}{port}{path}"
 
@@ -367,7 +376,7 @@ def _http_frontend(
             cond = f"{{ var(txn.rule) -m str {e.rule_id} }}"
             rule = e.rule
             if rule.redirect is not None:
-                loc = quote(_location(rule.redirect, listener))
+                loc = quote(location(rule.redirect, listener))
                 lines.append(
                     f"    http-request redirect location {loc} code {rule.redirect.status_code}"
                     f" if {cond}"
