@@ -20,6 +20,8 @@ third. Phases, in one run:
      upstream block of the endpoints, the file rewritten and nginx reloaded (SIGHUP) on
      every change (ingress-nginx itself now moves endpoints through Lua without a reload;
      the issue asks for the reload-per-change comparison).
+  3b. --reloads structural changes (an unrelated Ingress added, removed) under wrk load:
+     seamless reloads (the new worker takes the listening sockets); failed requests.
   4. HTTP/2 over TLS (ALPN h2): h2load (8 clients x 10 streams) through our HTTPS listener
      and through a minimal hand-written TLS HAProxy, alternated; ratio of paired rounds.
   5. certificate rotation under load: 4 client threads open a new TLS connection per
@@ -33,6 +35,7 @@ p99_ms_ours, p99_ms_minimal, cpu_us_per_request_ours, cpu_us_per_request_minimal
 HAProxy worker's CPU time per request: less sensitive to the machine's other load),
 failed_during_churn, reloads_during_churn, endpoint_change_p50_s, endpoint_change_p99_s,
 nginx_failed_during_churn, nginx_reloads_during_churn, nginx_endpoint_change_p50_s,
+failed_during_reloads, requests_during_reloads, reloads,
 h2_rps_ours, h2_rps_minimal, h2_rps_ratio_vs_minimal, h2_failed_ours, h2_failed_minimal,
 cert_rotation_failed, cert_rotation_handshakes, cert_rotations, render_1000_s (render +
 apply), render_only_1000_s, changes, cpus.
@@ -399,6 +402,33 @@ async def phase_churn_ours(lab: Lab, gateway: Gateway, args: argparse.Namespace)
     return out
 
 
+async def phase_reloads(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
+    """Structural changes (an unrelated Ingress added, then removed) under load: each is a
+    seamless reload; failed requests counted."""
+    current = BACKENDS[:4]
+    base = gateway_config(current, args.ingresses_rps)
+    extra = gateway_config(current, args.ingresses_rps + 1)
+    await gateway.apply(base)
+    reloads = gateway.haproxy.counters.reloads
+    load = Background(lab, OURS_PORT)
+    t0 = time.monotonic()
+    try:
+        for step in range(args.reloads):
+            applied = await gateway.apply(extra if step % 2 == 0 else base)
+            assert applied.change.reload and not applied.errors, applied
+            await asyncio.sleep(args.reload_interval)
+    finally:
+        result = load.stop()
+    out = {
+        "failed_during_reloads": result.failed,
+        "requests_during_reloads": result.requests,
+        "reloads": gateway.haproxy.counters.reloads - reloads,
+    }
+    print(f"reloads under load: {out['reloads']} reloads in {time.monotonic() - t0:.1f} s, "
+          f"{result.requests} requests, {result.failed} failed")  # fmt: skip
+    return out
+
+
 def _nginx_ingress_conf(base: Path, endpoints: Sequence[str]) -> str:
     upstream = " ".join(f"server {a}:{PORT};" for a in endpoints)
     body = (
@@ -651,6 +681,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results |= await phase_rps(lab, gateway, args)
             if "churn" in args.phases:
                 results |= await phase_churn_ours(lab, gateway, args)
+            if "reloads" in args.phases:
+                results |= await phase_reloads(lab, gateway, args)
             if "nginx" in args.phases:
                 results |= phase_churn_nginx(lab, args)
             if "h2" in args.phases:
@@ -679,11 +711,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rotation-interval", type=float, default=0.05)
     parser.add_argument("--ingresses", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--reloads", type=int, default=50)
+    parser.add_argument("--reload-interval", type=float, default=0.2)
     parser.add_argument("--h2-rounds", type=int, default=4)
     parser.add_argument("--h2-requests", type=int, default=40000)
     parser.add_argument(
         "--phases",
-        default="rps,churn,nginx,h2,cert,render",
+        default="rps,churn,reloads,nginx,h2,cert,render",
         help="comma-separated phases to run (default: all)",
     )
     args = parser.parse_args(argv)
@@ -691,6 +725,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.quick:
         args.duration, args.rounds, args.changes, args.rotations = 2.0, 1, 50, 10
         args.ingresses, args.h2_rounds, args.h2_requests = 100, 2, 5000
+        args.reloads = 10
     reason = netns_available()
     if reason:
         sys.exit(f"gateway bench: {reason}")

@@ -136,6 +136,9 @@ def _global(paths: Paths) -> list[str]:
         "    timeout tunnel 1h",
         "    retries 3",
         "    option redispatch 1",
+        # On a reload the old worker answers one more request on each idle keep-alive
+        # connection, with `Connection: close`, instead of closing it under the client.
+        "    option idle-close-on-response",
         "    default-server init-addr none",
         "",
     ]
