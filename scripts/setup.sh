@@ -13,6 +13,7 @@ SYSTEM_PACKAGES=(
   python3-venv
   mmdebstrap umoci
   ovn-central ovn-host openvswitch-switch ethtool
+  libnginx-mod-stream wrk nghttp2-client
 )
 
 missing=()
