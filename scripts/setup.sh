@@ -12,6 +12,7 @@ SYSTEM_PACKAGES=(
   prometheus chromium
   python3-venv
   mmdebstrap umoci
+  libnginx-mod-stream wrk nghttp2-client
 )
 
 missing=()
