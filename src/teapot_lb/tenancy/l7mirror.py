@@ -78,6 +78,9 @@ MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 AGENT = "lb.teapot.io/tenant-agent"
 LABEL_BACKENDS = "lb.teapot.io/backends"
 ANNOTATION_DIGEST = "lb.teapot.io/mirror-digest"
+# On mirrored EndpointSlices: the Service's ports (JSON list of name, port, protocol), so
+# that a reference to a Service port number finds the endpoints' port of the same name.
+ANNOTATION_SERVICE_PORTS = "lb.teapot.io/service-ports"
 # Written by the gateway's reconcile on a refused mirrored Ingress (Ingress status has no
 # conditions): "Reason: message". The agent keeps it and tells the tenant by an Event.
 ANNOTATION_REFUSED = "gateway.lb.teapot.io/refused"
@@ -177,6 +180,7 @@ class _Builder:
         self.mirror = Mirror()
         self.services: set[tuple[str, str]] = set()
         self.secrets: set[tuple[str, str]] = set()
+        self.annotations: dict[str, str] = {}
 
     def labels(self, source_ns: str, source_name: str) -> dict[str, str]:
         return {
@@ -248,6 +252,11 @@ class _Builder:
             MCS_SERVICE_NAME: service_name,
             MANAGED_BY: AGENT,
         }
+        ports = [
+            {"name": p.name or "", "port": p.port, "protocol": p.protocol.value}
+            for p in service.spec.ports
+        ]
+        self.annotations = {ANNOTATION_SERVICE_PORTS: json.dumps(ports, separators=(",", ":"))}
         ready_nodes: set[str] = set()
         for _key, raw in sorted(self.cluster.of(ENDPOINT_SLICES).items()):
             meta = raw.get("metadata", {})
@@ -273,6 +282,7 @@ class _Builder:
                         "name": mirrored_name(self.name, ns, meta["name"]),
                         "namespace": self.namespace,
                         "labels": {**labels, LABEL_BACKENDS: GatewayBackends.POD_IPS.value},
+                        "annotations": dict(self.annotations),
                     },
                     "addressType": raw.get("addressType", "IPv4"),
                     "endpoints": endpoints,
@@ -312,6 +322,7 @@ class _Builder:
                         "name": mirrored_name(self.name, service.namespace, suffix),
                         "namespace": self.namespace,
                         "labels": {**labels, LABEL_BACKENDS: GatewayBackends.NODE_PORTS.value},
+                        "annotations": dict(self.annotations),
                     },
                     "addressType": family,
                     "endpoints": endpoints,
@@ -473,6 +484,7 @@ __all__ = [
     "AGENT",
     "ANNOTATION_DIGEST",
     "ANNOTATION_REFUSED",
+    "ANNOTATION_SERVICE_PORTS",
     "LABEL_BACKENDS",
     "MCS_SERVICE_NAME",
     "MCS_SOURCE_CLUSTER",

@@ -57,9 +57,11 @@ MAX_HOSTNAMES = 32
 MAX_RULES = 64
 MAX_PATHS = 128
 MAX_LISTENERS = 32
-# Ports shared by hostname (every tenant's HTTP on 80, HTTPS and TLS on 443); any other
-# (port, protocol) is the one tenant's, counted against its `quotas.ports`.
-SHARED_PORTS = {ListenerProtocol.HTTP: 80, ListenerProtocol.HTTPS: 443, ListenerProtocol.TLS: 443}
+# Ports shared by hostname: every tenant's HTTP on 80, HTTPS (terminated) on 443, TLS
+# passthrough (by SNI) on 8443 — the data plane has one listener per IP:port, so
+# passthrough cannot share 443 with termination yet. Any other (port, protocol) is the
+# one tenant's, counted against its `quotas.ports`.
+SHARED_PORTS = {ListenerProtocol.HTTP: 80, ListenerProtocol.HTTPS: 443, ListenerProtocol.TLS: 8443}
 
 
 class L7Rule(StrEnum):
@@ -578,7 +580,9 @@ def _theft_refusals(obj: L7Object, tenant: Tenant, world: L7World) -> list[L7Ref
             ports.update(_exclusive_ports(other))
     out = []
     for where, host in claimed_hostnames(obj):
-        if host and host in held:
+        # A name outside the tenant's domains is refused as such: whether another tenant
+        # serves it is none of this tenant's business.
+        if host and host in held and hostname_refusal(host, tenant, where) is None:
             out.append(
                 L7Refusal(
                     L7Rule.HOSTNAME_TAKEN,

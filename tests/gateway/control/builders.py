@@ -134,3 +134,44 @@ def make_certificate(directory: Path, cn: str) -> tuple[bytes, bytes]:
 
 def secret_key(tenant_name: str, name: str, cluster: str = "c1") -> str:
     return f"{TENANTS[tenant_name]['namespace']}/{mirrored_name(cluster, 'web', name)}"
+
+
+def mirrored_slice(
+    tenant_name: str,
+    service: str,
+    addresses: list[str],
+    *,
+    mode: str = "NodePorts",
+    port: int = 30080,
+    service_port: int = 80,
+    name: str = "http",
+) -> dict[str, Any]:
+    """A mirrored EndpointSlice of Service web/`service` (cluster c1), as the agent writes it."""
+    from teapot_lb.tenancy.l7mirror import (
+        ANNOTATION_SERVICE_PORTS,
+        LABEL_BACKENDS,
+        MCS_SERVICE_NAME,
+        MCS_SOURCE_CLUSTER,
+    )
+
+    ports = f'[{{"name":"{name}","port":{service_port},"protocol":"TCP"}}]'
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": mirrored_name("c1", "web", f"{service}-{mode.lower()}"),
+            "namespace": TENANTS[tenant_name]["namespace"],
+            "labels": {
+                LABEL_CLUSTER: "c1",
+                LABEL_SOURCE_NAMESPACE: "web",
+                LABEL_SOURCE_NAME: service,
+                MCS_SOURCE_CLUSTER: "c1",
+                MCS_SERVICE_NAME: service,
+                LABEL_BACKENDS: mode,
+            },
+            "annotations": {ANNOTATION_SERVICE_PORTS: ports},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [a], "conditions": {"ready": True}} for a in addresses],
+        "ports": [{"name": name, "port": port, "protocol": "TCP"}],
+    }
