@@ -132,7 +132,9 @@ class TenantWorld:
 
 @contextlib.asynccontextmanager
 async def tenant_world(tmp: Path, *seed: dict[str, Any]) -> AsyncIterator[TenantWorld]:
-    management = FakeApiServer(bookmark_interval=0.5, seed_namespaces=("default", CONFIG_NS, NS))
+    management = FakeApiServer(
+        bookmark_interval=0.5, seed_namespaces=("default", CONFIG_NS, NS, "tenant-bolt")
+    )
     await management.start()
     tenant = FakeApiServer(bookmark_interval=0.5, seed_namespaces=("default", "web"))
     await tenant.start()
