@@ -61,8 +61,8 @@ OBJECT_RESOURCES: tuple[Resource, ...] = (INGRESSES, GATEWAYS, *ROUTES)
 
 class GatewayControl:
     """`addresses`: the gateway's IPs (what Ingresses and Gateways are given);
-    `on_config`: called with every new config (the data plane's apply); `statuses`: write
-    status and Events (one replica does, when several run)."""
+    `on_config`: called with every new config (the data plane's apply); `statuses`: whether
+    to write status and Events now (one replica does when several run: the leader's)."""
 
     def __init__(
         self,
@@ -70,7 +70,7 @@ class GatewayControl:
         addresses: Sequence[IPAddress],
         *,
         on_config: Callable[[GatewayConfig], Awaitable[None]] | None = None,
-        statuses: bool = True,
+        statuses: Callable[[], bool] = lambda: True,
         gateway_api: bool = True,
         watch_timeout_s: float = 300.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -155,7 +155,7 @@ class GatewayControl:
                 backends=len(result.config.backends),
                 http_routes=len(result.config.http_routes),
             )
-        if not self.statuses:
+        if not self.statuses():
             return
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         for outcome in result.results.values():

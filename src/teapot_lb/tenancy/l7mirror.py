@@ -153,6 +153,10 @@ def current_digest(body: KubeObject | None) -> str | None:
 
 
 def _parsed(raw: KubeObject) -> Any:
+    """The typed object, or None when it does not parse or is a mirror itself (a tenant
+    cluster that is also a management cluster must not mirror its mirrors)."""
+    if LABEL_CLUSTER in ((raw.get("metadata") or {}).get("labels") or {}):
+        return None
     obj, problems = parse_object(raw, ignore_unknown_kinds=True)
     return None if problems else obj
 

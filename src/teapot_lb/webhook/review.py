@@ -7,13 +7,16 @@ unrelated broken object does not block this change). Deletions are always admitt
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from teapot_lb.model import GROUP, ApiObject, Problem, parse_object
 from teapot_lb.validation import validate_change
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
+# The gateway's kinds (Ingress, Gateway API): vetted by the `l7` check when one is given.
+L7_GROUPS = frozenset({"networking.k8s.io", "gateway.networking.k8s.io"})
+L7Check = Callable[[ApiObject], list[Problem]]
 
 
 class BadReview(ValueError):
@@ -37,12 +40,16 @@ def denial_message(problems: Iterable[Problem]) -> str:
 
 
 def review(
-    body: object, existing: Iterable[ApiObject], config_namespace: str | None = None
+    body: object,
+    existing: Iterable[ApiObject],
+    config_namespace: str | None = None,
+    l7: L7Check | None = None,
 ) -> tuple[dict[str, Any], str, bool]:
     """The AdmissionReview answering `body`, the kind reviewed and whether it was allowed.
 
     With `config_namespace`, an object created elsewhere is admitted with a warning
-    (kubectl prints it) that the controller will not read it. Raises BadReview when
+    (kubectl prints it) that the controller will not read it. With `l7`, Ingresses and
+    Gateway API objects are vetted by it (the gateway's rules). Raises BadReview when
     `body` is not an AdmissionReview request.
     """
     if not isinstance(body, Mapping) or body.get("kind") != "AdmissionReview":
@@ -54,13 +61,20 @@ def review(
     kind_info = request.get("kind") if isinstance(request.get("kind"), Mapping) else {}
     kind = str(kind_info.get("kind", "")) if isinstance(kind_info, Mapping) else ""
     group = str(kind_info.get("group", "")) if isinstance(kind_info, Mapping) else ""
-    if request.get("operation") not in ("CREATE", "UPDATE") or group != GROUP:
+    ours = group == GROUP or (l7 is not None and group in L7_GROUPS)
+    if request.get("operation") not in ("CREATE", "UPDATE") or not ours:
         return _response(uid, True), kind, True
     obj = request.get("object")
     if not isinstance(obj, Mapping):
         raise BadReview("a CREATE or UPDATE review needs the object")
     document = _with_identity(obj, request)
     parsed, problems = parse_object(document)
+    if l7 is not None and group in L7_GROUPS:
+        if parsed is not None and not problems:
+            problems = l7(parsed)
+        if problems:
+            return _response(uid, False, denial_message(problems)), kind, False
+        return _response(uid, True), kind, True
     if parsed is not None and not problems:
         problems = validate_change(parsed, existing)
     if problems:
