@@ -75,7 +75,8 @@ from teapot_lb.tenancy.request import LABEL_CLUSTER
 MCS_SOURCE_CLUSTER = "multicluster.kubernetes.io/source-cluster"
 MCS_SERVICE_NAME = "multicluster.kubernetes.io/service-name"
 MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
-AGENT = "lb.teapot.io/tenant-agent"
+# A label value: no "/" (the EndpointSlice controller itself is endpointslice-controller.k8s.io).
+AGENT = "tenant-agent.lb.teapot.io"
 LABEL_BACKENDS = "lb.teapot.io/backends"
 ANNOTATION_DIGEST = "lb.teapot.io/mirror-digest"
 # On mirrored EndpointSlices: the Service's ports (JSON list of name, port, protocol), so
