@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from needs import require_binary
-from teapot_lb.gateway import plan, render, runtime, slots
+from teapot_lb.gateway import nginx, plan, render, runtime, slots
 from teapot_lb.gateway.config import (
     Certificate,
     Endpoint,
@@ -203,3 +203,21 @@ def test_show_stat_rows_carry_requests_errors_and_bytes() -> None:
     rows = runtime.parse_stat(csv)
     assert (rows[0].requests, rows[0].errors, rows[0].bytes_out) == (7, 1, 20)
     assert (rows[1].requests, rows[1].errors) == (4, 2)
+
+
+def _udp_config(*endpoints: tuple[str, int]) -> GatewayConfig:
+    return GatewayConfig(
+        listeners=(listener("dns", 5353, Protocol.UDP),),
+        backends=(backend("udpecho", *endpoints),),
+        udp_routes=(StreamRoute(listeners=("dns",), backends=({"backend": "udpecho"},)),),
+    )
+
+
+def test_the_rendered_stream_config_lists_ready_endpoints_with_their_weight() -> None:
+    cfg = _udp_config(("198.51.100.2", 53), ("198.51.100.3", 53))
+    text = nginx.render(cfg, nginx.NginxPaths(Path("/run/x")), None)
+    assert "listen 192.0.2.10:5353 udp reuseport;" in text
+    assert "server 198.51.100.2:53 weight=1;" in text
+    assert "load_module" not in text
+    empty = nginx.render(_udp_config(), nginx.NginxPaths(Path("/run/x")), None)
+    assert "server 127.0.0.1:1 down;" in empty

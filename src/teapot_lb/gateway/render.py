@@ -119,7 +119,6 @@ def _global(paths: Paths) -> list[str]:
         " expose-fd listeners",
         "    stats timeout 30s",
         f"    pidfile {quote(str(paths.pid_file))}",
-        "    maxconn 50000",
         "    hard-stop-after 30s",
         "    ssl-default-bind-options ssl-min-ver TLSv1.2",
         "    tune.ssl.default-dh-param 2048",
@@ -274,6 +273,7 @@ def _http_frontend(config: GatewayConfig, listener: Listener, paths: Paths) -> l
             cond = _and([unset_rule, in_vhost, *_match_conditions(e.match)])
             lines.append(f"    http-request set-var(txn.rule) str({e.rule_id}) if {cond}")
     lines.append(f"    http-request return status 404 if {unset_rule}")
+    actions: list[str] = []  # HAProxy runs every http-request rule before use_backend
     done: set[str] = set()
     for v in vhosts:
         for e in v.entries:
@@ -291,7 +291,9 @@ def _http_frontend(config: GatewayConfig, listener: Listener, paths: Paths) -> l
                 continue
             lines += _header_lines("http-request", rule.request_headers, cond)
             lines += _header_lines("http-response", rule.response_headers, cond)
-            lines += _weighted(rule.backends, cond)
+            for line in _weighted(rule.backends, cond):
+                (actions if line.startswith("    use_backend") else lines).append(line)
+    lines += actions
     lines.append("")
     return lines
 

@@ -57,6 +57,12 @@ def _certificate(action: SetCertificate) -> list[Command]:
     ]
 
 
+def master(text: str, ok: tuple[str, ...] = ("",)) -> Command:
+    """A command for the master CLI (`-S`), which keeps the connection open after an
+    answer unless told to `quit`."""
+    return Command(f"{text};quit", ok)
+
+
 def show_stat() -> Command:
     """`show stat` as CSV (metrics, readiness of servers)."""
     return Command("show stat", ("#",))
