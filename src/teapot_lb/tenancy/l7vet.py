@@ -22,7 +22,9 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
+from functools import cached_property
 
 from teapot_lb.model.common import ObjectRef, creation_order, dump
 from teapot_lb.model.gateway_api import (
@@ -113,6 +115,46 @@ class L7World:
     objects: Sequence[L7Object] = ()
     secrets: Mapping[str, Mapping[str, bytes]] | None = None
     check_certificate: CertificateCheck = field(default=certificate_problem)
+
+    @cached_property
+    def claims(self) -> _Claims:
+        """Who serves which hostname and exclusive port, oldest first (built once)."""
+        namespaces = {t.spec.namespace for t in self.tenants}
+        claims = _Claims()
+        for obj in self.objects:
+            if not served_here(obj) or obj.metadata.namespace not in namespaces:
+                continue
+            entry = (creation_order(obj), obj.metadata.namespace or "", obj.ref)
+            for _, host in claimed_hostnames(obj):
+                if host:
+                    claims.hosts.setdefault(host, []).append(entry)
+            if isinstance(obj, Gateway):
+                for port in _exclusive_ports(obj):
+                    claims.ports.setdefault(port, []).append(entry)
+        for entries in (*claims.hosts.values(), *claims.ports.values()):
+            entries.sort()
+        return claims
+
+
+_Claim = tuple[tuple[datetime, str, str], str, ObjectRef]
+
+
+@dataclass
+class _Claims:
+    hosts: dict[str, list[_Claim]] = field(default_factory=dict)
+    ports: dict[tuple[int, str], list[_Claim]] = field(default_factory=dict)
+
+
+def _older_elsewhere(
+    entries: list[_Claim], mine: tuple[datetime, str, str], namespace: str
+) -> bool:
+    """Whether an object of another namespace (tenant) claimed this before `mine`."""
+    for order, ns, _ in entries:
+        if order >= mine:
+            return False
+        if ns != namespace:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -557,32 +599,20 @@ def _tenant_of_object(obj: L7Object, tenants: Sequence[Tenant]) -> Tenant | L7Re
     return owner
 
 
-def _is_ours(obj: L7Object, world: L7World) -> bool:
-    namespace = obj.metadata.namespace
-    return served_here(obj) and any(t.spec.namespace == namespace for t in world.tenants)
-
-
 def _theft_refusals(obj: L7Object, tenant: Tenant, world: L7World) -> list[L7Refusal]:
     """Hostnames (and exclusive ports) served for another tenant by an older object."""
     mine = creation_order(obj)
-    held: set[str] = set()
-    ports: set[tuple[int, str]] = set()
-    for other in world.objects:
-        if (
-            other.ref == obj.ref
-            or other.metadata.namespace == tenant.spec.namespace
-            or not _is_ours(other, world)
-            or creation_order(other) >= mine
-        ):
-            continue
-        held.update(host for _, host in claimed_hostnames(other) if host)
-        if isinstance(other, Gateway):
-            ports.update(_exclusive_ports(other))
+    namespace = tenant.spec.namespace
+    claims = world.claims
     out = []
     for where, host in claimed_hostnames(obj):
         # A name outside the tenant's domains is refused as such: whether another tenant
         # serves it is none of this tenant's business.
-        if host and host in held and hostname_refusal(host, tenant, where) is None:
+        if (
+            host
+            and _older_elsewhere(claims.hosts.get(host, []), mine, namespace)
+            and hostname_refusal(host, tenant, where) is None
+        ):
             out.append(
                 L7Refusal(
                     L7Rule.HOSTNAME_TAKEN,
@@ -592,9 +622,10 @@ def _theft_refusals(obj: L7Object, tenant: Tenant, world: L7World) -> list[L7Ref
                 )
             )
     if isinstance(obj, Gateway):
+        exclusive = _exclusive_ports(obj)
         for i, listener in enumerate(obj.spec.listeners):
             key = (listener.port, listener.protocol)
-            if key in ports and key in _exclusive_ports(obj):
+            if key in exclusive and _older_elsewhere(claims.ports.get(key, []), mine, namespace):
                 out.append(
                     L7Refusal(
                         L7Rule.PORT_TAKEN,
