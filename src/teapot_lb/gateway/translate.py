@@ -192,6 +192,10 @@ class _Build:
     # ----- certificates
 
     def certificate(self, obj: L7Object, secret: str, hostnames: Iterable[str]) -> str | None:
+        """The certificate of a Secret of `obj`'s, offered for `hostnames` (added to those
+        it has); None when the Secret is not synced. With no hostnames it is only looked
+        up: a tenant's certificate is offered for the names it was vetted for, never for
+        whatever its SANs say (which could name another tenant's hostname)."""
         source = source_of(obj)
         namespace = obj.metadata.namespace or ""
         mirror = mirrored_name(source.cluster, source.namespace, secret)
@@ -201,6 +205,8 @@ class _Build:
         name = config_name(namespace, mirror)
         known = self.certificates.get(name)
         names = tuple(sorted({*(known.hostnames if known else ()), *hostnames}))
+        if not names:
+            return name
         self.certificates[name] = Certificate(
             name=name,
             hostnames=names,
@@ -478,6 +484,9 @@ def _attach(
                 continue
             listeners += _config_listeners(build, listener)
             served_hosts += met
+            if listener.protocol == ListenerProtocol.HTTPS and listener.tls is not None:
+                for ref in listener.tls.certificate_refs:
+                    build.certificate(gw, ref.name, met)
             gw_result.listeners[listener.name].attached += 1
         if not listeners:
             pr.conditions.append(
@@ -634,26 +643,27 @@ def translate(
             _http_route(build, obj, owner, gateways, result)
         else:
             _stream_route(build, obj, owner, gateways, result)
+    certs = tuple(sorted(build.certificates))
+    # HTTPS listeners offer every certificate (SNI picks); without any there is no HTTPS.
+    listeners = {
+        name: x.model_copy(update={"certificates": certs}) if x.protocol is Protocol.HTTPS else x
+        for name, x in build.listeners.items()
+        if x.protocol is not Protocol.HTTPS or certs
+    }
+    http_routes = [
+        r.model_copy(update={"listeners": kept})
+        for r in build.http_routes
+        if (kept := tuple(n for n in r.listeners if n in listeners))
+    ]
     config = GatewayConfig(
-        listeners=tuple(build.listeners.values()),
+        listeners=tuple(listeners.values()),
         certificates=tuple(build.certificates.values()),
         backends=tuple(build.backends.values()),
-        http_routes=tuple(build.http_routes),
+        http_routes=tuple(http_routes),
         tls_routes=tuple(build.tls_routes),
         tcp_routes=tuple(build.tcp_routes),
         udp_routes=tuple(build.udp_routes),
     )
-    https = [name for name, x in build.listeners.items() if x.protocol is Protocol.HTTPS]
-    if https:
-        certs = tuple(sorted(build.certificates))
-        config = config.model_copy(
-            update={
-                "listeners": tuple(
-                    x.model_copy(update={"certificates": certs}) if x.name in https else x
-                    for x in config.listeners
-                )
-            }
-        )
     return Translation(config, results, tuple(addresses))
 
 

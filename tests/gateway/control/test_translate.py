@@ -5,6 +5,7 @@ mirrored EndpointSlices, refused objects left out, and each object's result."""
 from __future__ import annotations
 
 from ipaddress import ip_address
+from pathlib import Path
 from typing import Any
 
 from teapot_lb.gateway import routing
@@ -20,8 +21,10 @@ from .builders import (
     http_route,
     ingress,
     listener,
+    make_certificate,
     mirrored_slice,
     route,
+    secret_key,
     tenant,
 )
 
@@ -200,3 +203,23 @@ def test_routes_attach_to_listeners_or_say_why_not() -> None:
     (tcp,) = result.config.tcp_routes
     (tcp_listener,) = [x for x in result.config.listeners if x.name in tcp.listeners]
     assert (tcp_listener.port, tcp_listener.protocol) == (5432, Protocol.TCP)
+
+
+def test_a_gateway_certificate_is_offered_only_for_the_hostnames_routed_through_it(
+    tmp_path: Path,
+) -> None:
+    cert, key = make_certificate(tmp_path, "store.acme.example")
+    gw = gateway(
+        "acme", "gw", [listener("https", "HTTPS", 443, tls={"certificateRefs": [{"name": "tls"}]})]
+    )
+    store = http_route("acme", "store", ["store.acme.example"], age=1)
+    secrets = {secret_key("acme", "tls"): {"tls.crt": cert, "tls.key": key}}
+    tenants = [tenant("acme"), tenant("bolt")]
+    alone = translate(L7World(tenants, [gw], secrets), slices(), [GATEWAY])
+    # No route yet: no hostname vetted for the certificate, so it is not offered at all.
+    assert alone.config.certificates == () and problems(alone.config) == []
+    assert not [x for x in alone.config.listeners if x.protocol is Protocol.HTTPS]
+    routed = translate(L7World(tenants, [gw, store], secrets), slices(), [GATEWAY])
+    (certificate,) = routed.config.certificates
+    assert certificate.hostnames == ("store.acme.example",)
+    assert problems(routed.config) == []
