@@ -70,6 +70,8 @@ def review(
     document = _with_identity(obj, request)
     parsed, problems = parse_object(document)
     if l7 is not None and group in L7_GROUPS:
+        if _only_gateway_notes(obj, request.get("oldObject")):
+            return _response(uid, True), kind, True
         if parsed is not None and not problems:
             problems = l7(parsed)
         if problems:
@@ -87,6 +89,28 @@ def review(
             f" this one in {namespace!r} has no effect"
         )
     return _response(uid, True, warnings=warnings), kind, True
+
+
+_GATEWAY_NOTES = "gateway.lb.teapot.io/"
+
+
+def _only_gateway_notes(obj: Mapping[str, Any], old: object) -> bool:
+    """An update that changes only the gateway's own annotations (the refusal it notes on
+    an Ingress): admitted as it is, or the gateway could not tell a refused object why."""
+    if not isinstance(old, Mapping):
+        return False
+
+    def content(body: Mapping[str, Any]) -> dict[str, Any]:
+        meta = body.get("metadata") or {}
+        annotations = {
+            k: v
+            for k, v in (meta.get("annotations") or {}).items()
+            if not k.startswith(_GATEWAY_NOTES)
+        }
+        rest = {k: v for k, v in body.items() if k not in ("metadata", "status")}
+        return {**rest, "labels": meta.get("labels") or {}, "annotations": annotations}
+
+    return content(obj) == content(old)
 
 
 def _with_identity(obj: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:

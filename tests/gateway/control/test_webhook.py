@@ -3,6 +3,7 @@ vetted by the gateway's check when one is given, and answered with object, field
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from teapot_lb.model import ApiObject
@@ -64,3 +65,16 @@ def test_an_object_that_does_not_parse_is_denied_naming_the_field() -> None:
         admission_review(broken, "networking.k8s.io", "Ingress"), [], l7=check
     )
     assert not allowed and "pathType" in answer["response"]["status"]["message"]
+
+
+def test_the_gateways_own_refusal_note_on_a_refused_ingress_is_admitted() -> None:
+    theft = ingress_body("bolt", "evil", "www.apps.example", age=9)
+    noted = json.loads(json.dumps(theft))
+    noted["metadata"]["annotations"]["gateway.lb.teapot.io/refused"] = "HostnameTaken: ..."
+    body = admission_review(noted, "networking.k8s.io", "Ingress")
+    body["request"]["operation"] = "UPDATE"
+    body["request"]["oldObject"] = theft
+    assert review(body, [], l7=check)[2]
+    # Any other change of the refused object is vetted again (and refused).
+    noted["metadata"]["annotations"]["team"] = "x"
+    assert not review(body, [], l7=check)[2]
