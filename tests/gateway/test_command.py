@@ -96,7 +96,9 @@ def test_the_command_serves_the_file_follows_its_changes_and_reports_metrics(
     try:
         wait_for(lambda: _get(base + "/readyz")[0] == 200, timeout=15, what="gateway ready")
         assert lab.served_by("/", "shop.example") == "one"
-        config.write_text(dump_config(_config(("198.51.100.3", 8080))))
+        staged = lab.work / "gateway.json.new"
+        staged.write_text(dump_config(_config(("198.51.100.3", 8080))))
+        staged.replace(config)  # as an operator (or a ConfigMap mount) replaces it
         wait_for(
             lambda: lab.served_by("/", "shop.example") == "two",
             timeout=15,
@@ -118,3 +120,8 @@ def test_the_command_serves_the_file_follows_its_changes_and_reports_metrics(
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
     assert lab.gateway.run("sh", "-c", "pgrep -x haproxy || true").strip() == ""
+
+
+def test_an_empty_file_is_refused_not_served_as_nothing() -> None:
+    config, found = parse_config("  \n", "gw.yaml")
+    assert config is None and found == ["gw.yaml: empty (to serve nothing, write {})"]

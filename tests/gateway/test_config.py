@@ -10,6 +10,7 @@ from teapot_lb.gateway.config import (
     BackendRef,
     Certificate,
     GatewayConfig,
+    HeaderMatch,
     HTTPRoute,
     HTTPRule,
     Listener,
@@ -103,3 +104,22 @@ def test_wildcard_hostnames_follow_each_api(
 ) -> None:
     assert matches(pattern, host, RouteSemantics.INGRESS) is ingress
     assert matches(pattern, host, RouteSemantics.HTTP_ROUTE) is route
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "X-A", "value": "line\n    option httpclose"},
+        {"name": "X-A#x", "value": "v"},
+        {"name": "X-A'", "value": "v"},
+    ],
+)
+def test_a_header_that_could_start_a_new_configuration_line_is_refused(body: dict) -> None:
+    with pytest.raises(ValidationError):
+        HeaderMatch.model_validate(body)
+
+
+def test_hostnames_are_dns_names_or_wildcards() -> None:
+    HTTPRoute(listeners=("web",), hostnames=("*.a.example", "B.example"))
+    with pytest.raises(ValidationError):
+        HTTPRoute(listeners=("web",), hostnames=("a.example v0",))

@@ -28,6 +28,7 @@ from teapot_lb.gateway.config import (
     HeaderMatch,
     HeaderModifier,
     HeaderValue,
+    HealthCheck,
     HTTPRoute,
     HTTPRule,
     Owner,
@@ -187,6 +188,12 @@ def base_config(
             backend("proxied", ("198.51.100.5", 8080), proxy_protocol=True),
             backend("passthrough", ("198.51.100.6", 8443)),
             backend("tcpecho", ("198.51.100.7", 5000)),
+            backend(
+                "checked",
+                ECHO,
+                ("198.51.100.8", 8080),  # nothing listens on .8
+                health_check=HealthCheck(interval_ms=200, rise=1, fall=1, http_path="/healthz"),
+            ),
         ),
         http_routes=(
             *_doc_routes(),
@@ -194,6 +201,7 @@ def base_config(
             ingress("a", "a.example", [(PathType.PREFIX, "/", "echo")], ("web", "tls"), "a"),
             ingress("b", "b.example", [(PathType.PREFIX, "/", "tenant-b")], ("web", "tls"), "b"),
             ingress("p", "proxied.example", [(PathType.PREFIX, "/", "proxied")]),
+            ingress("c", "checked.example", [(PathType.PREFIX, "/", "checked")]),
         ),
         tls_routes=(
             TLSRoute(
@@ -258,6 +266,22 @@ async def test_forwarded_for_and_proxy_protocol_v2_carry_the_client_address(worl
     assert echo["headers"]["x-forwarded-for"] == CLIENT
     proxied = world.lab.curl("http://proxied.example/", host="proxied.example").json()
     assert proxied["proxied_from"] == CLIENT
+
+
+async def test_health_checks_take_a_dead_endpoint_out_and_metrics_count_it(world: World) -> None:
+    await _apply(world, base_config(world))
+
+    async def states() -> dict[str, str]:
+        rows = await world.haproxy.stats()
+        return {r.address: r.status for r in rows if r.proxy == "be_checked" and r.address}
+
+    for _ in range(250):
+        now = await states()
+        if now.get("198.51.100.8:8080") == "DOWN" and now.get("198.51.100.2:8080") == "UP":
+            break
+        await asyncio.sleep(0.02)
+    assert now["198.51.100.8:8080"] == "DOWN" and now["198.51.100.2:8080"] == "UP", now
+    assert {world.lab.served_by("/", "checked.example") for _ in range(4)} == {"echo"}
 
 
 # --- TLS -------------------------------------------------------------------------------------

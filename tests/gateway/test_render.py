@@ -71,6 +71,7 @@ def test_the_rendered_configuration_is_accepted_by_haproxy(tmp_path: Path) -> No
     cfg = _config()
     out = render.render(cfg, slots.assign(cfg), paths, {})
     for path, text in out.files.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text)
     (tmp_path / "certs").mkdir()
     # a real certificate is needed for -c: make one

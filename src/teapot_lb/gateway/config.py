@@ -43,6 +43,20 @@ Name = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9]
 '-', '_', '.'; it appears in haproxy.cfg, so nothing else is allowed."""
 
 
+Hostname = Annotated[
+    str,
+    Field(
+        max_length=253,
+        pattern=r"^(\*\.)?[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*$",
+    ),
+]
+"""A DNS name, or `*.` and a DNS name (a wildcard): nothing else reaches HAProxy's maps."""
+
+Text = Annotated[str, Field(max_length=4096, pattern=r"^[^\x00-\x1f\x7f]*$")]
+"""A value that ends up in haproxy.cfg (quoted there): no control characters, so no new
+line can ever be started from inside a value."""
+
+
 class Protocol(StrEnum):
     """What a listener speaks to clients."""
 
@@ -91,7 +105,7 @@ class Listener(KubeModel):
     certificates: tuple[Name, ...] = ()
     """HTTPS: the certificates offered (by SNI); the first is the default one (a client
     without SNI, or with a name no certificate covers, gets it)."""
-    alpn: tuple[str, ...] = ("h2", "http/1.1")
+    alpn: tuple[Annotated[str, Field(pattern=r"^[a-z0-9./-]+$")], ...] = ("h2", "http/1.1")
     """HTTPS: protocols offered by ALPN, in order of preference."""
 
 
@@ -103,7 +117,7 @@ class Certificate(KubeModel):
     """
 
     name: Name
-    hostnames: tuple[str, ...] = ()
+    hostnames: tuple[Hostname, ...] = ()
     cert_pem: str | None = None
     key_pem: str | None = None
     cert_file: str | None = None
@@ -140,7 +154,7 @@ class HealthCheck(KubeModel):
     interval_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 2000
     rise: Annotated[int, Field(ge=1, le=100)] = 2
     fall: Annotated[int, Field(ge=1, le=100)] = 3
-    http_path: str | None = None
+    http_path: Text | None = None
     """HTTP backends: GET this path and expect 2xx/3xx; None: a TCP connect check."""
 
 
@@ -179,7 +193,7 @@ class PathType(StrEnum):
 
 class PathMatch(KubeModel):
     type: PathType = PathType.PREFIX
-    value: Annotated[str, Field(min_length=1, max_length=1024)] = "/"
+    value: Annotated[Text, Field(min_length=1, max_length=1024)] = "/"
 
     @model_validator(mode="after")
     def _absolute(self) -> Self:
@@ -194,23 +208,25 @@ class ValueMatchType(StrEnum):
 
 
 HeaderName = Annotated[
-    str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+    str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9!&*+.^_|~-]+$")
 ]
+"""An HTTP header name (RFC 9110 token without the characters HAProxy's configuration
+reads as quotes, comments or variables: ' " # $ ` %)."""
 
 
 class HeaderMatch(KubeModel):
     """A request header equal to (or matching) a value; header names are case-insensitive."""
 
     name: HeaderName
-    value: str
+    value: Text
     type: ValueMatchType = ValueMatchType.EXACT
 
 
 class QueryParamMatch(KubeModel):
     """A query parameter equal to (or matching) a value; parameter names are exact."""
 
-    name: Annotated[str, Field(min_length=1, max_length=256)]
-    value: str
+    name: Annotated[Text, Field(min_length=1, max_length=256)]
+    value: Text
     type: ValueMatchType = ValueMatchType.EXACT
 
 
@@ -225,7 +241,7 @@ class RouteMatch(KubeModel):
 
 class HeaderValue(KubeModel):
     name: HeaderName
-    value: str
+    value: Text
 
 
 class HeaderModifier(KubeModel):
@@ -239,10 +255,10 @@ class HeaderModifier(KubeModel):
 class Redirect(KubeModel):
     """HTTPRoute RequestRedirect: unset parts keep the request's own."""
 
-    scheme: str | None = None
-    hostname: str | None = None
+    scheme: Annotated[str, Field(pattern=r"^(http|https)$")] | None = None
+    hostname: Hostname | None = None
     port: Port | None = None
-    path: str | None = None
+    path: Text | None = None
     """Replace the full path with this one."""
     status_code: int = 302
 
@@ -288,7 +304,7 @@ class HTTPRoute(KubeModel):
 
     owner: Owner = Owner()
     listeners: tuple[Name, ...]
-    hostnames: tuple[str, ...] = ()
+    hostnames: tuple[Hostname, ...] = ()
     semantics: RouteSemantics = RouteSemantics.HTTP_ROUTE
     created: str = ""
     """Creation time (RFC 3339) of the source object: older wins a tie."""
@@ -300,7 +316,7 @@ class TLSRoute(KubeModel):
 
     owner: Owner = Owner()
     listeners: tuple[Name, ...]
-    hostnames: tuple[str, ...]
+    hostnames: tuple[Hostname, ...]
     created: str = ""
     backends: tuple[BackendRef, ...] = ()
 

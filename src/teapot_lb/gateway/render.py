@@ -27,6 +27,7 @@ from teapot_lb.gateway.config import (
     BackendRef,
     GatewayConfig,
     HeaderModifier,
+    HTTPRule,
     Listener,
     PathType,
     Protocol,
@@ -63,6 +64,9 @@ class Paths:
     @property
     def pid_file(self) -> PurePath:
         return self.base / "haproxy.pid"
+
+    def map(self, listener: str, what: str) -> PurePath:
+        return self.base / "maps" / f"{listener}-{what}.map"
 
     def crt_list(self, listener: str) -> PurePath:
         return self.base / f"crt-{listener}.list"
@@ -247,7 +251,43 @@ def _weighted(refs: tuple[BackendRef, ...], cond: str, action: str = "http-reque
     return lines
 
 
-def _http_frontend(config: GatewayConfig, listener: Listener, paths: Paths) -> list[str]:
+def _simple(vhost: routing.VirtualHost) -> bool:
+    """A virtual host whose one entry matches every request (an Ingress host with path
+    Prefix '/'): its rule is looked up by host, no condition to evaluate."""
+    if len(vhost.entries) != 1:
+        return False
+    m = vhost.entries[0].match
+    return (
+        m.path.type == PathType.PREFIX
+        and routing.prefix_base(m.path.value) == "/"
+        and not (m.method or m.headers or m.query_params)
+    )
+
+
+def _live(rule: HTTPRule) -> list[BackendRef]:
+    return [r for r in rule.backends if r.weight > 0]
+
+
+def _plain(rule: HTTPRule) -> bool:
+    """A rule that only sends to one backend (no redirect, no header modifier)."""
+    return (
+        rule.redirect is None
+        and rule.request_headers is None
+        and rule.response_headers is None
+        and len(_live(rule)) == 1
+    )
+
+
+def _map_file(rows: list[tuple[str, str]]) -> str:
+    return "".join(f"{k} {v}\n" for k, v in rows)
+
+
+def _http_frontend(
+    config: GatewayConfig, listener: Listener, paths: Paths
+) -> tuple[list[str], dict[str, str]]:
+    """The frontend's lines and its map files. Exact hostnames are found in a map (one
+    lookup, whatever their number); wildcards and the catch-all follow in order; a simple
+    virtual host's rule comes from a map too, and a single-backend rule's backend."""
     lines = [
         f"frontend {frontend_id(listener.name)}",
         "    mode http",
@@ -260,20 +300,60 @@ def _http_frontend(config: GatewayConfig, listener: Listener, paths: Paths) -> l
     else:
         lines.append("    http-request set-header X-Forwarded-Proto http")
     vhosts = routing.table(config, listener.name)
-    unset = "!{ var(txn.vh) -m found }"
-    for v in vhosts:
-        host = _host_condition(v)
+    hosts_map, rules_map, backends_map = (
+        paths.map(listener.name, "hosts"),
+        paths.map(listener.name, "rules"),
+        paths.map(listener.name, "backends"),
+    )
+    exact = [v for v in vhosts if v.hostname is not None and not hosts.is_wildcard(v.hostname)]
+    # The fast path: an exact host whose one rule sends everything to one backend, with
+    # nothing else to do, is a single lookup: host -> backend.
+    fast = [v for v in exact if _simple(v) and _plain(v.entries[0].rule)]
+    fast_map = paths.map(listener.name, "fast")
+    skip = ""
+    if fast:
         lines.append(
-            f"    http-request set-var(txn.vh) str({v.vhost_id}) if {unset} {host}".rstrip()
+            f"    http-request set-var(txn.be) var(txn.host),map_str({quote(str(fast_map))})"
+        )
+        skip = "!{ var(txn.be) -m found }"
+    fast_ids = {v.vhost_id for v in fast}  # (ids: comparing the dataclasses is slow)
+    exact = [v for v in exact if v.vhost_id not in fast_ids]
+    exact_ids = {v.vhost_id for v in exact}
+    if exact:
+        lines.append(
+            _when(
+                f"    http-request set-var(txn.vh) var(txn.host),map_str({quote(str(hosts_map))})",
+                skip,
+            )
+        )
+    unset = f"!{{ var(txn.vh) -m found }} {skip}".strip()
+    for v in vhosts:
+        if v.vhost_id not in exact_ids and v.vhost_id not in fast_ids:
+            host = _host_condition(v)
+            lines.append(
+                f"    http-request set-var(txn.vh) str({v.vhost_id}) if {unset} {host}".rstrip()
+            )
+    vhosts = [v for v in vhosts if v.vhost_id not in fast_ids]
+    simple = [v for v in vhosts if _simple(v)]
+    simple_ids = {v.vhost_id for v in simple}
+    if simple:
+        lines.append(
+            _when(
+                f"    http-request set-var(txn.rule) var(txn.vh),map_str({quote(str(rules_map))})",
+                "{ var(txn.vh) -m found }",
+            )
         )
     unset_rule = "!{ var(txn.rule) -m found }"
     for v in vhosts:
+        if v.vhost_id in simple_ids:
+            continue
         in_vhost = f"{{ var(txn.vh) -m str {v.vhost_id} }}"
         for e in v.entries:
             cond = _and([unset_rule, in_vhost, *_match_conditions(e.match)])
             lines.append(f"    http-request set-var(txn.rule) str({e.rule_id}) if {cond}")
-    lines.append(f"    http-request return status 404 if {unset_rule}")
+    lines.append(f"    http-request return status 404 if {f'{unset_rule} {skip}'.strip()}")
     actions: list[str] = []  # HAProxy runs every http-request rule before use_backend
+    direct: list[tuple[str, str]] = []
     done: set[str] = set()
     for v in vhosts:
         for e in v.entries:
@@ -291,11 +371,27 @@ def _http_frontend(config: GatewayConfig, listener: Listener, paths: Paths) -> l
                 continue
             lines += _header_lines("http-request", rule.request_headers, cond)
             lines += _header_lines("http-response", rule.response_headers, cond)
+            live = _live(rule)
+            if len(live) == 1:
+                direct.append((e.rule_id, backend_id(live[0].backend)))
+                continue
             for line in _weighted(rule.backends, cond):
                 (actions if line.startswith("    use_backend") else lines).append(line)
+    if fast:
+        lines.append("    use_backend %[var(txn.be)] if { var(txn.be) -m found }")
     lines += actions
+    if direct:
+        lines.append(f"    use_backend %[var(txn.rule),map_str({quote(str(backends_map))})]")
     lines.append("")
-    return lines
+    maps = {
+        str(fast_map): _map_file(
+            [(v.hostname or "", backend_id(_live(v.entries[0].rule)[0].backend)) for v in fast]
+        ),
+        str(hosts_map): _map_file([(v.hostname or "", v.vhost_id) for v in exact]),
+        str(rules_map): _map_file([(v.vhost_id, v.entries[0].rule_id) for v in simple]),
+        str(backends_map): _map_file(direct),
+    }
+    return lines, maps
 
 
 def _sni_condition(hostname: str) -> str:
@@ -395,15 +491,19 @@ def render(
     """
     text = _global(paths)
     structure = list(text)
+    map_files: dict[str, str] = {}
     for listener in config.listeners:
         if listener.protocol in (Protocol.HTTP, Protocol.HTTPS):
-            lines = _http_frontend(config, listener, paths)
+            lines, maps = _http_frontend(config, listener, paths)
         elif listener.protocol in (Protocol.TCP, Protocol.TLS_PASSTHROUGH):
-            lines = _tcp_frontend(config, listener, paths)
+            lines, maps = _tcp_frontend(config, listener, paths), {}
         else:
             continue
         text += lines
         structure += lines
+        map_files.update(maps)
+        for path, content in maps.items():  # the maps are the frontend's structure too
+            structure += [f"# map {path}", *(f"#  {row}" for row in content.splitlines())]
     http_backends = _http_backends(config)
     udp_backends = {r.backend for route in config.udp_routes for r in route.backends}
     for backend in config.backends:
@@ -412,7 +512,7 @@ def render(
         t, s = _backend(backend, slots.get(backend.name, ()), backend.name in http_backends)
         text += t
         structure += s
-    files = {str(paths.config): "\n".join(text)}
+    files = {str(paths.config): "\n".join(text), **map_files}
     certificates: dict[str, str] = {}
     for listener in config.listeners:
         if listener.protocol == Protocol.HTTPS:

@@ -18,8 +18,12 @@ from teapot_lb.standalone.directory import Fingerprint, fingerprint
 
 def parse_config(text: str, where: str) -> tuple[GatewayConfig | None, list[str]]:
     """The config in `text` (YAML, JSON being YAML too), or the problems: `where: field: why`."""
+    if not text.strip():
+        # A file being rewritten in place reads empty for a moment; serving nothing is
+        # written `{}`.
+        return None, [f"{where}: empty (to serve nothing, write {{}})"]
     try:
-        body = yaml.safe_load(text) if text.strip() else {}
+        body = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         return None, [f"{where}: not YAML or JSON: {exc}"]
     if not isinstance(body, dict):
