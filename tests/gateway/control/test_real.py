@@ -27,12 +27,20 @@ import yaml
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.errors import ApiStatusError
-from teapot_lb.kube.resources import GATEWAY_CLASSES, GATEWAYS, HTTP_ROUTES, INGRESSES, SERVICES
+from teapot_lb.kube.resources import (
+    EVENTS,
+    GATEWAY_CLASSES,
+    GATEWAYS,
+    HTTP_ROUTES,
+    INGRESSES,
+    SERVICES,
+)
 from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
 from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
 from teapot_lb.tenancy.kube_l7gateway import GatewayControl
+from teapot_lb.tenancy.l7mirror import ANNOTATION_REFUSED
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 from tenancy.builders import tenant_body
 
@@ -156,6 +164,11 @@ async def test_the_agent_mirrors_and_the_real_apiserver_calls_the_gateways_webho
     real: Real, admin: KubeClient
 ) -> None:
     plane, apps, suffix = real.plane, real.apps, real.suffix
+    # Written while no webhook is there: refused at reconcile, the reason noted on it
+    # through the webhook registered below (which admits the gateway's own note).
+    early = ingress("early", "www.acme.example")
+    early["metadata"]["namespace"] = real.ns("bolt")
+    await admin.create(INGRESSES, early)
     control = GatewayControl(admin, [ip_address(GATEWAY_IP)], watch_timeout_s=60)
     webhook, hook_name = await _webhook(real, control)
     try:
@@ -223,6 +236,16 @@ async def test_the_agent_mirrors_and_the_real_apiserver_calls_the_gateways_webho
                         await asyncio.sleep(0.1)
                     assert message is not None
                     assert "spec.rules[0].host" in message and "[HostnameTaken]" in message
+
+                    def noted() -> str | None:
+                        got = control.objects[INGRESSES].get(f"{real.ns('bolt')}/early") or {}
+                        notes = got.get("metadata", {}).get("annotations") or {}
+                        return notes.get(ANNOTATION_REFUSED)
+
+                    note = await wait_for_async(noted, within=WITHIN, what="the refusal noted")
+                    assert note.startswith("HostnameNotAllowed: spec.rules[0].host")
+                    events = await admin.list(EVENTS, namespace=real.ns("bolt"))
+                    assert any(e.get("reason") == "HostnameNotAllowed" for e in events.items)
                     fine = ingress("site", "www.bolt.example")
                     fine["metadata"]["namespace"] = real.ns("bolt")
                     created = await bolt.create(INGRESSES, fine)
