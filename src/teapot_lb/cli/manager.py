@@ -132,7 +132,7 @@ async def _serve(
             webhook = WebhookServer(
                 runner.objects,
                 certificate=ReloadingCertificate(*cert),
-                ready=lambda: [*runner.readiness(), *(control.readiness() if control else [])],
+                ready=runner.readiness,
                 observe=lambda kind, allowed: metrics.webhook_requests.labels(
                     kind, str(allowed).lower()
                 ).inc(),

@@ -42,7 +42,7 @@ from teapot_lb.model import ApiObject, parse_object
 from teapot_lb.model.gateway_api import Gateway, HTTPRoute, TCPRoute, TLSRoute, UDPRoute
 from teapot_lb.model.ingress import Ingress
 from teapot_lb.model.manifest import secret_data
-from teapot_lb.model.problem import Problem
+from teapot_lb.model.problem import Problem, problem
 from teapot_lb.model.tenancy import Tenant
 from teapot_lb.tenancy.l7mirror import AGENT, ANNOTATION_REFUSED, MANAGED_BY, ROUTES
 from teapot_lb.tenancy.l7status import (
@@ -134,6 +134,12 @@ class GatewayControl:
         """The webhook's verdict on a create or update of `obj` (empty: admitted)."""
         if not isinstance(obj, Ingress | Gateway | HTTPRoute | TLSRoute | TCPRoute | UDPRoute):
             return []
+        waiting = self.readiness()
+        if waiting:
+            # Only these kinds wait (the webhook answers the others): refuse until the
+            # cache can say whose a hostname is.
+            why = "the gateway's caches are not synced yet (" + "; ".join(waiting) + "); retry"
+            return [problem(obj.ref, "", why)]
         world = self.world()
         others = [o for o in world.objects if o.ref != obj.ref]
         seen = L7World(world.tenants, [*others, obj], world.secrets)

@@ -192,6 +192,14 @@ async def test_the_webhook_check_refuses_a_theft_and_admits_the_owner(tmp_path: 
     async with tenant_world(tmp_path, *seed()) as world:
         for body in tenants():
             world.management.seed(body)
+        # Before its caches have synced, the check refuses (it cannot tell whose a name is).
+        cold = GatewayControl(world.admin, [ip_address(GATEWAY_IP)])
+        early = ingress("early", "www.bolt.example")
+        early["metadata"] = {"name": "early", "namespace": "tenant-bolt"}
+        parsed_early, _ = parse_object(early)
+        assert parsed_early is not None
+        (waiting,) = cold.admission(parsed_early)
+        assert "not synced yet" in waiting.message
         async with with_control(world) as (control, _):
             await wait_for_async(
                 lambda: control.translation and control.translation.config.http_routes,
