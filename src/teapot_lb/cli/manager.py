@@ -120,7 +120,11 @@ async def _serve(
     metrics = ManagerMetrics()
     runner = KubeManager(client, config, metrics=metrics)
     control = (
-        GatewayControl(client, gateway, statuses=lambda: runner.is_leader) if gateway else None
+        GatewayControl(
+            client, gateway, statuses=lambda: runner.is_leader, registry=metrics.registry
+        )
+        if gateway
+        else None
     )
     readiness = [runner.readiness, *([control.readiness] if control else [])]
     monitoring = MonitoringServer(metrics.registry, readiness=readiness)

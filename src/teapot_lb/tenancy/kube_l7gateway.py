@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.config import GatewayConfig
@@ -74,8 +76,22 @@ class GatewayControl:
         gateway_api: bool = True,
         watch_timeout_s: float = 300.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.client = client
+        self.registry = registry or CollectorRegistry()
+        self.objects_gauge = Gauge(
+            "teapot_lb_gateway_objects",
+            "Tenants' Ingresses and Gateway API objects, served or refused (by first rule).",
+            ["tenant", "kind", "state"],
+            registry=self.registry,
+        )
+        self.translate_seconds = Histogram(
+            "teapot_lb_gateway_translate_seconds",
+            "Time to vet and translate every object into the gateway config.",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=self.registry,
+        )
         self.addresses = tuple(addresses)
         self.on_config = on_config
         self.statuses = statuses
@@ -149,8 +165,10 @@ class GatewayControl:
 
     async def _reconcile(self, key: str) -> None:
         slices = [o for k in self.slices.list_keys() if (o := self.slices.get(k)) is not None]
-        result = translate(self.world(), slices, self.addresses)
+        with self.translate_seconds.time():
+            result = translate(self.world(), slices, self.addresses)
         self.translation = result
+        self._count(result)
         if result.config != self.config:
             if self.on_config is not None:
                 await self.on_config(result.config)
@@ -166,6 +184,16 @@ class GatewayControl:
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         for outcome in result.results.values():
             await self._write(outcome, now)
+
+    def _count(self, result: Translation) -> None:
+        counts: dict[tuple[str, str, str], int] = {}
+        for outcome in result.results.values():
+            state = "served" if outcome.accepted else outcome.refusals[0].rule.value
+            key = (outcome.tenant, outcome.obj.kind, state)
+            counts[key] = counts.get(key, 0) + 1
+        self.objects_gauge.clear()
+        for labels, n in counts.items():
+            self.objects_gauge.labels(*labels).set(n)
 
     async def _write(self, outcome: ObjectResult, now: str) -> None:
         obj = outcome.obj

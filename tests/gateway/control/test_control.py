@@ -181,6 +181,11 @@ async def test_an_object_written_while_the_webhook_was_down_is_refused_at_reconc
                 if "www.apps.example" in r.hostnames
             }
             assert owners == {NS}
+            refused = control.registry.get_sample_value(
+                "teapot_lb_gateway_objects",
+                {"tenant": "bolt", "kind": "Ingress", "state": "HostnameTaken"},
+            )
+            assert refused == 1
             mirror = world.management.get("ingresses", "c1.web.shop", NS) or {}
             assert ANNOTATION_REFUSED not in (mirror.get("metadata", {}).get("annotations") or {})
             assert mirror["status"]["loadBalancer"]["ingress"] == [{"ip": GATEWAY_IP}]
