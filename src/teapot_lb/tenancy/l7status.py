@@ -20,6 +20,7 @@ from teapot_lb.model.common import dump
 from teapot_lb.model.gateway_api import GATEWAY_GROUP, ROUTE_KINDS_OF_PROTOCOL, Gateway
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER, Ingress
 from teapot_lb.tenancy.l7mirror import ANNOTATION_REFUSED
+from teapot_lb.tenancy.l7vet import L7Rule
 
 
 def _conditions(
@@ -123,11 +124,14 @@ def route_status(result: ObjectResult, now: str) -> dict[str, Any]:
         if p.controller_name == GATEWAY_CONTROLLER
     }
     others = [dump(p) for p in obj.status.parents if p.controller_name != GATEWAY_CONTROLLER]
-    resolved = (
-        Condition("ResolvedRefs", True, "ResolvedRefs")
-        if not result.notes
-        else Condition("ResolvedRefs", False, "BackendNotFound", "; ".join(result.notes))
-    )
+    not_permitted = [r for r in result.refusals if r.rule is L7Rule.BACKEND_NOT_ALLOWED]
+    if not_permitted:
+        why = "; ".join(f"{r.field}: {r.message}" for r in not_permitted)
+        resolved = Condition("ResolvedRefs", False, "RefNotPermitted", why)
+    elif result.notes:
+        resolved = Condition("ResolvedRefs", False, "BackendNotFound", "; ".join(result.notes))
+    else:
+        resolved = Condition("ResolvedRefs", True, "ResolvedRefs")
     parents = []
     refs = [pr.parent for pr in result.parents] if result.accepted else obj.spec.parent_refs
     for i, parent in enumerate(refs):

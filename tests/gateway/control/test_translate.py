@@ -223,3 +223,28 @@ def test_a_gateway_certificate_is_offered_only_for_the_hostnames_routed_through_
     (certificate,) = routed.config.certificates
     assert certificate.hostnames == ("store.acme.example",)
     assert problems(routed.config) == []
+
+
+def test_route_status_says_accepted_or_refused_per_parent_in_gateway_api_style() -> None:
+    from teapot_lb.tenancy.l7status import route_status
+
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
+    good = http_route("acme", "good", ["good.acme.example"], age=1)
+    foreign = http_route(
+        "acme", "foreign", ["f.acme.example"], age=2,
+        rules=[{"backendRefs": [{"name": "db", "namespace": "kube-system", "port": 80}]}],
+    )  # fmt: skip
+    result = run(gw, good, foreign)
+    now = "2026-12-03T00:00:00Z"
+
+    def conditions(obj: L7Object) -> dict[str, tuple[str, str]]:
+        (parent,) = route_status(result.results[obj.ref], now)["parents"]
+        assert parent["controllerName"] == "lb.teapot.io/gateway"
+        return {c["type"]: (c["status"], c["reason"]) for c in parent["conditions"]}
+
+    assert conditions(good) == {
+        "Accepted": ("True", "Accepted"), "ResolvedRefs": ("True", "ResolvedRefs")}  # fmt: skip
+    assert conditions(foreign) == {
+        "Accepted": ("False", "BackendNotAllowed"),
+        "ResolvedRefs": ("False", "RefNotPermitted"),
+    }
