@@ -20,10 +20,12 @@ third. Phases, in one run:
      upstream block of the endpoints, the file rewritten and nginx reloaded (SIGHUP) on
      every change (ingress-nginx itself now moves endpoints through Lua without a reload;
      the issue asks for the reload-per-change comparison).
-  4. certificate rotation under load: 4 client threads open a new TLS connection per
+  4. HTTP/2 over TLS (ALPN h2): h2load (8 clients x 10 streams) through our HTTPS listener
+     and through a minimal hand-written TLS HAProxy, alternated; ratio of paired rounds.
+  5. certificate rotation under load: 4 client threads open a new TLS connection per
      request (SNI a.example, verified against a CA) while --rotations rotations alternate
      two CA-signed certificates over the runtime API; failed handshakes counted.
-  5. render + apply of --ingresses Ingress-equivalents (one host, one path, a backend of
+  6. render + apply of --ingresses Ingress-equivalents (one host, one path, a backend of
      2 endpoints each) into the running HAProxy (a reload): pure render time and total.
 
 Last line, JSON: rps_ratio_vs_minimal, rps_ratio_of_medians, rps_ours, rps_minimal,
@@ -31,6 +33,7 @@ p99_ms_ours, p99_ms_minimal, cpu_us_per_request_ours, cpu_us_per_request_minimal
 HAProxy worker's CPU time per request: less sensitive to the machine's other load),
 failed_during_churn, reloads_during_churn, endpoint_change_p50_s, endpoint_change_p99_s,
 nginx_failed_during_churn, nginx_reloads_during_churn, nginx_endpoint_change_p50_s,
+h2_rps_ours, h2_rps_minimal, h2_rps_ratio_vs_minimal, h2_failed_ours, h2_failed_minimal,
 cert_rotation_failed, cert_rotation_handshakes, cert_rotations, render_1000_s (render +
 apply), render_only_1000_s, changes, cpus.
 
@@ -212,7 +215,7 @@ defaults
     timeout client 60s
     timeout server 60s
 frontend minimal
-    bind {gw}:{port}
+    bind {gw}:{port}{tls}
     default_backend servers
 backend servers
     balance roundrobin
@@ -286,7 +289,7 @@ async def phase_rps(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dic
     base.mkdir()
     servers = "\n".join(f"    server s{i} {a}:{PORT}" for i, a in enumerate(endpoints))
     (base / "haproxy.cfg").write_text(
-        MINIMAL.format(base=base, gw=GW, port=MINIMAL_PORT, servers=servers)
+        MINIMAL.format(base=base, gw=GW, port=MINIMAL_PORT, tls="", servers=servers)
     )
     minimal = lab.gw.popen(
         ["haproxy", "-W", "-f", str(base / "haproxy.cfg")],
@@ -446,8 +449,12 @@ def phase_churn_nginx(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def make_ca_and_leaves(work: Path, count: int = 2) -> tuple[Path, list[str]]:
-    """A CA and `count` certificates for a.example signed by it (PEM: chain + key)."""
+    """A CA and `count` certificates for a.example signed by it (PEM: chain + key); made
+    once per run."""
     d = work / "pki"
+    if d.exists():
+        return d / "ca.crt", [(d / f"{i}.crt").read_text() + (d / f"{i}.key").read_text()
+                              for i in range(count)]  # fmt: skip
     d.mkdir()
 
     def ossl(*a: str) -> None:
@@ -540,6 +547,79 @@ async def phase_cert_rotation(
     return out
 
 
+@dataclass
+class H2Result:
+    rps: float
+    succeeded: int
+    failed: int
+
+
+def parse_h2load(text: str) -> H2Result:
+    rps = re.search(r"finished in [\d.]+\w*, ([\d.]+) req/s", text)
+    req = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed,"
+                    r" (\d+) errored, (\d+) timeout", text)  # fmt: skip
+    codes = re.search(r"status codes: (\d+) 2xx", text)
+    if rps is None or req is None:
+        raise RuntimeError(f"h2load printed no figures:\n{text[-2000:]}")
+    ok = int(codes.group(1)) if codes else 0
+    failed = int(req.group(2)) + int(req.group(3)) + int(req.group(4)) + int(req.group(1)) - ok
+    return H2Result(float(rps.group(1)), ok, failed)
+
+
+def run_h2load(lab: Lab, port: int, requests: int) -> H2Result:
+    argv = lab.client.exec_argv(
+        ["h2load", "-n", str(requests), "-c", "8", "-m", "10", f"--connect-to={GW}:{port}",
+         f"https://a.example:{port}/"]
+    )  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    return parse_h2load(out.stdout)
+
+
+async def phase_h2(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
+    """HTTP/2 over TLS (ALPN h2) with h2load: ours vs a minimal hand-written TLS config."""
+    _ca, pems = make_ca_and_leaves(lab.work)
+    endpoints = BACKENDS[:4]
+    applied = await gateway.apply(gateway_config(endpoints, args.ingresses_rps, pems[0]))
+    assert not applied.errors, applied.errors
+    base = lab.work / "minimal-tls"
+    base.mkdir()
+    pem = base / "a.pem"
+    pem.write_text(pems[0])
+    servers = "\n".join(f"    server s{i} {a}:{PORT}" for i, a in enumerate(endpoints))
+    (base / "haproxy.cfg").write_text(
+        MINIMAL.format(
+            base=base, gw=GW, port=8443, servers=servers, tls=f" ssl crt {pem} alpn h2,http/1.1"
+        )
+    )
+    minimal = lab.gw.popen(
+        ["haproxy", "-W", "-f", str(base / "haproxy.cfg")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    ours: list[H2Result] = []
+    mins: list[H2Result] = []
+    try:
+        wait_for(lambda: _child(minimal.pid) > 0, timeout=10, what="the minimal TLS haproxy")
+        for i in range(args.h2_rounds):
+            sides = [(ours, TLS_PORT), (mins, 8443)]
+            for results, port in sides if i % 2 == 0 else sides[::-1]:
+                results.append(run_h2load(lab, port, args.h2_requests))
+    finally:
+        minimal.terminate()
+        minimal.wait(10)
+    paired = statistics.median(a.rps / b.rps for a, b in zip(ours, mins, strict=True))
+    out = {
+        "h2_rps_ours": round(statistics.median(r.rps for r in ours)),
+        "h2_rps_minimal": round(statistics.median(r.rps for r in mins)),
+        "h2_rps_ratio_vs_minimal": round(paired, 3),
+        "h2_failed_ours": sum(r.failed for r in ours),
+        "h2_failed_minimal": sum(r.failed for r in mins),
+    }
+    print(f"h2 (h2load, TLS, 8 clients x 10 streams): ours {[round(r.rps) for r in ours]}"
+          f" minimal {[round(r.rps) for r in mins]} ratio {out['h2_rps_ratio_vs_minimal']};"
+          f" failed ours {out['h2_failed_ours']} minimal {out['h2_failed_minimal']}")  # fmt: skip
+    return out
+
+
 async def phase_render(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
     cfg = gateway_config(BACKENDS[:4], args.ingresses)
     t0 = time.perf_counter()
@@ -573,6 +653,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results |= await phase_churn_ours(lab, gateway, args)
             if "nginx" in args.phases:
                 results |= phase_churn_nginx(lab, args)
+            if "h2" in args.phases:
+                results |= await phase_h2(lab, gateway, args)
             if "cert" in args.phases:
                 results |= await phase_cert_rotation(lab, gateway, args)
             if "render" in args.phases:
@@ -597,16 +679,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rotation-interval", type=float, default=0.05)
     parser.add_argument("--ingresses", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--h2-rounds", type=int, default=4)
+    parser.add_argument("--h2-requests", type=int, default=40000)
     parser.add_argument(
         "--phases",
-        default="rps,churn,nginx,cert,render",
+        default="rps,churn,nginx,h2,cert,render",
         help="comma-separated phases to run (default: all)",
     )
     args = parser.parse_args(argv)
     args.phases = set(args.phases.split(","))
     if args.quick:
         args.duration, args.rounds, args.changes, args.rotations = 2.0, 1, 50, 10
-        args.ingresses = 100
+        args.ingresses, args.h2_rounds, args.h2_requests = 100, 2, 5000
     reason = netns_available()
     if reason:
         sys.exit(f"gateway bench: {reason}")

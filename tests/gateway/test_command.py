@@ -125,3 +125,39 @@ def test_the_command_serves_the_file_follows_its_changes_and_reports_metrics(
 def test_an_empty_file_is_refused_not_served_as_nothing() -> None:
     config, found = parse_config("  \n", "gw.yaml")
     assert config is None and found == ["gw.yaml: empty (to serve nothing, write {})"]
+
+
+def test_metrics_label_each_backend_with_its_owner_and_count_endpoints_up(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from teapot_lb.gateway import metrics
+    from teapot_lb.gateway.runtime import parse_stat
+    from teapot_lb.gateway.service import Gateway, StatsSnapshot
+
+    gw = Gateway(tmp_path)
+    gw.config = _config()
+    gw.stats = StatsSnapshot(parse_stat(
+        "# pxname,svname,status,bin,bout,stot,req_tot,hrsp_5xx,econ,eresp,addr,mode,\n"
+        "fe_web,FRONTEND,OPEN,1,2,3,9,0,,,,http,\n"
+        "be_shop,s1,UP,0,0,0,5,0,,,198.51.100.2:8080,http,\n"
+        "be_shop,s2,MAINT,0,0,0,0,0,,,127.0.0.1:1,http,\n"
+        "be_shop,BACKEND,UP,100,200,0,7,2,,,,http,\n"
+    ))  # fmt: skip
+    registry = CollectorRegistry()
+    metrics.register(registry, gw)
+    text = generate_latest(registry).decode()
+    labels = 'backend="shop",kind="Ingress",namespace="shop",route="web",tenant="acme"'
+    assert f"teapot_lb_gateway_requests_total{{{labels}}} 7.0" in text
+    assert f"teapot_lb_gateway_errors_total{{{labels}}} 2.0" in text
+    assert f"teapot_lb_gateway_sent_bytes_total{{{labels}}} 200.0" in text
+    assert f"teapot_lb_gateway_endpoints_up{{{labels}}} 1.0" in text
+    assert 'teapot_lb_gateway_listener_requests_total{listener="web"} 9.0' in text
+
+
+def test_the_example_in_docs_gateway_md_is_a_valid_config() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "gateway.md").read_text()
+    section = doc.split("## The gateway config", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config, found = parse_config(example, "docs/gateway.md")
+    assert found == [] and config is not None
+    assert config.http_routes[0].owner.tenant == "a"

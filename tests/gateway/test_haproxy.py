@@ -150,8 +150,15 @@ def _matches_route() -> HTTPRoute:
     )
 
 
+DEAD = ("198.51.100.8", 8080)  # nothing listens there
+
+
 def base_config(
-    w: World, *, echo: tuple[tuple[str, int], ...] = (ECHO,), a_pem: str | None = None
+    w: World,
+    *,
+    echo: tuple[tuple[str, int], ...] = (ECHO,),
+    a_pem: str | None = None,
+    checked: tuple[tuple[str, int], ...] = (ECHO, DEAD),
 ) -> GatewayConfig:
     tenant_a = Owner(tenant="a", kind="Ingress", namespace="shop", name="web")
     tenant_b = Owner(tenant="b", kind="Ingress", namespace="blog", name="web")
@@ -190,8 +197,7 @@ def base_config(
             backend("tcpecho", ("198.51.100.7", 5000)),
             backend(
                 "checked",
-                ECHO,
-                ("198.51.100.8", 8080),  # nothing listens on .8
+                *checked,
                 health_check=HealthCheck(interval_ms=200, rise=1, fall=1, http_path="/healthz"),
             ),
         ),
@@ -282,6 +288,21 @@ async def test_health_checks_take_a_dead_endpoint_out_and_metrics_count_it(world
         await asyncio.sleep(0.02)
     assert now["198.51.100.8:8080"] == "DOWN" and now["198.51.100.2:8080"] == "UP", now
     assert {world.lab.served_by("/", "checked.example") for _ in range(4)} == {"echo"}
+
+
+async def test_an_endpoint_moved_into_a_checked_slot_takes_traffic_without_a_reload(
+    world: World,
+) -> None:
+    await _apply(world, base_config(world))
+    reloads = world.haproxy.counters.reloads
+    applied = await world.haproxy.apply(base_config(world, checked=(ECHO, ECHO2)))
+    assert not applied.change.reload and applied.error is None
+    await wait_for_async(
+        lambda: world.lab.served_by("/", "checked.example") == "echo2",
+        within=10,
+        what="the new endpoint of the health-checked backend served",
+    )
+    assert world.haproxy.counters.reloads == reloads
 
 
 # --- TLS -------------------------------------------------------------------------------------

@@ -222,3 +222,21 @@ def test_the_rendered_stream_config_lists_ready_endpoints_with_their_weight() ->
     assert "load_module" not in text
     empty = nginx.render(_udp_config(), nginx.NginxPaths(Path("/run/x")), None)
     assert "server 127.0.0.1:1 down;" in empty
+
+
+@pytest.mark.parametrize(
+    ("redirect", "listener_port", "expected"),
+    [
+        ({"scheme": "https"}, 80, "https://%[var(txn.host)]%[pathq]"),
+        ({"scheme": "https"}, 8080, "https://%[var(txn.host)]%[pathq]"),
+        ({}, 8080, "http://%[var(txn.host)]:8080%[pathq]"),
+        ({}, 80, "http://%[var(txn.host)]%[pathq]"),
+        ({"port": 8443, "scheme": "https"}, 80, "https://%[var(txn.host)]:8443%[pathq]"),
+        ({"hostname": "new.example", "path": "/n%"}, 80, "http://new.example/n%%"),
+    ],
+)
+def test_redirect_locations_follow_the_httproute_port_rules(
+    redirect: dict[str, object], listener_port: int, expected: str
+) -> None:
+    where = listener("web", listener_port, Protocol.HTTP)
+    assert render.location(Redirect.model_validate(redirect), where) == expected

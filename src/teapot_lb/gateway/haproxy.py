@@ -23,7 +23,7 @@ from teapot_lb import log
 from teapot_lb.gateway import plan as planning
 from teapot_lb.gateway import render, runtime, slots
 from teapot_lb.gateway.config import Certificate, GatewayConfig, Protocol, problems
-from teapot_lb.gateway.process import Daemon, check_config, until, write_atomic
+from teapot_lb.gateway.process import Daemon, DaemonFailed, check_config, until, write_atomic
 
 
 def _log() -> Any:
@@ -169,7 +169,12 @@ class HAProxy:
                 if error is not None:
                     return self._refuse(error, change)
                 self._install(new)
-                await self._reload_or_start()
+                try:
+                    await self._reload_or_start()
+                except (DaemonFailed, Refused, OSError, TimeoutError) as exc:
+                    # Installed but not running: the next apply starts from scratch.
+                    self.running = None
+                    return self._refuse(f"haproxy did not take the configuration: {exc}", change)
                 self.running = new
                 self.counters.reasons = list(change.reasons)
                 _log().info("gateway reloaded", reasons=list(change.reasons))
@@ -183,7 +188,11 @@ class HAProxy:
             except (Refused, OSError, TimeoutError) as exc:
                 # The files are right; a reload makes HAProxy read them.
                 _log().warning("runtime api failed, reloading", error=str(exc))
-                await self._reload_or_start()
+                try:
+                    await self._reload_or_start()
+                except (DaemonFailed, Refused, OSError, TimeoutError) as again:
+                    self.running = None
+                    return self._refuse(f"haproxy did not take the change: {again}", change)
             self.running = new
             return Applied(change)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from teapot_lb.gateway.config import GatewayConfig, Protocol
-from teapot_lb.gateway.process import Daemon, check_config, write_atomic
+from teapot_lb.gateway.process import Daemon, DaemonFailed, check_config, write_atomic
 from teapot_lb.gateway.render import host_port
 
 STREAM_MODULE = "/usr/lib/nginx/modules/ngx_stream_module.so"
@@ -141,10 +141,15 @@ class Nginx:
             write_atomic(Path(self.paths.config), text)
             pid = self.daemon.pid
             if pid is None:
-                await self.daemon.start()
+                try:
+                    await self.daemon.start()
+                except (DaemonFailed, TimeoutError, OSError) as exc:
+                    return f"nginx did not start: {exc}"
             else:
-                os.kill(pid, signal.SIGHUP)
-                self.reloads += 1
+                # Died since we looked: the supervisor restarts it from the file just written.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGHUP)
+                    self.reloads += 1
             self.running = text
             return None
 

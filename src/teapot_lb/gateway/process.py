@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -71,7 +72,10 @@ class Daemon:
         return proc.pid if proc is not None and proc.returncode is None else None
 
     async def start(self) -> None:
-        """Start the daemon and wait until it is ready (DaemonFailed if it exits first)."""
+        """Start the daemon and wait until it is ready (DaemonFailed if it exits first);
+        nothing if it runs already."""
+        if self.pid is not None:
+            return
         self._stopping = False
         logf = self._open_log()
         try:
@@ -106,9 +110,12 @@ class Daemon:
             proc = self._proc
             if proc is None:
                 return
+            started = time.monotonic()
             await proc.wait()
             if self._stopping or proc is not self._proc:
                 continue
+            if time.monotonic() - started > self.backoff_max_s:
+                backoff = self.backoff_initial_s  # it ran well: a new failure starts over
             self.unexpected_exits += 1
             _log().warning(
                 "daemon exited", daemon=self.name, code=proc.returncode, restart_in_s=backoff
@@ -116,6 +123,8 @@ class Daemon:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.backoff_max_s)
             async with self.lock:
+                if self._proc is not proc:  # a driver started it meanwhile
+                    continue
                 try:
                     await self.start()
                 except (DaemonFailed, TimeoutError, OSError) as exc:
