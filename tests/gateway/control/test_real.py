@@ -258,6 +258,31 @@ async def test_the_agent_mirrors_and_the_real_apiserver_calls_the_gateways_webho
                     assert {e["verb"] for e in writes} >= {"create", "list", "watch"}
                     rewrites = [e for e in writes if e["verb"] in ("update", "patch")]
                     assert rewrites == [], [e["requestURI"] for e in rewrites]
+                    # Acme's own Ingress with a snippet: its mirror is denied by the
+                    # webhook, and the agent tells acme with an Event on its Ingress.
+                    snippet = ingress("snippet", "snip.acme.example")
+                    snippet["metadata"]["namespace"] = apps
+                    snippet["metadata"]["annotations"] = {
+                        "nginx.ingress.kubernetes.io/server-snippet": "return 200;"
+                    }
+                    await admin.create(INGRESSES, snippet)
+
+                    async def told() -> list[dict[str, Any]] | None:
+                        listed = await admin.list(EVENTS, namespace=apps)
+                        return [
+                            e for e in listed.items
+                            if e.get("reason") == "Refused"
+                            and e["involvedObject"]["name"] == "snippet"
+                        ] or None  # fmt: skip
+
+                    event = None
+                    for _ in range(300):
+                        event = await told()
+                        if event:
+                            break
+                        await asyncio.sleep(0.1)
+                    assert event is not None, "no Refused Event on the tenant's Ingress"
+                    assert "[SnippetNotAllowed]" in event[0]["message"]
                     fine = ingress("site", "www.bolt.example")
                     fine["metadata"]["namespace"] = real.ns("bolt")
                     created = await bolt.create(INGRESSES, fine)
