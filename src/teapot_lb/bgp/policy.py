@@ -259,6 +259,31 @@ class AsPathIs(Condition):
 
 
 @dataclass(frozen=True, slots=True)
+class AsPathOnly(Condition):
+    """The AS path is not empty and holds only these ASNs (an origin's own prepends)."""
+
+    asns: frozenset[int]
+
+    def on_path(self, path: Path) -> bool:
+        asns = path.as_path
+        return bool(asns) and self.asns.issuperset(asns)
+
+    def __str__(self) -> str:
+        return f"bgp_path ~ [= {sorted(self.asns)}+ =]"
+
+
+@dataclass(frozen=True, slots=True)
+class AsPathHasSet(Condition):
+    """The AS path holds an AS_SET or AS_CONFED_SET segment (RFC 6472 deprecates them)."""
+
+    def on_path(self, path: Path) -> bool:
+        return path.has_as_set
+
+    def __str__(self) -> str:
+        return "bgp_path has AS_SET"
+
+
+@dataclass(frozen=True, slots=True)
 class AsPathContains(Condition):
     """Any of these ASNs appears in the AS path."""
 
@@ -498,6 +523,27 @@ class StripLargeCommunities(Change):
     def __str__(self) -> str:
         which = ", ".join(sorted(map(str, self.values))) or "all"
         return f"bgp_large_community.delete({which})"
+
+
+@dataclass(frozen=True, slots=True)
+class KeepCommunities(Change):
+    """Remove every community and large community but these (allowlists; empty: all go)."""
+
+    values: frozenset[int] = frozenset()
+    large: frozenset[LargeCommunity] = frozenset()
+
+    def apply(self, path: P) -> P:
+        have, have_large = path.communities, path.large_communities
+        keep = tuple(c for c in have if c in self.values)
+        keep_large = tuple(c for c in have_large if c in self.large)
+        if len(keep) == len(have) and len(keep_large) == len(have_large):
+            return path
+        return path.evolve(communities=keep, large_communities=keep_large)  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        which = ", ".join(map(format_community, sorted(self.values)))
+        large = ", ".join(sorted(map(str, self.large)))
+        return f"bgp_community.keep({which}); bgp_large_community.keep({large})"
 
 
 Action: TypeAlias = Change | Accept | Reject
