@@ -7,41 +7,24 @@ acme (ASN 64601) holds 198.51.100.0/28 and 2001:db8:100::/124, nodes in 192.0.2.
 
 from __future__ import annotations
 
-from ipaddress import ip_address, ip_network
+from ipaddress import ip_network
 
 import pytest
+from tests.relay.builders import ASN, OPTIONS, path, relay_tenant
 from tests.tenancy.builders import pools, tenant
 
-from teapot_lb.bgp.attributes import ReceivedPath
 from teapot_lb.bgp.policy import Accepted, Filter, Rejected
 from teapot_lb.bgp.rib import encode_prefix
-from teapot_lb.bgp.wire import IPV4_UNICAST, AsPath, Communities, MultiExitDisc, Origin, OriginCode
-from teapot_lb.bgp.wire.aspath import Segment, SegmentType
+from teapot_lb.bgp.wire import IPV4_UNICAST
 from teapot_lb.model.bgp import WELL_KNOWN_COMMUNITIES
-from teapot_lb.relay.policy import Reason, RelayOptions, protected_addresses, tenant_policy
+from teapot_lb.relay.policy import Reason, RelayOptions, tenant_policy
 
-ACME_AS = 64601
-OPTIONS = RelayOptions(
-    protected=protected_addresses(["192.0.2.1", "2001:db8:a::1", "192.0.2.60/30"]),
-    communities=frozenset({(64601 << 16) | 100}),
-)
+ACME_AS = ASN["acme"]
 
 
 def _acme(**options: object) -> Filter:
     opts = RelayOptions(**{**OPTIONS.__dict__, **options})  # type: ignore[arg-type]
-    return tenant_policy(tenant("acme", asn=ACME_AS), pools(), opts).filter
-
-
-def path(
-    next_hop: str, *asns: int, sets: tuple[int, ...] = (), communities: tuple[int, ...] = ()
-) -> ReceivedPath:
-    segs = [Segment(SegmentType.AS_SEQUENCE, asns)] if asns else []
-    if sets:
-        segs.append(Segment(SegmentType.AS_SET, sets))
-    attrs: list[object] = [Origin(OriginCode.IGP), AsPath(tuple(segs)), MultiExitDisc(5)]
-    if communities:
-        attrs.append(Communities(communities))
-    return ReceivedPath(ip_address(next_hop), tuple(attrs))  # type: ignore[arg-type]
+    return tenant_policy(relay_tenant("acme"), pools(), opts).filter
 
 
 NODE4, NODE6 = "192.0.2.11", "2001:db8:a::11"

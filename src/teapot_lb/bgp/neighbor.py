@@ -686,14 +686,17 @@ class Neighbor:
         )
 
     def _on_down(self, down: SessionDown) -> None:
-        if down.peer_restart_time:
+        stale = down.peer_restart_time
+        if stale and self.config.stale_limit is not None:
+            stale = min(stale, self.config.stale_limit)
+        if stale:
             n = self.rib_in.mark_stale()
             _log().info(
                 f"peer {self.address} down; keeping {n} routes as stale for "
-                f"{down.peer_restart_time}s (graceful restart)",
+                f"{stale}s (graceful restart)",
                 peer=self.address,
             )
-            self._out.append(ArmTimer(NeighborTimer.STALE, down.peer_restart_time))
+            self._out.append(ArmTimer(NeighborTimer.STALE, stale))
         else:
             self._forget(self.rib_in.clear(), "session down")
 

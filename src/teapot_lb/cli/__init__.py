@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("teapot_lb.cli.status", "status"),
     "manager": ("teapot_lb.cli.manager", "manager"),
     "tenant-agent": ("teapot_lb.cli.tenant_agent", "tenant_agent"),
+    "relay": ("teapot_lb.cli.relay", "relay"),
 }
 
 _SUMMARIES = {
@@ -45,6 +46,7 @@ _SUMMARIES = {
     "status": "Pools, sessions, who holds which IP, problems: one screen.",
     "manager": "Teapot: vet and allocate tenants' load balancers (management cluster).",
     "tenant-agent": "Teapot: cloud-provider-teapot for a tenant cluster's Services.",
+    "relay": "Teapot: BGP filtering relay between tenants' speakers and the routers.",
 }
 
 

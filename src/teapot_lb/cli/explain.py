@@ -210,14 +210,23 @@ def state_root_of(manifests: Path, state_root: Path | None) -> Path:
 
 @click.command("explain")
 @click.argument("service")
+@click.argument("tenant", required=False)
 @source_options
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
+@click.option(
+    "--relay-url",
+    default="http://127.0.0.1:7475",
+    show_default=True,
+    help="explain relay TENANT: the relay's metrics address.",
+)
 def explain_command(
     service: str,
+    tenant: str | None,
     manifests: Path | None,
     state_root: Path | None,
     kubeconfig: str | None,
     output: str,
+    relay_url: str,
 ) -> None:
     """Explain, per node and mode, whether NAMESPACE/NAME's IPs are announced, and why not.
 
@@ -226,7 +235,15 @@ def explain_command(
     `announce.lb.teapot.io/<node>` annotations in a cluster, from the nodes' status.json
     in standalone mode ('?': no status from that node, 'stopped': it was stopped).
     When a BGPPeer announced to names a BFDProfile, a line per such peer gives its BFD.
+
+    `explain relay TENANT`: the tenant's routes at the BGP relay, accepted or filtered
+    with the rule that decided.
     """
+    if service == "relay":
+        from teapot_lb.cli.relay import explain_relay
+
+        explain_relay(tenant, relay_url, output)
+        return
     if "/" not in service:
         service = f"default/{service}"
     root = state_root_of(manifests, state_root) if manifests is not None else None
