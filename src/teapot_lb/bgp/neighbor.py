@@ -690,6 +690,9 @@ class Neighbor:
         if stale and self.config.stale_limit is not None:
             stale = min(stale, self.config.stale_limit)
         if stale:
+            for fam in (IPV4_UNICAST, IPV6_UNICAST):
+                if fam not in down.stale_families:
+                    self._forget(self.rib_in.clear(fam), f"session down ({fam} not restartable)")
             n = self.rib_in.mark_stale()
             _log().info(
                 f"peer {self.address} down; keeping {n} routes as stale for "

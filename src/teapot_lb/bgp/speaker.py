@@ -128,6 +128,9 @@ class Speaker:
                     port = int(server.sockets[0].getsockname()[1])
                 if self.listen_min_ttl is not None:
                     for tsock in server.sockets:
+                        # The SYN-ACK leaves with the listener's TTL: a GTSM peer drops it
+                        # unless it is 255 as well.
+                        set_ttl(tsock, 255)
                         set_min_ttl(tsock, self.listen_min_ttl)
                 self._listener.servers.append(server)
             for peer in self.peers.values():
