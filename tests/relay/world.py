@@ -153,8 +153,8 @@ def manifests() -> list[dict[str, Any]]:
                 })
             )  # fmt: skip
     return [
-        config("AddressPool", "tenants-v4", {"addresses": ["203.0.113.0/24"], "autoAssign": False}),
-        config("AddressPool", "tenants-v6", {"addresses": ["2001:db8:100::/120"], "autoAssign": False}),
+        config("AddressPool", "tenants-v4", {"addresses": ["203.0.113.0/24"]}),
+        config("AddressPool", "tenants-v6", {"addresses": ["2001:db8:100::/120"]}),
         acme_doc(),
         tenant_doc("bolt", "203.0.113.16/28", "2001:db8:100::10/124",
                    ["192.0.2.16/29", "2001:db8::10/125"]),
