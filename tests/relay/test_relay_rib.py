@@ -64,11 +64,12 @@ def test_a_rejected_route_is_counted_by_tenant_and_reason_and_explained() -> Non
     assert verdicts == {"198.51.100.20/32": "outside-allocation", "198.51.100.5/32": None}
 
 
-def test_a_withdrawal_of_another_tenants_route_changes_nothing() -> None:
+def test_a_withdrawal_of_another_tenants_route_changes_nothing_and_is_counted() -> None:
     r = rib()
     r.learn(BOLT1, IPV4_UNICAST, enc("198.51.100.20/32"), path(BOLT1, B))
     out = r.withdraw(N1, IPV4_UNICAST, enc("198.51.100.20/32"))
     assert not out.changed
+    assert out.rejected == {("acme", "withdraw-not-sent"): 1}
     assert hops(r, "198.51.100.20/32") == {BOLT1}
 
 
@@ -148,6 +149,12 @@ def test_max_prefix_teardown_asks_for_the_session_to_go() -> None:
     r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.TEARDOWN)
     out = r.learn(N1, IPV4_UNICAST, many(8), path(N1, A))
     assert [t.address for t in out.teardown] == [N1]
+
+
+def test_max_prefix_counts_routes_received_rejected_ones_too() -> None:
+    r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.TEARDOWN)
+    flood = [encode_prefix(ip_network(f"10.0.0.{i}/32")) for i in range(8)]  # all bogons
+    assert r.learn(N1, IPV4_UNICAST, flood, path(N1, A)).teardown
 
 
 def test_max_prefix_warn_accepts_everything_and_says_so_once() -> None:

@@ -65,6 +65,7 @@ class Reason(enum.StrEnum):
     AS_PATH = "as-path-not-tenant"
     MAX_PREFIX = "max-prefix"
     TREAT_AS_WITHDRAW = "malformed-treat-as-withdraw"
+    WITHDRAW_NOT_SENT = "withdraw-not-sent"
 
 
 DESCRIPTIONS: Mapping[Reason, str] = {
@@ -77,13 +78,14 @@ DESCRIPTIONS: Mapping[Reason, str] = {
     Reason.NEXT_HOP_OUTSIDE: "the next hop is outside the tenant's node networks",
     Reason.AS_SET: "the AS path holds an AS_SET",
     Reason.AS_PATH: "the AS path is not the tenant's ASN only",
-    Reason.MAX_PREFIX: "beyond the session's max-prefix limit",
+    Reason.MAX_PREFIX: "beyond the session's max-prefix limit (routes received)",
+    Reason.WITHDRAW_NOT_SENT: "a withdrawal of a route the session never sent",
     Reason.TREAT_AS_WITHDRAW: "a malformed UPDATE (RFC 7606 treat-as-withdraw)",
 }
 
 
 class MaxPrefixAction(enum.StrEnum):
-    """What the relay does when a session holds more accepted routes than its limit."""
+    """What the relay does when a session sends more routes than its limit."""
 
     WARN = "warn"  # log, count, Event; keep accepting
     DROP = "drop"  # reject the routes beyond the limit (reason max-prefix)
@@ -98,7 +100,7 @@ class RelayOptions:
     communities: frozenset[int] = frozenset()  # allowlist; every other one is scrubbed
     large_communities: frozenset[LargeCommunity] = frozenset()
     protected: tuple[IPNetwork, ...] = ()  # never a next hop (routers, relay, management)
-    max_prefixes: int | None = 1000  # accepted routes per session
+    max_prefixes: int | None = 1000  # routes received per session (before policy)
     max_prefix_action: MaxPrefixAction = MaxPrefixAction.TEARDOWN
     max_prefix_restart: float = 60.0  # seconds before a torn-down session may come back
     stale_time: int = 120  # graceful restart: the most a tenant's stale routes are kept

@@ -322,7 +322,7 @@ class Relay:
                 RelayEvent(
                     over.tenant,
                     "MaxPrefixReached",
-                    f"session {over.address} holds more than {over.limit} accepted routes"
+                    f"session {over.address} sent more than {over.limit} routes"
                     f" (action {self.options.max_prefix_action})",
                 )
             )
@@ -339,7 +339,7 @@ class Relay:
         restart = self.options.max_prefix_restart
         peer.stop(
             Notification.cease(CeaseSubcode.MAXIMUM_PREFIXES_REACHED),
-            f"more than {limit} accepted routes",
+            f"more than {limit} routes received",
         )
         self._handle(self.rib.drop_session(address))
         self.metrics.refused.labels(tenant.name, Reason.MAX_PREFIX.value).inc()
@@ -347,7 +347,7 @@ class Relay:
             RelayEvent(
                 tenant.name,
                 "MaxPrefixReached",
-                f"session {address} torn down: more than {limit} accepted routes"
+                f"session {address} torn down: more than {limit} routes received"
                 f" (Cease/Maximum Number of Prefixes Reached); it may come back in {restart:g}s",
             )
         )

@@ -83,6 +83,9 @@ class _Session:
     def accepted_count(self) -> int:
         return sum(len(s) for s in self.accepted.values())
 
+    def received_count(self) -> int:
+        return sum(len(t) for t in self.received.values())
+
 
 @dataclass(frozen=True)
 class RouteVerdict:
@@ -158,17 +161,40 @@ class RelayRib:
         path: ReceivedPath,
         add_path: bool = False,
     ) -> Outcome:
+        """Routes announced by a session: kept as received (up to the session's max-prefix
+        limit, which counts what it sent, like BIRD's ``receive limit``), then judged."""
+        out = Outcome()
         session = self.sessions.get(address)
         if session is None:
-            return Outcome()
+            return out
         session.add_path[family] = add_path
         encs = list(encodings)
         received = session.received[family]
+        limit = self.options.max_prefixes
+        if limit is not None:
+            room = limit - session.received_count()
+            new = [e for e in encs if e not in received]
+            if len(new) > room:
+                over = Teardown(session.address, session.tenant, limit)
+                action = self.options.max_prefix_action
+                if action is MaxPrefixAction.TEARDOWN:
+                    out.teardown.append(over)
+                    return out  # the session goes, and its routes with it
+                if not session.over_limit:
+                    session.over_limit = True
+                    out.over_limit.append(over)
+                if action is MaxPrefixAction.DROP:
+                    dropped = set(new[max(room, 0) :])
+                    encs = [e for e in encs if e not in dropped]
+                    out.rejected[(session.tenant, Reason.MAX_PREFIX.value)] += len(dropped)
         for enc in encs:
             received[enc] = path
-        return self._judge(session, family, encs, path)
+        out.add(self._judge(session, family, encs, path))
+        return out
 
     def withdraw(self, address: str, family: Family, encodings: Iterable[bytes]) -> Outcome:
+        """Routes withdrawn by a session; one it never sent (another tenant's) is counted
+        and changes nothing."""
         out = Outcome()
         session = self.sessions.get(address)
         if session is None:
@@ -176,11 +202,13 @@ class RelayRib:
         received, rejected = session.received[family], session.rejected[family]
         for enc in encodings:
             if received.pop(enc, None) is None:
-                continue  # never sent (another tenant's route, say): nothing to withdraw
+                out.rejected[(session.tenant, Reason.WITHDRAW_NOT_SENT.value)] += 1
+                continue
             rejected.pop(enc, None)
             if enc in session.accepted[family]:
                 out.changed |= self._unset(family, session, enc)
-        if session.over_limit and self._under_limit(session):
+        limit = self.options.max_prefixes
+        if session.over_limit and (limit is None or session.received_count() < limit):
             session.over_limit = False
         return out
 
@@ -236,20 +264,12 @@ class RelayRib:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _limit(self) -> int | None:
-        return self.options.max_prefixes
-
-    def _under_limit(self, session: _Session) -> bool:
-        limit = self._limit()
-        return limit is None or session.accepted_count() <= limit
-
     def _rejudge(self, session: _Session) -> Outcome:
         out = Outcome()
         for fam in _FAMILIES:
             for enc in list(session.accepted[fam]):
                 out.changed |= self._unset(fam, session, enc)
             session.rejected[fam].clear()
-        session.over_limit = False
         for fam in _FAMILIES:
             by_path: dict[int, tuple[ReceivedPath, list[bytes]]] = {}
             for enc, path in session.received[fam].items():
@@ -276,8 +296,6 @@ class RelayRib:
                 rejected[enc] = why
                 if enc in accepted:
                     out.changed |= self._unset(family, session, enc)
-        limit = self._limit()
-        action = self.options.max_prefix_action
         for new_path, aencs in judged.accepted:
             attrs = new_path.to_attributes()
             if new_path.communities != path.communities or (
@@ -285,21 +303,6 @@ class RelayRib:
             ):
                 out.scrubbed[tenant] += len(aencs)
             for enc in aencs:
-                if limit is not None and enc not in accepted and session.accepted_count() >= limit:
-                    if action is MaxPrefixAction.DROP:
-                        why = Rejected(Reason.MAX_PREFIX, None, tenant)
-                        rejected[enc] = why
-                        out.rejected[(tenant, Reason.MAX_PREFIX.value)] += 1
-                        if not session.over_limit:
-                            session.over_limit = True
-                            out.over_limit.append(Teardown(session.address, tenant, limit))
-                        continue
-                    if action is MaxPrefixAction.TEARDOWN:
-                        out.teardown.append(Teardown(session.address, tenant, limit))
-                        return out  # the session goes; its routes go with it
-                    if not session.over_limit:
-                        session.over_limit = True
-                        out.over_limit.append(Teardown(session.address, tenant, limit))
                 rejected.pop(enc, None)
                 accepted.add(enc)
                 out.changed |= self._set(family, session, enc, attrs, add_path)
