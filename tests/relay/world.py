@@ -6,6 +6,8 @@ into their kernel FIBs), the relay, and tenant speakers (ours, BIRD, FRR, GoBGP)
     192.0.2.3   rfrr    router, FRR (AS 64496)         2001:db8::3
     192.0.2.9-12   acme's nodes a1..a4: ours, BIRD, FRR, GoBGP (AS 64601)   2001:db8::9-c
     192.0.2.17-18  bolt's nodes b1, b2: ours, with TCP MD5 (AS 64602)       2001:db8::11-12
+    192.0.2.13-14  ah, ah2: hostile speakers in acme's node network          2001:db8::d-e
+    192.0.2.19     bh: in bolt's node network, without bolt's MD5 key       2001:db8::13
     192.0.2.40     x: nobody's, for sessions that must be refused            2001:db8::28
 
 acme holds 203.0.113.0/28 and 2001:db8:100::/124, bolt 203.0.113.16/28 and
@@ -50,7 +52,8 @@ METRICS_PORT = 7475
 HOSTS: dict[str, int] = {
     "rbird": 1, "relay": 2, "rfrr": 3,
     "a1": 9, "a2": 10, "a3": 11, "a4": 12,
-    "b1": 17, "b2": 18, "x": 40,
+    "ah": 13, "ah2": 14,  # in acme's node network: hostile speakers of acme
+    "b1": 17, "b2": 18, "bh": 19, "x": 40,
 }  # fmt: skip
 MANAGEMENT = ("192.0.2.60", "2001:db8::60")
 
