@@ -296,6 +296,14 @@ class Neighbor:
             self._out.append(ArmTimer(NeighborTimer.FLUSH, 0.0))
         return self._orders()
 
+    def flush_now(self) -> list[Order]:
+        """Send the pending difference now rather than on the next loop turn (a caller
+        that wants to time it, or to bound how stale the peer's view is)."""
+        if self._flush_pending:
+            self._out.append(CancelTimer(NeighborTimer.FLUSH))
+            return self.timer_expired(NeighborTimer.FLUSH)
+        return self._orders()
+
     def withdraw_all(self) -> list[Order]:
         if self.state == State.ESTABLISHED and self.export is not None:
             self._write(self.rib_out.withdraw_all(self.export))

@@ -169,6 +169,9 @@ class Peer:
         """Close without a NOTIFICATION (we restart; a graceful-restart peer keeps our routes)."""
         self._run(self.neighbor.abort())
 
+    def flush_now(self) -> None:
+        self._run(self.neighbor.flush_now())
+
     def withdraw_all(self) -> None:
         self._run(self.neighbor.withdraw_all())
 

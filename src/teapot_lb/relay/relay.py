@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
@@ -121,6 +122,7 @@ class Relay:
         self._by_address: dict[str, _TenantSide | None] = {}  # tenant of a session
         self._passwords: dict[IPv4Network | IPv6Network, str] = {}
         self._flush_pending: asyncio.TimerHandle | None = None
+        self._flush_seconds = 0.0
         self._restarts: dict[str, asyncio.TimerHandle] = {}
         self.problems: list[str] = []
 
@@ -368,11 +370,18 @@ class Relay:
     def _schedule_flush(self) -> None:
         if self._flush_pending is None:
             loop = asyncio.get_running_loop()
-            self._flush_pending = loop.call_later(self.config.flush_delay, self._flush)
+            # A diff of the whole table costs O(routes): while routes pour in, wait at
+            # least twice as long as the last one took, so diffing stays a third of the work.
+            delay = max(self.config.flush_delay, 2 * self._flush_seconds)
+            self._flush_pending = loop.call_later(delay, self._flush)
 
     def _flush(self) -> None:
+        started = time.perf_counter()
         self._flush_pending = None
         self.network_side.set_compiled(self.rib.compiled())
+        for peer in self.network_side.peers.values():
+            peer.flush_now()
+        self._flush_seconds = time.perf_counter() - started
         self.metrics.prefixes.set(self.rib.prefix_count())
         self.metrics.paths.set(self.rib.path_count())
         for name in self.tenants:
