@@ -328,3 +328,14 @@ def test_a_tenant_flapping_ten_thousand_routes_a_second_disturbs_nobody(
 def test_bolts_routes_stayed_in_both_fibs_throughout(monitor: Monitor) -> None:
     assert monitor.samples > 10
     assert monitor.deviations == []
+
+
+def test_the_explain_relay_command_prints_the_filtered_routes_with_their_rules(
+    world: World, route_attempts: dict[str, Any]
+) -> None:
+    teapot = str(Path(sys.executable).parent / "teapot-lb")
+    out = world.hosts["relay"].run(
+        teapot, "explain", "relay", "acme", "--relay-url", f"http://{v4('relay')}:7475"
+    )
+    line = next(ln for ln in out.splitlines() if ln.startswith("203.0.113.20/32"))
+    assert "filtered by rule 3 (outside-allocation)" in line

@@ -117,6 +117,18 @@ class PrefixSet:
     """Prefix ranges, IPv4 and IPv6 mixed (BIRD's ``prefix set``)."""
 
     ranges: tuple[PrefixRange, ...]
+    # Per width (32, 128): (value, length, low, high) of each range, for the hot loop.
+    _by_bits: dict[int, tuple[tuple[int, int, int, int], ...]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        by_bits: dict[int, list[tuple[int, int, int, int]]] = {}
+        for r in self.ranges:
+            by_bits.setdefault(r._bits, []).append(
+                (r._value, r.network.prefixlen, r.min_len, r.max_len)
+            )
+        object.__setattr__(self, "_by_bits", {b: tuple(v) for b, v in by_bits.items()})
 
     @classmethod
     def of(cls, *texts: str | Address | Prefix) -> PrefixSet:
@@ -133,7 +145,14 @@ class PrefixSet:
         return cls(tuple(out))
 
     def holds(self, bits: int, value: int, plen: int) -> bool:
-        return any(r.holds(bits, value, plen) for r in self.ranges)
+        # PrefixRange.holds, inlined over the ranges of the prefix's width (the receive
+        # path runs this once per prefix and rule).
+        for net, net_len, lo, hi in self._by_bits.get(bits, ()):
+            if lo <= plen <= hi:
+                common = plen if plen < net_len else net_len
+                if (value ^ net) >> (bits - common) == 0:
+                    return True
+        return False
 
     def without(self, *texts: str) -> PrefixSet:
         """The set less these ranges (as written in it)."""
@@ -678,11 +697,17 @@ class Filter:
                     continue
                 if rule._on_prefix:
                     hit, miss = [], []
+                    conds = rule._on_prefix
+                    only = conds[0] if len(conds) == 1 else None  # the usual case, no all()
                     for enc in genc:
                         key = keys.get(enc)
                         if key is None:
                             key = keys[enc] = key_of(enc)
-                        if all(c.on_route(key, gpath) for c in rule._on_prefix):
+                        if (
+                            only.on_route(key, gpath)
+                            if only is not None
+                            else all(c.on_route(key, gpath) for c in conds)
+                        ):
                             hit.append(enc)
                         else:
                             miss.append(enc)
