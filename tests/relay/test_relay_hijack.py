@@ -141,11 +141,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 w.wait_fib(prefix, hops, timeout=60)
             yield w
         finally:
-            for d in [*w.tenants.values(), *w.routers.values()]:
-                d.kill()
-            if w.relay is not None:
-                w.relay.kill()
-                w.relay.wait(timeout=10)
+            w.stop()
 
 
 @pytest.fixture(scope="module")

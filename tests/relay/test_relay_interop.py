@@ -56,11 +56,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 )  # fmt: skip
             yield w
         finally:
-            for d in [*w.tenants.values(), *w.routers.values()]:
-                d.kill()
-            if w.relay is not None:
-                w.relay.kill()
-                w.relay.wait(timeout=10)
+            w.stop()
 
 
 def nodes4(names: tuple[str, ...]) -> frozenset[str]:

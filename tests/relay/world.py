@@ -203,6 +203,14 @@ class World:
         wait_for(lambda: self.metrics_text() != "", timeout=30, what="the relay's metrics",
                  detail=self.relay_log)  # fmt: skip
 
+    def stop(self) -> None:
+        """Kill every daemon and the relay (the topology removes the rest)."""
+        for d in [*self.tenants.values(), *self.routers.values()]:
+            d.kill()
+        if self.relay is not None:
+            self.relay.kill()
+            self.relay.wait(timeout=10)
+
     def relay_log(self) -> str:
         try:
             return (self.workdir / "relay.log").read_text()[-4000:]

@@ -371,8 +371,8 @@ class Relay:
         if self._flush_pending is None:
             loop = asyncio.get_running_loop()
             # A diff of the whole table costs O(routes): while routes pour in, wait at
-            # least twice as long as the last one took, so diffing stays a third of the work.
-            delay = max(self.config.flush_delay, 2 * self._flush_seconds)
+            # least four times as long as the last one took: diffing stays a fifth of the work.
+            delay = max(self.config.flush_delay, 4 * self._flush_seconds)
             self._flush_pending = loop.call_later(delay, self._flush)
 
     def _flush(self) -> None:
