@@ -43,8 +43,14 @@ class RelayServer(MonitoringServer):
 @click.option(
     "--manifests",
     type=click.Path(exists=True, path_type=Path),
-    required=True,
     help="Standalone: the directory with Tenants, AddressPools, BGPPeers and Secrets.",
+)
+@click.option("--kubeconfig", help="The management cluster (default: in-cluster).")
+@click.option(
+    "--config-namespace",
+    default="teapot-lb-system",
+    show_default=True,
+    help="Kubernetes: the namespace of the AddressPools and BGPPeers.",
 )
 @click.option("--asn", type=click.IntRange(1, 4294967295), required=True, help="The relay's ASN.")
 @click.option("--router-id", required=True, help="The relay's BGP identifier (an IPv4 address).")
@@ -66,7 +72,9 @@ class RelayServer(MonitoringServer):
 @click.option("--password-secret", default="relay-bgp", show_default=True)
 @click.option("--metrics-addr", default=":7475", show_default=True, help="HOST:PORT ('' off).")
 def relay(
-    manifests: Path,
+    manifests: Path | None,
+    kubeconfig: str | None,
+    config_namespace: str,
     asn: int,
     router_id: str,
     listen: str,
@@ -83,6 +91,9 @@ def relay(
     metrics_addr: str,
 ) -> None:
     """Peer with tenants' BGP speakers, pass on only their own routes to the BGPPeers.
+
+    Tenants, AddressPools, BGPPeers and Secrets come from --manifests (standalone) or from
+    the management cluster (--kubeconfig, or in-cluster when neither is given).
 
     A tenant speaker is known by its source address (inside one Tenant's nodeNetworks) and
     the Tenant's ASN; its routes are judged by a policy made from the Tenant (docs/relay.md)
@@ -119,10 +130,16 @@ def relay(
         peers=peers,
         password_secret=password_secret,
     )
-    asyncio.run(_serve(config, manifests, metrics_addr))
+    asyncio.run(_serve(config, manifests, kubeconfig, config_namespace, metrics_addr))
 
 
-async def _serve(config: RelayConfig, manifests: Path, metrics_addr: str) -> None:
+async def _serve(
+    config: RelayConfig,
+    manifests: Path | None,
+    kubeconfig: str | None,
+    config_namespace: str,
+    metrics_addr: str,
+) -> None:
     cancel_on_signals()
     relay_ = Relay(config, metrics=RelayMetrics())
     server = RelayServer(relay_)
@@ -133,7 +150,14 @@ async def _serve(config: RelayConfig, manifests: Path, metrics_addr: str) -> Non
         log.get("teapot_lb.relay").info(
             "relay started", port=relay_.listen_port, metrics=server.port or None
         )
-        await follow_manifests(relay_, manifests)
+        if manifests is not None:
+            await follow_manifests(relay_, manifests)
+        else:
+            from teapot_lb.kube.client import connect
+            from teapot_lb.relay.kube import follow_cluster
+
+            async with await connect(kubeconfig, user_agent="teapot-lb-relay") as client:
+                await follow_cluster(relay_, client, config_namespace=config_namespace)
     except asyncio.CancelledError:
         pass
     finally:
