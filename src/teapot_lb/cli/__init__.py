@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tenant-agent": ("teapot_lb.cli.tenant_agent", "tenant_agent"),
     "ovn": ("teapot_lb.cli.ovn", "ovn"),
     "gateway": ("teapot_lb.cli.gateway", "gateway"),
+    "relay": ("teapot_lb.cli.relay", "relay"),
 }
 
 _SUMMARIES = {
@@ -49,6 +50,7 @@ _SUMMARIES = {
     "tenant-agent": "Teapot: cloud-provider-teapot for a tenant cluster's Services.",
     "ovn": "OVN mode: Service IPs as OVN Northbound Load_Balancers (one writer).",
     "gateway": "Teapot gateway: tenants' HTTP(S)/TLS/TCP/UDP routes on HAProxy and nginx.",
+    "relay": "Teapot: BGP filtering relay between tenants' speakers and the routers.",
 }
 
 
