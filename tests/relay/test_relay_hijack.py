@@ -331,7 +331,7 @@ def test_the_explain_relay_command_prints_the_filtered_routes_with_their_rules(
 ) -> None:
     teapot = str(Path(sys.executable).parent / "teapot-lb")
     out = world.hosts["relay"].run(
-        teapot, "explain", "relay", "acme", "--relay-url", f"http://{v4('relay')}:7475"
+        teapot, "explain", "relay", "acme", "--relay-url", f"http://{v4('relay')}:7476"
     )
     line = next(ln for ln in out.splitlines() if ln.startswith("203.0.113.20/32"))
     assert "filtered by rule 3 (outside-allocation)" in line

@@ -47,7 +47,7 @@ CONFIG_NS = "teapot-lb-system"
 RELAY_AS, ROUTER_AS = 64500, 64496
 ASN = {"acme": 64601, "bolt": 64602}
 BOLT_PASSWORD = "bolt-secret"
-METRICS_PORT = 7475
+METRICS_PORT = 7476
 
 HOSTS: dict[str, int] = {
     "rbird": 1, "relay": 2, "rfrr": 3,

@@ -227,7 +227,7 @@ def state_root_of(manifests: Path, state_root: Path | None) -> Path:
 )
 @click.option(
     "--relay-url",
-    default="http://127.0.0.1:7475",
+    default="http://127.0.0.1:7476",
     show_default=True,
     help="explain relay TENANT: the relay's metrics address.",
 )

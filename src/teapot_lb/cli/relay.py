@@ -70,7 +70,7 @@ class RelayServer(MonitoringServer):
 @click.option("--stale-time", default=120, show_default=True, help="Longest GR stale time (s).")
 @click.option("--gtsm/--no-gtsm", default=True, show_default=True, help="TTL 255 (RFC 5082).")
 @click.option("--password-secret", default="relay-bgp", show_default=True)
-@click.option("--metrics-addr", default=":7475", show_default=True, help="HOST:PORT ('' off).")
+@click.option("--metrics-addr", default=":7476", show_default=True, help="HOST:PORT ('' off).")
 def relay(
     manifests: Path | None,
     kubeconfig: str | None,
