@@ -103,28 +103,21 @@ def _compact_model(model: BaseModel) -> BaseModel:
     return model
 
 
+def _shared(value: object) -> object:
+    """An item of a dict or list, compacted (a model or a string), or `value` itself."""
+    if isinstance(value, BaseModel):
+        return _compact_model(value)
+    return _intern(value)
+
+
 def _compact_dict(mapping: dict[Any, Any]) -> None:
     if not mapping:
         return
-    for k, v in list(mapping.items()):
-        if isinstance(v, BaseModel):
-            shared = _compact_model(v)
-            if shared is not v:
-                mapping[k] = shared
-        elif type(v) is str:
-            mapping[k] = _intern(v)
-    if all(type(k) is str for k in mapping):
-        # Re-insert under interned keys (same order), so equal keys share one string.
-        items = [(sys.intern(k) if len(k) <= _INTERN_MAX else k, v) for k, v in mapping.items()]
-        mapping.clear()
-        mapping.update(items)
+    # Re-inserted under interned keys (same order), so equal keys share one string.
+    items = [(_intern(k), _shared(v)) for k, v in mapping.items()]
+    mapping.clear()
+    mapping.update(items)
 
 
 def _compact_list(items: list[Any]) -> None:
-    for i, v in enumerate(items):
-        if isinstance(v, BaseModel):
-            shared = _compact_model(v)
-            if shared is not v:
-                items[i] = shared
-        elif type(v) is str:
-            items[i] = _intern(v)
+    items[:] = [_shared(v) for v in items]
