@@ -10,7 +10,7 @@ result is exactly the uncached one.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -277,30 +277,38 @@ _PlanResult = tuple[frozenset["Announcement"], tuple["Decision", ...]]
 class PlanTotals:
     """The union of the kept per-Service plans, changed by what each call changed: the
     announcements (counted, as two Services may announce the same), per mode, and each
-    Service's decisions."""
+    Service's decisions (with the keys that have some, in key order: a new Service costs
+    an insertion into that list, not a new table of every Service)."""
 
     def __init__(self) -> None:
         self.counts: dict[Announcement, int] = {}
         self.by_mode: dict[Mode, set[Announcement]] = {}
         self.by_service: dict[str, tuple[Decision, ...]] = {}
+        self._order: list[str] = []
+        # The Services whose results changed since the last take_changed(); None: unknown
+        # (a rebuild), every Service may have.
+        self._changed: set[str] | None = None
+
+    def take_changed(self) -> frozenset[str] | None:
+        """The Service keys whose decisions may have changed since the previous call (for
+        one consumer: the node's reporting), or None when that is not known (a rebuild)."""
+        changed, self._changed = self._changed, set()
+        return None if changed is None else frozenset(changed)
 
     def rebuild(self, results: Iterator[_PlanResult]) -> None:
+        self._changed = None
         self.counts, self.by_mode, self.by_service = {}, {}, {}
         for anns, decs in results:
             self._count(anns, 1)
             if decs:
                 self.by_service[decs[0].service] = decs
+        self._order = list(self.by_service)  # the results come in key order
 
-    def apply(
-        self,
-        delta: list[tuple[str, _PlanResult | None, _PlanResult | None]],
-        results: Callable[[], Iterator[_PlanResult]],
-    ) -> None:
-        """Apply one call's changes; `results` (all of them, in key order) is read only when
-        a Service appeared before others, to keep `by_service` in key order."""
-        by_service = self.by_service
-        last = next(reversed(by_service), None)
-        in_order = True
+    def apply(self, delta: list[tuple[str, _PlanResult | None, _PlanResult | None]]) -> None:
+        """Apply one call's changes."""
+        by_service, order = self.by_service, self._order
+        if self._changed is not None:
+            self._changed.update(key for key, _, _ in delta)
         for key, old, new in delta:
             if old is not None:
                 self._count(old[0], -1)
@@ -309,14 +317,16 @@ class PlanTotals:
                 self._count(new[0], 1)
                 decs = new[1]
             if not decs:
-                by_service.pop(key, None)
+                if by_service.pop(key, None) is not None:
+                    del order[bisect_left(order, key)]
                 continue
-            if key not in by_service and last is not None and key < last:
-                in_order = False
-            by_service[key] = decs  # in place when it was there: the order holds
-            last = key if last is None or key > last else last
-        if not in_order:
-            self.by_service = {decs[0].service: decs for _, decs in results() if decs}
+            if key not in by_service:
+                insort(order, key)
+            by_service[key] = decs
+
+    def ordered(self) -> dict[str, tuple[Decision, ...]]:
+        """Each Service's decisions, in key order (a new dict)."""
+        return dict(zip(self._order, map(self.by_service.__getitem__, self._order), strict=True))
 
     def _count(self, anns: frozenset[Announcement], step: int) -> None:
         counts = self.counts

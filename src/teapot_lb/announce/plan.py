@@ -648,16 +648,17 @@ def _plan_kept(
     if delta is None:
         totals.rebuild(kept)
     else:
-        totals.apply(delta, cache.plans.kept)
+        totals.apply(delta)
     modes = {m: frozenset(anns) for m, anns in totals.by_mode.items() if anns}
     for a in tenant_anns:
         modes[a.mode] = modes.get(a.mode, frozenset()) | {a}
+    by_service = totals.ordered()
     return Plan(
         node=node,
         announcements=frozenset(totals.counts).union(tenant_anns),
-        decisions=tuple(chain.from_iterable(totals.by_service.values())),
+        decisions=tuple(chain.from_iterable(by_service.values())),
         tenant_decisions=tenant_decisions,
-        by_service=dict(totals.by_service),
+        by_service=by_service,
         modes=modes,
     )
 
