@@ -11,7 +11,7 @@ result is exactly the uncached one.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -21,7 +21,7 @@ from teapot_lb.model import ExternalTrafficPolicy, Node, Service
 from teapot_lb.model.kinds import KINDS, Kind
 
 if TYPE_CHECKING:
-    from teapot_lb.announce.plan import Announcement, Decision, Mode
+    from teapot_lb.announce.plan import Announcement, Decision, ElectionOrders, Mode
 
 _T = TypeVar("_T")
 
@@ -355,10 +355,13 @@ class PlanCache:
         self.plans: _PerService[tuple[frozenset[Announcement], tuple[Decision, ...]]] = _PerService(
             versions
         )
-        self.orders: _PerService[tuple[tuple[str, tuple[str, ...]], ...]] = _PerService(versions)
+        self.orders: _PerService[tuple[tuple[str, Sequence[str]], ...]] = _PerService(versions)
         self.totals = PlanTotals()
+        # Each Node's own exclusion (why it may announce nothing), by name, while the view
+        # holds the same Node object.
+        self.exclusions: dict[str, tuple[Node, str | None]] = {}
         # The last answer of l2_election_orders, kept while no Service's orders change.
-        self.orders_out: dict[str, tuple[str, ...]] | None = None
+        self.orders_out: ElectionOrders | None = None
 
     @property
     def computed(self) -> int:

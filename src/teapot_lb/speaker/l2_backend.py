@@ -203,7 +203,7 @@ class L2Backend:
         """
         want: dict[IPAddress, tuple[str, ...]] = {}
         self.errors = {}
-        self.orders = dict(orders or {})
+        self.orders = orders if orders is not None else {}  # read, never copied: ranked when read
         if claims and self.ready:
             infos = await self._list_interfaces()
             macs = tuple(i.mac for i in infos.values() if any(i.mac))
