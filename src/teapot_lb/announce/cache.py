@@ -10,9 +10,10 @@ result is exactly the uncached one.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from teapot_lb.cluster import ClusterView
@@ -284,7 +285,10 @@ class PlanTotals:
         self.counts: dict[Announcement, int] = {}
         self.by_mode: dict[Mode, set[Announcement]] = {}
         self.by_service: dict[str, tuple[Decision, ...]] = {}
+        # The keys that have decisions, in key order, and their decisions in the same order
+        # (what a plan hands out is built from these two lists at C speed).
         self._order: list[str] = []
+        self._decisions: list[tuple[Decision, ...]] = []
         # The Services whose results changed since the last take_changed(); None: unknown
         # (a rebuild), every Service may have.
         self._changed: set[str] | None = None
@@ -303,10 +307,11 @@ class PlanTotals:
             if decs:
                 self.by_service[decs[0].service] = decs
         self._order = list(self.by_service)  # the results come in key order
+        self._decisions = list(self.by_service.values())
 
     def apply(self, delta: list[tuple[str, _PlanResult | None, _PlanResult | None]]) -> None:
         """Apply one call's changes."""
-        by_service, order = self.by_service, self._order
+        by_service, order, in_order = self.by_service, self._order, self._decisions
         if self._changed is not None:
             self._changed.update(key for key, _, _ in delta)
         for key, old, new in delta:
@@ -316,17 +321,26 @@ class PlanTotals:
             if new is not None:
                 self._count(new[0], 1)
                 decs = new[1]
+            at = bisect_left(order, key)
+            held = at < len(order) and order[at] == key
             if not decs:
-                if by_service.pop(key, None) is not None:
-                    del order[bisect_left(order, key)]
+                if held:
+                    del by_service[key], order[at], in_order[at]
                 continue
-            if key not in by_service:
-                insort(order, key)
+            if held:
+                in_order[at] = decs
+            else:
+                order.insert(at, key)
+                in_order.insert(at, decs)
             by_service[key] = decs
 
     def ordered(self) -> dict[str, tuple[Decision, ...]]:
         """Each Service's decisions, in key order (a new dict)."""
-        return dict(zip(self._order, map(self.by_service.__getitem__, self._order), strict=True))
+        return dict(zip(self._order, self._decisions, strict=True))
+
+    def decisions(self) -> tuple[Decision, ...]:
+        """Every Service's decisions, one after the other in key order."""
+        return tuple(chain.from_iterable(self._decisions))
 
     def _count(self, anns: frozenset[Announcement], step: int) -> None:
         counts = self.counts

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
-from itertools import chain
 from typing import TypeVar
 
 from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache
@@ -668,13 +667,12 @@ def _plan_kept(
     modes = {m: frozenset(anns) for m, anns in totals.by_mode.items() if anns}
     for a in tenant_anns:
         modes[a.mode] = modes.get(a.mode, frozenset()) | {a}
-    by_service = totals.ordered()
     return Plan(
         node=node,
         announcements=frozenset(totals.counts).union(tenant_anns),
-        decisions=tuple(chain.from_iterable(by_service.values())),
+        decisions=totals.decisions(),
         tenant_decisions=tenant_decisions,
-        by_service=by_service,
+        by_service=totals.ordered(),
         modes=modes,
     )
 
