@@ -118,11 +118,7 @@ def run_size(nodes: int, services: int, k: int | None) -> dict[str, Any]:
         want = expected_fib(manifests)
         lay = layout(read_dir(manifests), nodes=None)
         with Topology("sclr") as topo:
-            net = LabNetwork(topo, lay, work, manifests, router="bird", modes=("bgp",),
-                             poll_interval=None)  # fmt: skip
-            net.build()
-            router = net.start_router()
-            hops = {n.address for n in net.nodes.values()}
+            net, router, hops = speaker_bench.bgp_lab(topo, lay, work, manifests)
             t0 = time.monotonic()
             for name in net.nodes:
                 net.start_speaker(name)
