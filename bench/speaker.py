@@ -53,9 +53,16 @@ from teapot_lb import log
 from teapot_lb.announce.plan import plan
 from teapot_lb.bgp import State
 from teapot_lb.cluster import ClusterView, Kind, Store
-from teapot_lb.lab.manifests import assigned_ips, layout, read_dir, service_doc, with_services
+from teapot_lb.lab.manifests import (
+    LabLayout,
+    assigned_ips,
+    layout,
+    read_dir,
+    service_doc,
+    with_services,
+)
 from teapot_lb.lab.network import LabNetwork
-from teapot_lb.lab.router import fib_next_hops
+from teapot_lb.lab.router import Router, fib_next_hops
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.model.kinds import KINDS
 from teapot_lb.model.manifest import parse_object
@@ -305,11 +312,7 @@ def netns(services: int, trials: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         with Topology("spkbn") as topo:
-            net = LabNetwork(topo, lay, work, manifests, router="bird", modes=("bgp",),
-                             poll_interval=None)  # fmt: skip
-            net.build()
-            router = net.start_router()
-            hops = {n.address for n in net.nodes.values()}
+            net, router, hops = bgp_lab(topo, lay, work, manifests)
             for name in net.nodes:
                 net.start_speaker(name)
             wait_for(lambda: router.established() >= hops, timeout=60,
@@ -330,6 +333,16 @@ def netns(services: int, trials: int) -> dict[str, Any]:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
+
+
+def bgp_lab(
+    topo: Topology, lay: LabLayout, work: Path, manifests: Path
+) -> tuple[LabNetwork, Router, set[str]]:
+    """The routed lab (BGP only, BIRD running, no speaker yet) and the nodes' addresses."""
+    net = LabNetwork(topo, lay, work, manifests, router="bird", modes=("bgp",),
+                     poll_interval=None)  # fmt: skip
+    net.build()
+    return net, net.start_router(), {n.address for n in net.nodes.values()}
 
 
 def fib_holds(net: LabNetwork, prefix: str, want: set[str] | None) -> bool:

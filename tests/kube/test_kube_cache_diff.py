@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from teapot_lb.kube.informer import EventType, cache_diff
+from teapot_lb.kube.informer import EventType, cache_diff, version_diff
 from teapot_lb.kube.resources import KubeObject
 
 
@@ -41,3 +41,13 @@ def test_an_unchanged_list_produces_no_events(old: dict[str, KubeObject]) -> Non
 def test_deleted_objects_carry_their_last_known_state() -> None:
     last = obj("a", 7)
     assert cache_diff({"ns/a": last}, {}) == [(EventType.DELETED, "ns/a", last)]
+
+
+@given(caches, caches)
+def test_a_cache_of_versions_only_gives_the_same_events_with_stubs_for_deletions(
+    old: dict[str, KubeObject], new: dict[str, KubeObject]
+) -> None:
+    versions = {key: o["metadata"]["resourceVersion"] for key, o in old.items()}
+    # A deleted object is named by a stub: its namespace, name and last version, which
+    # here is the whole of the test's objects.
+    assert version_diff(versions, new) == cache_diff(old, new)

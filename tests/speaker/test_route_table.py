@@ -40,3 +40,18 @@ def test_a_route_added_and_removed_among_many_changes_only_its_prefix() -> None:
     after = table.update(many | {extra})["r1"]
     assert after == {**first, "192.0.2.9/32": extra.attributes}
     assert "192.0.2.9/32" not in table.update(set(many)).get("r1", {})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sets(routes, max_size=12), min_size=1, max_size=12))
+def test_the_peers_said_changed_include_every_peer_whose_table_changed(
+    steps: list[set[BGPRoute]],
+) -> None:
+    table = RouteTable()
+    before: dict[str, dict[str, object]] = {}
+    for step in steps:
+        after = {peer: dict(t) for peer, t in table.update(set(step)).items()}
+        differ = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+        assert table.changed is None or differ <= table.changed
+        table.clear_changed()
+        before = after

@@ -121,6 +121,20 @@ def test_heartbeat_peers_are_the_other_nodes_addresses() -> None:
     assert peer_addresses(view, "unknown") == []
 
 
+def test_heartbeat_peers_kept_between_steps_follow_node_changes() -> None:
+    store = store_of(*bgp_setup(), node("n3", "192.0.2.13"))
+    known: dict[str, Any] = {}
+    assert peer_addresses(store.view(), "n1", known) == ["192.0.2.12", "192.0.2.13"]
+    store.put_object(parse(node("n3", "192.0.2.33")))
+    store.put_object(parse(node("n4", "192.0.2.14")))
+    view = store.view()
+    assert peer_addresses(view, "n1", known) == peer_addresses(view, "n1")
+    assert peer_addresses(view, "n1", known) == ["192.0.2.12", "192.0.2.33", "192.0.2.14"]
+    store.delete(Kind.NODE, "n4")
+    assert peer_addresses(store.view(), "n1", known) == ["192.0.2.12", "192.0.2.33"]
+    assert sorted(known) == ["n1", "n2", "n3"]
+
+
 # --- the BGP backend through the node speaker ----------------------------------------------
 
 

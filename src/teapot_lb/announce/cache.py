@@ -11,8 +11,9 @@ result is exactly the uncached one.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from teapot_lb.cluster import ClusterView
@@ -21,7 +22,7 @@ from teapot_lb.model import ExternalTrafficPolicy, Node, Service
 from teapot_lb.model.kinds import KINDS, Kind
 
 if TYPE_CHECKING:
-    from teapot_lb.announce.plan import Announcement, Decision, Mode
+    from teapot_lb.announce.plan import Announcement, Decision, ElectionOrders, Mode
 
 _T = TypeVar("_T")
 
@@ -277,30 +278,42 @@ _PlanResult = tuple[frozenset["Announcement"], tuple["Decision", ...]]
 class PlanTotals:
     """The union of the kept per-Service plans, changed by what each call changed: the
     announcements (counted, as two Services may announce the same), per mode, and each
-    Service's decisions."""
+    Service's decisions (with the keys that have some, in key order: a new Service costs
+    an insertion into that list, not a new table of every Service)."""
 
     def __init__(self) -> None:
         self.counts: dict[Announcement, int] = {}
         self.by_mode: dict[Mode, set[Announcement]] = {}
         self.by_service: dict[str, tuple[Decision, ...]] = {}
+        # The keys that have decisions, in key order, and their decisions in the same order
+        # (what a plan hands out is built from these two lists at C speed).
+        self._order: list[str] = []
+        self._decisions: list[tuple[Decision, ...]] = []
+        # The Services whose results changed since the last take_changed(); None: unknown
+        # (a rebuild), every Service may have.
+        self._changed: set[str] | None = None
+
+    def take_changed(self) -> frozenset[str] | None:
+        """The Service keys whose decisions may have changed since the previous call (for
+        one consumer: the node's reporting), or None when that is not known (a rebuild)."""
+        changed, self._changed = self._changed, set()
+        return None if changed is None else frozenset(changed)
 
     def rebuild(self, results: Iterator[_PlanResult]) -> None:
+        self._changed = None
         self.counts, self.by_mode, self.by_service = {}, {}, {}
         for anns, decs in results:
             self._count(anns, 1)
             if decs:
                 self.by_service[decs[0].service] = decs
+        self._order = list(self.by_service)  # the results come in key order
+        self._decisions = list(self.by_service.values())
 
-    def apply(
-        self,
-        delta: list[tuple[str, _PlanResult | None, _PlanResult | None]],
-        results: Callable[[], Iterator[_PlanResult]],
-    ) -> None:
-        """Apply one call's changes; `results` (all of them, in key order) is read only when
-        a Service appeared before others, to keep `by_service` in key order."""
-        by_service = self.by_service
-        last = next(reversed(by_service), None)
-        in_order = True
+    def apply(self, delta: list[tuple[str, _PlanResult | None, _PlanResult | None]]) -> None:
+        """Apply one call's changes."""
+        by_service, order, in_order = self.by_service, self._order, self._decisions
+        if self._changed is not None:
+            self._changed.update(key for key, _, _ in delta)
         for key, old, new in delta:
             if old is not None:
                 self._count(old[0], -1)
@@ -308,15 +321,26 @@ class PlanTotals:
             if new is not None:
                 self._count(new[0], 1)
                 decs = new[1]
+            at = bisect_left(order, key)
+            held = at < len(order) and order[at] == key
             if not decs:
-                by_service.pop(key, None)
+                if held:
+                    del by_service[key], order[at], in_order[at]
                 continue
-            if key not in by_service and last is not None and key < last:
-                in_order = False
-            by_service[key] = decs  # in place when it was there: the order holds
-            last = key if last is None or key > last else last
-        if not in_order:
-            self.by_service = {decs[0].service: decs for _, decs in results() if decs}
+            if held:
+                in_order[at] = decs
+            else:
+                order.insert(at, key)
+                in_order.insert(at, decs)
+            by_service[key] = decs
+
+    def ordered(self) -> dict[str, tuple[Decision, ...]]:
+        """Each Service's decisions, in key order (a new dict)."""
+        return dict(zip(self._order, self._decisions, strict=True))
+
+    def decisions(self) -> tuple[Decision, ...]:
+        """Every Service's decisions, one after the other in key order."""
+        return tuple(chain.from_iterable(self._decisions))
 
     def _count(self, anns: frozenset[Announcement], step: int) -> None:
         counts = self.counts
@@ -345,10 +369,13 @@ class PlanCache:
         self.plans: _PerService[tuple[frozenset[Announcement], tuple[Decision, ...]]] = _PerService(
             versions
         )
-        self.orders: _PerService[tuple[tuple[str, tuple[str, ...]], ...]] = _PerService(versions)
+        self.orders: _PerService[tuple[tuple[str, Sequence[str]], ...]] = _PerService(versions)
         self.totals = PlanTotals()
+        # Each Node's own exclusion (why it may announce nothing), by name, while the view
+        # holds the same Node object.
+        self.exclusions: dict[str, tuple[Node, str | None]] = {}
         # The last answer of l2_election_orders, kept while no Service's orders change.
-        self.orders_out: dict[str, tuple[str, ...]] | None = None
+        self.orders_out: ElectionOrders | None = None
 
     @property
     def computed(self) -> int:

@@ -9,12 +9,11 @@ the decisions of every node. No I/O, no clock: the same view gives the same plan
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
-from itertools import chain
 from typing import TypeVar
 
 from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache
@@ -35,6 +34,7 @@ from teapot_lb.model import (
     matches_any,
     parse_community,
     parse_duration,
+    parse_ip,
     parse_large_community,
 )
 from teapot_lb.model.service import LOAD_BALANCER_CLASS
@@ -250,9 +250,12 @@ def _sorted(objs: Mapping[str, object]) -> list[str]:
 
 
 class _Planner:
-    def __init__(self, view: ClusterView, options: PlanOptions) -> None:
+    def __init__(
+        self, view: ClusterView, options: PlanOptions, cache: PlanCache | None = None
+    ) -> None:
         self.view = view
         self.options = options
+        self._cache = cache
         # Bounded ECMP, memoised for explain (every node asks about the same IP): node →
         # names of the BGPPeers that select it; (IP, advertisement) → chosen nodes and how
         # many were eligible.
@@ -278,7 +281,19 @@ class _Planner:
     def node_exclusions(self) -> dict[str, str | None]:
         """Every node → None when nothing excludes it from announcing, else why."""
         if self._exclusions is None:
-            self._exclusions = {n: node_exclusion(node) for n, node in self.view.nodes.items()}
+            nodes = self.view.nodes
+            if self._cache is None:
+                self._exclusions = {n: node_exclusion(node) for n, node in nodes.items()}
+            else:
+                # Kept per Node object between calls: a step looks at the Nodes that changed.
+                memo = self._cache.exclusions
+                for gone in [n for n in memo if n not in nodes]:
+                    del memo[gone]
+                for n, node in nodes.items():
+                    hit = memo.get(n)
+                    if hit is None or hit[0] is not node:
+                        memo[n] = (node, node_exclusion(node))
+                self._exclusions = {n: memo[n][1] for n in nodes}
         return self._exclusions
 
     def handled_services(self) -> Iterable[tuple[str, Service]]:
@@ -607,7 +622,7 @@ def plan(
     since the previous call reuse their decisions; the plan is the same as without it.
     """
     opts = options or PlanOptions()
-    planner = _Planner(view, opts)
+    planner = _Planner(view, opts, cache)
     tenant_anns: set[Announcement] = set()
     tenant_decisions: list[Decision] = []
     for route in live_routes(programmed_routes(view), opts.tenant_hops):
@@ -657,16 +672,16 @@ def _plan_kept(
     if delta is None:
         totals.rebuild(kept)
     else:
-        totals.apply(delta, cache.plans.kept)
+        totals.apply(delta)
     modes = {m: frozenset(anns) for m, anns in totals.by_mode.items() if anns}
     for a in tenant_anns:
         modes[a.mode] = modes.get(a.mode, frozenset()) | {a}
     return Plan(
         node=node,
         announcements=frozenset(totals.counts).union(tenant_anns),
-        decisions=tuple(chain.from_iterable(totals.by_service.values())),
+        decisions=totals.decisions(),
         tenant_decisions=tenant_decisions,
-        by_service=dict(totals.by_service),
+        by_service=totals.ordered(),
         modes=modes,
     )
 
@@ -704,22 +719,58 @@ def explain_tenant(
     return decisions
 
 
+class ElectionOrders(Mapping[str, tuple[str, ...]]):
+    """Every L2 IP → the nodes allowed to own it, in election order, each order ranked
+    when it is first read (and the last few kept).
+
+    The L2 backend reads one IP's order only when it judges a claim (split brain), but a
+    ranking costs one SHA-256 per candidate: ranking every IP over 1,000 nodes at each
+    change (the plan already ranked them once) cost minutes at 25k L2 IPs, and holding
+    every order ~8 KB per IP (issue 19). What is kept per IP is its candidates (a list the
+    Services of one advertisement set share)."""
+
+    _KEEP = 1024
+
+    def __init__(self, candidates: Mapping[str, Sequence[str]]) -> None:
+        self._candidates = candidates
+        self._ranked: dict[str, tuple[str, ...]] = {}
+
+    def __getitem__(self, ip: str) -> tuple[str, ...]:
+        order = self._ranked.get(ip)
+        if order is None:
+            order = ranking(parse_ip(ip), self._candidates[ip])
+            if len(self._ranked) >= self._KEEP:
+                del self._ranked[next(iter(self._ranked))]
+            self._ranked[ip] = order
+        return order
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._candidates)
+
+    def __len__(self) -> int:
+        return len(self._candidates)
+
+    def __contains__(self, ip: object) -> bool:
+        return ip in self._candidates
+
+
 def l2_election_orders(
     view: ClusterView, options: PlanOptions | None = None, *, cache: PlanCache | None = None
-) -> dict[str, tuple[str, ...]]:
-    """Every IP announced in L2 mode → the nodes allowed to own it, in election order.
+) -> ElectionOrders:
+    """Every IP announced in L2 mode → the nodes allowed to own it, in election order
+    (ranked when read: :class:`ElectionOrders`).
 
     Liveness is ignored: this is what every speaker agrees on even when heartbeats are
     cut, so the L2 backend uses it to settle two owners answering at once (split brain).
-    With a `cache`, unchanged Services reuse their orders (the result is the same).
+    With a `cache`, unchanged Services reuse their candidates (the result is the same).
     """
     opts = options or PlanOptions()
-    planner = _Planner(view, opts)
+    planner = _Planner(view, opts, cache)
 
-    def orders(key: str, svc: Service) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    def candidates(key: str, svc: Service) -> tuple[tuple[str, Sequence[str]], ...]:
         if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
             return ()
-        out: list[tuple[str, tuple[str, ...]]] = []
+        out: list[tuple[str, Sequence[str]]] = []
         eligible: Mapping[str, str | None] | None = None
         for ip in svc.ingress_ips():
             pool = view.pool_of(ip)
@@ -730,26 +781,27 @@ def l2_election_orders(
                 continue
             if eligible is None:
                 eligible = planner.eligible(key, svc)
-            out.append((str(ip), ranking(ip, planner._candidates(l2_advs, eligible))))
+            out.append((str(ip), planner._candidates(l2_advs, eligible)))
         return tuple(out)
 
-    out: dict[str, tuple[str, ...]] = {}
+    out: dict[str, Sequence[str]] = {}
     if cache is None:
-        per_service: Iterable[tuple[tuple[str, tuple[str, ...]], ...]] = (
-            orders(key, view.services[key]) for key in _sorted(view.services)
+        per_service: Iterable[tuple[tuple[str, Sequence[str]], ...]] = (
+            candidates(key, view.services[key]) for key in _sorted(view.services)
         )
     else:
         scope = _options_key(opts, liveness=False)
-        per_service = cache.orders.results(view, scope, L2_KINDS, orders)
+        per_service = cache.orders.results(view, scope, L2_KINDS, candidates)
         delta, kept = cache.orders.delta, cache.orders_out
         if kept is not None and delta is not None and not any(o or n for _, o, n in delta):
-            return dict(kept)  # no Service's orders changed: the same answer
+            return kept  # no Service's candidates changed: the same answer
     for items in per_service:
-        for ip_text, order in items:
-            out[ip_text] = order
+        for ip_text, nodes in items:
+            out[ip_text] = nodes
+    orders = ElectionOrders(out)
     if cache is not None:
-        cache.orders_out = dict(out)
-    return out
+        cache.orders_out = orders
+    return orders
 
 
 def _options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:

@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import Any
 
 from teapot_lb.cluster.changes import EVERY_KEY, Change, ChangeLog
+from teapot_lb.cluster.compact import compact
 from teapot_lb.cluster.view import ClusterView, Stored
 from teapot_lb.model import ApiObject, EndpointSlice
 from teapot_lb.model.kinds import KINDS, REGISTRY, Kind, object_key
@@ -18,7 +19,8 @@ class Store:
     :meth:`view` returns an immutable snapshot; it is rebuilt only after a change,
     so readers that ask often (every reconcile) pay nothing when nothing changed.
     Which view field holds a kind comes from the kind registry
-    (:data:`teapot_lb.model.kinds.KINDS`).
+    (:data:`teapot_lb.model.kinds.KINDS`). Objects are compacted as they come in
+    (:func:`~teapot_lb.cluster.compact.compact`: equal inner parts and strings shared).
     """
 
     def __init__(self) -> None:
@@ -36,7 +38,7 @@ class Store:
         if model is not None and not isinstance(obj, model):
             raise TypeError(f"a {type(obj).__name__} is not a {kind.value}")
         old = self._objects[kind].get(key)
-        self._objects[kind][key] = obj
+        self._objects[kind][key] = compact(obj)
         self._changed(kind, key, old, obj)
 
     def put_object(self, obj: ApiObject) -> str:
@@ -54,7 +56,7 @@ class Store:
 
     def replace(self, kind: Kind, objects: Mapping[str, Stored]) -> None:
         """Replace every object of one kind (a re-list, or a re-read manifest directory)."""
-        self._objects[kind] = dict(objects)
+        self._objects[kind] = {key: compact(obj) for key, obj in objects.items()}
         if kind is Kind.ENDPOINT_SLICE:
             self._slices, self._slice_lists = {}, {}
             for key, obj in self._objects[kind].items():

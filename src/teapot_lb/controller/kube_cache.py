@@ -1,11 +1,14 @@
 """The controller's informers and the cache they fill (ingestion only; nothing is written).
 
 Informers on Services, Namespaces and the lb.teapot.io kinds (those the kind registry marks
-`controller`) keep, per object, its newest JSON (the informers' events plus the
-controller's own writes, :meth:`ControllerCache.write_through`) and its typed model in the
-:class:`~teapot_lb.cluster.Store`. An object that does not parse is left out of the store
-(an AddressPool is kept as an :class:`UnparsedPool`, so its status can say why). Every
-change is handed to `on_change(kind, key)`, which only enqueues keys.
+`controller`) keep, per object, the typed model of its newest version (the informers'
+events plus the controller's own writes, :meth:`ControllerCache.write_through`) in the
+:class:`~teapot_lb.cluster.Store`, and nothing else: no raw JSON (issue 19: at 100k Services
+the JSON doubled the cache). What a write needs of the object (its version, its identity
+for Events) is read from the model (:meth:`ControllerCache.reference`). An object that does
+not parse is left out of the store, only its version kept (an AddressPool is kept as an
+:class:`UnparsedPool`, so its status can say why). Every change is handed to
+`on_change(kind, key)`, which only enqueues keys.
 
 :attr:`ControllerCache.synced` is true only while every informer is current (a list
 completed since its last failed request); the reconcile loop does not act on the cache
@@ -20,7 +23,7 @@ import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from teapot_lb import log
 from teapot_lb.cluster import ClusterView, Kind, Store
@@ -32,7 +35,7 @@ from teapot_lb.kube.backoff import Backoff
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import KubeError
 from teapot_lb.kube.informer import EventType, Informer
-from teapot_lb.kube.resources import SERVICES, KubeObject, key_of
+from teapot_lb.kube.resources import SERVICES, KubeObject, key_of, resource_version
 from teapot_lb.model import AddressPoolStatus, ObjectRef, parse_object
 from teapot_lb.model.kinds import KINDS, REGISTRY
 
@@ -59,8 +62,9 @@ class ControllerCache:
         self.store = Store()
         self.unparsed_pools: dict[str, UnparsedPool] = {}
         self.informers: dict[Kind, Informer] = {}
-        # The newest JSON of each object: the informers' events plus our own writes.
-        self._raw: dict[Kind, dict[str, KubeObject]] = {info.kind: {} for info in WATCHED}
+        # The resourceVersion of each object that did not parse (those that did: the
+        # store's model has it).
+        self._unparsed: dict[Kind, dict[str, str]] = {info.kind: {} for info in WATCHED}
         self._log = log.get("controller")
         for info in WATCHED:
             informer = Informer(
@@ -69,6 +73,7 @@ class ControllerCache:
                 namespace=config_namespace if info.config else None,
                 watch_timeout_s=watch_timeout_s,
                 backoff=Backoff(min(0.1, max_backoff_s), max_backoff_s),
+                keep_objects=False,
             )
             informer.add_handler(self._handler(info.kind))
             informer.add_sync_handler(self._sync_changed)
@@ -104,28 +109,40 @@ class ControllerCache:
         """The store as it is now, read through (see :func:`live_view`)."""
         return live_view(self.store)
 
-    def raw(self, kind: Kind, key: str) -> KubeObject | None:
-        """The newest JSON of an object (what a write is based on)."""
-        return self._raw[kind].get(key)
+    def reference(self, kind: Kind, key: str) -> KubeObject | None:
+        """What a write is based on: the newest cached version of a parsed object, as
+        the JSON of its identity (apiVersion, kind, name, namespace, uid, resourceVersion:
+        what a status patch and an Event need), or None when it is not cached."""
+        obj = self.store.get(kind, key)
+        if not isinstance(obj, BaseModel):
+            return None
+        meta = obj.metadata
+        fields = {"name": meta.name, "namespace": meta.namespace, "uid": meta.uid}
+        fields["resourceVersion"] = meta.resource_version
+        return {
+            "apiVersion": obj.api_version,
+            "kind": obj.kind,
+            "metadata": {k: v for k, v in fields.items() if v is not None},
+        }
+
+    def version(self, kind: Kind, key: str) -> str | None:
+        """The resourceVersion of the newest cached version, or None when not cached."""
+        obj = self.store.get(kind, key)
+        if isinstance(obj, BaseModel):
+            return obj.metadata.resource_version or ""
+        return self._unparsed[kind].get(key)
 
     def _handler(self, kind: Kind) -> Callable[[EventType, str, KubeObject], None]:
-        raw = self._raw[kind]
-
         def handle(event: EventType, key: str, obj: KubeObject) -> None:
             if event is EventType.DELETED:
-                raw.pop(key, None)
+                self._unparsed[kind].pop(key, None)
                 self.store.delete(kind, key)
                 if kind is Kind.ADDRESS_POOL:
                     self.unparsed_pools.pop(key, None)
             else:
-                current = raw.get(key)
-                if current is not None and not newer(obj, current):
-                    # This version (or a newer one, our own write) is cached already; keep
-                    # one copy of it in memory, the informer's.
-                    if same_version(obj, current):
-                        raw[key] = obj
-                    return
-                raw[key] = obj
+                current = self.version(kind, key)
+                if current is not None and not newer_version(resource_version(obj), current):
+                    return  # this version (or a newer one, our own write) is cached already
                 self._put(kind, key, obj)
             self.on_change(kind, key)
 
@@ -134,16 +151,27 @@ class ControllerCache:
     def write_through(self, kind: Kind, key: str, based_on: KubeObject, obj: KubeObject) -> None:
         """Put what a write returned into the cache, unless the informer brought something
         newer meanwhile, so the next reconcile sees our own write and does not repeat it."""
-        current = self._raw[kind].get(key)
-        if current is not None and same_version(current, based_on):
-            self._raw[kind][key] = obj
-            self._put(kind, key, obj)
-            if changed_by_others(based_on, obj):
-                # The write landed on a version someone else had changed meanwhile (a patch
-                # of the spec between our read and our write). The informer's event for
-                # that change is now older than the cache and brings nothing: reconcile
-                # here, or the change would never be acted on.
-                self.on_change(kind, key)
+        version = resource_version(based_on)
+        before = self.store.get(kind, key)
+        if not version or self.version(kind, key) != version:
+            return
+        self._put(kind, key, obj)
+        after = self.store.get(kind, key)
+        if isinstance(before, BaseModel) and isinstance(after, BaseModel):
+            # Compared as the models (what a reconcile can read): the raw JSON is not kept.
+            dumps = [
+                m.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                for m in (before, after)
+            ]
+            others = changed_by_others(*dumps)
+        else:
+            others = True
+        if others:
+            # The write landed on a version someone else had changed meanwhile (a patch
+            # of the spec between our read and our write). The informer's event for
+            # that change is now older than the cache and brings nothing: reconcile
+            # here, or the change would never be acted on.
+            self.on_change(kind, key)
 
     async def catch_up_services(self) -> None:
         """Read every Service once more (before the allocator is rebuilt on taking the
@@ -157,22 +185,22 @@ class ControllerCache:
             except KubeError as err:
                 self.metrics.api_error("list services", err)
                 await asyncio.sleep(1.0)
-        raw = self._raw[Kind.SERVICE]
         for obj in listed.items:
             key = key_of(obj)
-            current = raw.get(key)
-            if current is None or newer(obj, current):
-                raw[key] = obj
+            current = self.version(Kind.SERVICE, key)
+            if current is None or newer_version(resource_version(obj), current):
                 self._put(Kind.SERVICE, key, obj)
 
     def _put(self, kind: Kind, key: str, obj: KubeObject) -> None:
         parsed, problems = parse_object(obj)
         if parsed is not None and not problems:
+            self._unparsed[kind].pop(key, None)
             self.store.put(kind, key, parsed)
             if kind is Kind.ADDRESS_POOL:
                 self.unparsed_pools.pop(key, None)
             return
         self.store.delete(kind, key)
+        self._unparsed[kind][key] = resource_version(obj)
         meta = obj.get("metadata") or {}
         self._log.warning(
             "object does not parse; ignored",
@@ -229,19 +257,17 @@ class _LiveKind(Mapping[str, Stored]):
 
 
 def newer(obj: KubeObject, than: KubeObject) -> bool:
-    """Whether `obj` is a newer version than `than`. Resource versions are opaque, but
+    """Whether `obj` is a newer version than `than` (see :func:`newer_version`)."""
+    return newer_version(resource_version(obj), resource_version(than))
+
+
+def newer_version(a: str, b: str) -> bool:
+    """Whether resourceVersion `a` is newer than `b`. Resource versions are opaque, but
     API servers in practice serve etcd revisions (integers); when they are not integers,
     any other version counts as newer."""
-    a = obj.get("metadata", {}).get("resourceVersion", "")
-    b = than.get("metadata", {}).get("resourceVersion", "")
     if a.isdigit() and b.isdigit():
         return int(a) > int(b)
     return a != b or not a
-
-
-def same_version(a: KubeObject, b: KubeObject) -> bool:
-    version = a.get("metadata", {}).get("resourceVersion")
-    return bool(version) and version == b.get("metadata", {}).get("resourceVersion")
 
 
 def changed_by_others(before: KubeObject, after: KubeObject) -> bool:

@@ -64,7 +64,7 @@ class KubeWriter:
         if not outcome.exists or not (outcome.writes or outcome.events):
             return
         self._check_leader()
-        raw = self.cache.raw(Kind.SERVICE, outcome.key)
+        raw = self.cache.reference(Kind.SERVICE, outcome.key)
         if raw is None:
             return  # deleted meanwhile; its DELETED event reconciles it again
         namespace, name = split_key(outcome.key)

@@ -33,7 +33,7 @@ from .. import log
 from .backoff import Backoff, Retry
 from .client import KubeClient
 from .errors import Forbidden, Gone, KubeError, StreamCut
-from .resources import KubeObject, Resource, key_of, resource_version
+from .resources import KubeObject, Resource, key_of, resource_version, split_key
 
 
 class EventType(enum.StrEnum):
@@ -54,15 +54,37 @@ def cache_diff(
     An object whose resourceVersion did not change produces no event; one missing from
     ``new`` is DELETED with its last known state.
     """
+    return version_diff({key: resource_version(obj) for key, obj in old.items()}, new, old)
+
+
+def version_diff(
+    old: Mapping[str, str],
+    new: Mapping[str, KubeObject],
+    last: Mapping[str, KubeObject] | None = None,
+) -> list[tuple[EventType, str, KubeObject]]:
+    """:func:`cache_diff` against the resourceVersions of the old cache; an object missing
+    from ``new`` is DELETED with its last state from `last`, or else a stub that names it
+    (namespace, name, last version)."""
     changes: list[tuple[EventType, str, KubeObject]] = []
     for key, obj in new.items():
         before = old.get(key)
         if before is None:
             changes.append((EventType.ADDED, key, obj))
-        elif resource_version(before) != resource_version(obj):
+        elif before != resource_version(obj):
             changes.append((EventType.MODIFIED, key, obj))
-    changes.extend((EventType.DELETED, key, obj) for key, obj in old.items() if key not in new)
+    for key, version in old.items():
+        if key not in new:
+            gone = last.get(key) if last is not None else None
+            changes.append((EventType.DELETED, key, gone or _stub(key, version)))
     return changes
+
+
+def _stub(key: str, version: str) -> KubeObject:
+    namespace, name = split_key(key)
+    meta: dict[str, str] = {"name": name, "resourceVersion": version}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"metadata": meta}
 
 
 class Informer:
@@ -77,6 +99,7 @@ class Informer:
         watch_timeout_s: float = 300.0,
         backoff: Backoff | None = None,
         retry: Retry | None = None,
+        keep_objects: bool = True,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -87,7 +110,12 @@ class Informer:
         # `backoff` (kept for callers that tune one sequence): the delays after
         # connection failures and 5xx.
         self.retry = retry or Retry(backoff)
-        self._cache: dict[str, KubeObject] = {}
+        # Every object's resourceVersion (what a re-list diffs against), and, only when
+        # `keep_objects`, the objects themselves (:meth:`get`). Readers that keep their own
+        # typed copy (the controller's and the speaker's Store) pass keep_objects=False: a
+        # second, raw copy of 100k Services costs hundreds of MB (issue 19).
+        self._versions: dict[str, str] = {}
+        self._cache: dict[str, KubeObject] | None = {} if keep_objects else None
         self._handlers: list[Handler] = []
         self._sync_handlers: list[SyncHandler] = []
         self._synced = asyncio.Event()
@@ -126,16 +154,21 @@ class Informer:
         await self._synced.wait()
 
     def get(self, key: str) -> KubeObject | None:
-        return self._cache.get(key)
+        return self._objects().get(key)
 
     def list_keys(self) -> list[str]:
-        return list(self._cache)
+        return list(self._versions)
 
     def list_objects(self) -> list[KubeObject]:
-        return list(self._cache.values())
+        return list(self._objects().values())
 
     def __len__(self) -> int:
-        return len(self._cache)
+        return len(self._versions)
+
+    def _objects(self) -> dict[str, KubeObject]:
+        if self._cache is None:
+            raise TypeError(f"informer of {self.resource} keeps no objects (keep_objects=False)")
+        return self._cache
 
     # --------------------------------------------------------------- running
 
@@ -208,8 +241,10 @@ class Informer:
         )
         self.lists += 1
         fresh = {key_of(obj): _trimmed(obj) for obj in listed.items}
-        changes = cache_diff(self._cache, fresh)
-        self._cache = fresh
+        changes = version_diff(self._versions, fresh, self._cache)
+        self._versions = {key: resource_version(obj) for key, obj in fresh.items()}
+        if self._cache is not None:
+            self._cache = fresh
         self.resource_version = listed.resource_version
         for type_, key, obj in changes:
             self._dispatch(type_, key, obj)
@@ -241,10 +276,14 @@ class Informer:
                 key = key_of(event.object)
                 if event.type in ("ADDED", "MODIFIED"):
                     obj = _trimmed(event.object)
-                    self._cache[key] = obj
+                    self._versions[key] = rv
+                    if self._cache is not None:
+                        self._cache[key] = obj
                     self._dispatch(EventType(event.type), key, obj)
                 elif event.type == "DELETED":
-                    self._cache.pop(key, None)
+                    self._versions.pop(key, None)
+                    if self._cache is not None:
+                        self._cache.pop(key, None)
                     self._dispatch(EventType.DELETED, key, event.object)
                 if rv:
                     self.resource_version = rv

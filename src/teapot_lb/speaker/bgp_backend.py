@@ -11,7 +11,7 @@ Adj-RIB-Out sends only the difference, so a Service change never resets a sessio
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Protocol
@@ -333,7 +333,8 @@ class BGPBackend:
                     router_id=str(chosen.address),
                     node=step.node,
                 )
-        await self.apply(setups, routes, chosen.address)
+        await self.apply(setups, routes, chosen.address, self.table.changed)
+        self.table.clear_changed()  # every changed table was handed to the speaker
         self._failing = self.errors()  # once per step, not once per decision
 
     def failure_inputs(self) -> object:
@@ -366,8 +367,11 @@ class BGPBackend:
         setups: Mapping[str, PeerSetup],
         routes: Mapping[str, Mapping[str, Desired]],
         router_id: IPv4Address,
+        changed: Collection[str] | None = None,
     ) -> None:
-        """Peers per BGPPeer name as `setups` says, each with its `routes` (idempotent)."""
+        """Peers per BGPPeer name as `setups` says, each with its `routes` (idempotent).
+        `changed`: the only BGPPeers whose routes may differ from the last call's (None:
+        compare every peer's table); the others' tables are not copied nor compared."""
         for name, setup in setups.items():
             old = self.setups.get(name)
             if setup.error is not None and (old is None or old.error != setup.error):
@@ -418,6 +422,8 @@ class BGPBackend:
             in_use[config.address] = name
             self._log.info("bgp peer added", peer=name, address=config.address)
         for name, config in self.active.items():
+            if changed is not None and name not in changed and name in self.routes:
+                continue
             want = dict(routes.get(name, {}))
             if name in self.routes and self.routes[name] == want:
                 continue
@@ -435,12 +441,17 @@ class RouteTable:
     """:func:`~teapot_lb.speaker.desired.bgp_routes` of the plan's BGP routes, kept between
     steps: a new set of routes reshapes only the (peer, prefix) pairs whose routes changed
     (each pair is shaped from its own routes alone), so one changed Service costs its routes,
-    not every route. `desired` is the result (changed in place)."""
+    not every route. `desired` is the result (changed in place); `changed`, the peers whose
+    table changed since :meth:`clear_changed` (None: every peer's may have)."""
 
     def __init__(self) -> None:
         self._routes: frozenset[Announcement] = frozenset()
         self._groups: dict[tuple[str, str], set[BGPRoute]] = {}
         self.desired: dict[str, dict[str, Desired]] = {}
+        self.changed: set[str] | None = None
+
+    def clear_changed(self) -> None:
+        self.changed = set()
 
     def update(self, announcements: set[Announcement]) -> dict[str, dict[str, Desired]]:
         """The shaped routes of the BGP announcements (the plan's `of_mode(Mode.BGP)`)."""
@@ -462,6 +473,8 @@ class RouteTable:
             pair = (r.peer, r.prefix)
             self._groups.setdefault(pair, set()).add(r)
             touched.add(pair)
+        if self.changed is not None:
+            self.changed.update(peer for peer, _ in touched)
         for pair in touched:
             peer, prefix = pair
             group = self._groups.get(pair)
@@ -477,6 +490,7 @@ class RouteTable:
         return self.desired
 
     def _rebuild(self, announcements: frozenset[Announcement]) -> None:
+        self.changed = None
         self._routes = announcements
         routes = [a for a in announcements if isinstance(a, BGPRoute)]
         self._groups = {}

@@ -76,8 +76,13 @@ class KubeSource:
         self.kinds = kinds if kinds is not None else TENANCY_KINDS if tenancy else ONE_CLUSTER_KINDS
         for info in self.kinds:
             namespace = config_namespace if info.config else None
+            # The Store keeps the typed objects; the informers only their versions.
             informer = Informer(
-                client, info.resource, namespace=namespace, watch_timeout_s=watch_timeout_s
+                client,
+                info.resource,
+                namespace=namespace,
+                watch_timeout_s=watch_timeout_s,
+                keep_objects=False,
             )
             informer.add_handler(self._handler(info.kind))
             informer.add_sync_handler(self._sync_changed)

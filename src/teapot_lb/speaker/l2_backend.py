@@ -34,24 +34,41 @@ from teapot_lb.l2.claims import ClaimArbiter, ClaimTiming, Verdict
 from teapot_lb.l2.responder import Responder
 from teapot_lb.membership.core import MemberChanged, Membership, Timing
 from teapot_lb.membership.udp import DEFAULT_PORT, UdpHeartbeats
+from teapot_lb.model import Node
 from teapot_lb.speaker.backend import Step, Wiring
 from teapot_lb.speaker.desired import l2_claims
 from teapot_lb.speaker.interfaces import InterfaceInfo, default_interfaces, interfaces
 from teapot_lb.timers import LoopTimers
 
 
-def peer_addresses(view: ClusterView, node: str) -> list[str]:
-    """The other nodes' InternalIPs of this node's heartbeat family (IPv4 first)."""
+def peer_addresses(
+    view: ClusterView, node: str, known: dict[str, tuple[Node, list[tuple[int, str]]]] | None = None
+) -> list[str]:
+    """The other nodes' InternalIPs of this node's heartbeat family (IPv4 first).
+
+    `known` (kept by the caller between calls) holds each Node's parsed addresses, by
+    name, for as long as the view holds the very same Node object: a step then parses only
+    the Nodes that changed, not all 1,000 (issue 19).
+    """
+    memo = {} if known is None else known
+
+    def addresses(name: str, obj: Node) -> list[tuple[int, str]]:
+        hit = memo.get(name)
+        if hit is None or hit[0] is not obj:
+            hit = memo[name] = (obj, [(a.version, str(a)) for a in obj.addresses()])
+        return hit[1]
+
+    for gone in [name for name in memo if name not in view.nodes]:
+        del memo[gone]
     me = view.nodes.get(node)
-    mine = me.addresses() if me is not None else []
+    mine = addresses(node, me) if me is not None else []
     if not mine:
         return []
-    family = min(a.version for a in mine)
+    family = min(version for version, _ in mine)
     out: list[str] = []
-    for name, other in sorted(view.nodes.items()):
-        if name == node:
-            continue
-        out.extend(str(a) for a in other.addresses() if a.version == family)
+    for name in sorted(view.nodes):
+        if name != node:
+            out.extend(a for version, a in addresses(name, view.nodes[name]) if version == family)
     return out
 
 
@@ -89,6 +106,7 @@ class L2Backend:
         self._silences: LoopTimers[IPAddress] = LoopTimers(self._silence_over)
         self.claims_judged: dict[str, int] = {}  # verdict -> count
         self._peers: tuple[str, ...] = ()
+        self._node_addresses: dict[str, tuple[Node, list[tuple[int, str]]]] = {}
         self._heartbeats: UdpHeartbeats | None = None
         self._task: asyncio.Task[None] | None = None
         self._started_at: float | None = None  # when heartbeats first started
@@ -107,7 +125,7 @@ class L2Backend:
 
     async def apply_plan(self, step: Step) -> None:
         view = step.view
-        self.set_peers(peer_addresses(view, step.node))
+        self.set_peers(peer_addresses(view, step.node, self._node_addresses))
         orders = (
             l2_election_orders(view, step.options, cache=step.cache)
             if view.l2_advertisements
@@ -185,7 +203,7 @@ class L2Backend:
         """
         want: dict[IPAddress, tuple[str, ...]] = {}
         self.errors = {}
-        self.orders = dict(orders or {})
+        self.orders = orders if orders is not None else {}  # read, never copied: ranked when read
         if claims and self.ready:
             infos = await self._list_interfaces()
             macs = tuple(i.mac for i in infos.values() if any(i.mac))

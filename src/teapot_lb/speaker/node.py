@@ -190,7 +190,8 @@ class NodeSpeaker:
             for backend in self.backends:
                 await backend.apply_plan(step)
         inputs = tuple(backend.failure_inputs() for backend in self.backends)
-        report = self.reporting.update(the_plan, self._failure, inputs)
+        changed = self.plan_cache.totals.take_changed()
+        report = self.reporting.update(the_plan, self._failure, inputs, changed)
         result = StepResult(
             plan=the_plan,
             view=view,

@@ -10,7 +10,7 @@ writes the same summaries into its status file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from teapot_lb.announce.plan import Decision, Mode, Plan
@@ -88,17 +88,40 @@ class Reporting:
         self.node = node
         self._decisions: dict[str, tuple[Decision, ...]] = {}
         self._inputs: object = None
+        self._primed = False  # an update has run: _decisions holds its plan's
         self.announcing: dict[str, tuple[Announcing, ...]] = {}
         self.failures: dict[str, dict[str, str]] = {}
         self.looked_at = 0  # Services looked at by the last update (for tests, benchmarks)
 
-    def update(self, plan: Plan, failure: Failure, failure_inputs: object) -> Report:
+    def update(
+        self,
+        plan: Plan,
+        failure: Failure,
+        failure_inputs: object,
+        changed: Collection[str] | None = None,
+    ) -> Report:
+        """The report of `plan`. `changed`: the Services whose decisions may differ from
+        the plan of the previous update (the plan cache's
+        :meth:`~teapot_lb.announce.cache.PlanTotals.take_changed`); only those are looked
+        at. None: every Service is compared (by identity) with the previous update."""
         by_service = plan.by_service
         every = failure_inputs != self._inputs
         self._inputs = failure_inputs
         old = self._decisions
-        keys = [k for k, decs in by_service.items() if every or old.get(k) is not decs]
-        keys += [k for k in old if k not in by_service]
+        if changed is not None and self._primed and not every:
+            # Present first, then gone, each in key order: as the walk below.
+            keys = sorted(k for k in changed if k in by_service and old.get(k) is not by_service[k])
+            keys += sorted(k for k in changed if k not in by_service and k in old)
+            for key in keys:
+                if key in by_service:
+                    old[key] = by_service[key]
+                else:
+                    del old[key]
+        else:
+            keys = [k for k, decs in by_service.items() if every or old.get(k) is not decs]
+            keys += [k for k in old if k not in by_service]
+            self._decisions = dict(by_service)
+        self._primed = True
         before_ann = {k: self.announcing[k] for k in keys if k in self.announcing}
         before_fail = {k: self.failures[k] for k in keys if k in self.failures}
         for key in keys:
@@ -113,7 +136,6 @@ class Reporting:
                 self.failures.pop(key, None)
             else:
                 self.failures[key] = fails
-        self._decisions = dict(by_service)
         self.looked_at = len(keys)
         changed = frozenset(
             k
