@@ -102,8 +102,9 @@ class Connection:
             ovs.stream.Stream.ssl_set_ca_cert_file(str(self.ca_cert))
 
 
-def fetch_schema(connection: Connection, timeout_s: float = 10.0) -> Any:
-    """The Northbound schema as the server has it (our IDL then matches its version)."""
+def fetch_schema(connection: Connection, timeout_s: float = 10.0, database: str = DATABASE) -> Any:
+    """The `database` schema (the Northbound's by default) as the server has it (our IDL
+    then matches its version)."""
     connection.configure_ssl()
     error, stream = ovs.stream.Stream.open(connection.remote)
     if not error:
@@ -112,11 +113,11 @@ def fetch_schema(connection: Connection, timeout_s: float = 10.0) -> Any:
         raise NorthboundError(f"{connection.remote}: cannot connect ({_strerror(error)})")
     rpc = ovs.jsonrpc.Connection(stream)
     try:
-        request = ovs.jsonrpc.Message.create_request("get_schema", [DATABASE])
+        request = ovs.jsonrpc.Message.create_request("get_schema", [database])
         error, reply = rpc.transact_block(request)
         if error or reply.error:
             why = _strerror(error) if error else reply.error
-            raise NorthboundError(f"{connection.remote}: get_schema {DATABASE}: {why}")
+            raise NorthboundError(f"{connection.remote}: get_schema {database}: {why}")
         return reply.result
     finally:
         rpc.close()

@@ -1,0 +1,80 @@
+"""The Southbound watch against a real Southbound ovsdb-server and ovn-northd (no root):
+ovn-controller's claim of a gateway port is played by ovn-sbctl."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from teapot_lb.lab.ovnstack import DATABASE_BINARIES, OVNDatabases, _which, missing
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.ovn.gateways import GatewayPort, Gateways
+from teapot_lb.ovn.nbdb import Connection, NorthboundError
+from teapot_lb.ovn.sbdb import SouthboundWatch, read_once
+
+
+@pytest.fixture(scope="module")
+def sb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OVNDatabases]:
+    """NB, SB and northd; router lr0 with a distributed gateway port on chassis-1 > -2,
+    and a switch with an ordinary port (a VIF the watch must not receive)."""
+    reason = missing((*DATABASE_BINARIES, "ovn-northd", "ovn-sbctl"))
+    if reason:
+        pytest.skip(reason)
+    with OVNDatabases(tmp_path_factory.mktemp("sb")) as dbs:
+        dbs.spawn("northd", [_which("ovn-northd"), f"--ovnnb-db={dbs.nb_remote}",
+                             f"--ovnsb-db={dbs.sb_remote}",
+                             f"--unixctl={dbs.workdir / 'northd.ctl'}"])  # fmt: skip
+        for i in (1, 2):
+            dbs.sbctl("chassis-add", f"chassis-{i}", "geneve", f"127.0.0.{i}")
+            dbs.sbctl("set", "chassis", f"chassis-{i}", f"hostname=node-{i}")
+        dbs.nbctl("lr-add", "lr0")
+        dbs.nbctl("lrp-add", "lr0", "lr0-ext", "02:00:00:00:02:01", "192.0.2.1/24")
+        dbs.nbctl("lrp-set-gateway-chassis", "lr0-ext", "chassis-1", "20")
+        dbs.nbctl("lrp-set-gateway-chassis", "lr0-ext", "chassis-2", "10")
+        dbs.nbctl("ls-add", "ls0")
+        dbs.nbctl("lsp-add", "ls0", "vif0")
+        dbs.nbctl("--wait=sb", "sync")
+        yield dbs
+
+
+def claim(dbs: OVNDatabases, chassis: str) -> None:
+    """What ovn-controller of `chassis` does when it takes the gateway port."""
+    uuid = dbs.sbctl("--bare", "--columns=_uuid", "find", "chassis", f"name={chassis}").strip()
+    dbs.sbctl("set", "port_binding", "cr-lr0-ext", f"chassis={uuid}")
+
+
+def test_a_claimed_gateway_port_reaches_the_watch_and_a_move_follows(sb: OVNDatabases) -> None:
+    seen: list[Gateways] = []
+    watch = SouthboundWatch(Connection(sb.sb_remote), seen.append)
+    watch.start()
+    try:
+        wait_for(lambda: watch.latest.synced, timeout=10, what="the Southbound read")
+        assert watch.latest.hostname("chassis-2") == "node-2"
+        claim(sb, "chassis-1")
+        wait_for(lambda: watch.latest.ports == (GatewayPort("lr0", "cr-lr0-ext", "chassis-1"),),
+                 timeout=10, what="chassis-1's claim seen")  # fmt: skip
+        claim(sb, "chassis-2")
+        wait_for(lambda: watch.latest.ports == (GatewayPort("lr0", "cr-lr0-ext", "chassis-2"),),
+                 timeout=10, what="the port moved to chassis-2")  # fmt: skip
+        assert seen[-1] == watch.latest
+        # The monitor condition: the switch's VIF never reaches us.
+        assert {row.type for row in watch._idl.tables["Port_Binding"].rows.values()} <= {
+            "chassisredirect",
+            "l3gateway",
+        }
+    finally:
+        watch.stop()
+
+
+def test_read_once_gives_the_current_gateways(sb: OVNDatabases) -> None:
+    claim(sb, "chassis-1")
+    assert read_once(Connection(sb.sb_remote)).ports == (
+        GatewayPort("lr0", "cr-lr0-ext", "chassis-1"),
+    )
+
+
+def test_an_unreachable_southbound_is_an_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(NorthboundError, match=r"none\.sock"):
+        read_once(Connection(f"unix:{tmp_path / 'none.sock'}"), timeout_s=1)
