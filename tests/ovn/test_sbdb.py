@@ -3,11 +3,17 @@ ovn-controller's claim of a gateway port is played by ovn-sbctl."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
+from model.builders import bgp_advertisement, peer
+from ovn.builders import POOL, ovn, web
+from teapot_lb.cli.explain import explain_command
 from teapot_lb.lab.ovnstack import DATABASE_BINARIES, OVNDatabases, _which, missing
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.ovn.gateways import GatewayPort, Gateways
@@ -58,7 +64,7 @@ def test_a_claimed_gateway_port_reaches_the_watch_and_a_move_follows(sb: OVNData
         claim(sb, "chassis-2")
         wait_for(lambda: watch.latest.ports == (GatewayPort("lr0", "cr-lr0-ext", "chassis-2"),),
                  timeout=10, what="the port moved to chassis-2")  # fmt: skip
-        assert seen[-1] == watch.latest
+        wait_for(lambda: seen[-1] == watch.latest, timeout=10, what="on_change told the move")
         # The monitor condition: the switch's VIF never reaches us.
         assert {row.type for row in watch._idl.tables["Port_Binding"].rows.values()} <= {
             "chassisredirect",
@@ -78,3 +84,22 @@ def test_read_once_gives_the_current_gateways(sb: OVNDatabases) -> None:
 def test_an_unreachable_southbound_is_an_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(NorthboundError, match=r"none\.sock"):
         read_once(Connection(f"unix:{tmp_path / 'none.sock'}"), timeout_s=1)
+
+
+def test_explain_with_the_southbound_says_which_node_announces_and_why(
+    sb: OVNDatabases, tmp_path: Path
+) -> None:
+    claim(sb, "chassis-2")
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}"}}
+             for i in (1, 2)]  # fmt: skip
+    docs = [POOL, ovn(gatewayRouters=[{"name": "lr0"}]), bgp_advertisement("bgp", "public"),
+            peer("up"), web("203.0.113.1", ips="203.0.113.1"), *nodes]  # fmt: skip
+    (manifests / "all.yaml").write_text(yaml.safe_dump_all(docs))
+    args = ["default/web", "--manifests", str(manifests), "--ovn-sb", sb.sb_remote, "-o", "json"]
+    got = CliRunner().invoke(explain_command, args)
+    assert got.exit_code == 0, got.output
+    bgp = {d["node"]: d for d in json.loads(got.output)["decisions"] if d["mode"] == "bgp"}
+    assert bgp["node-2"]["announces"] and not bgp["node-1"]["announces"]
+    assert "router lr0: cr-lr0-ext on chassis chassis-2 (node node-2)" in bgp["node-1"]["reason"]

@@ -53,9 +53,13 @@ class SouthboundWatch:
     from it whenever they differ from the last call (first when the monitor is synced).
     :attr:`latest` is the last state read (``synced=False`` before)."""
 
-    def __init__(self, connection: Connection, on_change: Callable[[Gateways], None]) -> None:
+    def __init__(
+        self, connection: Connection, on_change: Callable[[Gateways], None], *, quiet: bool = False
+    ) -> None:
+        """`quiet`: do not log each change (``explain`` prints to stdout)."""
         self.connection = connection
         self.on_change = on_change
+        self.quiet = quiet
         self.latest = Gateways(synced=False)
         self.changes = 0  # how many times the state changed (tests, metrics)
         self._stop = False
@@ -116,10 +120,11 @@ class SouthboundWatch:
             return
         self.latest = gateways
         self.changes += 1
-        self._log.info(
-            "ovn gateways",
-            ports={f"{p.router}/{p.port}": p.chassis for p in gateways.ports},
-        )
+        if not self.quiet:
+            self._log.info(
+                "ovn gateways",
+                ports={f"{p.router}/{p.port}": p.chassis for p in gateways.ports},
+            )
         try:
             self.on_change(gateways)
         except Exception:
@@ -129,7 +134,7 @@ class SouthboundWatch:
 def read_once(connection: Connection, timeout_s: float = 10.0) -> Gateways:
     """The gateway ports as the Southbound holds them now (``explain``)."""
     got = threading.Event()
-    watch = SouthboundWatch(connection, lambda _: got.set())
+    watch = SouthboundWatch(connection, lambda _: got.set(), quiet=True)
     watch.start(timeout_s)
     try:
         if not got.wait(timeout_s):
