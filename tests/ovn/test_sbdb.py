@@ -3,6 +3,7 @@ ovn-controller's claim of a gateway port is played by ovn-sbctl."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,11 +15,15 @@ from click.testing import CliRunner
 from model.builders import bgp_advertisement, peer
 from ovn.builders import POOL, ovn, web
 from teapot_lb.cli.explain import explain_command
+from teapot_lb.cli.run import RunConfig
+from teapot_lb.cluster import Store
 from teapot_lb.lab.ovnstack import DATABASE_BINARIES, OVNDatabases, _which, missing
-from teapot_lb.lab.wait import wait_for
+from teapot_lb.lab.wait import wait_for, wait_for_async
 from teapot_lb.ovn.gateways import GatewayPort, Gateways
 from teapot_lb.ovn.nbdb import Connection, NorthboundError
 from teapot_lb.ovn.sbdb import SouthboundWatch, read_once
+from teapot_lb.speaker.ovn_gateways import OVNGateways
+from teapot_lb.speaker.wiring import build_speaker
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +108,29 @@ def test_explain_with_the_southbound_says_which_node_announces_and_why(
     bgp = {d["node"]: d for d in json.loads(got.output)["decisions"] if d["mode"] == "bgp"}
     assert bgp["node-2"]["announces"] and not bgp["node-1"]["announces"]
     assert "router lr0: cr-lr0-ext on chassis chassis-2 (node node-2)" in bgp["node-1"]["reason"]
+
+
+def test_a_speaker_with_ovn_sb_plans_again_when_the_port_moves(
+    sb: OVNDatabases, tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        config = RunConfig(manifests=tmp_path, node="node-1", state_dir=tmp_path, modes=(),
+                           ovn_sb=sb.sb_remote)  # fmt: skip
+        speaker = build_speaker(config, Store())
+        (watcher,) = speaker.backends
+        assert isinstance(watcher, OVNGateways)
+        try:
+            await wait_for_async(lambda: watcher.gateways.synced, within=10,
+                                 what="the speaker's Southbound read")  # fmt: skip
+            speaker._wake.clear()
+            claim(sb, "chassis-1" if on(watcher.gateways) == "chassis-2" else "chassis-2")
+            await wait_for_async(speaker._wake.is_set, within=10, what="the speaker notified")
+            assert speaker.plan_options().ovn_gateways == watcher.gateways
+        finally:
+            await speaker.shutdown()
+
+    asyncio.run(scenario())
+
+
+def on(gateways: Gateways) -> str | None:
+    return gateways.ports[0].chassis if gateways.ports else None
