@@ -71,7 +71,8 @@ class NorthboundError(Exception):
 
 @dataclass(frozen=True)
 class Connection:
-    """Where the Northbound database is: ``unix:/path``, ``tcp:host:port`` or
+    """Where an OVN database (the Northbound, or the Southbound for
+    :mod:`~teapot_lb.ovn.sbdb`) is: ``unix:/path``, ``tcp:host:port`` or
     ``ssl:host:port`` (then with the private key, certificate and CA certificate files)."""
 
     remote: str
@@ -84,12 +85,12 @@ class Connection:
         kind = self.remote.partition(":")[0]
         if kind not in ("unix", "tcp", "ssl"):
             raise ValueError(
-                f"OVN Northbound remote {self.remote!r}: write unix:PATH, tcp:HOST:PORT or "
+                f"OVN database remote {self.remote!r}: write unix:PATH, tcp:HOST:PORT or "
                 "ssl:HOST:PORT"
             )
         if kind == "ssl" and None in (self.private_key, self.certificate, self.ca_cert):
             raise ValueError(
-                f"OVN Northbound remote {self.remote!r}: ssl needs the private key, the "
+                f"OVN database remote {self.remote!r}: ssl needs the private key, the "
                 "certificate and the CA certificate"
             )
 
