@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from model.builders import bgp_advertisement, peer
 from ovn.builders import POOL, ovn, web
 from teapot_lb.cli.explain import explain_command
-from teapot_lb.cli.run import RunConfig
+from teapot_lb.cli.run import RunConfig, run
 from teapot_lb.cluster import Store
 from teapot_lb.lab.ovnstack import DATABASE_BINARIES, OVNDatabases, _which, missing
 from teapot_lb.lab.wait import wait_for, wait_for_async
@@ -134,3 +134,28 @@ def test_a_speaker_with_ovn_sb_plans_again_when_the_port_moves(
 
 def on(gateways: Gateways) -> str | None:
     return gateways.ports[0].chassis if gateways.ports else None
+
+
+def test_a_watch_started_before_the_southbound_is_up_reads_it_when_it_comes(
+    tmp_path: Path,
+) -> None:
+    dbs = OVNDatabases(tmp_path / "late", southbound=True)
+    watch = SouthboundWatch(Connection(dbs.sb_remote), lambda _: None)
+    watch.start(timeout_s=1)
+    try:
+        wait_for(lambda: watch.last_error, timeout=10, what="the unreachable Southbound noted")
+        assert not watch.latest.synced  # gated pools are announced nowhere meanwhile
+        with dbs:
+            wait_for(lambda: watch.latest.synced, timeout=10, what="the Southbound read")
+        assert watch.last_error is None
+    finally:
+        watch.stop()
+
+
+def test_a_malformed_ovn_sb_is_refused_by_the_command_naming_it(tmp_path: Path) -> None:
+    got = CliRunner().invoke(run, ["--manifests", str(tmp_path), "--node", "n1",
+                                   "--ovn-sb", "ssl:sb:6642"])  # fmt: skip
+    assert got.exit_code == 2
+    assert "--ovn-sb" in got.output and "'ssl:sb:6642': write unix:PATH or tcp:HOST:PORT" in (
+        got.output
+    )

@@ -107,12 +107,19 @@ def stop_on_signals() -> asyncio.Event:
     return stop
 
 
+def _ovn_remote(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value and value.partition(":")[0] not in ("unix", "tcp"):
+        raise click.BadParameter(f"{value!r}: write unix:PATH or tcp:HOST:PORT")
+    return value or None
+
+
 def ovn_sb_option() -> Callable[[Callable[..., None]], Callable[..., None]]:
     """`--ovn-sb`: the OVN Southbound to follow for gateway ports (`run` and `speaker`)."""
     return click.option(
         "--ovn-sb",
         default=None,
         envvar="OVN_SB_DB",
+        callback=_ovn_remote,
         help="OVN Southbound (unix:PATH or tcp:HOST:PORT): pools an OVNAdvertisement and a "
         "BGPAdvertisement both select are announced only by the node whose chassis holds "
         "the gateway port (docs/ovn.md).",

@@ -26,6 +26,7 @@ from teapot_lb.ovn.nbdb import Connection, NorthboundError, fetch_schema
 
 DATABASE = "OVN_Southbound"
 GATEWAY_PORT_TYPES = ("chassisredirect", "l3gateway")
+RETRY_S = 1.0  # between attempts to reach the Southbound at start
 MONITORED: dict[str, list[str]] = {
     "Chassis": ["name", "hostname"],
     "Datapath_Binding": ["external_ids"],
@@ -56,7 +57,7 @@ class SouthboundWatch:
     def __init__(
         self, connection: Connection, on_change: Callable[[Gateways], None], *, quiet: bool = False
     ) -> None:
-        """`quiet`: do not log each change (``explain`` prints to stdout)."""
+        """`quiet`: log nothing (``explain`` prints to stdout)."""
         self.connection = connection
         self.on_change = on_change
         self.quiet = quiet
@@ -67,21 +68,16 @@ class SouthboundWatch:
         os.set_blocking(self._wake_r, False)
         self._thread: threading.Thread | None = None
         self._idl: Any = None
+        self._timeout_s = 10.0
+        self.last_error: str | None = None  # why the Southbound cannot be reached now
         self._log = log.get("ovn").bind(remote=connection.remote, database=DATABASE)
 
     def start(self, timeout_s: float = 10.0) -> None:
-        """Connect (fetching the server's schema: an unreachable Southbound is an error
-        here) and start the thread."""
-        helper = ovs.db.idl.SchemaHelper(
-            schema_json=fetch_schema(self.connection, timeout_s, DATABASE)
-        )
-        for table, columns in MONITORED.items():
-            helper.register_columns(table, columns)
-        idl = ovs.db.idl.Idl(
-            self.connection.remote, helper, probe_interval=self.connection.probe_interval_ms
-        )
-        idl.cond_change("Port_Binding", [["type", "==", t] for t in GATEWAY_PORT_TYPES])
-        self._idl = idl
+        """Start the thread. It connects (fetching the server's schema) and, while the
+        Southbound cannot be reached, tries again every :data:`RETRY_S` (logged once,
+        :attr:`last_error`); meanwhile :attr:`latest` stays unsynced, so the gated pools are
+        announced nowhere rather than from a node that may not hold the port."""
+        self._timeout_s = timeout_s
         self._thread = threading.Thread(target=self._run, name="ovn-sb", daemon=True)
         self._thread.start()
 
@@ -96,8 +92,42 @@ class SouthboundWatch:
         os.close(self._wake_r)
         os.close(self._wake_w)
 
+    def _block(self, idl: Any = None, timeout_ms: int | None = None) -> None:
+        """Sleep until the IDL's socket, our wake pipe or the timeout says something."""
+        poller = ovs.poller.Poller()
+        if idl is not None:
+            idl.wait(poller)
+        poller.fd_wait(self._wake_r, ovs.poller.POLLIN)
+        if timeout_ms is not None:
+            poller.timer_wait(timeout_ms)
+        poller.block()
+
+    def _connect(self) -> Any:
+        """The IDL, once the schema could be fetched (None: stopped meanwhile)."""
+        while not self._stop:
+            try:
+                schema = fetch_schema(self.connection, self._timeout_s, DATABASE)
+            except NorthboundError as err:
+                if self.last_error is None and not self.quiet:
+                    self._log.warning("ovn southbound unreachable, retrying", error=str(err))
+                self.last_error = str(err)
+                self._block(timeout_ms=int(RETRY_S * 1000))
+                continue
+            self.last_error = None
+            helper = ovs.db.idl.SchemaHelper(schema_json=schema)
+            for table, columns in MONITORED.items():
+                helper.register_columns(table, columns)
+            idl = ovs.db.idl.Idl(
+                self.connection.remote, helper, probe_interval=self.connection.probe_interval_ms
+            )
+            idl.cond_change("Port_Binding", [["type", "==", t] for t in GATEWAY_PORT_TYPES])
+            return idl
+        return None
+
     def _run(self) -> None:
-        idl = self._idl
+        idl = self._idl = self._connect()
+        if idl is None:
+            return
         seen = -1
         try:
             while not self._stop:
@@ -105,10 +135,7 @@ class SouthboundWatch:
                 if idl.change_seqno != seen and idl.state == idl.IDL_S_MONITORING:
                     seen = idl.change_seqno
                     self._read(idl)
-                poller = ovs.poller.Poller()
-                idl.wait(poller)
-                poller.fd_wait(self._wake_r, ovs.poller.POLLIN)
-                poller.block()
+                self._block(idl)
         except Exception:
             self._log.exception("ovn southbound watch failed")
         finally:
@@ -133,12 +160,14 @@ class SouthboundWatch:
 
 def read_once(connection: Connection, timeout_s: float = 10.0) -> Gateways:
     """The gateway ports as the Southbound holds them now (``explain``)."""
+    fetch_schema(connection, timeout_s, DATABASE)  # unreachable: fail now, not after timeout_s
     got = threading.Event()
     watch = SouthboundWatch(connection, lambda _: got.set(), quiet=True)
     watch.start(timeout_s)
     try:
         if not got.wait(timeout_s):
-            raise NorthboundError(f"{connection.remote}: no answer within {timeout_s:g} s")
+            why = watch.last_error or f"{connection.remote}: no answer"
+            raise NorthboundError(f"{why} (within {timeout_s:g} s)")
         return watch.latest
     finally:
         watch.stop()

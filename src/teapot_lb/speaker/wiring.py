@@ -16,7 +16,7 @@ from typing import Protocol
 from teapot_lb.announce.plan import PlanOptions
 from teapot_lb.cluster import Store
 from teapot_lb.controller.options import ControllerOptions
-from teapot_lb.speaker import bgp_backend, l2_backend, ovn_gateways, vip_backend
+from teapot_lb.speaker import bgp_backend, l2_backend, vip_backend
 from teapot_lb.speaker.backend import Backend, Wiring
 from teapot_lb.speaker.node import DEBOUNCE_S, NodeSpeaker
 
@@ -92,5 +92,8 @@ def build_speaker(
     )
     speaker.backends = [build(wiring) for mode, build in BACKENDS.items() if mode in config.modes]
     if config.ovn_sb:  # must be built inside the running loop (it notifies from a thread)
+        # Only here: the OVSDB library loads only for a speaker that reads OVN.
+        from teapot_lb.speaker import ovn_gateways
+
         speaker.backends.append(ovn_gateways.build(wiring, config.ovn_sb))
     return speaker
