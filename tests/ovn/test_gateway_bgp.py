@@ -86,3 +86,19 @@ def test_a_pool_without_an_ovn_advertisement_is_not_gated() -> None:
     v = view(POOL, bgp_advertisement("bgp", "public"), peer("up"), web(VIP), *NODES)
     options = PlanOptions(ovn_gateways=on("chassis-1"))
     assert all(plan(v, n, options).of_mode(Mode.BGP) for n in v.nodes)
+
+
+def test_gateway_routers_on_several_nodes_are_announced_from_each_for_ecmp() -> None:
+    ports = (GatewayPort("GR_1", "rtoe-GR_1", "chassis-1"), GatewayPort("GR_3", "p", "chassis-3"))
+    gateways = Gateways(ports, CHASSIS)
+    v = world(routers=[{"name": "GR_1"}, {"name": "GR_3"}])
+    options = PlanOptions(ovn_gateways=gateways)
+    assert [n for n in v.nodes if plan(v, n, options).of_mode(Mode.BGP)] == ["node-1", "node-3"]
+
+
+def test_a_chassis_whose_hostname_is_no_node_announces_nowhere_and_says_so() -> None:
+    gateways = Gateways((GatewayPort("lr0", "cr-lr0-ext", "chassis-9"),), (("chassis-9", "h9"),))
+    decisions = explain(world(), "default/web", PlanOptions(ovn_gateways=gateways))
+    bgp = [d for d in decisions if d.mode is Mode.BGP]
+    assert bgp and not any(d.announces for d in bgp)
+    assert "on chassis chassis-9 (hostname h9: no such node)" in bgp[0].reason
