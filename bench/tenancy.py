@@ -12,10 +12,10 @@ in the tenant's fake server, no HTTP).
 
 Then: an isolation pass (tenant t1 tries to get t0's address, nodes, requests, quota,
 over HTTP with its own credentials; each attempt must be refused), and a churn pass
-(create/delete cycles in t2's cluster while its agent task is cancelled at random points
-and started again — an in-process stand-in for SIGKILL; tests/tenancy/test_churn.py kills
-the real process); orphans_after_churn counts requests without a Service and Services
-without their request or status once it settles.
+(--churn create/delete cycles in t2's cluster, 1,000 by default, while t2's agent runs
+as the real `teapot-lb tenant-agent` process, SIGKILLed at random points and started
+again); orphans_after_churn counts requests without a Service and Services without their
+request or status once it settles.
 
     .venv/bin/python bench/tenancy.py [--tenants 100] [--services 20] [--rate 100]
 
@@ -56,6 +56,7 @@ from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from fakeapi import FakeApiServer  # noqa: E402
+from tenancy.test_churn import AgentProcess  # noqa: E402
 
 CONFIG_NS = "teapot-lb-system"
 API = "lb.teapot.io/v1alpha1"
@@ -322,24 +323,47 @@ async def isolation(admin: KubeClient, clusters: list[Cluster]) -> tuple[int, in
     return attempts, refused
 
 
-async def churn(admin: KubeClient, cluster: Cluster, cycles: int, seed: int) -> int:
-    """Create/delete cycles with the agent cancelled at random points; orphans after."""
+async def churn(
+    admin: KubeClient, cluster: Cluster, cycles: int, seed: int, tmp: Path
+) -> tuple[int, int]:
+    """Create/delete cycles while the real `teapot-lb tenant-agent` process of the cluster
+    (taking over from the in-process agent) is SIGKILLed at random points and started
+    again; returns the orphans once it settles, and the kills."""
     rng = random.Random(seed)
     names = [f"churn-{n:02d}" for n in range(15)]
-    for cycle in range(cycles):
-        name = rng.choice(names)
-        if cluster.api.get("services", name, "default") is None:
-            await cluster.admin.create(SERVICES, service(name))
-        else:
-            with contextlib.suppress(NotFound):
-                await cluster.admin.delete(SERVICES, name, "default")
-        if rng.random() < 0.03:
-            await asyncio.sleep(rng.random() * 0.3)
-            await cluster.stop_agent()
-            cluster.fresh_agent()
-            cluster.start_agent()
-        elif cycle % 10 == 0:
-            await asyncio.sleep(0.01)
+    i = cluster.index
+    await cluster.stop_agent()
+    agent = AgentProcess([
+        sys.executable, "-c", "from teapot_lb.cli import main; main()",
+        "--log-level", "warning", "tenant-agent",
+        "--kubeconfig", str(tmp / f"tenant-{i}"),
+        "--management-kubeconfig", str(tmp / f"remote-{i}"),
+        "--cluster-name", f"c{i}", "--metrics-addr", "",
+    ])  # fmt: skip
+    await agent.start()
+    try:
+        for cycle in range(cycles):
+            name = rng.choice(names)
+            if cluster.api.get("services", name, "default") is None:
+                await cluster.admin.create(SERVICES, service(name))
+            else:
+                with contextlib.suppress(NotFound):
+                    await cluster.admin.delete(SERVICES, name, "default")
+            if rng.random() < 0.03:
+                await asyncio.sleep(rng.random() * 0.5)  # let it be mid-work
+                await agent.kill()
+                await agent.start()
+            elif cycle % 10 == 0:
+                await asyncio.sleep(0.01)
+        left = await settled_orphans(admin, cluster)
+    finally:
+        await agent.kill()
+    return left, agent.kills - 1  # the last kill is the end of the run
+
+
+async def settled_orphans(admin: KubeClient, cluster: Cluster) -> int:
+    """Requests without their Service, Services without their request or status, or stuck
+    in deletion, once the churn settles (or after 120 s)."""
     namespace = f"tenant-{cluster.index}"
 
     async def orphans() -> int:
@@ -362,7 +386,7 @@ async def churn(admin: KubeClient, cluster: Cluster, cycles: int, seed: int) -> 
         )
         return len(requests ^ set(services)) + stuck
 
-    deadline = time.perf_counter() + 60
+    deadline = time.perf_counter() + 120
     left = await orphans()
     while left and time.perf_counter() < deadline:
         await asyncio.sleep(0.2)
@@ -404,7 +428,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "bench_process_cpu_s": round(time.process_time() - bench0, 1),
             }
             cases, refused = await isolation(admin, clusters)
-            orphans = await churn(admin, clusters[2 % len(clusters)], args.churn, seed=7)
+            orphans, kills = await churn(admin, clusters[2], args.churn, seed=7, tmp=tmp)
             return {
                 "tenants": args.tenants,
                 "services": len(latencies),
@@ -417,6 +441,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "isolation_cases": cases,
                 "isolation_refused": refused,
                 "churn_cycles": args.churn,
+                "churn_agent_kills": kills,
                 "orphans_after_churn": orphans,
             }
         finally:
@@ -439,7 +464,7 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=100)
     parser.add_argument("--services", type=int, default=20, help="Services per tenant")
     parser.add_argument("--rate", type=float, default=100.0, help="Services created per second")
-    parser.add_argument("--churn", type=int, default=500, help="churn create/delete cycles")
+    parser.add_argument("--churn", type=int, default=1000, help="churn create/delete cycles")
     args = parser.parse_args()
     log.configure(level="warning")
     if args.tenants < 3:
@@ -456,7 +481,8 @@ def main() -> None:
     print(
         f"isolation attempts refused:  {figures['isolation_refused']}/{figures['isolation_cases']}"
     )
-    print(f"orphans after churn:         {figures['orphans_after_churn']} ({args.churn} cycles)")
+    print(f"orphans after churn:         {figures['orphans_after_churn']} ({args.churn} cycles,"
+          f" the agent process SIGKILLed {figures['churn_agent_kills']} times)")  # fmt: skip
     print(json.dumps(figures))
 
 

@@ -13,6 +13,7 @@ SYSTEM_PACKAGES=(
   python3-venv
   mmdebstrap umoci
   ovn-central ovn-host openvswitch-switch ethtool
+  libnginx-mod-stream wrk nghttp2-client
 )
 
 missing=()
@@ -55,4 +56,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
+
+# Octavia's own virtualenv for the provider driver's tests (tests/octavia, bench/octavia.py):
+# Octavia 19 from PyPI with teapot-lb installed into it with the `octavia` extra, as an
+# OpenStack operator installs it beside Octavia.
+if [ ! -x .venv-octavia/bin/octavia-api ]; then
+  "$PY" -m venv .venv-octavia
+  .venv-octavia/bin/python -m pip install -q --upgrade pip
+  .venv-octavia/bin/python -m pip install -q 'octavia==19.*'
+fi
+.venv-octavia/bin/python -m pip install -q -e '.[octavia]'
 echo "setup: done ($(.venv/bin/teapot-lb --version))"

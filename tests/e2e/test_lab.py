@@ -44,7 +44,9 @@ def require_lab(router: str) -> None:
 
 def check_all_modes(report: LabReport, nodes: int) -> None:
     assert not report.errors, report.errors
-    results = {(m.mode, m.family): m for m in report.modes}
+    results = {(m.mode, m.family): m for m in report.modes if m.mode != "teapot"}
+    [teapot] = [m for m in report.modes if m.mode == "teapot"]  # the default run's group
+    assert teapot.ok and teapot.skipped is None, (teapot.errors, teapot.skipped)
     assert sorted(results) == [(m, f) for m in ("bgp", "l2", "vip") for f in ("v4", "v6")]
     for (mode, family), m in results.items():
         assert not m.errors and m.skipped is None, (mode, family, m.errors, m.skipped)
@@ -109,10 +111,13 @@ def test_lab_command_with_bird_router_runs_both_families_exits_0_and_writes_json
     assert doc["ok"] is True
     assert doc["options"]["router"] == "bird" and doc["options"]["nodes"] == 2
     assert doc["options"]["families"] == ["v4", "v6"]
-    assert set(doc["modes"]) == {"bgp", "l2", "vip"}
+    assert set(doc["modes"]) == {"bgp", "l2", "vip", "teapot"}  # teapot: route flow
+    assert doc["modes"]["teapot"]["v4"]["ok"] is True and doc["teapot"]["ok"] is True
     for family in ("v4", "v6"):
         assert set(doc["modes"]["bgp"][family]["failover"]) == {"graceful", "hard"}
-    for by_family in doc["modes"].values():
+    for mode, by_family in doc["modes"].items():
+        if mode == "teapot":
+            continue
         assert set(by_family) == {"v4", "v6"}
         for result in by_family.values():
             assert result["ok"] is True and result["skipped"] is None
@@ -121,8 +126,10 @@ def test_lab_command_with_bird_router_runs_both_families_exits_0_and_writes_json
     assert doc["cleanup"]["ok"] is True
     names = {g["name"] for g in doc["goals"]}
     assert names >= {"create→reachable p50 v4", "create→reachable p50 v6", "L2 failover p50 v6"}
-    for line in ("bgp   v6      ok", "l2    v6      ok", "vip   v6      ok"):
-        assert line in stdout
+    rows = {tuple(line.split()[:3]) for line in stdout.splitlines()}
+    for mode in ("bgp", "l2", "vip"):
+        assert (mode, "v6", "ok") in rows
+    assert ("teapot", "v4", "ok") in rows
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])

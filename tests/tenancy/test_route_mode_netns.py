@@ -4,7 +4,8 @@ ADD-PATH path per tenant node, and the router's kernel FIB has an ECMP route ove
 tenant's nodes.
 
 The lab's three nodes (n1..n3, 192.0.2.11-13, each serving its name on port 7000) are
-the tenant's nodes; the management speaker is another host, m1, on the same segment. The
+the tenant's nodes; the management speakers are two other hosts, m1 and m2, on the same
+segment, both peering with the router: it keeps a path while either announces it. The
 fake API server and the manager run in the router's namespace; the test writes the
 TenantLoadBalancer as the tenant's agent would.
 """
@@ -31,6 +32,7 @@ from .builders import API, CONFIG_NS, tenant_body, tlb_body
 TESTS = Path(__file__).resolve().parents[1]
 API_PORT = 6443
 M1 = "192.0.2.21"
+M2 = "192.0.2.22"  # a second management speaker: the router keeps a path while either has it
 NAMESPACE = "tenant-acme"
 TENANT_NODES = frozenset(NODES.values())
 
@@ -72,8 +74,9 @@ def management(
     procs: list[subprocess.Popen[bytes]] = []
     with Topology(f"rt{request.param}") as topo:
         lab = Lab(topo, workdir)
-        m1 = topo.add_host("m1")
-        topo.connect(m1, lab.lan, addrs=[f"{M1}/24"])
+        management_hosts = {"m1": M1, "m2": M2}
+        for name, address in management_hosts.items():
+            topo.connect(topo.add_host(name), lab.lan, addrs=[f"{address}/24"])
         mgmt = Management(lab, workdir)
         procs.append(
             lab.router.popen(
@@ -84,20 +87,23 @@ def management(
             )
         )  # fmt: skip
         wait_for(lambda: mgmt.kubeconfig.exists(), timeout=20, what="the API server")
-        node = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": "m1"},
-            "status": {"addresses": [{"type": "InternalIP", "address": M1}]},
-        }
+        nodes = [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name},
+                "status": {"addresses": [{"type": "InternalIP", "address": address}]},
+            }
+            for name, address in management_hosts.items()
+        ]
         mgmt.apply(
             [
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
                 for n in (CONFIG_NS, NAMESPACE)
             ]
         )
-        mgmt.apply([node])
-        mgmt.apply([node], "status")
+        mgmt.apply(nodes)
+        mgmt.apply(nodes, "status")
         mgmt.apply(
             [
                 config("AddressPool", "tenants", {"addresses": ["203.0.113.0/28"]}),
@@ -125,7 +131,10 @@ def management(
             workdir / request.param,
             asn=64500,
             router_id=ROUTER_LAN,
-            neighbors=[Neighbor(address=M1, asn=64512, hold_time=9, add_path="receive")],
+            neighbors=[
+                Neighbor(address=a, asn=64512, hold_time=9, add_path="receive")
+                for a in management_hosts.values()
+            ],
             fib=True,
             local_addresses=[ROUTER_LAN, ROUTER_LAN6],
         )
@@ -138,14 +147,16 @@ def management(
                 stdout=mgmt.log("manager"), stderr=mgmt.log("manager"),
             )
         )  # fmt: skip
-        procs.append(
-            m1.popen(
-                [sys.executable, "-m", "teapot_lb.cli.speaker", "--node", "m1",
-                 "--kubeconfig", str(mgmt.kubeconfig), "--modes", "bgp", "--tenancy",
-                 "--state-dir", str(workdir / "state-m1"), "--metrics-address", ""],
-                stdout=mgmt.log("speaker"), stderr=mgmt.log("speaker"),
-            )
-        )  # fmt: skip
+        for name in management_hosts:
+            log = "speaker" if name == "m1" else f"speaker-{name}"
+            procs.append(
+                topo.hosts[name].popen(
+                    [sys.executable, "-m", "teapot_lb.cli.speaker", "--node", name,
+                     "--kubeconfig", str(mgmt.kubeconfig), "--modes", "bgp", "--tenancy",
+                     "--state-dir", str(workdir / f"state-{name}"), "--metrics-address", ""],
+                    stdout=mgmt.log(log), stderr=mgmt.log(log),
+                )
+            )  # fmt: skip
         try:
             yield mgmt, router
         finally:

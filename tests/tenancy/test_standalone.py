@@ -106,3 +106,41 @@ def test_the_commands_run_a_standalone_pass(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
     ips = json.loads((root / "status" / "acme.c1.services.json").read_text())
     assert ips == {"default/web": ["198.51.100.0"]}
+
+
+def announcer_config(root: Path) -> None:
+    """What the operator puts beside the manager's tenants.yaml: a peer, an advertisement
+    of the tenants' pools, and the announcing node."""
+    ns = {"namespace": "teapot-lb-system"}
+    api = "lb.teapot.io/v1alpha1"
+    write(
+        root / "announce" / "bgp.yaml",
+        {"apiVersion": api, "kind": "BGPPeer", "metadata": {"name": "router", **ns},
+         "spec": {"myASN": 64512, "peerASN": 64500, "peerAddress": "192.0.2.1"}},
+        {"apiVersion": api, "kind": "BGPAdvertisement", "metadata": {"name": "tenants", **ns},
+         "spec": {"addressPools": ["shared-v4", "shared-v6"]}},
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "m1"}},
+    )  # fmt: skip
+
+
+def test_the_standalone_announcer_plans_a_path_per_next_hop_of_the_managers_decisions(
+    tmp_path: Path,
+) -> None:
+    from teapot_lb.announce.plan import BGPRoute, Mode, plan
+    from teapot_lb.standalone.directory import read
+
+    root = teapot_root(tmp_path)
+    write(root / "tenants" / "acme" / "own.yaml", tlb_body("acme", "web"))
+    steer = tlb_body("bolt", "steer")
+    steer["spec"]["backends"][0]["addresses"] = ["192.0.2.11"]  # acme's node
+    write(root / "tenants" / "bolt" / "steer.yaml", steer)
+    manage(root, NOW)
+    announcer_config(root)
+    snap = read(root / "announce")
+    assert snap.problems == []
+    routes = plan(snap.view(), "m1").of_mode(Mode.BGP)
+    got = {(r.prefix, str(r.attributes.next_hop)) for r in routes if isinstance(r, BGPRoute)}
+    assert got == {("198.51.100.0/32", h) for h in ("192.0.2.11", "192.0.2.12", "192.0.2.13")}
+    before = (root / "announce" / "tenants.yaml").stat().st_mtime_ns
+    manage(root, NOW)  # nothing changed: the announcer's input is left alone
+    assert (root / "announce" / "tenants.yaml").stat().st_mtime_ns == before

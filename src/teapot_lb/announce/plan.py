@@ -39,6 +39,7 @@ from teapot_lb.model import (
 )
 from teapot_lb.model.service import LOAD_BALANCER_CLASS
 from teapot_lb.ovn.gateways import Gateways, gateway_nodes
+from teapot_lb.tenancy.hop_health import HopVerdict, live_routes
 from teapot_lb.tenancy.programmed import programmed_routes
 from teapot_lb.tenancy.routes import TenantRoute
 
@@ -175,6 +176,9 @@ class PlanOptions:
     load_balancer_class: str = LOAD_BALANCER_CLASS
     handle_unclassed: bool = True
     ovn_gateways: Gateways | None = None
+    # Route mode: what this speaker's probes say of the tenant next hops (a failing hop is
+    # withheld while another hop of its route answers; teapot_lb.tenancy.hop_health).
+    tenant_hops: HopVerdict = field(default_factory=HopVerdict)
 
 
 @dataclass
@@ -657,7 +661,7 @@ def plan(
     planner = _Planner(view, opts)
     tenant_anns: set[Announcement] = set()
     tenant_decisions: list[Decision] = []
-    for route in programmed_routes(view):
+    for route in live_routes(programmed_routes(view), opts.tenant_hops):
         anns, decs = planner.decide_tenant(node, route)
         tenant_anns |= anns
         tenant_decisions.extend(decs)
@@ -742,7 +746,8 @@ def explain_tenant(
     node name then IP. Empty when the request is not Programmed (its conditions say why)
     or what its status says falls outside its Tenant."""
     planner = _Planner(view, options or PlanOptions())
-    routes = [r for r in programmed_routes(view) if r.request == request_key]
+    live = live_routes(programmed_routes(view), planner.options.tenant_hops)
+    routes = [r for r in live if r.request == request_key]
     decisions: list[Decision] = []
     for node in sorted(view.nodes):
         for route in routes:

@@ -47,6 +47,8 @@ class Path(Protocol):
     def local_pref(self) -> int | None: ...
     @property
     def med(self) -> int | None: ...
+    @property
+    def has_as_set(self) -> bool: ...
 
     def evolve(self, **changes: object) -> Path: ...
 
@@ -62,6 +64,10 @@ class RouteAttributes:
     med: int | None = None
     origin: int = OriginCode.IGP
     as_path: tuple[int, ...] = ()  # after our own ASN on eBGP sessions
+
+    @property
+    def has_as_set(self) -> bool:
+        return False  # a sequence only
 
     def evolve(self, **changes: object) -> RouteAttributes:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -122,6 +128,12 @@ class ReceivedPath:
     def as_path(self) -> tuple[int, ...]:
         a = self.get(AsPath)
         return a.asns() if isinstance(a, AsPath) else ()
+
+    @property
+    def has_as_set(self) -> bool:
+        """An AS_SET or AS_CONFED_SET segment is in the path (RFC 6472)."""
+        a = self.get(AsPath)
+        return isinstance(a, AsPath) and any(s.type in (1, 4) for s in a.segments)
 
     @property
     def communities(self) -> tuple[int, ...]:

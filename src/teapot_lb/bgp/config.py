@@ -27,9 +27,14 @@ class PeerConfig:
     keepalive_time: float | None = None
     password: str | None = None  # TCP MD5 (RFC 2385)
     ebgp_multihop: int | None = None  # TTL; eBGP without it uses TTL 1 (single hop)
+    # GTSM (RFC 5082), single hop: send with TTL 255, accept only segments with TTL 255.
+    ttl_security: bool = False
     families: frozenset[Family] = BOTH_FAMILIES
     graceful_restart: bool = True
     restart_time: int = 120
+    # The most the peer's routes are kept as stale after it went down gracefully, whatever
+    # restart time it asked for (RFC 4724 §4.2 lets the receiver bound it).
+    stale_limit: int | None = None
     next_hop_v4: IPv4Address | None = None  # default: the session's local address
     next_hop_v6: IPv6Address | None = None
     connect_retry: float = 2.0  # first ConnectRetry interval; doubles up to connect_retry_max
@@ -66,7 +71,10 @@ class PeerConfig:
             raise ValueError(f"peer {self.address}: TCP MD5 password longer than 80 bytes")
 
     def ttl(self, local_as: int) -> int | None:
-        """The IP TTL of the session's packets (``local_as``: ours towards this peer):
-        ``ebgp_multihop``, else 1 for eBGP (single hop), else the system's default."""
+        """The IP TTL of the session's packets (``local_as``: ours towards this peer): 255
+        with GTSM, ``ebgp_multihop``, else 1 for eBGP (single hop), else the system's
+        default."""
+        if self.ttl_security:
+            return 255
         ebgp = self.peer_as is None or self.peer_as != local_as
         return self.ebgp_multihop or (1 if ebgp else None)

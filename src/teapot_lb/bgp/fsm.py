@@ -197,6 +197,7 @@ class SessionDown:
 
     reason: str
     peer_restart_time: int | None = None
+    stale_families: frozenset[Family] = frozenset()  # whose routes are kept as stale
 
 
 Action: TypeAlias = (
@@ -667,8 +668,11 @@ class Session:
         ]
         if was == State.ESTABLISHED:
             gr = neg.peer_graceful_restart if neg else None
-            keep = gr.restart_time if (gr is not None and graceful) else None
-            actions.append(SessionDown(reason, keep))
+            # RFC 4724 §4.2: only the families the peer listed in its capability are kept
+            # (a helper-only peer lists none: its routes go now).
+            kept = frozenset(f.family for f in gr.families) if gr is not None and graceful else None
+            keep = gr.restart_time if gr is not None and kept else None
+            actions.append(SessionDown(reason, keep, kept or frozenset()))
         actions += self._goto(State.IDLE, reason)
         if restart and self.auto_restart and self._enabled:
             if self.config.passive:

@@ -296,6 +296,14 @@ class Neighbor:
             self._out.append(ArmTimer(NeighborTimer.FLUSH, 0.0))
         return self._orders()
 
+    def flush_now(self) -> list[Order]:
+        """Send the pending difference now rather than on the next loop turn (a caller
+        that wants to time it, or to bound how stale the peer's view is)."""
+        if self._flush_pending:
+            self._out.append(CancelTimer(NeighborTimer.FLUSH))
+            return self.timer_expired(NeighborTimer.FLUSH)
+        return self._orders()
+
     def withdraw_all(self) -> list[Order]:
         if self.state == State.ESTABLISHED and self.export is not None:
             self._write(self.rib_out.withdraw_all(self.export))
@@ -686,14 +694,20 @@ class Neighbor:
         )
 
     def _on_down(self, down: SessionDown) -> None:
-        if down.peer_restart_time:
+        stale = down.peer_restart_time
+        if stale and self.config.stale_limit is not None:
+            stale = min(stale, self.config.stale_limit)
+        if stale:
+            for fam in (IPV4_UNICAST, IPV6_UNICAST):
+                if fam not in down.stale_families:
+                    self._forget(self.rib_in.clear(fam), f"session down ({fam} not restartable)")
             n = self.rib_in.mark_stale()
             _log().info(
                 f"peer {self.address} down; keeping {n} routes as stale for "
-                f"{down.peer_restart_time}s (graceful restart)",
+                f"{stale}s (graceful restart)",
                 peer=self.address,
             )
-            self._out.append(ArmTimer(NeighborTimer.STALE, down.peer_restart_time))
+            self._out.append(ArmTimer(NeighborTimer.STALE, stale))
         else:
             self._forget(self.rib_in.clear(), "session down")
 

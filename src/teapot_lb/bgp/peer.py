@@ -34,7 +34,7 @@ from .neighbor import (
     Transmit,
 )
 from .rib import AdjRibIn, AdjRibOut, CompiledRoutes
-from .transport import set_md5, set_ttl
+from .transport import set_md5, set_min_ttl, set_ttl
 from .wire import Notification, Prefix
 from .wire.family import Address
 
@@ -169,6 +169,9 @@ class Peer:
         """Close without a NOTIFICATION (we restart; a graceful-restart peer keeps our routes)."""
         self._run(self.neighbor.abort())
 
+    def flush_now(self) -> None:
+        self._run(self.neighbor.flush_now())
+
     def withdraw_all(self) -> None:
         self._run(self.neighbor.withdraw_all())
 
@@ -259,6 +262,8 @@ class Peer:
             ttl = cfg.ttl(self.local_as)
             if ttl:
                 set_ttl(sock, ttl)
+            if cfg.ttl_security:
+                set_min_ttl(sock, 255)
             if cfg.local_address:
                 sock.bind((cfg.local_address, 0))
             loop = asyncio.get_running_loop()

@@ -117,6 +117,18 @@ class PrefixSet:
     """Prefix ranges, IPv4 and IPv6 mixed (BIRD's ``prefix set``)."""
 
     ranges: tuple[PrefixRange, ...]
+    # Per width (32, 128): (value, length, low, high) of each range, for the hot loop.
+    _by_bits: dict[int, tuple[tuple[int, int, int, int], ...]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        by_bits: dict[int, list[tuple[int, int, int, int]]] = {}
+        for r in self.ranges:
+            by_bits.setdefault(r._bits, []).append(
+                (r._value, r.network.prefixlen, r.min_len, r.max_len)
+            )
+        object.__setattr__(self, "_by_bits", {b: tuple(v) for b, v in by_bits.items()})
 
     @classmethod
     def of(cls, *texts: str | Address | Prefix) -> PrefixSet:
@@ -133,7 +145,14 @@ class PrefixSet:
         return cls(tuple(out))
 
     def holds(self, bits: int, value: int, plen: int) -> bool:
-        return any(r.holds(bits, value, plen) for r in self.ranges)
+        # PrefixRange.holds, inlined over the ranges of the prefix's width (the receive
+        # path runs this once per prefix and rule).
+        for net, net_len, lo, hi in self._by_bits.get(bits, ()):
+            if lo <= plen <= hi:
+                common = plen if plen < net_len else net_len
+                if (value ^ net) >> (bits - common) == 0:
+                    return True
+        return False
 
     def without(self, *texts: str) -> PrefixSet:
         """The set less these ranges (as written in it)."""
@@ -256,6 +275,31 @@ class AsPathIs(Condition):
 
     def __str__(self) -> str:
         return f"bgp_path = {' '.join(map(str, self.asns)) or '(empty)'}"
+
+
+@dataclass(frozen=True, slots=True)
+class AsPathOnly(Condition):
+    """The AS path is not empty and holds only these ASNs (an origin's own prepends)."""
+
+    asns: frozenset[int]
+
+    def on_path(self, path: Path) -> bool:
+        asns = path.as_path
+        return bool(asns) and self.asns.issuperset(asns)
+
+    def __str__(self) -> str:
+        return f"bgp_path ~ [= {sorted(self.asns)}+ =]"
+
+
+@dataclass(frozen=True, slots=True)
+class AsPathHasSet(Condition):
+    """The AS path holds an AS_SET or AS_CONFED_SET segment (RFC 6472 deprecates them)."""
+
+    def on_path(self, path: Path) -> bool:
+        return path.has_as_set
+
+    def __str__(self) -> str:
+        return "bgp_path has AS_SET"
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,6 +544,27 @@ class StripLargeCommunities(Change):
         return f"bgp_large_community.delete({which})"
 
 
+@dataclass(frozen=True, slots=True)
+class KeepCommunities(Change):
+    """Remove every community and large community but these (allowlists; empty: all go)."""
+
+    values: frozenset[int] = frozenset()
+    large: frozenset[LargeCommunity] = frozenset()
+
+    def apply(self, path: P) -> P:
+        have, have_large = path.communities, path.large_communities
+        keep = tuple(c for c in have if c in self.values)
+        keep_large = tuple(c for c in have_large if c in self.large)
+        if len(keep) == len(have) and len(keep_large) == len(have_large):
+            return path
+        return path.evolve(communities=keep, large_communities=keep_large)  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        which = ", ".join(map(format_community, sorted(self.values)))
+        large = ", ".join(sorted(map(str, self.large)))
+        return f"bgp_community.keep({which}); bgp_large_community.keep({large})"
+
+
 Action: TypeAlias = Change | Accept | Reject
 
 
@@ -632,11 +697,17 @@ class Filter:
                     continue
                 if rule._on_prefix:
                     hit, miss = [], []
+                    conds = rule._on_prefix
+                    only = conds[0] if len(conds) == 1 else None  # the usual case, no all()
                     for enc in genc:
                         key = keys.get(enc)
                         if key is None:
                             key = keys[enc] = key_of(enc)
-                        if all(c.on_route(key, gpath) for c in rule._on_prefix):
+                        if (
+                            only.on_route(key, gpath)
+                            if only is not None
+                            else all(c.on_route(key, gpath) for c in conds)
+                        ):
                             hit.append(enc)
                         else:
                             miss.append(enc)

@@ -558,9 +558,11 @@ class AdjRibIn:
                 marks.clear()
         return out
 
-    def clear(self) -> dict[Family, list[bytes]]:
-        out = {f: list(t) for f, t in self.tables.items() if t}
-        for f in _FAMILIES:
+    def clear(self, family: Family | None = None) -> dict[Family, list[bytes]]:
+        """Drop every route (of ``family``); returns what was dropped."""
+        families = _FAMILIES if family is None else (family,)
+        out = {f: list(self.tables[f]) for f in families if self.tables[f]}
+        for f in families:
             self.tables[f].clear()
             self.stale_marks[f].clear()
             self.filtered[f].clear()

@@ -13,7 +13,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from ipaddress import IPv4Address, IPv6Address, ip_address
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
 from typing import Any
 
 from teapot_lb import log
@@ -27,8 +27,9 @@ from .fsm import Action
 from .neighbor import PeerCounters
 from .peer import Connection, Peer
 from .rib import CompiledRoutes, compile_routes
-from .transport import TCP_MD5SIG, md5sig_struct, set_ttl
+from .transport import TCP_MD5SIG, TCP_MD5SIG_EXT, md5sig_struct, set_min_ttl, set_ttl
 from .wire import CeaseSubcode, Notification, Prefix
+from .wire.family import Address
 
 __all__ = ["EventCallback", "Peer", "PeerConfig", "PeerCounters", "Speaker"]
 
@@ -39,6 +40,9 @@ def _log() -> Any:
 
 
 EventCallback = Callable[[Peer, Action], None]
+# Who may connect from an address no configured peer has: its configuration (the peer is
+# added, passive), or None (refused with Cease/Connection Rejected, RFC 4486).
+PeerResolver = Callable[[Address], PeerConfig | None]
 
 
 @dataclass
@@ -58,6 +62,8 @@ class Speaker:
         listen_port: int | None = 179,
         restarting: bool = False,
         on_event: EventCallback | None = None,
+        resolve_peer: PeerResolver | None = None,
+        listen_min_ttl: int | None = None,
     ) -> None:
         self.local_as = local_as
         self.router_id = IPv4Address(router_id)
@@ -68,6 +74,11 @@ class Speaker:
         self.restarting = restarting
         self._started_at: float | None = None
         self.on_event = on_event
+        # A relay's listener: peers are found by source address when they connect.
+        self.resolve_peer = resolve_peer
+        # GTSM on the listener (RFC 5082): SYNs with a lower TTL are dropped by the kernel.
+        self.listen_min_ttl = listen_min_ttl
+        self._prefix_passwords: dict[IPv4Network | IPv6Network, str | None] = {}
         self.peers: dict[str, Peer] = {}
         self._listener = _Listener()
         self._routes: CompiledRoutes | None = None
@@ -115,13 +126,32 @@ class Speaker:
                     ) from err
                 if port == 0:  # bind the other family to the same ephemeral port
                     port = int(server.sockets[0].getsockname()[1])
+                if self.listen_min_ttl is not None:
+                    for tsock in server.sockets:
+                        # The SYN-ACK leaves with the listener's TTL: a GTSM peer drops it
+                        # unless it is 255 as well.
+                        set_ttl(tsock, 255)
+                        set_min_ttl(tsock, self.listen_min_ttl)
                 self._listener.servers.append(server)
             for peer in self.peers.values():
                 self._listen_md5(peer)
+            for net, password in self._prefix_passwords.items():
+                self._listen_prefix_md5(net, password)
             _log().info("bgp listening", address=self.listen_address or "*", port=self.listen_port)
         for peer in self.peers.values():
             self._start_bfd(peer)
             peer.start()
+
+    def set_listen_password(self, network: IPv4Network | IPv6Network, password: str | None) -> None:
+        """TCP MD5 (RFC 2385) for connections from any address of ``network`` (a relay's
+        peers, found by source address); None removes it."""
+        if password is None:
+            if self._prefix_passwords.pop(network, None) is not None:
+                self._listen_prefix_md5(network, None)
+            return
+        if self._prefix_passwords.get(network) != password:
+            self._prefix_passwords[network] = password
+            self._listen_prefix_md5(network, password)
 
     def add_peer(self, config: PeerConfig) -> Peer:
         peer = Peer(self, config)
@@ -188,6 +218,14 @@ class Speaker:
             peers=len(targets),
             seconds=round(time.perf_counter() - started, 4),
         )
+
+    def set_compiled(self, routes: CompiledRoutes) -> None:
+        """Desired routes for every peer, already in wire form (a relay's table); only the
+        difference is sent."""
+        self._routes = routes
+        self._per_peer_routes.clear()
+        for p in self.peers.values():
+            p.set_desired(routes)
 
     def routes_in(self, peer: str) -> dict[Prefix, ReceivedPath]:
         return self.peer(peer).routes_in()
@@ -272,6 +310,20 @@ class Speaker:
                         md5sig_struct(peer.address, peer.config.password),
                     )
 
+    def _listen_prefix_md5(self, net: IPv4Network | IPv6Network, password: str | None) -> None:
+        family = socket.AF_INET6 if net.version == 6 else socket.AF_INET
+        key = md5sig_struct(str(net.network_address), password or "", net.prefixlen)
+        for server in self._listener.servers:
+            for tsock in server.sockets:
+                if tsock.family == family:
+                    tsock.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG_EXT, key)
+
+    def _refuse(self, transport: asyncio.Transport, addr: Address) -> None:
+        """An address nobody configured: Cease/Connection Rejected (RFC 4486), then close."""
+        _log().info("bgp connection from an unknown address refused", remote=str(addr))
+        transport.write(Notification.cease(CeaseSubcode.CONNECTION_REJECTED).pack())
+        transport.close()
+
     def _accept(self, conn: Connection) -> None:
         transport = conn.transport
         assert transport is not None
@@ -281,6 +333,12 @@ class Speaker:
             if isinstance(addr, IPv6Address) and addr.ipv4_mapped is not None:
                 addr = addr.ipv4_mapped
             peer = self.peers.get(str(addr))
+            if peer is None and self._running and self.resolve_peer is not None:
+                config = self.resolve_peer(addr)
+                if config is None:
+                    self._refuse(transport, addr)
+                    return
+                peer = self.add_peer(config)
             if peer is None or not self._running:
                 _log().info("bgp connection from an unknown address closed", remote=str(addr))
                 transport.close()
@@ -289,6 +347,8 @@ class Speaker:
             ttl = peer.config.ttl(peer.local_as)
             if ttl and sock is not None:
                 set_ttl(sock, ttl)
+            if peer.config.ttl_security and sock is not None:
+                set_min_ttl(sock, 255)
             peer.accept(conn)
         except Exception:
             _log().exception("bgp error accepting a connection", remote=str(peername))

@@ -10,12 +10,17 @@ import struct
 from ipaddress import IPv6Address, ip_address
 
 TCP_MD5SIG = getattr(socket, "TCP_MD5SIG", 14)
+TCP_MD5SIG_EXT = 32  # Linux 4.13: the key may cover a prefix of peers
+TCP_MD5SIG_FLAG_PREFIX = 1
 TCP_MD5SIG_MAXKEYLEN = 80
+IP_MINTTL = getattr(socket, "IP_MINTTL", 21)
+IPV6_MINHOPCOUNT = 73  # linux/in6.h
 _SOCKADDR_STORAGE = 128
 
 
-def md5sig_struct(peer: str, password: str | None) -> bytes:
-    """``struct tcp_md5sig`` for ``peer``; an empty key removes the peer's key."""
+def md5sig_struct(peer: str, password: str | None, prefixlen: int | None = None) -> bytes:
+    """``struct tcp_md5sig`` for ``peer`` (with ``prefixlen``: for every address of
+    ``peer/prefixlen``, set with ``TCP_MD5SIG_EXT``); an empty key removes the key."""
     addr = ip_address(peer)
     key = (password or "").encode()
     if len(key) > TCP_MD5SIG_MAXKEYLEN:
@@ -26,8 +31,11 @@ def md5sig_struct(peer: str, password: str | None) -> bytes:
         sockaddr = struct.pack("=H", socket.AF_INET) + struct.pack("!H4s", 0, addr.packed)
     sockaddr = sockaddr.ljust(_SOCKADDR_STORAGE, b"\0")
     # flags, prefixlen, keylen, ifindex, key
+    flags = 0 if prefixlen is None else TCP_MD5SIG_FLAG_PREFIX
     return (
-        sockaddr + struct.pack("=BBHi", 0, 0, len(key), 0) + key.ljust(TCP_MD5SIG_MAXKEYLEN, b"\0")
+        sockaddr
+        + struct.pack("=BBHi", flags, prefixlen or 0, len(key), 0)
+        + key.ljust(TCP_MD5SIG_MAXKEYLEN, b"\0")
     )
 
 
@@ -41,3 +49,12 @@ def set_ttl(sock: socket.socket, ttl: int) -> None:
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, ttl)
     else:
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ttl)
+
+
+def set_min_ttl(sock: socket.socket, ttl: int) -> None:
+    """Drop segments that arrive with a lower TTL (hop limit): GTSM, RFC 5082. On a
+    listening socket it applies to the SYNs too (Linux), so a far sender never connects."""
+    if sock.family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_MINHOPCOUNT, ttl)
+    else:
+        sock.setsockopt(socket.IPPROTO_IP, IP_MINTTL, ttl)

@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "manager": ("teapot_lb.cli.manager", "manager"),
     "tenant-agent": ("teapot_lb.cli.tenant_agent", "tenant_agent"),
     "ovn": ("teapot_lb.cli.ovn", "ovn"),
+    "gateway": ("teapot_lb.cli.gateway", "gateway"),
+    "relay": ("teapot_lb.cli.relay", "relay"),
 }
 
 _SUMMARIES = {
@@ -47,6 +49,8 @@ _SUMMARIES = {
     "manager": "Teapot: vet and allocate tenants' load balancers (management cluster).",
     "tenant-agent": "Teapot: cloud-provider-teapot for a tenant cluster's Services.",
     "ovn": "OVN mode: Service IPs as OVN Northbound Load_Balancers (one writer).",
+    "gateway": "Teapot gateway: tenants' HTTP(S)/TLS/TCP/UDP routes on HAProxy and nginx.",
+    "relay": "Teapot: BGP filtering relay between tenants' speakers and the routers.",
 }
 
 

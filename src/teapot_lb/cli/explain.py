@@ -213,6 +213,7 @@ def state_root_of(manifests: Path, state_root: Path | None) -> Path:
 
 @click.command("explain")
 @click.argument("service")
+@click.argument("tenant", required=False)
 @source_options
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
 @click.option(
@@ -232,8 +233,15 @@ def state_root_of(manifests: Path, state_root: Path | None) -> Path:
     help="OVN mode with BGP: read the Southbound (unix:PATH, tcp:HOST:PORT) and say which "
     "chassis holds each gateway port, so which node announces (as speakers with --ovn-sb).",
 )
+@click.option(
+    "--relay-url",
+    default="http://127.0.0.1:7476",
+    show_default=True,
+    help="explain relay TENANT: the relay's metrics address.",
+)
 def explain_command(
     service: str,
+    tenant: str | None,
     manifests: Path | None,
     state_root: Path | None,
     kubeconfig: str | None,
@@ -241,6 +249,7 @@ def explain_command(
     ovn_nb: str | None,
     cluster_name: str,
     ovn_sb: str | None,
+    relay_url: str,
 ) -> None:
     """Explain, per node and mode, whether NAMESPACE/NAME's IPs are announced, and why not.
 
@@ -251,7 +260,15 @@ def explain_command(
     When a BGPPeer announced to names a BFDProfile, a line per such peer gives its BFD.
     In OVN mode, the Service's Load_Balancer rows follow: VIPs, backends, where they are
     attached and (with --ovn-nb) whether the Northbound holds them.
+
+    `explain relay TENANT`: the tenant's routes at the BGP relay, accepted or filtered
+    with the rule that decided.
     """
+    if service == "relay":
+        from teapot_lb.cli.relay import explain_relay
+
+        explain_relay(tenant, relay_url, output)
+        return
     if "/" not in service:
         service = f"default/{service}"
     root = state_root_of(manifests, state_root) if manifests is not None else None

@@ -15,6 +15,8 @@ from teapot_lb.cli import cancel_on_signals
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.leader import LeaseConfig
+from teapot_lb.model.common import IPAddress, parse_ip
+from teapot_lb.tenancy.kube_l7gateway import GatewayControl
 from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
 from teapot_lb.tenancy.metrics import ManagerMetrics
 from teapot_lb.tenancy.standalone import run_manager
@@ -49,6 +51,13 @@ from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 )
 @click.option("--once", is_flag=True, help="Standalone: one pass, then exit.")
 @click.option("--workers", default=32, show_default=True, type=click.IntRange(1, 256))
+@click.option(
+    "--gateway-address",
+    "gateway_addresses",
+    multiple=True,
+    help="The shared gateway's IP (repeat per family): also vet the tenants' mirrored "
+    "Ingresses and Gateway API objects (webhook and reconcile) and write their status.",
+)
 def manager(
     kubeconfig: Path | None,
     context: str | None,
@@ -64,6 +73,7 @@ def manager(
     manifests: Path | None,
     once: bool,
     workers: int,
+    gateway_addresses: tuple[str, ...] = (),
 ) -> None:
     """Vet, allocate and report tenants' TenantLoadBalancers (Teapot management cluster).
 
@@ -88,7 +98,11 @@ def manager(
         lease = LeaseConfig(namespace, lease_name, identity)
     config = ManagerConfig(config_namespace=config_namespace, lease=lease, workers=workers)
     cert = (webhook_cert, webhook_key) if webhook_cert and webhook_key else None
-    asyncio.run(_serve(kubeconfig, context, config, metrics_addr, webhook_addr, cert))
+    try:
+        gateway = tuple(parse_ip(a) for a in gateway_addresses)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--gateway-address") from None
+    asyncio.run(_serve(kubeconfig, context, config, metrics_addr, webhook_addr, cert, gateway))
 
 
 async def _serve(
@@ -98,13 +112,22 @@ async def _serve(
     metrics_addr: str,
     webhook_addr: str,
     cert: tuple[Path, Path] | None,
+    gateway: tuple[IPAddress, ...] = (),
 ) -> None:
     logger = log.get("manager")
     cancel_on_signals()
     client = await connect(kubeconfig, context=context, user_agent="teapot-lb-manager")
     metrics = ManagerMetrics()
     runner = KubeManager(client, config, metrics=metrics)
-    monitoring = MonitoringServer(metrics.registry, readiness=[runner.readiness])
+    control = (
+        GatewayControl(
+            client, gateway, statuses=lambda: runner.is_leader, registry=metrics.registry
+        )
+        if gateway
+        else None
+    )
+    readiness = [runner.readiness, *([control.readiness] if control else [])]
+    monitoring = MonitoringServer(metrics.registry, readiness=readiness)
     webhook = None
     try:
         if metrics_addr:
@@ -117,10 +140,16 @@ async def _serve(
                 observe=lambda kind, allowed: metrics.webhook_requests.labels(
                     kind, str(allowed).lower()
                 ).inc(),
+                l7=control.admission if control else None,
             )
             await webhook.start(*parse_address(webhook_addr))
             logger.info("serving the admission webhook", address=webhook_addr)
-        await runner.run()
+        if control is None:
+            await runner.run()
+        else:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(runner.run())
+                group.create_task(control.run())
     except asyncio.CancelledError:
         logger.info("shutting down")
     finally:

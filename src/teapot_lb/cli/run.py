@@ -23,6 +23,7 @@ from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.run_marker import RunMarker
 from teapot_lb.speaker.wiring import MODES, build_speaker
 from teapot_lb.standalone.runner import ManifestSource, StatusWriter, default_state_dir
+from teapot_lb.tenancy.hop_prober import HOP_INTERVAL_S, attach_hop_prober
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class RunConfig:
     metrics_address: str | None = None
     controller: ControllerOptions = field(default_factory=ControllerOptions)
     ovn_sb: str | None = None  # --ovn-sb: follow OVN's gateway ports (docs/ovn.md)
+    tenant_hop_interval_s: float = HOP_INTERVAL_S  # route mode's probes of tenant next hops
 
 
 async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None:
@@ -52,6 +54,7 @@ async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None
     # The manifest watch reloads a burst of edits once (inotify settles 2 ms, polling reads
     # the whole directory): no debounce on top, it would only delay create → announce.
     speaker = build_speaker(config, store, restarting=restarting, debounce_s=0.0)
+    attach_hop_prober(speaker, config.tenant_hop_interval_s)  # idle without tenant routes
     source = ManifestSource(
         config.manifests,
         store,
@@ -153,6 +156,20 @@ HEARTBEAT_KEY_HELP = (
 )
 
 
+def tenant_hop_interval_option(command: Callable[..., None]) -> Callable[..., None]:
+    """`--tenant-hop-interval`, as `run` (standalone announcer) and `speaker --tenancy`
+    take it (route mode's probes of tenant next hops, teapot_lb.tenancy.hop_health)."""
+    return click.option(
+        "--tenant-hop-interval",
+        default=HOP_INTERVAL_S,
+        show_default=True,
+        help="Route mode: seconds between rounds of probes of the tenant next hops (TCP "
+        "connect to the nodePort, timeout twice this); a hop failing 3 rounds in a row is "
+        "withheld while another hop of its route answers (0: no probes, the tenant's "
+        "readiness alone decides).",
+    )(command)
+
+
 def service_class_options(command: Callable[..., None]) -> Callable[..., None]:
     """`--class-only` and `--load-balancer-class`, as `controller` and `speaker` both take
     them (the speaker must serve the controller's Services)."""
@@ -222,6 +239,7 @@ def heartbeat_key_file() -> Callable[[Callable[..., None]], Callable[..., None]]
 )
 @click.option("--class-only", is_flag=True, help="Serve only Services naming our class.")
 @ovn_sb_option()
+@tenant_hop_interval_option
 def run(
     manifests: Path,
     node: str,
@@ -236,6 +254,7 @@ def run(
     metrics_address: str | None,
     class_only: bool,
     ovn_sb: str | None,
+    tenant_hop_interval: float,
 ) -> None:
     """Standalone mode: assign IPs and announce them for one node, from a manifest directory.
 
@@ -259,6 +278,7 @@ def run(
         metrics_address=metrics_address,
         controller=ControllerOptions(class_only=class_only),
         ovn_sb=ovn_sb or None,
+        tenant_hop_interval_s=tenant_hop_interval,
     )
     asyncio.run(run_node(config))
 

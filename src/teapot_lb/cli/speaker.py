@@ -17,6 +17,7 @@ from teapot_lb.cli.run import (
     parse_modes,
     service_class_options,
     stop_on_signals,
+    tenant_hop_interval_option,
 )
 from teapot_lb.cluster import Store
 from teapot_lb.controller import ControllerOptions
@@ -29,6 +30,7 @@ from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.speaker.run_marker import RunMarker
 from teapot_lb.speaker.wiring import MODES, build_speaker
+from teapot_lb.tenancy.hop_prober import attach_hop_prober
 
 
 async def run_speaker(
@@ -45,6 +47,8 @@ async def run_speaker(
     restarting = marker.begin()
     store = Store()
     speaker = build_speaker(config, store, restarting=restarting)
+    if tenancy:  # route mode: probe the tenant next hops
+        attach_hop_prober(speaker, config.tenant_hop_interval_s)
     stop = stop or stop_on_signals()
     async with await connect(kubeconfig) as client:
         source = KubeSource(
@@ -125,6 +129,7 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
     help="Teapot management cluster: also announce the TenantLoadBalancers the manager "
     "programmed (route mode: one BGP path per tenant node).",
 )
+@tenant_hop_interval_option
 @service_class_options
 @ovn_sb_option()
 def speaker(
@@ -143,6 +148,7 @@ def speaker(
     class_only: bool,
     tenancy: bool,
     ovn_sb: str | None,
+    tenant_hop_interval: float,
 ) -> None:
     """Announce the Service IPs this node should announce (BGP, L2, VIP), from the API.
 
@@ -161,6 +167,7 @@ def speaker(
         metrics_address=metrics_address or None,
         controller=ControllerOptions(load_balancer_class, class_only),
         ovn_sb=ovn_sb or None,
+        tenant_hop_interval_s=tenant_hop_interval,
     )
     asyncio.run(run_speaker(config, kubeconfig, config_namespace or None, tenancy=tenancy))
 

@@ -42,6 +42,19 @@ from teapot_lb.tenancy.standalone import run_agent
     help="Also serve LoadBalancer Services without a loadBalancerClass.",
 )
 @click.option(
+    "--gateway/--no-gateway",
+    default=False,
+    show_default=True,
+    help="Also be the Teapot ingress controller: mirror Ingresses of class teapot (and "
+    "Gateway API routes) for the shared gateway.",
+)
+@click.option(
+    "--gateway-api/--no-gateway-api",
+    default=True,
+    show_default=True,
+    help="With --gateway: Gateway API objects too (their CRDs must be installed).",
+)
+@click.option(
     "--manifests",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Standalone: this cluster's manifest directory (Services, Nodes, EndpointSlices).",
@@ -61,6 +74,8 @@ def tenant_agent(
     cluster_name: str,
     load_balancer_class: str,
     unclassed: bool,
+    gateway: bool,
+    gateway_api: bool,
     manifests: Path | None,
     teapot_root: Path | None,
     tenant: str | None,
@@ -103,6 +118,8 @@ def tenant_agent(
             load_balancer_class,
             unclassed,
             metrics_addr,
+            gateway,
+            gateway_api,
         )
     )
 
@@ -115,6 +132,8 @@ async def _serve(
     load_balancer_class: str,
     unclassed: bool,
     metrics_addr: str,
+    gateway: bool = False,
+    gateway_api: bool = True,
 ) -> None:
     logger = log.get("tenant-agent")
     cancel_on_signals()
@@ -125,6 +144,8 @@ async def _serve(
         namespace=management_namespace or management.namespace,
         load_balancer_class=load_balancer_class,
         unclassed=unclassed,
+        gateway=gateway,
+        gateway_api=gateway_api,
     )
     agent = TenantAgent(tenant, management, config)
     monitoring = MonitoringServer(CollectorRegistry(), readiness=[agent.readiness])

@@ -24,6 +24,15 @@ from teapot_lb.model import (
     VIPAdvertisement,
 )
 from teapot_lb.model.common import ObjectRef, creation_order
+from teapot_lb.model.gateway_api import (
+    Gateway,
+    GatewayClass,
+    HTTPRoute,
+    TCPRoute,
+    TLSRoute,
+    UDPRoute,
+)
+from teapot_lb.model.ingress import Ingress, IngressClass
 from teapot_lb.model.kinds import REGISTRY, ApiObject, Kind, object_key
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 
@@ -68,6 +77,15 @@ class ClusterView:
     secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=_empty)
     tenants: Mapping[str, Tenant] = field(default_factory=_empty)
     tenant_load_balancers: Mapping[str, TenantLoadBalancer] = field(default_factory=_empty)
+    # The Teapot gateway's kinds (the tenants' mirrored Ingresses and Gateway API objects).
+    ingresses: Mapping[str, Ingress] = field(default_factory=_empty)
+    ingress_classes: Mapping[str, IngressClass] = field(default_factory=_empty)
+    gateway_classes: Mapping[str, GatewayClass] = field(default_factory=_empty)
+    gateways: Mapping[str, Gateway] = field(default_factory=_empty)
+    http_routes: Mapping[str, HTTPRoute] = field(default_factory=_empty)
+    tls_routes: Mapping[str, TLSRoute] = field(default_factory=_empty)
+    tcp_routes: Mapping[str, TCPRoute] = field(default_factory=_empty)
+    udp_routes: Mapping[str, UDPRoute] = field(default_factory=_empty)
     # The Store's change log and where it stood when this view was made (None: not from a
     # Store); caches use it to find what changed between two views without walking them.
     changes: tuple[ChangeLog, int] | None = field(default=None, repr=False, compare=False)

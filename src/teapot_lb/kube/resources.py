@@ -67,6 +67,16 @@ TENANTS = Resource(LB_GROUP, LB_VERSION, "tenants", "Tenant", False, True)
 TENANT_LOAD_BALANCERS = Resource(
     LB_GROUP, LB_VERSION, "tenantloadbalancers", "TenantLoadBalancer", True, True
 )
+# The Teapot gateway's kinds: Ingress and Gateway API (standard channel, v1).
+INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", "Ingress", True, True)
+INGRESS_CLASSES = Resource("networking.k8s.io", "v1", "ingressclasses", "IngressClass", False)
+GATEWAY_API_GROUP = "gateway.networking.k8s.io"
+GATEWAY_CLASSES = Resource(GATEWAY_API_GROUP, "v1", "gatewayclasses", "GatewayClass", False, True)
+GATEWAYS = Resource(GATEWAY_API_GROUP, "v1", "gateways", "Gateway", True, True)
+HTTP_ROUTES = Resource(GATEWAY_API_GROUP, "v1", "httproutes", "HTTPRoute", True, True)
+TLS_ROUTES = Resource(GATEWAY_API_GROUP, "v1", "tlsroutes", "TLSRoute", True, True)
+TCP_ROUTES = Resource(GATEWAY_API_GROUP, "v1", "tcproutes", "TCPRoute", True, True)
+UDP_ROUTES = Resource(GATEWAY_API_GROUP, "v1", "udproutes", "UDPRoute", True, True)
 
 
 def object_key(namespace: str | None, name: str) -> str:

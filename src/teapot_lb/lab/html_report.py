@@ -269,6 +269,39 @@ def _ovn_section(r: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
+def teapot_section(t: Mapping[str, Any]) -> str:
+    """The teapot group's directory flow: its timings and the other tenant's refusals (its
+    route flow, with traffic, is a mode section of its own: TEAPOT v4)."""
+    verdict = "ok" if t.get("ok") else "FAILED"
+    hops = ", ".join(t.get("next_hops") or []) or "-"
+    steps = (
+        f"IP at the agent {_ms(t.get('create_to_ip_s'))}",
+        f"route over {hops} {_ms(t.get('create_to_route_s'))}",
+        f"n2 gone → route over the rest {_ms(t.get('node_gone_to_route_s'))}",
+        f"deleted → withdrawn {_ms(t.get('delete_to_withdrawn_s'))}",
+    )
+    ip = str(t.get("ip") or "-")
+    out = [
+        f'<h2>TEAPOT tenancy <span class="{"ok" if t.get("ok") else "bad"}">{verdict}</span></h2>'
+    ]
+    out.append(f"<p class=\"muted\">acme's Service default/web got {escape(ip)}: "
+               f"{escape('; '.join(steps))}</p>")  # fmt: skip
+    if t.get("not_done"):
+        out.append(f'<p class="muted">not measured: {escape(t["not_done"])}</p>')
+    rows = "".join(
+        f"<tr><td>{escape(r['attempt'])}</td><td>{escape(r['request'])}</td>"
+        f'<td class="{"ok" if r.get("reason") else "bad"}">{escape(r.get("reason") or "NO")}'
+        f"</td><td>{escape(r.get('message') or '')}</td></tr>"
+        for r in t.get("refused", [])
+    )
+    out.append(
+        "<table><tr><th>globex tried</th><th>request</th><th>refused</th><th>message</th></tr>"
+        f"{rows}</table>"
+    )
+    out += [f'<pre class="bad">{escape(err)}</pre>' for err in t.get("errors", [])]
+    return "".join(out)
+
+
 def render_html(doc: Mapping[str, Any]) -> str:
     """The whole page for one lab run."""
     colors = node_colors(doc)
@@ -299,6 +332,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
             body.append(_section(mode, family, result, colors))
     if doc.get("ovn"):
         body.append(_ovn_section(doc["ovn"]))
+    if doc.get("teapot"):
+        body.append(teapot_section(doc["teapot"]))
     for err in doc.get("errors", []):
         body.append(f'<pre class="bad">{escape(err)}</pre>')
     left = doc.get("alerts_firing_after")

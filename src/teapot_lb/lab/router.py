@@ -44,6 +44,7 @@ class Session:
     hold_time: int
     keepalive_time: int
     bfd: BfdSpec | None = None  # BFD beside the session, with the BGPPeer's profile
+    add_path: bool = False  # receive several paths per prefix (RFC 7911; the teapot group)
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,11 @@ def bird_config(cfg: RouterConfig, log: Path) -> str:
             f"  hold time {s.hold_time}; keepalive time {s.keepalive_time};",
             "  connect delay time 1; connect retry time 1; error wait time 1, 2;",
             *(["  bfd on;"] if s.bfd is not None else []),
-            "  ipv4 { import all; export none; gateway direct; };",
-            "  ipv6 { import all; export none; gateway direct; };",
+            *(
+                f"  {fam} {{ import all; export none; gateway direct;{rx} }};"
+                for rx in [" add paths rx;" if s.add_path else ""]
+                for fam in ("ipv4", "ipv6")
+            ),
             "}",
         ]
     return "\n".join(out) + "\n"

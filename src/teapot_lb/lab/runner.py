@@ -34,10 +34,11 @@ from teapot_lb.lab.manifests import (
 )
 from teapot_lb.lab.network import LabNetwork
 from teapot_lb.lab.ovn import run_ovn
-from teapot_lb.lab.report import Cleanup, LabReport
+from teapot_lb.lab.report import Cleanup, LabReport, ModeResult
 from teapot_lb.lab.router import FRR_DIR
 from teapot_lb.lab.scenarios import LabState, ModeScenario, Sizes
 from teapot_lb.lab.teapot import TeapotResult, run_teapot
+from teapot_lb.lab.teapot_route import run_teapot_route
 from teapot_lb.lab.wait import LabTimeout, wait_for
 from teapot_lb.netlab import NetlabError, Topology, netns_available
 
@@ -130,7 +131,8 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
         try:
             with _signals_unwind():
                 if group == "teapot":
-                    report.teapot = _teapot(options, progress)
+                    report.teapot, route = _teapot(options, progress)
+                    report.modes.append(route)
                 else:
                     work = options.workdir / "ovn" if options.workdir is not None else None
                     report.ovn = run_ovn(progress, work)
@@ -240,11 +242,18 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
     return report
 
 
-def _teapot(options: LabOptions, progress: Progress) -> TeapotResult:
-    """The Teapot group (no namespaces: the standalone manager and agent as processes)."""
+def _teapot(options: LabOptions, progress: Progress) -> tuple[TeapotResult, ModeResult]:
+    """The Teapot group: the standalone manager and agent as processes on directories (no
+    namespaces), then route mode with a router and traffic (namespaces: root)."""
     workdir = (options.workdir or Path(tempfile.mkdtemp(prefix="teapot-lab-"))) / "teapot"
     try:
-        return run_teapot(workdir, progress)
+        result = run_teapot(workdir, progress)
+        needs = LabOptions(modes=("bgp",), router=options.router)  # a router, namespaces
+        missing = missing_programs(needs)
+        skip = netns_available() or (f"not installed: {', '.join(missing)}" if missing else None)
+        route = run_teapot_route(workdir / "route", progress, options.router, skip=skip)
+        result.not_done = route.skipped or ""
+        return result, route
     finally:
         if options.workdir is None and not options.keep:
             shutil.rmtree(workdir.parent, ignore_errors=True)

@@ -13,10 +13,8 @@ tenant agent (real ``teapot-lb manager --manifests`` and ``teapot-lb tenant-agen
   requests it must not get; each row is the refusal's reason and message from the
   request's status conditions.
 
-What this group does not do (yet): announce the routes to a router and send traffic. The
-route announcer (``teapot-lb speaker --tenancy``) reads TenantLoadBalancers from a
-Kubernetes API; there is no standalone announcer, so here "route" means the route the
-manager wants (ROOT/status/TENANT.json), which is what the speaker would announce.
+Route mode with a router and traffic is the second half of the group
+(:mod:`teapot_lb.lab.teapot_route`, namespaces: root); this half needs no root.
 """
 
 from __future__ import annotations
@@ -69,10 +67,9 @@ class TeapotResult:
     delete_to_withdrawn_s: float | None = None
     refused: list[Refused] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    not_done: str = (
-        "routes not announced to a router nor traffic sent: the route announcer"
-        " (speaker --tenancy) needs a Kubernetes API; the figures are the manager's wanted routes"
-    )
+    # Why the route flow (router, traffic) did not run; "" when it ran (its row is with
+    # the modes').
+    not_done: str = ""
 
     @property
     def ok(self) -> bool:
@@ -215,14 +212,20 @@ class TeapotGroup:
         self.acme = workdir / "acme-c1"
         self.progress = progress
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.names: list[str] = []  # of the processes, in order (their logs: NAME.log)
 
     def say(self, text: str) -> None:
         self.progress(f"lab: teapot: {text}")
 
     def _start(self, name: str, argv: list[str]) -> None:
         log = (self.workdir / f"{name}.log").open("ab")
-        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=log))
+        self.adopt(name, subprocess.Popen(argv, stdout=log, stderr=log))
         log.close()
+
+    def adopt(self, name: str, proc: subprocess.Popen[bytes]) -> None:
+        """A process of the group: watched while waiting, stopped by :meth:`close`."""
+        self.procs.append(proc)
+        self.names.append(name)
 
     def log_tail(self, name: str, lines: int = 20) -> str:
         try:
@@ -236,12 +239,15 @@ class TeapotGroup:
         for tenant in ("acme", "globex"):
             (self.root / "tenants" / tenant).mkdir(parents=True, exist_ok=True)
         _write(self.acme / "cluster.yaml", cluster_docs(ACME_NODES, with_service=False))
-        exe = _teapot_lb()
-        self._start("manager", [exe, "manager", "--manifests", str(self.root),
+        self._start("manager", [_teapot_lb(), "manager", "--manifests", str(self.root),
                                 "--metrics-addr", "", "--webhook-addr", ""])  # fmt: skip
-        self._start("agent", [exe, "tenant-agent", "--manifests", str(self.acme),
-                              "--teapot-root", str(self.root), "--tenant", "acme",
-                              "--cluster-name", "c1", "--metrics-addr", ""])  # fmt: skip
+        self.start_agent("agent", "acme", self.acme)
+
+    def start_agent(self, name: str, tenant: str, cluster_dir: Path) -> None:
+        """A tenant's agent (cluster c1) on its cluster directory; its log NAME.log."""
+        self._start(name, [_teapot_lb(), "tenant-agent", "--manifests", str(cluster_dir),
+                           "--teapot-root", str(self.root), "--tenant", tenant,
+                           "--cluster-name", "c1", "--metrics-addr", ""])  # fmt: skip
 
     def close(self) -> None:
         for proc in self.procs:
@@ -258,7 +264,11 @@ class TeapotGroup:
         return _read_json(self.root / "status" / f"{tenant}.json")
 
     def acme_ip(self) -> str | None:
-        ips = _read_json(self.root / "status" / "acme.c1.services.json").get("default/web")
+        return self.service_ip("acme")
+
+    def service_ip(self, tenant: str) -> str | None:
+        """The IP of default/web in the tenant's cluster c1, as its agent reads it back."""
+        ips = _read_json(self.root / "status" / f"{tenant}.c1.services.json").get("default/web")
         return str(ips[0]) if isinstance(ips, list) and ips else None
 
     def route(self, ip: str) -> list[str] | None:
@@ -268,11 +278,11 @@ class TeapotGroup:
         return None
 
     def _alive(self) -> None:
-        for name, proc in zip(("manager", "agent"), self.procs, strict=False):
+        for name, proc in zip(self.names, self.procs, strict=True):
             if proc.poll() is not None:
                 raise LabTimeout(f"teapot-lb {name} exited:\n{self.log_tail(name)}")
 
-    def _wait(self, check: Callable[[], Any], what: str) -> float:
+    def wait_step(self, check: Callable[[], Any], what: str) -> float:
         started = time.monotonic()
 
         def alive_check() -> Any:
@@ -283,14 +293,18 @@ class TeapotGroup:
                  detail=lambda: f"status: {self.status('acme')}")  # fmt: skip
         return time.monotonic() - started
 
+    def wait_started(self) -> None:
+        up = [self.root / "tenants" / "acme" / "c1.yaml", self.root / "status" / "acme.json"]
+        what = "the agent's and the manager's first pass"
+        self.wait_step(lambda: all(p.exists() for p in up), what)
+
     def run(self, result: TeapotResult) -> None:
         self.start()
-        up = [self.root / "tenants" / "acme" / "c1.yaml", self.root / "status" / "acme.json"]
-        self._wait(lambda: all(p.exists() for p in up), "the agent's and the manager's first pass")
+        self.wait_started()
         self.say("manager and acme's agent up (standalone, on manifest directories)")
         started = time.monotonic()
         _write(self.acme / "cluster.yaml", cluster_docs(ACME_NODES, with_service=True))
-        result.create_to_ip_s = self._wait(
+        result.create_to_ip_s = self.wait_step(
             self.acme_ip, "acme's Service to get an IP back through the agent"
         )
         ip = self.acme_ip()
@@ -298,7 +312,7 @@ class TeapotGroup:
             raise LabTimeout("acme's Service lost its IP")
         result.ip = ip
         want = sorted(ACME_NODES.values())
-        self._wait(lambda: self.route(ip) == want, "the route over n1..n3")
+        self.wait_step(lambda: self.route(ip) == want, "the route over n1..n3")
         result.create_to_route_s = time.monotonic() - started
         result.next_hops = want
         self.say(
@@ -307,14 +321,14 @@ class TeapotGroup:
         )
         rest = {n: a for n, a in ACME_NODES.items() if n != "n2"}
         _write(self.acme / "cluster.yaml", cluster_docs(rest, with_service=True))
-        result.node_gone_to_route_s = self._wait(
+        result.node_gone_to_route_s = self.wait_step(
             lambda: self.route(ip) == sorted(rest.values()), "n2 dropped from the route"
         )
         result.next_hops_after = sorted(rest.values())
         self.say(f"n2 gone: route over the rest after {result.node_gone_to_route_s:.2f} s")
         self._refusals(ip, result)
         _write(self.acme / "cluster.yaml", cluster_docs(rest, with_service=False))
-        result.delete_to_withdrawn_s = self._wait(
+        result.delete_to_withdrawn_s = self.wait_step(
             lambda: self.route(ip) is None, "the route withdrawn after the Service's deletion"
         )
         self.say(f"Service deleted: route withdrawn after {result.delete_to_withdrawn_s:.2f} s")

@@ -27,14 +27,22 @@ from teapot_lb.kube.resources import (
     BGP_ADVERTISEMENTS,
     BGP_PEERS,
     ENDPOINT_SLICES,
+    GATEWAY_CLASSES,
+    GATEWAYS,
+    HTTP_ROUTES,
+    INGRESS_CLASSES,
+    INGRESSES,
     L2_ADVERTISEMENTS,
     NAMESPACES,
     NODES,
     OVN_ADVERTISEMENTS,
     SECRETS,
     SERVICES,
+    TCP_ROUTES,
     TENANT_LOAD_BALANCERS,
     TENANTS,
+    TLS_ROUTES,
+    UDP_ROUTES,
     VIP_ADVERTISEMENTS,
     Resource,
     object_key,
@@ -42,6 +50,15 @@ from teapot_lb.kube.resources import (
 )
 from teapot_lb.model.bfd import BFDProfile
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
+from teapot_lb.model.gateway_api import (
+    Gateway,
+    GatewayClass,
+    HTTPRoute,
+    TCPRoute,
+    TLSRoute,
+    UDPRoute,
+)
+from teapot_lb.model.ingress import Ingress, IngressClass
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.ovn import OVNAdvertisement
 from teapot_lb.model.pool import AddressPool
@@ -64,6 +81,14 @@ ApiObject = (
     | Namespace
     | Tenant
     | TenantLoadBalancer
+    | Ingress
+    | IngressClass
+    | GatewayClass
+    | Gateway
+    | HTTPRoute
+    | TLSRoute
+    | TCPRoute
+    | UDPRoute
 )
 
 
@@ -84,6 +109,14 @@ class Kind(StrEnum):
     SECRET = "Secret"
     TENANT = "Tenant"
     TENANT_LOAD_BALANCER = "TenantLoadBalancer"
+    INGRESS = "Ingress"
+    INGRESS_CLASS = "IngressClass"
+    GATEWAY_CLASS = "GatewayClass"
+    GATEWAY = "Gateway"
+    HTTP_ROUTE = "HTTPRoute"
+    TLS_ROUTE = "TLSRoute"
+    TCP_ROUTE = "TCPRoute"
+    UDP_ROUTE = "UDPRoute"
 
 
 @dataclass(frozen=True)
@@ -99,6 +132,9 @@ class KindInfo:
     the kind plans every Service again (the plan cache's invalidation).
     `management`: a Teapot management-cluster kind (Tenant, TenantLoadBalancer), read by
     the manager only; clusters without Teapot do not have its CRD.
+    `gateway`: a kind the Teapot gateway serves (Ingress, Gateway API), mirrored by tenant
+    agents into the management cluster; read by the gateway's reconcile, never by the
+    speaker (a cluster may not have the Gateway API CRDs).
     """
 
     kind: Kind
@@ -109,6 +145,7 @@ class KindInfo:
     controller: bool = False
     planned: bool = False
     management: bool = False
+    gateway: bool = False
 
     @property
     def in_manifests(self) -> bool:
@@ -174,18 +211,38 @@ KINDS: tuple[KindInfo, ...] = (
         "tenant_load_balancers",
         management=True,
     ),
+    # The Teapot gateway's kinds (management cluster: the tenants' mirrored objects).
+    *(
+        KindInfo(kind, model, resource, field, management=True, gateway=True)
+        for kind, model, resource, field in (
+            (Kind.INGRESS, Ingress, INGRESSES, "ingresses"),
+            (Kind.INGRESS_CLASS, IngressClass, INGRESS_CLASSES, "ingress_classes"),
+            (Kind.GATEWAY_CLASS, GatewayClass, GATEWAY_CLASSES, "gateway_classes"),
+            (Kind.GATEWAY, Gateway, GATEWAYS, "gateways"),
+            (Kind.HTTP_ROUTE, HTTPRoute, HTTP_ROUTES, "http_routes"),
+            (Kind.TLS_ROUTE, TLSRoute, TLS_ROUTES, "tls_routes"),
+            (Kind.TCP_ROUTE, TCPRoute, TCP_ROUTES, "tcp_routes"),
+            (Kind.UDP_ROUTE, UDPRoute, UDP_ROUTES, "udp_routes"),
+        )
+    ),
 )
 
 # The kinds of one cluster (what the speaker watches and `explain` reads).
 ONE_CLUSTER_KINDS: tuple[KindInfo, ...] = tuple(info for info in KINDS if not info.management)
+# The kinds a speaker of a management cluster watches (`--tenancy`): all but the gateway's.
+TENANCY_KINDS: tuple[KindInfo, ...] = tuple(info for info in KINDS if not info.gateway)
+# The gateway's kinds (what its reconcile and the tenant agent's mirror read).
+GATEWAY_KINDS: tuple[KindInfo, ...] = tuple(info for info in KINDS if info.gateway)
 
 REGISTRY: Mapping[Kind, KindInfo] = {info.kind: info for info in KINDS}
 
 
 __all__ = [
+    "GATEWAY_KINDS",
     "KINDS",
     "ONE_CLUSTER_KINDS",
     "REGISTRY",
+    "TENANCY_KINDS",
     "ApiObject",
     "Kind",
     "KindInfo",

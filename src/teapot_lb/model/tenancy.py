@@ -58,6 +58,15 @@ class TenantMode(StrEnum):
     """The shared gateway (HAProxy) proxies to the tenant's nodes."""
 
 
+class GatewayBackends(StrEnum):
+    """Where the shared gateway sends a tenant's traffic."""
+
+    NODE_PORTS = "NodePorts"
+    """The tenant's nodes (InternalIP) at the Services' nodePorts: works without routing."""
+    POD_IPS = "PodIPs"
+    """The tenant's pod IPs (endpoints of the EndpointSlices): the networks are routed."""
+
+
 # --------------------------------------------------------------------------- Tenant
 
 
@@ -98,6 +107,10 @@ class TenantSpec(KubeModel):
     """DNS domains the tenant may serve (for the gateway)."""
     modes: list[TenantMode] = [TenantMode.ROUTE]
     """The modes the tenant's load balancers may use."""
+    gateway_backends: GatewayBackends = GatewayBackends.NODE_PORTS
+    """Gateway mode: NodePorts (the tenant's nodes) or PodIPs (routed pod networks)."""
+    pod_networks: list[CIDR] = []
+    """Gateway mode with PodIPs: the networks of the tenant's pods (every pod IP must be in one)."""
 
 
 class TenantUsage(KubeModel):

@@ -26,7 +26,7 @@ from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import KubeObject, key_of
 from teapot_lb.model import parse_object
-from teapot_lb.model.kinds import KINDS, ONE_CLUSTER_KINDS, KindInfo
+from teapot_lb.model.kinds import ONE_CLUSTER_KINDS, TENANCY_KINDS, KindInfo
 from teapot_lb.model.manifest import secret_data as decode_secret
 
 
@@ -73,7 +73,7 @@ class KubeSource:
         # The speaker watches every kind of one cluster; Teapot's management kinds only on a
         # management cluster (`--tenancy`: route mode, see teapot_lb.tenancy.programmed).
         # `kinds`: a component that reads fewer (the OVN writer) watches only those.
-        self.kinds = kinds if kinds is not None else KINDS if tenancy else ONE_CLUSTER_KINDS
+        self.kinds = kinds if kinds is not None else TENANCY_KINDS if tenancy else ONE_CLUSTER_KINDS
         for info in self.kinds:
             namespace = config_namespace if info.config else None
             informer = Informer(
@@ -144,7 +144,7 @@ async def read_cluster(kubeconfig: str | None, *, tenancy: bool = False) -> Clus
     ``tenancy``, Teapot's management kinds too, where the cluster serves them (a cluster
     without their CRDs answers 404: read as none)."""
     store = Store()
-    kinds = KINDS if tenancy else ONE_CLUSTER_KINDS
+    kinds = TENANCY_KINDS if tenancy else ONE_CLUSTER_KINDS
     async with await connect(kubeconfig) as client:
         for info in kinds:
             try:

@@ -9,6 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from teapot_lb.speaker.node import NodeSpeaker
+from teapot_lb.tenancy.hop_prober import TenantHopProber
 
 PREFIX = "teapot_lb_speaker"
 
@@ -26,6 +27,20 @@ class SpeakerCollector(Collector):
             yield from self._l2(s)
         if s.vip is not None:
             yield from self._vip(s)
+        prober = s.backend(TenantHopProber)
+        if prober is not None:
+            yield from self._tenant_hops(prober)
+
+    def _tenant_hops(self, prober: TenantHopProber) -> Iterator[Metric]:
+        hops = GaugeMetricFamily(
+            f"{PREFIX}_tenant_next_hops",
+            "Route mode: tenant next hops this speaker probes, and those failing (withheld "
+            "while another hop of their route answers).",
+            labels=["state"],
+        )
+        hops.add_metric(["probed"], len(prober.health.targets))
+        hops.add_metric(["failing"], len(prober.health.verdict.failing))
+        yield hops
 
     def _plan(self, s: NodeSpeaker) -> Iterator[Metric]:
         steps = CounterMetricFamily(f"{PREFIX}_plans", "Plans computed and applied.")

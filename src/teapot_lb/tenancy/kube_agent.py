@@ -16,6 +16,7 @@ API server said, never an error or a timeout (an unreachable server retries with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from teapot_lb.model import parse_object
 from teapot_lb.model.service import SERVICE_NAME_LABEL, Service
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.speaker.kube_source import put
+from teapot_lb.tenancy.kube_l7mirror import L7Mirror
 from teapot_lb.tenancy.request import (
     FINALIZER,
     LABEL_CLUSTER,
@@ -62,13 +64,17 @@ COMPONENT = "teapot-lb-tenant-agent"
 class AgentConfig:
     """`cluster`: this tenant cluster's name (unique within the tenant); `namespace`: the
     tenant's namespace in the management cluster; `unclassed`: also serve LoadBalancer
-    Services without a class (when installed as the cluster's only LB provider)."""
+    Services without a class (when installed as the cluster's only LB provider);
+    `gateway`: also be the Teapot ingress controller (:mod:`.kube_l7mirror`: Ingresses,
+    and with `gateway_api` Gateway API objects, mirrored for the shared gateway)."""
 
     cluster: str
     namespace: str
     load_balancer_class: str = TEAPOT_CLOUD_CLASS
     unclassed: bool = False
     workers: int = 8
+    gateway: bool = False
+    gateway_api: bool = True
 
 
 class TenantAgent:
@@ -111,6 +117,21 @@ class TenantAgent:
         self.loop.watch(self.nodes, self._every_service)
         self.loop.watch(self.slices, self._service_of_slice)
         self.loop.watch(self.remote, self._service_of_request)
+        self.l7 = (
+            L7Mirror(
+                tenant,
+                management,
+                config.cluster,
+                config.namespace,
+                store=self.store,
+                shared=(self.services, self.nodes, self.slices),
+                recorder=self.recorder,
+                gateway_api=config.gateway_api,
+                watch_timeout_s=watch_timeout_s,
+            )
+            if config.gateway
+            else None
+        )
 
     def _tenant_informer(self, resource: Resource, kind: Kind, watch_timeout_s: float) -> Informer:
         informer = Informer(self.tenant, resource, watch_timeout_s=watch_timeout_s)
@@ -143,12 +164,18 @@ class TenantAgent:
 
     def readiness(self) -> list[str]:
         informers = (self.services, self.nodes, self.slices, self.remote)
-        return [f"{i.resource} not synced" for i in informers if not i.has_synced]
+        waiting = [f"{i.resource} not synced" for i in informers if not i.has_synced]
+        return waiting + (self.l7.readiness() if self.l7 is not None else [])
 
     async def run(self) -> None:
         """Until cancelled. Workers start once every cache has synced, so the first keys
         (every Service and every remote request of this cluster) clean up orphans."""
-        await self.loop.run()
+        if self.l7 is None:
+            await self.loop.run()
+            return
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.loop.run())
+            group.create_task(self.l7.run())
 
     # ------------------------------------------------------------------ reconcile
 

@@ -9,6 +9,11 @@ directories, with the same core as in a cluster.
                               cannot speak for another.
     ROOT/status/NAME.json     written by the manager: each request's status, the Tenant's
                               usage, and the routes route mode wants.
+    ROOT/announce/            the standalone announcer's manifest directory (route mode,
+                              `teapot-lb run --manifests ROOT/announce`): the manager writes
+                              `tenants.yaml` there (the AddressPools, the Tenants and every
+                              Programmed request with its status); the operator puts the
+                              BGPPeers, BGPAdvertisements and Nodes beside it.
 
 An agent reads its cluster's manifests (Services, Nodes, EndpointSlices) and writes its
 requests as ROOT/tenants/NAME/CLUSTER.yaml, then reads the Services' IPs back from
@@ -28,14 +33,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from teapot_lb import log
 from teapot_lb.cluster import Store
+from teapot_lb.model.common import dump
 from teapot_lb.model.manifest import load
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantLoadBalancerStatus
+from teapot_lb.standalone.runner import SETTLE_S
+from teapot_lb.standalone.watch import ManifestWatch, WatchUnavailable
 from teapot_lb.tenancy.book import ManagementView, TenantBook, tenant_status
+from teapot_lb.tenancy.programmed import is_programmed
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS, desired_request, request_name
 from teapot_lb.tenancy.vet import Refusal, Rule
 
@@ -133,9 +143,35 @@ def manage(root: Path, now: datetime, book: TenantBook | None = None) -> Manager
             1 for k, owner in owner_of.items() if owner == name and book.holder_tenant(k) is None
         )
         per_tenant[name]["tenant"] = tenant_status(tenant, book.usage(name), not_held, now)
-        _atomic_write(root / "status" / f"{name}.json", json.dumps(per_tenant[name], indent=2))
+        _write_if_changed(root / "status" / f"{name}.json", json.dumps(per_tenant[name], indent=2))
     run.statuses = per_tenant
+    announced: list[BaseModel] = [*pools.values(), *tenants.values()]
+    for key in sorted(requests):
+        tenant_name, name = owner_of[key], key.split("/", 1)[1]
+        decided = _with_status(requests[key], per_tenant[tenant_name]["requests"][name])
+        if key not in refused and is_programmed(decided):
+            announced.append(decided)
+    _write_if_changed(root / "announce" / ANNOUNCED, announcer_input(announced))
     return run
+
+
+ANNOUNCED = "tenants.yaml"
+
+
+def announcer_input(objects: list[BaseModel]) -> str:
+    """The announcer's manifests: the pools and Tenants (the bounds it checks the statuses
+    against once more) and the vetted requests with the statuses the manager decided; the
+    announcer announces the Programmed ones (:mod:`teapot_lb.tenancy.programmed`)."""
+    return yaml.safe_dump_all([dump(o) for o in objects], sort_keys=False)
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """A pass that changes nothing leaves the file alone (an announcer watching it does
+    not reload for nothing)."""
+    with contextlib.suppress(OSError):
+        if path.read_text(encoding="utf-8") == text:
+            return
+    _atomic_write(path, text)
 
 
 def agent_sync(
@@ -171,7 +207,7 @@ def agent_sync(
         status = previous.get(name) or {}
         ips[key] = list(status.get("addresses") or []) if isinstance(status, dict) else []
     text = yaml.safe_dump_all(bodies, sort_keys=False) if bodies else ""
-    _atomic_write(root / "tenants" / tenant / f"{cluster}.yaml", text)
+    _write_if_changed(root / "tenants" / tenant / f"{cluster}.yaml", text)
     return ips
 
 
@@ -185,11 +221,61 @@ def _stamp(paths: list[Path]) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
+class DirectoryWake:
+    """Wakes a standalone loop when one of some directories changes (inotify, through the
+    manifest watch of :mod:`teapot_lb.standalone.watch`), or after ``interval_s`` anyway
+    (and only then where inotify is unavailable). Waking is a hint: the caller compares
+    what it reads, so a spurious wake costs one look."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self._woken = asyncio.Event()
+        self._watches: list[ManifestWatch] = []
+        loop = asyncio.get_running_loop()
+        for path in paths:
+            path.mkdir(parents=True, exist_ok=True)
+            try:
+                watch = ManifestWatch(path, self._woken.set)
+                watch.start(loop)
+            except WatchUnavailable:
+                continue  # the interval alone, then
+            self._watches.append(watch)
+
+    async def next(self, interval_s: float) -> None:
+        for watch in self._watches:
+            if watch.rescan_needed:
+                with contextlib.suppress(WatchUnavailable):
+                    watch.rescan()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(interval_s):
+                await self._woken.wait()
+        await asyncio.sleep(SETTLE_S)  # the rest of a burst of writes
+        self._woken.clear()
+
+    def close(self) -> None:
+        for watch in self._watches:
+            watch.close()
+
+
 async def run_manager(root: Path, *, interval_s: float = 1.0, once: bool = False) -> None:
     """`teapot-lb manager --manifests ROOT`: a pass whenever ROOT's inputs change."""
     book = TenantBook()
-    logger = log.get("manager.standalone")
     inputs = [root / "management", root / "tenants"]
+    wake = None if once else DirectoryWake(inputs)
+    try:
+        await _manager_loop(root, book, inputs, wake, interval_s)
+    finally:
+        if wake is not None:
+            wake.close()
+
+
+async def _manager_loop(
+    root: Path,
+    book: TenantBook,
+    inputs: list[Path],
+    wake: DirectoryWake | None,
+    interval_s: float,
+) -> None:
+    logger = log.get("manager.standalone")
     seen: tuple[tuple[str, int, int], ...] | None = None
     while True:
         stamp = _stamp(inputs)
@@ -199,10 +285,10 @@ async def run_manager(root: Path, *, interval_s: float = 1.0, once: bool = False
                 logger.warning("problem", problem=str(problem))
             requests = sum(len(t["requests"]) for t in run.statuses.values())
             logger.info("pass", tenants=len(run.statuses), requests=requests)
-            seen = _stamp(inputs)
-        if once:
+            seen = stamp  # read before the pass: a change during it makes another
+        if wake is None:
             return
-        await asyncio.sleep(interval_s)
+        await wake.next(interval_s)
 
 
 async def run_agent(
@@ -219,6 +305,26 @@ async def run_agent(
     """`teapot-lb tenant-agent --manifests DIR`: requests out, IPs back into
     ROOT/status/TENANT.CLUSTER.services.json (the standalone Service status)."""
     out = root / "status" / f"{tenant}.{cluster}.services.json"
+    wake = None if once else DirectoryWake([cluster_dir, root / "status"])
+    try:
+        await _agent_loop(cluster_dir, root, tenant, cluster, out, wake, interval_s,
+                          load_balancer_class, unclassed)  # fmt: skip
+    finally:
+        if wake is not None:
+            wake.close()
+
+
+async def _agent_loop(
+    cluster_dir: Path,
+    root: Path,
+    tenant: str,
+    cluster: str,
+    out: Path,
+    wake: DirectoryWake | None,
+    interval_s: float,
+    load_balancer_class: str,
+    unclassed: bool,
+) -> None:
     while True:
         ips = agent_sync(
             cluster_dir,
@@ -228,12 +334,18 @@ async def run_agent(
             load_balancer_class=load_balancer_class,
             unclassed=unclassed,
         )
-        text = json.dumps(ips, indent=2, sort_keys=True)
-        if not out.exists() or out.read_text() != text:
-            _atomic_write(out, text)
-        if once:
+        _write_if_changed(out, json.dumps(ips, indent=2, sort_keys=True))
+        if wake is None:
             return
-        await asyncio.sleep(interval_s)
+        await wake.next(interval_s)
 
 
-__all__ = ["ManagerRun", "agent_sync", "manage", "run_agent", "run_manager"]
+__all__ = [
+    "ANNOUNCED",
+    "ManagerRun",
+    "agent_sync",
+    "announcer_input",
+    "manage",
+    "run_agent",
+    "run_manager",
+]

@@ -11,6 +11,15 @@ from itertools import accumulate
 from teapot_lb.model.bfd import BFDProfile
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import IPAddress, ObjectRef
+from teapot_lb.model.gateway_api import (
+    Gateway,
+    GatewayClass,
+    HTTPRoute,
+    TCPRoute,
+    TLSRoute,
+    UDPRoute,
+)
+from teapot_lb.model.ingress import Ingress, IngressClass
 from teapot_lb.model.kinds import KINDS, REGISTRY, ApiObject, Kind, KindInfo
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.ovn import OVNAdvertisement
@@ -48,6 +57,14 @@ class ConfigSet:
     namespaces: list[Namespace] = field(default_factory=list)
     tenants: list[Tenant] = field(default_factory=list)
     tenant_load_balancers: list[TenantLoadBalancer] = field(default_factory=list)
+    ingresses: list[Ingress] = field(default_factory=list)
+    ingress_classes: list[IngressClass] = field(default_factory=list)
+    gateway_classes: list[GatewayClass] = field(default_factory=list)
+    gateways: list[Gateway] = field(default_factory=list)
+    http_routes: list[HTTPRoute] = field(default_factory=list)
+    tls_routes: list[TLSRoute] = field(default_factory=list)
+    tcp_routes: list[TCPRoute] = field(default_factory=list)
+    udp_routes: list[UDPRoute] = field(default_factory=list)
     unparsed: frozenset[ObjectRef] = frozenset()
     # Secrets by `namespace/name` (their keys), when the set knows which exist (standalone
     # mode's manifests); None: unknown (the webhook, manifests without Secrets).

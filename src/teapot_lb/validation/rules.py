@@ -14,6 +14,7 @@ from teapot_lb.validation.advertisements import l2_problems, ovn_problems, vip_p
 from teapot_lb.validation.bfd import bfd_profile_problems
 from teapot_lb.validation.bgp import bgp_advertisement_problems, peer_problems
 from teapot_lb.validation.config import ConfigSet
+from teapot_lb.validation.gateway import gateway_problems
 from teapot_lb.validation.names import name_problems
 from teapot_lb.validation.pools import pool_problems
 from teapot_lb.validation.services import service_problems
@@ -31,6 +32,7 @@ RULES = (
     service_problems,
     tenant_problems,
     tenant_load_balancer_problems,
+    gateway_problems,
 )
 
 

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from teapot_lb import log
 from teapot_lb.model import ApiObject
-from teapot_lb.webhook.review import BadReview, review
+from teapot_lb.webhook.review import BadReview, L7Check, review
 
 VALIDATE_PATH = "/validate"
 
@@ -84,7 +84,8 @@ class WebhookServer:
     objects outside `config_namespace` (when given) are admitted with a warning;
     `ready()` returns reasons not to answer yet (503 then, so the API server applies
     the webhook's failurePolicy); `observe(kind, allowed)` counts verdicts and
-    `fail(reason)` the reviews not answered (`not_ready`, `bad_review`).
+    `fail(reason)` the reviews not answered (`not_ready`, `bad_review`); `l7`: the
+    gateway's check for Ingresses and Gateway API objects (:mod:`.review`).
     """
 
     def __init__(
@@ -97,8 +98,10 @@ class WebhookServer:
         fail: Callable[[str], None] = lambda reason: None,
         reload_interval_s: float = 10.0,
         config_namespace: str | None = None,
+        l7: L7Check | None = None,
     ) -> None:
         self.existing = existing
+        self.l7 = l7
         self.config_namespace = config_namespace
         self.certificate = certificate
         self.ready = ready
@@ -122,7 +125,7 @@ class WebhookServer:
             return web.Response(status=503, text="not ready: " + "; ".join(waiting))
         try:
             body: Any = json.loads(await request.read())
-            answer, kind, allowed = review(body, self.existing(), self.config_namespace)
+            answer, kind, allowed = review(body, self.existing(), self.config_namespace, self.l7)
         except (ValueError, BadReview) as err:
             self.fail("bad_review")
             return web.Response(status=400, text=f"bad AdmissionReview: {err}")

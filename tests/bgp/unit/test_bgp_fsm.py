@@ -37,6 +37,7 @@ from teapot_lb.bgp.wire import (
     ErrorCode,
     FsmSubcode,
     GracefulRestart,
+    GracefulRestartFamily,
     Keepalive,
     LocalPref,
     MpReachNlri,
@@ -70,7 +71,8 @@ def peer_open(
 ) -> bytes:
     caps: list[Capability] = [Multiprotocol(IPV4_UNICAST), Multiprotocol(IPV6_UNICAST)]
     if gr:
-        caps.append(GracefulRestart(120))
+        families = (GracefulRestartFamily(IPV4_UNICAST), GracefulRestartFamily(IPV6_UNICAST))
+        caps.append(GracefulRestart(120, families=families))
     return Open.build(asn, hold, bgp_id, tuple(caps)).pack()
 
 

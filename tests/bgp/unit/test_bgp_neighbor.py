@@ -24,6 +24,7 @@ from teapot_lb.bgp.wire import (
     AsPath,
     Communities,
     GracefulRestart,
+    GracefulRestartFamily,
     Keepalive,
     Message,
     Multiprotocol,
@@ -49,7 +50,8 @@ def neighbor(**kw: object) -> Neighbor:
 
 
 def their_open(bgp_id: IPv4Address = LOW_ID, gr: bool = False) -> bytes:
-    caps = (Multiprotocol(IPV4_UNICAST), *((GracefulRestart(120),) if gr else ()))
+    restart = GracefulRestart(120, families=(GracefulRestartFamily(IPV4_UNICAST),))
+    caps = (Multiprotocol(IPV4_UNICAST), *((restart,) if gr else ()))
     return Open.build(65000, 90, bgp_id, caps).pack()
 
 

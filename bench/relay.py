@@ -1,0 +1,325 @@
+"""The BGP filtering relay at scale, side by side with BIRD as an equivalent filtering
+route server, in one run on the same namespaces (issue 13).
+
+TENANTS tenants x ROUTES host routes (IPv6: the documentation IPv4 space is too small),
+each tenant with NODES nodes, each node a BGP session (a BIRD per node, all in a "tenants"
+namespace, each with the node's own source address) to the relay, which
+passes the accepted routes to an upstream BIRD (ADD-PATH receive, multipath into its
+kernel FIB). Every tenant also announces HIJACKS routes it must not (another tenant's
+prefix, a covering aggregate, a bogon, a next hop of another tenant's node).
+
+Per implementation (ours: `teapot-lb relay`; BIRD: generated prefix lists, next-hop and
+AS-path filters, `next hop keep`, `add paths tx`): every session Established with the
+tenants' routes held back, then all static routes enabled at once; the time is from that
+moment until the upstream's BGP table holds every accepted path (TENANTS x ROUTES x NODES).
+Then: hijack routes found upstream (must be 0), next hops per prefix in the upstream's
+kernel FIB (a sample of one prefix per tenant), and the relay process's peak RSS.
+
+    .venv/bin/python bench/relay.py --tenants 100 --routes 1000 --nodes 2
+
+Last line JSON: routes, paths, ours_s, bird_s, ratio_vs_bird, rss_mb, bird_rss_mb,
+hijack_cases, hijack_leaked, ecmp_next_hops_min, tenants, nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from teapot_lb.lab.router import fib_next_hops
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Topology, netns_available
+from teapot_lb.netlab.topology import Host
+
+RELAY_AS, UP_AS = 64500, 64496
+RELAY, UP = "2001:db8:ffff::1", "2001:db8:ffff::2"
+API = "lb.teapot.io/v1alpha1"
+
+
+def asn(t: int) -> int:
+    return 64601 + t
+
+
+def node(t: int, n: int) -> str:
+    return f"2001:db8:ffff::{t + 1:x}:{n + 1:x}"
+
+
+def nodes_net(t: int) -> str:
+    return f"2001:db8:ffff::{t + 1:x}:0/112"
+
+
+def alloc(t: int) -> str:
+    return f"2001:db8:1:{t:x}::/118"  # 1,024 addresses
+
+
+def host_route(t: int, i: int) -> str:
+    return f"2001:db8:1:{t:x}::{i:x}/128"
+
+
+def hijacks(t: int, tenants: int) -> list[tuple[str, str | None]]:
+    """(prefix, next hop or None for the node's own) routes tenant t must not get through."""
+    other = (t + 1) % tenants
+    return [
+        (host_route(other, 1), None),  # another tenant's prefix
+        (f"2001:db8:1:{t:x}::/64", None),  # a covering aggregate
+        (f"fc00:{t:x}::/48", None),  # a bogon
+        (f"2001:db8:1:{t:x}::3ff/128", node(other, 0)),  # next hop: another tenant's node
+    ]
+
+
+# ------------------------------------------------------------------------------ BIRD
+
+
+class Bird:
+    def __init__(self, host: Host, workdir: Path, conf: str) -> None:
+        self.host, self.workdir = host, workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.ctl = workdir / "bird.ctl"
+        (workdir / "bird.conf").write_text(conf)
+        log = (workdir / "bird.out").open("ab")
+        self.proc = host.popen(
+            ["bird", "-f", "-c", str(workdir / "bird.conf"), "-s", str(self.ctl)],
+            stdout=log, stderr=log,
+        )  # fmt: skip
+        wait_for(lambda: self.ctl.exists() and self.c("show status"), timeout=30,
+                 what=f"BIRD in {host.name}")  # fmt: skip
+
+    def c(self, command: str) -> str:
+        return self.host.run("birdc", "-s", str(self.ctl), command, check=False)
+
+    def established(self) -> int:
+        return len(re.findall(r"\bBGP\b.*\bup\b.*Established", self.c("show protocols")))
+
+    def paths(self) -> int:
+        m = re.search(r"(\d+) of (\d+) routes for \d+ networks in table master6",
+                      self.c("show route count"))  # fmt: skip
+        return int(m.group(2)) if m else 0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def tenant_conf(t: int, n: int, tenants: int, routes: int) -> str:
+    """One tenant node's BIRD (one per node: BIRD locks a neighbor address to one session
+    at a time, so one instance cannot speak for several nodes to the same relay)."""
+    out = ["log stderr all;", f"router id 192.0.{t % 250}.{n + 1};", "protocol device {}"]
+    out.append("protocol static st { disabled; ipv6;")
+    # Next hops as given (BGP: next hop keep): the node's own, or another tenant's node.
+    own = node(t, n)
+    out += [f"  route {host_route(t, i)} via {own};" for i in range(1, routes + 1)]
+    for prefix, hop in hijacks(t, tenants):
+        out.append(f"  route {prefix} via {hop or own};")
+    out.append("}")
+    out.append(
+        # Each instance listens on a port of its own (they share the namespace).
+        f"protocol bgp relay {{ local {node(t, n)} port {20000 + 64 * t + n} as {asn(t)};"
+        f" neighbor {RELAY} as {RELAY_AS}; direct; ttl security on;"
+        " hold time 90; connect retry time 2;"
+        " ipv6 { import none; export all; next hop keep; }; }"
+    )
+    return "\n".join(out) + "\n"
+
+
+def upstream_conf() -> str:
+    return (
+        "log stderr all;\nrouter id 192.0.2.201;\nprotocol device {}\n"
+        "protocol kernel { ipv6 { import none; export all; }; merge paths on; }\n"
+        f"protocol bgp relay {{ local {UP} as {UP_AS}; neighbor {RELAY} as {RELAY_AS};"
+        " direct; passive on; hold time 90;"
+        " ipv6 { import all; export none; add paths rx; gateway direct; }; }\n"
+    )
+
+
+def bird_relay_conf(tenants: int, nodes: int) -> str:
+    """BIRD as the equivalent route server: per tenant, its prefix list, node network and
+    ASN; communities removed; next hop kept; every path sent (ADD-PATH)."""
+    out = ["log stderr all;", "router id 192.0.2.202;", "protocol device {}"]
+    for t in range(tenants):
+        out.append(
+            f"filter tenant{t} {{"
+            f" if net ~ [ ::/0 ] then reject;"
+            f" if ! (net ~ [ {alloc(t).replace('/118', '/118{128,128}')} ]) then reject;"
+            f" if ! (bgp_next_hop ~ {nodes_net(t)}) then reject;"
+            f" if bgp_path.len < 1 || ! (bgp_path ~ [= {asn(t)}+ =]) then reject;"
+            " bgp_community.delete([(*,*)]); bgp_large_community.delete([(*,*,*)]);"
+            " bgp_med = 0; accept; }"
+        )
+        for n in range(nodes):
+            out.append(
+                f"protocol bgp t{t}n{n} {{ local {RELAY} as {RELAY_AS};"
+                f" neighbor {node(t, n)} as {asn(t)}; direct; ttl security on; passive on;"
+                f" hold time 90; ipv6 {{ import filter tenant{t}; export none; }}; }}"
+            )
+    out.append(
+        f"protocol bgp up {{ local {RELAY} as {RELAY_AS}; neighbor {UP} as {UP_AS}; direct;"
+        " hold time 90; ipv6 { import none; export all; next hop keep; add paths tx; }; }"
+    )
+    return "\n".join(out) + "\n"
+
+
+def manifests(tenants: int, nodes: int) -> list[dict[str, Any]]:
+    meta = {"namespace": "teapot-lb-system"}
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": API, "kind": "AddressPool", "metadata": {"name": "tenants", **meta},
+         "spec": {"addresses": ["2001:db8:1::/48"]}},
+        {"apiVersion": API, "kind": "BGPPeer", "metadata": {"name": "up", **meta},
+         "spec": {"myASN": RELAY_AS, "peerASN": UP_AS, "peerAddress": UP, "holdTime": "90s",
+                  "addPath": "send", "families": ["ipv6-unicast"]}},
+    ]  # fmt: skip
+    for t in range(tenants):
+        docs.append({
+            "apiVersion": API, "kind": "Tenant", "metadata": {"name": f"t{t}"},
+            "spec": {"namespace": f"tenant-{t}", "asn": asn(t), "nodeNetworks": [nodes_net(t)],
+                     "allocations": [{"addressPool": "tenants", "cidrs": [alloc(t)]}]},
+        })  # fmt: skip
+    return docs
+
+
+def leaked_paths(up: Bird, t: int, tenants: int, nodes: int, prefix: str) -> int:
+    """Paths of a hijack route tenant t sent that the upstream holds: for another
+    tenant's prefix, the paths via t's nodes; for the rest, any path at all."""
+    entry = up.c(f"show route {prefix} all")
+    if "unicast" not in entry:
+        return 0
+    if prefix == hijacks(t, tenants)[0][0]:
+        return sum(1 for n in range(nodes) if re.search(rf"\b{node(t, n)}\b", entry))
+    return max(1, entry.count("unicast"))
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# ------------------------------------------------------------------------------ one run
+
+
+def run_one(
+    kind: str, hosts: dict[str, Host], work: Path, tenants: int, routes: int, nodes: int
+) -> dict[str, Any]:
+    want = tenants * routes * nodes
+    sessions = tenants * nodes
+    up = Bird(hosts["up"], work / f"{kind}-up", upstream_conf())
+    relay_proc: subprocess.Popen[bytes] | None = None
+    relay_bird: Bird | None = None
+    tenant_birds: list[Bird] = []
+    try:
+        if kind == "ours":
+            mdir = work / "manifests"
+            mdir.mkdir(exist_ok=True)
+            (mdir / "relay.yaml").write_text(yaml.safe_dump_all(manifests(tenants, nodes)))
+            log = (work / "relay.log").open("ab")
+            teapot = str(Path(sys.executable).parent / "teapot-lb")
+            relay_proc = hosts["relay"].popen(
+                [teapot, "--log-level", "warning", "relay", "--manifests", str(mdir),
+                 "--asn", str(RELAY_AS), "--router-id", "192.0.2.203", "--listen", ":179",
+                 "--metrics-addr", "", "--max-prefixes", str(routes + 100)],
+                stdout=log, stderr=log,
+            )  # fmt: skip
+            pid = relay_proc.pid
+        else:
+            relay_bird = Bird(hosts["relay"], work / "bird-relay", bird_relay_conf(tenants, nodes))
+            pid = relay_bird.proc.pid
+        wait_for(lambda: up.established() == 1, timeout=60, what=f"{kind}: upstream session",
+                 every=0.2)  # fmt: skip
+        for t in range(tenants):
+            for n in range(nodes):
+                conf = tenant_conf(t, n, tenants, routes)
+                tenant_birds.append(Bird(hosts["tenants"], work / f"{kind}-t{t}n{n}", conf))
+        wait_for(lambda: sum(b.established() for b in tenant_birds) == sessions, timeout=300,
+                 every=1.0, what=f"{kind}: {sessions} tenant sessions")  # fmt: skip
+        started = time.monotonic()
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda b: b.c("enable st"), tenant_birds))
+        wait_for(lambda: up.paths() >= want, timeout=1800, every=0.2,
+                 what=f"{kind}: {want} paths upstream",
+                 detail=lambda: f"paths: {up.paths()}")  # fmt: skip
+        seconds = time.monotonic() - started
+        time.sleep(1.0)  # let stragglers (a leaked hijack) arrive before counting them
+        leaked = sum(
+            leaked_paths(up, t, tenants, nodes, prefix) for t in range(tenants)
+            for prefix, _ in hijacks(t, tenants)
+        )  # fmt: skip
+        hops: list[int] = []
+        for t in range(tenants):
+            prefix = host_route(t, 1 + t % routes)
+            got = wait_for(lambda p=prefix: fib_next_hops(hosts["up"], p) or None,
+                           timeout=120, every=0.5, what=f"{prefix} in the FIB")  # fmt: skip
+            hops.append(len(got))
+        return {"seconds": seconds, "rss_mb": peak_rss_mb(pid), "leaked": leaked,
+                "ecmp_min": min(hops), "paths": up.paths()}  # fmt: skip
+    finally:
+        for b in (*tenant_birds, relay_bird, up):
+            if b is not None:
+                b.stop()
+        if relay_proc is not None:
+            relay_proc.kill()
+            relay_proc.wait(timeout=10)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tenants", type=int, default=100)
+    ap.add_argument("--routes", type=int, default=1000)
+    ap.add_argument("--nodes", type=int, default=2)
+    args = ap.parse_args()
+    reason = netns_available()
+    if reason or not shutil.which("bird"):
+        sys.exit(f"bench/relay.py needs root and BIRD: {reason or 'bird not installed'}")
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="relay-bench-") as tmp, Topology("rbench") as topo:
+        work = Path(tmp)
+        switch = topo.add_switch("lan")
+        hosts = {name: topo.add_host(name) for name in ("up", "relay", "tenants")}
+        topo.connect(hosts["up"], switch, addrs=[f"{UP}/64"])
+        topo.connect(hosts["relay"], switch, addrs=[f"{RELAY}/64"])
+        topo.connect(hosts["tenants"], switch, addrs=[f"{node(0, 0)}/64"])
+        batch = "".join(
+            f"address add {node(t, n)}/64 dev eth0\n"
+            for t in range(args.tenants) for n in range(args.nodes) if (t, n) != (0, 0)
+        )  # fmt: skip
+        subprocess.run(["ip", "-n", hosts["tenants"].ns, "-batch", "-"], input=batch.encode(),
+                       check=True)  # fmt: skip
+        for kind in ("ours", "bird"):
+            results[kind] = run_one(kind, hosts, work, args.tenants, args.routes, args.nodes)
+            r = results[kind]
+            print(f"{kind:5} {r['seconds']:8.2f} s  rss {r['rss_mb']:7.1f} MB  "
+                  f"leaked {r['leaked']}  ecmp min {r['ecmp_min']}  "
+                  f"paths {r['paths']}")  # fmt: skip
+    ours, bird = results["ours"], results["bird"]
+    summary = {
+        "routes": args.tenants * args.routes,
+        "paths": args.tenants * args.routes * args.nodes,
+        "tenants": args.tenants,
+        "nodes": args.nodes,
+        "ours_s": round(ours["seconds"], 3),
+        "bird_s": round(bird["seconds"], 3),
+        "ratio_vs_bird": round(ours["seconds"] / bird["seconds"], 2),
+        "rss_mb": round(ours["rss_mb"], 1),
+        "bird_rss_mb": round(bird["rss_mb"], 1),
+        "hijack_cases": 4 * args.tenants,
+        "hijack_leaked": ours["leaked"],
+        "bird_hijack_leaked": bird["leaked"],
+        "ecmp_next_hops_min": ours["ecmp_min"],
+        "bird_ecmp_next_hops_min": bird["ecmp_min"],
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,438 @@
+"""GatewayConfig: everything the gateway serves, as frozen typed data, free of Kubernetes.
+
+The control plane (`gateway.translate`) builds one from vetted Ingresses and Gateway API
+routes; standalone mode reads one from a YAML/JSON file of the same shape (camelCase keys,
+like our other kinds). The renderer turns it into haproxy.cfg + crt-list (and nginx.conf for
+UDP); the driver applies the difference (runtime API for endpoints and certificates, a
+seamless reload for the rest).
+
+Shape (every collection is a tuple; names are ids referenced by other parts)::
+
+    GatewayConfig
+      listeners:    Listener(name, address, port, protocol, certificates=[cert names])
+      certificates: Certificate(name, hostnames, certPem+keyPem | certFile+keyFile, owner)
+      backends:     Backend(name, endpoints=[Endpoint(address, port, ready)],
+                            healthCheck, proxyProtocol, slots, owner)
+      httpRoutes:   HTTPRoute(owner, listeners, hostnames, semantics=Ingress|HTTPRoute,
+                              created, rules=[HTTPRule(matches=[RouteMatch(path, headers,
+                              queryParams, method)], backends=[BackendRef(backend, weight)],
+                              requestHeaders, responseHeaders, redirect)])
+      tlsRoutes:    TLSRoute(owner, listeners, hostnames, backends)   # passthrough by SNI
+      tcpRoutes:    StreamRoute(owner, listeners, backends)           # a TCP listener
+      udpRoutes:    StreamRoute(owner, listeners, backends)           # a UDP listener (nginx)
+
+`problems(config)` lists what is inconsistent (unknown names, two listeners on one
+IP:port, a route on a listener of the wrong protocol), each naming the part and field.
+Add fields freely; do not rename (the control plane builds these).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from enum import StrEnum
+from typing import Annotated, Self
+
+from pydantic import Field, model_validator
+
+from teapot_lb.model.common import IPAddressField, KubeModel
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+Name = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]*$")]
+"""An id inside the config (a listener, certificate or backend name): letters, digits,
+'-', '_', '.'; it appears in haproxy.cfg, so nothing else is allowed."""
+
+
+Hostname = Annotated[
+    str,
+    Field(
+        max_length=253,
+        pattern=r"^(\*\.)?[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*$",
+    ),
+]
+"""A DNS name, or `*.` and a DNS name (a wildcard): nothing else reaches HAProxy's maps."""
+
+Text = Annotated[str, Field(max_length=4096, pattern=r"^[^\x00-\x1f\x7f]*$")]
+"""A value that ends up in haproxy.cfg (quoted there): no control characters, so no new
+line can ever be started from inside a value."""
+
+
+class Protocol(StrEnum):
+    """What a listener speaks to clients."""
+
+    HTTP = "HTTP"
+    HTTPS = "HTTPS"  # TLS terminated here, SNI picks the certificate
+    TLS_PASSTHROUGH = "TLSPassthrough"  # TLS forwarded untouched, SNI picks the backend
+    TCP = "TCP"
+    UDP = "UDP"  # served by nginx's stream module, not HAProxy
+
+
+class RouteKind(StrEnum):
+    """The kind of object a route came from (metrics labels, explain)."""
+
+    INGRESS = "Ingress"
+    HTTP_ROUTE = "HTTPRoute"
+    TLS_ROUTE = "TLSRoute"
+    TCP_ROUTE = "TCPRoute"
+    UDP_ROUTE = "UDPRoute"
+    SERVICE = "Service"
+    CONFIG = "Config"  # written by hand in a standalone config file
+
+
+class Owner(KubeModel):
+    """Who a part belongs to: the labels of its metrics and what `explain` prints."""
+
+    tenant: str = ""
+    kind: RouteKind = RouteKind.CONFIG
+    namespace: str = ""
+    name: str = ""
+
+    def label(self) -> str:
+        """`tenant/Kind/namespace/name`: one string for logs and explain."""
+        return f"{self.tenant}/{self.kind}/{self.namespace}/{self.name}"
+
+
+# --- listeners and certificates -----------------------------------------------------------
+
+
+class Listener(KubeModel):
+    """One IP:port and what it speaks; one HAProxy frontend (nginx server for UDP)."""
+
+    name: Name
+    address: IPAddressField
+    port: Port
+    protocol: Protocol
+    certificates: tuple[Name, ...] = ()
+    """HTTPS: the certificates offered (by SNI); the first is the default one (a client
+    without SNI, or with a name no certificate covers, gets it)."""
+    alpn: tuple[Annotated[str, Field(pattern=r"^[a-z0-9./-]+$")], ...] = ("h2", "http/1.1")
+    """HTTPS: protocols offered by ALPN, in order of preference."""
+
+
+class Certificate(KubeModel):
+    """A certificate and its key, either inline PEM or paths to PEM files.
+
+    `hostnames` are the SNI names it answers (exact or `*.suffix`); empty means the names
+    in the certificate itself (HAProxy reads its SANs).
+    """
+
+    name: Name
+    hostnames: tuple[Hostname, ...] = ()
+    cert_pem: str | None = None
+    key_pem: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    owner: Owner = Owner()
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        inline = self.cert_pem is not None or self.key_pem is not None
+        files = self.cert_file is not None or self.key_file is not None
+        if inline == files:
+            raise ValueError("give either certPem and keyPem, or certFile and keyFile")
+        if inline and (self.cert_pem is None or self.key_pem is None):
+            raise ValueError("certPem and keyPem go together")
+        if files and self.cert_file is None:
+            raise ValueError("certFile is needed (keyFile alone is not a certificate)")
+        return self
+
+
+# --- backends -----------------------------------------------------------------------------
+
+
+class Endpoint(KubeModel):
+    """One backend server. Not ready endpoints are kept (in maintenance), not served."""
+
+    address: IPAddressField
+    port: Port
+    ready: bool = True
+
+
+class HealthCheck(KubeModel):
+    """Active health checks of a backend's endpoints (HAProxy `check`)."""
+
+    interval_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 2000
+    rise: Annotated[int, Field(ge=1, le=100)] = 2
+    fall: Annotated[int, Field(ge=1, le=100)] = 3
+    http_path: Text | None = None
+    """HTTP backends: GET this path and expect 2xx/3xx; None: a TCP connect check."""
+
+
+class Backend(KubeModel):
+    """A set of endpoints one or more routes send to (a Service's port, usually)."""
+
+    name: Name
+    endpoints: tuple[Endpoint, ...] = ()
+    health_check: HealthCheck | None = None
+    proxy_protocol: bool = False
+    """Send PROXY protocol v2 to the endpoints (they then see the client's address)."""
+    slots: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    """Server slots HAProxy keeps for this backend (endpoint changes within them need no
+    reload); None: the endpoint count rounded up (see render.slot_count)."""
+    owner: Owner = Owner()
+
+
+class BackendRef(KubeModel):
+    """A weighted reference to a backend (HTTPRoute backendRefs, weight 0 = no traffic)."""
+
+    backend: Name
+    weight: Annotated[int, Field(ge=0, le=1_000_000)] = 1
+
+
+# --- HTTP routes ----------------------------------------------------------------------------
+
+
+class PathType(StrEnum):
+    """How a path is matched. Prefix is by path element, both for Ingress `Prefix` and
+    HTTPRoute `PathPrefix`: `/foo` matches `/foo` and `/foo/bar`, not `/foobar`."""
+
+    EXACT = "Exact"
+    PREFIX = "Prefix"
+    REGULAR_EXPRESSION = "RegularExpression"
+
+
+class PathMatch(KubeModel):
+    type: PathType = PathType.PREFIX
+    value: Annotated[Text, Field(min_length=1, max_length=1024)] = "/"
+
+    @model_validator(mode="after")
+    def _absolute(self) -> Self:
+        if self.type != PathType.REGULAR_EXPRESSION and not self.value.startswith("/"):
+            raise ValueError(f"path {self.value!r} must start with '/'")
+        return self
+
+
+class ValueMatchType(StrEnum):
+    EXACT = "Exact"
+    REGULAR_EXPRESSION = "RegularExpression"
+
+
+HeaderName = Annotated[
+    str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9!&*+.^_|~-]+$")
+]
+"""An HTTP header name (RFC 9110 token without the characters HAProxy's configuration
+reads as quotes, comments or variables: ' " # $ ` %)."""
+
+
+class HeaderMatch(KubeModel):
+    """A request header equal to (or matching) a value; header names are case-insensitive."""
+
+    name: HeaderName
+    value: Text
+    type: ValueMatchType = ValueMatchType.EXACT
+
+
+class QueryParamMatch(KubeModel):
+    """A query parameter equal to (or matching) a value; parameter names are exact."""
+
+    name: Annotated[Text, Field(min_length=1, max_length=256)]
+    value: Text
+    type: ValueMatchType = ValueMatchType.EXACT
+
+
+class RouteMatch(KubeModel):
+    """All given conditions must hold (HTTPRoute `matches[]` item)."""
+
+    path: PathMatch = PathMatch()
+    headers: tuple[HeaderMatch, ...] = ()
+    query_params: tuple[QueryParamMatch, ...] = ()
+    method: Annotated[str, Field(pattern=r"^[A-Z]+$")] | None = None
+
+
+class HeaderValue(KubeModel):
+    name: HeaderName
+    value: Text
+
+
+class HeaderModifier(KubeModel):
+    """HTTPRoute RequestHeaderModifier / ResponseHeaderModifier: set, add, remove."""
+
+    set: tuple[HeaderValue, ...] = ()
+    add: tuple[HeaderValue, ...] = ()
+    remove: tuple[HeaderName, ...] = ()
+
+
+class Redirect(KubeModel):
+    """HTTPRoute RequestRedirect: unset parts keep the request's own."""
+
+    scheme: Annotated[str, Field(pattern=r"^(http|https)$")] | None = None
+    hostname: Hostname | None = None
+    port: Port | None = None
+    path: Text | None = None
+    """Replace the full path with this one."""
+    status_code: int = 302
+
+    @model_validator(mode="after")
+    def _status(self) -> Self:
+        if self.status_code not in (301, 302, 303, 307, 308):
+            raise ValueError(f"statusCode {self.status_code} is not a redirect")
+        return self
+
+
+class HTTPRule(KubeModel):
+    """One rule: any of `matches` (empty: every request) sends to `backends` (weighted),
+    after the header modifiers, unless `redirect` answers first."""
+
+    matches: tuple[RouteMatch, ...] = ()
+    backends: tuple[BackendRef, ...] = ()
+    request_headers: HeaderModifier | None = None
+    response_headers: HeaderModifier | None = None
+    redirect: Redirect | None = None
+
+
+class RouteSemantics(StrEnum):
+    """Whose rules decide wildcard hostnames (the precedence of matches is the same).
+
+    Ingress: `*.foo.com` covers exactly one label (`bar.foo.com`, not `a.bar.foo.com`).
+    HTTPRoute: `*.foo.com` covers any number of labels; never `foo.com` itself.
+    """
+
+    INGRESS = "Ingress"
+    HTTP_ROUTE = "HTTPRoute"
+
+
+class HTTPRoute(KubeModel):
+    """HTTP routing for some hostnames on some listeners (an Ingress or an HTTPRoute).
+
+    Precedence across all routes of a listener (Ingress docs and HTTPRoute spec agree on
+    the order below; ties then go to the oldest route (`created`), then namespace/name,
+    then the rule's and match's position):
+    exact hostname before wildcard (longer suffix first) before no hostname;
+    Exact path before Prefix on the same path, longer path first; a method match;
+    more header matches; more query parameter matches.
+    """
+
+    owner: Owner = Owner()
+    listeners: tuple[Name, ...]
+    hostnames: tuple[Hostname, ...] = ()
+    semantics: RouteSemantics = RouteSemantics.HTTP_ROUTE
+    created: str = ""
+    """Creation time (RFC 3339) of the source object: older wins a tie."""
+    rules: tuple[HTTPRule, ...] = ()
+
+
+class TLSRoute(KubeModel):
+    """TLS passthrough: a ClientHello whose SNI is one of `hostnames` goes to `backends`."""
+
+    owner: Owner = Owner()
+    listeners: tuple[Name, ...]
+    hostnames: tuple[Hostname, ...]
+    created: str = ""
+    backends: tuple[BackendRef, ...] = ()
+
+
+class StreamRoute(KubeModel):
+    """A TCP or UDP listener's traffic, all of it, to `backends` (TCPRoute, UDPRoute,
+    a LoadBalancer Service port)."""
+
+    owner: Owner = Owner()
+    listeners: tuple[Name, ...]
+    backends: tuple[BackendRef, ...] = ()
+
+
+class GatewayConfig(KubeModel):
+    """Everything one gateway serves. Build it, check `problems(config)`, render it."""
+
+    listeners: tuple[Listener, ...] = ()
+    certificates: tuple[Certificate, ...] = ()
+    backends: tuple[Backend, ...] = ()
+    http_routes: tuple[HTTPRoute, ...] = ()
+    tls_routes: tuple[TLSRoute, ...] = ()
+    tcp_routes: tuple[StreamRoute, ...] = ()
+    udp_routes: tuple[StreamRoute, ...] = ()
+
+    def listener(self, name: str) -> Listener | None:
+        return next((x for x in self.listeners if x.name == name), None)
+
+    def backend(self, name: str) -> Backend | None:
+        return next((b for b in self.backends if b.name == name), None)
+
+    def certificate(self, name: str) -> Certificate | None:
+        return next((c for c in self.certificates if c.name == name), None)
+
+
+# --- consistency ----------------------------------------------------------------------------
+
+_ROUTE_PROTOCOLS: dict[str, tuple[Protocol, ...]] = {
+    "httpRoutes": (Protocol.HTTP, Protocol.HTTPS),
+    "tlsRoutes": (Protocol.TLS_PASSTHROUGH,),
+    "tcpRoutes": (Protocol.TCP,),
+    "udpRoutes": (Protocol.UDP,),
+}
+
+
+def problems(config: GatewayConfig) -> list[str]:
+    """Every inconsistency, as `field path: why` (empty when the config can be rendered)."""
+    return list(_problems(config))
+
+
+def _problems(config: GatewayConfig) -> Iterator[str]:
+    for what, names in (
+        ("listeners", [x.name for x in config.listeners]),
+        ("certificates", [c.name for c in config.certificates]),
+        ("backends", [b.name for b in config.backends]),
+    ):
+        for name, n in Counter(names).items():
+            if n > 1:
+                yield f"{what}: name {name!r} is used {n} times"
+    by_socket = Counter(
+        (str(x.address), x.port, x.protocol == Protocol.UDP) for x in config.listeners
+    )
+    for (address, port, udp), n in by_socket.items():
+        if n > 1:
+            yield f"listeners: {n} listeners on {address}:{port}/{'udp' if udp else 'tcp'}"
+    cert_names = {c.name for c in config.certificates}
+    for i, listener in enumerate(config.listeners):
+        for cert in listener.certificates:
+            if cert not in cert_names:
+                yield f"listeners[{i}].certificates: no certificate named {cert!r}"
+        if listener.protocol == Protocol.HTTPS and not listener.certificates:
+            yield f"listeners[{i}] ({listener.name}): HTTPS needs at least one certificate"
+    backend_names = {b.name for b in config.backends}
+    for b in config.backends:
+        if b.slots is not None and len(b.endpoints) > b.slots:
+            yield f"backends ({b.name}): {len(b.endpoints)} endpoints but slots is {b.slots}"
+    routes: dict[str, tuple[HTTPRoute | TLSRoute | StreamRoute, ...]] = {
+        "httpRoutes": config.http_routes,
+        "tlsRoutes": config.tls_routes,
+        "tcpRoutes": config.tcp_routes,
+        "udpRoutes": config.udp_routes,
+    }
+    stream_listeners: Counter[str] = Counter()
+    for field, items in routes.items():
+        for i, route in enumerate(items):
+            where = f"{field}[{i}] ({route.owner.label()})"
+            for name in route.listeners:
+                found = config.listener(name)
+                if found is None:
+                    yield f"{where}.listeners: no listener named {name!r}"
+                elif found.protocol not in _ROUTE_PROTOCOLS[field]:
+                    yield (
+                        f"{where}.listeners: listener {name!r} speaks {found.protocol},"
+                        f" not {'/'.join(_ROUTE_PROTOCOLS[field])}"
+                    )
+                if isinstance(route, StreamRoute):
+                    stream_listeners[name] += 1
+            for ref in _backend_refs(route):
+                if ref.backend not in backend_names:
+                    yield f"{where}: no backend named {ref.backend!r}"
+    http_backends = {r.backend for route in config.http_routes for r in _backend_refs(route)}
+    for field in ("tlsRoutes", "tcpRoutes", "udpRoutes"):
+        for i, route in enumerate(routes[field]):
+            for ref in _backend_refs(route):
+                if ref.backend in http_backends:
+                    yield (
+                        f"{field}[{i}]: backend {ref.backend!r} is also an HTTP route's"
+                        " (a backend speaks HTTP or TCP, not both)"
+                    )
+    for name, n in stream_listeners.items():
+        if n > 1:
+            yield f"listeners ({name}): {n} TCP/UDP routes on one listener (one only)"
+
+
+def _backend_refs(route: HTTPRoute | TLSRoute | StreamRoute) -> Iterator[BackendRef]:
+    if isinstance(route, HTTPRoute):
+        for rule in route.rules:
+            yield from rule.backends
+    else:
+        yield from route.backends

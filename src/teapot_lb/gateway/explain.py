@@ -1,0 +1,61 @@
+"""`explain` for a hostname: which listeners serve it, which tenant and route win for a
+path (by the same routing table HAProxy is given), and the backends with their endpoints.
+Pure: a GatewayConfig in, lines of text out."""
+
+from __future__ import annotations
+
+from teapot_lb.gateway import hosts, routing
+from teapot_lb.gateway.config import BackendRef, GatewayConfig, Protocol, RouteSemantics
+
+
+def _backends(config: GatewayConfig, refs: tuple[BackendRef, ...]) -> list[str]:
+    out = []
+    for ref in refs:
+        b = config.backend(ref.backend)
+        if b is None:
+            out.append(f"      backend {ref.backend} (weight {ref.weight}): missing")
+            continue
+        eps = ", ".join(
+            f"{e.address}:{e.port}{'' if e.ready else ' (not ready)'}" for e in b.endpoints
+        )
+        out.append(f"      backend {b.name} (weight {ref.weight}): {eps or 'no endpoints'}")
+    return out
+
+
+def explain(config: GatewayConfig, hostname: str, path: str = "/") -> list[str]:
+    """Lines saying who serves `hostname` (and `path`) on every listener."""
+    lines = [f"{hostname}{path}:"]
+    for listener in config.listeners:
+        where = f"  {listener.name} {listener.address}:{listener.port} {listener.protocol}"
+        if listener.protocol in (Protocol.HTTP, Protocol.HTTPS):
+            vhost = routing.virtual_host(routing.table(config, listener.name), hostname)
+            if vhost is None:
+                continue
+            entry = routing.winner([vhost], routing.Request(hostname, path))
+            if entry is None:
+                lines.append(f"{where}: host {vhost.hostname or '*'} matches, no path does: 404")
+                continue
+            o = entry.route.owner
+            lines.append(
+                f"{where}: tenant {o.tenant or '-'}, {o.kind} {o.namespace}/{o.name}"
+                f" rule {entry.rule_index} (host {vhost.hostname or '*'},"
+                f" path {entry.match.path.type} {entry.match.path.value})"
+            )
+            if entry.rule.redirect is not None:
+                lines.append(f"      redirect {entry.rule.redirect.status_code}")
+            lines += _backends(config, entry.rule.backends)
+        elif listener.protocol == Protocol.TLS_PASSTHROUGH:
+            for route in config.tls_routes:
+                if listener.name in route.listeners and any(
+                    hosts.matches(h, hostname, RouteSemantics.HTTP_ROUTE) for h in route.hostnames
+                ):
+                    o = route.owner
+                    lines.append(
+                        f"{where}: tenant {o.tenant or '-'}, {o.kind} "
+                        f"{o.namespace}/{o.name} (passthrough)"
+                    )
+                    lines += _backends(config, route.backends)
+                    break
+    if len(lines) == 1:
+        lines.append("  no listener serves this hostname")
+    return lines

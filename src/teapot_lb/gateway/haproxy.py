@@ -1,0 +1,274 @@
+"""Run HAProxy for the gateway: render, check, reload only when the structure changes,
+everything else over the runtime API; restart it when it dies.
+
+HAProxy runs in master-worker mode (`-W -S master.sock`); a reload is the master CLI's
+`reload`: a new worker starts and takes the listening sockets from the old one over the
+admin socket (`expose-fd listeners`), so no connection is refused; the old worker finishes
+its connections (`hard-stop-after`). A configuration that `haproxy -c` refuses is never
+installed: the last good one keeps running and `apply` returns HAProxy's own message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from teapot_lb import log
+from teapot_lb.gateway import plan as planning
+from teapot_lb.gateway import render, runtime, slots
+from teapot_lb.gateway.config import Certificate, GatewayConfig, Protocol, problems
+from teapot_lb.gateway.process import Daemon, DaemonFailed, check_config, until, write_atomic
+
+
+def _log() -> Any:
+    return log.get("gateway.haproxy")
+
+
+class Refused(Exception):
+    """A runtime API command was refused (the answer says why)."""
+
+
+async def send(
+    socket_path: str | os.PathLike[str], command: runtime.Command, timeout_s: float = 10.0
+) -> str:
+    """Send one command to a HAProxy CLI socket and return its answer (raises
+    Refused when the answer is not what the command expects)."""
+    async with asyncio.timeout(timeout_s):
+        reader, writer = await asyncio.open_unix_connection(str(socket_path))
+        try:
+            writer.write(command.text.encode() + b"\n")
+            await writer.drain()
+            answer = (await reader.read()).decode(errors="replace")
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+    if not command.accepts(answer):
+        first = command.text.splitlines()[0]
+        raise Refused(f"HAProxy refused {first!r}: {answer.strip()[:300]}")
+    return answer
+
+
+def load_pems(config: GatewayConfig) -> tuple[dict[str, str], list[str]]:
+    """Each HTTPS certificate's PEM (chain then key) by name, and the problems found
+    (an unreadable file names the certificate and the file)."""
+    used = {n for x in config.listeners if x.protocol == Protocol.HTTPS for n in x.certificates}
+    pems: dict[str, str] = {}
+    errors: list[str] = []
+    for cert in config.certificates:
+        if cert.name not in used:
+            continue
+        try:
+            pems[cert.name] = _pem(cert)
+        except OSError as exc:
+            errors.append(f"certificates ({cert.name}): cannot read {exc.filename}: {exc.strerror}")
+    return pems, errors
+
+
+def _pem(cert: Certificate) -> str:
+    if cert.cert_pem is not None and cert.key_pem is not None:
+        parts = [cert.cert_pem, cert.key_pem]
+    else:
+        assert cert.cert_file is not None
+        parts = [Path(cert.cert_file).read_text()]
+        if cert.key_file is not None:
+            parts.append(Path(cert.key_file).read_text())
+    return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What `apply` did: the change (reload or runtime actions) or why it refused."""
+
+    change: planning.Change
+    error: str | None = None
+
+
+@dataclass
+class Counters:
+    """Monotonic counters, for metrics and tests."""
+
+    reloads: int = 0
+    runtime_actions: int = 0
+    refused: int = 0  # configurations not installed (invalid)
+    reasons: list[str] = field(default_factory=list)
+
+
+class HAProxy:
+    """One HAProxy for one gateway. `apply(config)` is idempotent and level-triggered:
+    call it with the whole desired config whenever anything changed."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        binary: str = "haproxy",
+        wrap: Sequence[str] = (),
+        backoff_initial_s: float = 0.2,
+        backoff_max_s: float = 10.0,
+    ) -> None:
+        self.paths = render.Paths(Path(state_dir))
+        self._staging = render.Paths(Path(state_dir) / "staging")
+        self.binary = (
+            shutil.which(binary, path="/usr/sbin:/sbin:" + os.environ.get("PATH", "")) or binary
+        )
+        self.counters = Counters()
+        self.running: render.Rendered | None = None
+        self._lock = asyncio.Lock()
+        Path(state_dir).mkdir(parents=True, exist_ok=True)
+        argv = [*wrap, self.binary, "-W", "-S", f"{self.paths.master_socket},mode,600"]
+        self.daemon = Daemon(
+            "haproxy",
+            [*argv, "-f", str(self.paths.config)],
+            Path(self.paths.base) / "haproxy.log",
+            ready=self._answers,
+            before_start=self._remove_sockets,
+            lock=self._lock,
+            backoff_initial_s=backoff_initial_s,
+            backoff_max_s=backoff_max_s,
+        )
+
+    # --- public -----------------------------------------------------------------------------
+
+    @property
+    def master_pid(self) -> int | None:
+        return self.daemon.pid
+
+    async def worker_pid(self) -> int:
+        """The current worker's pid (`show info` on the admin socket)."""
+        info = runtime.parse_info(await send(self.paths.admin_socket, runtime.show_info()))
+        return int(info["Pid"])
+
+    async def stats(self) -> list[runtime.StatRow]:
+        return runtime.parse_stat(await send(self.paths.admin_socket, runtime.show_stat()))
+
+    async def apply(self, config: GatewayConfig) -> Applied:
+        """Make HAProxy serve `config`: a reload if its structure changed, runtime API
+        actions otherwise, nothing if nothing changed. An invalid config is not installed
+        (the error says why) and the running one stays."""
+        async with self._lock:
+            found = problems(config)
+            pems, unreadable = load_pems(config)
+            found += unreadable
+            if found:
+                return self._refuse("; ".join(found))
+            previous = self.running.slots if self.running else None
+            table = slots.assign(config, previous)
+            new = render.render(config, table, self.paths, pems)
+            change = planning.plan(self.running, new)
+            if change.empty:
+                return Applied(change)
+            if change.reload:
+                error = await self._check(config, table, pems)
+                if error is not None:
+                    return self._refuse(error, change)
+                self._install(new)
+                try:
+                    await self._reload_or_start()
+                except (DaemonFailed, Refused, OSError, TimeoutError) as exc:
+                    # Installed but not running: the next apply starts from scratch.
+                    self.running = None
+                    return self._refuse(f"haproxy did not take the configuration: {exc}", change)
+                self.running = new
+                self.counters.reasons = list(change.reasons)
+                _log().info("gateway reloaded", reasons=list(change.reasons))
+                return Applied(change)
+            self._install(new)
+            try:
+                for action in change.actions:
+                    for command in runtime.commands(action):
+                        await send(self.paths.admin_socket, command)
+                    self.counters.runtime_actions += 1
+            except (Refused, OSError, TimeoutError) as exc:
+                # The files are right; a reload makes HAProxy read them.
+                _log().warning("runtime api failed, reloading", error=str(exc))
+                try:
+                    await self._reload_or_start()
+                except (DaemonFailed, Refused, OSError, TimeoutError) as again:
+                    self.running = None
+                    return self._refuse(f"haproxy did not take the change: {again}", change)
+            self.running = new
+            return Applied(change)
+
+    async def stop(self) -> None:
+        await self.daemon.stop()
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _refuse(self, error: str, change: planning.Change | None = None) -> Applied:
+        self.counters.refused += 1
+        _log().error("gateway config refused", error=error)
+        return Applied(change or planning.Change(False), error)
+
+    async def _check(
+        self, config: GatewayConfig, table: slots.SlotTable, pems: dict[str, str]
+    ) -> str | None:
+        staged = render.render(config, table, self._staging, pems)
+        for path, text in staged.files.items():
+            write_atomic(Path(path), text)
+        for path, pem in staged.certificates.items():
+            write_atomic(Path(path), pem)
+        error = await check_config(
+            [self.binary, "-c", "-q", "-f", str(self._staging.config)],
+            str(self._staging.base),
+            str(self.paths.base),
+        )
+        return None if error is None else f"haproxy refused the configuration: {error}"
+
+    def _install(self, rendered: render.Rendered) -> None:
+        # Certificates first: the crt-lists and the configuration name them.
+        for path, pem in rendered.certificates.items():
+            write_atomic(Path(path), pem)
+        for path, text in rendered.files.items():
+            write_atomic(Path(path), text)
+
+    async def _reload_or_start(self) -> None:
+        if self.master_pid is None:
+            await self.daemon.start()
+            return
+        before = await self._current_worker()
+        await send(self.paths.master_socket, runtime.master("reload"))
+        self.counters.reloads += 1
+
+        async def reloaded() -> bool:
+            with contextlib.suppress(OSError, Refused, TimeoutError, ValueError):
+                now = await self._current_worker()
+                return now is not None and now != before
+            return False
+
+        await until(reloaded, within=15.0, what="haproxy's new worker")
+
+    async def _current_worker(self) -> int | None:
+        text = await send(self.paths.master_socket, runtime.master("show proc", ("#",)))
+        return parse_current_worker(text)
+
+    async def _answers(self) -> bool:
+        with contextlib.suppress(OSError, Refused, TimeoutError):
+            await send(self.paths.admin_socket, runtime.show_info())
+            return True
+        return False
+
+    def _remove_sockets(self) -> None:
+        for sock in (self.paths.master_socket, self.paths.admin_socket):
+            with contextlib.suppress(FileNotFoundError):
+                Path(sock).unlink()
+
+
+def parse_current_worker(show_proc: str) -> int | None:
+    """The current worker's pid in the master CLI's `show proc` (the first worker line,
+    before '# old workers')."""
+    section = ""
+    for line in show_proc.splitlines():
+        if line.startswith("#"):
+            section = line
+            continue
+        fields = line.split()
+        if len(fields) >= 2 and fields[1] == "worker" and "old" not in section:
+            return int(fields[0])
+    return None

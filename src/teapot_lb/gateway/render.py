@@ -1,0 +1,556 @@
+"""GatewayConfig → haproxy.cfg, crt-lists and certificate files. Pure: no file is read or
+written here (the driver does both), certificate PEMs come in as text.
+
+Layout of the rendered configuration:
+- one frontend per HAProxy listener (`fe_<listener>`): HTTP and HTTPS in http mode, TLS
+  passthrough and TCP in tcp mode; HTTPS binds with a crt-list (SNI picks the certificate)
+  and ALPN (h2, http/1.1);
+- HTTP routing in three steps, so that precedence is data rather than nested ifs:
+  `txn.vh` := the first virtual host that covers the Host header (routing.table's order);
+  `txn.rule` := the first entry of that virtual host whose conditions hold; then every
+  rule's actions (redirect, header modifiers, weighted use_backend) keyed on `txn.rule`;
+- one backend per config backend (`be_<backend>`) with a fixed number of server slots
+  (slots.py); a slot's address and state are runtime state, so the *structure* of the
+  configuration (what needs a reload to change) is the text with slot addresses masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv6Address
+from pathlib import PurePath
+
+from teapot_lb.gateway import hosts, routing
+from teapot_lb.gateway.config import (
+    Backend,
+    BackendRef,
+    GatewayConfig,
+    HeaderModifier,
+    HTTPRule,
+    Listener,
+    PathType,
+    Protocol,
+    Redirect,
+    RouteMatch,
+    RouteSemantics,
+    ValueMatchType,
+)
+from teapot_lb.gateway.slots import Slot, SlotTable
+
+HAPROXY_PROTOCOLS = (Protocol.HTTP, Protocol.HTTPS, Protocol.TLS_PASSTHROUGH, Protocol.TCP)
+EMPTY_SLOT = "127.0.0.1:1"  # an empty slot's address; it is in maintenance, never used
+SLOT_MASK = "<slot>"
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where the gateway's files live (one directory per HAProxy instance)."""
+
+    base: PurePath
+
+    @property
+    def config(self) -> PurePath:
+        return self.base / "haproxy.cfg"
+
+    @property
+    def admin_socket(self) -> PurePath:
+        return self.base / "admin.sock"
+
+    @property
+    def master_socket(self) -> PurePath:
+        return self.base / "master.sock"
+
+    @property
+    def pid_file(self) -> PurePath:
+        return self.base / "haproxy.pid"
+
+    def map(self, listener: str, what: str) -> PurePath:
+        return self.base / "maps" / f"{listener}-{what}.map"
+
+    def crt_list(self, listener: str) -> PurePath:
+        return self.base / f"crt-{listener}.list"
+
+    def certificate(self, name: str) -> PurePath:
+        return self.base / "certs" / f"{name}.pem"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What HAProxy is given: files by path, the structure (compare two renderings to know
+    whether a reload is needed), the slot table and the certificates' PEMs by path."""
+
+    files: dict[str, str]
+    structure: str
+    slots: SlotTable
+    certificates: dict[str, str] = field(default_factory=dict)
+
+
+def quote(text: str) -> str:
+    """One HAProxy configuration word, whatever it contains (single quotes: no escapes,
+    no variable expansion; a quote inside is closed, escaped, reopened)."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def log_format(text: str) -> str:
+    """A literal inside a log-format argument (set-header values, redirect locations)."""
+    return text.replace("%", "%%")
+
+
+def host_port(address: IPv4Address | IPv6Address, port: int) -> str:
+    return f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
+
+
+def server_name(index: int) -> str:
+    return f"s{index + 1}"
+
+
+def backend_id(name: str) -> str:
+    return f"be_{name}"
+
+
+def frontend_id(name: str) -> str:
+    return f"fe_{name}"
+
+
+# --- sections ------------------------------------------------------------------------------
+
+
+def _global(paths: Paths) -> list[str]:
+    return [
+        "global",
+        f"    stats socket {quote(str(paths.admin_socket))} mode 600 level admin"
+        " expose-fd listeners",
+        "    stats timeout 30s",
+        f"    pidfile {quote(str(paths.pid_file))}",
+        "    hard-stop-after 30s",
+        "    ssl-default-bind-options ssl-min-ver TLSv1.2",
+        "    tune.ssl.default-dh-param 2048",
+        "",
+        "defaults",
+        "    mode http",
+        "    timeout connect 5s",
+        "    timeout client 60s",
+        "    timeout server 60s",
+        "    timeout http-request 10s",
+        "    timeout tunnel 1h",
+        "    retries 3",
+        "    option redispatch 1",
+        # On a reload the old worker answers one more request on each idle keep-alive
+        # connection, with `Connection: close`, instead of closing it under the client.
+        "    option idle-close-on-response",
+        "    default-server init-addr none",
+        "",
+    ]
+
+
+def _bind(listener: Listener, paths: Paths) -> str:
+    line = f"    bind {host_port(listener.address, listener.port)}"
+    if listener.protocol == Protocol.HTTPS:
+        line += f" ssl crt-list {quote(str(paths.crt_list(listener.name)))}"
+        if listener.alpn:
+            line += f" alpn {','.join(listener.alpn)}"
+    return line
+
+
+def _host_condition(vhost: routing.VirtualHost) -> str:
+    name = vhost.hostname
+    if name is None:
+        return ""
+    if not hosts.is_wildcard(name):
+        return f"{{ var(txn.host) -m str {quote(name)} }}"
+    if vhost.semantics == RouteSemantics.INGRESS:
+        # one DNS label before the suffix
+        label_re = "^[^.]+" + _re_escape(name[1:]) + "$"
+        return f"{{ var(txn.host) -m reg {quote(label_re)} }}"
+    return f"{{ var(txn.host) -m end {quote(name[1:])} }}"
+
+
+def _re_escape(text: str) -> str:
+    return "".join("\\" + c if not (c.isalnum() or c in "-_/") else c for c in text)
+
+
+def _path_conditions(match: RouteMatch) -> list[str]:
+    p = match.path
+    if p.type == PathType.EXACT:
+        return [f"{{ path -m str {quote(p.value)} }}"]
+    if p.type == PathType.REGULAR_EXPRESSION:
+        return [f"{{ path -m reg {quote('^(?:' + p.value + ')$')} }}"]
+    base = routing.prefix_base(p.value)
+    if base == "/":
+        return []
+    # by path element: the prefix itself, or the prefix followed by '/'
+    return [f"{{ path -m str {quote(base)} }} || {{ path -m beg {quote(base + '/')} }}"]
+
+
+def _match_conditions(match: RouteMatch) -> list[str]:
+    conds = _path_conditions(match)
+    if match.method:
+        conds.append(f"{{ method {match.method} }}")
+    for h in match.headers:
+        how = "str" if h.type == ValueMatchType.EXACT else "reg"
+        conds.append(f"{{ req.fhdr({h.name}) -m {how} {quote(h.value)} }}")
+    for qp in match.query_params:
+        how = "str" if qp.type == ValueMatchType.EXACT else "reg"
+        conds.append(f"{{ url_param({quote(qp.name)}) -m {how} {quote(qp.value)} }}")
+    return conds
+
+
+def _and(conds: list[str]) -> str:
+    """HAProxy conditions: juxtaposition is AND, `||` is OR with lower precedence; an OR
+    inside one condition (the prefix case) is distributed over the rest."""
+    alternatives = [""]
+    for cond in conds:
+        parts = cond.split(" || ")
+        alternatives = [f"{a} {p}".strip() for a in alternatives for p in parts]
+    return " || ".join(alternatives)
+
+
+def _header_lines(direction: str, modifier: HeaderModifier | None, cond: str) -> list[str]:
+    if modifier is None:
+        return []
+    lines = [
+        f"    {direction} set-header {h.name} {quote(log_format(h.value))} if {cond}"
+        for h in modifier.set
+    ]
+    lines += [
+        f"    {direction} add-header {h.name} {quote(log_format(h.value))} if {cond}"
+        for h in modifier.add
+    ]
+    lines += [f"    {direction} del-header {name} if {cond}" for name in modifier.remove]
+    return lines
+
+
+_WELL_KNOWN_PORTS = {"http": 80, "https": 443}
+
+
+def location(redirect: Redirect, listener: Listener) -> str:
+    """The Location of a redirect (HTTPRoute RequestRedirect): an unset scheme is the
+    listener's, an unset port the new scheme's well-known one (or, with the scheme unset,
+    the listener's), and a well-known port is not written; unset host and path are the
+    request's."""
+    own = "https" if listener.protocol == Protocol.HTTPS else "http"
+    scheme = redirect.scheme or own
+    number = redirect.port or (_WELL_KNOWN_PORTS[scheme] if redirect.scheme else listener.port)
+    host = log_format(redirect.hostname) if redirect.hostname else "%[var(txn.host)]"
+    port = "" if number == _WELL_KNOWN_PORTS[scheme] else f":{number}"
+    path = log_format(redirect.path) if redirect.path is not None else "%[pathq]"
+    return f"{scheme}://{host}{port}{path}"
+
+
+def _when(line: str, cond: str) -> str:
+    return f"{line} if {cond}" if cond else line
+
+
+def _weighted(refs: tuple[BackendRef, ...], cond: str, action: str = "http-request") -> list[str]:
+    """use_backend lines that split traffic by weight (`action` sets the pick: http-request
+    or tcp-request content)."""
+    live = [r for r in refs if r.weight > 0]
+    if not live:
+        # Gateway API: a rule whose backends get no traffic answers 500 (TCP: closed)
+        if action == "http-request":
+            return [_when("    http-request return status 500", cond)]
+        return [_when("    tcp-request content reject", cond)]
+    if len(live) == 1:
+        return [_when(f"    use_backend {backend_id(live[0].backend)}", cond)]
+    total = sum(r.weight for r in live)
+    lines = [_when(f"    {action} set-var(txn.pick) rand({total})", cond)]
+    upto = 0
+    for ref in live:
+        upto += ref.weight
+        pick = f"{{ var(txn.pick) -m int lt {upto} }}"
+        lines.append(_when(f"    use_backend {backend_id(ref.backend)}", f"{cond} {pick}".strip()))
+    return lines
+
+
+def _simple(vhost: routing.VirtualHost) -> bool:
+    """A virtual host whose one entry matches every request (an Ingress host with path
+    Prefix '/'): its rule is looked up by host, no condition to evaluate."""
+    if len(vhost.entries) != 1:
+        return False
+    m = vhost.entries[0].match
+    return (
+        m.path.type == PathType.PREFIX
+        and routing.prefix_base(m.path.value) == "/"
+        and not (m.method or m.headers or m.query_params)
+    )
+
+
+def _live(rule: HTTPRule) -> list[BackendRef]:
+    return [r for r in rule.backends if r.weight > 0]
+
+
+def _plain(rule: HTTPRule) -> bool:
+    """A rule that only sends to one backend (no redirect, no header modifier)."""
+    return (
+        rule.redirect is None
+        and rule.request_headers is None
+        and rule.response_headers is None
+        and len(_live(rule)) == 1
+    )
+
+
+def _map_file(rows: list[tuple[str, str]]) -> str:
+    return "".join(f"{k} {v}\n" for k, v in rows)
+
+
+def _http_frontend(
+    config: GatewayConfig, listener: Listener, paths: Paths
+) -> tuple[list[str], dict[str, str]]:
+    """The frontend's lines and its map files. Exact hostnames are found in a map (one
+    lookup, whatever their number); wildcards and the catch-all follow in order; a simple
+    virtual host's rule comes from a map too, and a single-backend rule's backend."""
+    lines = [
+        f"frontend {frontend_id(listener.name)}",
+        "    mode http",
+        _bind(listener, paths),
+        "    option forwardfor",
+    ]
+    if listener.protocol == Protocol.HTTPS:
+        lines.append("    http-request set-header X-Forwarded-Proto https")
+    else:
+        lines.append("    http-request set-header X-Forwarded-Proto http")
+    vhosts = routing.table(config, listener.name)
+    host_of_request = "req.hdr(host),field(1,:),lower"
+    hosts_map, rules_map, backends_map = (
+        paths.map(listener.name, "hosts"),
+        paths.map(listener.name, "rules"),
+        paths.map(listener.name, "backends"),
+    )
+    exact = [v for v in vhosts if v.hostname is not None and not hosts.is_wildcard(v.hostname)]
+    # The fast path: an exact host whose one rule sends everything to one backend, with
+    # nothing else to do, is a single lookup: host -> backend.
+    fast = [v for v in exact if _simple(v) and _plain(v.entries[0].rule)]
+    fast_map = paths.map(listener.name, "fast")
+    fast_ids = {v.vhost_id for v in fast}  # (ids: comparing the dataclasses is slow)
+    # Only the fast path: no host variable, no rule variable (fewer steps per request).
+    only_fast = len(fast) == len(vhosts) > 0
+    if not only_fast:
+        lines.append(f"    http-request set-var(txn.host) {host_of_request}")
+    skip = ""
+    if fast:
+        host = host_of_request if only_fast else "var(txn.host)"
+        lines.append(f"    http-request set-var(txn.be) {host},map_str({quote(str(fast_map))})")
+        skip = "!{ var(txn.be) -m found }"
+    exact = [v for v in exact if v.vhost_id not in fast_ids]
+    exact_ids = {v.vhost_id for v in exact}
+    if exact:
+        lines.append(
+            _when(
+                f"    http-request set-var(txn.vh) var(txn.host),map_str({quote(str(hosts_map))})",
+                skip,
+            )
+        )
+    unset = f"!{{ var(txn.vh) -m found }} {skip}".strip()
+    for v in vhosts:
+        if v.vhost_id not in exact_ids and v.vhost_id not in fast_ids:
+            host = _host_condition(v)
+            lines.append(
+                f"    http-request set-var(txn.vh) str({v.vhost_id}) if {unset} {host}".rstrip()
+            )
+    vhosts = [v for v in vhosts if v.vhost_id not in fast_ids]
+    simple = [v for v in vhosts if _simple(v)]
+    simple_ids = {v.vhost_id for v in simple}
+    if simple:
+        lines.append(
+            _when(
+                f"    http-request set-var(txn.rule) var(txn.vh),map_str({quote(str(rules_map))})",
+                "{ var(txn.vh) -m found }",
+            )
+        )
+    unset_rule = "!{ var(txn.rule) -m found }"
+    for v in vhosts:
+        if v.vhost_id in simple_ids:
+            continue
+        in_vhost = f"{{ var(txn.vh) -m str {v.vhost_id} }}"
+        for e in v.entries:
+            cond = _and([unset_rule, in_vhost, *_match_conditions(e.match)])
+            lines.append(f"    http-request set-var(txn.rule) str({e.rule_id}) if {cond}")
+    missing = skip if only_fast else f"{unset_rule} {skip}".strip()
+    lines.append(f"    http-request return status 404 if {missing}")
+    actions: list[str] = []  # HAProxy runs every http-request rule before use_backend
+    direct: list[tuple[str, str]] = []
+    done: set[str] = set()
+    for v in vhosts:
+        for e in v.entries:
+            if e.rule_id in done:
+                continue
+            done.add(e.rule_id)
+            cond = f"{{ var(txn.rule) -m str {e.rule_id} }}"
+            rule = e.rule
+            if rule.redirect is not None:
+                loc = quote(location(rule.redirect, listener))
+                lines.append(
+                    f"    http-request redirect location {loc} code {rule.redirect.status_code}"
+                    f" if {cond}"
+                )
+                continue
+            lines += _header_lines("http-request", rule.request_headers, cond)
+            lines += _header_lines("http-response", rule.response_headers, cond)
+            live = _live(rule)
+            if len(live) == 1:
+                direct.append((e.rule_id, backend_id(live[0].backend)))
+                continue
+            for line in _weighted(rule.backends, cond):
+                (actions if line.startswith("    use_backend") else lines).append(line)
+    if fast:  # (alone, the 404 above has made sure it is set)
+        lines.append(
+            _when("    use_backend %[var(txn.be)]", "" if only_fast else "{ var(txn.be) -m found }")
+        )
+    lines += actions
+    if direct:
+        lines.append(f"    use_backend %[var(txn.rule),map_str({quote(str(backends_map))})]")
+    lines.append("")
+    maps = {
+        str(fast_map): _map_file(
+            [(v.hostname or "", backend_id(_live(v.entries[0].rule)[0].backend)) for v in fast]
+        ),
+        str(hosts_map): _map_file([(v.hostname or "", v.vhost_id) for v in exact]),
+        str(rules_map): _map_file([(v.vhost_id, v.entries[0].rule_id) for v in simple]),
+        str(backends_map): _map_file(direct),
+    }
+    return lines, maps
+
+
+def _sni_condition(hostname: str) -> str:
+    name = hostname.lower()
+    if hosts.is_wildcard(name):
+        return f"{{ req.ssl_sni -m end {quote(name[1:])} }}"
+    return f"{{ req.ssl_sni -m str {quote(name)} }}"
+
+
+def _tcp_frontend(config: GatewayConfig, listener: Listener, paths: Paths) -> list[str]:
+    lines = [f"frontend {frontend_id(listener.name)}", "    mode tcp", _bind(listener, paths)]
+    if listener.protocol == Protocol.TLS_PASSTHROUGH:
+        lines += [
+            "    tcp-request inspect-delay 5s",
+            "    tcp-request content accept if { req.ssl_hello_type 1 }",
+        ]
+        choices: list[tuple[tuple[object, ...], str, tuple[BackendRef, ...]]] = []
+        for tls in config.tls_routes:
+            if listener.name in tls.listeners:
+                for name in tls.hostnames:
+                    kind, length = hosts.specificity(name)
+                    key = (-kind, -length, tls.created, name)
+                    choices.append((key, name, tls.backends))
+        for _key, name, refs in sorted(choices, key=lambda c: c[0]):
+            lines += _weighted(refs, _sni_condition(name), "tcp-request content")
+    else:
+        for tcp in config.tcp_routes:
+            if listener.name in tcp.listeners:
+                lines += _weighted(tcp.backends, "", "tcp-request content")
+    lines.append("")
+    return lines
+
+
+def _server_line(backend: Backend, index: int, slot: Slot) -> tuple[str, str]:
+    """The server line as rendered and as its structure (address and state masked)."""
+    opts = []
+    if backend.health_check is not None:
+        hc = backend.health_check
+        opts.append(f"check inter {hc.interval_ms} rise {hc.rise} fall {hc.fall}")
+        if backend.proxy_protocol:
+            opts.append("check-send-proxy")
+    if backend.proxy_protocol:
+        opts.append("send-proxy-v2")
+    e = slot.endpoint
+    if e is None:
+        where, state = EMPTY_SLOT, " disabled"
+    else:
+        where, state = host_port(e.address, e.port), "" if e.ready else " disabled"
+    tail = (" " + " ".join(opts)) if opts else ""
+    name = server_name(index)
+    return f"    server {name} {where}{tail}{state}", f"    server {name} {SLOT_MASK}{tail}"
+
+
+def _backend(backend: Backend, slots: tuple[Slot, ...], http: bool) -> tuple[list[str], list[str]]:
+    head = [f"backend {backend_id(backend.name)}", f"    mode {'http' if http else 'tcp'}"]
+    head.append("    balance roundrobin")
+    hc = backend.health_check
+    if hc is not None and hc.http_path is not None and http:
+        head.append(f"    option httpchk GET {quote(hc.http_path)}")
+        head.append("    http-check expect rstatus ^[23]")
+    text, structure = list(head), list(head)
+    for i, slot in enumerate(slots):
+        line, masked = _server_line(backend, i, slot)
+        text.append(line)
+        structure.append(masked)
+    text.append("")
+    structure.append("")
+    return text, structure
+
+
+def _http_backends(config: GatewayConfig) -> set[str]:
+    names: set[str] = set()
+    for route in config.http_routes:
+        for rule in route.rules:
+            names.update(r.backend for r in rule.backends)
+    return names
+
+
+def crt_list(config: GatewayConfig, listener: Listener, paths: Paths) -> str:
+    """The crt-list of an HTTPS listener: one certificate per line, with its SNI names."""
+    lines = []
+    for name in listener.certificates:
+        cert = config.certificate(name)
+        if cert is None:
+            continue
+        snis = " ".join(h.lower() for h in cert.hostnames)
+        lines.append(f"{paths.certificate(name)} {snis}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def render(
+    config: GatewayConfig, slots: SlotTable, paths: Paths, pems: Mapping[str, str]
+) -> Rendered:
+    """The HAProxy files for `config` (UDP listeners are nginx's, see gateway.nginx).
+
+    `pems` holds each certificate's PEM (certificate chain and key) by certificate name.
+    """
+    text = _global(paths)
+    structure = list(text)
+    map_files: dict[str, str] = {}
+    for listener in config.listeners:
+        if listener.protocol in (Protocol.HTTP, Protocol.HTTPS):
+            lines, maps = _http_frontend(config, listener, paths)
+        elif listener.protocol in (Protocol.TCP, Protocol.TLS_PASSTHROUGH):
+            lines, maps = _tcp_frontend(config, listener, paths), {}
+        else:
+            continue
+        text += lines
+        structure += lines
+        map_files.update(maps)
+        for path, content in maps.items():  # the maps are the frontend's structure too
+            structure += [f"# map {path}", *(f"#  {row}" for row in content.splitlines())]
+    http_backends = _http_backends(config)
+    udp_backends = {r.backend for route in config.udp_routes for r in route.backends}
+    for backend in config.backends:
+        if backend.name in udp_backends and backend.name not in http_backends:
+            continue
+        t, s = _backend(backend, slots.get(backend.name, ()), backend.name in http_backends)
+        text += t
+        structure += s
+    files = {str(paths.config): "\n".join(text), **map_files}
+    certificates: dict[str, str] = {}
+    for listener in config.listeners:
+        if listener.protocol == Protocol.HTTPS:
+            listing = crt_list(config, listener, paths)
+            files[str(paths.crt_list(listener.name))] = listing
+            structure += [f"# crt-list {listener.name}", listing]
+            for name in listener.certificates:
+                certificates[str(paths.certificate(name))] = pems.get(name, "")
+    return Rendered(files, "\n".join(structure), slots, certificates)
+
+
+def sections(text: str) -> Iterator[tuple[str, str]]:
+    """(section header, body) of a rendered configuration: what the diff names."""
+    header, body = "", list[str]()
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and not line.startswith("#"):
+            if header or body:
+                yield header, "\n".join(body)
+            header, body = line, []
+        else:
+            body.append(line)
+    if header or body:
+        yield header, "\n".join(body)

@@ -1,0 +1,133 @@
+"""HAProxy's runtime API, sans-I/O: typed actions → command text, answers → typed results.
+
+The admin socket takes one command per connection (non-interactive mode) and answers
+with text that ends when the connection closes; a failure is an answer that is not the
+expected one. `RuntimeClient` (gateway.haproxy) only moves the bytes.
+Commands: HAProxy 2.6 management guide, section 9.3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from teapot_lb.gateway.plan import RuntimeAction, SetCertificate, SetServer
+
+
+@dataclass(frozen=True)
+class Command:
+    """One runtime API command and how to tell its answer went well."""
+
+    text: str
+    ok: tuple[str, ...] = ("",)
+    """The answer (stripped) is fine when it starts with one of these ('' accepts any
+    answer that is empty)."""
+
+    def accepts(self, answer: str) -> bool:
+        answer = answer.strip()
+        return any(answer.startswith(p) if p else not answer for p in self.ok)
+
+
+def commands(action: RuntimeAction) -> list[Command]:
+    """The commands that perform one action, in order."""
+    if isinstance(action, SetServer):
+        where = f"{action.backend}/{action.server}"
+        out: list[Command] = []
+        if action.address is not None:
+            # "IP changed from ... to ..., port changed ..." or "no need to change ..."
+            out.append(
+                Command(
+                    f"set server {where} addr {action.address} port {action.port}",
+                    ("IP changed", "no need to change", "port changed"),
+                )
+            )
+        out.append(Command(f"set server {where} state {action.state}"))
+        return out
+    return _certificate(action)
+
+
+def _certificate(action: SetCertificate) -> list[Command]:
+    # The payload follows "<<" and ends at an empty line: a PEM has none inside.
+    pem = "\n".join(line for line in action.pem.splitlines() if line.strip())
+    return [
+        Command(
+            f"set ssl cert {action.path} <<\n{pem}\n",
+            ("Transaction created", "Transaction updated"),
+        ),
+        Command(f"commit ssl cert {action.path}", ("Committing", "Success")),
+    ]
+
+
+def master(text: str, ok: tuple[str, ...] = ("",)) -> Command:
+    """A command for the master CLI (`-S`), which keeps the connection open after an
+    answer unless told to `quit`."""
+    return Command(f"{text};quit", ok)
+
+
+def show_stat() -> Command:
+    """`show stat` as CSV (metrics, readiness of servers)."""
+    return Command("show stat", ("#",))
+
+
+def show_info() -> Command:
+    return Command("show info", ("Name:",))
+
+
+@dataclass(frozen=True)
+class StatRow:
+    """One line of `show stat`: a frontend, backend or server and its counters."""
+
+    proxy: str
+    service: str  # FRONTEND, BACKEND or the server's name
+    status: str
+    requests: int  # req_tot (HTTP) or stot (sessions, TCP)
+    errors: int  # 5xx responses (HTTP) or econ + eresp (TCP)
+    bytes_in: int
+    bytes_out: int
+    address: str
+
+
+def _int(value: str) -> int:
+    return int(value) if value.isdigit() else 0
+
+
+def parse_stat(csv_text: str) -> list[StatRow]:
+    """`show stat` CSV → rows (the header line names the columns)."""
+    lines = csv_text.splitlines()
+    if not lines or not lines[0].startswith("#"):
+        return []
+    names = lines[0].lstrip("# ").split(",")
+    rows = []
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        f = dict(zip(names, line.split(","), strict=False))
+        http = f.get("mode") == "http"
+        requests = _int(f.get("req_tot", "")) if http else _int(f.get("stot", ""))
+        errors = (
+            _int(f.get("hrsp_5xx", ""))
+            if http
+            else _int(f.get("econ", "")) + _int(f.get("eresp", ""))
+        )
+        rows.append(
+            StatRow(
+                f.get("pxname", ""),
+                f.get("svname", ""),
+                f.get("status", ""),
+                requests,
+                errors,
+                _int(f.get("bin", "")),
+                _int(f.get("bout", "")),
+                f.get("addr", ""),
+            )
+        )
+    return rows
+
+
+def parse_info(text: str) -> dict[str, str]:
+    """`show info` → field: value (Pid, Uptime_sec, ...)."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out

@@ -1,0 +1,67 @@
+"""Server slots: which HAProxy server line of a backend holds which endpoint.
+
+HAProxy can change a server's address and state at run time but not add servers, so each
+backend gets a fixed number of server lines ("slots"); endpoints move in and out of them
+through the runtime API. Assignment is sticky: an endpoint keeps its slot while it exists
+(its connections and health state stay put), a removed endpoint's slot is freed, a new one
+takes the lowest free slot. Only when endpoints outgrow the slots does the count grow
+(a reload). Pure: the previous table in, the next table out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from teapot_lb.gateway.config import Backend, Endpoint, GatewayConfig
+
+MIN_SLOTS = 4
+
+
+def slot_count(endpoints: int) -> int:
+    """Room for the endpoints and as many again (a rolling update doubles them briefly),
+    as a power of two so that slow growth rarely changes the count."""
+    need = max(MIN_SLOTS, 2 * endpoints)
+    return 1 << (need - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One server line: the endpoint in it (None: empty, in maintenance)."""
+
+    endpoint: Endpoint | None
+
+    @property
+    def key(self) -> tuple[str, int] | None:
+        e = self.endpoint
+        return None if e is None else (str(e.address), e.port)
+
+
+SlotTable = Mapping[str, tuple[Slot, ...]]
+"""Backend name → its slots (server s1 is index 0)."""
+
+
+def _assign(backend: Backend, previous: tuple[Slot, ...] | None) -> tuple[Slot, ...]:
+    by_key = {(str(e.address), e.port): e for e in backend.endpoints}
+    wanted = backend.slots or slot_count(len(by_key))
+    count = max(wanted, len(previous or ())) if backend.slots is None else wanted
+    if count < len(by_key):
+        count = slot_count(len(by_key))
+    slots: list[Endpoint | None] = [None] * count
+    placed: set[tuple[str, int]] = set()
+    for i, old in enumerate((previous or ())[:count]):
+        key = old.key
+        if key is not None and key in by_key:
+            slots[i] = by_key[key]
+            placed.add(key)
+    free = (i for i, s in enumerate(slots) if s is None)
+    for key, endpoint in by_key.items():
+        if key not in placed:
+            slots[next(free)] = endpoint
+    return tuple(Slot(e) for e in slots)
+
+
+def assign(config: GatewayConfig, previous: SlotTable | None = None) -> dict[str, tuple[Slot, ...]]:
+    """The slot table for `config`, keeping every endpoint of `previous` where it was."""
+    prev = previous or {}
+    return {b.name: _assign(b, prev.get(b.name)) for b in config.backends}

@@ -1,0 +1,684 @@
+"""The tenants' vetted objects → the data plane's :class:`GatewayConfig` (pure), with the
+status every object gets (Gateway API conditions; an Ingress's addresses or refusal).
+
+Inputs are what the management cluster holds: the Tenants, the mirrored Ingresses and
+Gateway API objects (:mod:`teapot_lb.tenancy.l7mirror`), the mirrored EndpointSlices and
+TLS Secrets, and the gateway's own addresses. Every object is vetted here again
+(:func:`teapot_lb.tenancy.l7vet.vet_object`): a refused object contributes nothing.
+
+Shared listeners per gateway address: HTTP on 80, HTTPS on 443 (every accepted
+certificate, each offered for the hostnames it was vetted for only), TLS passthrough on
+8443; a tenant's TCP and UDP Gateway listeners get a listener of their own port.
+Backends are a Service port of one source cluster: the pod IPs (EndpointSlice ports) or
+the nodes at the nodePorts, as the Tenant's `gatewayBackends` says; an endpoint outside
+the tenant's pod or node networks is never served (reported).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from ipaddress import ip_address
+
+from teapot_lb.addresses import IPAddress, IPNetwork
+from teapot_lb.gateway.config import (
+    Backend,
+    BackendRef,
+    Certificate,
+    Endpoint,
+    GatewayConfig,
+    HeaderMatch,
+    HeaderModifier,
+    HeaderValue,
+    HTTPRoute,
+    HTTPRule,
+    Listener,
+    Owner,
+    PathMatch,
+    PathType,
+    Protocol,
+    QueryParamMatch,
+    Redirect,
+    RouteKind,
+    RouteMatch,
+    RouteSemantics,
+    StreamRoute,
+    TLSRoute,
+)
+from teapot_lb.kube.resources import KubeObject
+from teapot_lb.model.common import ObjectRef
+from teapot_lb.model.gateway_api import (
+    Gateway,
+    HTTPRouteFilter,
+    HTTPRouteMatch,
+    ListenerProtocol,
+    ParentReference,
+)
+from teapot_lb.model.gateway_api import HTTPRoute as ApiHTTPRoute
+from teapot_lb.model.gateway_api import Listener as ApiListener
+from teapot_lb.model.gateway_api import TCPRoute as ApiTCPRoute
+from teapot_lb.model.gateway_api import TLSRoute as ApiTLSRoute
+from teapot_lb.model.gateway_api import UDPRoute as ApiUDPRoute
+from teapot_lb.model.ingress import Ingress
+from teapot_lb.model.ingress import PathType as IngressPathType
+from teapot_lb.model.tenancy import GatewayBackends, Tenant, parse_cidr
+from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY
+from teapot_lb.tenancy.l7mirror import (
+    ANNOTATION_SERVICE_PORTS,
+    LABEL_BACKENDS,
+    MCS_SERVICE_NAME,
+    MCS_SOURCE_CLUSTER,
+)
+from teapot_lb.tenancy.l7vet import (
+    LABEL_SOURCE_NAMESPACE,
+    SHARED_PORTS,
+    L7Object,
+    L7Refusal,
+    L7World,
+    Source,
+    domain_holds,
+    mirrored_name,
+    served_here,
+    source_of,
+    vet_object,
+)
+from teapot_lb.tenancy.vet import tenant_of
+
+_UNSAFE_NAME = re.compile(r"[^-A-Za-z0-9_.]")
+
+
+def config_name(*parts: str) -> str:
+    """An id for the config (listeners, certificates, backends): the parts joined by '.',
+    other characters as '-', a digest when too long."""
+    text = _UNSAFE_NAME.sub("-", ".".join(parts)).lstrip("-_.") or "x"
+    if len(text) <= 200:
+        return text
+    return f"{text[:180]}.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A Gateway API condition (type, status True/False, reason, message)."""
+
+    type: str
+    status: bool
+    reason: str
+    message: str = ""
+
+
+@dataclass
+class ParentResult:
+    """A route's result for one of its parentRefs."""
+
+    parent: ParentReference
+    conditions: list[Condition] = field(default_factory=list)
+
+
+@dataclass
+class ListenerResult:
+    name: str
+    attached: int = 0
+    conditions: list[Condition] = field(default_factory=list)
+
+
+@dataclass
+class ObjectResult:
+    """What the gateway decided about one object: refusals (vetting), and the status
+    parts of its kind; `notes`: references that did not resolve, endpoints not served."""
+
+    obj: L7Object
+    tenant: str = ""
+    refusals: list[L7Refusal] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    parents: list[ParentResult] = field(default_factory=list)
+    listeners: dict[str, ListenerResult] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> bool:
+        return not self.refusals
+
+
+@dataclass
+class Translation:
+    config: GatewayConfig
+    results: dict[ObjectRef, ObjectResult]
+    addresses: tuple[IPAddress, ...]
+
+
+# --------------------------------------------------------------------------- backends
+
+
+@dataclass
+class _Build:
+    world: L7World
+    slices: Sequence[KubeObject]
+    addresses: tuple[IPAddress, ...]
+    listeners: dict[str, Listener] = field(default_factory=dict)
+    certificates: dict[str, Certificate] = field(default_factory=dict)
+    backends: dict[str, Backend] = field(default_factory=dict)
+    http_routes: list[HTTPRoute] = field(default_factory=list)
+    tls_routes: list[TLSRoute] = field(default_factory=list)
+    tcp_routes: list[StreamRoute] = field(default_factory=list)
+    udp_routes: list[StreamRoute] = field(default_factory=list)
+
+    # ----- listeners
+
+    def shared(self, protocol: Protocol) -> tuple[str, ...]:
+        port = {
+            Protocol.HTTP: SHARED_PORTS[ListenerProtocol.HTTP],
+            Protocol.HTTPS: SHARED_PORTS[ListenerProtocol.HTTPS],
+            Protocol.TLS_PASSTHROUGH: SHARED_PORTS[ListenerProtocol.TLS],
+        }[protocol]
+        return tuple(self.listener(protocol, port, a) for a in self.addresses)
+
+    def exclusive(self, protocol: Protocol, port: int) -> tuple[str, ...]:
+        return tuple(self.listener(protocol, port, a) for a in self.addresses)
+
+    def listener(self, protocol: Protocol, port: int, address: IPAddress) -> str:
+        name = config_name(protocol.value.lower(), str(port), str(address))
+        if name not in self.listeners:
+            self.listeners[name] = Listener(
+                name=name, address=address, port=port, protocol=protocol
+            )
+        return name
+
+    # ----- certificates
+
+    def certificate(self, obj: L7Object, secret: str, hostnames: Iterable[str]) -> str | None:
+        """The certificate of a Secret of `obj`'s, offered for `hostnames` (added to those
+        it has); None when the Secret is not synced. With no hostnames it is only looked
+        up: a tenant's certificate is offered for the names it was vetted for, never for
+        whatever its SANs say (which could name another tenant's hostname)."""
+        source = source_of(obj)
+        namespace = obj.metadata.namespace or ""
+        mirror = mirrored_name(source.cluster, source.namespace, secret)
+        data = (self.world.secrets or {}).get(f"{namespace}/{mirror}")
+        if data is None or CERT_KEY not in data or KEY_KEY not in data:
+            return None
+        name = config_name(namespace, mirror)
+        known = self.certificates.get(name)
+        names = tuple(sorted({*(known.hostnames if known else ()), *hostnames}))
+        if not names:
+            return name
+        self.certificates[name] = Certificate(
+            name=name,
+            hostnames=names,
+            cert_pem=data[CERT_KEY].decode(),
+            key_pem=data[KEY_KEY].decode(),
+            owner=Owner(tenant=namespace, kind=RouteKind.SERVICE, namespace=namespace, name=mirror),
+        )
+        return name
+
+    # ----- backends
+
+    def backend(
+        self,
+        obj: L7Object,
+        tenant: Tenant,
+        service: str,
+        port: int | str,
+        result: ObjectResult,
+    ) -> str:
+        source = source_of(obj)
+        namespace = obj.metadata.namespace or ""
+        mode = tenant.spec.gateway_backends
+        name = config_name(namespace, source.cluster, source.namespace, service, str(port))
+        if name in self.backends:
+            return name
+        wanted = {
+            MCS_SOURCE_CLUSTER: source.cluster,
+            LABEL_SOURCE_NAMESPACE: source.namespace,
+            MCS_SERVICE_NAME: service,
+            LABEL_BACKENDS: mode.value,
+        }
+        mine = [
+            s
+            for s in self.slices
+            if s.get("metadata", {}).get("namespace") == namespace
+            and all(_labels(s).get(k, "") == v for k, v in wanted.items())
+        ]
+        if not mine:
+            result.notes.append(
+                f"Service {source.namespace}/{service} has no synced endpoints "
+                f"({mode.value}) from cluster {source.cluster or '(none)'}"
+            )
+        networks = _allowed_networks(tenant, mode)
+        endpoints: list[Endpoint] = []
+        for eps in mine:
+            target = _endpoint_port(eps, port)
+            if target is None:
+                result.notes.append(f"Service {source.namespace}/{service} has no port {port}")
+                continue
+            for e in eps.get("endpoints") or []:
+                ready = (e.get("conditions") or {}).get("ready") is not False
+                for text in e.get("addresses") or []:
+                    try:
+                        address = ip_address(text)
+                    except ValueError:
+                        continue
+                    if not any(address in net for net in networks):
+                        result.notes.append(
+                            f"endpoint {address} of Service {source.namespace}/{service} is "
+                            f"outside the {_network_words(mode)} of Tenant {tenant.name}; "
+                            "not served"
+                        )
+                        continue
+                    endpoints.append(Endpoint(address=address, port=target, ready=ready))
+        self.backends[name] = Backend(
+            name=name,
+            endpoints=tuple(sorted(endpoints, key=lambda e: (str(e.address), e.port))),
+            owner=Owner(
+                tenant=tenant.name, kind=RouteKind.SERVICE, namespace=namespace, name=service
+            ),
+        )
+        return name
+
+
+def _allowed_networks(tenant: Tenant, mode: GatewayBackends) -> list[IPNetwork]:
+    texts = (
+        tenant.spec.pod_networks if mode is GatewayBackends.POD_IPS else tenant.spec.node_networks
+    )
+    return [parse_cidr(t) for t in texts]
+
+
+def _network_words(mode: GatewayBackends) -> str:
+    return "pod networks" if mode is GatewayBackends.POD_IPS else "node networks"
+
+
+def _labels(obj: KubeObject) -> dict[str, str]:
+    return dict(obj.get("metadata", {}).get("labels") or {})
+
+
+def _endpoint_port(eps: KubeObject, port: int | str) -> int | None:
+    """The endpoints' port for a Service port given by number or name."""
+    annotations = eps.get("metadata", {}).get("annotations") or {}
+    try:
+        service_ports = json.loads(annotations.get(ANNOTATION_SERVICE_PORTS, "[]"))
+    except ValueError:
+        service_ports = []
+    name: str | None = port if isinstance(port, str) else None
+    if isinstance(port, int):
+        name = next((str(p.get("name", "")) for p in service_ports if p.get("port") == port), None)
+        if name is None:
+            return None
+    for p in eps.get("ports") or []:
+        if str(p.get("name") or "") == name and isinstance(p.get("port"), int):
+            return int(p["port"])
+    return None
+
+
+def _created(obj: L7Object) -> str:
+    created = obj.metadata.creation_timestamp
+    return created.isoformat() if isinstance(created, datetime) else ""
+
+
+def _owner(obj: L7Object, tenant: Tenant, kind: RouteKind) -> Owner:
+    return Owner(
+        tenant=tenant.name, kind=kind, namespace=obj.metadata.namespace or "", name=obj.name
+    )
+
+
+# --------------------------------------------------------------------------- Ingress
+
+
+def _ingress(build: _Build, obj: Ingress, tenant: Tenant, result: ObjectResult) -> None:
+    tls_hosts: dict[str, str] = {}
+    for tls in obj.spec.tls:
+        if tls.secret_name is None:
+            continue
+        cert = build.certificate(obj, tls.secret_name, tls.hosts)
+        if cert is None:
+            result.notes.append(f"Secret {tls.secret_name} is not synced: HTTPS not served")
+            continue
+        tls_hosts.update((h, cert) for h in tls.hosts)
+    http = build.shared(Protocol.HTTP)
+    for rule in obj.spec.rules:
+        if rule.host is None or rule.http is None:
+            continue
+        rules: list[HTTPRule] = []
+        for path in rule.http.paths:
+            service = path.backend.service
+            if service is None:
+                continue
+            port: int | str = (
+                service.port.number if service.port.number else service.port.name or ""
+            )
+            backend = build.backend(obj, tenant, service.name, port, result)
+            kind = PathType.EXACT if path.path_type is IngressPathType.EXACT else PathType.PREFIX
+            rules.append(
+                HTTPRule(
+                    matches=(RouteMatch(path=PathMatch(type=kind, value=path.path or "/")),),
+                    backends=(BackendRef(backend=backend),),
+                )
+            )
+        listeners = http
+        if rule.host in tls_hosts:
+            listeners = http + build.shared(Protocol.HTTPS)
+        build.http_routes.append(
+            HTTPRoute(
+                owner=_owner(obj, tenant, RouteKind.INGRESS),
+                listeners=listeners,
+                hostnames=(rule.host,),
+                semantics=RouteSemantics.INGRESS,
+                created=_created(obj),
+                rules=tuple(rules),
+            )
+        )
+
+
+# --------------------------------------------------------------------------- Gateway API
+
+
+_PROTOCOL = {
+    ListenerProtocol.HTTP: Protocol.HTTP,
+    ListenerProtocol.HTTPS: Protocol.HTTPS,
+    ListenerProtocol.TLS: Protocol.TLS_PASSTHROUGH,
+    ListenerProtocol.TCP: Protocol.TCP,
+    ListenerProtocol.UDP: Protocol.UDP,
+}
+_ROUTE_PROTOCOLS = {
+    "HTTPRoute": (ListenerProtocol.HTTP, ListenerProtocol.HTTPS),
+    "TLSRoute": (ListenerProtocol.TLS,),
+    "TCPRoute": (ListenerProtocol.TCP,),
+    "UDPRoute": (ListenerProtocol.UDP,),
+}
+
+
+def _config_listeners(build: _Build, listener: ApiListener) -> tuple[str, ...]:
+    protocol = _PROTOCOL[ListenerProtocol(listener.protocol)]
+    if protocol in (Protocol.TCP, Protocol.UDP):
+        return build.exclusive(protocol, listener.port)
+    return build.shared(protocol)
+
+
+def _gateway(build: _Build, obj: Gateway, tenant: Tenant, result: ObjectResult) -> None:
+    for listener in obj.spec.listeners:
+        lr = result.listeners.setdefault(listener.name, ListenerResult(listener.name))
+        refs_ok = True
+        for ref in listener.tls.certificate_refs if listener.tls else []:
+            if listener.protocol != ListenerProtocol.HTTPS:
+                continue
+            hosts = [listener.hostname] if listener.hostname else []
+            if build.certificate(obj, ref.name, hosts) is None:
+                refs_ok = False
+                lr.conditions.append(
+                    Condition("ResolvedRefs", False, "InvalidCertificateRef",
+                              f"Secret {ref.name} is not synced")
+                )  # fmt: skip
+        if refs_ok:
+            lr.conditions.append(Condition("ResolvedRefs", True, "ResolvedRefs"))
+        _config_listeners(build, listener)
+        lr.conditions += [
+            Condition("Accepted", True, "Accepted"),
+            Condition("Programmed", refs_ok, "Programmed" if refs_ok else "Invalid"),
+        ]
+
+
+def _hostnames_meet(route_hosts: Sequence[str], listener_host: str | None) -> list[str] | None:
+    """The hostnames a route serves on a listener (Gateway API: the intersection of the
+    route's and the listener's; None when they do not meet)."""
+    if listener_host is None:
+        return list(route_hosts)
+    if not route_hosts:
+        return [listener_host]
+    met: list[str] = []
+    for host in route_hosts:
+        if host == listener_host or (
+            listener_host.startswith("*.") and domain_holds(listener_host, host)
+        ):
+            met.append(host)
+        elif host.startswith("*.") and domain_holds(host, listener_host):
+            met.append(listener_host)
+    return met or None
+
+
+def _attach(
+    build: _Build,
+    route: ApiHTTPRoute | ApiTLSRoute | ApiTCPRoute | ApiUDPRoute,
+    gateways: Mapping[str, tuple[Gateway, ObjectResult]],
+    result: ObjectResult,
+) -> list[tuple[tuple[str, ...], list[str], Gateway]]:
+    """Per parentRef: the config listeners the route attaches to, its hostnames there."""
+    source = source_of(route)
+    namespace = route.metadata.namespace or ""
+    out: list[tuple[tuple[str, ...], list[str], Gateway]] = []
+    hosts = list(route.spec.hostnames) if isinstance(route, ApiHTTPRoute | ApiTLSRoute) else []
+    for parent in route.spec.parent_refs:
+        pr = ParentResult(parent)
+        result.parents.append(pr)
+        gw_name = mirrored_name(source.cluster, parent.namespace or source.namespace, parent.name)
+        found = gateways.get(f"{namespace}/{gw_name}")
+        if found is None or not found[1].accepted:
+            pr.conditions.append(
+                Condition("Accepted", False, "NoMatchingParent",
+                          f"Gateway {parent.name} is not an accepted Teapot Gateway")
+            )  # fmt: skip
+            continue
+        gw, gw_result = found
+        listeners: list[str] = []
+        served_hosts: list[str] = []
+        reason = "NotAllowedByListeners"
+        for listener in gw.spec.listeners:
+            if parent.section_name and listener.name != parent.section_name:
+                continue
+            if parent.port and listener.port != parent.port:
+                continue
+            if listener.protocol not in _ROUTE_PROTOCOLS[route.kind]:
+                continue
+            allowed = listener.allowed_routes.namespaces.from_
+            if allowed != "All" and source_of(gw).namespace != source.namespace:
+                continue
+            met = _hostnames_meet(hosts, listener.hostname)
+            if met is None:
+                reason = "NoMatchingListenerHostname"
+                continue
+            if route.kind in ("HTTPRoute", "TLSRoute") and not met:
+                reason = "HostnameNotAllowed"
+                continue
+            listeners += _config_listeners(build, listener)
+            served_hosts += met
+            if listener.protocol == ListenerProtocol.HTTPS and listener.tls is not None:
+                for ref in listener.tls.certificate_refs:
+                    build.certificate(gw, ref.name, met)
+            gw_result.listeners[listener.name].attached += 1
+        if not listeners:
+            pr.conditions.append(
+                Condition("Accepted", False, reason,
+                          "no listener of the Gateway takes this route"
+                          + (" (a route without hostnames on a listener without a "
+                             "hostname would catch every hostname)"
+                             if reason == "HostnameNotAllowed" else ""))
+            )  # fmt: skip
+            continue
+        pr.conditions.append(Condition("Accepted", True, "Accepted"))
+        out.append((tuple(dict.fromkeys(listeners)), sorted(set(served_hosts)), gw))
+    return out
+
+
+def _modifier(flt: HTTPRouteFilter, attr: str) -> HeaderModifier | None:
+    mod = getattr(flt, attr)
+    if mod is None:
+        return None
+    return HeaderModifier(
+        set=tuple(HeaderValue(name=h.name, value=h.value) for h in mod.set),
+        add=tuple(HeaderValue(name=h.name, value=h.value) for h in mod.add),
+        remove=tuple(mod.remove),
+    )
+
+
+def _match(match: HTTPRouteMatch) -> RouteMatch:
+    path = match.path
+    kind = PathType.EXACT if path is not None and path.type.value == "Exact" else PathType.PREFIX
+    return RouteMatch(
+        path=PathMatch(type=kind, value=path.value if path else "/"),
+        headers=tuple(HeaderMatch(name=h.name, value=h.value) for h in match.headers),
+        query_params=tuple(QueryParamMatch(name=q.name, value=q.value) for q in match.query_params),
+        method=match.method,
+    )
+
+
+def _http_route(
+    build: _Build,
+    route: ApiHTTPRoute,
+    tenant: Tenant,
+    gateways: Mapping[str, tuple[Gateway, ObjectResult]],
+    result: ObjectResult,
+) -> None:
+    for listeners, hosts, _gw in _attach(build, route, gateways, result):
+        rules: list[HTTPRule] = []
+        for rule in route.spec.rules:
+            request = response = None
+            redirect = None
+            for flt in rule.filters:
+                request = _modifier(flt, "request_header_modifier") or request
+                response = _modifier(flt, "response_header_modifier") or response
+                r = flt.request_redirect
+                if r is not None:
+                    path = r.path.replace_full_path if r.path else None
+                    redirect = Redirect(scheme=r.scheme, hostname=r.hostname, port=r.port,
+                                        path=path, status_code=r.status_code)  # fmt: skip
+            backends = tuple(
+                BackendRef(
+                    backend=build.backend(route, tenant, ref.name, ref.port or 0, result),
+                    weight=ref.weight,
+                )
+                for ref in rule.backend_refs
+            )
+            rules.append(
+                HTTPRule(
+                    matches=tuple(_match(m) for m in rule.matches),
+                    backends=backends,
+                    request_headers=request,
+                    response_headers=response,
+                    redirect=redirect,
+                )
+            )
+        build.http_routes.append(
+            HTTPRoute(
+                owner=_owner(route, tenant, RouteKind.HTTP_ROUTE),
+                listeners=listeners,
+                hostnames=tuple(hosts),
+                semantics=RouteSemantics.HTTP_ROUTE,
+                created=_created(route),
+                rules=tuple(rules),
+            )
+        )
+
+
+def _stream_route(
+    build: _Build,
+    route: ApiTLSRoute | ApiTCPRoute | ApiUDPRoute,
+    tenant: Tenant,
+    gateways: Mapping[str, tuple[Gateway, ObjectResult]],
+    result: ObjectResult,
+) -> None:
+    kind = {
+        "TLSRoute": RouteKind.TLS_ROUTE,
+        "TCPRoute": RouteKind.TCP_ROUTE,
+        "UDPRoute": RouteKind.UDP_ROUTE,
+    }[route.kind]
+    for listeners, hosts, _gw in _attach(build, route, gateways, result):
+        backends = tuple(
+            BackendRef(
+                backend=build.backend(route, tenant, ref.name, ref.port or 0, result),
+                weight=ref.weight,
+            )
+            for rule in route.spec.rules
+            for ref in rule.backend_refs
+        )
+        owner = _owner(route, tenant, kind)
+        if isinstance(route, ApiTLSRoute):
+            build.tls_routes.append(
+                TLSRoute(owner=owner, listeners=listeners, hostnames=tuple(hosts),
+                         created=_created(route), backends=backends)
+            )  # fmt: skip
+        elif isinstance(route, ApiTCPRoute):
+            build.tcp_routes.append(
+                StreamRoute(owner=owner, listeners=listeners, backends=backends)
+            )
+        else:
+            build.udp_routes.append(
+                StreamRoute(owner=owner, listeners=listeners, backends=backends)
+            )
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def translate(
+    world: L7World, slices: Iterable[KubeObject], addresses: Sequence[IPAddress]
+) -> Translation:
+    """The config the gateway serves and every object's result. Objects are taken oldest
+    first (creationTimestamp, then namespace and name), Gateways before routes."""
+    build = _Build(world, list(slices), tuple(addresses))
+    results: dict[ObjectRef, ObjectResult] = {}
+    tenants = list(world.tenants)
+    ordered = sorted(
+        (o for o in world.objects if served_here(o)),
+        key=lambda o: (0 if isinstance(o, Gateway) else 1, _order(o)),
+    )
+    gateways: dict[str, tuple[Gateway, ObjectResult]] = {}
+    for obj in ordered:
+        owner = tenant_of(obj.metadata.namespace or "", tenants)
+        if not isinstance(owner, Tenant):
+            continue  # not a tenant's namespace: not the gateway's
+        result = ObjectResult(obj, tenant=owner.name, refusals=vet_object(obj, world))
+        results[obj.ref] = result
+        if isinstance(obj, Gateway):
+            gateways[f"{obj.metadata.namespace}/{obj.name}"] = (obj, result)
+        if not result.accepted:
+            continue
+        if isinstance(obj, Ingress):
+            _ingress(build, obj, owner, result)
+        elif isinstance(obj, Gateway):
+            _gateway(build, obj, owner, result)
+        elif isinstance(obj, ApiHTTPRoute):
+            _http_route(build, obj, owner, gateways, result)
+        else:
+            _stream_route(build, obj, owner, gateways, result)
+    certs = tuple(sorted(build.certificates))
+    # HTTPS listeners offer every certificate (SNI picks); without any there is no HTTPS.
+    listeners = {
+        name: x.model_copy(update={"certificates": certs}) if x.protocol is Protocol.HTTPS else x
+        for name, x in build.listeners.items()
+        if x.protocol is not Protocol.HTTPS or certs
+    }
+    http_routes = [
+        r.model_copy(update={"listeners": kept})
+        for r in build.http_routes
+        if (kept := tuple(n for n in r.listeners if n in listeners))
+    ]
+    config = GatewayConfig(
+        listeners=tuple(listeners.values()),
+        certificates=tuple(build.certificates.values()),
+        backends=tuple(build.backends.values()),
+        http_routes=tuple(http_routes),
+        tls_routes=tuple(build.tls_routes),
+        tcp_routes=tuple(build.tcp_routes),
+        udp_routes=tuple(build.udp_routes),
+    )
+    return Translation(config, results, tuple(addresses))
+
+
+def _order(obj: L7Object) -> tuple[str, str, str]:
+    created = obj.metadata.creation_timestamp
+    return (created.isoformat() if created else "~", obj.metadata.namespace or "", obj.name)
+
+
+__all__ = [
+    "Condition",
+    "ListenerResult",
+    "ObjectResult",
+    "ParentResult",
+    "Source",
+    "Translation",
+    "config_name",
+    "translate",
+]

@@ -1,0 +1,640 @@
+"""The teapot provider driver: octavia-lib's `ProviderDriver` over the management API.
+
+Octavia's API calls each method synchronously, inside its database transaction. The
+driver answers at once what it can decide alone: it finds the project's Tenant, reads the
+load balancer's last tree from its TenantLoadBalancer, edits it with the call, and
+refuses unsupported options (`UnsupportedOptionError`, naming the option) and what the
+manager would refuse anyway (a member outside the tenant's node networks, a mode the
+Tenant may not use). The rest runs after the call returns, one job at a time per load
+balancer: write the TenantLoadBalancer, wait for the manager's answer, and report the
+whole tree's statuses through `DriverLibrary` (a refused change is rolled back and its
+object reported ERROR, the load balancer ACTIVE again).
+
+`create_vip_port` is the exception: Octavia needs the VIP in its answer, so the driver
+writes the request and waits for the manager's assigned address within the call.
+
+This is the only module that imports octavia-lib and oslo.config (present in Octavia's
+environment, installed with the `octavia` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from typing import Any, TypeVar
+
+from octavia_lib.api.drivers import driver_lib, provider_base
+from octavia_lib.api.drivers import exceptions as lib_exceptions
+from oslo_config import cfg
+from pydantic import BaseModel
+
+from teapot_lb import log
+from teapot_lb.kube.backoff import Backoff
+from teapot_lb.kube.client import connect
+from teapot_lb.kube.errors import KubeError
+from teapot_lb.model.tenancy import Tenant, TenantMode
+from teapot_lb.octavia import tree as t
+from teapot_lb.octavia.flavor import SUPPORTED, FlavorError, flavor_mode
+from teapot_lb.octavia.management import LoopThread, Management, ManagementError
+from teapot_lb.octavia.mapping import (
+    Answer,
+    deleted_update,
+    desired_request,
+    failed_update,
+    status_update,
+    tree_of,
+)
+from teapot_lb.octavia.unsupported import (
+    ID_KEYS,
+    ObjectKind,
+    Unsupported,
+    refusals,
+    refusals_in_load_balancer,
+    tree_refusals,
+)
+from teapot_lb.tenancy.vet import Rule, vet
+
+_log = log.get("octavia")
+
+OPTIONS = [
+    cfg.StrOpt("kubeconfig", help="Kubeconfig of the management cluster (default: in-cluster)"),
+    cfg.StrOpt("context", help="Kubeconfig context (default: the current one)"),
+    cfg.FloatOpt("answer_timeout", default=10.0, min=0.1,
+                 help="Seconds to wait for the teapot-lb manager's answer to a change"),
+    cfg.FloatOpt("request_timeout", default=10.0, min=0.1,
+                 help="Seconds for one request to the management API"),
+]  # fmt: skip
+GROUP = "teapot"
+
+# What the driver checks before the manager does (the rest: quotas, addresses, are the
+# manager's to decide with its allocator).
+_EARLY_RULES = frozenset({Rule.MODE_NOT_ALLOWED, Rule.BACKEND_NOT_ALLOWED, Rule.INVALID_REQUEST})
+
+Update = dict[str, list[dict[str, str]]]
+_REPORT_ATTEMPTS = 8  # ~10 s of backoff: the driver agent's database may be locked a while
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Runtime:
+    """What every driver instance shares in one Octavia process (Octavia makes a driver
+    object per API call): the loop thread, the management client, the DriverLibrary."""
+
+    def __init__(self) -> None:
+        conf = cfg.CONF
+        conf.register_opts(OPTIONS, group=GROUP)
+        options = getattr(conf, GROUP)
+        self.loop = LoopThread()
+        client = self.loop.run(
+            connect(
+                options.kubeconfig,
+                context=options.context,
+                user_agent="teapot-lb-octavia",
+                request_timeout_s=options.request_timeout,
+            ),
+            timeout=options.request_timeout + 5,
+        )
+        self.management = Management(client, answer_within_s=options.answer_timeout)
+        self.call_timeout = options.answer_timeout + options.request_timeout + 5
+        agent = conf.driver_agent
+        self.lib = driver_lib.DriverLibrary(
+            status_socket=agent.status_socket_path,
+            stats_socket=agent.stats_socket_path,
+            get_socket=agent.get_socket_path,
+        )
+
+    def run(self, coro: Any) -> Any:
+        """Run a management coroutine for a driver call; its failures become the
+        DriverError Octavia shows the user."""
+        try:
+            return self.loop.run(coro, timeout=self.call_timeout)
+        except KubeError as err:
+            raise _fault(f"the teapot-lb management API failed: {err}") from None
+        except concurrent.futures.TimeoutError:
+            raise _fault(
+                f"the teapot-lb management API did not answer within {self.call_timeout:g} s"
+            ) from None
+
+
+_RUNTIME: _Runtime | None = None
+_RUNTIME_LOCK = threading.Lock()
+
+
+def _runtime() -> _Runtime:
+    global _RUNTIME
+    with _RUNTIME_LOCK:
+        if _RUNTIME is None:
+            _RUNTIME = _Runtime()
+        return _RUNTIME
+
+
+def _refuse(found: Iterable[Unsupported]) -> None:
+    found = list(found)
+    if found:
+        text = "; ".join(str(u) for u in found)
+        raise lib_exceptions.UnsupportedOptionError(
+            user_fault_string=text, operator_fault_string=text
+        )
+
+
+def _fault(message: str) -> lib_exceptions.DriverError:
+    return lib_exceptions.DriverError(user_fault_string=message, operator_fault_string=message)
+
+
+def _dict(obj: Any) -> dict[str, Any]:
+    """A provider object (or dictionary) as a dictionary of the attributes it sets."""
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    result: dict[str, Any] = obj.to_dict(recurse=True, render_unsets=False)
+    return result
+
+
+def _vip_port_id(lb_id: str) -> str:
+    """A stable id for the VIP "port" Octavia records (there is no Neutron port)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"teapot-lb:octavia:vip:{lb_id}"))
+
+
+class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
+    """teapot-lb as an Octavia provider (`octavia.api.drivers: teapot`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rt = _runtime()
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _tenant(self, project_id: str) -> Tenant:
+        try:
+            tenant: Tenant = self._rt.run(self._rt.management.tenant_of_project(project_id))
+        except ManagementError as err:
+            raise _fault(str(err)) from None
+        return tenant
+
+    def _current(self, tenant: Tenant, lb_id: str) -> t.LoadBalancer:
+        """The load balancer's last tree: from its TenantLoadBalancer, or (none there, as
+        after a lost request) rebuilt from Octavia's database."""
+        request = self._rt.run(self._rt.management.request(tenant.spec.namespace, lb_id))
+        found = tree_of(request) if request is not None else None
+        if found is not None:
+            return found
+        provider = self._rt.lib.get_loadbalancer(lb_id)
+        if provider is None:
+            raise _fault(f"load balancer {lb_id} is not in Octavia's database")
+        return t.load_balancer_from_provider(_dict(provider), t.Mode.ROUTE)
+
+    def _project_of_pool(self, pool_id: str) -> tuple[str, str]:
+        """(project id, load balancer id) of a pool, from Octavia's database."""
+        pool = self._rt.lib.get_pool(pool_id)
+        if pool is None:
+            raise _fault(f"pool {pool_id} is not in Octavia's database")
+        d = _dict(pool)
+        lb_id = str(d["loadbalancer_id"])
+        project = d.get("project_id")
+        if not project:
+            lb = self._rt.lib.get_loadbalancer(lb_id)
+            project = _dict(lb).get("project_id") if lb is not None else None
+        return str(project or ""), lb_id
+
+    def _check(self, tenant: Tenant, lb: t.LoadBalancer) -> None:
+        """Refuse now what cannot work: unsupported shapes, and what the manager would
+        refuse for the Tenant (its modes, its node networks)."""
+        _refuse(tree_refusals(lb))
+        request = desired_request(lb, tenant.spec.namespace)
+        early = [r for r in vet(request, tenant, {}) if r.rule in _EARLY_RULES]
+        if early:
+            text = "; ".join(str(r) for r in early)
+            raise _fault(f"load balancer {lb.id}: refused for Tenant {tenant.name}: {text}")
+
+    def _change(
+        self,
+        project_id: str,
+        lb_id: str,
+        edit: Callable[[t.LoadBalancer], t.LoadBalancer],
+        subject: tuple[ObjectKind, str],
+        *,
+        gone: Iterable[tuple[ObjectKind, str]] = (),
+        checked: Iterable[Unsupported] = (),
+    ) -> None:
+        """One change of a load balancer: refuse now or apply after the call."""
+        _refuse(checked)
+        tenant = self._tenant(project_id)
+        old = self._current(tenant, lb_id)
+        new = edit(old)
+        self._check(tenant, new)
+        self._submit(tenant, old, new, subject, list(gone))
+
+    def _submit(
+        self,
+        tenant: Tenant,
+        old: t.LoadBalancer | None,
+        new: t.LoadBalancer,
+        subject: tuple[ObjectKind, str],
+        gone: list[tuple[ObjectKind, str]],
+    ) -> None:
+        self._rt.loop.submit(new.id, lambda: self._apply(tenant, old, new, subject, gone))
+
+    async def _apply(
+        self,
+        tenant: Tenant,
+        old: t.LoadBalancer | None,
+        new: t.LoadBalancer,
+        subject: tuple[ObjectKind, str],
+        gone: list[tuple[ObjectKind, str]],
+    ) -> None:
+        management = self._rt.management
+        namespace = tenant.spec.namespace
+        try:
+            written = await management.write(desired_request(new, namespace))
+            answer = await management.answer(written)
+            if not answer.accepted:
+                _log.warning("change refused", lb=new.id, reason=answer.message)
+                if old is not None:
+                    await management.write(desired_request(old, namespace))
+        except (ManagementError, KubeError) as err:
+            # Octavia shows the object in ERROR; a failover writes the request again.
+            _log.warning("change not answered", lb=new.id, error=str(err))
+            await self._report(new.id, subject, failed_update(new.id, subject))
+            return
+        if not answer.accepted:
+            await self._report(new.id, subject, failed_update(new.id, subject))
+            return
+        await self._report(new.id, subject, status_update(new, answer, gone=gone))
+
+    async def _report(self, lb_id: str, subject: tuple[ObjectKind, str], update: Update) -> None:
+        """Send a status update once Octavia has committed the call's transaction (the
+        subject is readable through the driver agent)."""
+        await self._committed(lb_id, subject)
+        backoff = Backoff(0.1, 2.0)
+        for attempt in range(1, _REPORT_ATTEMPTS + 1):
+            try:
+                await asyncio.to_thread(self._rt.lib.update_loadbalancer_status, update)
+                return
+            except Exception as err:  # the driver agent busy or down (a locked database)
+                _log.warning("status update failed", lb=lb_id, attempt=attempt, error=repr(err))
+                await asyncio.sleep(backoff.next())
+        _log.error("status update given up", lb=lb_id, attempts=_REPORT_ATTEMPTS)
+
+    async def _committed(self, lb_id: str, subject: tuple[ObjectKind, str]) -> None:
+        kind, ident = subject
+        getters = {
+            ObjectKind.LOADBALANCER: self._rt.lib.get_loadbalancer,
+            ObjectKind.LISTENER: self._rt.lib.get_listener,
+            ObjectKind.POOL: self._rt.lib.get_pool,
+            ObjectKind.MEMBER: self._rt.lib.get_member,
+            ObjectKind.HEALTHMONITOR: self._rt.lib.get_healthmonitor,
+        }
+        get = getters.get(kind)
+        if get is None:
+            return
+        deadline = asyncio.get_running_loop().time() + self._rt.management.answer_within_s
+        while await asyncio.to_thread(get, ident) is None:
+            if asyncio.get_running_loop().time() > deadline:
+                _log.warning("object not visible in Octavia", lb=lb_id, id=ident)
+                return
+            await asyncio.sleep(0.02)  # Octavia commits right after the call returns
+
+    # ---------------------------------------------------------------- load balancer
+
+    def create_vip_port(
+        self,
+        loadbalancer_id: str,
+        project_id: str,
+        vip_dictionary: dict[str, Any],
+        additional_vip_dicts: list[dict[str, Any]],
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The VIP from the Tenant's allocation: write the request, wait for the manager's
+        address (at most `answer_timeout`)."""
+        found: list[Unsupported] = []
+        if vip_dictionary.get("vip_port_id"):
+            found.append(
+                Unsupported(ObjectKind.LOADBALANCER, loadbalancer_id, "vip_port_id",
+                            vip_dictionary["vip_port_id"],
+                            "the VIP comes from the Tenant's teapot-lb allocation, not a "
+                            "Neutron port")
+            )  # fmt: skip
+        if additional_vip_dicts:
+            found.append(
+                Unsupported(ObjectKind.LOADBALANCER, loadbalancer_id, "additional_vips",
+                            len(additional_vip_dicts), "one VIP per load balancer for now")
+            )  # fmt: skip
+        for option in ("vip_qos_policy_id", "vip_sg_ids"):
+            if vip_dictionary.get(option):
+                found.append(
+                    Unsupported(ObjectKind.LOADBALANCER, loadbalancer_id, option,
+                                vip_dictionary[option], "the VIP is not a Neutron port")
+                )  # fmt: skip
+        _refuse(found)
+        tenant = self._tenant(project_id)
+        # The flavor comes with loadbalancer_create; until then, the Tenant's first mode.
+        mode = t.Mode.ROUTE if TenantMode.ROUTE in tenant.spec.modes else t.Mode.PROXY
+        lb = t.LoadBalancer(
+            id=loadbalancer_id,
+            project_id=project_id,
+            vip_address=vip_dictionary.get("vip_address") or None,
+            mode=mode,
+        )
+        self._check(tenant, lb)
+        management = self._rt.management
+
+        async def allocate() -> Answer:
+            written = await management.write(desired_request(lb, tenant.spec.namespace))
+            return await management.answer(written)
+
+        try:
+            answer: Answer = self._rt.run(allocate())
+        except ManagementError as err:
+            self._rt.run(management.delete(tenant.spec.namespace, loadbalancer_id))
+            raise _fault(str(err)) from None
+        if not answer.accepted or not answer.addresses:
+            self._rt.run(management.delete(tenant.spec.namespace, loadbalancer_id))
+            raise _fault(f"load balancer {loadbalancer_id}: no VIP: {answer.message}")
+        vip = dict(vip_dictionary)
+        vip.update(vip_address=answer.addresses[0], vip_port_id=_vip_port_id(loadbalancer_id))
+        _log.info("vip assigned", lb=loadbalancer_id, vip=answer.addresses[0])
+        return vip, []
+
+    def loadbalancer_create(self, loadbalancer: Any) -> None:
+        d = _dict(loadbalancer)
+        try:
+            mode = flavor_mode(d.get("flavor"))
+        except FlavorError as err:
+            raise _fault(str(err)) from None
+        lb_id = str(d["loadbalancer_id"])
+        tenant = self._tenant(str(d.get("project_id") or ""))
+        lb = t.load_balancer_from_provider(d, mode)
+        try:
+            _refuse(refusals_in_load_balancer(d, mode))
+            self._check(tenant, lb)
+        except (lib_exceptions.UnsupportedOptionError, lib_exceptions.DriverError):
+            # Octavia rolls the load balancer back: so goes the VIP's request.
+            self._rt.run(self._rt.management.delete(tenant.spec.namespace, lb_id))
+            raise
+        old = t.LoadBalancer(
+            id=lb_id, project_id=lb.project_id, vip_address=lb.vip_address, mode=lb.mode
+        )
+        self._submit(tenant, old, lb, (ObjectKind.LOADBALANCER, lb_id), [])
+
+    def loadbalancer_update(self, old_loadbalancer: Any, new_loadbalancer: Any) -> None:
+        d = _dict(new_loadbalancer)
+        lb_id = str(_dict(old_loadbalancer)["loadbalancer_id"])
+        project = str(_dict(old_loadbalancer).get("project_id") or "")
+        self._change(
+            project,
+            lb_id,
+            lambda lb: t.merged(lb, d),
+            (ObjectKind.LOADBALANCER, lb_id),
+            checked=refusals(ObjectKind.LOADBALANCER, d, t.Mode.ROUTE),
+        )
+
+    def loadbalancer_delete(self, loadbalancer: Any, cascade: bool = False) -> None:
+        d = _dict(loadbalancer)
+        lb_id = str(d["loadbalancer_id"])
+        tenant = self._tenant(str(d.get("project_id") or ""))
+        current = self._current(tenant, lb_id)
+        management = self._rt.management
+
+        async def delete() -> None:
+            subject = (ObjectKind.LOADBALANCER, lb_id)
+            try:
+                await management.delete(tenant.spec.namespace, lb_id)
+            except KubeError as err:  # the load balancer in ERROR: the user deletes again
+                _log.warning("delete failed", lb=lb_id, error=str(err))
+                await self._report(lb_id, subject, failed_update(lb_id, subject))
+                return
+            await self._report(lb_id, subject, deleted_update(current))
+
+        self._rt.loop.submit(lb_id, delete)
+
+    def loadbalancer_failover(self, loadbalancer_id: str) -> None:
+        """Write the request again from Octavia's database (the level-triggered repair:
+        a request lost or edited by hand comes back as Octavia has it)."""
+        provider = self._rt.lib.get_loadbalancer(loadbalancer_id)
+        if provider is None:
+            raise _fault(f"load balancer {loadbalancer_id} is not in Octavia's database")
+        d = _dict(provider)
+        tenant = self._tenant(str(d.get("project_id") or ""))
+        request = self._rt.run(self._rt.management.request(tenant.spec.namespace, loadbalancer_id))
+        kept = tree_of(request) if request is not None else None
+        lb = t.load_balancer_from_provider(d, kept.mode if kept else t.Mode.ROUTE)
+        self._check(tenant, lb)
+        self._submit(tenant, kept, lb, (ObjectKind.LOADBALANCER, loadbalancer_id), [])
+
+    # ---------------------------------------------------------------- listeners
+
+    def _lb_child(
+        self,
+        kind: ObjectKind,
+        d: dict[str, Any],
+        edit: Callable[[t.LoadBalancer], t.LoadBalancer],
+        **kwargs: Any,
+    ) -> None:
+        """A change of a listener or pool (their provider objects name the load balancer)."""
+        ident = str(d[ID_KEYS[kind]])
+        project, lb_id = str(d.get("project_id") or ""), str(d["loadbalancer_id"])
+        self._change(project, lb_id, edit, (kind, ident), **kwargs)
+
+    def listener_create(self, listener: Any) -> None:
+        d = _dict(listener)
+        new = t.listener_from_provider(d)
+        checked = refusals(ObjectKind.LISTENER, d, t.Mode.ROUTE)
+        self._lb_child(ObjectKind.LISTENER, d, lambda lb: t.put_listener(lb, new), checked=checked)
+
+    def _lb_child_update(
+        self,
+        kind: ObjectKind,
+        old_obj: Any,
+        new_obj: Any,
+        find: Callable[[t.LoadBalancer, str], M | None],
+        from_provider: Callable[[Mapping[str, Any]], M],
+        put: Callable[[t.LoadBalancer, M], t.LoadBalancer],
+    ) -> None:
+        """An update of a listener or pool: the tree's object with the changed fields."""
+        old, d = _dict(old_obj), _dict(new_obj)
+
+        def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
+            current = find(lb, str(old[ID_KEYS[kind]])) or from_provider(old)
+            return put(lb, t.merged(current, d))
+
+        self._lb_child(kind, old, edit, checked=refusals(kind, {**old, **d}, t.Mode.ROUTE))
+
+    def listener_update(self, old_listener: Any, new_listener: Any) -> None:
+        self._lb_child_update(
+            ObjectKind.LISTENER,
+            old_listener,
+            new_listener,
+            t.LoadBalancer.listener,
+            t.listener_from_provider,
+            t.put_listener,
+        )
+
+    def listener_delete(self, listener: Any) -> None:
+        d = _dict(listener)
+        ident = str(d["listener_id"])
+        gone = [(ObjectKind.LISTENER, ident)]
+        self._lb_child(ObjectKind.LISTENER, d, lambda lb: t.drop_listener(lb, ident), gone=gone)
+
+    # ---------------------------------------------------------------- pools
+
+    def pool_create(self, pool: Any) -> None:
+        d = _dict(pool)
+        new = t.pool_from_provider(d)
+        listener_id = d.get("listener_id")
+        checked = refusals(ObjectKind.POOL, d, t.Mode.ROUTE)
+
+        def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
+            return t.put_pool(lb, new, listener_id=listener_id)
+
+        self._lb_child(ObjectKind.POOL, d, edit, checked=checked)
+
+    def pool_update(self, old_pool: Any, new_pool: Any) -> None:
+        self._lb_child_update(
+            ObjectKind.POOL,
+            old_pool,
+            new_pool,
+            t.LoadBalancer.pool,
+            t.pool_from_provider,
+            lambda lb, pool: t.put_pool(lb, pool),
+        )
+
+    def pool_delete(self, pool: Any) -> None:
+        d = _dict(pool)
+        ident = str(d["pool_id"])
+        gone: list[tuple[ObjectKind, str]] = []
+
+        def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
+            old = lb.pool(ident)
+            if old is not None:
+                gone.extend((ObjectKind.MEMBER, m.id) for m in old.members)
+                if old.health_monitor is not None:
+                    gone.append((ObjectKind.HEALTHMONITOR, old.health_monitor.id))
+            gone.append((ObjectKind.POOL, ident))
+            return t.drop_pool(lb, ident)
+
+        self._lb_child(ObjectKind.POOL, d, edit, gone=gone)
+
+    # ---------------------------------------------------------------- members
+
+    def _pool_child(
+        self,
+        kind: ObjectKind,
+        d: dict[str, Any],
+        edit: Callable[[t.LoadBalancer], t.LoadBalancer],
+        **kwargs: Any,
+    ) -> None:
+        """A change of a member or health monitor (their provider objects name the pool;
+        the pool, already committed, names the load balancer)."""
+        project, lb_id = self._project_of_pool(str(d["pool_id"]))
+        project = str(d.get("project_id") or project)
+        self._change(project, lb_id, edit, (kind, str(d[ID_KEYS[kind]])), **kwargs)
+
+    def member_create(self, member: Any) -> None:
+        d = _dict(member)
+        new, pool_id = t.member_from_provider(d), str(d["pool_id"])
+        checked = refusals(ObjectKind.MEMBER, d, t.Mode.ROUTE)
+        edit = partial(t.put_member, pool_id=pool_id, member=new)
+        self._pool_child(ObjectKind.MEMBER, d, edit, checked=checked)
+
+    def member_update(self, old_member: Any, new_member: Any) -> None:
+        old, d = _dict(old_member), _dict(new_member)
+        ident, pool_id = str(old["member_id"]), str(old["pool_id"])
+
+        def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
+            pool = lb.pool(pool_id)
+            current = next((m for m in pool.members if m.id == ident), None) if pool else None
+            return t.put_member(lb, pool_id, t.merged(current or t.member_from_provider(old), d))
+
+        checked = refusals(ObjectKind.MEMBER, {**old, **d}, t.Mode.ROUTE)
+        self._pool_child(ObjectKind.MEMBER, old, edit, checked=checked)
+
+    def member_delete(self, member: Any) -> None:
+        d = _dict(member)
+        ident = str(d["member_id"])
+        gone = [(ObjectKind.MEMBER, ident)]
+        self._pool_child(ObjectKind.MEMBER, d, lambda lb: t.drop_member(lb, ident), gone=gone)
+
+    def member_batch_update(self, pool_id: str, members: list[Any]) -> None:
+        dicts = [_dict(m) for m in members]
+        wanted = [t.member_from_provider(m) for m in dicts]
+        project, lb_id = self._project_of_pool(pool_id)
+        gone: list[tuple[ObjectKind, str]] = []
+        keep = {m.id for m in wanted}
+
+        def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
+            pool = lb.pool(pool_id)
+            old = pool.members if pool else ()
+            gone.extend((ObjectKind.MEMBER, m.id) for m in old if m.id not in keep)
+            return t.set_members(lb, pool_id, wanted)
+
+        checked = [u for m in dicts for u in refusals(ObjectKind.MEMBER, m, t.Mode.ROUTE)]
+        self._change(project, lb_id, edit, (ObjectKind.POOL, pool_id), gone=gone, checked=checked)
+
+    # ---------------------------------------------------------------- health monitors
+
+    def health_monitor_create(self, healthmonitor: Any) -> None:
+        d = _dict(healthmonitor)
+        new, pool_id = t.health_monitor_from_provider(d), str(d["pool_id"])
+        edit = partial(t.put_health_monitor, pool_id=pool_id, monitor=new)
+        self._pool_child(ObjectKind.HEALTHMONITOR, d, edit)
+
+    def health_monitor_update(self, old_healthmonitor: Any, new_healthmonitor: Any) -> None:
+        old, d = _dict(old_healthmonitor), _dict(new_healthmonitor)
+        pool_id = str(old["pool_id"])
+
+        def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
+            pool = lb.pool(pool_id)
+            current = pool.health_monitor if pool else None
+            monitor = t.merged(current or t.health_monitor_from_provider(old), d)
+            return t.put_health_monitor(lb, pool_id, monitor)
+
+        self._pool_child(ObjectKind.HEALTHMONITOR, old, edit)
+
+    def health_monitor_delete(self, healthmonitor: Any) -> None:
+        d = _dict(healthmonitor)
+        pool_id = str(d["pool_id"])
+        gone = [(ObjectKind.HEALTHMONITOR, str(d["healthmonitor_id"]))]
+        edit = partial(t.drop_health_monitor, pool_id=pool_id)
+        self._pool_child(ObjectKind.HEALTHMONITOR, d, edit, gone=gone)
+
+    # ---------------------------------------------------------------- L7 (the gateway's)
+
+    def l7policy_create(self, l7policy: Any) -> None:
+        _refuse(refusals(ObjectKind.L7POLICY, _dict(l7policy), t.Mode.ROUTE))
+
+    def l7policy_update(self, old_l7policy: Any, new_l7policy: Any) -> None:
+        _refuse(refusals(ObjectKind.L7POLICY, _dict(old_l7policy), t.Mode.ROUTE))
+
+    def l7rule_create(self, l7rule: Any) -> None:
+        _refuse(refusals(ObjectKind.L7RULE, _dict(l7rule), t.Mode.ROUTE))
+
+    def l7rule_update(self, old_l7rule: Any, new_l7rule: Any) -> None:
+        _refuse(refusals(ObjectKind.L7RULE, _dict(old_l7rule), t.Mode.ROUTE))
+
+    # ---------------------------------------------------------------- flavors, zones
+
+    def get_supported_flavor_metadata(self) -> dict[str, str]:
+        return dict(SUPPORTED)
+
+    def validate_flavor(self, flavor_metadata: dict[str, Any]) -> None:
+        try:
+            flavor_mode(flavor_metadata)
+        except FlavorError as err:
+            raise lib_exceptions.UnsupportedOptionError(
+                user_fault_string=str(err), operator_fault_string=str(err)
+            ) from None
+
+    def get_supported_availability_zone_metadata(self) -> dict[str, str]:
+        return {}
+
+    def validate_availability_zone(self, availability_zone_metadata: dict[str, Any]) -> None:
+        if availability_zone_metadata:
+            keys = ", ".join(sorted(availability_zone_metadata))
+            raise lib_exceptions.UnsupportedOptionError(
+                user_fault_string=f"availability zone metadata {keys}: teapot-lb has no zones",
+                operator_fault_string=f"availability zone metadata {keys} refused",
+            )
+
+
+__all__ = ["GROUP", "OPTIONS", "TeapotProviderDriver"]

@@ -1,0 +1,283 @@
+"""Octavia load balancer → TenantLoadBalancer, and the manager's answer → Octavia's
+statuses (pure).
+
+One Octavia load balancer is one TenantLoadBalancer in the namespace of the project's
+Tenant (the Tenant labelled ``octavia.lb.teapot.io/project=<project id>``):
+
+- the VIP is the request's address (`requestedIPs` when the user asked for one);
+- each listener is a port (TCP, UDP, SCTP);
+- the members of the listeners' default pools are the backends, ready while they, their
+  pool, listener and load balancer are administratively up and their weight is not 0;
+  `externalTrafficPolicy: Local`, so only ready members receive traffic;
+- the flavor's mode is the request's mode (route → Route, proxy → Gateway).
+
+The tree itself rides along as an annotation, so each driver call edits the last tree
+rather than reading Octavia's database mid-transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from ipaddress import ip_address
+
+from teapot_lb.addresses import IPFamily
+from teapot_lb.model.common import ConditionStatus, ObjectMeta
+from teapot_lb.model.service import ExternalTrafficPolicy, Protocol
+from teapot_lb.model.tenancy import (
+    ACCEPTED,
+    PROGRAMMED,
+    SourceService,
+    TenantBackend,
+    TenantLoadBalancer,
+    TenantLoadBalancerSpec,
+    TenantLoadBalancerStatus,
+    TenantMode,
+    TenantPort,
+)
+from teapot_lb.octavia.tree import LoadBalancer, Member, Mode, Pool
+from teapot_lb.octavia.unsupported import ObjectKind
+
+LABEL_PROJECT = "octavia.lb.teapot.io/project"
+"""On a Tenant: the OpenStack project (id) whose load balancers it holds."""
+LABEL_LOADBALANCER = "octavia.lb.teapot.io/loadbalancer"
+"""On a TenantLoadBalancer: the Octavia load balancer (id) it maps."""
+ANNOTATION_TREE = "octavia.lb.teapot.io/tree"
+"""On a TenantLoadBalancer: the Octavia tree it was mapped from (JSON)."""
+SOURCE_CLUSTER = "octavia"
+
+MODES = {Mode.ROUTE: TenantMode.ROUTE, Mode.PROXY: TenantMode.GATEWAY}
+
+
+def request_name(lb_id: str) -> str:
+    return f"octavia-{lb_id}"
+
+
+def _ready(lb: LoadBalancer, listener_up: bool, pool: Pool, member: Member) -> bool:
+    up = lb.admin_state_up and listener_up and pool.admin_state_up and member.admin_state_up
+    return up and member.weight > 0
+
+
+def serving_pools(lb: LoadBalancer) -> list[tuple[Pool, bool]]:
+    """The listeners' default pools, each once, with whether a listener using it is up."""
+    out: dict[str, tuple[Pool, bool]] = {}
+    for listener in lb.listeners:
+        pool = lb.pool(listener.default_pool_id) if listener.default_pool_id else None
+        if pool is not None:
+            up = out.get(pool.id, (pool, False))[1] or listener.admin_state_up
+            out[pool.id] = (pool, up)
+    return list(out.values())
+
+
+def desired_request(lb: LoadBalancer, namespace: str) -> TenantLoadBalancer:
+    """The TenantLoadBalancer for a load balancer of a project whose Tenant's namespace
+    is `namespace`."""
+    ports = []
+    for listener in sorted(lb.listeners, key=lambda li: (li.protocol_port, li.protocol)):
+        pool = lb.pool(listener.default_pool_id) if listener.default_pool_id else None
+        node_port = None
+        if lb.mode is Mode.PROXY and pool is not None and pool.members:
+            node_port = pool.members[0].protocol_port
+        ports.append(
+            TenantPort(
+                name=listener.id,
+                protocol=Protocol(listener.protocol),
+                port=listener.protocol_port,
+                node_port=node_port,
+            )
+        )
+    backends: dict[str, TenantBackend] = {}
+    for pool, listener_up in serving_pools(lb):
+        for member in pool.members:
+            ready = _ready(lb, listener_up, pool, member)
+            old = backends.get(member.id)
+            backends[member.id] = TenantBackend(
+                node=member.id,
+                addresses=[ip_address(member.address)],
+                ready=ready or (old is not None and old.ready),
+            )
+    vip = ip_address(lb.vip_address) if lb.vip_address else None
+    spec = TenantLoadBalancerSpec(
+        source=SourceService(
+            cluster=SOURCE_CLUSTER, namespace=lb.project_id or "-", name=lb.name or lb.id, uid=lb.id
+        ),
+        mode=MODES[lb.mode],
+        ports=ports,
+        ip_families=[IPFamily.of(vip)] if vip is not None else [],
+        requested_ips=[vip] if vip is not None else [],
+        external_traffic_policy=ExternalTrafficPolicy.LOCAL,
+        backends=sorted(backends.values(), key=lambda b: b.node),
+    )
+    return TenantLoadBalancer(
+        metadata=ObjectMeta(
+            name=request_name(lb.id),
+            namespace=namespace,
+            labels={LABEL_LOADBALANCER: lb.id, LABEL_PROJECT: lb.project_id},
+            annotations={ANNOTATION_TREE: lb.model_dump_json()},
+        ),
+        spec=spec,
+    )
+
+
+def tree_of(request: TenantLoadBalancer) -> LoadBalancer | None:
+    """The tree a TenantLoadBalancer was mapped from (None: not one of the driver's)."""
+    text = (request.metadata.annotations or {}).get(ANNOTATION_TREE)
+    return LoadBalancer.model_validate_json(text) if text else None
+
+
+# ------------------------------------------------------------------ statuses
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the manager said of the request: accepted (or why not), its addresses, the
+    next hops route mode announces, and whether it is programmed."""
+
+    accepted: bool
+    message: str
+    addresses: tuple[str, ...]
+    next_hops: frozenset[str]
+    programmed: bool
+
+    @classmethod
+    def of(cls, status: TenantLoadBalancerStatus | None) -> Answer | None:
+        """None while the manager has not answered."""
+        if status is None:
+            return None
+        conditions = {c.type: c for c in status.conditions}
+        accepted = conditions.get(ACCEPTED)
+        if accepted is None:
+            return None
+        programmed = conditions.get(PROGRAMMED)
+        return cls(
+            accepted=accepted.status is ConditionStatus.TRUE,
+            message=accepted.message,
+            addresses=tuple(status.addresses),
+            next_hops=frozenset(status.next_hops),
+            programmed=programmed is not None and programmed.status is ConditionStatus.TRUE,
+        )
+
+
+Gone = Iterable[tuple[ObjectKind, str]]
+
+ACTIVE, DELETED, ERROR = "ACTIVE", "DELETED", "ERROR"
+ONLINE, OFFLINE, DEGRADED, NO_MONITOR, DRAINING = (
+    "ONLINE",
+    "OFFLINE",
+    "DEGRADED",
+    "NO_MONITOR",
+    "DRAINING",
+)
+
+
+def _entry(ident: str, provisioning: str, operating: str | None = None) -> dict[str, str]:
+    out = {"id": ident, "provisioning_status": provisioning}
+    if operating is not None:
+        out["operating_status"] = operating
+    return out
+
+
+def _member_operating(
+    lb: LoadBalancer, answer: Answer, pool: Pool, member: Member, listener_up: bool | None
+) -> str:
+    if listener_up is None or not _ready(lb, listener_up, pool, member):
+        return DRAINING if member.admin_state_up and member.weight == 0 else OFFLINE
+    serving = answer.programmed and (lb.mode is Mode.PROXY or member.address in answer.next_hops)
+    if not serving:
+        return OFFLINE
+    return ONLINE if pool.health_monitor is not None else NO_MONITOR
+
+
+def status_update(
+    lb: LoadBalancer,
+    answer: Answer,
+    *,
+    gone: Gone = (),
+    failed: tuple[ObjectKind, str] | None = None,
+) -> dict[str, list[dict[str, str]]]:
+    """The status update (octavia-lib's `update_loadbalancer_status` dictionary) for the
+    whole tree once the manager answered: every object ACTIVE (the load balancer and its
+    listeners too, or Octavia keeps them immutable), operating statuses from the answer,
+    `gone` objects DELETED, and the `failed` object ERROR."""
+    out: dict[str, list[dict[str, str]]] = {k.value: [] for k in ObjectKind}
+    in_use = {pool.id: up for pool, up in serving_pools(lb)}
+    lb_operating = ONLINE if answer.accepted and answer.addresses else ERROR
+    if not lb.admin_state_up:
+        lb_operating = OFFLINE
+    out[ObjectKind.LOADBALANCER].append(_entry(lb.id, ACTIVE, lb_operating))
+    for listener in lb.listeners:
+        up = lb.admin_state_up and listener.admin_state_up
+        operating = (ONLINE if lb_operating == ONLINE else lb_operating) if up else OFFLINE
+        out[ObjectKind.LISTENER].append(_entry(listener.id, ACTIVE, operating))
+    for pool in lb.pools:
+        listener_up = in_use.get(pool.id)
+        members = [(m, _member_operating(lb, answer, pool, m, listener_up)) for m in pool.members]
+        for member, operating in members:
+            out[ObjectKind.MEMBER].append(_entry(member.id, ACTIVE, operating))
+        serving = [op for _, op in members if op in (ONLINE, NO_MONITOR)]
+        if not pool.admin_state_up or listener_up is None:
+            operating = OFFLINE
+        elif not members or len(serving) == len(members):
+            operating = ONLINE
+        else:
+            operating = DEGRADED if serving else ERROR
+        out[ObjectKind.POOL].append(_entry(pool.id, ACTIVE, operating))
+        monitor = pool.health_monitor
+        if monitor is not None:
+            operating = ONLINE if monitor.admin_state_up else OFFLINE
+            out[ObjectKind.HEALTHMONITOR].append(_entry(monitor.id, ACTIVE, operating))
+    for kind, ident in gone:
+        out[kind].append(_entry(ident, DELETED))
+    if failed is not None:
+        kind, ident = failed
+        out[kind] = [e for e in out[kind] if e["id"] != ident]
+        out[kind].append(_entry(ident, ERROR, ERROR))
+    return {k: v for k, v in out.items() if v}
+
+
+def deleted_update(lb: LoadBalancer, *, lb_gone: bool = True) -> dict[str, list[dict[str, str]]]:
+    """Every object of the tree DELETED (a cascade delete)."""
+    gone: list[tuple[ObjectKind, str]] = [(ObjectKind.LISTENER, li.id) for li in lb.listeners]
+    for pool in lb.pools:
+        gone.append((ObjectKind.POOL, pool.id))
+        gone += [(ObjectKind.MEMBER, m.id) for m in pool.members]
+        if pool.health_monitor is not None:
+            gone.append((ObjectKind.HEALTHMONITOR, pool.health_monitor.id))
+    if lb_gone:
+        gone.append((ObjectKind.LOADBALANCER, lb.id))
+    out: dict[str, list[dict[str, str]]] = {}
+    for kind, ident in gone:
+        out.setdefault(kind.value, []).append(_entry(ident, DELETED))
+    return out
+
+
+def failed_update(
+    lb_id: str, failed: tuple[ObjectKind, str] | None
+) -> dict[str, list[dict[str, str]]]:
+    """The load balancer back to ACTIVE and the failed object in ERROR (a change the
+    driver could not make: the last good state stays in place)."""
+    out = {ObjectKind.LOADBALANCER.value: [_entry(lb_id, ACTIVE)]}
+    if failed is not None:
+        kind, ident = failed
+        if kind is ObjectKind.LOADBALANCER:
+            out[kind.value] = [_entry(lb_id, ERROR, ERROR)]
+        else:
+            out[kind.value] = [_entry(ident, ERROR, ERROR)]
+    return out
+
+
+__all__ = [
+    "ANNOTATION_TREE",
+    "LABEL_LOADBALANCER",
+    "LABEL_PROJECT",
+    "MODES",
+    "SOURCE_CLUSTER",
+    "Answer",
+    "deleted_update",
+    "desired_request",
+    "failed_update",
+    "request_name",
+    "serving_pools",
+    "status_update",
+    "tree_of",
+]

@@ -1,0 +1,294 @@
+"""An Octavia load balancer as the driver keeps it (pure): the parts teapot-lb maps.
+
+Octavia hands a provider driver one object per call (a listener, a member) and keeps its
+own database; the driver keeps the whole tree of each load balancer beside the
+TenantLoadBalancer it maps to (an annotation), edits it per call with the functions here,
+and maps the edited tree again (:mod:`.mapping`). `from_provider` reads octavia-lib's
+provider dictionaries (``to_dict(recurse=True)``), so nothing here imports octavia-lib.
+Unsupported options are refused before a tree is edited (:mod:`.unsupported`); the tree
+only holds what teapot-lb maps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Mode(StrEnum):
+    """How teapot-lb serves the load balancer (the flavor's `mode`)."""
+
+    ROUTE = "route"
+    """The VIP is routed (BGP, ECMP) to the members, which accept it as their own."""
+    PROXY = "proxy"
+    """The shared gateway proxies to the members (teapot-lb's Gateway mode)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class HealthMonitor(_Frozen):
+    id: str
+    type: str
+    delay: int = 5
+    timeout: int = 5
+    max_retries: int = 3
+    max_retries_down: int = 3
+    url_path: str | None = None
+    http_method: str | None = None
+    expected_codes: str | None = None
+    admin_state_up: bool = True
+
+
+class Member(_Frozen):
+    id: str
+    address: str
+    protocol_port: int
+    name: str = ""
+    weight: int = 1
+    admin_state_up: bool = True
+
+
+class Pool(_Frozen):
+    id: str
+    protocol: str
+    lb_algorithm: str = "ROUND_ROBIN"
+    name: str = ""
+    admin_state_up: bool = True
+    members: tuple[Member, ...] = ()
+    health_monitor: HealthMonitor | None = None
+
+
+class Listener(_Frozen):
+    id: str
+    protocol: str
+    protocol_port: int
+    name: str = ""
+    default_pool_id: str | None = None
+    admin_state_up: bool = True
+
+
+class LoadBalancer(_Frozen):
+    id: str
+    project_id: str
+    name: str = ""
+    vip_address: str | None = None
+    admin_state_up: bool = True
+    mode: Mode = Mode.ROUTE
+    listeners: tuple[Listener, ...] = ()
+    pools: tuple[Pool, ...] = Field(default=())
+
+    def pool(self, pool_id: str) -> Pool | None:
+        return next((p for p in self.pools if p.id == pool_id), None)
+
+    def listener(self, listener_id: str) -> Listener | None:
+        return next((li for li in self.listeners if li.id == listener_id), None)
+
+    def pool_of_member(self, member_id: str) -> Pool | None:
+        return next((p for p in self.pools if any(m.id == member_id for m in p.members)), None)
+
+
+# ---------------------------------------------------------------- provider dictionaries
+
+
+def _get(d: Mapping[str, Any], key: str, default: Any) -> Any:
+    """octavia-lib renders unset attributes as None: read those as the default."""
+    value = d.get(key)
+    return default if value is None else value
+
+
+def health_monitor_from_provider(d: Mapping[str, Any]) -> HealthMonitor:
+    return HealthMonitor(
+        id=str(d["healthmonitor_id"]),
+        type=str(_get(d, "type", "TCP")),
+        delay=int(_get(d, "delay", 5)),
+        timeout=int(_get(d, "timeout", 5)),
+        max_retries=int(_get(d, "max_retries", 3)),
+        max_retries_down=int(_get(d, "max_retries_down", 3)),
+        url_path=d.get("url_path"),
+        http_method=d.get("http_method"),
+        expected_codes=d.get("expected_codes"),
+        admin_state_up=bool(_get(d, "admin_state_up", True)),
+    )
+
+
+def member_from_provider(d: Mapping[str, Any]) -> Member:
+    return Member(
+        id=str(d["member_id"]),
+        address=str(d["address"]),
+        protocol_port=int(d["protocol_port"]),
+        name=str(_get(d, "name", "")),
+        weight=int(_get(d, "weight", 1)),
+        admin_state_up=bool(_get(d, "admin_state_up", True)),
+    )
+
+
+def pool_from_provider(d: Mapping[str, Any]) -> Pool:
+    monitor = d.get("healthmonitor")
+    return Pool(
+        id=str(d["pool_id"]),
+        protocol=str(d["protocol"]),
+        lb_algorithm=str(_get(d, "lb_algorithm", "ROUND_ROBIN")),
+        name=str(_get(d, "name", "")),
+        admin_state_up=bool(_get(d, "admin_state_up", True)),
+        members=tuple(member_from_provider(m) for m in _get(d, "members", []) if m),
+        health_monitor=health_monitor_from_provider(monitor) if monitor else None,
+    )
+
+
+def listener_from_provider(d: Mapping[str, Any]) -> Listener:
+    pool = d.get("default_pool")
+    pool_id = d.get("default_pool_id") or (pool.get("pool_id") if pool else None)
+    return Listener(
+        id=str(d["listener_id"]),
+        protocol=str(d["protocol"]),
+        protocol_port=int(d["protocol_port"]),
+        name=str(_get(d, "name", "")),
+        default_pool_id=str(pool_id) if pool_id else None,
+        admin_state_up=bool(_get(d, "admin_state_up", True)),
+    )
+
+
+def pools_in(d: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every pool dictionary of a provider load balancer: its `pools` and its listeners'
+    default pools (a graph create nests them), each once."""
+    seen: dict[str, Mapping[str, Any]] = {}
+    for p in _get(d, "pools", []):
+        if p:
+            seen.setdefault(str(p["pool_id"]), p)
+    for li in _get(d, "listeners", []):
+        pool = li.get("default_pool") if li else None
+        if pool:
+            seen.setdefault(str(pool["pool_id"]), pool)
+    return list(seen.values())
+
+
+def load_balancer_from_provider(d: Mapping[str, Any], mode: Mode) -> LoadBalancer:
+    return LoadBalancer(
+        id=str(d["loadbalancer_id"]),
+        project_id=str(_get(d, "project_id", "")),
+        name=str(_get(d, "name", "")),
+        vip_address=d.get("vip_address"),
+        admin_state_up=bool(_get(d, "admin_state_up", True)),
+        mode=mode,
+        listeners=tuple(listener_from_provider(li) for li in _get(d, "listeners", []) if li),
+        pools=tuple(pool_from_provider(p) for p in pools_in(d)),
+    )
+
+
+# ---------------------------------------------------------------- edits (one per call)
+
+
+def merged(current: T, changes: Mapping[str, Any]) -> T:
+    """`current` with the fields an update names (octavia-lib's update objects carry only
+    the changed attributes; None is "not given")."""
+    fields = type(current).model_fields
+    update = {k: v for k, v in changes.items() if k in fields and k != "id" and v is not None}
+    return type(current).model_validate({**current.model_dump(), **update})
+
+
+def _put(items: Iterable[T], item: T, key: Callable[[T], str]) -> tuple[T, ...]:
+    out = [x for x in items if key(x) != key(item)]
+    out.append(item)
+    return tuple(out)
+
+
+def put_listener(lb: LoadBalancer, listener: Listener) -> LoadBalancer:
+    return lb.model_copy(update={"listeners": _put(lb.listeners, listener, lambda x: x.id)})
+
+
+def drop_listener(lb: LoadBalancer, listener_id: str) -> LoadBalancer:
+    kept = tuple(li for li in lb.listeners if li.id != listener_id)
+    return lb.model_copy(update={"listeners": kept})
+
+
+def put_pool(lb: LoadBalancer, pool: Pool, *, listener_id: str | None = None) -> LoadBalancer:
+    """Add or replace `pool` (keeping its members and monitor when replacing with a pool
+    that has none: an update names only the pool's own fields); `listener_id` makes it
+    that listener's default pool."""
+    old = lb.pool(pool.id)
+    if old is not None:
+        pool = pool.model_copy(
+            update={
+                "members": pool.members or old.members,
+                "health_monitor": pool.health_monitor or old.health_monitor,
+            }
+        )
+    out = lb.model_copy(update={"pools": _put(lb.pools, pool, lambda x: x.id)})
+    listener = out.listener(listener_id) if listener_id else None
+    if listener is not None:
+        out = put_listener(out, listener.model_copy(update={"default_pool_id": pool.id}))
+    return out
+
+
+def drop_pool(lb: LoadBalancer, pool_id: str) -> LoadBalancer:
+    listeners = tuple(
+        li.model_copy(update={"default_pool_id": None}) if li.default_pool_id == pool_id else li
+        for li in lb.listeners
+    )
+    pools = tuple(p for p in lb.pools if p.id != pool_id)
+    return lb.model_copy(update={"listeners": listeners, "pools": pools})
+
+
+def _with_pool(lb: LoadBalancer, pool_id: str, **update: Any) -> LoadBalancer:
+    pools = tuple(p.model_copy(update=update) if p.id == pool_id else p for p in lb.pools)
+    return lb.model_copy(update={"pools": pools})
+
+
+def put_member(lb: LoadBalancer, pool_id: str, member: Member) -> LoadBalancer:
+    pool = lb.pool(pool_id)
+    members = _put(pool.members if pool else (), member, lambda x: x.id)
+    return _with_pool(lb, pool_id, members=members)
+
+
+def drop_member(lb: LoadBalancer, member_id: str) -> LoadBalancer:
+    pool = lb.pool_of_member(member_id)
+    if pool is None:
+        return lb
+    members = tuple(m for m in pool.members if m.id != member_id)
+    return _with_pool(lb, pool.id, members=members)
+
+
+def set_members(lb: LoadBalancer, pool_id: str, members: Iterable[Member]) -> LoadBalancer:
+    return _with_pool(lb, pool_id, members=tuple(members))
+
+
+def put_health_monitor(lb: LoadBalancer, pool_id: str, monitor: HealthMonitor) -> LoadBalancer:
+    return _with_pool(lb, pool_id, health_monitor=monitor)
+
+
+def drop_health_monitor(lb: LoadBalancer, pool_id: str) -> LoadBalancer:
+    return _with_pool(lb, pool_id, health_monitor=None)
+
+
+__all__ = [
+    "HealthMonitor",
+    "Listener",
+    "LoadBalancer",
+    "Member",
+    "Mode",
+    "Pool",
+    "drop_health_monitor",
+    "drop_listener",
+    "drop_member",
+    "drop_pool",
+    "health_monitor_from_provider",
+    "listener_from_provider",
+    "load_balancer_from_provider",
+    "member_from_provider",
+    "merged",
+    "pool_from_provider",
+    "pools_in",
+    "put_health_monitor",
+    "put_listener",
+    "put_member",
+    "put_pool",
+    "set_members",
+]

@@ -1,0 +1,65 @@
+"""The relay on a management cluster: Tenants, AddressPools, BGPPeers and Secrets from the
+API (the speaker's informers, :class:`~teapot_lb.speaker.kube_source.KubeSource`, every
+kind of the registry), and the relay's events as Events on the Tenant.
+
+Level-triggered: informers only wake the loop, which hands the whole consistent view to
+:meth:`Relay.apply` (changes are coalesced while it runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from teapot_lb import log
+from teapot_lb.cluster import Store
+from teapot_lb.kube.client import KubeClient
+from teapot_lb.kube.events import EventKind, EventRecorder
+from teapot_lb.speaker.kube_source import KubeSource
+
+from .relay import Relay, RelayEvent
+
+
+class TenantEvents:
+    """A :class:`RelayEvent` as an Event on its Tenant (none for an address of no Tenant:
+    that one is a log line and a metric)."""
+
+    def __init__(self, recorder: EventRecorder, store: Store) -> None:
+        self.recorder = recorder
+        self.store = store
+        self._tasks: set[asyncio.Task[bool]] = set()
+
+    def __call__(self, event: RelayEvent) -> None:
+        tenant = self.store.view().tenants.get(event.tenant) if event.tenant else None
+        if tenant is None:
+            return
+        involved: dict[str, Any] = {
+            "apiVersion": tenant.api_version,
+            "kind": "Tenant",
+            "metadata": {"name": tenant.name, "uid": tenant.metadata.uid or ""},
+        }
+        kind = EventKind.WARNING if event.warning else EventKind.NORMAL
+        task = asyncio.get_running_loop().create_task(
+            self.recorder.record(involved, kind, event.reason, event.message)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+async def follow_cluster(
+    relay: Relay, client: KubeClient, *, config_namespace: str | None = None
+) -> None:
+    """Keep ``relay`` on the cluster's view, and its events on the Tenants, until cancelled."""
+    store = Store()
+    wake = asyncio.Event()
+    source = KubeSource(client, store, wake.set, config_namespace=config_namespace, tenancy=True)
+    relay.on_event = TenantEvents(EventRecorder(client, "teapot-lb-relay"), store)
+    logger = log.get("teapot_lb.relay")
+    async with asyncio.TaskGroup() as group:
+        group.create_task(source.run(), name="relay-informers")
+        while True:
+            await wake.wait()
+            wake.clear()
+            await relay.apply(store.view())
+            for text in relay.problems:
+                logger.warning("relay configuration problem", problem=text)

@@ -1,0 +1,435 @@
+"""The relay process: tenant speakers on one side, the network's routers on the other.
+
+Two BGP speakers (:class:`teapot_lb.bgp.Speaker`) share the relay's ASN and router ID:
+
+- the *tenant side* listens; a connection is identified by its source address, which must
+  lie in exactly one Tenant's node networks, and is then a passive session expecting that
+  Tenant's ASN (Bad Peer AS otherwise, RFC 4271 §6.2); an address of no Tenant is refused
+  with Cease/Connection Rejected (RFC 4486). TCP MD5 per tenant (a key per node network
+  on the listener), GTSM (TTL 255, RFC 5082) on the listener, graceful restart helper with
+  the stale time bounded. Its import filter accepts everything: the Adj-RIB-In before
+  policy lives in :class:`~teapot_lb.relay.rib.RelayRib`, which judges it;
+- the *network side* dials the BGPPeers and advertises every accepted path with its next
+  hop unchanged (ADD-PATH where the BGPPeer has ``addPath: send``).
+
+:meth:`Relay.apply` takes a :class:`~teapot_lb.cluster.ClusterView` (the manifest
+directory, or the management cluster) and is level-triggered: Tenants become policies,
+BGPPeers sessions; a Tenant change re-judges that tenant's routes and sends only the
+difference, without resetting any session (unless its ASN, node networks or password
+changed, which the session itself depends on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
+from typing import Any
+
+from teapot_lb import log
+from teapot_lb.bgp import Peer, PeerConfig, Speaker
+from teapot_lb.bgp.fsm import (
+    Action,
+    NotificationSent,
+    RoutesLearned,
+    RoutesWithdrawn,
+    State,
+    StateChanged,
+    UpdateProblems,
+)
+from teapot_lb.bgp.wire import AddPathMode, CeaseSubcode, Notification
+from teapot_lb.bgp.wire.errors import ErrorCode, OpenSubcode
+from teapot_lb.bgp.wire.family import Address
+from teapot_lb.cluster import ClusterView
+from teapot_lb.kube.resources import object_key
+from teapot_lb.model.tenancy import Tenant
+from teapot_lb.speaker.bgp_backend import peer_setup
+
+from .metrics import RelayMetrics
+from .policy import DESCRIPTIONS, Reason, RelayOptions, TenantPolicy, tenant_policy
+from .rib import Outcome, RelayRib
+
+
+def _log() -> Any:
+    return log.get("teapot_lb.relay")
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    local_as: int
+    router_id: str
+    listen_address: str | None = None
+    listen_port: int = 179
+    options: RelayOptions = field(default_factory=RelayOptions)
+    peers: tuple[str, ...] = ()  # BGPPeer names towards the network; empty: every BGPPeer
+    # TCP MD5: the Secret of this name in the tenant's namespace, key "password".
+    password_secret: str = "relay-bgp"
+    flush_delay: float = 0.05  # coalesce route changes before the network gets them
+
+
+@dataclass(frozen=True)
+class RelayEvent:
+    """Something the operator should see: an Event on the Tenant, or a log line."""
+
+    tenant: str  # "" for a connection of no tenant
+    reason: str  # CamelCase, as Kubernetes Event reasons
+    message: str
+    warning: bool = True
+
+
+@dataclass(frozen=True)
+class _TenantSide:
+    """A tenant as its sessions need it."""
+
+    name: str
+    asn: int | None
+    networks: tuple[IPv4Network | IPv6Network, ...]
+    password: str | None
+
+
+class Relay:
+    """The BGP filtering relay; ``on_event`` gets :class:`RelayEvent` s."""
+
+    def __init__(
+        self,
+        config: RelayConfig,
+        *,
+        metrics: RelayMetrics | None = None,
+        on_event: Callable[[RelayEvent], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics or RelayMetrics()
+        self.on_event = on_event
+        self.options = config.options
+        self.rib = RelayRib(config.options, {})
+        self.tenants: dict[str, _TenantSide] = {}
+        self.tenant_side = Speaker(
+            local_as=config.local_as,
+            router_id=config.router_id,
+            listen_address=config.listen_address,
+            listen_port=config.listen_port,
+            on_event=self._tenant_event,
+            resolve_peer=self._resolve,
+            listen_min_ttl=255 if config.options.gtsm else None,
+        )
+        self.network_side = Speaker(
+            local_as=config.local_as, router_id=config.router_id, listen_port=None
+        )
+        self._upstream: dict[str, PeerConfig] = {}  # by address
+        self._by_address: dict[str, _TenantSide | None] = {}  # tenant of a session
+        self._passwords: dict[IPv4Network | IPv6Network, str] = {}
+        self._flush_pending: asyncio.TimerHandle | None = None
+        self._flush_seconds = 0.0
+        self._restarts: dict[str, asyncio.TimerHandle] = {}
+        self.problems: list[str] = []
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.tenant_side.start()
+        await self.network_side.start()
+
+    async def stop(self) -> None:
+        for handle in self._restarts.values():
+            handle.cancel()
+        if self._flush_pending is not None:
+            self._flush_pending.cancel()
+        await self.tenant_side.shutdown("relay stopping")
+        await self.network_side.shutdown("relay stopping")
+
+    @property
+    def listen_port(self) -> int | None:
+        return self.tenant_side.listen_port
+
+    # -- the configuration ----------------------------------------------------------------
+
+    async def apply(self, view: ClusterView) -> None:
+        """Bring the relay to ``view``'s Tenants and BGPPeers (idempotent)."""
+        self.problems = []
+        upstream: dict[str, PeerConfig] = {}
+        for key in sorted(view.bgp_peers):
+            peer = view.bgp_peers[key]
+            if self.config.peers and peer.name not in self.config.peers:
+                continue
+            setup = peer_setup(peer, view.secrets)
+            if setup.config is None:
+                self.problems.append(f"BGPPeer {key}: {setup.error}")
+                continue
+            upstream[setup.config.address] = setup.config
+        mine = [a for cfg in upstream.values() for a in (cfg.address, cfg.local_address) if a]
+        if self.config.listen_address:
+            mine.append(self.config.listen_address)
+        nets = (*self.config.options.protected, *(ip_network(a) for a in mine))
+        self.options = replace(self.config.options, protected=nets)
+        pools = {p.name: p for p in view.pools.values()}
+        tenants: dict[str, _TenantSide] = {}
+        policies: dict[str, TenantPolicy] = {}
+        for tenant in sorted(view.tenants.values(), key=lambda t: t.name):
+            tenants[tenant.name] = self._side_of(tenant, view)
+            policies[tenant.name] = tenant_policy(tenant, pools, self.options)
+        old_tenants, self.tenants = self.tenants, tenants
+        self._by_address.clear()
+        self._set_passwords(tenants)
+        # Sessions whose tenant changed what the session itself depends on go.
+        for address in list(self.tenant_side.peers):
+            want = self._config_for(ip_address(address))
+            have = self.tenant_side.peers[address].config
+            if want != have:
+                self.rib.drop_session(address)
+                await self.tenant_side.remove_peer(address, "tenant configuration changed")
+        self._handle(self.rib.set_policies(policies, self.options))
+        for name in set(old_tenants) - set(tenants):
+            for gauge in (self.metrics.accepted, self.metrics.sessions):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(name)
+        await self._set_upstream(upstream)
+        self._schedule_flush()
+
+    def _side_of(self, tenant: Tenant, view: ClusterView) -> _TenantSide:
+        secret = view.secrets.get(object_key(tenant.spec.namespace, self.config.password_secret))
+        password = None
+        if secret is not None and "password" in secret:
+            password = secret["password"].decode()
+        return _TenantSide(tenant.name, tenant.spec.asn, tuple(tenant.node_networks()), password)
+
+    def _set_passwords(self, tenants: dict[str, _TenantSide]) -> None:
+        want = {n: t.password for t in tenants.values() for n in t.networks if t.password}
+        for net in set(self._passwords) - set(want):
+            self.tenant_side.set_listen_password(net, None)
+        for net, password in want.items():
+            self.tenant_side.set_listen_password(net, password)
+        self._passwords = want
+
+    async def _set_upstream(self, upstream: dict[str, PeerConfig]) -> None:
+        for address, cfg in self._upstream.items():
+            if upstream.get(address) != cfg:
+                await self.network_side.remove_peer(address, "BGPPeer changed or removed")
+        for address, cfg in upstream.items():
+            if self._upstream.get(address) != cfg:
+                self.network_side.add_peer(cfg)
+                if cfg.add_path is AddPathMode.OFF:
+                    _log().warning(
+                        "relay network peer without ADD-PATH: it gets one path per prefix,"
+                        " not ECMP over the tenant's nodes (set addPath: send)",
+                        peer=address,
+                    )
+        self._upstream = upstream
+
+    # -- the tenant side --------------------------------------------------------------------
+
+    def _tenant_of(self, address: Address) -> _TenantSide | None:
+        for tenant in self.tenants.values():
+            if any(address in n for n in tenant.networks):
+                return tenant
+        return None
+
+    def _config_for(self, address: Address) -> PeerConfig | None:
+        tenant = self._tenant_of(address)
+        if tenant is None or tenant.asn is None:
+            return None
+        opts = self.options
+        return PeerConfig(
+            address=str(address),
+            peer_as=tenant.asn,
+            passive=True,
+            password=tenant.password,
+            ttl_security=opts.gtsm,
+            graceful_restart=True,
+            stale_limit=opts.stale_time,
+            add_path=AddPathMode.RECEIVE,
+            description=f"tenant {tenant.name}",
+        )
+
+    def _resolve(self, address: Address) -> PeerConfig | None:
+        config = self._config_for(address)
+        if config is None:
+            tenant = self._tenant_of(address)
+            name = tenant.name if tenant else ""
+            why = "NoASN" if tenant else "UnknownAddress"
+            reason = "no-asn" if tenant else "unknown-address"
+            self.metrics.refused.labels(name, reason).inc()
+            self._event(
+                RelayEvent(
+                    name,
+                    f"SessionRefused{why}",
+                    f"BGP connection from {address} refused: "
+                    + (
+                        f"Tenant {name} has no spec.asn"
+                        if tenant
+                        else "the address is in no Tenant's node networks"
+                    ),
+                )
+            )
+        return config
+
+    def _tenant_event(self, peer: Peer, action: Action) -> None:
+        address = peer.address
+        tenant = self._by_address.get(address)
+        if tenant is None:
+            tenant = self._by_address[address] = self._tenant_of(ip_address(address))
+            if tenant is None:
+                return
+        if isinstance(action, RoutesLearned):
+            self._handle(
+                self.rib.learn(
+                    address, action.family, action.encodings, action.path, action.add_path
+                )
+            )
+        elif isinstance(action, RoutesWithdrawn):
+            self._handle(self.rib.withdraw(address, action.family, action.encodings))
+        elif isinstance(action, StateChanged):
+            if action.new == State.ESTABLISHED:
+                self.rib.open_session(address, tenant.name)
+                _log().info("relay tenant session established", tenant=tenant.name, peer=address)
+            self._count_sessions()
+        elif isinstance(action, UpdateProblems) and action.treat_as_withdraw:
+            self.metrics.rejected.labels(tenant.name, Reason.TREAT_AS_WITHDRAW.value).inc()
+            _log().warning(
+                "relay tenant sent a malformed UPDATE: treated as withdraw",
+                tenant=tenant.name,
+                peer=address,
+                problems="; ".join(action.problems),
+            )
+        elif isinstance(action, NotificationSent):
+            note = action.notification
+            if note.code == ErrorCode.OPEN_MESSAGE and note.subcode == OpenSubcode.BAD_PEER_AS:
+                self.metrics.refused.labels(tenant.name, "bad-peer-as").inc()
+                self._event(
+                    RelayEvent(
+                        tenant.name,
+                        "SessionRefusedBadPeerAS",
+                        f"BGP session from {address} refused: {action.reason}",
+                    )
+                )
+
+    def _count_sessions(self) -> None:
+        counts = dict.fromkeys(self.tenants, 0)
+        for address, peer in self.tenant_side.peers.items():
+            tenant = self._tenant_of(ip_address(address))
+            if tenant is not None and peer.established:
+                counts[tenant.name] = counts.get(tenant.name, 0) + 1
+        for name, n in counts.items():
+            self.metrics.sessions.labels(name).set(n)
+
+    def _handle(self, out: Outcome) -> None:
+        for (tenant, reason), n in out.rejected.items():
+            self.metrics.rejected.labels(tenant, reason).inc(n)
+        for tenant, n in out.scrubbed.items():
+            self.metrics.scrubbed.labels(tenant).inc(n)
+        for over in out.over_limit:
+            self._event(
+                RelayEvent(
+                    over.tenant,
+                    "MaxPrefixReached",
+                    f"session {over.address} sent more than {over.limit} routes"
+                    f" (action {self.options.max_prefix_action})",
+                )
+            )
+        for down in out.teardown:
+            asyncio.get_running_loop().call_soon(self._teardown, down.address, down.limit)
+        if out.changed:
+            self._schedule_flush()
+
+    def _teardown(self, address: str, limit: int) -> None:
+        peer = self.tenant_side.peers.get(address)
+        tenant = self._tenant_of(ip_address(address))
+        if peer is None or tenant is None:
+            return
+        restart = self.options.max_prefix_restart
+        peer.stop(
+            Notification.cease(CeaseSubcode.MAXIMUM_PREFIXES_REACHED),
+            f"more than {limit} routes received",
+        )
+        self._handle(self.rib.drop_session(address))
+        self.metrics.refused.labels(tenant.name, Reason.MAX_PREFIX.value).inc()
+        self._event(
+            RelayEvent(
+                tenant.name,
+                "MaxPrefixReached",
+                f"session {address} torn down: more than {limit} routes received"
+                f" (Cease/Maximum Number of Prefixes Reached); it may come back in {restart:g}s",
+            )
+        )
+        old = self._restarts.pop(address, None)
+        if old is not None:
+            old.cancel()
+        loop = asyncio.get_running_loop()
+        self._restarts[address] = loop.call_later(restart, self._restart, address)
+
+    def _restart(self, address: str) -> None:
+        self._restarts.pop(address, None)
+        peer = self.tenant_side.peers.get(address)
+        if peer is not None:
+            peer.start()
+
+    # -- the network side -------------------------------------------------------------------
+
+    def _schedule_flush(self) -> None:
+        if self._flush_pending is None:
+            loop = asyncio.get_running_loop()
+            # A diff of the whole table costs O(routes): while routes pour in, wait at
+            # least four times as long as the last one took: diffing stays a fifth of the work.
+            delay = max(self.config.flush_delay, 4 * self._flush_seconds)
+            self._flush_pending = loop.call_later(delay, self._flush)
+
+    def _flush(self) -> None:
+        started = time.perf_counter()
+        self._flush_pending = None
+        self.network_side.set_compiled(self.rib.compiled())
+        for peer in self.network_side.peers.values():
+            peer.flush_now()
+        self._flush_seconds = time.perf_counter() - started
+        self.metrics.prefixes.set(self.rib.prefix_count())
+        self.metrics.paths.set(self.rib.path_count())
+        for name in self.tenants:
+            self.metrics.accepted.labels(name).set(self.rib.accepted_count(name))
+
+    def _event(self, event: RelayEvent) -> None:
+        say = _log().warning if event.warning else _log().info
+        say("relay event", tenant=event.tenant, reason=event.reason, message=event.message)
+        if self.on_event is not None:
+            with contextlib.suppress(Exception):
+                self.on_event(event)
+
+    # -- explain ----------------------------------------------------------------------------
+
+    def explain(self, tenant: str) -> dict[str, Any]:
+        """A tenant's sessions, its filter, and every route it sent with the deciding rule
+        (BIRD's ``show route filtered``, plus the accepted ones)."""
+        policy = self.rib.policies.get(tenant)
+        if policy is None:
+            return {"tenant": tenant, "error": f"no Tenant {tenant!r}"}
+        sessions = []
+        for address, peer in sorted(self.tenant_side.peers.items()):
+            side = self._tenant_of(ip_address(address))
+            if side is not None and side.name == tenant:
+                sessions.append({"address": address, "state": peer.state.value})
+        routes = []
+        for v in self.rib.verdicts(tenant):
+            entry: dict[str, Any] = {
+                "prefix": str(v.prefix),
+                "from": v.session,
+                "next_hop": v.next_hop,
+                "as_path": list(v.as_path),
+                "verdict": "accepted" if v.reason is None else "filtered",
+            }
+            if v.reason is not None:
+                entry["reason"] = v.reason
+                entry["rule"] = None if v.rule is None else v.rule + 1
+                entry["why"] = DESCRIPTIONS.get(Reason(v.reason), v.reason)
+            routes.append(entry)
+        return {
+            "tenant": tenant,
+            "asn": policy.asn,
+            "allocation": [str(n) for n in policy.allocation],
+            "node_networks": [str(n) for n in policy.node_networks],
+            "sessions": sessions,
+            "filter": str(policy.filter),
+            "routes": routes,
+        }
+
+
+__all__ = ["Relay", "RelayConfig", "RelayEvent"]

@@ -1,0 +1,348 @@
+"""The relay's routing tables, pure: what each tenant session sent (before policy), what the
+policy made of it, and the paths re-advertised to the network.
+
+Per tenant session, the Adj-RIB-In keeps every route as received, so a change of the
+Tenant (its allocation shrinks, a node network moves) re-runs the policy over what the
+session holds and the network gets only the difference; no session is reset (RFC 7947
+§2.2's route-server view: each client's routes judged on their own).
+
+Towards the network every accepted route is one path of its prefix, keyed by the session
+that sent it (and the Path Identifier, if the tenant used ADD-PATH): a prefix announced by
+three tenant nodes is one prefix with three paths, each with its node as next hop, which
+an ADD-PATH router installs as one ECMP route (RFC 7911). The table is kept in the
+speaker's wire form (:class:`~teapot_lb.bgp.rib.CompiledRoutes`, keyed by NLRI encoding),
+so handing it to the speaker costs no re-encoding.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from ipaddress import ip_address
+
+from teapot_lb.bgp.attributes import Paths, ReceivedPath, RouteAttributes
+from teapot_lb.bgp.policy import Rejected
+from teapot_lb.bgp.rib import CompiledRoutes, decode_encodings, encode_prefix
+from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, Family, Prefix
+from teapot_lb.bgp.wire.nlri import PATH_ID_LENGTH
+
+from .policy import MaxPrefixAction, Reason, RelayOptions, TenantPolicy
+
+_FAMILIES = (IPV4_UNICAST, IPV6_UNICAST)
+
+
+@dataclass(frozen=True)
+class Teardown:
+    """A session went over its max-prefix limit with the teardown action."""
+
+    address: str
+    tenant: str
+    limit: int
+
+
+@dataclass
+class Outcome:
+    """What one event changed: routes rejected (by tenant and reason), communities
+    scrubbed (by tenant), sessions to tear down or warn about, and whether the network's
+    table changed."""
+
+    rejected: Counter[tuple[str, str]] = field(default_factory=Counter)
+    scrubbed: Counter[str] = field(default_factory=Counter)
+    teardown: list[Teardown] = field(default_factory=list)
+    over_limit: list[Teardown] = field(default_factory=list)  # warn / drop: once per crossing
+    changed: bool = False
+
+    def add(self, other: Outcome) -> None:
+        self.rejected.update(other.rejected)
+        self.scrubbed.update(other.scrubbed)
+        self.teardown += other.teardown
+        self.over_limit += other.over_limit
+        self.changed |= other.changed
+
+
+@dataclass
+class _Session:
+    """One tenant speaker's session: its routes as received and as judged (keys are the
+    NLRI encodings as received: with the Path Identifier under ADD-PATH)."""
+
+    address: str
+    tenant: str
+    received: dict[Family, dict[bytes, ReceivedPath]] = field(
+        default_factory=lambda: {f: {} for f in _FAMILIES}
+    )
+    add_path: dict[Family, bool] = field(default_factory=dict)
+    accepted: dict[Family, set[bytes]] = field(
+        default_factory=lambda: {f: set() for f in _FAMILIES}
+    )
+    rejected: dict[Family, dict[bytes, Rejected]] = field(
+        default_factory=lambda: {f: {} for f in _FAMILIES}
+    )
+    over_limit: bool = False
+
+    def accepted_count(self) -> int:
+        return sum(len(s) for s in self.accepted.values())
+
+    def received_count(self) -> int:
+        return sum(len(t) for t in self.received.values())
+
+
+@dataclass(frozen=True)
+class RouteVerdict:
+    """One received route and what the policy decided (for ``explain relay``)."""
+
+    prefix: Prefix
+    session: str
+    next_hop: str
+    as_path: tuple[int, ...]
+    reason: str | None  # None: accepted
+    rule: int | None = None
+
+
+class RelayRib:
+    """Every tenant session's routes, the policies judging them, the network's paths."""
+
+    def __init__(self, options: RelayOptions, policies: Mapping[str, TenantPolicy]) -> None:
+        self.options = options
+        self.policies: dict[str, TenantPolicy] = dict(policies)
+        self.sessions: dict[str, _Session] = {}
+        # The network's table: per family, prefix encoding → {path key: attributes}.
+        self._paths: dict[Family, dict[bytes, dict[str, RouteAttributes]]] = {
+            f: {} for f in _FAMILIES
+        }
+        self._first: dict[Family, dict[bytes, RouteAttributes]] = {f: {} for f in _FAMILIES}
+        self._multi: dict[Family, dict[bytes, Paths]] = {f: {} for f in _FAMILIES}
+
+    # -- what it holds --------------------------------------------------------------------
+
+    def compiled(self) -> CompiledRoutes:
+        """The paths for the network, in the speaker's wire form (a new view of the live
+        tables: hand it over at once, it is not a snapshot)."""
+        return CompiledRoutes(self._first, self._multi)
+
+    def prefix_count(self) -> int:
+        return sum(len(t) for t in self._paths.values())
+
+    def path_count(self) -> int:
+        return sum(len(p) for t in self._paths.values() for p in t.values())
+
+    def accepted_count(self, tenant: str) -> int:
+        return sum(s.accepted_count() for s in self.sessions.values() if s.tenant == tenant)
+
+    def paths_of(self, prefix: Prefix) -> dict[str, RouteAttributes]:
+        fam = IPV4_UNICAST if prefix.version == 4 else IPV6_UNICAST
+        return dict(self._paths[fam].get(encode_prefix(prefix), {}))
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def open_session(self, address: str, tenant: str) -> None:
+        have = self.sessions.get(address)
+        if have is None or have.tenant != tenant:
+            self.sessions[address] = _Session(address, tenant)
+
+    def drop_session(self, address: str) -> Outcome:
+        """The session is gone (down without graceful restart, removed): all its paths go."""
+        out = Outcome()
+        session = self.sessions.pop(address, None)
+        if session is None:
+            return out
+        for fam in _FAMILIES:
+            for enc in list(session.accepted[fam]):
+                out.changed |= self._unset(fam, session, enc)
+        return out
+
+    # -- routes -----------------------------------------------------------------------------
+
+    def learn(
+        self,
+        address: str,
+        family: Family,
+        encodings: Iterable[bytes],
+        path: ReceivedPath,
+        add_path: bool = False,
+    ) -> Outcome:
+        """Routes announced by a session: kept as received (up to the session's max-prefix
+        limit, which counts what it sent, like BIRD's ``receive limit``), then judged."""
+        out = Outcome()
+        session = self.sessions.get(address)
+        if session is None:
+            return out
+        session.add_path[family] = add_path
+        encs = list(encodings)
+        received = session.received[family]
+        limit = self.options.max_prefixes
+        if limit is not None:
+            room = limit - session.received_count()
+            new = [e for e in encs if e not in received]
+            if len(new) > room:
+                over = Teardown(session.address, session.tenant, limit)
+                action = self.options.max_prefix_action
+                if action is MaxPrefixAction.TEARDOWN:
+                    out.teardown.append(over)
+                    return out  # the session goes, and its routes with it
+                if not session.over_limit:
+                    session.over_limit = True
+                    out.over_limit.append(over)
+                if action is MaxPrefixAction.DROP:
+                    dropped = set(new[max(room, 0) :])
+                    encs = [e for e in encs if e not in dropped]
+                    out.rejected[(session.tenant, Reason.MAX_PREFIX.value)] += len(dropped)
+        for enc in encs:
+            received[enc] = path
+        out.add(self._judge(session, family, encs, path))
+        return out
+
+    def withdraw(self, address: str, family: Family, encodings: Iterable[bytes]) -> Outcome:
+        """Routes withdrawn by a session; one it never sent (another tenant's) is counted
+        and changes nothing."""
+        out = Outcome()
+        session = self.sessions.get(address)
+        if session is None:
+            return out
+        received, rejected = session.received[family], session.rejected[family]
+        for enc in encodings:
+            if received.pop(enc, None) is None:
+                out.rejected[(session.tenant, Reason.WITHDRAW_NOT_SENT.value)] += 1
+                continue
+            rejected.pop(enc, None)
+            if enc in session.accepted[family]:
+                out.changed |= self._unset(family, session, enc)
+        limit = self.options.max_prefixes
+        if session.over_limit and (limit is None or session.received_count() < limit):
+            session.over_limit = False
+        return out
+
+    def set_policies(
+        self, policies: Mapping[str, TenantPolicy], options: RelayOptions | None = None
+    ) -> Outcome:
+        """New policies (a Tenant changed, appeared or went): the sessions of every tenant
+        whose policy changed are judged again over their Adj-RIB-In; sessions of a tenant
+        gone lose their routes."""
+        out = Outcome()
+        changed_options = options is not None and options != self.options
+        if options is not None:
+            self.options = options
+        old, self.policies = self.policies, dict(policies)
+        for address, session in list(self.sessions.items()):
+            policy = self.policies.get(session.tenant)
+            if policy is None:
+                out.add(self.drop_session(address))
+                continue
+            if not changed_options and old.get(session.tenant) == policy:
+                continue
+            out.add(self._rejudge(session))
+        return out
+
+    # -- explain ----------------------------------------------------------------------------
+
+    def verdicts(self, tenant: str) -> list[RouteVerdict]:
+        """Every route the tenant's sessions sent, with its verdict, by prefix."""
+        out: list[RouteVerdict] = []
+        for session in self.sessions.values():
+            if session.tenant != tenant:
+                continue
+            for fam in _FAMILIES:
+                received = session.received[fam]
+                add_path = session.add_path.get(fam, False)
+                encs = list(received)
+                prefixes = decode_encodings(encs, fam, add_path)
+                for enc, prefix in zip(encs, prefixes, strict=True):
+                    path = received[enc]
+                    why = session.rejected[fam].get(enc)
+                    out.append(
+                        RouteVerdict(
+                            prefix,
+                            session.address,
+                            str(path.next_hop),
+                            path.as_path,
+                            None if why is None else str(why.reason),
+                            None if why is None else why.rule,
+                        )
+                    )
+        out.sort(key=lambda v: (v.prefix.version, v.prefix, ip_address(v.session)))
+        return out
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _rejudge(self, session: _Session) -> Outcome:
+        out = Outcome()
+        for fam in _FAMILIES:
+            for enc in list(session.accepted[fam]):
+                out.changed |= self._unset(fam, session, enc)
+            session.rejected[fam].clear()
+        for fam in _FAMILIES:
+            by_path: dict[int, tuple[ReceivedPath, list[bytes]]] = {}
+            for enc, path in session.received[fam].items():
+                by_path.setdefault(id(path), (path, []))[1].append(enc)
+            for path, encs in by_path.values():
+                out.add(self._judge(session, fam, encs, path))
+        return out
+
+    def _judge(
+        self, session: _Session, family: Family, encs: list[bytes], path: ReceivedPath
+    ) -> Outcome:
+        out = Outcome()
+        policy = self.policies.get(session.tenant)
+        tenant = session.tenant
+        if policy is None:
+            return out
+        add_path = session.add_path.get(family, False)
+        judged = policy.filter.judge_batch(family, encs, path, add_path=add_path)
+        rejected = session.rejected[family]
+        accepted = session.accepted[family]
+        for why, rencs in judged.rejected:
+            out.rejected[(tenant, str(why.reason))] += len(rencs)
+            for enc in rencs:
+                rejected[enc] = why
+                if enc in accepted:
+                    out.changed |= self._unset(family, session, enc)
+        for new_path, aencs in judged.accepted:
+            attrs = new_path.to_attributes()
+            if new_path.communities != path.communities or (
+                new_path.large_communities != path.large_communities
+            ):
+                out.scrubbed[tenant] += len(aencs)
+            for enc in aencs:
+                rejected.pop(enc, None)
+                accepted.add(enc)
+                out.changed |= self._set(family, session, enc, attrs, add_path)
+        return out
+
+    def _key(self, session: _Session, enc: bytes, add_path: bool) -> tuple[bytes, str]:
+        if add_path:
+            return enc[PATH_ID_LENGTH:], f"{session.address}#{int.from_bytes(enc[:4], 'big')}"
+        return enc, session.address
+
+    def _set(
+        self, family: Family, session: _Session, enc: bytes, attrs: RouteAttributes, add_path: bool
+    ) -> bool:
+        penc, key = self._key(session, enc, add_path)
+        paths = self._paths[family].setdefault(penc, {})
+        if paths.get(key) == attrs:
+            return False
+        paths[key] = attrs
+        self._publish(family, penc, paths)
+        return True
+
+    def _unset(self, family: Family, session: _Session, enc: bytes) -> bool:
+        session.accepted[family].discard(enc)
+        penc, key = self._key(session, enc, session.add_path.get(family, False))
+        paths = self._paths[family].get(penc)
+        if paths is None or paths.pop(key, None) is None:
+            return False
+        if not paths:
+            del self._paths[family][penc]
+            self._first[family].pop(penc, None)
+            self._multi[family].pop(penc, None)
+        else:
+            self._publish(family, penc, paths)
+        return True
+
+    def _publish(self, family: Family, penc: bytes, paths: dict[str, RouteAttributes]) -> None:
+        # Always as Paths, even one: each path keeps its Path Identifier when others join.
+        multi = Paths.of(paths)
+        self._multi[family][penc] = multi
+        self._first[family][penc] = multi.first()
+
+
+__all__ = ["Outcome", "RelayRib", "RouteVerdict", "Teardown"]

@@ -1,0 +1,266 @@
+"""The gateway's control plane against the management cluster: the tenants' mirrored
+Ingresses and Gateway API objects, EndpointSlices and TLS Secrets in; the data plane's
+:class:`~teapot_lb.gateway.config.GatewayConfig` out (to `on_config`), and status,
+refusal annotations and Events back on the objects.
+
+One level-triggered key: any change re-runs :func:`~teapot_lb.gateway.translate.translate`
+over the cache, which vets every object again (an object written while the webhook was
+down is refused here all the same). Writes happen only where the status differs.
+:meth:`GatewayControl.admission` is the webhook's check for these kinds (the same vetting,
+against the same cache).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+
+from teapot_lb import log
+from teapot_lb.addresses import IPAddress
+from teapot_lb.gateway.config import GatewayConfig
+from teapot_lb.gateway.translate import ObjectResult, Translation, translate
+from teapot_lb.kube.client import KubeClient
+from teapot_lb.kube.errors import NotFound
+from teapot_lb.kube.events import EventRecorder
+from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.reconciler import ReconcileLoop
+from teapot_lb.kube.resources import (
+    ENDPOINT_SLICES,
+    GATEWAY_API_GROUP,
+    GATEWAYS,
+    INGRESSES,
+    SECRETS,
+    TENANTS,
+    KubeObject,
+    Resource,
+)
+from teapot_lb.kube.status import patch_status
+from teapot_lb.kube.workqueue import WorkQueue
+from teapot_lb.model import ApiObject, parse_object
+from teapot_lb.model.gateway_api import Gateway, HTTPRoute, TCPRoute, TLSRoute, UDPRoute
+from teapot_lb.model.ingress import Ingress
+from teapot_lb.model.manifest import secret_data
+from teapot_lb.model.problem import Problem, problem
+from teapot_lb.model.tenancy import Tenant
+from teapot_lb.tenancy.l7mirror import AGENT, ANNOTATION_REFUSED, MANAGED_BY, ROUTES
+from teapot_lb.tenancy.l7status import (
+    gateway_status,
+    ingress_refusal,
+    ingress_status,
+    route_status,
+)
+from teapot_lb.tenancy.l7vet import L7Object, L7World, problems_of, vet_object
+from teapot_lb.tenancy.request import LABEL_CLUSTER
+
+COMPONENT = "teapot-lb-gateway"
+KEY = "gateway"
+OBJECT_RESOURCES: tuple[Resource, ...] = (INGRESSES, GATEWAYS, *ROUTES)
+
+
+class GatewayControl:
+    """`addresses`: the gateway's IPs (what Ingresses and Gateways are given);
+    `on_config`: called with every new config (the data plane's apply); `statuses`: whether
+    to write status and Events now (one replica does when several run: the leader's)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        addresses: Sequence[IPAddress],
+        *,
+        on_config: Callable[[GatewayConfig], Awaitable[None]] | None = None,
+        statuses: Callable[[], bool] = lambda: True,
+        gateway_api: bool = True,
+        watch_timeout_s: float = 300.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.client = client
+        self.registry = registry or CollectorRegistry()
+        self.objects_gauge = Gauge(
+            "teapot_lb_gateway_objects",
+            "Tenants' Ingresses and Gateway API objects, served or refused (by first rule).",
+            ["tenant", "kind", "state"],
+            registry=self.registry,
+        )
+        self.translate_seconds = Histogram(
+            "teapot_lb_gateway_translate_seconds",
+            "Time to vet and translate every object into the gateway config.",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=self.registry,
+        )
+        self.addresses = tuple(addresses)
+        self.on_config = on_config
+        self.statuses = statuses
+        self._clock = clock
+        self.recorder = EventRecorder(client, COMPONENT)
+        self.translation: Translation | None = None
+        self.config: GatewayConfig | None = None
+        self._told: dict[tuple[str, str, str], str] = {}
+        self._log = log.get("gateway.control")
+        resources = [r for r in OBJECT_RESOURCES if gateway_api or r.group != GATEWAY_API_GROUP]
+        self.objects = {r: Informer(client, r, watch_timeout_s=watch_timeout_s) for r in resources}
+        self.tenants = Informer(client, TENANTS, watch_timeout_s=watch_timeout_s)
+        self.slices = Informer(
+            client, ENDPOINT_SLICES, label_selector=f"{MANAGED_BY}={AGENT}",
+            watch_timeout_s=watch_timeout_s,
+        )  # fmt: skip
+        self.secrets = Informer(
+            client, SECRETS, label_selector=LABEL_CLUSTER, watch_timeout_s=watch_timeout_s
+        )
+        self.loop: ReconcileLoop[str] = ReconcileLoop(
+            "gateway-control",
+            self._reconcile,
+            workers=1,
+            queue=WorkQueue(base_delay_s=0.1, max_delay_s=30.0),
+        )
+        for informer in self._informers():
+            self.loop.watch(informer, self._key)
+
+    def _informers(self) -> list[Informer]:
+        return [*self.objects.values(), self.tenants, self.slices, self.secrets]
+
+    def _key(self, event: EventType, key: str, obj: KubeObject) -> list[str]:
+        return [KEY]
+
+    def readiness(self) -> list[str]:
+        return [f"{i.resource} not synced" for i in self._informers() if not i.has_synced]
+
+    async def run(self) -> None:
+        await self.loop.run()
+
+    # ------------------------------------------------------------------ the world
+
+    def world(self) -> L7World:
+        tenants = [t for t in _parsed(self.tenants) if isinstance(t, Tenant)]
+        objects: list[L7Object] = []
+        for informer in self.objects.values():
+            objects += _parsed(informer)
+        secrets = {
+            key: secret_data(obj)[0]
+            for key in self.secrets.list_keys()
+            if (obj := self.secrets.get(key)) is not None
+        }
+        return L7World(tenants, objects, secrets)
+
+    def admission(self, obj: ApiObject) -> list[Problem]:
+        """The webhook's verdict on a create or update of `obj` (empty: admitted)."""
+        if not isinstance(obj, Ingress | Gateway | HTTPRoute | TLSRoute | TCPRoute | UDPRoute):
+            return []
+        waiting = self.readiness()
+        if waiting:
+            # Only these kinds wait (the webhook answers the others): refuse until the
+            # cache can say whose a hostname is.
+            why = "the gateway's caches are not synced yet (" + "; ".join(waiting) + "); retry"
+            return [problem(obj.ref, "", why)]
+        world = self.world()
+        others = [o for o in world.objects if o.ref != obj.ref]
+        seen = L7World(world.tenants, [*others, obj], world.secrets)
+        return problems_of(obj, vet_object(obj, seen))
+
+    # ------------------------------------------------------------------ reconcile
+
+    async def _reconcile(self, key: str) -> None:
+        slices = [o for k in self.slices.list_keys() if (o := self.slices.get(k)) is not None]
+        with self.translate_seconds.time():
+            result = translate(self.world(), slices, self.addresses)
+        self.translation = result
+        self._count(result)
+        if result.config != self.config:
+            if self.on_config is not None:
+                await self.on_config(result.config)
+            self.config = result.config
+            self._log.info(
+                "config",
+                listeners=len(result.config.listeners),
+                backends=len(result.config.backends),
+                http_routes=len(result.config.http_routes),
+            )
+        if not self.statuses():
+            return
+        now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        for outcome in result.results.values():
+            await self._write(outcome, now)
+
+    def _count(self, result: Translation) -> None:
+        counts: dict[tuple[str, str, str], int] = {}
+        for outcome in result.results.values():
+            state = "served" if outcome.accepted else outcome.refusals[0].rule.value
+            key = (outcome.tenant, outcome.obj.kind, state)
+            counts[key] = counts.get(key, 0) + 1
+        self.objects_gauge.clear()
+        for labels, n in counts.items():
+            self.objects_gauge.labels(*labels).set(n)
+
+    async def _write(self, outcome: ObjectResult, now: str) -> None:
+        obj = outcome.obj
+        resource = next(r for r in OBJECT_RESOURCES if r.kind == obj.kind)
+        informer = self.objects.get(resource)
+        raw = informer.get(f"{obj.metadata.namespace}/{obj.name}") if informer else None
+        if raw is None:
+            return
+        namespace = obj.metadata.namespace
+        status: dict[str, Any]
+        if isinstance(obj, Ingress):
+            status = ingress_status(outcome, self.addresses)
+            await self._annotate(raw, ingress_refusal(outcome))
+        elif isinstance(obj, Gateway):
+            status = gateway_status(outcome, self.addresses, now)
+        else:
+            status = route_status(outcome, now)
+        current = raw.get("status") or {}
+        if any(_normal(current.get(k)) != _normal(v) for k, v in status.items()):
+            with contextlib.suppress(NotFound):
+                await patch_status(self.client, resource, obj.name, namespace, status)
+        await self._tell(raw, outcome)
+
+    async def _annotate(self, raw: KubeObject, refusal: str | None) -> None:
+        meta = raw.get("metadata", {})
+        annotations = meta.get("annotations") or {}
+        if annotations.get(ANNOTATION_REFUSED) == refusal:
+            return
+        patch = {"metadata": {"annotations": {ANNOTATION_REFUSED: refusal}}}
+        with contextlib.suppress(NotFound):
+            await self.client.patch(INGRESSES, meta["name"], patch, namespace=meta.get("namespace"))
+
+    async def _tell(self, raw: KubeObject, outcome: ObjectResult) -> None:
+        meta = raw.get("metadata", {})
+        key = (str(raw.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
+        if outcome.accepted:
+            self._told.pop(key, None)
+            return
+        first = outcome.refusals[0]
+        message = f"{first.field}: {first.message}" if first.field else first.message
+        if self._told.get(key) == message:
+            return
+        resource = next(r for r in OBJECT_RESOURCES if r.kind == outcome.obj.kind)
+        involved = {"apiVersion": resource.api_version, "kind": resource.kind, **raw}
+        if await self.recorder.record(involved, "Warning", first.rule.value, message):
+            self._told[key] = message
+
+
+def _parsed(informer: Informer) -> list[Any]:
+    out = []
+    for key in informer.list_keys():
+        obj = informer.get(key)
+        if obj is None:
+            continue
+        parsed, problems = parse_object(obj, ignore_unknown_kinds=True)
+        if parsed is not None and not problems:
+            out.append(parsed)
+    return out
+
+
+def _normal(value: Any) -> Any:
+    """Status as compared: empty lists and absent keys alike."""
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items() if v not in (None, [], {})}
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    return value
+
+
+__all__ = ["COMPONENT", "GatewayControl"]

@@ -1,0 +1,47 @@
+"""The gateway's control plane without Kubernetes: a manifest directory (Tenants, the
+tenants' Ingresses and Gateway API objects, their EndpointSlices and TLS Secrets, as the
+tenant agent would have mirrored them) translated into the data plane's GatewayConfig,
+with the same vetting (a refused object is left out and reported).
+
+For standalone mode and the lab: ``translate_directory(path, addresses)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from teapot_lb.addresses import IPAddress
+from teapot_lb.gateway.translate import Translation, translate
+from teapot_lb.kube.resources import KubeObject
+from teapot_lb.model.gateway_api import Gateway, HTTPRoute, TCPRoute, TLSRoute, UDPRoute
+from teapot_lb.model.ingress import Ingress
+from teapot_lb.model.manifest import parse_documents, read_documents
+from teapot_lb.model.problem import Problem
+from teapot_lb.model.tenancy import Tenant
+from teapot_lb.tenancy.l7vet import L7Object, L7World, served_here
+
+_SLICE = ("discovery.k8s.io/v1", "EndpointSlice")
+
+
+def translate_directory(
+    path: str | Path, addresses: Sequence[IPAddress]
+) -> tuple[Translation, list[Problem]]:
+    """The translation of the manifests under `path`, and what was wrong with the files
+    (documents that do not parse; refusals are in the translation's results)."""
+    documents, problems = read_documents([path])
+    manifest = parse_documents(documents, ignore_unknown_kinds=True)
+    slices: list[KubeObject] = [
+        dict(d.body)
+        for d in documents
+        if isinstance(d.body, Mapping) and (d.body.get("apiVersion"), d.body.get("kind")) == _SLICE
+    ]
+    tenants = [o for o in manifest.objects if isinstance(o, Tenant)]
+    objects: list[L7Object] = [
+        o
+        for o in manifest.objects
+        if isinstance(o, Ingress | Gateway | HTTPRoute | TLSRoute | TCPRoute | UDPRoute)
+        and served_here(o)
+    ]
+    world = L7World(tenants, objects, manifest.secrets)
+    return translate(world, slices, addresses), [*problems, *manifest.problems]

@@ -1,0 +1,222 @@
+"""The gateway's reconcile over HTTP, with the real tenant agent: a tenant's Ingress and
+HTTPRoute become the data plane's config and get their status back in the tenant cluster;
+an object written while the webhook was down is refused at reconcile (condition or
+annotation, Event) and nothing of the other tenant is disturbed."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import AsyncIterator
+from ipaddress import ip_address
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from teapot_lb.controller.kube_runner import running
+from teapot_lb.gateway.config import GatewayConfig
+from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.model.ingress import GATEWAY_CONTROLLER
+from teapot_lb.tenancy.kube_l7gateway import GatewayControl
+from teapot_lb.tenancy.l7mirror import ANNOTATION_REFUSED
+from tenancy.builders import tenant_body
+
+from .builders import DOMAINS, make_certificate
+from .tenant_world import (
+    NS,
+    TenantWorld,
+    gateway,
+    gateway_class,
+    http_route,
+    ingress,
+    service,
+    slice_of,
+    tenant_world,
+)
+
+WITHIN = 15.0
+GATEWAY_IP = "203.0.113.10"
+
+
+def tenants() -> list[dict[str, Any]]:
+    out = []
+    for name in ("acme", "bolt"):
+        body = tenant_body(
+            name, dnsDomains=[*DOMAINS[name], "apps.example"], modes=["Route", "Gateway"]
+        )
+        out.append(body)
+    return out
+
+
+@contextlib.asynccontextmanager
+async def with_control(
+    world: TenantWorld,
+) -> AsyncIterator[tuple[GatewayControl, list[GatewayConfig]]]:
+    configs: list[GatewayConfig] = []
+
+    async def applied(config: GatewayConfig) -> None:
+        configs.append(config)
+
+    control = GatewayControl(
+        world.admin, [ip_address(GATEWAY_IP)], on_config=applied, watch_timeout_s=30
+    )
+    async with running(control):
+        yield control, configs
+
+
+def seed() -> list[dict[str, Any]]:
+    return [
+        service("web"),
+        service("api", node_port=30081),
+        slice_of("web", ["10.1.0.1"]),
+        slice_of("api", ["10.1.0.3"]),
+        ingress("shop", "www.apps.example"),
+        gateway_class("teapot-gw"),
+        gateway("gw", "teapot-gw"),
+        http_route("store", "gw", ["store.acme.example"]),
+    ]
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, bytes]:
+    return make_certificate(tmp_path_factory.mktemp("control-certs"), "www.acme.example")
+
+
+async def test_a_tenants_objects_are_served_and_their_status_comes_back(tmp_path: Path) -> None:
+    async with tenant_world(tmp_path, *seed()) as world:
+        for body in tenants():
+            world.management.seed(body)
+        async with with_control(world) as (control, configs):
+            ip = await wait_for_async(
+                lambda: ((world.tenant.get("ingresses", "shop", "web") or {}).get("status", {})
+                         .get("loadBalancer", {}).get("ingress")),
+                within=WITHIN, what="the gateway's IP in the tenant Ingress's status",
+            )  # fmt: skip
+            assert ip == [{"ip": GATEWAY_IP}]
+            parents = await wait_for_async(
+                lambda: (
+                    (world.tenant.get("httproutes", "store", "web") or {})
+                    .get("status", {})
+                    .get("parents")
+                ),
+                within=WITHIN,
+                what="the route's parent status in the tenant cluster",
+            )
+            (ours,) = [p for p in parents if p["controllerName"] == GATEWAY_CONTROLLER]
+            conditions = {c["type"]: (c["status"], c["reason"]) for c in ours["conditions"]}
+            assert conditions == {
+                "Accepted": ("True", "Accepted"),
+                "ResolvedRefs": ("True", "ResolvedRefs"),
+            }
+            gw_status = await wait_for_async(
+                lambda: (
+                    (world.tenant.get("gateways", "gw", "web") or {})
+                    .get("status", {})
+                    .get("addresses")
+                ),
+                within=WITHIN,
+                what="the Gateway's addresses in the tenant cluster",
+            )
+            assert gw_status == [{"type": "IPAddress", "value": GATEWAY_IP}]
+
+            def served_hosts() -> set[str] | None:
+                config = control.config
+                if config is None:
+                    return None
+                hosts = {h for r in config.http_routes for h in r.hostnames}
+                return hosts if hosts == {"www.apps.example", "store.acme.example"} else None
+
+            await wait_for_async(served_hosts, within=WITHIN, what="both hostnames in the config")
+            backends = {
+                b.owner.name: [str(e.address) for e in b.endpoints] for b in control.config.backends
+            }  # type: ignore[union-attr]
+            # NodePorts (the Tenant's default): the tenant's nodes at the Services' nodePorts.
+            assert backends == {
+                "web": ["192.0.2.11", "192.0.2.12"],
+                "api": ["192.0.2.11", "192.0.2.12"],
+            }
+            assert configs and configs[-1] == control.config
+
+
+async def test_an_object_written_while_the_webhook_was_down_is_refused_at_reconcile(
+    tmp_path: Path,
+) -> None:
+    async with tenant_world(tmp_path, *seed()) as world:
+        for body in tenants():
+            world.management.seed(body)
+        async with with_control(world) as (control, _):
+            await wait_for_async(
+                lambda: world.management.get("ingresses", "c1.web.shop", NS),
+                within=WITHIN,
+                what="the mirror",
+            )
+            theft = copy.deepcopy(ingress("steal", "www.apps.example"))
+            theft["metadata"] = {"name": "steal", "namespace": "tenant-bolt"}
+            world.management.seed(theft)
+            refused = await wait_for_async(
+                lambda: (
+                    (world.management.get("ingresses", "steal", "tenant-bolt") or {})
+                    .get("metadata", {})
+                    .get("annotations", {})
+                    .get(ANNOTATION_REFUSED)
+                ),
+                within=WITHIN,
+                what="the refusal annotation",
+            )
+            assert refused.startswith("HostnameTaken: spec.rules[0].host")
+            events = await wait_for_async(
+                lambda: [e for e in world.management.list("events", "tenant-bolt")
+                         if e.get("reason") == "HostnameTaken"],
+                within=WITHIN, what="the refusal Event",
+            )  # fmt: skip
+            assert events[0]["involvedObject"]["name"] == "steal"
+            stolen = world.management.get("ingresses", "steal", "tenant-bolt") or {}
+            assert not stolen.get("status", {}).get("loadBalancer", {}).get("ingress")
+            # Nothing of acme is disturbed: still served, still its IP, no annotation.
+            assert control.config is not None
+            owners = {
+                r.owner.namespace
+                for r in control.config.http_routes
+                if "www.apps.example" in r.hostnames
+            }
+            assert owners == {NS}
+            refused = control.registry.get_sample_value(
+                "teapot_lb_gateway_objects",
+                {"tenant": "bolt", "kind": "Ingress", "state": "HostnameTaken"},
+            )
+            assert refused == 1
+            mirror = world.management.get("ingresses", "c1.web.shop", NS) or {}
+            assert ANNOTATION_REFUSED not in (mirror.get("metadata", {}).get("annotations") or {})
+            assert mirror["status"]["loadBalancer"]["ingress"] == [{"ip": GATEWAY_IP}]
+
+
+async def test_the_webhook_check_refuses_a_theft_and_admits_the_owner(tmp_path: Path) -> None:
+    from teapot_lb.model import parse_object
+
+    async with tenant_world(tmp_path, *seed()) as world:
+        for body in tenants():
+            world.management.seed(body)
+        # Before its caches have synced, the check refuses (it cannot tell whose a name is).
+        cold = GatewayControl(world.admin, [ip_address(GATEWAY_IP)])
+        early = ingress("early", "www.bolt.example")
+        early["metadata"] = {"name": "early", "namespace": "tenant-bolt"}
+        parsed_early, _ = parse_object(early)
+        assert parsed_early is not None
+        (waiting,) = cold.admission(parsed_early)
+        assert "not synced yet" in waiting.message
+        async with with_control(world) as (control, _):
+            await wait_for_async(
+                lambda: control.translation and control.translation.config.http_routes,
+                within=WITHIN,
+                what="the first translation",
+            )
+            theft = ingress("steal", "www.apps.example")
+            theft["metadata"] = {"name": "steal", "namespace": "tenant-bolt"}
+            parsed, _ = parse_object(theft)
+            assert parsed is not None
+            (problem,) = control.admission(parsed)
+            assert "HostnameTaken" in problem.message and problem.field == "spec.rules[0].host"
+            own = world.management.get("ingresses", "c1.web.shop", NS)
+            parsed_own, _ = parse_object(own)
+            assert parsed_own is not None and control.admission(parsed_own) == []

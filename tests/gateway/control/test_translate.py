@@ -1,0 +1,250 @@
+"""Translation of vetted objects into the data plane's GatewayConfig: Ingress precedence
+and HTTPRoute matches (asked of the data plane's own routing table), backends from the
+mirrored EndpointSlices, refused objects left out, and each object's result."""
+
+from __future__ import annotations
+
+from ipaddress import ip_address
+from pathlib import Path
+from typing import Any
+
+from teapot_lb.gateway import routing
+from teapot_lb.gateway.config import GatewayConfig, Protocol, problems
+from teapot_lb.gateway.routing import Request
+from teapot_lb.gateway.translate import Translation, translate
+from teapot_lb.model.common import ObjectRef
+from teapot_lb.tenancy.l7vet import L7Object, L7Rule, L7World
+
+from .builders import (
+    backend,
+    gateway,
+    http_route,
+    ingress,
+    listener,
+    make_certificate,
+    mirrored_slice,
+    route,
+    secret_key,
+    tenant,
+)
+
+GATEWAY = ip_address("203.0.113.10")
+SERVICES = {"web": "192.0.2.11", "api": "192.0.2.12", "v2": "192.0.2.13", "canary": "192.0.2.14"}
+
+
+def slices(**extra: Any) -> list[dict[str, Any]]:
+    out = [mirrored_slice("acme", svc, [ip]) for svc, ip in SERVICES.items()]
+    return out + list(extra.values())
+
+
+def run(
+    *objects: L7Object,
+    tenant_spec: dict[str, Any] | None = None,
+    raw: list[dict[str, Any]] | None = None,
+) -> Translation:
+    tenants = [tenant("acme", **(tenant_spec or {})), tenant("bolt")]
+    result = translate(
+        L7World(tenants, list(objects), {}), raw if raw is not None else slices(), [GATEWAY]
+    )
+    assert problems(result.config) == []
+    return result
+
+
+def served(config: GatewayConfig, host: str, path: str, **kw: Any) -> str | None:
+    """The endpoint address the data plane's routing table picks for a request on :80."""
+    http = next(x.name for x in config.listeners if x.protocol is Protocol.HTTP)
+    entry = routing.winner(routing.table(config, http), Request(host, path, **kw))
+    if entry is None:
+        return None
+    name = entry.rule.backends[0].backend
+    found = config.backend(name)
+    assert found is not None
+    return str(found.endpoints[0].address)
+
+
+def paths(*entries: tuple[str, str, str]) -> list[dict[str, Any]]:
+    return [{"path": p, "pathType": t, "backend": backend(svc)} for t, p, svc in entries]
+
+
+def test_ingress_precedence_exact_then_longest_prefix_by_element() -> None:
+    shop = ingress("acme", "shop", "www.acme.example", paths=paths(("Prefix", "/", "web")))
+    api = ingress(
+        "acme", "api", "www.acme.example", age=1,
+        paths=paths(("Exact", "/api", "api"), ("Prefix", "/api/v2", "v2")),
+    )  # fmt: skip
+    config = run(shop, api).config
+    assert served(config, "www.acme.example", "/api") == SERVICES["api"]
+    assert served(config, "www.acme.example", "/api/v2/users") == SERVICES["v2"]
+    assert served(config, "www.acme.example", "/api/v2x") == SERVICES["web"]
+    assert served(config, "www.acme.example", "/apix") == SERVICES["web"]
+    assert served(config, "www.acme.example", "/") == SERVICES["web"]
+    assert served(config, "other.acme.example", "/") is None
+
+
+def test_between_two_ingresses_on_one_path_the_older_serves() -> None:
+    newer = ingress(
+        "acme", "newer", "www.acme.example", age=5, paths=paths(("Prefix", "/x", "api"))
+    )
+    older = ingress(
+        "acme", "older", "www.acme.example", age=1, paths=paths(("Prefix", "/x", "web"))
+    )
+    assert served(run(newer, older).config, "www.acme.example", "/x/1") == SERVICES["web"]
+
+
+def _gateway_and(*routes: L7Object) -> Translation:
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80, hostname="*.acme.example")])
+    return run(gw, *routes)
+
+
+def test_httproute_matches_headers_method_query_and_path() -> None:
+    store = http_route(
+        "acme",
+        "store",
+        ["store.acme.example"],
+        rules=[
+            {"backendRefs": [{"name": "web", "port": 80}]},
+            {"matches": [{"headers": [{"name": "X-Canary", "value": "yes"}]}],
+             "backendRefs": [{"name": "canary", "port": 80}]},
+            {"matches": [{"method": "POST"}], "backendRefs": [{"name": "api", "port": 80}]},
+            {"matches": [{"queryParams": [{"name": "v", "value": "2"}]}],
+             "backendRefs": [{"name": "v2", "port": 80}]},
+            {"matches": [{"path": {"type": "Exact", "value": "/exact"}}],
+             "backendRefs": [{"name": "api", "port": 80}]},
+        ],
+    )  # fmt: skip
+    config = _gateway_and(store).config
+    host = "store.acme.example"
+    assert served(config, host, "/") == SERVICES["web"]
+    assert served(config, host, "/", headers={"x-canary": "yes"}) == SERVICES["canary"]
+    assert served(config, host, "/", method="POST") == SERVICES["api"]
+    assert served(config, host, "/", query={"v": "2"}) == SERVICES["v2"]
+    assert served(config, host, "/exact") == SERVICES["api"]
+    assert served(config, host, "/exact/more") == SERVICES["web"]
+
+
+def test_httproute_weights_filters_and_redirects_reach_the_config() -> None:
+    split = http_route(
+        "acme",
+        "split",
+        ["split.acme.example"],
+        rules=[
+            {"backendRefs": [{"name": "web", "port": 80, "weight": 90},
+                             {"name": "canary", "port": 80, "weight": 10}],
+             "filters": [{"type": "RequestHeaderModifier",
+                          "requestHeaderModifier": {"set": [{"name": "X-Env", "value": "prod"}]}}]},
+            {"matches": [{"path": {"value": "/old"}}],
+             "filters": [{"type": "RequestRedirect",
+                          "requestRedirect": {"hostname": "new.acme.example", "statusCode": 301}}]},
+        ],
+    )  # fmt: skip
+    (out,) = _gateway_and(split).config.http_routes
+    first, second = out.rules
+    assert [b.weight for b in first.backends] == [90, 10]
+    assert first.request_headers is not None and first.request_headers.set[0].value == "prod"
+    assert second.redirect is not None and second.redirect.hostname == "new.acme.example"
+    assert second.redirect.status_code == 301
+    assert out.hostnames == ("split.acme.example",)
+
+
+def test_a_refused_object_contributes_nothing_and_says_why() -> None:
+    theft = ingress("bolt", "evil", "www.acme.example", age=9)
+    result = run(ingress("acme", "shop", "www.acme.example"), theft)
+    assert [r.rule for r in result.results[theft.ref].refusals] == [L7Rule.HOSTNAME_NOT_ALLOWED]
+    assert {r.owner.name for r in result.config.http_routes} == {"c1.web.shop"}
+
+
+def test_backends_are_node_ports_or_pod_ips_inside_the_tenants_networks() -> None:
+    shop = ingress("acme", "shop", "www.acme.example")
+    raw = [
+        mirrored_slice("acme", "web", ["192.0.2.11", "198.51.100.99"]),
+        mirrored_slice("acme", "web", ["10.1.0.5", "10.9.0.5"], mode="PodIPs", port=8080),
+    ]
+    nodes = run(shop, raw=raw)
+    (be,) = nodes.config.backends
+    assert [(str(e.address), e.port) for e in be.endpoints] == [("192.0.2.11", 30080)]
+    notes = nodes.results[shop.ref].notes
+    assert any("198.51.100.99" in n and "outside the node networks" in n for n in notes)
+    pods = run(
+        shop, raw=raw, tenant_spec={"gatewayBackends": "PodIPs", "podNetworks": ["10.1.0.0/16"]}
+    )
+    (be,) = pods.config.backends
+    assert [(str(e.address), e.port) for e in be.endpoints] == [("10.1.0.5", 8080)]
+
+
+def test_a_service_not_synced_is_an_empty_backend_with_a_note() -> None:
+    shop = ingress("acme", "shop", "www.acme.example", paths=paths(("Prefix", "/", "nothere")))
+    result = run(shop)
+    (be,) = result.config.backends
+    assert be.endpoints == ()
+    assert any("no synced endpoints" in n for n in result.results[shop.ref].notes)
+
+
+def test_routes_attach_to_listeners_or_say_why_not() -> None:
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80), listener("db", "TCP", 5432)])
+    good = http_route("acme", "good", ["good.acme.example"], age=1)
+    catch_all = http_route("acme", "all", [], age=2)
+    orphan = http_route("acme", "orphan", ["o.acme.example"], age=3, gateway_name="nope")
+    db = route(
+        "TCPRoute", "acme", "db", age=4, rules=[{"backendRefs": [{"name": "api", "port": 80}]}]
+    )
+    result = run(gw, good, catch_all, orphan, db)
+
+    def accepted(obj: L7Object) -> tuple[bool, str]:
+        (parent,) = result.results[obj.ref].parents
+        (condition,) = [c for c in parent.conditions if c.type == "Accepted"]
+        return condition.status, condition.reason
+
+    assert accepted(good) == (True, "Accepted")
+    assert accepted(catch_all) == (False, "HostnameNotAllowed")
+    assert accepted(orphan) == (False, "NoMatchingParent")
+    assert accepted(db) == (True, "Accepted")
+    listeners = result.results[ObjectRef("Gateway", gw.metadata.namespace, gw.name)].listeners
+    assert listeners["http"].attached == 1 and listeners["db"].attached == 1
+    (tcp,) = result.config.tcp_routes
+    (tcp_listener,) = [x for x in result.config.listeners if x.name in tcp.listeners]
+    assert (tcp_listener.port, tcp_listener.protocol) == (5432, Protocol.TCP)
+
+
+def test_a_gateway_certificate_is_offered_only_for_the_hostnames_routed_through_it(
+    tmp_path: Path,
+) -> None:
+    cert, key = make_certificate(tmp_path, "store.acme.example")
+    gw = gateway(
+        "acme", "gw", [listener("https", "HTTPS", 443, tls={"certificateRefs": [{"name": "tls"}]})]
+    )
+    store = http_route("acme", "store", ["store.acme.example"], age=1)
+    secrets = {secret_key("acme", "tls"): {"tls.crt": cert, "tls.key": key}}
+    tenants = [tenant("acme"), tenant("bolt")]
+    alone = translate(L7World(tenants, [gw], secrets), slices(), [GATEWAY])
+    # No route yet: no hostname vetted for the certificate, so it is not offered at all.
+    assert alone.config.certificates == () and problems(alone.config) == []
+    assert not [x for x in alone.config.listeners if x.protocol is Protocol.HTTPS]
+    routed = translate(L7World(tenants, [gw, store], secrets), slices(), [GATEWAY])
+    (certificate,) = routed.config.certificates
+    assert certificate.hostnames == ("store.acme.example",)
+    assert problems(routed.config) == []
+
+
+def test_route_status_says_accepted_or_refused_per_parent_in_gateway_api_style() -> None:
+    from teapot_lb.tenancy.l7status import route_status
+
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
+    good = http_route("acme", "good", ["good.acme.example"], age=1)
+    foreign = http_route(
+        "acme", "foreign", ["f.acme.example"], age=2,
+        rules=[{"backendRefs": [{"name": "db", "namespace": "kube-system", "port": 80}]}],
+    )  # fmt: skip
+    result = run(gw, good, foreign)
+    now = "2026-12-03T00:00:00Z"
+
+    def conditions(obj: L7Object) -> dict[str, tuple[str, str]]:
+        (parent,) = route_status(result.results[obj.ref], now)["parents"]
+        assert parent["controllerName"] == "lb.teapot.io/gateway"
+        return {c["type"]: (c["status"], c["reason"]) for c in parent["conditions"]}
+
+    assert conditions(good) == {
+        "Accepted": ("True", "Accepted"), "ResolvedRefs": ("True", "ResolvedRefs")}  # fmt: skip
+    assert conditions(foreign) == {
+        "Accepted": ("False", "BackendNotAllowed"),
+        "ResolvedRefs": ("False", "RefNotPermitted"),
+    }

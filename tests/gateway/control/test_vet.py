@@ -1,0 +1,318 @@
+"""The gateway's vetting suite: each attempt is refused with its rule and field, and
+nothing else of either tenant is disturbed (every other object still vets clean)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from teapot_lb.model.common import ObjectRef
+from teapot_lb.tenancy.l7cert import certificate_problem
+from teapot_lb.tenancy.l7vet import L7Object, L7Rule, L7World, domain_holds, vet_all, vet_object
+from tenancy.builders import parsed
+
+from .builders import (
+    backend,
+    gateway,
+    http_route,
+    ingress,
+    ingress_body,
+    listener,
+    make_certificate,
+    route,
+    secret_key,
+    tenant,
+)
+
+SHARED = ["apps.example"]  # a domain the operator gave both tenants (so theft is possible)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes, bytes]]:
+    directory: Path = tmp_path_factory.mktemp("certs")
+    return {cn: make_certificate(directory, cn) for cn in ("www.acme.example", "www.bolt.example")}
+
+
+def base(
+    certs: dict[str, tuple[bytes, bytes]],
+) -> tuple[list[L7Object], dict[str, dict[str, bytes]]]:
+    """Both tenants' legitimate objects, and their certificates."""
+    acme_tls = {"secretName": "acme-tls", "hosts": ["www.acme.example"]}
+    objects: list[L7Object] = [
+        ingress("acme", "shop", "www.acme.example", tls=[acme_tls]),
+        ingress("acme", "api", "api.apps.example", age=1),
+        gateway(
+            "acme",
+            "gw",
+            [
+                listener("http", "HTTP", 80),
+                listener("db", "TCP", 5432),
+                listener(
+                    "store",
+                    "HTTPS",
+                    443,
+                    hostname="store.apps.example",
+                    tls={"certificateRefs": [{"name": "acme-tls"}]},
+                ),
+            ],
+        ),
+        http_route("acme", "store", ["a.shop.example"]),
+        ingress("bolt", "site", "www.bolt.example", age=2),
+        gateway("bolt", "gw", [listener("http", "HTTP", 80), listener("dns", "UDP", 53)], age=2),
+        http_route("bolt", "blog", ["blog.apps.example"], age=2),
+    ]
+    secrets = {
+        secret_key("acme", "acme-tls"): dict(
+            zip(("tls.crt", "tls.key"), certs["www.acme.example"], strict=True)
+        ),
+        secret_key("bolt", "bolt-tls"): dict(
+            zip(("tls.crt", "tls.key"), certs["www.bolt.example"], strict=True)
+        ),
+    }
+    return objects, secrets
+
+
+def world_with(
+    certs: dict[str, tuple[bytes, bytes]],
+    *extra: L7Object,
+    secrets: dict[str, dict[str, bytes]] | None = None,
+    **tenant_specs: dict[str, Any],
+) -> L7World:
+    objects, known = base(certs)
+    tenants = [
+        tenant(name, **{"dnsDomains": [*domains, *SHARED], **tenant_specs.get(name, {})})
+        for name, domains in (
+            ("acme", ["acme.example", "*.shop.example"]),
+            ("bolt", ["bolt.example"]),
+        )
+    ]
+    return L7World(tenants, [*objects, *extra], {**known, **(secrets or {})})
+
+
+def test_the_base_world_is_served_whole(certs: dict[str, tuple[bytes, bytes]]) -> None:
+    verdicts = vet_all(world_with(certs))
+    assert verdicts and all(refusals == [] for refusals in verdicts.values()), verdicts
+
+
+Case = Callable[[dict[str, tuple[bytes, bytes]]], tuple[L7Object, dict[str, Any]]]
+
+
+def _bolt_ingress(host: str | None, **kw: Any) -> L7Object:
+    return ingress("bolt", "evil", host, age=9, **kw)
+
+
+def _acme(obj: dict[str, Any]) -> L7Object:
+    return parsed(obj)  # type: ignore[return-value]
+
+
+# (name, the attempt, expected rule, expected field, extra world settings)
+CASES: list[tuple[str, Callable[[], L7Object], L7Rule, str]] = [
+    ("hostname outside the tenant's domains",
+     lambda: _bolt_ingress("www.acme.example"), L7Rule.HOSTNAME_NOT_ALLOWED, "spec.rules[0].host"),
+    ("hostname theft by Ingress (older one keeps it)",
+     lambda: _bolt_ingress("api.apps.example"), L7Rule.HOSTNAME_TAKEN, "spec.rules[0].host"),
+    ("hostname theft by HTTPRoute",
+     lambda: http_route("bolt", "evil", ["api.apps.example"], age=9), L7Rule.HOSTNAME_TAKEN,
+     "spec.hostnames[0]"),
+    ("hostname theft by a Gateway listener",
+     lambda: gateway("bolt", "gw2", [listener("x", "HTTP", 80, hostname="api.apps.example")],
+                     age=9),
+     L7Rule.HOSTNAME_TAKEN, "spec.listeners[0].hostname"),
+    ("hostname theft through a TLS entry",
+     lambda: _bolt_ingress("www.bolt.example", tls=[{"hosts": ["store.apps.example"],
+                                                      "secretName": "bolt-tls"}]),
+     L7Rule.HOSTNAME_TAKEN, "spec.tls[0].hosts[0]"),
+    ("wildcard over another tenant's domain",
+     lambda: _bolt_ingress("*.acme.example"), L7Rule.HOSTNAME_NOT_ALLOWED, "spec.rules[0].host"),
+    ("wildcard over a parent domain the tenant does not hold whole",
+     lambda: ingress("acme", "evil", "*.example", age=9), L7Rule.HOSTNAME_NOT_ALLOWED,
+     "spec.rules[0].host"),
+    ("apex of a domain held only as a wildcard",
+     lambda: ingress("acme", "evil", "shop.example", age=9), L7Rule.HOSTNAME_NOT_ALLOWED,
+     "spec.rules[0].host"),
+    ("an Ingress rule without host (every hostname)",
+     lambda: _bolt_ingress(None), L7Rule.HOSTNAME_NOT_ALLOWED, "spec.rules[0].host"),
+    ("a default backend (every hostname)",
+     lambda: _bolt_ingress("www.bolt.example", defaultBackend=backend()),
+     L7Rule.HOSTNAME_NOT_ALLOWED, "spec.defaultBackend"),
+    ("an invalid hostname",
+     lambda: _bolt_ingress("WWW.bolt..example"), L7Rule.INVALID_HOSTNAME, "spec.rules[0].host"),
+    ("a Secret of another namespace",
+     lambda: gateway("bolt", "gw2", [listener("s", "HTTPS", 443, hostname="s.bolt.example",
+         tls={"certificateRefs": [{"name": "acme-tls", "namespace": "other"}]})], age=9),
+     L7Rule.SECRET_NOT_ALLOWED, "spec.listeners[0].tls.certificateRefs[0].namespace"),
+    ("a certificate that is not a Secret",
+     lambda: gateway("bolt", "gw2", [listener("s", "HTTPS", 443, hostname="s.bolt.example",
+         tls={"certificateRefs": [{"name": "c", "kind": "ConfigMap"}]})], age=9),
+     L7Rule.SECRET_NOT_ALLOWED, "spec.listeners[0].tls.certificateRefs[0]"),
+    ("a certificate that does not parse",
+     lambda: _bolt_ingress("www.bolt.example", tls=[{"hosts": ["www.bolt.example"],
+                                                      "secretName": "broken"}]),
+     L7Rule.INVALID_CERTIFICATE, "spec.tls[0].secretName"),
+    ("a key that is not the certificate's",
+     lambda: _bolt_ingress("www.bolt.example", tls=[{"hosts": ["www.bolt.example"],
+                                                      "secretName": "mismatch"}]),
+     L7Rule.INVALID_CERTIFICATE, "spec.tls[0].secretName"),
+    ("a configuration snippet annotation",
+     lambda: _bolt_ingress("www.bolt.example", annotations={
+         "nginx.ingress.kubernetes.io/configuration-snippet": "return 200;"}),
+     L7Rule.SNIPPET_NOT_ALLOWED,
+     "metadata.annotations[nginx.ingress.kubernetes.io/configuration-snippet]"),
+    ("an HAProxy controller annotation",
+     lambda: _bolt_ingress("www.bolt.example", annotations={
+         "haproxy.org/backend-config-snippet": "http-request deny"}),
+     L7Rule.SNIPPET_NOT_ALLOWED, "metadata.annotations[haproxy.org/backend-config-snippet]"),
+    ("a path breaking out of the configuration line",
+     lambda: _bolt_ingress("www.bolt.example", paths=[{"path": "/x\n  use_backend acme",
+         "pathType": "Prefix", "backend": backend()}]),
+     L7Rule.UNSAFE_VALUE, "spec.rules[0].http.paths[0].path"),
+    ("a header value with a quote and an HAProxy sample fetch",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "filters": [{"type": "RequestHeaderModifier",
+                      "requestHeaderModifier": {"set": [{"name": "X-A", "value": "\" %[src]"}]}}],
+         "backendRefs": [{"name": "web", "port": 80}]}]),
+     L7Rule.UNSAFE_VALUE, "spec.rules[0].filters[0].requestHeaderModifier.set[0].value"),
+    ("a header match name with a space",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "matches": [{"headers": [{"name": "X A", "value": "b"}]}],
+         "backendRefs": [{"name": "web", "port": 80}]}]),
+     L7Rule.UNSAFE_VALUE, "spec.rules[0].matches[0].headers[0].name"),
+    ("a redirect to a javascript: scheme",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "javascript"}}]}]),
+     L7Rule.UNSAFE_VALUE, "spec.rules[0].filters[0].requestRedirect.scheme"),
+    ("a regular-expression path match",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "matches": [{"path": {"type": "RegularExpression", "value": ".*"}}],
+         "backendRefs": [{"name": "web", "port": 80}]}]),
+     L7Rule.NOT_SERVED, "spec.rules[0].matches[0].path.type"),
+    ("an ExtensionRef filter",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "filters": [{"type": "ExtensionRef", "extensionRef": {"group": "x", "kind": "Y",
+                                                               "name": "z"}}],
+         "backendRefs": [{"name": "web", "port": 80}]}]),
+     L7Rule.NOT_SERVED, "spec.rules[0].filters[0].type"),
+    ("an oversized object (too many rules)",
+     lambda: _acme(ingress_body("bolt", "evil", "www.bolt.example", age=9) | {"spec": {
+         "ingressClassName": "teapot",
+         "rules": [{"host": f"h{i}.bolt.example"} for i in range(100)]}}),
+     L7Rule.OVERSIZED, "hostnames"),
+    ("an oversized object (bytes)",
+     lambda: _bolt_ingress("www.bolt.example", annotations={"note": "x" * 70_000}),
+     L7Rule.OVERSIZED, ""),
+    ("ports over quota",
+     lambda: gateway("acme", "gw2", [listener("a", "TCP", 6000), listener("b", "TCP", 6001)],
+                     age=9),
+     L7Rule.QUOTA_EXCEEDED, "spec.listeners[1].port"),
+    ("another tenant's port",
+     lambda: gateway("acme", "gw2", [listener("dns", "UDP", 53)], age=9),
+     L7Rule.PORT_TAKEN, "spec.listeners[0].port"),
+    ("HTTP off the shared port",
+     lambda: gateway("bolt", "gw2", [listener("alt", "HTTP", 8080)], age=9),
+     L7Rule.PORT_NOT_ALLOWED, "spec.listeners[0].port"),
+    ("a protocol the gateway does not serve",
+     lambda: gateway("bolt", "gw2", [listener("s", "SCTP", 9000)], age=9),
+     L7Rule.NOT_SERVED, "spec.listeners[0].protocol"),
+    ("a backend in another namespace",
+     lambda: route("TCPRoute", "bolt", "evil", age=9, rules=[{
+         "backendRefs": [{"name": "db", "namespace": "kube-system", "port": 5432}]}]),
+     L7Rule.BACKEND_NOT_ALLOWED, "spec.rules[0].backendRefs[0].namespace"),
+    ("a backend that is not a Service",
+     lambda: route("UDPRoute", "bolt", "evil", age=9, rules=[{
+         "backendRefs": [{"name": "x", "group": "example.io", "kind": "Thing", "port": 53}]}]),
+     L7Rule.BACKEND_NOT_ALLOWED, "spec.rules[0].backendRefs[0]"),
+    ("an Ingress resource backend",
+     lambda: _bolt_ingress("www.bolt.example", paths=[{"path": "/", "pathType": "Prefix",
+         "backend": {"resource": {"apiGroup": "k8s.example", "kind": "Bucket", "name": "b"}}}]),
+     L7Rule.BACKEND_NOT_ALLOWED, "spec.rules[0].http.paths[0].backend.resource"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "attempt", "rule", "field"), CASES, ids=[c[0] for c in CASES])
+def test_an_attempt_is_refused_with_its_reason_and_nothing_else_disturbed(
+    certs: dict[str, tuple[bytes, bytes]],
+    name: str,
+    attempt: Callable[[], L7Object],
+    rule: L7Rule,
+    field: str,
+) -> None:
+    bad = attempt()
+    cert, key = certs["www.bolt.example"]
+    other_key = certs["www.acme.example"][1]
+    secrets = {
+        secret_key("bolt", "broken"): {
+            "tls.crt": b"-----BEGIN CERTIFICATE-----\nAAAA\n",
+            "tls.key": key,
+        },
+        secret_key("bolt", "mismatch"): {"tls.crt": cert, "tls.key": other_key},
+    }
+    verdicts = vet_all(world_with(certs, bad, secrets=secrets))
+    refusals = verdicts.pop(bad.ref)
+    assert any(r.rule is rule and r.field == field for r in refusals), refusals
+    assert all(r.message for r in refusals)
+    disturbed = {ref: r for ref, r in verdicts.items() if r}
+    assert disturbed == {}, f"{name}: others refused too: {disturbed}"
+
+
+def test_a_tenant_without_the_gateway_mode_is_refused(
+    certs: dict[str, tuple[bytes, bytes]],
+) -> None:
+    world = world_with(certs, bolt={"modes": ["Route"]})
+    refusals = vet_object(ingress("bolt", "site", "www.bolt.example", age=2), world)
+    assert [r.rule for r in refusals] == [L7Rule.MODE_NOT_ALLOWED]
+
+
+def test_with_the_same_creation_time_the_name_decides(
+    certs: dict[str, tuple[bytes, bytes]],
+) -> None:
+    first = ingress("bolt", "aaa", "same.apps.example", age=5)
+    second = ingress("acme", "zzz", "same.apps.example", age=5)
+    verdicts = vet_all(world_with(certs, first, second))
+    # creation_order sorts by time, then namespace (tenant-acme < tenant-bolt), then name.
+    assert [r.rule for r in verdicts[first.ref]] == [L7Rule.HOSTNAME_TAKEN]
+    assert verdicts[second.ref] == []
+
+
+def test_objects_not_of_the_gateway_are_left_alone(certs: dict[str, tuple[bytes, bytes]]) -> None:
+    other_class = ingress("bolt", "nginx", None, age=9, ingressClassName="nginx")
+    body = ingress_body("bolt", "elsewhere", None, age=9)
+    body["metadata"]["namespace"] = "operators-own"
+    elsewhere = parsed(body)
+    verdicts = vet_all(world_with(certs, other_class, elsewhere))  # type: ignore[arg-type]
+    assert (
+        verdicts[other_class.ref] == []
+        and verdicts[ObjectRef("Ingress", "operators-own", elsewhere.name)] == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("domain", "hostname", "held"),
+    [
+        ("a.example", "a.example", True),
+        ("a.example", "x.a.example", True),
+        ("a.example", "x.y.a.example", True),
+        ("a.example", "*.a.example", True),
+        ("a.example", "b.example", False),
+        ("a.example", "xa.example", False),
+        ("*.a.example", "a.example", False),
+        ("*.a.example", "x.a.example", True),
+        ("*.a.example", "*.a.example", True),
+        ("*.a.example", "b.example", False),
+        ("x.a.example", "*.a.example", False),
+        ("a.example", "*.example", False),
+    ],
+)
+def test_dns_domains_hold_names_exactly(domain: str, hostname: str, held: bool) -> None:
+    assert domain_holds(domain, hostname) is held
+
+
+def test_a_good_certificate_passes_and_a_mismatch_says_why(
+    certs: dict[str, tuple[bytes, bytes]],
+) -> None:
+    cert, key = certs["www.acme.example"]
+    assert certificate_problem(cert, key) is None
+    why = certificate_problem(cert, certs["www.bolt.example"][1])
+    assert why is not None and "not the key" in why

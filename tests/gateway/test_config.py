@@ -1,0 +1,125 @@
+"""The config model: what it accepts, what it refuses, and `problems` naming the part."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from teapot_lb.gateway.config import (
+    Backend,
+    BackendRef,
+    Certificate,
+    GatewayConfig,
+    HeaderMatch,
+    HTTPRoute,
+    HTTPRule,
+    Listener,
+    PathMatch,
+    Protocol,
+    RouteSemantics,
+    StreamRoute,
+    problems,
+)
+from teapot_lb.gateway.hosts import matches
+
+
+def _http(name: str = "web", port: int = 80) -> Listener:
+    return Listener(name=name, address="192.0.2.10", port=port, protocol=Protocol.HTTP)
+
+
+def test_a_config_file_in_camel_case_parses_into_the_model() -> None:
+    cfg = GatewayConfig.model_validate(
+        {
+            "listeners": [{"name": "web", "address": "192.0.2.10", "port": 80, "protocol": "HTTP"}],
+            "backends": [{"name": "b", "endpoints": [{"address": "198.51.100.2", "port": 8080}]}],
+            "httpRoutes": [
+                {
+                    "listeners": ["web"],
+                    "hostnames": ["a.example"],
+                    "semantics": "Ingress",
+                    "rules": [
+                        {
+                            "matches": [{"path": {"type": "Exact", "value": "/x"}}],
+                            "backends": [{"backend": "b"}],
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+    assert cfg.http_routes[0].rules[0].matches[0].path == PathMatch(type="Exact", value="/x")
+    assert problems(cfg) == []
+
+
+def test_a_certificate_needs_exactly_one_source() -> None:
+    with pytest.raises(ValidationError, match="either certPem and keyPem"):
+        Certificate(name="c")
+    with pytest.raises(ValidationError, match="go together"):
+        Certificate(name="c", cert_pem="x")
+
+
+def test_a_name_that_could_inject_haproxy_configuration_is_refused() -> None:
+    with pytest.raises(ValidationError):
+        Backend(name="b\n  option foo")
+
+
+def test_problems_name_the_unknown_backend_and_the_wrong_listener_protocol() -> None:
+    cfg = GatewayConfig(
+        listeners=(_http(),),
+        tcp_routes=(StreamRoute(listeners=("web",), backends=(BackendRef(backend="nope"),)),),
+    )
+    found = problems(cfg)
+    assert any("listener 'web' speaks HTTP" in p for p in found)
+    assert any("no backend named 'nope'" in p for p in found)
+
+
+def test_two_listeners_on_one_socket_and_https_without_certificate_are_problems() -> None:
+    cfg = GatewayConfig(
+        listeners=(
+            _http("a"),
+            _http("b"),
+            Listener(name="s", address="192.0.2.10", port=443, protocol=Protocol.HTTPS),
+        ),
+        http_routes=(HTTPRoute(listeners=("a",), rules=(HTTPRule(),)),),
+    )
+    found = problems(cfg)
+    assert any("2 listeners on 192.0.2.10:80/tcp" in p for p in found)
+    assert any("HTTPS needs at least one certificate" in p for p in found)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "host", "ingress", "route"),
+    [
+        ("foo.bar.com", "foo.bar.com", True, True),
+        ("foo.bar.com", "FOO.bar.com.", True, True),
+        ("*.foo.com", "bar.foo.com", True, True),
+        ("*.foo.com", "baz.bar.foo.com", False, True),
+        ("*.foo.com", "foo.com", False, False),
+        ("*.a.example", "b.example", False, False),
+        ("*.a.example", "xa.example", False, False),
+    ],
+)
+def test_wildcard_hostnames_follow_each_api(
+    pattern: str, host: str, ingress: bool, route: bool
+) -> None:
+    assert matches(pattern, host, RouteSemantics.INGRESS) is ingress
+    assert matches(pattern, host, RouteSemantics.HTTP_ROUTE) is route
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "X-A", "value": "line\n    option httpclose"},
+        {"name": "X-A#x", "value": "v"},
+        {"name": "X-A'", "value": "v"},
+    ],
+)
+def test_a_header_that_could_start_a_new_configuration_line_is_refused(body: dict) -> None:
+    with pytest.raises(ValidationError):
+        HeaderMatch.model_validate(body)
+
+
+def test_hostnames_are_dns_names_or_wildcards() -> None:
+    HTTPRoute(listeners=("web",), hostnames=("*.a.example", "B.example"))
+    with pytest.raises(ValidationError):
+        HTTPRoute(listeners=("web",), hostnames=("a.example v0",))

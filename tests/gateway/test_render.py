@@ -1,0 +1,242 @@
+"""The renderer and the plan: valid HAProxy configuration, what needs a reload and what
+goes over the runtime API."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from needs import require_binary
+from teapot_lb.gateway import nginx, plan, render, runtime, slots
+from teapot_lb.gateway.config import (
+    Certificate,
+    Endpoint,
+    GatewayConfig,
+    HeaderModifier,
+    HeaderValue,
+    HTTPRule,
+    Protocol,
+    Redirect,
+    StreamRoute,
+    TLSRoute,
+)
+from teapot_lb.gateway.plan import ServerState, SetCertificate, SetServer
+
+from .builders import E, P, backend, ingress, listener
+
+PATHS = render.Paths(Path("/run/gw-test"))
+
+
+def _config(endpoints: tuple[tuple[str, int], ...] = (("198.51.100.2", 8080),)) -> GatewayConfig:
+    route = ingress("web", "a.example", [(P, "/", "a"), (E, "/x'y %z", "a")], ("web", "tls"))
+    rule = HTTPRule(
+        backends=route.rules[0].backends,
+        request_headers=HeaderModifier(set=(HeaderValue(name="X-Pct", value="100%"),)),
+        redirect=None,
+    )
+    route = route.model_copy(update={"rules": (*route.rules, rule)})
+    return GatewayConfig(
+        listeners=(
+            listener(),
+            listener("tls", 443, Protocol.HTTPS, certificates=("a",)),
+            listener("pt", 8443, Protocol.TLS_PASSTHROUGH),
+            listener("tcp", 5432, Protocol.TCP),
+        ),
+        certificates=(Certificate(name="a", hostnames=("a.example",), cert_file="/x.pem"),),
+        backends=(
+            backend("a", *endpoints),
+            backend("p", ("198.51.100.3", 443)),
+            backend("db", ("198.51.100.4", 5432), proxy_protocol=True),
+        ),
+        http_routes=(route,),
+        tls_routes=(
+            TLSRoute(listeners=("pt",), hostnames=("*.p.example",), backends=({"backend": "p"},)),
+        ),
+        tcp_routes=(StreamRoute(listeners=("tcp",), backends=({"backend": "db"},)),),
+    )
+
+
+def _render(
+    cfg: GatewayConfig, previous: render.Rendered | None = None, pems: dict[str, str] | None = None
+) -> render.Rendered:
+    table = slots.assign(cfg, previous.slots if previous else None)
+    return render.render(cfg, table, PATHS, pems or {"a": "PEM-1"})
+
+
+def test_the_rendered_configuration_is_accepted_by_haproxy(tmp_path: Path) -> None:
+    require_binary("haproxy")
+    paths = render.Paths(tmp_path)
+    cfg = _config()
+    out = render.render(cfg, slots.assign(cfg), paths, {})
+    for path, text in out.files.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+    (tmp_path / "certs").mkdir()
+    # a real certificate is needed for -c: make one
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-subj",
+            "/CN=a.example",
+            "-keyout",
+            str(tmp_path / "k"),
+            "-out",
+            str(tmp_path / "c"),
+            "-days",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    pem = (tmp_path / "c").read_text() + (tmp_path / "k").read_text()
+    Path(paths.certificate("a")).write_text(pem)
+    check = subprocess.run(
+        ["haproxy", "-c", "-f", str(paths.config)], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_quotes_and_percent_signs_cannot_escape_their_word() -> None:
+    text = _render(_config()).files[str(PATHS.config)]
+    assert "{ path -m str '/x'\\''y %z' }" in text
+    assert "set-header X-Pct '100%%'" in text
+
+
+def test_an_endpoint_change_is_a_runtime_action_not_a_reload() -> None:
+    old = _render(_config())
+    new = _render(_config((("198.51.100.2", 8080), ("198.51.100.5", 8080))), old)
+    change = plan.plan(old, new)
+    assert not change.reload
+    assert change.actions == (SetServer("be_a", "s2", ServerState.READY, "198.51.100.5", 8080),)
+    gone = _render(_config((("198.51.100.5", 8080),)), new)
+    assert plan.plan(new, gone).actions == (SetServer("be_a", "s1", ServerState.MAINT),)
+
+
+def test_a_not_ready_endpoint_is_put_in_maintenance_in_place() -> None:
+    old = _render(_config())
+    cfg = _config()
+    be = cfg.backends[0]
+    cfg = cfg.model_copy(
+        update={
+            "backends": (
+                be.model_copy(
+                    update={
+                        "endpoints": (Endpoint(address="198.51.100.2", port=8080, ready=False),)
+                    }
+                ),
+                *cfg.backends[1:],
+            )
+        }
+    )
+    assert plan.plan(old, _render(cfg, old)).actions == (
+        SetServer("be_a", "s1", ServerState.MAINT),
+    )
+
+
+def test_outgrowing_the_slots_is_a_reload_naming_the_backend() -> None:
+    old = _render(_config())
+    many = tuple(("198.51.100.2", 9000 + i) for i in range(5))
+    change = plan.plan(old, _render(_config(many), old))
+    assert change.reload
+    assert change.reasons == ("backend be_a changed",)
+
+
+def test_a_new_route_is_a_reload_and_a_new_certificate_pem_is_not() -> None:
+    old = _render(_config())
+    cfg = _config()
+    route = cfg.http_routes[0]
+    redirect = HTTPRule(redirect=Redirect(scheme="https", status_code=301))
+    cfg = cfg.model_copy(
+        update={"http_routes": (route.model_copy(update={"rules": (*route.rules, redirect)}),)}
+    )
+    change = plan.plan(old, _render(cfg, old))
+    assert change.reload and change.reasons == (
+        "frontend fe_web changed",
+        "frontend fe_tls changed",
+    )
+    rotated = plan.plan(old, _render(_config(), old, {"a": "PEM-2"}))
+    assert rotated == plan.Change(
+        False, (), (SetCertificate(str(PATHS.certificate("a")), "PEM-2"),)
+    )
+
+
+def test_slots_are_sticky_and_freed_slots_are_reused() -> None:
+    cfg = _config((("198.51.100.2", 1), ("198.51.100.3", 1)))
+    first = slots.assign(cfg)
+    cfg2 = _config((("198.51.100.3", 1), ("198.51.100.9", 1)))
+    second = slots.assign(cfg2, first)
+    assert [s.key for s in second["a"]] == [("198.51.100.9", 1), ("198.51.100.3", 1), None, None]
+
+
+@pytest.mark.parametrize(
+    ("action", "texts"),
+    [
+        (
+            SetServer("be_a", "s2", ServerState.READY, "198.51.100.5", 80),
+            ["set server be_a/s2 addr 198.51.100.5 port 80", "set server be_a/s2 state ready"],
+        ),
+        (SetServer("be_a", "s1", ServerState.MAINT), ["set server be_a/s1 state maint"]),
+        (
+            SetCertificate("/c.pem", "A\n\nB\n"),
+            ["set ssl cert /c.pem <<\nA\nB\n", "commit ssl cert /c.pem"],
+        ),
+    ],
+)
+def test_runtime_commands_of_each_action(action: plan.RuntimeAction, texts: list[str]) -> None:
+    assert [c.text for c in runtime.commands(action)] == texts
+
+
+def test_show_stat_rows_carry_requests_errors_and_bytes() -> None:
+    csv = (
+        "# pxname,svname,status,bin,bout,stot,req_tot,hrsp_5xx,econ,eresp,addr,mode,\n"
+        "be_a,s1,UP,10,20,3,7,1,,,198.51.100.2:80,http,\n"
+        "be_db,BACKEND,UP,5,6,4,,,1,1,,tcp,\n"
+    )
+    rows = runtime.parse_stat(csv)
+    assert (rows[0].requests, rows[0].errors, rows[0].bytes_out) == (7, 1, 20)
+    assert (rows[1].requests, rows[1].errors) == (4, 2)
+
+
+def _udp_config(*endpoints: tuple[str, int]) -> GatewayConfig:
+    return GatewayConfig(
+        listeners=(listener("dns", 5353, Protocol.UDP),),
+        backends=(backend("udpecho", *endpoints),),
+        udp_routes=(StreamRoute(listeners=("dns",), backends=({"backend": "udpecho"},)),),
+    )
+
+
+def test_the_rendered_stream_config_lists_ready_endpoints_with_their_weight() -> None:
+    cfg = _udp_config(("198.51.100.2", 53), ("198.51.100.3", 53))
+    text = nginx.render(cfg, nginx.NginxPaths(Path("/run/x")), None)
+    assert "listen 192.0.2.10:5353 udp reuseport;" in text
+    assert "server 198.51.100.2:53 weight=1;" in text
+    assert "load_module" not in text
+    empty = nginx.render(_udp_config(), nginx.NginxPaths(Path("/run/x")), None)
+    assert "server 127.0.0.1:1 down;" in empty
+
+
+@pytest.mark.parametrize(
+    ("redirect", "listener_port", "expected"),
+    [
+        ({"scheme": "https"}, 80, "https://%[var(txn.host)]%[pathq]"),
+        ({"scheme": "https"}, 8080, "https://%[var(txn.host)]%[pathq]"),
+        ({}, 8080, "http://%[var(txn.host)]:8080%[pathq]"),
+        ({}, 80, "http://%[var(txn.host)]%[pathq]"),
+        ({"port": 8443, "scheme": "https"}, 80, "https://%[var(txn.host)]:8443%[pathq]"),
+        ({"hostname": "new.example", "path": "/n%"}, 80, "http://new.example/n%%"),
+    ],
+)
+def test_redirect_locations_follow_the_httproute_port_rules(
+    redirect: dict[str, object], listener_port: int, expected: str
+) -> None:
+    where = listener("web", listener_port, Protocol.HTTP)
+    assert render.location(Redirect.model_validate(redirect), where) == expected

@@ -1,0 +1,494 @@
+"""A real Octavia API with the teapot provider, and teapot-lb's management side, as
+processes (for tests/octavia and bench/octavia.py).
+
+- the management API: the in-repo fake API server (``python -m fakeapi``), seeded with an
+  AddressPool and a Tenant labelled with the OpenStack project;
+- the real ``teapot-lb manager`` command;
+- Octavia 19 from .venv-octavia (``scripts/setup.sh`` makes it): ``octavia-driver-agent``
+  and ``octavia-api`` with ``auth_strategy = noauth``, ``transport_url = fake://``, the
+  noop network, compute and amphora drivers, and SQLite (the schema from the models'
+  ``metadata.create_all`` plus ``octavia-db-manage stamp head``: Octavia's migrations
+  do not run on SQLite).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import types
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from teapot_lb.kube.resources import (
+    ADDRESS_POOLS,
+    BGP_ADVERTISEMENTS,
+    BGP_PEERS,
+    NAMESPACES,
+    NODES,
+    TENANTS,
+    Resource,
+)
+from teapot_lb.lab.netns import in_netns
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Host
+
+T = TypeVar("T")
+
+ROOT = Path(__file__).resolve().parents[2]
+OCTAVIA_VENV = ROOT / ".venv-octavia"
+OCTAVIA_BIN = OCTAVIA_VENV / "bin"
+TEAPOT = Path(sys.executable).parent / "teapot-lb"
+
+API = "lb.teapot.io/v1alpha1"
+CONFIG_NS = "teapot-lb-system"
+PROJECT = "0123456789abcdef0123456789abcdef"
+OTHER_PROJECT = "fedcba9876543210fedcba9876543210"
+TENANT_NS = "tenant-acme"
+POOL_CIDR = "203.0.113.0/28"
+NODE_NETWORK = "192.0.2.0/24"
+
+
+@functools.cache
+def missing() -> str | None:
+    """Why the stack cannot run here (None: it can); asked once per process."""
+    for tool in ("octavia-api", "octavia-driver-agent", "octavia-db-manage", "python"):
+        if not (OCTAVIA_BIN / tool).exists():
+            return f"{OCTAVIA_BIN / tool} is missing: run scripts/setup.sh (Octavia's virtualenv)"
+    probe = subprocess.run(
+        [str(OCTAVIA_BIN / "python"), "-c", "import teapot_lb.octavia.driver"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        return f"teapot_lb[octavia] is not importable in {OCTAVIA_VENV}: {probe.stderr[-300:]}"
+    if not TEAPOT.exists():
+        return f"{TEAPOT} is missing"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+_RESOURCES = {r.kind: r for r in (ADDRESS_POOLS, BGP_ADVERTISEMENTS, BGP_PEERS, NAMESPACES,
+                                   NODES, TENANTS)}  # fmt: skip
+
+
+def _run_here(fn: Callable[[], T]) -> T:
+    return fn()
+
+
+class Rest:
+    """A few plain HTTP verbs on the management fake API server (the test's hands);
+    `inside` runs each call where the server is reachable (a lab namespace)."""
+
+    def __init__(self, url: str, inside: Callable[[Callable[[], Any]], Any] = _run_here) -> None:
+        self.url = url.rstrip("/")
+        self.inside = inside
+
+    def call(self, method: str, path: str, body: Any = None, *, patch: bool = False) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Authorization", "Bearer fake-token")
+        kind = "application/merge-patch+json" if patch else "application/json"
+        request.add_header("Content-Type", kind)
+
+        def send() -> Any:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read() or b"null")
+
+        return self.inside(send)
+
+    def create(self, obj: dict[str, Any]) -> Any:
+        """POST an object of a kind in _RESOURCES (its status too, for a Node)."""
+        res: Resource = _RESOURCES[obj["kind"]]
+        namespace = obj["metadata"].get("namespace")
+        base = "/api/v1" if not res.group else f"/apis/{res.group}/{res.version}"
+        scope = f"/namespaces/{namespace}" if res.namespaced else ""
+        created = self.call("POST", f"{base}{scope}/{res.plural}", obj)
+        if "status" in obj and res is NODES:
+            path = f"{base}/{res.plural}/{obj['metadata']['name']}/status"
+            self.call("PATCH", path, {"status": obj["status"]}, patch=True)
+        return created
+
+    def get(self, path: str) -> Any:
+        try:
+            return self.call("GET", path)
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return None
+            raise
+
+    def tlbs(self, namespace: str = TENANT_NS) -> list[dict[str, Any]]:
+        found = self.get(f"/apis/{API}/namespaces/{namespace}/tenantloadbalancers")
+        return list(found["items"]) if found else []
+
+    def tlb(self, lb_id: str, namespace: str = TENANT_NS) -> dict[str, Any] | None:
+        path = f"/apis/{API}/namespaces/{namespace}/tenantloadbalancers/octavia-{lb_id}"
+        found = self.get(path)
+        return dict(found) if found else None
+
+
+def tenant(name: str, namespace: str, project: str, cidr: str, **spec: Any) -> dict[str, Any]:
+    body = {
+        "namespace": namespace,
+        "allocations": [{"addressPool": "octavia", "cidrs": [cidr]}],
+        "nodeNetworks": [NODE_NETWORK],
+        "modes": ["Route", "Gateway"],
+        "quotas": {"addresses": 8, "loadBalancers": 8, "ports": 16},
+        **spec,
+    }
+    return {
+        "apiVersion": API,
+        "kind": "Tenant",
+        "metadata": {"name": name, "labels": {"octavia.lb.teapot.io/project": project}},
+        "spec": body,
+    }
+
+
+def _octavia_conf(work: Path, port: int, kubeconfig: Path) -> str:
+    return textwrap.dedent(
+        f"""\
+        [DEFAULT]
+        transport_url = fake://
+        debug = False
+        use_stderr = True
+
+        [api_settings]
+        bind_host = 127.0.0.1
+        bind_port = {port}
+        auth_strategy = noauth
+        enabled_provider_drivers = teapot:teapot-lb provider
+        default_provider_driver = teapot
+
+        [database]
+        connection = sqlite:///{work / "octavia.db"}
+        pool_timeout =
+
+        [driver_agent]
+        status_socket_path = {work / "status.sock"}
+        stats_socket_path = {work / "stats.sock"}
+        get_socket_path = {work / "get.sock"}
+        enabled_provider_agents =
+
+        [controller_worker]
+        network_driver = network_noop_driver
+        compute_driver = compute_noop_driver
+        amphora_driver = amphora_noop_driver
+
+        [oslo_messaging]
+        topic = octavia_prov
+
+        [teapot]
+        kubeconfig = {kubeconfig}
+        answer_timeout = 10
+        """
+    )
+
+
+# The schema from the models, the lookup tables' rows the migrations would insert
+# (Octavia's sessions enforce SQLite's foreign keys), and `octavia-db-manage stamp head`
+# done in the same process (alembic with the stand-in config env.py reads).
+_CREATE_SCHEMA = """
+import os, sys, types
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, insert
+import octavia.db.migration
+from octavia.common import constants as c
+from octavia.db import base_models, models  # noqa: F401 (models fill the metadata)
+lookups = {
+    "algorithm": c.SUPPORTED_LB_ALGORITHMS,
+    "amphora_roles": c.SUPPORTED_AMPHORA_ROLES,
+    "client_authentication_mode": c.SUPPORTED_CLIENT_AUTH_MODES,
+    "health_monitor_type": c.SUPPORTED_HEALTH_MONITOR_TYPES,
+    "l7policy_action": c.SUPPORTED_L7POLICY_ACTIONS,
+    "l7rule_compare_type": c.SUPPORTED_L7RULE_COMPARE_TYPES,
+    "l7rule_type": c.SUPPORTED_L7RULE_TYPES,
+    "lb_topology": c.SUPPORTED_LB_TOPOLOGIES,
+    "operating_status": c.SUPPORTED_OPERATING_STATUSES,
+    "protocol": c.SUPPORTED_PROTOCOLS,
+    "provisioning_status": c.SUPPORTED_PROVISIONING_STATUSES,
+    "session_persistence_type": c.SUPPORTED_SP_TYPES,
+    "vrrp_auth_method": c.SUPPORTED_VRRP_AUTH,
+}
+metadata = base_models.BASE.metadata
+engine = create_engine(sys.argv[1])
+metadata.create_all(engine)
+with engine.begin() as db:
+    for table, names in lookups.items():
+        db.execute(insert(metadata.tables[table]), [{"name": n} for n in names])
+alembic = Config(os.path.join(os.path.dirname(octavia.db.migration.__file__), "alembic.ini"))
+alembic.set_main_option("script_location", "octavia.db.migration:alembic_migrations")
+database = types.SimpleNamespace(connection=sys.argv[1])
+alembic.octavia_config = types.SimpleNamespace(database=database)
+command.stamp(alembic, "head")
+"""
+
+
+@dataclass
+class Stack:
+    work: Path
+    host: Host | None = None  # a lab namespace to run every process in (None: this one)
+    octavia_url: str = ""
+    management_url: str = ""
+    kubeconfig: Path = Path()
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def log(self, name: str) -> Any:
+        return (self.work / f"{name}.log").open("ab")
+
+    def tail(self, name: str, lines: int = 30) -> str:
+        path = self.work / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def inside(self, fn: Callable[[], T]) -> T:
+        """Run `fn` where the stack's processes are reachable."""
+        return in_netns(self.host.ns, fn) if self.host is not None else fn()
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        popen: Any = self.host.popen if self.host is not None else subprocess.Popen
+        self.procs[name] = popen(
+            argv,
+            stdout=self.log(name),
+            stderr=subprocess.STDOUT,
+            cwd=self.work,
+            env={**os.environ, **(env or {})},
+        )
+
+    def alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited ({proc.returncode}):\n{self.tail(name)}")
+
+    def stop(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def config(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """An object of teapot-lb's configuration namespace."""
+    meta = {"name": name, "namespace": CONFIG_NS}
+    return {"apiVersion": API, "kind": kind, "metadata": meta, "spec": spec}
+
+
+def default_objects() -> list[dict[str, Any]]:
+    """The pool and the two Tenants: acme (project PROJECT, Route and Gateway) and bolt
+    (project OTHER_PROJECT, Gateway only)."""
+    return [
+        config("AddressPool", "octavia", {"addresses": [POOL_CIDR], "autoAssign": False}),
+        tenant("acme", TENANT_NS, PROJECT, "203.0.113.0/29"),
+        tenant("bolt", "tenant-bolt", OTHER_PROJECT, "203.0.113.8/29", modes=["Gateway"]),
+    ]
+
+
+def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -> Rest:
+    stack.kubeconfig = stack.work / "management.kubeconfig"
+    tests = str(ROOT / "tests")
+    stack.start(
+        "fakeapi",
+        [sys.executable, "-m", "fakeapi", "--host", address, "--kubeconfig",
+         str(stack.kubeconfig), "--bookmark-interval", "0.5", "--token", "fake-token"],
+        env={"PYTHONPATH": tests},
+    )  # fmt: skip
+
+    def written() -> dict[str, Any] | None:
+        stack.alive()
+        try:  # the server may be writing it
+            return dict(json.loads(stack.kubeconfig.read_text()))
+        except (OSError, ValueError):
+            return None
+
+    config = wait_for(written, timeout=20, what="the fake API server's kubeconfig")
+    stack.management_url = config["clusters"][0]["cluster"]["server"]
+    rest = Rest(stack.management_url, stack.inside)
+    for namespace in (CONFIG_NS, TENANT_NS, "tenant-bolt"):
+        rest.create({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": namespace}})
+    for obj in objects:
+        rest.create(obj)
+    stack.start(
+        "manager",
+        [str(TEAPOT), "manager", "--kubeconfig", str(stack.kubeconfig), "--no-leader-elect",
+         "--metrics-addr", "", "--webhook-addr", "", "--config-namespace", CONFIG_NS],
+    )  # fmt: skip
+    return rest
+
+
+def _database(stack: Stack) -> subprocess.Popen[bytes]:
+    """Write octavia.conf and start making the database while the management side
+    starts."""
+    conf = stack.work / "octavia.conf"
+    port = free_port()
+    stack.octavia_url = f"http://127.0.0.1:{port}"
+    conf.write_text(_octavia_conf(stack.work, port, stack.work / "management.kubeconfig"))
+    url = f"sqlite:///{stack.work / 'octavia.db'}"
+    return subprocess.Popen([str(OCTAVIA_BIN / "python"), "-c", _CREATE_SCHEMA, url],
+                            stdout=stack.log("database"), stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def _octavia(stack: Stack, database: subprocess.Popen[bytes]) -> None:
+    if database.wait(timeout=120) != 0:
+        raise RuntimeError(f"making Octavia's database failed:\n{stack.tail('database')}")
+    conf = stack.work / "octavia.conf"
+    args = ["--config-file", str(conf)]
+    stack.start("driver-agent", [str(OCTAVIA_BIN / "octavia-driver-agent"), *args])
+    stack.start("octavia-api", [str(OCTAVIA_BIN / "octavia-api"), *args])
+
+    def answers() -> bool:
+        try:
+            with urllib.request.urlopen(stack.octavia_url + "/", timeout=2):
+                return True
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def serving() -> bool:
+        stack.alive()
+        return (stack.work / "get.sock").exists() and stack.inside(answers)
+
+    wait_for(serving, timeout=120, what="octavia-api and the driver agent",
+             detail=lambda: stack.tail("octavia-api"))  # fmt: skip
+
+
+@contextlib.contextmanager
+def running(
+    work: Path,
+    *,
+    host: Host | None = None,
+    address: str = "127.0.0.1",
+    objects: Iterable[dict[str, Any]] | None = None,
+) -> Iterator[tuple[Stack, Rest]]:
+    """The whole stack in `work` (logs there), stopped on exit: in lab namespace `host`
+    when given (the management API listening on `address`), with these `objects` in the
+    management API (default: default_objects())."""
+    stack = Stack(work, host)
+    try:
+        database = _database(stack)
+        rest = _management(stack, address, default_objects() if objects is None else objects)
+        _octavia(stack, database)
+        yield stack, rest
+    finally:
+        stack.stop()
+
+
+@contextlib.contextmanager
+def route_lab(work: Path, name: str = "octr") -> Iterator[tuple[Any, Stack, Rest]]:
+    """The stack in the lab's router namespace with route mode wired: the fake API server
+    on the LAN address, a management speaker on host m1 (192.0.2.21) peering with BIRD 2
+    in the router (ADD-PATH, kernel FIB), Tenant acme with nodes n1..n3 (192.0.2.8/29) as
+    its node network. Needs root and BIRD (tests/bgp/interop/peers)."""
+    from bgp.interop.peers import DAEMONS, Neighbor
+    from standalone.netlab import ROUTER_LAN, ROUTER_LAN6, Lab
+    from teapot_lb.netlab import Topology
+
+    m1_address = "192.0.2.21"
+    objects = [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "m1"},
+         "status": {"addresses": [{"type": "InternalIP", "address": m1_address}]}},
+        config("AddressPool", "octavia", {"addresses": [POOL_CIDR]}),
+        config("BGPPeer", "router", {"myASN": 64512, "peerASN": 64500,
+                                     "peerAddress": ROUTER_LAN, "holdTime": "9s",
+                                     "addPath": "send"}),
+        config("BGPAdvertisement", "octavia", {"addressPools": ["octavia"]}),
+        tenant("acme", TENANT_NS, PROJECT, "203.0.113.0/29", nodeNetworks=["192.0.2.8/29"]),
+    ]  # fmt: skip
+    with Topology(name) as topo:
+        lab = Lab(topo, work)
+        m1 = topo.add_host("m1")
+        topo.connect(m1, lab.lan, addrs=[f"{m1_address}/24"])
+        router = DAEMONS["bird"](
+            lab.router,
+            work / "bird",
+            asn=64500,
+            router_id=ROUTER_LAN,
+            neighbors=[Neighbor(address=m1_address, asn=64512, hold_time=9, add_path="receive")],
+            fib=True,
+            local_addresses=[ROUTER_LAN, ROUTER_LAN6],
+        )
+        router.start()
+        try:
+            with running(work, host=lab.router, address=ROUTER_LAN, objects=objects) as (
+                stack,
+                rest,
+            ):
+                stack.procs["speaker"] = m1.popen(
+                    [sys.executable, "-m", "teapot_lb.cli.speaker", "--node", "m1",
+                     "--kubeconfig", str(stack.kubeconfig), "--modes", "bgp", "--tenancy",
+                     "--state-dir", str(work / "state-m1"), "--metrics-address", ""],
+                    stdout=stack.log("speaker"), stderr=stack.log("speaker"),
+                )  # fmt: skip
+                yield lab, stack, rest
+        finally:
+            router.stop()
+
+
+class InNamespace:
+    """A proxy whose method calls run in `stack.inside` (sockets open in the lab's
+    namespace); a generator's items are collected there too."""
+
+    def __init__(self, target: Any, inside: Callable[[Callable[[], Any]], Any]) -> None:
+        self._target = target
+        self._inside = inside
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._target, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            def run() -> Any:
+                result = attr(*args, **kwargs)
+                return list(result) if isinstance(result, types.GeneratorType) else result
+
+            return self._inside(run)
+
+        return call
+
+
+def connection(stack: Stack) -> Any:
+    """An openstacksdk connection to the noauth Octavia API (its calls made in the
+    stack's namespace)."""
+    import openstack.connection  # the test client (dev dependency)
+
+    conn = openstack.connection.Connection(
+        auth_type="none",
+        auth={"endpoint": stack.octavia_url},
+        load_balancer_endpoint_override=stack.octavia_url,
+    )
+    if stack.host is None:
+        return conn
+    # (the proxy's version discovery is a request too)
+    proxy = stack.inside(lambda: conn.load_balancer)
+    return types.SimpleNamespace(load_balancer=InNamespace(proxy, stack.inside))
+
+
+def active(conn: Any, lb_id: str, *, within: float = 20.0, every: float = 0.02) -> Any:
+    """The load balancer once it is ACTIVE again (ERROR fails at once)."""
+
+    def check() -> Any:
+        lb = conn.load_balancer.get_load_balancer(lb_id)
+        if lb.provisioning_status == "ERROR":
+            raise AssertionError(f"load balancer {lb_id} in ERROR: {lb}")
+        return lb if lb.provisioning_status == "ACTIVE" else None
+
+    return wait_for(check, timeout=within, what=f"load balancer {lb_id} ACTIVE", every=every)

@@ -1,0 +1,154 @@
+"""Octavia load balancer → TenantLoadBalancer, and the manager's answer → statuses."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from ipaddress import ip_address
+
+from teapot_lb.model.common import Condition, ConditionStatus
+from teapot_lb.model.service import ExternalTrafficPolicy, Protocol
+from teapot_lb.model.tenancy import TenantLoadBalancerStatus, TenantMode
+from teapot_lb.octavia import tree as t
+from teapot_lb.octavia.mapping import (
+    LABEL_LOADBALANCER,
+    Answer,
+    deleted_update,
+    desired_request,
+    failed_update,
+    status_update,
+    tree_of,
+)
+from teapot_lb.octavia.unsupported import ObjectKind
+
+from .builders import LB_ID, LISTENER_ID, MONITOR_ID, POOL_ID, PROJECT, member, pool, tree
+
+NOW = datetime(2026, 12, 3, tzinfo=UTC)
+
+
+def condition(kind: str, ok: bool) -> Condition:
+    status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
+    return Condition(type=kind, status=status, reason=kind, message="", last_transition_time=NOW)
+
+
+def answer(hops: list[str], *, accepted: bool = True, programmed: bool = True) -> Answer:
+    conditions = [condition("Accepted", accepted), condition("Programmed", programmed)]
+    status = TenantLoadBalancerStatus(
+        addresses=["198.51.100.1"] if accepted else [], next_hops=hops, conditions=conditions
+    )
+    found = Answer.of(status)
+    assert found is not None
+    return found
+
+
+def by_id(update: dict[str, list[dict[str, str]]], kind: ObjectKind) -> dict[str, tuple[str, ...]]:
+    return {
+        e["id"]: (e["provisioning_status"], e.get("operating_status", ""))
+        for e in update.get(kind.value, [])
+    }
+
+
+def test_a_tcp_load_balancer_is_one_request_in_the_tenants_namespace() -> None:
+    request = desired_request(tree(), "tenant-acme")
+    assert request.metadata.namespace == "tenant-acme"
+    assert request.metadata.name == f"octavia-{LB_ID}"
+    assert request.metadata.labels[LABEL_LOADBALANCER] == LB_ID
+    spec = request.spec
+    assert spec.mode is TenantMode.ROUTE
+    assert [(p.protocol, p.port, p.node_port) for p in spec.ports] == [(Protocol.TCP, 80, None)]
+    assert spec.requested_ips == [ip_address("198.51.100.1")]
+    assert spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
+    assert [(b.addresses, b.ready) for b in spec.backends] == [
+        ([ip_address(f"192.0.2.{10 + i}")], True) for i in range(3)
+    ]
+    assert spec.source.namespace == PROJECT and spec.source.uid == LB_ID
+
+
+def test_the_tree_rides_along_and_comes_back() -> None:
+    lb = tree()
+    assert tree_of(desired_request(lb, "tenant-acme")) == lb
+
+
+def test_proxy_mode_is_gateway_mode_with_the_members_port() -> None:
+    lb = tree(t.Mode.PROXY, pools=[pool([member(0, port=8080)])])
+    spec = desired_request(lb, "ns").spec
+    assert spec.mode is TenantMode.GATEWAY
+    assert [(p.port, p.node_port) for p in spec.ports] == [(80, 8080)]
+
+
+def test_down_or_drained_members_and_a_down_load_balancer_are_not_ready() -> None:
+    members = [member(0), member(1, admin_state_up=False), member(2, weight=0)]
+    lb = tree(pools=[pool(members)])
+    assert [b.ready for b in desired_request(lb, "ns").spec.backends] == [True, False, False]
+    down = lb.model_copy(update={"admin_state_up": False})
+    assert not any(b.ready for b in desired_request(down, "ns").spec.backends)
+
+
+def test_members_of_a_pool_no_listener_uses_are_not_backends() -> None:
+    lb = tree(listeners=0)
+    assert desired_request(lb, "ns").spec.backends == []
+
+
+def test_edits_add_and_remove_members_listeners_pools_and_monitors() -> None:
+    lb = tree()
+    lb = t.put_member(lb, POOL_ID, t.member_from_provider(member(7)))
+    assert len(desired_request(lb, "ns").spec.backends) == 4
+    lb = t.drop_member(lb, member(0)["member_id"])
+    assert ip_address("192.0.2.10") not in [
+        a for b in desired_request(lb, "ns").spec.backends for a in b.addresses
+    ]
+    lb = t.set_members(lb, POOL_ID, [t.member_from_provider(member(1))])
+    assert len(desired_request(lb, "ns").spec.backends) == 1
+    lb = t.drop_health_monitor(lb, POOL_ID)
+    assert lb.pools[0].health_monitor is None
+    lb = t.drop_listener(lb, LISTENER_ID)
+    assert desired_request(lb, "ns").spec.ports == []
+    lb = t.drop_pool(lb, POOL_ID)
+    assert lb.pools == ()
+
+
+def test_a_pool_update_keeps_its_members_and_monitor() -> None:
+    lb = tree()
+    update = t.pool_from_provider(pool(members=0, hm=False, lb_algorithm="SOURCE_IP_PORT"))
+    lb = t.put_pool(lb, update)
+    assert lb.pools[0].lb_algorithm == "SOURCE_IP_PORT"
+    assert len(lb.pools[0].members) == 3 and lb.pools[0].health_monitor is not None
+
+
+def test_an_accepted_request_makes_the_whole_chain_active_and_online() -> None:
+    lb = tree()
+    update = status_update(lb, answer([f"192.0.2.{10 + i}" for i in range(3)]))
+    assert by_id(update, ObjectKind.LOADBALANCER) == {LB_ID: ("ACTIVE", "ONLINE")}
+    assert by_id(update, ObjectKind.LISTENER) == {LISTENER_ID: ("ACTIVE", "ONLINE")}
+    assert by_id(update, ObjectKind.POOL) == {POOL_ID: ("ACTIVE", "ONLINE")}
+    assert set(by_id(update, ObjectKind.MEMBER).values()) == {("ACTIVE", "ONLINE")}
+    assert by_id(update, ObjectKind.HEALTHMONITOR) == {MONITOR_ID: ("ACTIVE", "ONLINE")}
+
+
+def test_members_not_announced_are_offline_and_the_pool_degraded() -> None:
+    update = status_update(tree(), answer(["192.0.2.10"]))
+    members = by_id(update, ObjectKind.MEMBER)
+    assert sorted(op for _, op in members.values()) == ["OFFLINE", "OFFLINE", "ONLINE"]
+    assert by_id(update, ObjectKind.POOL) == {POOL_ID: ("ACTIVE", "DEGRADED")}
+
+
+def test_without_a_monitor_members_say_no_monitor() -> None:
+    lb = t.drop_health_monitor(tree(), POOL_ID)
+    update = status_update(lb, answer([f"192.0.2.{10 + i}" for i in range(3)]))
+    assert set(by_id(update, ObjectKind.MEMBER).values()) == {("ACTIVE", "NO_MONITOR")}
+
+
+def test_gone_objects_are_deleted_and_a_failed_one_in_error() -> None:
+    gone_id = member(9)["member_id"]
+    update = status_update(tree(), answer([]), gone=[(ObjectKind.MEMBER, gone_id)])
+    assert by_id(update, ObjectKind.MEMBER)[gone_id] == ("DELETED", "")
+    failed = failed_update(LB_ID, (ObjectKind.MEMBER, gone_id))
+    assert by_id(failed, ObjectKind.LOADBALANCER) == {LB_ID: ("ACTIVE", "")}
+    assert by_id(failed, ObjectKind.MEMBER) == {gone_id: ("ERROR", "ERROR")}
+
+
+def test_a_cascade_delete_reports_every_object_deleted() -> None:
+    update = deleted_update(tree())
+    assert {k: len(v) for k, v in update.items()} == {
+        "listeners": 1, "pools": 1, "members": 3, "healthmonitors": 1, "loadbalancers": 1,
+    }  # fmt: skip
+    assert all(e["provisioning_status"] == "DELETED" for v in update.values() for e in v)

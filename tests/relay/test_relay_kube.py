@@ -1,0 +1,79 @@
+"""The relay on a management cluster (the fake API server, the real client): Tenants and
+their changes reach the relay's policies, and a refused session becomes an Event on its
+Tenant."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from ipaddress import ip_network
+from pathlib import Path
+
+from tests.relay.builders import OPTIONS
+from tests.tenancy.builders import CONFIG_NS, pool_body, tenant_body
+
+from fakeapi import FakeApiServer
+from teapot_lb.kube.client import connect
+from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.relay.kube import follow_cluster
+from teapot_lb.relay.relay import Relay, RelayConfig
+
+
+async def test_tenants_follow_the_cluster_and_refusals_become_events_on_the_tenant(
+    tmp_path: Path,
+) -> None:
+    api = FakeApiServer(bookmark_interval=0.5)
+    await api.start()
+    relay = Relay(
+        RelayConfig(
+            local_as=64500, router_id="192.0.2.2", listen_address="127.0.0.1", listen_port=0,
+            options=replace(OPTIONS, gtsm=False),
+        )
+    )  # fmt: skip
+    try:
+        api.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONFIG_NS}})
+        api.seed(pool_body("shared-v4", ["198.51.100.0/26"]))
+        api.seed(pool_body("shared-v6", ["2001:db8:100::/120"]))
+        api.seed(tenant_body("acme", asn=64601))
+        # bolt's nodes are on this host's loopback, and bolt has no ASN: refused.
+        api.seed(tenant_body("bolt", asn=None, nodeNetworks=["127.0.0.0/8"]))
+        path = api.write_kubeconfig(tmp_path / "kubeconfig")
+        await relay.start()
+        async with await connect(path, request_timeout_s=5.0) as client:
+            follow = asyncio.create_task(follow_cluster(relay, client, config_namespace=CONFIG_NS))
+            try:
+                await wait_for_async(lambda: "acme" in relay.rib.policies, within=10,
+                                     what="acme's policy")  # fmt: skip
+                acme = relay.rib.policies["acme"]
+                assert ip_network("198.51.100.0/28") in acme.allocation
+
+                shrunk = tenant_body("acme", asn=64601, allocations=[
+                    {"addressPool": "shared-v4", "cidrs": ["198.51.100.0/29"]}])  # fmt: skip
+                api.put(shrunk)  # the operator edits the Tenant
+                await wait_for_async(
+                    lambda: relay.rib.policies["acme"].allocation
+                    == (ip_network("198.51.100.0/29"),),
+                    within=10, what="acme's shrunk allocation",
+                )  # fmt: skip
+
+                port = relay.listen_port
+                assert port is not None
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                note = await asyncio.wait_for(reader.read(64), 5)
+                writer.close()
+                assert note[18] == 3 and note[19:21] == b"\x06\x05"  # Cease/Connection Rejected
+
+                def event() -> object:
+                    for obj in api.list("events"):
+                        if obj.get("involvedObject", {}).get("name") == "bolt":
+                            return obj
+                    return None
+
+                found = await wait_for_async(event, within=10, what="an Event on Tenant bolt")
+                assert found["reason"] == "SessionRefusedNoASN"  # type: ignore[index]
+            finally:
+                follow.cancel()
+                await asyncio.gather(follow, return_exceptions=True)
+    finally:
+        await relay.stop()
+        await api.stop()

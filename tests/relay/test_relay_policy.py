@@ -1,0 +1,132 @@
+"""The per-tenant import policy, rule by rule: each accepts what it should and rejects what
+it should, with its reason, in IPv4 and IPv6.
+
+acme (ASN 64601) holds 198.51.100.0/28 and 2001:db8:100::/124, nodes in 192.0.2.0/26 and
+2001:db8:a::/64; bolt (ASN 64602) holds 198.51.100.16/28 and 2001:db8:100::10/124.
+"""
+
+from __future__ import annotations
+
+from ipaddress import ip_network
+
+import pytest
+from tests.relay.builders import ASN, OPTIONS, path, relay_tenant
+from tests.tenancy.builders import pools, tenant
+
+from teapot_lb.bgp.policy import Accepted, Filter, Rejected
+from teapot_lb.bgp.rib import encode_prefix
+from teapot_lb.bgp.wire import IPV4_UNICAST
+from teapot_lb.model.bgp import WELL_KNOWN_COMMUNITIES
+from teapot_lb.relay.policy import Reason, RelayOptions, tenant_policy
+
+ACME_AS = ASN["acme"]
+
+
+def _acme(**options: object) -> Filter:
+    opts = RelayOptions(**{**OPTIONS.__dict__, **options})  # type: ignore[arg-type]
+    return tenant_policy(relay_tenant("acme"), pools(), opts).filter
+
+
+NODE4, NODE6 = "192.0.2.11", "2001:db8:a::11"
+
+# (prefix, next hop, AS path, expected reason; None: accepted)
+CASES = [
+    ("198.51.100.5/32", NODE4, (ACME_AS,), None),
+    ("2001:db8:100::5/128", NODE6, (ACME_AS,), None),
+    ("198.51.100.5/32", NODE4, (ACME_AS, ACME_AS, ACME_AS), None),  # its own prepends
+    ("0.0.0.0/0", NODE4, (ACME_AS,), Reason.DEFAULT_ROUTE),
+    ("::/0", NODE6, (ACME_AS,), Reason.DEFAULT_ROUTE),
+    ("10.1.2.3/32", NODE4, (ACME_AS,), Reason.BOGON),
+    ("192.168.0.0/16", NODE4, (ACME_AS,), Reason.BOGON),
+    ("fc00::1/128", NODE6, (ACME_AS,), Reason.BOGON),
+    ("fe80::1/128", NODE6, (ACME_AS,), Reason.BOGON),
+    ("198.51.100.20/32", NODE4, (ACME_AS,), Reason.OUTSIDE_ALLOCATION),  # bolt's
+    ("198.51.100.16/28", NODE4, (ACME_AS,), Reason.OUTSIDE_ALLOCATION),
+    ("2001:db8:100::15/128", NODE6, (ACME_AS,), Reason.OUTSIDE_ALLOCATION),
+    ("8.8.8.8/32", NODE4, (ACME_AS,), Reason.OUTSIDE_ALLOCATION),
+    ("198.51.100.0/27", NODE4, (ACME_AS,), Reason.AGGREGATE_NOT_HELD),  # acme's + bolt's
+    ("198.51.100.0/24", NODE4, (ACME_AS,), Reason.AGGREGATE_NOT_HELD),
+    ("2001:db8:100::/120", NODE6, (ACME_AS,), Reason.AGGREGATE_NOT_HELD),
+    ("198.51.100.0/28", NODE4, (ACME_AS,), Reason.HOST_ROUTES_ONLY),  # held, but /28
+    ("2001:db8:100::/126", NODE6, (ACME_AS,), Reason.HOST_ROUTES_ONLY),
+    ("198.51.100.5/32", "192.0.2.1", (ACME_AS,), Reason.NEXT_HOP_PROTECTED),  # the router
+    ("198.51.100.5/32", "192.0.2.61", (ACME_AS,), Reason.NEXT_HOP_PROTECTED),  # management
+    ("2001:db8:100::5/128", "2001:db8:a::1", (ACME_AS,), Reason.NEXT_HOP_PROTECTED),
+    ("198.51.100.5/32", "192.0.2.71", (ACME_AS,), Reason.NEXT_HOP_OUTSIDE),  # bolt's node
+    ("2001:db8:100::5/128", "2001:db8:b::71", (ACME_AS,), Reason.NEXT_HOP_OUTSIDE),
+    ("198.51.100.5/32", NODE4, (ACME_AS, 64602), Reason.AS_PATH),  # transit of bolt
+    ("198.51.100.5/32", NODE4, (64602,), Reason.AS_PATH),  # foreign ASN
+    ("198.51.100.5/32", NODE4, (ACME_AS, 65000), Reason.AS_PATH),  # private ASN behind
+    ("198.51.100.5/32", NODE4, (), Reason.AS_PATH),  # empty
+    ("2001:db8:100::5/128", NODE6, (64602, ACME_AS), Reason.AS_PATH),  # others' prepend
+]
+
+
+@pytest.mark.parametrize(("prefix", "next_hop", "asns", "reason"), CASES)
+def test_each_rule_accepts_or_rejects_with_its_reason(
+    prefix: str, next_hop: str, asns: tuple[int, ...], reason: Reason | None
+) -> None:
+    verdict = _acme().judge(ip_network(prefix), path(next_hop, *asns))
+    if reason is None:
+        assert isinstance(verdict, Accepted), verdict
+    else:
+        assert isinstance(verdict, Rejected), verdict
+        assert verdict.reason == reason
+        assert verdict.filter == "acme" and verdict.rule is not None
+
+
+@pytest.mark.parametrize(
+    ("prefix", "hop"), [("198.51.100.5/32", NODE4), ("2001:db8:100::5/128", NODE6)]
+)
+def test_an_as_set_is_rejected(prefix: str, hop: str) -> None:
+    verdict = _acme().judge(ip_network(prefix), path(hop, ACME_AS, sets=(ACME_AS, 64602)))
+    assert isinstance(verdict, Rejected) and verdict.reason == Reason.AS_SET
+
+
+@pytest.mark.parametrize(
+    ("prefix", "hop"), [("198.51.100.0/28", NODE4), ("2001:db8:100::/124", NODE6)]
+)
+def test_an_aggregate_held_in_full_passes_when_aggregates_are_allowed(
+    prefix: str, hop: str
+) -> None:
+    verdict = _acme(aggregates=True).judge(ip_network(prefix), path(hop, ACME_AS))
+    assert isinstance(verdict, Accepted)
+    half = _acme(aggregates=True).judge(ip_network(prefix).supernet(), path(hop, ACME_AS))
+    assert isinstance(half, Rejected) and half.reason == Reason.AGGREGATE_NOT_HELD
+
+
+def test_communities_are_scrubbed_to_the_allowlist_and_med_removed() -> None:
+    blackhole = WELL_KNOWN_COMMUNITIES["blackhole"]
+    no_export = WELL_KNOWN_COMMUNITIES["no-export"]
+    allowed = (ACME_AS << 16) | 100
+    sent = path(NODE4, ACME_AS, communities=(blackhole, no_export, allowed))
+    verdict = _acme().judge(ip_network("198.51.100.5/32"), sent)
+    assert isinstance(verdict, Accepted)
+    assert verdict.path.communities == (allowed,)
+    assert verdict.path.med is None
+
+
+def test_a_tenant_without_asn_gets_nothing_through() -> None:
+    flt = tenant_policy(tenant("acme", asn=None), pools(), OPTIONS).filter
+    verdict = flt.judge(ip_network("198.51.100.5/32"), path(NODE4, ACME_AS))
+    assert isinstance(verdict, Rejected) and verdict.reason == Reason.AS_PATH
+
+
+def test_a_pool_in_documentation_space_is_not_a_bogon_but_space_beside_it_is() -> None:
+    flt = _acme()
+    inside = flt.judge(ip_network("198.51.100.5/32"), path(NODE4, ACME_AS))
+    beside = flt.judge(ip_network("198.51.100.200/32"), path(NODE4, ACME_AS))
+    assert isinstance(inside, Accepted)
+    assert isinstance(beside, Rejected) and beside.reason == Reason.BOGON
+
+
+def test_a_whole_batch_gets_the_same_verdicts_as_one_route_at_a_time() -> None:
+    flt = _acme()
+    prefixes = [ip_network(p) for p, hop, _, _ in CASES if hop == NODE4 and ":" not in p]
+    sent = path(NODE4, ACME_AS)
+    judged = flt.judge_batch(IPV4_UNICAST, [encode_prefix(p) for p in prefixes], sent)
+    batch = {enc: None for _, encs in judged.accepted for enc in encs}
+    batch |= {enc: why.reason for why, encs in judged.rejected for enc in encs}
+    for p in prefixes:
+        one = flt.judge(p, sent)
+        assert batch[encode_prefix(p)] == (None if isinstance(one, Accepted) else one.reason)

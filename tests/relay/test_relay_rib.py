@@ -1,0 +1,164 @@
+"""The relay's tables: accepted routes become paths keyed by session (ECMP over a tenant's
+nodes), rejected ones are kept with their reason, withdrawals and sessions going take
+their paths along, a Tenant change re-judges the Adj-RIB-In and changes only the
+difference, and max-prefix acts as configured."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from ipaddress import ip_address, ip_network
+
+from tests.relay.builders import ASN, OPTIONS, path, policies, relay_tenant
+
+from teapot_lb.bgp.rib import encode_prefix
+from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, pack_path_id
+from teapot_lb.model.bgp import WELL_KNOWN_COMMUNITIES
+from teapot_lb.relay.policy import MaxPrefixAction, Reason
+from teapot_lb.relay.rib import RelayRib
+
+A, B = ASN["acme"], ASN["bolt"]
+N1, N2, N3 = "192.0.2.11", "192.0.2.12", "192.0.2.13"
+BOLT1 = "192.0.2.71"
+
+
+def enc(*prefixes: str) -> list[bytes]:
+    return [encode_prefix(ip_network(p)) for p in prefixes]
+
+
+def rib(**options: object) -> RelayRib:
+    opts = replace(OPTIONS, **options)  # type: ignore[arg-type]
+    r = RelayRib(opts, policies(opts))
+    for addr in (N1, N2, N3, "2001:db8:a::11"):
+        r.open_session(addr, "acme")
+    r.open_session(BOLT1, "bolt")
+    return r
+
+
+def hops(r: RelayRib, prefix: str) -> set[str]:
+    return {str(a.next_hop) for a in r.paths_of(ip_network(prefix)).values()}
+
+
+def test_one_prefix_from_three_nodes_is_one_prefix_with_three_paths() -> None:
+    r = rib()
+    for n in (N1, N2, N3):
+        out = r.learn(n, IPV4_UNICAST, enc("198.51.100.5/32"), path(n, A))
+        assert out.changed and not out.rejected
+    assert hops(r, "198.51.100.5/32") == {N1, N2, N3}
+    compiled = r.compiled()
+    assert len(compiled.with_path_ids(IPV4_UNICAST)) == 3
+    assert r.prefix_count() == 1 and r.path_count() == 3
+
+
+def test_ipv6_routes_keep_their_next_hop() -> None:
+    r = rib()
+    r.learn("2001:db8:a::11", IPV6_UNICAST, enc("2001:db8:100::5/128"), path("2001:db8:a::11", A))
+    assert hops(r, "2001:db8:100::5/128") == {"2001:db8:a::11"}
+
+
+def test_a_rejected_route_is_counted_by_tenant_and_reason_and_explained() -> None:
+    r = rib()
+    out = r.learn(N1, IPV4_UNICAST, enc("198.51.100.20/32", "198.51.100.5/32"), path(N1, A))
+    assert out.rejected == {("acme", Reason.OUTSIDE_ALLOCATION.value): 1}
+    assert hops(r, "198.51.100.20/32") == set()
+    verdicts = {str(v.prefix): v.reason for v in r.verdicts("acme")}
+    assert verdicts == {"198.51.100.20/32": "outside-allocation", "198.51.100.5/32": None}
+
+
+def test_a_withdrawal_of_another_tenants_route_changes_nothing_and_is_counted() -> None:
+    r = rib()
+    r.learn(BOLT1, IPV4_UNICAST, enc("198.51.100.20/32"), path(BOLT1, B))
+    out = r.withdraw(N1, IPV4_UNICAST, enc("198.51.100.20/32"))
+    assert not out.changed
+    assert out.rejected == {("acme", "withdraw-not-sent"): 1}
+    assert hops(r, "198.51.100.20/32") == {BOLT1}
+
+
+def test_a_session_going_takes_only_its_own_paths() -> None:
+    r = rib()
+    for n in (N1, N2):
+        r.learn(n, IPV4_UNICAST, enc("198.51.100.5/32"), path(n, A))
+    assert r.drop_session(N1).changed
+    assert hops(r, "198.51.100.5/32") == {N2}
+    r.drop_session(N2)
+    assert r.prefix_count() == 0 and not r.compiled().by_family[IPV4_UNICAST]
+
+
+def test_add_path_from_a_tenant_gives_one_path_per_path_identifier() -> None:
+    r = rib()
+    e = enc("198.51.100.5/32")[0]
+    r.learn(N1, IPV4_UNICAST, [pack_path_id(1) + e], path(N1, A), add_path=True)
+    r.learn(N1, IPV4_UNICAST, [pack_path_id(2) + e], path(N2, A), add_path=True)
+    assert hops(r, "198.51.100.5/32") == {N1, N2}
+    r.withdraw(N1, IPV4_UNICAST, [pack_path_id(1) + e])
+    assert hops(r, "198.51.100.5/32") == {N2}
+
+
+def test_a_shrunk_allocation_withdraws_the_difference_without_touching_the_rest() -> None:
+    r = rib()
+    r.learn(N1, IPV4_UNICAST, enc("198.51.100.5/32", "198.51.100.9/32"), path(N1, A))
+    r.learn(BOLT1, IPV4_UNICAST, enc("198.51.100.20/32"), path(BOLT1, B))
+    shrunk = relay_tenant(
+        "acme",
+        allocations=[
+            {"addressPool": "shared-v4", "cidrs": ["198.51.100.0/29"]},
+            {"addressPool": "shared-v6", "cidrs": ["2001:db8:100::/124"]},
+        ],
+    )
+    out = r.set_policies(policies(acme=shrunk, bolt=relay_tenant("bolt")))
+    assert out.changed and out.rejected == {("acme", "outside-allocation"): 1}
+    assert hops(r, "198.51.100.5/32") == {N1}
+    assert hops(r, "198.51.100.9/32") == set()
+    assert hops(r, "198.51.100.20/32") == {BOLT1}
+    # Grown back: the route held in the Adj-RIB-In comes back without the tenant resending.
+    r.set_policies(policies())
+    assert hops(r, "198.51.100.9/32") == {N1}
+
+
+def test_a_tenant_removed_loses_its_routes() -> None:
+    r = rib()
+    r.learn(N1, IPV4_UNICAST, enc("198.51.100.5/32"), path(N1, A))
+    r.learn(BOLT1, IPV4_UNICAST, enc("198.51.100.20/32"), path(BOLT1, B))
+    r.set_policies(policies(bolt=relay_tenant("bolt")))
+    assert hops(r, "198.51.100.5/32") == set()
+    assert hops(r, "198.51.100.20/32") == {BOLT1}
+
+
+def test_blackhole_and_no_export_are_scrubbed_and_counted() -> None:
+    r = rib()
+    bad = (WELL_KNOWN_COMMUNITIES["blackhole"], WELL_KNOWN_COMMUNITIES["no-export"])
+    out = r.learn(N1, IPV4_UNICAST, enc("198.51.100.5/32"), path(N1, A, communities=bad))
+    assert out.scrubbed == {"acme": 1}
+    (attrs,) = r.paths_of(ip_network("198.51.100.5/32")).values()
+    assert attrs.communities == () and attrs.as_path == (A,)
+    assert attrs.next_hop == ip_address(N1)
+
+
+def many(n: int) -> list[bytes]:
+    return [encode_prefix(ip_network(f"198.51.100.{i}/32")) for i in range(n)]
+
+
+def test_max_prefix_drop_rejects_the_excess_with_its_reason() -> None:
+    r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.DROP)
+    out = r.learn(N1, IPV4_UNICAST, many(8), path(N1, A))
+    assert r.prefix_count() == 5
+    assert out.rejected == {("acme", "max-prefix"): 3}
+    assert len(out.over_limit) == 1 and not out.teardown
+
+
+def test_max_prefix_teardown_asks_for_the_session_to_go() -> None:
+    r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.TEARDOWN)
+    out = r.learn(N1, IPV4_UNICAST, many(8), path(N1, A))
+    assert [t.address for t in out.teardown] == [N1]
+
+
+def test_max_prefix_counts_routes_received_rejected_ones_too() -> None:
+    r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.TEARDOWN)
+    flood = [encode_prefix(ip_network(f"10.0.0.{i}/32")) for i in range(8)]  # all bogons
+    assert r.learn(N1, IPV4_UNICAST, flood, path(N1, A)).teardown
+
+
+def test_max_prefix_warn_accepts_everything_and_says_so_once() -> None:
+    r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.WARN)
+    out = r.learn(N1, IPV4_UNICAST, many(8), path(N1, A))
+    assert r.prefix_count() == 8 and len(out.over_limit) == 1
+    assert not r.learn(N1, IPV4_UNICAST, many(10)[8:], path(N1, A)).over_limit
