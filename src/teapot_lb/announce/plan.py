@@ -9,7 +9,7 @@ the decisions of every node. No I/O, no clock: the same view gives the same plan
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
@@ -38,6 +38,7 @@ from teapot_lb.model import (
     parse_large_community,
 )
 from teapot_lb.model.service import LOAD_BALANCER_CLASS
+from teapot_lb.ovn.gateways import Gateways, gateway_nodes
 from teapot_lb.tenancy.hop_health import HopVerdict, live_routes
 from teapot_lb.tenancy.programmed import programmed_routes
 from teapot_lb.tenancy.routes import TenantRoute
@@ -163,7 +164,10 @@ class PlanOptions:
     (`explain`). `down_peers`: BGPPeers whose session is not established, also when
     `established_peers` is None. A route is "announced to" an Established peer only: the
     others cannot have it yet (the route is held for them). `handle_unclassed`: whether
-    Services without a `loadBalancerClass` are ours.
+    Services without a `loadBalancerClass` are ours. `ovn_gateways`: where OVN's gateway
+    ports are (from the Southbound); with it, a pool that an OVNAdvertisement also selects
+    is announced by BGP only from the nodes of the chassis holding the gateway ports (None:
+    not gated, every selected node announces).
     """
 
     live_speakers: Collection[str] | None = None
@@ -171,6 +175,7 @@ class PlanOptions:
     established_peers: Collection[str] | None = None
     load_balancer_class: str = LOAD_BALANCER_CLASS
     handle_unclassed: bool = True
+    ovn_gateways: Gateways | None = None
     # Route mode: what this speaker's probes say of the tenant next hops (a failing hop is
     # withheld while another hop of its route answers; teapot_lb.tenancy.hop_health).
     tenant_hops: HopVerdict = field(default_factory=HopVerdict)
@@ -184,6 +189,7 @@ class _Say:
     ip: str
     node: str
     into: list[Decision]
+    note: str = ""  # appended to every reason (the OVN gateway the decision followed)
 
     def __call__(
         self,
@@ -194,6 +200,7 @@ class _Say:
         *,
         waiting: tuple[str, ...] = (),
     ) -> None:
+        reason = f"{reason}; {self.note}" if self.note else reason
         d = Decision(self.service, self.ip, self.node, mode, yes, reason, peers, waiting)
         self.into.append(d)
 
@@ -249,6 +256,11 @@ def _sorted(objs: Mapping[str, object]) -> list[str]:
     return sorted(objs)
 
 
+# OVN gateway gating: node → why not (None: may announce), and the note decisions get.
+_Gated = tuple[dict[str, str | None], str]
+_Gate = Callable[[Mapping[str, str | None]], _Gated]
+
+
 class _Planner:
     def __init__(
         self, view: ClusterView, options: PlanOptions, cache: PlanCache | None = None
@@ -266,6 +278,7 @@ class _Planner:
         # 1,000 nodes and 100k Services, per Service they were 10^8 steps).
         self._exclusions: dict[str, str | None] | None = None
         self._shared_candidates: dict[tuple[str, ...], list[str]] = {}
+        self._shared_gated: dict[str, _Gated] = {}
 
     def eligible(self, key: str, svc: Service) -> Mapping[str, str | None]:
         """Every node → None when it may announce the Service, else why not (mode-independent)."""
@@ -339,13 +352,51 @@ class _Planner:
                 else:
                     say(None, False, f"no advertisement selects AddressPool {pool.name}")
                 continue
-            if bgp := _selecting(Mode.BGP, bgp_advs, node_labels, why_not_node, say):
-                self._bgp(ip, node_name, node_labels, bgp, eligible, say, out)
+            bgp_eligible, bgp_say = eligible, say
+            if bgp_advs and (gate := self._ovn_gate(pool)) is not None:
+                bgp_eligible, note = self._gated(pool.name, gate, eligible)
+                bgp_say = _Say(key, str(ip), node_name, decisions, note)
+            why_not_bgp = bgp_eligible.get(node_name, why_not_node)
+            if bgp := _selecting(Mode.BGP, bgp_advs, node_labels, why_not_bgp, bgp_say):
+                self._bgp(ip, node_name, node_labels, bgp, bgp_eligible, bgp_say, out)
             if l2 := _selecting(Mode.L2, l2_advs, node_labels, why_not_node, say):
                 self._l2(ip, node_name, l2, eligible, say, out)
             if vip := _selecting(Mode.VIP, vip_advs, node_labels, why_not_node, say):
                 self._vip(ip, node_name, vip, eligible, say, out)
         return out, decisions
+
+    def _gated(self, pool: str, gate: _Gate, eligible: Mapping[str, str | None]) -> _Gated:
+        """`gate(eligible)`, once per pool for the Cluster-policy Services (which share
+        `eligible`)."""
+        if eligible is not self._exclusions:
+            return gate(eligible)
+        got = self._shared_gated.get(pool)
+        if got is None:
+            got = self._shared_gated[pool] = gate(eligible)
+        return got
+
+    def _ovn_gate(self, pool: AddressPool) -> _Gate | None:
+        """For a pool an OVNAdvertisement also selects, with the Southbound known: what
+        restricts BGP eligibility to the nodes holding the gateway ports, and the note every
+        BGP decision of the pool gets (None: not gated)."""
+        gateways = self.options.ovn_gateways
+        if gateways is None:
+            return None
+        v = self.view
+        advs = [v.ovn_advertisements[k] for k in _sorted(v.ovn_advertisements)]
+        selecting = [a for a in advs if a.spec.selects_pool(pool)]
+        if not selecting:
+            return None
+        found = gateway_nodes(selecting, gateways, v.nodes)
+        why_not = "not the active OVN gateway chassis' node"
+
+        def gate(eligible: Mapping[str, str | None]) -> _Gated:
+            return {
+                n: why if why is not None or n in found.nodes else why_not
+                for n, why in eligible.items()
+            }, found.reason
+
+        return gate
 
     def _bgp(
         self,
@@ -810,5 +861,5 @@ def _options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:
         live = options.live_speakers
         up = options.established_peers
         key += (None if live is None else frozenset(live), frozenset(options.down_peers))
-        key += (None if up is None else frozenset(up),)
+        key += (None if up is None else frozenset(up), options.ovn_gateways)
     return key

@@ -18,6 +18,7 @@ from teapot_lb.model import BFDParameters, BGPPeer
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.ovn.desired import desired_state
 from teapot_lb.ovn.explain import ServiceExplanation, explain_service
+from teapot_lb.ovn.gateways import Gateways
 from teapot_lb.speaker.report import annotation_key, parse_summary
 from teapot_lb.standalone import first_seen
 from teapot_lb.standalone.assign import planned_objects
@@ -226,6 +227,13 @@ def state_root_of(manifests: Path, state_root: Path | None) -> Path:
     "--cluster-name", default="default", show_default=True, help="OVN mode: as `teapot-lb ovn`."
 )
 @click.option(
+    "--ovn-sb",
+    default=None,
+    envvar="OVN_SB_DB",
+    help="OVN mode with BGP: read the Southbound (unix:PATH, tcp:HOST:PORT) and say which "
+    "chassis holds each gateway port, so which node announces (as speakers with --ovn-sb).",
+)
+@click.option(
     "--relay-url",
     default="http://127.0.0.1:7476",
     show_default=True,
@@ -240,6 +248,7 @@ def explain_command(
     output: str,
     ovn_nb: str | None,
     cluster_name: str,
+    ovn_sb: str | None,
     relay_url: str,
 ) -> None:
     """Explain, per node and mode, whether NAMESPACE/NAME's IPs are announced, and why not.
@@ -278,7 +287,7 @@ def explain_command(
         return
     if service not in view.services:
         raise click.ClickException(f"Service {service} not found")
-    decisions = explain(view, service, PlanOptions())
+    decisions = explain(view, service, PlanOptions(ovn_gateways=ovn_gateways(ovn_sb)))
     ovn = ovn_explanation(view, service, ovn_nb, cluster_name)
     if not decisions and (ovn is None or not ovn.rows):
         raise click.ClickException(
@@ -302,6 +311,20 @@ def explain_command(
             click.echo(f"BGPPeer {peer}: {summary}")
         if ovn is not None:
             click.echo(ovn.text())
+
+
+def ovn_gateways(ovn_sb: str | None) -> Gateways | None:
+    """Where the gateway ports are, per the Southbound at `ovn_sb` (None: not asked)."""
+    if ovn_sb is None:
+        return None
+    # Only here: the OVSDB library loads only when a database is to be read.
+    from teapot_lb.ovn.nbdb import Connection, NorthboundError
+    from teapot_lb.ovn.sbdb import read_once
+
+    try:
+        return read_once(Connection(ovn_sb))
+    except (ValueError, NorthboundError) as err:
+        raise click.ClickException(str(err)) from err
 
 
 def ovn_explanation(

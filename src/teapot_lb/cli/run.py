@@ -40,6 +40,7 @@ class RunConfig:
     poll_s: float = 0.2
     metrics_address: str | None = None
     controller: ControllerOptions = field(default_factory=ControllerOptions)
+    ovn_sb: str | None = None  # --ovn-sb: follow OVN's gateway ports (docs/ovn.md)
     tenant_hop_interval_s: float = HOP_INTERVAL_S  # route mode's probes of tenant next hops
 
 
@@ -107,6 +108,25 @@ def stop_on_signals() -> asyncio.Event:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     return stop
+
+
+def _ovn_remote(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value and value.partition(":")[0] not in ("unix", "tcp"):
+        raise click.BadParameter(f"{value!r}: write unix:PATH or tcp:HOST:PORT")
+    return value or None
+
+
+def ovn_sb_option() -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """`--ovn-sb`: the OVN Southbound to follow for gateway ports (`run` and `speaker`)."""
+    return click.option(
+        "--ovn-sb",
+        default=None,
+        envvar="OVN_SB_DB",
+        callback=_ovn_remote,
+        help="OVN Southbound (unix:PATH or tcp:HOST:PORT): pools an OVNAdvertisement and a "
+        "BGPAdvertisement both select are announced only by the node whose chassis holds "
+        "the gateway port (docs/ovn.md).",
+    )
 
 
 def parse_modes(text: str) -> tuple[str, ...]:
@@ -218,6 +238,7 @@ def heartbeat_key_file() -> Callable[[Callable[..., None]], Callable[..., None]]
     "--metrics-address", default=None, help="Serve /metrics, /healthz and /readyz on HOST:PORT."
 )
 @click.option("--class-only", is_flag=True, help="Serve only Services naming our class.")
+@ovn_sb_option()
 @tenant_hop_interval_option
 def run(
     manifests: Path,
@@ -232,6 +253,7 @@ def run(
     poll_interval: float,
     metrics_address: str | None,
     class_only: bool,
+    ovn_sb: str | None,
     tenant_hop_interval: float,
 ) -> None:
     """Standalone mode: assign IPs and announce them for one node, from a manifest directory.
@@ -255,6 +277,7 @@ def run(
         poll_s=poll_interval,
         metrics_address=metrics_address,
         controller=ControllerOptions(class_only=class_only),
+        ovn_sb=ovn_sb or None,
         tenant_hop_interval_s=tenant_hop_interval,
     )
     asyncio.run(run_node(config))

@@ -13,6 +13,7 @@ from teapot_lb import log
 from teapot_lb.cli.run import (
     RunConfig,
     heartbeat_key_file,
+    ovn_sb_option,
     parse_modes,
     service_class_options,
     stop_on_signals,
@@ -130,6 +131,7 @@ async def _run_when_synced(source: KubeSource, speaker: NodeSpeaker) -> None:
 )
 @tenant_hop_interval_option
 @service_class_options
+@ovn_sb_option()
 def speaker(
     node: str,
     kubeconfig: str | None,
@@ -145,6 +147,7 @@ def speaker(
     load_balancer_class: str,
     class_only: bool,
     tenancy: bool,
+    ovn_sb: str | None,
     tenant_hop_interval: float,
 ) -> None:
     """Announce the Service IPs this node should announce (BGP, L2, VIP), from the API.
@@ -163,6 +166,7 @@ def speaker(
         keepalived=keepalived,
         metrics_address=metrics_address or None,
         controller=ControllerOptions(load_balancer_class, class_only),
+        ovn_sb=ovn_sb or None,
         tenant_hop_interval_s=tenant_hop_interval,
     )
     asyncio.run(run_speaker(config, kubeconfig, config_namespace or None, tenancy=tenancy))

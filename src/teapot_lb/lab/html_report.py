@@ -193,12 +193,19 @@ def _legend(colors: Mapping[str, str]) -> str:
     return f'<p class="legend">{"".join(items)}</p>'
 
 
-def _section(mode: str, family: str, r: Mapping[str, Any], colors: Mapping[str, str]) -> str:
+def _heading(title: str, r: Mapping[str, Any]) -> list[str]:
+    """A group's heading with its verdict, and why it was skipped."""
     verdict = "skipped" if r.get("skipped") else ("ok" if r.get("ok") else "FAILED")
     css = "ok" if r.get("ok") else "bad"
-    out = [f'<h2>{escape(mode.upper())} {escape(family)} <span class="{css}">{verdict}</span></h2>']
+    out = [f'<h2>{escape(title)} <span class="{css}">{verdict}</span></h2>']
     if r.get("skipped"):
         out.append(f'<p class="muted">{escape(r["skipped"])}</p>')
+    return out
+
+
+def _section(mode: str, family: str, r: Mapping[str, Any], colors: Mapping[str, str]) -> str:
+    out = _heading(f"{mode.upper()} {family}", r)
+    if r.get("skipped"):
         return "".join(out)
     c = r.get("create_to_reachable_s") or {}
     out.append(
@@ -230,6 +237,33 @@ def _section(mode: str, family: str, r: Mapping[str, Any], colors: Mapping[str, 
     if d:
         state = f"withdrawn after {_ms(d.get('withdrawn_after_s'))}" if d.get("ok") else "FAILED"
         out.append(f"<h3>Delete {escape(d['name'])}: {state}</h3>")
+    for err in r.get("errors", []):
+        out.append(f'<pre class="bad">{escape(err)}</pre>')
+    return "".join(out)
+
+
+def _ovn_section(r: Mapping[str, Any]) -> str:
+    """The lab's `ovn` group (its JSON, `OVNResult`): the same lines as the text report."""
+    out = _heading("OVN", r)
+    if r.get("skipped"):
+        return "".join(out)
+    spread = ", ".join(f"{k} {v}" for k, v in sorted((r.get("spread") or {}).items())) or "-"
+    rows = (
+        ("Service created → reachable", _ms(r.get("create_to_reachable_s"))),
+        ("spread over backends", escape(spread)),
+        ("endpoint be1 removed → only be2 answers", _ms(r.get("endpoint_removed_s"))),
+        (
+            "active gateway chassis killed → served through the other",
+            f"{_ms(r.get('failover_s'))} ({r.get('failover_failed_requests', 0)} requests"
+            " failed meanwhile)",
+        ),
+        ("Service deleted → row gone", _ms(r.get("delete_to_no_row_s"))),
+        ("Service deleted → unreachable", _ms(r.get("delete_to_unreachable_s"))),
+    )
+    cells = "".join(f"<tr><td>{name}</td><td>{value}</td></tr>" for name, value in rows)
+    out.append(f'<p class="muted">Service {escape(str(r.get("ip", "")))}</p><table>{cells}</table>')
+    if r.get("not_done"):
+        out.append(f'<p class="muted">not measured: {escape(r["not_done"])}</p>')
     for err in r.get("errors", []):
         out.append(f'<pre class="bad">{escape(err)}</pre>')
     return "".join(out)
@@ -296,6 +330,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
     for mode, families in doc.get("modes", {}).items():
         for family, result in families.items():
             body.append(_section(mode, family, result, colors))
+    if doc.get("ovn"):
+        body.append(_ovn_section(doc["ovn"]))
     if doc.get("teapot"):
         body.append(teapot_section(doc["teapot"]))
     for err in doc.get("errors", []):

@@ -58,7 +58,10 @@ class OVNResult:
     delete_to_unreachable_s: float | None = None
     errors: list[str] = field(default_factory=list)
     skipped: str | None = None
-    not_done: str = "BGP announcement of the VIP from the active gateway chassis (not built)"
+    not_done: str = (
+        "BGP announcement of the VIP from the active gateway chassis' node (built; measured "
+        "by tests/ovn/test_ovn_bgp_failover.py, not by this group)"
+    )
 
     @property
     def ok(self) -> bool:

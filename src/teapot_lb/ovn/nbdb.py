@@ -71,7 +71,8 @@ class NorthboundError(Exception):
 
 @dataclass(frozen=True)
 class Connection:
-    """Where the Northbound database is: ``unix:/path``, ``tcp:host:port`` or
+    """Where an OVN database (the Northbound, or the Southbound for
+    :mod:`~teapot_lb.ovn.sbdb`) is: ``unix:/path``, ``tcp:host:port`` or
     ``ssl:host:port`` (then with the private key, certificate and CA certificate files)."""
 
     remote: str
@@ -84,12 +85,12 @@ class Connection:
         kind = self.remote.partition(":")[0]
         if kind not in ("unix", "tcp", "ssl"):
             raise ValueError(
-                f"OVN Northbound remote {self.remote!r}: write unix:PATH, tcp:HOST:PORT or "
+                f"OVN database remote {self.remote!r}: write unix:PATH, tcp:HOST:PORT or "
                 "ssl:HOST:PORT"
             )
         if kind == "ssl" and None in (self.private_key, self.certificate, self.ca_cert):
             raise ValueError(
-                f"OVN Northbound remote {self.remote!r}: ssl needs the private key, the "
+                f"OVN database remote {self.remote!r}: ssl needs the private key, the "
                 "certificate and the CA certificate"
             )
 
@@ -102,8 +103,9 @@ class Connection:
             ovs.stream.Stream.ssl_set_ca_cert_file(str(self.ca_cert))
 
 
-def fetch_schema(connection: Connection, timeout_s: float = 10.0) -> Any:
-    """The Northbound schema as the server has it (our IDL then matches its version)."""
+def fetch_schema(connection: Connection, timeout_s: float = 10.0, database: str = DATABASE) -> Any:
+    """The `database` schema (the Northbound's by default) as the server has it (our IDL
+    then matches its version)."""
     connection.configure_ssl()
     error, stream = ovs.stream.Stream.open(connection.remote)
     if not error:
@@ -112,11 +114,11 @@ def fetch_schema(connection: Connection, timeout_s: float = 10.0) -> Any:
         raise NorthboundError(f"{connection.remote}: cannot connect ({_strerror(error)})")
     rpc = ovs.jsonrpc.Connection(stream)
     try:
-        request = ovs.jsonrpc.Message.create_request("get_schema", [DATABASE])
+        request = ovs.jsonrpc.Message.create_request("get_schema", [database])
         error, reply = rpc.transact_block(request)
         if error or reply.error:
             why = _strerror(error) if error else reply.error
-            raise NorthboundError(f"{connection.remote}: get_schema {DATABASE}: {why}")
+            raise NorthboundError(f"{connection.remote}: get_schema {database}: {why}")
         return reply.result
     finally:
         rpc.close()

@@ -58,6 +58,9 @@ class SpeakerConfig(Protocol):
     @property
     def controller(self) -> ControllerOptions: ...
 
+    @property
+    def ovn_sb(self) -> str | None: ...
+
 
 def build_speaker(
     config: SpeakerConfig,
@@ -88,4 +91,9 @@ def build_speaker(
         keepalived=config.keepalived,
     )
     speaker.backends = [build(wiring) for mode, build in BACKENDS.items() if mode in config.modes]
+    if config.ovn_sb:  # must be built inside the running loop (it notifies from a thread)
+        # Only here: the OVSDB library loads only for a speaker that reads OVN.
+        from teapot_lb.speaker import ovn_gateways
+
+        speaker.backends.append(ovn_gateways.build(wiring, config.ovn_sb))
     return speaker
