@@ -38,3 +38,14 @@ def require_kube() -> None:
     reason = missing()
     if reason:
         pytest.skip(reason)
+
+
+def require_ovn() -> None:
+    """Skip the calling test when a real OVN cannot run here (not root, or the OVN and
+    Open vSwitch daemons missing): see teapot_lb.lab.ovnstack."""
+    from teapot_lb.lab.ovnstack import missing
+
+    require_root()
+    reason = missing()
+    if reason:
+        pytest.skip(reason)

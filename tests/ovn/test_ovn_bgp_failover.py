@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from bgp.interop.peers import Bird, Neighbor, fib_next_hops
-from needs import require_binary, require_root
+from needs import require_binary, require_ovn
 from ovn.builders import POOL, endpoints, ovn, view, web
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.ovnstack import (
@@ -34,7 +34,6 @@ from teapot_lb.lab.ovnstack import (
     GatewayLab,
     OVNStack,
     ha_gateway_lab,
-    missing,
 )
 from teapot_lb.lab.processes import log_tail, read_status, start_workload
 from teapot_lb.lab.wait import wait_for
@@ -100,10 +99,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
-    require_root()
-    reason = missing()
-    if reason:
-        pytest.skip(reason)
+    require_ovn()
     require_binary(*Bird.binaries)
     with tempfile.TemporaryDirectory(prefix="tlb-ovn-bgp-") as tmp, Topology("ovnbgp") as topo:
         workdir = Path(tmp)

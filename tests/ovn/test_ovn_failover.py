@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from needs import require_root
+from needs import require_ovn
 from ovn.builders import POOL, endpoints, ovn, view, web
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.ovnstack import (
@@ -21,7 +21,6 @@ from teapot_lb.lab.ovnstack import (
     GatewayLab,
     OVNStack,
     ha_gateway_lab,
-    missing,
 )
 from teapot_lb.lab.processes import start_workload
 from teapot_lb.lab.wait import wait_for
@@ -35,10 +34,7 @@ VIP = "203.0.113.1"
 
 @pytest.fixture(scope="module")
 def ha() -> Iterator[tuple[GatewayLab, Client, NorthboundLoop]]:
-    require_root()
-    reason = missing()
-    if reason:
-        pytest.skip(reason)
+    require_ovn()
     with tempfile.TemporaryDirectory(prefix="tlb-ovn-ha-") as tmp, Topology("ovnha") as topo:
         stack = OVNStack(Path(tmp), topo, chassis=3)
         try:

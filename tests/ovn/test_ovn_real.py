@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from needs import require_root
+from needs import require_ovn
 from ovn.builders import POOL, endpoints, ovn, view, web
 from teapot_lb.lab.client import Client
-from teapot_lb.lab.ovnstack import PODS_SWITCH, GatewayLab, OVNStack, gateway_lab, missing
+from teapot_lb.lab.ovnstack import PODS_SWITCH, GatewayLab, OVNStack, gateway_lab
 from teapot_lb.lab.processes import start_workload
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
@@ -70,10 +70,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
-    require_root()
-    reason = missing()
-    if reason:
-        pytest.skip(reason)
+    require_ovn()
     with tempfile.TemporaryDirectory(prefix="tlb-ovn-") as tmp, Topology("ovn") as topo:
         stack = OVNStack(Path(tmp), topo)
         try:
