@@ -33,7 +33,8 @@ from urllib.parse import urlsplit
 
 from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.gateway_api import GATEWAY_API_VERSION, ListenerProtocol
-from teapot_lb.model.tenancy import GatewayBackends
+from teapot_lb.model.manifest import parse_object
+from teapot_lb.model.tenancy import GatewayBackends, Tenant
 from teapot_lb.octavia.tree import L7Policy, L7Rule, Listener, LoadBalancer, Pool
 from teapot_lb.octavia.unsupported import ObjectKind, Unsupported
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY
@@ -50,7 +51,10 @@ from teapot_lb.tenancy.l7vet import (
     LABEL_SOURCE_NAME,
     LABEL_SOURCE_NAMESPACE,
     SHARED_PORTS,
+    L7Object,
+    L7World,
     mirrored_name,
+    vet_object,
 )
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 
@@ -149,6 +153,11 @@ def l7_refusals(lb: LoadBalancer) -> list[Unsupported]:
                                    "and an Octavia HTTPS listener names none (use "
                                    "TERMINATED_HTTPS, or TCP on the VIP)"))  # fmt: skip
         if not is_l7(listener):
+            for policy in listener.l7policies:
+                out += _policy_refusals(policy)
+                why = "L7 policies apply to HTTP and TERMINATED_HTTPS listeners"
+                option = "listener_id"
+                out.append(Unsupported(ObjectKind.L7POLICY, policy.id, option, listener.id, why))
             continue
         port = SHARED_PORTS[GATEWAY_PROTOCOLS[listener.protocol]]
         if listener.protocol_port != port:
@@ -225,6 +234,16 @@ def gateway_name(lb: LoadBalancer) -> str:
 
 def secret_name(listener_id: str, index: int) -> str:
     return f"tls-{listener_id}-{index}"
+
+
+def secret_names(lb: LoadBalancer) -> set[str]:
+    """The Secrets (names in the Tenant namespace) the load balancer's listeners refer to."""
+    return {
+        mirrored_name(SOURCE_CLUSTER, lb.project_id, secret_name(li.id, i))
+        for li in lb.listeners
+        if li.protocol == "TERMINATED_HTTPS"
+        for i in range(li.certificates)
+    }
 
 
 def _short(*parts: str) -> str:
@@ -330,7 +349,7 @@ def _slices(lb: LoadBalancer, pool: Pool, meta: _Meta, backends: GatewayBackends
     service = service_name(pool.id)
     port = pool.members[0].protocol_port if pool.members else 1
     by_family: dict[str, list[dict[str, Any]]] = {}
-    for member in sorted(pool.members, key=lambda m: m.id):
+    for member in sorted(pool.members, key=lambda m: (m.address, m.id)):
         ready = lb.admin_state_up and member.admin_state_up and member.weight > 0
         family = "IPv6" if ":" in member.address else "IPv4"
         by_family.setdefault(family, []).append(
@@ -429,6 +448,26 @@ def gateway_objects(
     return out
 
 
+def gateway_refusals(lb: LoadBalancer, tenant: Tenant) -> list[str]:
+    """What the gateway's vetting refuses of the load balancer's objects for its Tenant
+    (hostnames outside its DNS domains, a Tenant without the Gateway mode, unsafe paths
+    or header values), each prefixed with the Octavia listener it comes from. Hostnames
+    another tenant already serves and certificates are vetted by the gateway itself."""
+    bodies = gateway_objects(lb, tenant.spec.namespace, tenant.spec.gateway_backends)
+    objects: list[tuple[str, L7Object]] = []
+    for body in bodies:
+        if body["kind"] not in ("Gateway", "HTTPRoute"):
+            continue
+        obj, problems = parse_object(body)
+        if obj is None or problems:
+            return [f"{body['kind']}: {'; '.join(str(p) for p in problems)}"]
+        parents = body["spec"].get("parentRefs") or [{}]
+        where = f"listener {parents[0]['sectionName']}" if "sectionName" in parents[0] else ""
+        objects.append((where or f"load balancer {lb.id}", obj))  # type: ignore[arg-type]
+    world = L7World([tenant], [o for _, o in objects], None)
+    return [f"{where}: {r}" for where, obj in objects for r in vet_object(obj, world)]
+
+
 __all__ = [
     "L7_PROTOCOLS",
     "LABEL_LOADBALANCER",
@@ -436,10 +475,12 @@ __all__ = [
     "gateway_name",
     "gateway_objects",
     "gateway_pools",
+    "gateway_refusals",
     "is_l7",
     "l7_refusals",
     "listener_hostnames",
     "secret_name",
+    "secret_names",
     "service_name",
     "tls_secrets",
 ]
