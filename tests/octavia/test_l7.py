@@ -257,3 +257,30 @@ def test_listener_ports_and_passthrough_are_refused_by_name() -> None:
     assert found == {"protocol"}
     no_cert = l7.l7_refusals(http_lb(policies, protocol="TERMINATED_HTTPS", protocol_port=443))
     assert [r.option for r in no_cert] == ["default_tls_container_ref"]
+
+
+def test_policy_and_rule_edits_keep_octavias_position_order() -> None:
+    from teapot_lb.octavia import tree as t
+
+    lb = http_lb(served_policies())
+    first = t.l7policy_from_provider(served_policies()[0])
+    moved = first.model_copy(update={"position": 9})
+    lb = t.put_l7policy(lb, LISTENER_ID, moved)
+    listener = lb.listener(LISTENER_ID)
+    assert listener is not None and listener.l7policies[-1].id == first.id
+    path = first.rules[1]
+    lb = t.drop_l7rule(lb, first.id, path.id)
+    listener = lb.listener(LISTENER_ID)
+    assert listener is not None
+    assert [r.id for r in listener.l7policies[-1].rules] == [first.rules[0].id]
+    lb = t.drop_l7policy(lb, first.id)
+    assert l7.listener_hostnames(lb.listener(LISTENER_ID)) == []  # type: ignore[arg-type]
+
+
+def test_a_policy_naming_two_hostnames_matches_nothing_and_adds_no_hostname() -> None:
+    never = policy(1, "REDIRECT_TO_POOL", [rule(1, "HOST_NAME", "EQUAL_TO", HOST),
+                                           rule(2, "HOST_NAME", "EQUAL_TO", "b.acme.example")],
+                   redirect_pool_id=API_POOL)  # fmt: skip
+    lb = http_lb([never])
+    assert l7.listener_hostnames(lb.listeners[0]) == []
+    assert "HTTPRoute" not in {b["kind"] for b in l7.gateway_objects(lb, NAMESPACE)}

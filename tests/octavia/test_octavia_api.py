@@ -344,6 +344,23 @@ def test_an_http_listener_with_an_l7_policy_becomes_active_and_writes_the_gatewa
     # The TenantLoadBalancer keeps the VIP; the HTTP listener is the gateway's, not a port.
     assert (rest.tlb(lb.id) or {})["spec"]["ports"] == []
 
+    # Refused in the call, by name: what the gateway does not match, and what its vetting
+    # would refuse for the Tenant (a hostname outside acme.example).
+    cookie = refusal(lambda: lbs.create_l7_rule(
+        policy.id, type="COOKIE", compare_type="EQUAL_TO", key="beta", value="1",
+        project_id=PROJECT))  # fmt: skip
+    assert "type='COOKIE'" in cookie, cookie
+    other = lbs.create_l7_policy(
+        listener_id=listener.id, action="REDIRECT_TO_POOL", redirect_pool_id=pool.id,
+        project_id=PROJECT)  # fmt: skip
+    active(conn, lb.id)
+    foreign = refusal(lambda: lbs.create_l7_rule(
+        other.id, type="HOST_NAME", compare_type="EQUAL_TO", value="www.bolt.example",
+        project_id=PROJECT))  # fmt: skip
+    assert "HostnameNotAllowed" in foreign and listener.id in foreign, foreign
+    lbs.delete_l7_policy(other.id)
+    active(conn, lb.id)
+
     lbs.delete_l7_rule(path.id, policy.id)
     active(conn, lb.id)
     [route] = gateway_objects(rest, lb.id)["HTTPRoute"]

@@ -201,8 +201,9 @@ def listener_hostnames(listener: Listener) -> list[str]:
     """The hostnames a listener serves: those its enabled policies name."""
     hosts: set[str] = set()
     for policy in listener.l7policies:
-        if policy.admin_state_up:
-            hosts |= _hosts_of(policy)
+        named = _hosts_of(policy)
+        if policy.admin_state_up and len(named) == 1:  # two names: a policy never matching
+            hosts |= named
     return sorted(hosts)
 
 
@@ -214,7 +215,11 @@ def gateway_pools(lb: LoadBalancer) -> dict[str, bool]:
         if not is_l7(listener):
             continue
         ids = [listener.default_pool_id] if listener.default_pool_id else []
-        ids += [p.redirect_pool_id for p in listener.l7policies if p.redirect_pool_id]
+        ids += [
+            p.redirect_pool_id
+            for p in listener.l7policies
+            if p.action == "REDIRECT_TO_POOL" and p.redirect_pool_id
+        ]
         for pool_id in ids:
             out[pool_id] = out.get(pool_id, False) or listener.admin_state_up
     return out
