@@ -287,3 +287,22 @@ def test_a_policy_naming_two_hostnames_matches_nothing_and_adds_no_hostname() ->
     lb = http_lb([never])
     assert l7.listener_hostnames(lb.listeners[0]) == []
     assert "HTTPRoute" not in {b["kind"] for b in l7.gateway_objects(lb, NAMESPACE)}
+
+
+def test_a_policy_inserted_at_a_taken_position_moves_the_others_down_as_octavia_does() -> None:
+    from teapot_lb.octavia import tree as t
+
+    lb = http_lb(served_policies())
+    first = t.l7policy_from_provider(
+        policy(7, "REDIRECT_TO_POOL", [rule(9, "HOST_NAME", "EQUAL_TO", HOST)],
+               redirect_pool_id=API_POOL, position=1)
+    )  # fmt: skip
+    lb = t.put_l7policy(lb, LISTENER_ID, first)
+    listener = lb.listener(LISTENER_ID)
+    assert listener is not None
+    ids = [p.id for p in listener.l7policies]
+    assert ids == [first.id, *(p["l7policy_id"] for p in served_policies())]
+    assert [p.position for p in listener.l7policies] == [1, 2, 3, 4]
+    lb = t.drop_l7policy(lb, first.id)
+    listener = lb.listener(LISTENER_ID)
+    assert listener is not None and [p.position for p in listener.l7policies] == [1, 2, 3]

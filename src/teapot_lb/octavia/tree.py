@@ -341,12 +341,15 @@ def drop_health_monitor(lb: LoadBalancer, pool_id: str) -> LoadBalancer:
 
 
 def put_l7policy(lb: LoadBalancer, listener_id: str, policy: L7Policy) -> LoadBalancer:
-    """Add or replace `policy` on its listener (the listener's policies by position)."""
+    """Add or move `policy` on its listener to its position, as Octavia does: the others
+    at that position and after move one down, and positions are renumbered 1..n."""
     listener = lb.listener(listener_id)
     if listener is None:
         return lb
-    policies = sorted(_put(listener.l7policies, policy, lambda x: x.id), key=lambda p: p.position)
-    changed = listener.model_copy(update={"l7policies": tuple(policies)})
+    others = sorted((p for p in listener.l7policies if p.id != policy.id), key=lambda p: p.position)
+    others.insert(max(policy.position, 1) - 1, policy)
+    policies = tuple(p.model_copy(update={"position": i}) for i, p in enumerate(others, 1))
+    changed = listener.model_copy(update={"l7policies": policies})
     return lb.model_copy(update={"listeners": _put(lb.listeners, changed, lambda x: x.id)})
 
 
@@ -354,7 +357,10 @@ def drop_l7policy(lb: LoadBalancer, policy_id: str) -> LoadBalancer:
     listener = lb.listener_of_policy(policy_id)
     if listener is None:
         return lb
-    kept = tuple(p for p in listener.l7policies if p.id != policy_id)
+    kept = tuple(
+        p.model_copy(update={"position": i})
+        for i, p in enumerate((p for p in listener.l7policies if p.id != policy_id), 1)
+    )
     changed = listener.model_copy(update={"l7policies": kept})
     return lb.model_copy(update={"listeners": _put(lb.listeners, changed, lambda x: x.id)})
 
