@@ -306,3 +306,14 @@ def test_a_policy_inserted_at_a_taken_position_moves_the_others_down_as_octavia_
     lb = t.drop_l7policy(lb, first.id)
     listener = lb.listener(LISTENER_ID)
     assert listener is not None and [p.position for p in listener.l7policies] == [1, 2, 3]
+
+
+def test_a_failover_keeps_the_certificates_written_before() -> None:
+    from teapot_lb.octavia import tree as t
+
+    kept = http_lb(served_policies(), protocol="TERMINATED_HTTPS", protocol_port=443,
+                   default_tls_container_data={"certificate": "c", "private_key": "k"})  # fmt: skip
+    rebuilt = http_lb(served_policies(), protocol="TERMINATED_HTTPS", protocol_port=443)
+    assert rebuilt.listeners[0].certificates == 0
+    assert t.keep_certificates(rebuilt, kept).listeners[0].certificates == 1
+    assert l7.secret_names(t.keep_certificates(rebuilt, kept)) == l7.secret_names(kept)

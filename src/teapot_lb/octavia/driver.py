@@ -458,6 +458,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         request = self._rt.run(self._rt.management.request(tenant.spec.namespace, loadbalancer_id))
         kept = tree_of(request) if request is not None else None
         lb = t.load_balancer_from_provider(d, kept.mode if kept else t.Mode.ROUTE)
+        lb = t.keep_certificates(lb, kept)
         self._check(tenant, lb)
         self._submit(tenant, kept, lb, (ObjectKind.LOADBALANCER, loadbalancer_id), [])
 

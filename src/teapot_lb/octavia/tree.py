@@ -340,6 +340,19 @@ def drop_health_monitor(lb: LoadBalancer, pool_id: str) -> LoadBalancer:
     return _with_pool(lb, pool_id, health_monitor=None)
 
 
+def keep_certificates(lb: LoadBalancer, kept: LoadBalancer | None) -> LoadBalancer:
+    """`lb` (rebuilt from Octavia's database, as in a failover) with the certificate count
+    of `kept`'s listeners where it read none: their Secrets stay written."""
+    if kept is None:
+        return lb
+    counts = {li.id: li.certificates for li in kept.listeners}
+    listeners = tuple(
+        li if li.certificates else li.model_copy(update={"certificates": counts.get(li.id, 0)})
+        for li in lb.listeners
+    )
+    return lb.model_copy(update={"listeners": listeners})
+
+
 def put_l7policy(lb: LoadBalancer, listener_id: str, policy: L7Policy) -> LoadBalancer:
     """Add or move `policy` on its listener to its position, as Octavia does: the others
     at that position and after move one down, and positions are renumbered 1..n."""
@@ -407,6 +420,7 @@ __all__ = [
     "drop_member",
     "drop_pool",
     "health_monitor_from_provider",
+    "keep_certificates",
     "l7policy_from_provider",
     "l7rule_from_provider",
     "listener_from_provider",
