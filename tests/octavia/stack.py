@@ -294,11 +294,12 @@ def config(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def default_objects() -> list[dict[str, Any]]:
-    """The pool and the two Tenants: acme (project PROJECT, Route and Gateway) and bolt
+    """The pool and the two Tenants: acme (project PROJECT, Route and Gateway, DNS domain
+    acme.example) and bolt
     (project OTHER_PROJECT, Gateway only)."""
     return [
         config("AddressPool", "octavia", {"addresses": [POOL_CIDR], "autoAssign": False}),
-        tenant("acme", TENANT_NS, PROJECT, "203.0.113.0/29"),
+        tenant("acme", TENANT_NS, PROJECT, "203.0.113.0/29", dnsDomains=["acme.example"]),
         tenant("bolt", "tenant-bolt", OTHER_PROJECT, "203.0.113.8/29", modes=["Gateway"]),
     ]
 

@@ -232,7 +232,7 @@ def test_each_unsupported_option_is_refused_with_its_name(
     lb, listener_id, pool_id = graph_lb(conn, "refusals", members=1)
     lbs = conn.load_balancer
     attempts: dict[str, Any] = {
-        "protocol='HTTP'": lambda: lbs.create_listener(
+        "serves HTTP on port 80 only": lambda: lbs.create_listener(
             loadbalancer_id=lb.id, protocol="HTTP", protocol_port=8080, project_id=PROJECT),
         # (TERMINATED_HTTPS needs a certificate Octavia can fetch before it asks the driver;
         # its refusal is in test_unsupported.)
@@ -272,3 +272,103 @@ def test_each_unsupported_option_is_refused_with_its_name(
         assert words in text, f"{words!r} not in the refusal: {text}"
         active(conn, lb.id)  # nothing was changed: the load balancer stays usable
     assert len(conn.load_balancer.get_load_balancer(lb.id).listeners) == 1
+
+
+GATEWAY_KINDS = {
+    "Gateway": "/apis/gateway.networking.k8s.io/v1/namespaces/tenant-acme/gateways",
+    "HTTPRoute": "/apis/gateway.networking.k8s.io/v1/namespaces/tenant-acme/httproutes",
+    "EndpointSlice": "/apis/discovery.k8s.io/v1/namespaces/tenant-acme/endpointslices",
+}
+
+
+def gateway_objects(rest: Rest, lb_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The gateway's objects the driver wrote for a load balancer, by kind."""
+    selector = f"?labelSelector=octavia.lb.teapot.io%2Floadbalancer%3D{lb_id}"
+    return {
+        kind: list((rest.get(path + selector) or {}).get("items") or [])
+        for kind, path in GATEWAY_KINDS.items()
+    }
+
+
+def test_an_http_listener_with_an_l7_policy_becomes_active_and_writes_the_gateways_objects(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    _, rest, conn = stack
+    lbs = conn.load_balancer
+    lb = make_lb(conn, "l7")
+    listener = lbs.create_listener(
+        loadbalancer_id=lb.id, protocol="HTTP", protocol_port=80, project_id=PROJECT
+    )
+    active(conn, lb.id)
+    pool = lbs.create_pool(
+        loadbalancer_id=lb.id, protocol="HTTP", lb_algorithm="ROUND_ROBIN", project_id=PROJECT
+    )
+    active(conn, lb.id)
+    for address in ("192.0.2.41", "192.0.2.42"):
+        lbs.create_member(pool.id, address=address, protocol_port=8080, project_id=PROJECT)
+        active(conn, lb.id)
+    policy = lbs.create_l7_policy(
+        listener_id=listener.id, action="REDIRECT_TO_POOL", redirect_pool_id=pool.id,
+        project_id=PROJECT,
+    )  # fmt: skip
+    active(conn, lb.id)
+    host = lbs.create_l7_rule(
+        policy.id, type="HOST_NAME", compare_type="EQUAL_TO", value="www.acme.example",
+        project_id=PROJECT,
+    )  # fmt: skip
+    active(conn, lb.id)
+    path = lbs.create_l7_rule(
+        policy.id, type="PATH", compare_type="STARTS_WITH", value="/api", project_id=PROJECT
+    )
+    lb = active(conn, lb.id)
+    assert lb.operating_status == "ONLINE"
+    found = lbs.get_l7_policy(policy.id)
+    assert (found.provisioning_status, found.operating_status) == ("ACTIVE", "ONLINE")
+    for rule in (host, path):
+        found = lbs.get_l7_rule(rule.id, policy.id)
+        assert (found.provisioning_status, found.operating_status) == ("ACTIVE", "ONLINE")
+    found = lbs.get_listener(listener.id)
+    assert (found.provisioning_status, found.operating_status) == ("ACTIVE", "ONLINE")
+
+    objects = gateway_objects(rest, lb.id)
+    [gateway] = objects["Gateway"]
+    assert gateway["spec"]["gatewayClassName"] == "teapot"
+    assert gateway["spec"]["listeners"] == [{"name": listener.id, "port": 80, "protocol": "HTTP"}]
+    [route] = objects["HTTPRoute"]
+    assert route["spec"]["hostnames"] == ["www.acme.example"]
+    [rule] = route["spec"]["rules"]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/api"}}]
+    assert rule["backendRefs"] == [{"name": f"pool-{pool.id}", "port": 8080}]
+    [eps] = objects["EndpointSlice"]
+    assert [e["addresses"][0] for e in eps["endpoints"]] == ["192.0.2.41", "192.0.2.42"]
+    # The TenantLoadBalancer keeps the VIP; the HTTP listener is the gateway's, not a port.
+    assert (rest.tlb(lb.id) or {})["spec"]["ports"] == []
+
+    # Refused in the call, by name: what the gateway does not match, and what its vetting
+    # would refuse for the Tenant (a hostname outside acme.example).
+    cookie = refusal(lambda: lbs.create_l7_rule(
+        policy.id, type="COOKIE", compare_type="EQUAL_TO", key="beta", value="1",
+        project_id=PROJECT))  # fmt: skip
+    assert "type='COOKIE'" in cookie, cookie
+    other = lbs.create_l7_policy(
+        listener_id=listener.id, action="REDIRECT_TO_POOL", redirect_pool_id=pool.id,
+        project_id=PROJECT)  # fmt: skip
+    active(conn, lb.id)
+    foreign = refusal(lambda: lbs.create_l7_rule(
+        other.id, type="HOST_NAME", compare_type="EQUAL_TO", value="www.bolt.example",
+        project_id=PROJECT))  # fmt: skip
+    assert "HostnameNotAllowed" in foreign and listener.id in foreign, foreign
+    lbs.delete_l7_policy(other.id)
+    active(conn, lb.id)
+
+    lbs.delete_l7_rule(path.id, policy.id)
+    active(conn, lb.id)
+    [route] = gateway_objects(rest, lb.id)["HTTPRoute"]
+    assert route["spec"]["rules"][0]["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
+    lbs.delete_load_balancer(lb.id, cascade=True)
+
+    def all_gone() -> bool:
+        left = gateway_objects(rest, lb.id)
+        return not any(left.values()) and rest.tlb(lb.id) is None
+
+    wait_for(all_gone, timeout=WITHIN, what="the gateway's objects deleted with the load balancer")

@@ -22,20 +22,15 @@ REFUSED: list[tuple[ObjectKind, str, dict[str, Any]]] = [
     (ObjectKind.LOADBALANCER, "vip_sg_ids", load_balancer(vip_sg_ids=["sg"])),
     (ObjectKind.LOADBALANCER, "additional_vips", load_balancer(additional_vips=[{"a": 1}])),
     (ObjectKind.LOADBALANCER, "availability_zone", load_balancer(availability_zone={"z": 1})),
-    (ObjectKind.LISTENER, "protocol", listener(protocol="HTTP")),
-    (ObjectKind.LISTENER, "protocol", listener(protocol="HTTPS")),
-    (ObjectKind.LISTENER, "protocol", listener(protocol="TERMINATED_HTTPS")),
+    (ObjectKind.LISTENER, "protocol", listener(protocol="PROMETHEUS")),
     (ObjectKind.LISTENER, "connection_limit", listener(connection_limit=100)),
     (ObjectKind.LISTENER, "allowed_cidrs", listener(allowed_cidrs=["192.0.2.0/24"])),
     (ObjectKind.LISTENER, "insert_headers", listener(insert_headers={"X-Forwarded-For": "true"})),
-    (ObjectKind.LISTENER, "default_tls_container_ref", listener(default_tls_container_ref="r")),
-    (ObjectKind.LISTENER, "sni_container_refs", listener(sni_container_refs=["r"])),
     (ObjectKind.LISTENER, "client_ca_tls_container_ref", listener(client_ca_tls_container_ref="r")),
     (ObjectKind.LISTENER, "client_crl_container_ref", listener(client_crl_container_ref="r")),
     (ObjectKind.LISTENER, "client_authentication", listener(client_authentication="MANDATORY")),
-    (ObjectKind.LISTENER, "l7policies", listener(l7policies=[{"l7policy_id": "p"}])),
-    (ObjectKind.POOL, "protocol", pool(protocol="HTTP")),
     (ObjectKind.POOL, "protocol", pool(protocol="PROXY")),
+    (ObjectKind.POOL, "protocol", pool(protocol="HTTPS")),
     (ObjectKind.POOL, "lb_algorithm", pool(lb_algorithm="LEAST_CONNECTIONS")),
     (ObjectKind.POOL, "lb_algorithm", pool(lb_algorithm="SOURCE_IP")),
     (ObjectKind.POOL, "session_persistence", pool(session_persistence={"type": "SOURCE_IP"})),
@@ -46,8 +41,6 @@ REFUSED: list[tuple[ObjectKind, str, dict[str, Any]]] = [
     (ObjectKind.MEMBER, "backup", member(0, backup=True)),
     (ObjectKind.MEMBER, "monitor_address", member(0, monitor_address="192.0.2.99")),
     (ObjectKind.MEMBER, "monitor_port", member(0, monitor_port=9000)),
-    (ObjectKind.L7POLICY, "action", {"l7policy_id": "p", "action": "REJECT"}),
-    (ObjectKind.L7RULE, "type", {"l7rule_id": "r", "type": "PATH"}),
 ]
 
 
@@ -80,7 +73,7 @@ def test_a_graph_create_is_checked_object_by_object() -> None:
         listeners=0,
         pools=[pool([member(0, backup=True)], lb_algorithm="LEAST_CONNECTIONS")],
     )
-    lb["listeners"] = [listener(protocol="HTTP", default_pool=None)]
+    lb["listeners"] = [listener(protocol="PROMETHEUS", default_pool=None)]
     found = {(r.kind, r.option) for r in refusals_in_load_balancer(lb, Mode.ROUTE)}
     assert found == {
         (ObjectKind.LISTENER, "protocol"),

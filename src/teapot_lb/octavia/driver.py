@@ -36,9 +36,17 @@ from teapot_lb import log
 from teapot_lb.kube.backoff import Backoff
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.errors import KubeError
+from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.tenancy import Tenant, TenantMode
 from teapot_lb.octavia import tree as t
 from teapot_lb.octavia.flavor import SUPPORTED, FlavorError, flavor_mode
+from teapot_lb.octavia.l7 import (
+    gateway_objects,
+    gateway_refusals,
+    l7_refusals,
+    secret_names,
+    tls_secrets,
+)
 from teapot_lb.octavia.management import LoopThread, Management, ManagementError
 from teapot_lb.octavia.mapping import (
     Answer,
@@ -77,6 +85,8 @@ _EARLY_RULES = frozenset({Rule.MODE_NOT_ALLOWED, Rule.BACKEND_NOT_ALLOWED, Rule.
 Update = dict[str, list[dict[str, str]]]
 _REPORT_ATTEMPTS = 8  # ~10 s of backoff: the driver agent's database may be locked a while
 M = TypeVar("M", bound=BaseModel)
+Certificates = Mapping[str, list[Mapping[str, Any]]]
+"""TLS containers given with a call, per listener id (their PEM goes to Secrets only)."""
 
 
 class _Runtime:
@@ -187,10 +197,16 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
     def _project_of_pool(self, pool_id: str) -> tuple[str, str]:
         """(project id, load balancer id) of a pool, from Octavia's database."""
-        pool = self._rt.lib.get_pool(pool_id)
-        if pool is None:
-            raise _fault(f"pool {pool_id} is not in Octavia's database")
-        d = _dict(pool)
+        return self._project_of(ObjectKind.POOL, pool_id, self._rt.lib.get_pool)
+
+    def _project_of(
+        self, kind: ObjectKind, ident: str, get: Callable[[str], Any]
+    ) -> tuple[str, str]:
+        """(project id, load balancer id) of a pool or listener, from Octavia's database."""
+        found = get(ident)
+        if found is None:
+            raise _fault(f"{kind.singular} {ident} is not in Octavia's database")
+        d = _dict(found)
         lb_id = str(d["loadbalancer_id"])
         project = d.get("project_id")
         if not project:
@@ -201,11 +217,12 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
     def _check(self, tenant: Tenant, lb: t.LoadBalancer) -> None:
         """Refuse now what cannot work: unsupported shapes, and what the manager would
         refuse for the Tenant (its modes, its node networks)."""
-        _refuse(tree_refusals(lb))
+        _refuse([*tree_refusals(lb), *l7_refusals(lb)])
         request = desired_request(lb, tenant.spec.namespace)
-        early = [r for r in vet(request, tenant, {}) if r.rule in _EARLY_RULES]
+        early = [str(r) for r in vet(request, tenant, {}) if r.rule in _EARLY_RULES]
+        early += gateway_refusals(lb, tenant)
         if early:
-            text = "; ".join(str(r) for r in early)
+            text = "; ".join(early)
             raise _fault(f"load balancer {lb.id}: refused for Tenant {tenant.name}: {text}")
 
     def _change(
@@ -217,6 +234,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         *,
         gone: Iterable[tuple[ObjectKind, str]] = (),
         checked: Iterable[Unsupported] = (),
+        certificates: Certificates | None = None,
     ) -> None:
         """One change of a load balancer: refuse now or apply after the call."""
         _refuse(checked)
@@ -224,7 +242,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         old = self._current(tenant, lb_id)
         new = edit(old)
         self._check(tenant, new)
-        self._submit(tenant, old, new, subject, list(gone))
+        self._submit(tenant, old, new, subject, list(gone), certificates)
 
     def _submit(
         self,
@@ -233,8 +251,15 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         new: t.LoadBalancer,
         subject: tuple[ObjectKind, str],
         gone: list[tuple[ObjectKind, str]],
+        certificates: Certificates | None = None,
     ) -> None:
-        self._rt.loop.submit(new.id, lambda: self._apply(tenant, old, new, subject, gone))
+        namespace = tenant.spec.namespace
+        secrets = [
+            secret
+            for listener_id, containers in (certificates or {}).items()
+            for secret in tls_secrets(new, listener_id, containers, namespace)
+        ]
+        self._rt.loop.submit(new.id, lambda: self._apply(tenant, old, new, subject, gone, secrets))
 
     async def _apply(
         self,
@@ -243,6 +268,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         new: t.LoadBalancer,
         subject: tuple[ObjectKind, str],
         gone: list[tuple[ObjectKind, str]],
+        secrets: list[KubeObject],
     ) -> None:
         management = self._rt.management
         namespace = tenant.spec.namespace
@@ -253,6 +279,13 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
                 _log.warning("change refused", lb=new.id, reason=answer.message)
                 if old is not None:
                     await management.write(desired_request(old, namespace))
+            else:
+                # The L7 listeners' objects, for the gateway's control plane to vet and
+                # serve (its own refusals show there, as for a tenant's objects).
+                objects = gateway_objects(new, namespace, tenant.spec.gateway_backends)
+                await management.write_gateway(
+                    namespace, new.id, [*secrets, *objects], keep_secrets=secret_names(new)
+                )
         except (ManagementError, KubeError) as err:
             # Octavia shows the object in ERROR; a failover writes the request again.
             _log.warning("change not answered", lb=new.id, error=str(err))
@@ -285,6 +318,8 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             ObjectKind.POOL: self._rt.lib.get_pool,
             ObjectKind.MEMBER: self._rt.lib.get_member,
             ObjectKind.HEALTHMONITOR: self._rt.lib.get_healthmonitor,
+            ObjectKind.L7POLICY: self._rt.lib.get_l7policy,
+            ObjectKind.L7RULE: self._rt.lib.get_l7rule,
         }
         get = getters.get(kind)
         if get is None:
@@ -375,7 +410,10 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         old = t.LoadBalancer(
             id=lb_id, project_id=lb.project_id, vip_address=lb.vip_address, mode=lb.mode
         )
-        self._submit(tenant, old, lb, (ObjectKind.LOADBALANCER, lb_id), [])
+        certificates = {
+            str(li["listener_id"]): t.certificates_in(li) for li in d.get("listeners") or [] if li
+        }
+        self._submit(tenant, old, lb, (ObjectKind.LOADBALANCER, lb_id), [], certificates)
 
     def loadbalancer_update(self, old_loadbalancer: Any, new_loadbalancer: Any) -> None:
         d = _dict(new_loadbalancer)
@@ -399,6 +437,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         async def delete() -> None:
             subject = (ObjectKind.LOADBALANCER, lb_id)
             try:
+                await management.write_gateway(tenant.spec.namespace, lb_id, [])
                 await management.delete(tenant.spec.namespace, lb_id)
             except KubeError as err:  # the load balancer in ERROR: the user deletes again
                 _log.warning("delete failed", lb=lb_id, error=str(err))
@@ -419,6 +458,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         request = self._rt.run(self._rt.management.request(tenant.spec.namespace, loadbalancer_id))
         kept = tree_of(request) if request is not None else None
         lb = t.load_balancer_from_provider(d, kept.mode if kept else t.Mode.ROUTE)
+        lb = t.keep_certificates(lb, kept)
         self._check(tenant, lb)
         self._submit(tenant, kept, lb, (ObjectKind.LOADBALANCER, loadbalancer_id), [])
 
@@ -440,7 +480,14 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         d = _dict(listener)
         new = t.listener_from_provider(d)
         checked = refusals(ObjectKind.LISTENER, d, t.Mode.ROUTE)
-        self._lb_child(ObjectKind.LISTENER, d, lambda lb: t.put_listener(lb, new), checked=checked)
+        certificates = {new.id: t.certificates_in(d)}
+        self._lb_child(
+            ObjectKind.LISTENER,
+            d,
+            lambda lb: t.put_listener(lb, new),
+            checked=checked,
+            certificates=certificates,
+        )
 
     def _lb_child_update(
         self,
@@ -461,14 +508,19 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._lb_child(kind, old, edit, checked=refusals(kind, {**old, **d}, t.Mode.ROUTE))
 
     def listener_update(self, old_listener: Any, new_listener: Any) -> None:
-        self._lb_child_update(
-            ObjectKind.LISTENER,
-            old_listener,
-            new_listener,
-            t.LoadBalancer.listener,
-            t.listener_from_provider,
-            t.put_listener,
-        )
+        old, d = _dict(old_listener), _dict(new_listener)
+        ident = str(old["listener_id"])
+        containers = t.certificates_in(d)
+
+        def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
+            listener = t.merged(lb.listener(ident) or t.listener_from_provider(old), d)
+            if containers:
+                listener = listener.model_copy(update={"certificates": len(containers)})
+            return t.put_listener(lb, listener)
+
+        checked = refusals(ObjectKind.LISTENER, {**old, **d}, t.Mode.ROUTE)
+        certificates = {ident: containers} if containers else None
+        self._lb_child(ObjectKind.LISTENER, old, edit, checked=checked, certificates=certificates)
 
     def listener_delete(self, listener: Any) -> None:
         d = _dict(listener)
@@ -600,17 +652,86 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
     # ---------------------------------------------------------------- L7 (the gateway's)
 
+    def _listener_child(
+        self,
+        kind: ObjectKind,
+        ident: str,
+        listener_id: str,
+        edit: Callable[[t.LoadBalancer], t.LoadBalancer],
+        **kwargs: Any,
+    ) -> None:
+        """A change of an L7 policy or rule (the listener, already committed, names the
+        load balancer and project)."""
+        get = self._rt.lib.get_listener
+        project, lb_id = self._project_of(ObjectKind.LISTENER, listener_id, get)
+        self._change(project, lb_id, edit, (kind, ident), **kwargs)
+
+    def _listener_of_policy(self, policy_id: str) -> str:
+        policy = self._rt.lib.get_l7policy(policy_id)
+        if policy is None:
+            raise _fault(f"L7 policy {policy_id} is not in Octavia's database")
+        return str(_dict(policy)["listener_id"])
+
     def l7policy_create(self, l7policy: Any) -> None:
-        _refuse(refusals(ObjectKind.L7POLICY, _dict(l7policy), t.Mode.ROUTE))
+        d = _dict(l7policy)
+        new, listener_id = t.l7policy_from_provider(d), str(d["listener_id"])
+        edit = partial(t.put_l7policy, listener_id=listener_id, policy=new)
+        self._listener_child(ObjectKind.L7POLICY, new.id, listener_id, edit)
 
     def l7policy_update(self, old_l7policy: Any, new_l7policy: Any) -> None:
-        _refuse(refusals(ObjectKind.L7POLICY, _dict(old_l7policy), t.Mode.ROUTE))
+        old, d = _dict(old_l7policy), _dict(new_l7policy)
+        ident, listener_id = str(old["l7policy_id"]), str(old["listener_id"])
+
+        def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
+            listener = lb.listener(listener_id)
+            found = [p for p in listener.l7policies if p.id == ident] if listener else []
+            current = found[0] if found else t.l7policy_from_provider(old)
+            return t.put_l7policy(lb, listener_id, t.merged(current, d))
+
+        self._listener_child(ObjectKind.L7POLICY, ident, listener_id, edit)
+
+    def l7policy_delete(self, l7policy: Any) -> None:
+        d = _dict(l7policy)
+        ident, listener_id = str(d["l7policy_id"]), str(d["listener_id"])
+        gone: list[tuple[ObjectKind, str]] = [(ObjectKind.L7POLICY, ident)]
+
+        def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
+            listener = lb.listener_of_policy(ident)
+            for policy in listener.l7policies if listener else ():
+                if policy.id == ident:
+                    gone.extend((ObjectKind.L7RULE, r.id) for r in policy.rules)
+            return t.drop_l7policy(lb, ident)
+
+        self._listener_child(ObjectKind.L7POLICY, ident, listener_id, edit, gone=gone)
 
     def l7rule_create(self, l7rule: Any) -> None:
-        _refuse(refusals(ObjectKind.L7RULE, _dict(l7rule), t.Mode.ROUTE))
+        d = _dict(l7rule)
+        new, policy_id = t.l7rule_from_provider(d), str(d["l7policy_id"])
+        edit = partial(t.put_l7rule, policy_id=policy_id, rule=new)
+        listener_id = self._listener_of_policy(policy_id)
+        self._listener_child(ObjectKind.L7RULE, new.id, listener_id, edit)
 
     def l7rule_update(self, old_l7rule: Any, new_l7rule: Any) -> None:
-        _refuse(refusals(ObjectKind.L7RULE, _dict(old_l7rule), t.Mode.ROUTE))
+        old, d = _dict(old_l7rule), _dict(new_l7rule)
+        ident, policy_id = str(old["l7rule_id"]), str(old["l7policy_id"])
+
+        def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
+            listener = lb.listener_of_policy(policy_id)
+            rules = [r for p in (listener.l7policies if listener else ()) for r in p.rules]
+            current = next((r for r in rules if r.id == ident), None)
+            rule = t.merged(current or t.l7rule_from_provider(old), d)
+            return t.put_l7rule(lb, policy_id, rule)
+
+        listener_id = self._listener_of_policy(policy_id)
+        self._listener_child(ObjectKind.L7RULE, ident, listener_id, edit)
+
+    def l7rule_delete(self, l7rule: Any) -> None:
+        d = _dict(l7rule)
+        ident, policy_id = str(d["l7rule_id"]), str(d["l7policy_id"])
+        edit = partial(t.drop_l7rule, policy_id=policy_id, rule_id=ident)
+        listener_id = self._listener_of_policy(policy_id)
+        gone = [(ObjectKind.L7RULE, ident)]
+        self._listener_child(ObjectKind.L7RULE, ident, listener_id, edit, gone=gone)
 
     # ---------------------------------------------------------------- flavors, zones
 

@@ -13,18 +13,32 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from teapot_lb import log
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import AlreadyExists, Conflict, NotFound
-from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS, TENANTS, KubeObject
+from teapot_lb.kube.resources import (
+    ENDPOINT_SLICES,
+    GATEWAYS,
+    HTTP_ROUTES,
+    SECRETS,
+    TENANT_LOAD_BALANCERS,
+    TENANTS,
+    KubeObject,
+)
 from teapot_lb.model.common import dump
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.octavia.l7 import LABEL_LOADBALANCER
 from teapot_lb.octavia.mapping import LABEL_PROJECT, Answer, request_name
+from teapot_lb.tenancy.l7mirror import ANNOTATION_DIGEST, current_digest, digest
 
 T = TypeVar("T")
+
+# The gateway's objects of a load balancer, in the order they are written (what a route
+# refers to first); deleted in the reverse order.
+GATEWAY_RESOURCES = (SECRETS, ENDPOINT_SLICES, GATEWAYS, HTTP_ROUTES)
 
 _log = log.get("octavia")
 
@@ -92,6 +106,49 @@ class Management:
         except NotFound:
             return False
         return True
+
+    async def write_gateway(
+        self,
+        namespace: str,
+        lb_id: str,
+        objects: Sequence[KubeObject],
+        *,
+        keep_secrets: Collection[str] = (),
+    ) -> None:
+        """Make the load balancer's gateway objects in `namespace` be `objects` (level-
+        triggered: create, replace what changed, delete the rest, found by the label
+        `octavia.lb.teapot.io/loadbalancer`). Secrets named in `keep_secrets` stay: their
+        PEM comes only with the listener calls that carry it."""
+        selector = f"{LABEL_LOADBALANCER}={lb_id}"
+        current: dict[tuple[str, str], KubeObject] = {}
+        for res in GATEWAY_RESOURCES:
+            found = await self.client.list(res, namespace=namespace, label_selector=selector)
+            for item in found.items:
+                current[(res.kind, item["metadata"]["name"])] = item
+        order = {res.kind: i for i, res in enumerate(GATEWAY_RESOURCES)}
+        resources = {res.kind: res for res in GATEWAY_RESOURCES}
+        wanted: set[tuple[str, str]] = set()
+        for body in sorted(objects, key=lambda b: order[b["kind"]]):
+            key = (body["kind"], body["metadata"]["name"])
+            wanted.add(key)
+            annotations = body["metadata"].setdefault("annotations", {})
+            annotations[ANNOTATION_DIGEST] = digest(body)
+            old = current.get(key)
+            if old is None:
+                try:
+                    await self.client.create(resources[body["kind"]], body)
+                    continue
+                except AlreadyExists:
+                    old = await self.client.get(resources[body["kind"]], key[1], namespace)
+            if current_digest(old) == annotations[ANNOTATION_DIGEST]:
+                continue
+            body["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+            await self.client.replace(resources[body["kind"]], body)
+        for kind, name in sorted(current, key=lambda k: -order[k[0]]):
+            if (kind, name) in wanted or (kind == SECRETS.kind and name in keep_secrets):
+                continue
+            with contextlib.suppress(NotFound):
+                await self.client.delete(resources[kind], name, namespace)
 
     async def answer(self, written: TenantLoadBalancer) -> Answer:
         """The manager's answer to this generation of the request (its status conditions

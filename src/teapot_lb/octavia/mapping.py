@@ -35,16 +35,14 @@ from teapot_lb.model.tenancy import (
     TenantMode,
     TenantPort,
 )
+from teapot_lb.octavia.l7 import LABEL_LOADBALANCER, SOURCE_CLUSTER, gateway_pools, is_l7
 from teapot_lb.octavia.tree import LoadBalancer, Member, Mode, Pool
 from teapot_lb.octavia.unsupported import ObjectKind
 
 LABEL_PROJECT = "octavia.lb.teapot.io/project"
 """On a Tenant: the OpenStack project (id) whose load balancers it holds."""
-LABEL_LOADBALANCER = "octavia.lb.teapot.io/loadbalancer"
-"""On a TenantLoadBalancer: the Octavia load balancer (id) it maps."""
 ANNOTATION_TREE = "octavia.lb.teapot.io/tree"
 """On a TenantLoadBalancer: the Octavia tree it was mapped from (JSON)."""
-SOURCE_CLUSTER = "octavia"
 
 MODES = {Mode.ROUTE: TenantMode.ROUTE, Mode.PROXY: TenantMode.GATEWAY}
 
@@ -59,9 +57,12 @@ def _ready(lb: LoadBalancer, listener_up: bool, pool: Pool, member: Member) -> b
 
 
 def serving_pools(lb: LoadBalancer) -> list[tuple[Pool, bool]]:
-    """The listeners' default pools, each once, with whether a listener using it is up."""
+    """The L4 listeners' default pools, each once, with whether a listener using it is up
+    (L7 listeners' pools are the gateway's: :func:`gateway_pools`)."""
     out: dict[str, tuple[Pool, bool]] = {}
     for listener in lb.listeners:
+        if is_l7(listener):
+            continue
         pool = lb.pool(listener.default_pool_id) if listener.default_pool_id else None
         if pool is not None:
             up = out.get(pool.id, (pool, False))[1] or listener.admin_state_up
@@ -73,7 +74,8 @@ def desired_request(lb: LoadBalancer, namespace: str) -> TenantLoadBalancer:
     """The TenantLoadBalancer for a load balancer of a project whose Tenant's namespace
     is `namespace`."""
     ports = []
-    for listener in sorted(lb.listeners, key=lambda li: (li.protocol_port, li.protocol)):
+    l4 = [li for li in lb.listeners if not is_l7(li)]
+    for listener in sorted(l4, key=lambda li: (li.protocol_port, li.protocol)):
         pool = lb.pool(listener.default_pool_id) if listener.default_pool_id else None
         node_port = None
         if lb.mode is Mode.PROXY and pool is not None and pool.members:
@@ -182,7 +184,11 @@ def _member_operating(
 ) -> str:
     if listener_up is None or not _ready(lb, listener_up, pool, member):
         return DRAINING if member.admin_state_up and member.weight == 0 else OFFLINE
-    serving = answer.programmed and (lb.mode is Mode.PROXY or member.address in answer.next_hops)
+    # The gateway's pools: written for the gateway (its own status is not read back yet).
+    by_gateway = pool.id in gateway_pools(lb)
+    serving = by_gateway or (
+        answer.programmed and (lb.mode is Mode.PROXY or member.address in answer.next_hops)
+    )
     if not serving:
         return OFFLINE
     return ONLINE if pool.health_monitor is not None else NO_MONITOR
@@ -200,7 +206,7 @@ def status_update(
     listeners too, or Octavia keeps them immutable), operating statuses from the answer,
     `gone` objects DELETED, and the `failed` object ERROR."""
     out: dict[str, list[dict[str, str]]] = {k.value: [] for k in ObjectKind}
-    in_use = {pool.id: up for pool, up in serving_pools(lb)}
+    in_use = {**gateway_pools(lb), **{pool.id: up for pool, up in serving_pools(lb)}}
     lb_operating = ONLINE if answer.accepted and answer.addresses else ERROR
     if not lb.admin_state_up:
         lb_operating = OFFLINE
@@ -209,6 +215,12 @@ def status_update(
         up = lb.admin_state_up and listener.admin_state_up
         operating = (ONLINE if lb_operating == ONLINE else lb_operating) if up else OFFLINE
         out[ObjectKind.LISTENER].append(_entry(listener.id, ACTIVE, operating))
+        for policy in listener.l7policies:
+            on = ONLINE if up and policy.admin_state_up else OFFLINE
+            out[ObjectKind.L7POLICY].append(_entry(policy.id, ACTIVE, on))
+            for rule in policy.rules:
+                rule_on = ONLINE if on == ONLINE and rule.admin_state_up else OFFLINE
+                out[ObjectKind.L7RULE].append(_entry(rule.id, ACTIVE, rule_on))
     for pool in lb.pools:
         listener_up = in_use.get(pool.id)
         members = [(m, _member_operating(lb, answer, pool, m, listener_up)) for m in pool.members]
@@ -238,6 +250,10 @@ def status_update(
 def deleted_update(lb: LoadBalancer, *, lb_gone: bool = True) -> dict[str, list[dict[str, str]]]:
     """Every object of the tree DELETED (a cascade delete)."""
     gone: list[tuple[ObjectKind, str]] = [(ObjectKind.LISTENER, li.id) for li in lb.listeners]
+    for listener in lb.listeners:
+        for policy in listener.l7policies:
+            gone.append((ObjectKind.L7POLICY, policy.id))
+            gone += [(ObjectKind.L7RULE, r.id) for r in policy.rules]
     for pool in lb.pools:
         gone.append((ObjectKind.POOL, pool.id))
         gone += [(ObjectKind.MEMBER, m.id) for m in pool.members]

@@ -66,6 +66,32 @@ class Pool(_Frozen):
     health_monitor: HealthMonitor | None = None
 
 
+class L7Rule(_Frozen):
+    """One condition of an L7 policy (Octavia ANDs a policy's rules)."""
+
+    id: str
+    type: str
+    compare_type: str
+    value: str
+    key: str | None = None
+    invert: bool = False
+    admin_state_up: bool = True
+
+
+class L7Policy(_Frozen):
+    """What a listener does with the requests its rules match (first by `position`)."""
+
+    id: str
+    action: str
+    position: int = 1
+    redirect_pool_id: str | None = None
+    redirect_url: str | None = None
+    redirect_prefix: str | None = None
+    redirect_http_code: int | None = None
+    admin_state_up: bool = True
+    rules: tuple[L7Rule, ...] = ()
+
+
 class Listener(_Frozen):
     id: str
     protocol: str
@@ -73,6 +99,10 @@ class Listener(_Frozen):
     name: str = ""
     default_pool_id: str | None = None
     admin_state_up: bool = True
+    l7policies: tuple[L7Policy, ...] = ()
+    certificates: int = 0
+    """TERMINATED_HTTPS: how many certificates (default, then SNI) Octavia gave; their PEM
+    is written to Secrets when given and never kept in the tree (which is an annotation)."""
 
 
 class LoadBalancer(_Frozen):
@@ -93,6 +123,11 @@ class LoadBalancer(_Frozen):
 
     def pool_of_member(self, member_id: str) -> Pool | None:
         return next((p for p in self.pools if any(m.id == member_id for m in p.members)), None)
+
+    def listener_of_policy(self, policy_id: str) -> Listener | None:
+        return next(
+            (li for li in self.listeners if any(p.id == policy_id for p in li.l7policies)), None
+        )
 
 
 # ---------------------------------------------------------------- provider dictionaries
@@ -143,6 +178,38 @@ def pool_from_provider(d: Mapping[str, Any]) -> Pool:
     )
 
 
+def l7rule_from_provider(d: Mapping[str, Any]) -> L7Rule:
+    return L7Rule(
+        id=str(d["l7rule_id"]),
+        type=str(d["type"]),
+        compare_type=str(d["compare_type"]),
+        value=str(_get(d, "value", "")),
+        key=d.get("key"),
+        invert=bool(_get(d, "invert", False)),
+        admin_state_up=bool(_get(d, "admin_state_up", True)),
+    )
+
+
+def l7policy_from_provider(d: Mapping[str, Any]) -> L7Policy:
+    return L7Policy(
+        id=str(d["l7policy_id"]),
+        action=str(d["action"]),
+        position=int(_get(d, "position", 1)),
+        redirect_pool_id=d.get("redirect_pool_id"),
+        redirect_url=d.get("redirect_url"),
+        redirect_prefix=d.get("redirect_prefix"),
+        redirect_http_code=d.get("redirect_http_code"),
+        admin_state_up=bool(_get(d, "admin_state_up", True)),
+        rules=tuple(l7rule_from_provider(r) for r in _get(d, "rules", []) if r),
+    )
+
+
+def certificates_in(d: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A listener's TLS containers as Octavia gives them to the driver (default first)."""
+    default = d.get("default_tls_container_data")
+    return [c for c in [default, *_get(d, "sni_container_data", [])] if c]
+
+
 def listener_from_provider(d: Mapping[str, Any]) -> Listener:
     pool = d.get("default_pool")
     pool_id = d.get("default_pool_id") or (pool.get("pool_id") if pool else None)
@@ -153,6 +220,8 @@ def listener_from_provider(d: Mapping[str, Any]) -> Listener:
         name=str(_get(d, "name", "")),
         default_pool_id=str(pool_id) if pool_id else None,
         admin_state_up=bool(_get(d, "admin_state_up", True)),
+        l7policies=tuple(l7policy_from_provider(p) for p in _get(d, "l7policies", []) if p),
+        certificates=len(certificates_in(d)),
     )
 
 
@@ -190,7 +259,10 @@ def merged(current: T, changes: Mapping[str, Any]) -> T:
     """`current` with the fields an update names (octavia-lib's update objects carry only
     the changed attributes; None is "not given")."""
     fields = type(current).model_fields
-    update = {k: v for k, v in changes.items() if k in fields and k != "id" and v is not None}
+    children = ("id", "l7policies", "rules", "members", "health_monitor", "certificates")
+    update = {
+        k: v for k, v in changes.items() if k in fields and k not in children and v is not None
+    }
     return type(current).model_validate({**current.model_dump(), **update})
 
 
@@ -268,18 +340,89 @@ def drop_health_monitor(lb: LoadBalancer, pool_id: str) -> LoadBalancer:
     return _with_pool(lb, pool_id, health_monitor=None)
 
 
+def keep_certificates(lb: LoadBalancer, kept: LoadBalancer | None) -> LoadBalancer:
+    """`lb` (rebuilt from Octavia's database, as in a failover) with the certificate count
+    of `kept`'s listeners where it read none: their Secrets stay written."""
+    if kept is None:
+        return lb
+    counts = {li.id: li.certificates for li in kept.listeners}
+    listeners = tuple(
+        li if li.certificates else li.model_copy(update={"certificates": counts.get(li.id, 0)})
+        for li in lb.listeners
+    )
+    return lb.model_copy(update={"listeners": listeners})
+
+
+def put_l7policy(lb: LoadBalancer, listener_id: str, policy: L7Policy) -> LoadBalancer:
+    """Add or move `policy` on its listener to its position, as Octavia does: the others
+    at that position and after move one down, and positions are renumbered 1..n."""
+    listener = lb.listener(listener_id)
+    if listener is None:
+        return lb
+    others = sorted((p for p in listener.l7policies if p.id != policy.id), key=lambda p: p.position)
+    others.insert(max(policy.position, 1) - 1, policy)
+    policies = tuple(p.model_copy(update={"position": i}) for i, p in enumerate(others, 1))
+    changed = listener.model_copy(update={"l7policies": policies})
+    return lb.model_copy(update={"listeners": _put(lb.listeners, changed, lambda x: x.id)})
+
+
+def drop_l7policy(lb: LoadBalancer, policy_id: str) -> LoadBalancer:
+    listener = lb.listener_of_policy(policy_id)
+    if listener is None:
+        return lb
+    kept = tuple(
+        p.model_copy(update={"position": i})
+        for i, p in enumerate((p for p in listener.l7policies if p.id != policy_id), 1)
+    )
+    changed = listener.model_copy(update={"l7policies": kept})
+    return lb.model_copy(update={"listeners": _put(lb.listeners, changed, lambda x: x.id)})
+
+
+def _policy(lb: LoadBalancer, policy_id: str) -> tuple[Listener, L7Policy] | None:
+    listener = lb.listener_of_policy(policy_id)
+    if listener is None:
+        return None
+    return listener, next(p for p in listener.l7policies if p.id == policy_id)
+
+
+def put_l7rule(lb: LoadBalancer, policy_id: str, rule: L7Rule) -> LoadBalancer:
+    found = _policy(lb, policy_id)
+    if found is None:
+        return lb
+    listener, policy = found
+    rules = _put(policy.rules, rule, lambda x: x.id)
+    return put_l7policy(lb, listener.id, policy.model_copy(update={"rules": rules}))
+
+
+def drop_l7rule(lb: LoadBalancer, policy_id: str, rule_id: str) -> LoadBalancer:
+    found = _policy(lb, policy_id)
+    if found is None:
+        return lb
+    listener, policy = found
+    rules = tuple(r for r in policy.rules if r.id != rule_id)
+    return put_l7policy(lb, listener.id, policy.model_copy(update={"rules": rules}))
+
+
 __all__ = [
     "HealthMonitor",
+    "L7Policy",
+    "L7Rule",
     "Listener",
     "LoadBalancer",
     "Member",
     "Mode",
     "Pool",
+    "certificates_in",
     "drop_health_monitor",
+    "drop_l7policy",
+    "drop_l7rule",
     "drop_listener",
     "drop_member",
     "drop_pool",
     "health_monitor_from_provider",
+    "keep_certificates",
+    "l7policy_from_provider",
+    "l7rule_from_provider",
     "listener_from_provider",
     "load_balancer_from_provider",
     "member_from_provider",
@@ -287,6 +430,8 @@ __all__ = [
     "pool_from_provider",
     "pools_in",
     "put_health_monitor",
+    "put_l7policy",
+    "put_l7rule",
     "put_listener",
     "put_member",
     "put_pool",

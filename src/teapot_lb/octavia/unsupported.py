@@ -4,8 +4,9 @@ why teapot-lb cannot honour it.
 Octavia calls the driver synchronously for every create and update; a refusal there
 becomes `UnsupportedOptionError` and the API's answer to the user (the object is not
 created). Rules read octavia-lib's provider dictionaries, so they see exactly what the
-user set. The gateway (issue 14) will take over the HTTP, HTTPS and TERMINATED_HTTPS
-listeners, L7 policies and TLS options listed here.
+user set. HTTP and TERMINATED_HTTPS listeners, their L7 policies and rules go to the
+gateway; what it cannot serve of them is refused by :func:`teapot_lb.octavia.l7.l7_refusals`
+on the whole tree.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import Any
 from teapot_lb.octavia.tree import LoadBalancer, Mode, pools_in
 
 L4_PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
+LISTENER_PROTOCOLS = L4_PROTOCOLS | {"HTTP", "HTTPS", "TERMINATED_HTTPS"}
+POOL_PROTOCOLS = L4_PROTOCOLS | {"HTTP"}
 ALGORITHMS = frozenset({"ROUND_ROBIN", "SOURCE_IP_PORT"})
 
-_GATEWAY = "it will map to the gateway (teapot-lb's L7 and TLS proxy), not available yet"
+_GATEWAY = "the gateway (teapot-lb's L7 and TLS proxy) does not serve it"
 
 
 class ObjectKind(StrEnum):
@@ -95,22 +98,22 @@ RULES: tuple[OptionRule, ...] = (
                "one VIP per load balancer for now"),
     OptionRule(ObjectKind.LOADBALANCER, "availability_zone", _when_set,
                "teapot-lb has no availability zones"),
-    OptionRule(ObjectKind.LISTENER, "protocol", lambda v, _: v not in L4_PROTOCOLS,
-               f"only TCP, UDP and SCTP listeners are served; {_GATEWAY}"),
+    OptionRule(ObjectKind.LISTENER, "protocol", lambda v, _: v not in LISTENER_PROTOCOLS,
+               "TCP, UDP and SCTP listeners (on the VIP) and HTTP and TERMINATED_HTTPS "
+               "listeners (on the gateway) are served"),
     OptionRule(ObjectKind.LISTENER, "connection_limit", lambda v, _: v not in (None, -1),
                "no connection limits (route mode has no proxy in the path)"),
     OptionRule(ObjectKind.LISTENER, "allowed_cidrs", _when_set,
                "no source filtering of the VIP yet"),
-    OptionRule(ObjectKind.LISTENER, "insert_headers", _when_set, _GATEWAY),
-    OptionRule(ObjectKind.LISTENER, "default_tls_container_ref", _when_set, _GATEWAY),
-    OptionRule(ObjectKind.LISTENER, "sni_container_refs", _when_set, _GATEWAY),
+    OptionRule(ObjectKind.LISTENER, "insert_headers", _when_set,
+               "the gateway always sets X-Forwarded-For and X-Forwarded-Proto, nothing else"),
     OptionRule(ObjectKind.LISTENER, "client_ca_tls_container_ref", _when_set, _GATEWAY),
     OptionRule(ObjectKind.LISTENER, "client_crl_container_ref", _when_set, _GATEWAY),
     OptionRule(ObjectKind.LISTENER, "client_authentication",
                lambda v, _: v not in (None, "NONE"), _GATEWAY),
-    OptionRule(ObjectKind.LISTENER, "l7policies", _when_set, _GATEWAY),
-    OptionRule(ObjectKind.POOL, "protocol", lambda v, _: v not in L4_PROTOCOLS,
-               f"only TCP, UDP and SCTP pools are served; {_GATEWAY}"),
+    OptionRule(ObjectKind.POOL, "protocol", lambda v, _: v not in POOL_PROTOCOLS,
+               f"TCP, UDP, SCTP and HTTP pools are served (no re-encryption, no PROXY "
+               f"protocol); {_GATEWAY}"),
     OptionRule(ObjectKind.POOL, "lb_algorithm", lambda v, _: v not in (None, *ALGORITHMS),
                "traffic is spread per flow by the router's ECMP hash: ROUND_ROBIN or "
                "SOURCE_IP_PORT"),
@@ -143,9 +146,6 @@ ID_KEYS = {
 def refusals(kind: ObjectKind, obj: Mapping[str, Any], mode: Mode) -> list[Unsupported]:
     """Every option of one provider dictionary that the rules refuse."""
     ident = str(obj.get(ID_KEYS[kind]) or "(new)")
-    if kind in (ObjectKind.L7POLICY, ObjectKind.L7RULE):
-        option = "action" if kind is ObjectKind.L7POLICY else "type"
-        return [Unsupported(kind, ident, option, obj.get(option), f"no L7 routing; {_GATEWAY}")]
     return [
         Unsupported(kind, ident, rule.option, obj.get(rule.option), rule.why)
         for rule in RULES
@@ -178,6 +178,8 @@ def tree_refusals(lb: LoadBalancer) -> list[Unsupported]:
     out: list[Unsupported] = []
     addresses: dict[str, frozenset[str]] = {}
     for listener in lb.listeners:
+        if listener.protocol not in L4_PROTOCOLS:
+            continue  # the gateway's (teapot_lb.octavia.l7)
         pool = lb.pool(listener.default_pool_id) if listener.default_pool_id else None
         if pool is None:
             continue
@@ -224,6 +226,8 @@ __all__ = [
     "ALGORITHMS",
     "ID_KEYS",
     "L4_PROTOCOLS",
+    "LISTENER_PROTOCOLS",
+    "POOL_PROTOCOLS",
     "RULES",
     "ObjectKind",
     "OptionRule",
