@@ -142,7 +142,7 @@ def test_heartbeat_partition_the_owner_defends_and_the_standby_yields(lab: Lab) 
         # Status files are written after each step: wait for them, do not race them.
         wait_for(lambda: judged(lab, owner, "defend"), timeout=5, what="the owner defending")
         wait_for(
-            lambda: "yielded" in lab.status(standby)["l2"]["errors"].get(L2_IP, ""),
+            lambda: "yielded" in lab.status(standby).get("l2", {}).get("errors", {}).get(L2_IP, ""),
             timeout=5,
             what="the standby reporting it yielded",
         )
@@ -153,7 +153,7 @@ def test_heartbeat_partition_the_owner_defends_and_the_standby_yields(lab: Lab) 
         for addr in peers:
             host.ip("route", "del", "blackhole", f"{addr}/32", check=False)
     wait_for(
-        lambda: all(owner in lab.status(n)["l2"]["live_speakers"] for n in others),
+        lambda: all(owner in lab.status(n).get("l2", {}).get("live_speakers", ()) for n in others),
         timeout=10,
         what="the owner heard again",
     )
