@@ -269,3 +269,18 @@ def test_the_deployed_gateway_arguments_are_accepted_and_its_ip_is_the_services(
     assert service["spec"]["externalTrafficPolicy"] == "Local"  # announced where it runs
     labels = daemonset["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
+
+
+def test_only_termination_and_passthrough_may_share_a_socket() -> None:
+    from teapot_lb.gateway.config import GatewayConfig, Protocol, problems
+
+    from .builders import listener
+
+    def found(*protocols: Protocol) -> list[str]:
+        listeners = tuple(listener(f"l{i}", 443, p) for i, p in enumerate(protocols))
+        return [p for p in problems(GatewayConfig(listeners=listeners)) if "listeners on" in p]
+
+    assert found(Protocol.HTTPS, Protocol.TLS_PASSTHROUGH) == []
+    assert found(Protocol.HTTPS, Protocol.HTTPS) == ["listeners: 2 listeners on 192.0.2.10:443/tcp"]
+    assert found(Protocol.TLS_PASSTHROUGH, Protocol.TLS_PASSTHROUGH) != []
+    assert found(Protocol.HTTPS, Protocol.TLS_PASSTHROUGH, Protocol.TCP) != []

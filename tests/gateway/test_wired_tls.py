@@ -23,6 +23,7 @@ from teapot_lb.gateway.config import (
     TLSRoute,
 )
 from teapot_lb.gateway.haproxy import HAProxy
+from teapot_lb.gateway.plan import AddCertificate
 
 from .builders import backend, ingress, listener
 from .lab import CLIENT, GatewayLab, gateway_lab, make_certificate
@@ -74,8 +75,8 @@ async def world(lab: GatewayLab) -> AsyncIterator[World]:
 
 
 def config(w: World, *, with_c: bool = False) -> GatewayConfig:
-    """a.example terminated and p.example passed through, both on 443; `with_c`: one more
-    tenant's hostname with its own, new certificate."""
+    """a.example terminated and p.example passed through, both on 443, and c.example routed
+    on the terminating listener; `with_c`: c.example's own certificate added."""
     hosts = ["a", "c"] if with_c else ["a"]
     return GatewayConfig(
         listeners=(
@@ -99,11 +100,7 @@ def config(w: World, *, with_c: bool = False) -> GatewayConfig:
         ),
         http_routes=(
             ingress("a", "a.example", [(PathType.PREFIX, "/", "echo")], ("tls",), "a"),
-            *(
-                [ingress("c", "c.example", [(PathType.PREFIX, "/", "other")], ("tls",), "a")]
-                if with_c
-                else []
-            ),
+            ingress("c", "c.example", [(PathType.PREFIX, "/", "other")], ("tls",), "a"),
         ),
         tls_routes=(
             TLSRoute(
@@ -134,14 +131,21 @@ async def test_termination_and_passthrough_share_one_ip_and_port(world: World) -
     assert "CN = a.example" in subject
 
 
-def test_only_termination_and_passthrough_may_share_a_socket() -> None:
-    from teapot_lb.gateway.config import problems
-
-    def found(*protocols: Protocol) -> list[str]:
-        listeners = tuple(listener(f"l{i}", 443, p) for i, p in enumerate(protocols))
-        return [p for p in problems(GatewayConfig(listeners=listeners)) if "listeners on" in p]
-
-    assert found(Protocol.HTTPS, Protocol.TLS_PASSTHROUGH) == []
-    assert found(Protocol.HTTPS, Protocol.HTTPS) == ["listeners: 2 listeners on 192.0.2.10:443/tcp"]
-    assert found(Protocol.TLS_PASSTHROUGH, Protocol.TLS_PASSTHROUGH) != []
-    assert found(Protocol.HTTPS, Protocol.TLS_PASSTHROUGH, Protocol.TCP) != []
+async def test_a_new_certificate_is_added_without_a_reload(world: World) -> None:
+    await world.haproxy.apply(config(world))
+    # Before: c.example gets the listener's default certificate (a.example's).
+    assert "CN = a.example" in world.lab.peer_certificate_subject(443, "c.example")
+    pid, reloads = await world.haproxy.worker_pid(), world.haproxy.counters.reloads
+    applied = await world.haproxy.apply(config(world, with_c=True))
+    assert applied.error is None, applied.error
+    assert not applied.change.reload, applied.change.reasons
+    assert [type(a) for a in applied.change.actions] == [AddCertificate]
+    assert "CN = c.example" in world.lab.peer_certificate_subject(443, "c.example")
+    assert https(world, "c.example")[:2] == (200, "other")
+    assert https(world, "a.example")[:2] == (200, "echo")  # the default stays
+    assert (await world.haproxy.worker_pid(), world.haproxy.counters.reloads) == (pid, reloads)
+    # Removing it is a (seamless) reload: HAProxy's crt-list has no safe in-place delete
+    # of a certificate in use.
+    applied = await world.haproxy.apply(config(world))
+    assert applied.change.reload
+    assert "CN = a.example" in world.lab.peer_certificate_subject(443, "c.example")

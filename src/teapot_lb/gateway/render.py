@@ -108,6 +108,9 @@ class Rendered:
     structure: str
     slots: SlotTable
     certificates: dict[str, str] = field(default_factory=dict)
+    crt_lists: dict[str, str] = field(default_factory=dict)
+    """Each HTTPS listener's crt-list by path (not in `structure`: a certificate added to
+    one can go over the runtime API)."""
 
 
 def quote(text: str) -> str:
@@ -584,14 +587,15 @@ def render(
         structure += s
     files = {str(paths.config): "\n".join(text), **map_files}
     certificates: dict[str, str] = {}
+    crt_lists: dict[str, str] = {}
     for listener in config.listeners:
         if listener.protocol == Protocol.HTTPS:
             listing = crt_list(config, listener, paths)
             files[str(paths.crt_list(listener.name))] = listing
-            structure += [f"# crt-list {listener.name}", listing]
+            crt_lists[str(paths.crt_list(listener.name))] = listing
             for name in listener.certificates:
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
-    return Rendered(files, "\n".join(structure), slots, certificates)
+    return Rendered(files, "\n".join(structure), slots, certificates, crt_lists)
 
 
 def sections(text: str) -> Iterator[tuple[str, str]]:
