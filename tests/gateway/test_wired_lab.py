@@ -34,3 +34,12 @@ def test_the_gateway_group_serves_two_tenants_through_churn_a_theft_and_a_kill()
 
 def test_the_gateway_group_is_offered_but_not_run_by_default() -> None:
     assert "gateway" in GROUPS and "gateway" not in DEFAULT_GROUPS
+
+
+def test_the_html_report_shows_the_gateway_group_with_the_refusal() -> None:
+    from teapot_lb.lab.gateway import GatewayResult
+    from teapot_lb.lab.html_report import render_html
+
+    result = GatewayResult(theft_refused="host: taken [HostnameTaken]", skipped=None)
+    page = render_html(to_json(LabReport(options={}, gateway=result)))
+    assert "<h2>Gateway" in page and "[HostnameTaken]" in page
