@@ -323,7 +323,7 @@ class GatewayGroup:
 
 
 def missing() -> str | None:
-    absent = [p for p in ("haproxy", "curl", "openssl") if shutil.which(p) is None]
+    absent = [p for p in ("haproxy", "nginx", "curl", "openssl") if shutil.which(p) is None]
     return f"not installed: {', '.join(absent)}" if absent else None
 
 
