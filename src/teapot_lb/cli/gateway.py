@@ -1,9 +1,14 @@
 """`teapot-lb gateway`: run HAProxy (and nginx for UDP) from a gateway config.
 
-Standalone input is a config file in the shape of `teapot_lb.gateway.config.GatewayConfig`
-(YAML or JSON; see docs/gateway.md), re-read when it changes. In a Teapot cloud the control
-plane builds the same config from the tenants' vetted objects and calls
-`gateway.service.Gateway.apply` with it.
+Three sources of that config, one data plane (`gateway.service.Gateway.apply`):
+- `--config FILE`: a file in the shape of `teapot_lb.gateway.config.GatewayConfig`;
+- `--manifests DIR`: Tenants and their (mirrored) Ingresses, Gateway API objects,
+  EndpointSlices and TLS Secrets, vetted and translated (`tenancy.l7standalone`);
+- neither: the management cluster (kubeconfig or the pod's service account), through the
+  control plane's reconcile (`tenancy.kube_l7gateway.GatewayControl`) without writing
+  status (the manager's `--gateway-address` does).
+Each is re-read on change. `--address` gives the gateway's IPs (those of the LoadBalancer
+Service in front of the gateway pods, which the speaker makes highly available).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import click
@@ -19,19 +25,43 @@ from prometheus_client import CollectorRegistry
 from teapot_lb import log
 from teapot_lb.cli import cancel_on_signals
 from teapot_lb.gateway import explain, metrics
+from teapot_lb.gateway.config import GatewayConfig
 from teapot_lb.gateway.service import Gateway
 from teapot_lb.gateway.source import load_config, watch_config
 from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.kube.client import connect
+from teapot_lb.model.common import IPAddress, parse_ip
+from teapot_lb.tenancy.kube_l7gateway import GatewayControl
+from teapot_lb.tenancy.l7standalone import translate_directory
+from teapot_lb.tenancy.standalone import DirectoryWake
 
 
 @click.command("gateway")
 @click.option(
     "--config",
     "config_path",
-    required=True,
     type=click.Path(dir_okay=False, path_type=Path),
     help="Gateway config file (YAML or JSON, the GatewayConfig shape); re-read on change.",
 )
+@click.option(
+    "--manifests",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Standalone control plane: a directory of Tenants and their mirrored objects.",
+)
+@click.option(
+    "--address",
+    "addresses",
+    multiple=True,
+    help="The gateway's IP (repeat per family), with --manifests or a cluster: the "
+    "LoadBalancer Service's IP in front of the gateway pods.",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Management cluster kubeconfig (without --config/--manifests). Default: the pod's "
+    "service account.",
+)
+@click.option("--context", help="Kubeconfig context (default: the current one).")
 @click.option(
     "--state-dir",
     default="/run/teapot-lb/gateway",
@@ -45,7 +75,11 @@ from teapot_lb.httpserve import MonitoringServer, parse_address
 @click.option("--explain", "explain_host", metavar="HOST[/PATH]",
               help="Print who serves this hostname (and path) and exit.")  # fmt: skip
 def gateway(
-    config_path: Path,
+    config_path: Path | None,
+    manifests: Path | None,
+    addresses: tuple[str, ...],
+    kubeconfig: Path | None,
+    context: str | None,
     state_dir: Path,
     metrics_addr: str,
     netns: str | None,
@@ -58,7 +92,18 @@ def gateway(
     changed listener or route reloads it seamlessly; an invalid config is refused and
     the last good one keeps serving.
     """
+    if config_path is not None and manifests is not None:
+        raise click.UsageError("--config and --manifests exclude each other")
+    try:
+        ips = tuple(parse_ip(a) for a in addresses)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--address") from None
+    if config_path is None and not ips:
+        raise click.UsageError("--address is needed with --manifests or a cluster")
+    if (check or explain_host) and config_path is None:
+        raise click.UsageError("--check and --explain read --config")
     if check or explain_host:
+        assert config_path is not None
         config, found = load_config(config_path)
         for problem in found:
             click.echo(problem, err=True)
@@ -76,32 +121,106 @@ def gateway(
         except ValueError as err:
             raise click.BadParameter(str(err)) from None
     wrap = ["ip", "netns", "exec", netns] if netns else []
-    asyncio.run(_serve(config_path, state_dir, metrics_addr, wrap))
+    if config_path is not None:
+        source: Source = _file_source(config_path)
+    elif manifests is not None:
+        source = _directory_source(manifests, ips)
+    else:
+        source = _cluster_source(kubeconfig, context, ips)
+    asyncio.run(_serve(source, state_dir, metrics_addr, wrap))
 
 
-async def _serve(config_path: Path, state_dir: Path, metrics_addr: str, wrap: list[str]) -> None:
+Apply = Callable[[GatewayConfig], Awaitable[None]]
+Source = Callable[[Apply, list[Callable[[], list[str]]]], Awaitable[None]]
+
+
+def _file_source(path: Path) -> Source:
+    async def run(apply: Apply, readiness: list[Callable[[], list[str]]]) -> None:
+        async for config, found in watch_config(path):
+            if config is None:
+                log.get("gateway").error("gateway config refused", problems=found)
+                continue
+            await apply(config)
+
+    return run
+
+
+def _directory_source(root: Path, ips: tuple[IPAddress, ...]) -> Source:
+    """Translate the directory now and whenever it changes (inotify, as the standalone
+    manager watches its directories; polled where inotify is unavailable)."""
+
+    async def run(apply: Apply, readiness: list[Callable[[], list[str]]]) -> None:
+        logger = log.get("gateway.manifests")
+        wake = DirectoryWake([root])
+        last: GatewayConfig | None = None
+        try:
+            while True:
+                # A wake is a hint: the translation is compared with the last one.
+                translation, problems = await asyncio.to_thread(translate_directory, root, ips)
+                if translation.config != last:
+                    last = translation.config
+                    for problem in problems:
+                        logger.warning("problem", problem=str(problem))
+                    for ref, result in translation.results.items():
+                        if result.refusals:
+                            logger.warning(
+                                "refused", object=str(ref),
+                                problems=[str(p) for p in result.refusals],
+                            )  # fmt: skip
+                    await apply(translation.config)
+                await wake.next(2.0)
+        finally:
+            wake.close()
+
+    return run
+
+
+def _cluster_source(
+    kubeconfig: Path | None, context: str | None, ips: tuple[IPAddress, ...]
+) -> Source:
+    async def run(apply: Apply, readiness: list[Callable[[], list[str]]]) -> None:
+        client = await connect(kubeconfig, context=context, user_agent="teapot-lb-gateway")
+        try:
+            # Status and Events are the manager's (`--gateway-address`): every gateway
+            # replica only serves.
+            control = GatewayControl(client, ips, on_config=apply, statuses=lambda: False)
+            readiness.append(control.readiness)
+            await control.run()
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    return run
+
+
+async def _serve(source: Source, state_dir: Path, metrics_addr: str, wrap: list[str]) -> None:
     logger = log.get("gateway")
     cancel_on_signals()
     node = Gateway(state_dir, wrap=wrap)
     registry = CollectorRegistry()
     metrics.register(registry, node)
-    monitoring = MonitoringServer(registry, liveness=[node.liveness], readiness=[node.readiness])
+    readiness: list[Callable[[], list[str]]] = [node.readiness]
+    monitoring = MonitoringServer(
+        registry,
+        liveness=[node.liveness],
+        readiness=[lambda: [r for check in readiness for r in check()]],
+    )
     stats = asyncio.create_task(node.poll_stats())
+
+    async def apply(config: GatewayConfig) -> None:
+        applied = await node.apply(config)
+        logger.info(
+            "gateway config applied",
+            reload=applied.change.reload,
+            reasons=list(applied.change.reasons),
+            runtime_actions=len(applied.change.actions),
+            errors=list(applied.errors),
+        )
+
     try:
         if metrics_addr:
             await monitoring.start(*parse_address(metrics_addr))
-        async for config, found in watch_config(config_path):
-            if config is None:
-                logger.error("gateway config refused", problems=found)
-                continue
-            applied = await node.apply(config)
-            logger.info(
-                "gateway config applied",
-                reload=applied.change.reload,
-                reasons=list(applied.change.reasons),
-                runtime_actions=len(applied.change.actions),
-                errors=list(applied.errors),
-            )
+        await source(apply, readiness)
     except asyncio.CancelledError:
         logger.info("shutting down")
     finally:

@@ -375,11 +375,25 @@ def _problems(config: GatewayConfig) -> Iterator[str]:
         for name, n in Counter(names).items():
             if n > 1:
                 yield f"{what}: name {name!r} is used {n} times"
+    # One listener per socket, except that an HTTPS and a TLS passthrough listener may
+    # share one (SNI decides: passthrough names go through, the rest is terminated).
     by_socket = Counter(
-        (str(x.address), x.port, x.protocol == Protocol.UDP) for x in config.listeners
+        (str(x.address), x.port, x.protocol == Protocol.UDP)
+        for x in config.listeners
+        if x.protocol != Protocol.TLS_PASSTHROUGH
     )
-    for (address, port, udp), n in by_socket.items():
-        if n > 1:
+    passthrough = Counter(
+        (str(x.address), x.port, False)
+        for x in config.listeners
+        if x.protocol == Protocol.TLS_PASSTHROUGH
+    )
+    https = {
+        (str(x.address), x.port, False) for x in config.listeners if x.protocol == Protocol.HTTPS
+    }
+    for (address, port, udp), n in (by_socket + passthrough).items():
+        key = (address, port, udp)
+        shared = passthrough[key] == 1 and key in https and by_socket[key] == 1
+        if n > 1 and not shared:
             yield f"listeners: {n} listeners on {address}:{port}/{'udp' if udp else 'tcp'}"
     cert_names = {c.name for c in config.certificates}
     for i, listener in enumerate(config.listeners):

@@ -1,9 +1,12 @@
 """From one rendering to the next: a reload, or runtime API actions, and why.
 
-A reload is needed when the structure changes (frontends, routes, backends, slot counts,
-the crt-lists). Everything else goes over the runtime API without one: an endpoint moving
-in or out of a slot (`set server addr`, `set server state`) and a certificate's new PEM
-(`set ssl cert` + `commit ssl cert`). Pure: two renderings in, a `Change` out.
+A reload is needed when the structure changes (frontends, routes, backends, slot counts)
+or a crt-list loses or changes a line or its first (default) one. Everything else goes
+over the runtime API without one: an endpoint moving in or out of a slot (`set server
+addr`, `set server state`), a certificate's new PEM (`set ssl cert` + `commit ssl cert`)
+and a certificate added to a crt-list (`new ssl cert`, `set`, `commit`, `add ssl
+crt-list`; HAProxy picks a certificate by SNI, whatever the place of its line after the
+first). Pure: two renderings in, a `Change` out.
 """
 
 from __future__ import annotations
@@ -39,7 +42,18 @@ class SetCertificate:
     pem: str
 
 
-RuntimeAction = SetServer | SetCertificate
+@dataclass(frozen=True)
+class AddCertificate:
+    """Load a new certificate at `path` (unless `loaded`) and add its crt-list `line`."""
+
+    path: str
+    pem: str
+    crt_list: str
+    line: str
+    loaded: bool = False
+
+
+RuntimeAction = SetServer | SetCertificate | AddCertificate
 
 
 @dataclass(frozen=True)
@@ -81,13 +95,45 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
     if old is None:
         return Change(True, ("first configuration",))
     if old.structure != new.structure:
-        return Change(True, tuple(_section_changes(old.structure, new.structure)) or ("crt-list",))
+        return Change(True, tuple(_section_changes(old.structure, new.structure)) or ("?",))
+    added, why = _crt_list_additions(old, new)
+    if why:
+        return Change(True, tuple(why))
     actions: list[RuntimeAction] = []
     for backend, slots in new.slots.items():
         previous = old.slots.get(backend, ())
         for i, (before, after) in enumerate(zip(previous, slots, strict=True)):
             actions += _slot_actions(backend, i, before, after)
+    fresh = {a.path for a in added}
     for path, pem in new.certificates.items():
-        if old.certificates.get(path) != pem:
+        if path in old.certificates and old.certificates[path] != pem:
             actions.append(SetCertificate(path, pem))
+        elif path not in old.certificates and path not in fresh:
+            return Change(True, (f"certificate {path} added",))
+    actions += added
     return Change(False, (), tuple(actions))
+
+
+def _crt_list_additions(old: Rendered, new: Rendered) -> tuple[list[AddCertificate], list[str]]:
+    """The lines added to crt-lists (as actions), or why that is not enough (a reload)."""
+    added: list[AddCertificate] = []
+    loading: set[str] = set()
+    why: list[str] = []
+    for path in sorted(old.crt_lists.keys() | new.crt_lists.keys()):
+        if path not in old.crt_lists or path not in new.crt_lists:
+            why.append(f"crt-list {path} " + ("added" if path in new.crt_lists else "removed"))
+            continue
+        before = old.crt_lists[path].splitlines()
+        after = new.crt_lists[path].splitlines()
+        if not set(before) <= set(after) or before[:1] != after[:1]:
+            why.append(f"crt-list {path} changed")
+            continue
+        for line in after:
+            if line in before:
+                continue
+            cert = line.split()[0]
+            loaded = cert in old.certificates or cert in loading
+            loading.add(cert)
+            pem = new.certificates.get(cert, "")
+            added.append(AddCertificate(cert, pem, path, line, loaded))
+    return added, why

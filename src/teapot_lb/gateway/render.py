@@ -4,7 +4,10 @@ written here (the driver does both), certificate PEMs come in as text.
 Layout of the rendered configuration:
 - one frontend per HAProxy listener (`fe_<listener>`): HTTP and HTTPS in http mode, TLS
   passthrough and TCP in tcp mode; HTTPS binds with a crt-list (SNI picks the certificate)
-  and ALPN (h2, http/1.1);
+  and ALPN (h2, http/1.1); an HTTPS and a TLS passthrough listener may share one IP:port:
+  the passthrough frontend binds it, sends its SNIs to their backends and every other
+  connection through an internal hop (an abstract socket, PROXY v2 so the client's
+  address survives) to the terminating frontend, which binds the hop;
 - HTTP routing in three steps, so that precedence is data rather than nested ifs:
   `txn.vh` := the first virtual host that covers the Host header (routing.table's order);
   `txn.rule` := the first entry of that virtual host whose conditions hold; then every
@@ -16,6 +19,7 @@ Layout of the rendered configuration:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv6Address
@@ -74,6 +78,26 @@ class Paths:
     def certificate(self, name: str) -> PurePath:
         return self.base / "certs" / f"{name}.pem"
 
+    def hop(self, listener: str) -> str:
+        """The internal socket of an HTTPS listener behind a passthrough one (abstract:
+        no file, unique per state directory and listener)."""
+        digest = hashlib.sha256(f"{self.base}\0{listener}".encode()).hexdigest()[:24]
+        return f"abns@teapot-gw-{digest}"
+
+
+def shared_sockets(config: GatewayConfig) -> dict[str, str]:
+    """HTTPS and TLS passthrough listeners on the same IP:port: each one's partner by name
+    (both directions)."""
+    by_socket: dict[tuple[str, int], dict[Protocol, str]] = {}
+    for x in config.listeners:
+        by_socket.setdefault((str(x.address), x.port), {})[x.protocol] = x.name
+    out: dict[str, str] = {}
+    for names in by_socket.values():
+        https, tls = names.get(Protocol.HTTPS), names.get(Protocol.TLS_PASSTHROUGH)
+        if https is not None and tls is not None:
+            out[https], out[tls] = tls, https
+    return out
+
 
 @dataclass(frozen=True)
 class Rendered:
@@ -84,6 +108,9 @@ class Rendered:
     structure: str
     slots: SlotTable
     certificates: dict[str, str] = field(default_factory=dict)
+    crt_lists: dict[str, str] = field(default_factory=dict)
+    """Each HTTPS listener's crt-list by path (not in `structure`: a certificate added to
+    one can go over the runtime API)."""
 
 
 def quote(text: str) -> str:
@@ -111,6 +138,20 @@ def backend_id(name: str) -> str:
 
 def frontend_id(name: str) -> str:
     return f"fe_{name}"
+
+
+def hop_id(name: str) -> str:
+    """The tcp backend that hands connections to HTTPS listener `name` (not a `be_`)."""
+    return f"hop_{name}"
+
+
+def _hop_backend(listener: str, paths: Paths) -> list[str]:
+    return [
+        f"backend {hop_id(listener)}",
+        "    mode tcp",
+        f"    server hop {paths.hop(listener)} send-proxy-v2",
+        "",
+    ]
 
 
 # --- sections ------------------------------------------------------------------------------
@@ -144,8 +185,12 @@ def _global(paths: Paths) -> list[str]:
     ]
 
 
-def _bind(listener: Listener, paths: Paths) -> str:
-    line = f"    bind {host_port(listener.address, listener.port)}"
+def _bind(listener: Listener, paths: Paths, behind: bool = False) -> str:
+    """`behind`: an HTTPS listener reached through its passthrough partner's hop."""
+    if behind:
+        line = f"    bind {paths.hop(listener.name)} accept-proxy"
+    else:
+        line = f"    bind {host_port(listener.address, listener.port)}"
     if listener.protocol == Protocol.HTTPS:
         line += f" ssl crt-list {quote(str(paths.crt_list(listener.name)))}"
         if listener.alpn:
@@ -295,7 +340,7 @@ def _map_file(rows: list[tuple[str, str]]) -> str:
 
 
 def _http_frontend(
-    config: GatewayConfig, listener: Listener, paths: Paths
+    config: GatewayConfig, listener: Listener, paths: Paths, behind: bool = False
 ) -> tuple[list[str], dict[str, str]]:
     """The frontend's lines and its map files. Exact hostnames are found in a map (one
     lookup, whatever their number); wildcards and the catch-all follow in order; a simple
@@ -303,7 +348,7 @@ def _http_frontend(
     lines = [
         f"frontend {frontend_id(listener.name)}",
         "    mode http",
-        _bind(listener, paths),
+        _bind(listener, paths, behind),
         "    option forwardfor",
     ]
     if listener.protocol == Protocol.HTTPS:
@@ -419,7 +464,11 @@ def _sni_condition(hostname: str) -> str:
     return f"{{ req.ssl_sni -m str {quote(name)} }}"
 
 
-def _tcp_frontend(config: GatewayConfig, listener: Listener, paths: Paths) -> list[str]:
+def _tcp_frontend(
+    config: GatewayConfig, listener: Listener, paths: Paths, terminating: str | None = None
+) -> list[str]:
+    """`terminating`: the HTTPS listener on the same socket, which gets every connection
+    whose SNI no passthrough route takes (and those without SNI)."""
     lines = [f"frontend {frontend_id(listener.name)}", "    mode tcp", _bind(listener, paths)]
     if listener.protocol == Protocol.TLS_PASSTHROUGH:
         lines += [
@@ -435,6 +484,8 @@ def _tcp_frontend(config: GatewayConfig, listener: Listener, paths: Paths) -> li
                     choices.append((key, name, tls.backends))
         for _key, name, refs in sorted(choices, key=lambda c: c[0]):
             lines += _weighted(refs, _sni_condition(name), "tcp-request content")
+        if terminating is not None:
+            lines.append(f"    default_backend {hop_id(terminating)}")
     else:
         for tcp in config.tcp_routes:
             if listener.name in tcp.listeners:
@@ -510,11 +561,15 @@ def render(
     text = _global(paths)
     structure = list(text)
     map_files: dict[str, str] = {}
+    shared = shared_sockets(config)
     for listener in config.listeners:
+        partner = shared.get(listener.name)
         if listener.protocol in (Protocol.HTTP, Protocol.HTTPS):
-            lines, maps = _http_frontend(config, listener, paths)
+            lines, maps = _http_frontend(config, listener, paths, behind=partner is not None)
         elif listener.protocol in (Protocol.TCP, Protocol.TLS_PASSTHROUGH):
-            lines, maps = _tcp_frontend(config, listener, paths), {}
+            lines, maps = _tcp_frontend(config, listener, paths, partner), {}
+            if partner is not None:
+                lines += _hop_backend(partner, paths)
         else:
             continue
         text += lines
@@ -532,14 +587,15 @@ def render(
         structure += s
     files = {str(paths.config): "\n".join(text), **map_files}
     certificates: dict[str, str] = {}
+    crt_lists: dict[str, str] = {}
     for listener in config.listeners:
         if listener.protocol == Protocol.HTTPS:
             listing = crt_list(config, listener, paths)
             files[str(paths.crt_list(listener.name))] = listing
-            structure += [f"# crt-list {listener.name}", listing]
+            crt_lists[str(paths.crt_list(listener.name))] = listing
             for name in listener.certificates:
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
-    return Rendered(files, "\n".join(structure), slots, certificates)
+    return Rendered(files, "\n".join(structure), slots, certificates, crt_lists)
 
 
 def sections(text: str) -> Iterator[tuple[str, str]]:

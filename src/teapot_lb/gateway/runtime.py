@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from teapot_lb.gateway.plan import RuntimeAction, SetCertificate, SetServer
+from teapot_lb.gateway.plan import AddCertificate, RuntimeAction, SetCertificate, SetServer
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,20 @@ def commands(action: RuntimeAction) -> list[Command]:
             )
         out.append(Command(f"set server {where} state {action.state}"))
         return out
+    if isinstance(action, AddCertificate):
+        return _added(action)
     return _certificate(action)
+
+
+def _added(action: AddCertificate) -> list[Command]:
+    out = []
+    if not action.loaded:
+        out.append(Command(f"new ssl cert {action.path}", ("New empty certificate store",)))
+        out += _certificate(SetCertificate(action.path, action.pem))
+    # The payload is the crt-list line as in the file: the certificate, its SNI filters.
+    add = f"add ssl crt-list {action.crt_list} <<\n{action.line}\n"
+    out.append(Command(add, ("Inserting certificate", "Success")))
+    return out
 
 
 def _certificate(action: SetCertificate) -> list[Command]:

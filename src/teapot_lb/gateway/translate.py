@@ -8,7 +8,8 @@ TLS Secrets, and the gateway's own addresses. Every object is vetted here again
 
 Shared listeners per gateway address: HTTP on 80, HTTPS on 443 (every accepted
 certificate, each offered for the hostnames it was vetted for only), TLS passthrough on
-8443; a tenant's TCP and UDP Gateway listeners get a listener of their own port.
+443 too (the data plane dispatches by SNI); a tenant's TCP and UDP Gateway listeners
+get a listener of their own port.
 Backends are a Service port of one source cluster: the pod IPs (EndpointSlice ports) or
 the nodes at the nodePorts, as the Tenant's `gatewayBackends` says; an endpoint outside
 the tenant's pod or node networks is never served (reported).

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from teapot_lb.lab.gateway import GatewayResult, gateway_lines
+
 PALETTE = ("#4e79a7", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#bab0ac")
 FAILED = "#e15759"
 WIDTH = 720
@@ -302,6 +304,15 @@ def teapot_section(t: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
+def gateway_section(g: Mapping[str, Any]) -> str:
+    """The gateway group: its text report's lines (refusal reason included)."""
+    result = GatewayResult(**{k: v for k, v in g.items() if k != "ok"})
+    css = "ok" if g.get("ok") else "bad"
+    verdict = "ok" if g.get("ok") else "FAILED"
+    lines = escape("\n".join(gateway_lines(result)))
+    return f'<h2>Gateway <span class="{css}">{verdict}</span></h2><pre>{lines}</pre>'
+
+
 def render_html(doc: Mapping[str, Any]) -> str:
     """The whole page for one lab run."""
     colors = node_colors(doc)
@@ -334,6 +345,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
         body.append(_ovn_section(doc["ovn"]))
     if doc.get("teapot"):
         body.append(teapot_section(doc["teapot"]))
+    if doc.get("gateway"):
+        body.append(gateway_section(doc["gateway"]))
     for err in doc.get("errors", []):
         body.append(f'<pre class="bad">{escape(err)}</pre>')
     left = doc.get("alerts_firing_after")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from teapot_lb.lab.gateway import GatewayResult, gateway_lines
 from teapot_lb.lab.manifests import MODES
 from teapot_lb.lab.measure import percentile
 from teapot_lb.lab.ovn import OVNResult, ovn_lines
@@ -153,6 +154,7 @@ class LabReport:
     alerts_firing_after: list[str] | None = None  # still firing at the end (None: not watched)
     teapot: TeapotResult | None = None  # the Teapot group (None: not run)
     ovn: OVNResult | None = None  # the OVN group (None: not run)
+    gateway: GatewayResult | None = None  # the gateway group (None: not run)
 
     @property
     def ok(self) -> bool:
@@ -160,10 +162,16 @@ class LabReport:
         return (
             not self.errors
             and not self.interrupted
-            and (bool(self.modes) or self.teapot is not None or self.ovn is not None)
+            and (
+                bool(self.modes)
+                or self.teapot is not None
+                or self.ovn is not None
+                or self.gateway is not None
+            )
             and all(m.ok for m in self.modes)
             and (self.teapot is None or self.teapot.ok)
             and (self.ovn is None or self.ovn.ok)
+            and (self.gateway is None or self.gateway.ok)
             and cleanup_ok
             and not self.alerts_firing_after
         )
@@ -315,6 +323,8 @@ def table(report: LabReport) -> str:
         lines += ["", *teapot_lines(report.teapot)] if lines else teapot_lines(report.teapot)
     if report.ovn is not None:
         lines += ["", *ovn_lines(report.ovn)] if lines else ovn_lines(report.ovn)
+    if report.gateway is not None:
+        lines += ["", *gateway_lines(report.gateway)] if lines else gateway_lines(report.gateway)
     for err in report.errors:
         lines.append(f"error: {err}")
     if report.alerts_firing_after is not None:
@@ -410,5 +420,10 @@ def to_json(report: LabReport) -> dict[str, Any]:
             {**asdict(report.teapot), "ok": report.teapot.ok} if report.teapot is not None else None
         ),
         "ovn": ({**asdict(report.ovn), "ok": report.ovn.ok} if report.ovn is not None else None),
+        "gateway": (
+            {**asdict(report.gateway), "ok": report.gateway.ok}
+            if report.gateway is not None
+            else None
+        ),
         "cleanup": asdict(report.cleanup) if report.cleanup is not None else None,
     }

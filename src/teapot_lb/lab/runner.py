@@ -21,6 +21,7 @@ from typing import Any
 
 from teapot_lb.lab.alerts import METRICS_PORT, LabAlerts
 from teapot_lb.lab.client import Client
+from teapot_lb.lab.gateway import run_gateway
 from teapot_lb.lab.manifests import (
     DEFAULT_GROUPS,
     FAMILIES,
@@ -49,7 +50,9 @@ _NETNS_DIR = Path("/run/netns")
 
 @dataclass
 class LabOptions:
-    modes: tuple[str, ...] = DEFAULT_GROUPS  # announcement modes (MODES), "teapot", "ovn"
+    modes: tuple[str, ...] = (
+        DEFAULT_GROUPS  # announcement modes (MODES), "teapot", "ovn", "gateway"
+    )
     families: tuple[str, ...] = FAMILIES
     nodes: int | None = None  # None: the manifests' Nodes (3 generated when there are none)
     router: str = "bird"
@@ -126,13 +129,16 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
     """Run the lab; always returns a report (check ``report.ok``)."""
     started = time.monotonic()
     report = LabReport(options=options.describe())
-    groups = [g for g in ("teapot", "ovn") if g in options.modes]
+    groups = [g for g in ("teapot", "ovn", "gateway") if g in options.modes]
     for group in groups:
         try:
             with _signals_unwind():
                 if group == "teapot":
                     report.teapot, route = _teapot(options, progress)
                     report.modes.append(route)
+                elif group == "gateway":
+                    work = options.workdir / "gateway" if options.workdir is not None else None
+                    report.gateway = run_gateway(progress, work)
                 else:
                     work = options.workdir / "ovn" if options.workdir is not None else None
                     report.ovn = run_ovn(progress, work)

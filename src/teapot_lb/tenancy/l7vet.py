@@ -59,11 +59,11 @@ MAX_HOSTNAMES = 32
 MAX_RULES = 64
 MAX_PATHS = 128
 MAX_LISTENERS = 32
-# Ports shared by hostname: every tenant's HTTP on 80, HTTPS (terminated) on 443, TLS
-# passthrough (by SNI) on 8443 — the data plane has one listener per IP:port, so
-# passthrough cannot share 443 with termination yet. Any other (port, protocol) is the
-# one tenant's, counted against its `quotas.ports`.
-SHARED_PORTS = {ListenerProtocol.HTTP: 80, ListenerProtocol.HTTPS: 443, ListenerProtocol.TLS: 8443}
+# Ports shared by hostname: every tenant's HTTP on 80, HTTPS (terminated) and TLS
+# passthrough both on 443 (the data plane reads the SNI: a passthrough route's names go
+# through, the others are terminated). Any other (port, protocol) is the one tenant's,
+# counted against its `quotas.ports`.
+SHARED_PORTS = {ListenerProtocol.HTTP: 80, ListenerProtocol.HTTPS: 443, ListenerProtocol.TLS: 443}
 
 
 class L7Rule(StrEnum):

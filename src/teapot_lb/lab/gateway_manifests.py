@@ -1,0 +1,121 @@
+"""The gateway lab group's input: two tenants and what their agents would have mirrored into
+the management cluster (Ingresses over TLS, a Gateway with a TCP and a UDP listener and
+their routes, EndpointSlices, TLS Secrets), as `teapot-lb gateway --manifests` reads it.
+Pure: dicts out, the caller writes them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from teapot_lb.model.ingress import INGRESS_CLASS
+from teapot_lb.tenancy.l7mirror import (
+    AGENT,
+    ANNOTATION_SERVICE_PORTS,
+    LABEL_BACKENDS,
+    MANAGED_BY,
+    MCS_SERVICE_NAME,
+    MCS_SOURCE_CLUSTER,
+)
+from teapot_lb.tenancy.l7vet import GATEWAY_CLASS, LABEL_SOURCE_NAME, LABEL_SOURCE_NAMESPACE
+from teapot_lb.tenancy.request import LABEL_CLUSTER
+
+CLUSTER = "c1"
+SOURCE_NS = "web"
+TCP_PORT = 5000
+UDP_PORT = 5353
+Obj = dict[str, Any]
+
+
+def tenant(name: str, domains: list[str], pods: str) -> Obj:
+    return {
+        "apiVersion": "lb.teapot.io/v1alpha1",
+        "kind": "Tenant",
+        "metadata": {"name": name},
+        "spec": {
+            "namespace": f"tenant-{name}",
+            "quotas": {"ports": 4},
+            "dnsDomains": domains,
+            "modes": ["Gateway"],
+            "gatewayBackends": "PodIPs",
+            "podNetworks": [pods],
+        },
+    }
+
+
+def _mirrored(api: str, kind: str, tenant_name: str, name: str, body: Obj) -> Obj:
+    return {
+        "apiVersion": api,
+        "kind": kind,
+        "metadata": {
+            "name": f"{CLUSTER}.{SOURCE_NS}.{name}",
+            "namespace": f"tenant-{tenant_name}",
+            "labels": {
+                LABEL_CLUSTER: CLUSTER,
+                LABEL_SOURCE_NAMESPACE: SOURCE_NS,
+                LABEL_SOURCE_NAME: name,
+            },
+        },
+        **body,
+    }
+
+
+def ingress(tenant_name: str, name: str, host: str, service: str, secret: str) -> Obj:
+    path = {"path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": service, "port": {"number": 80}}}}  # fmt: skip
+    spec = {
+        "ingressClassName": INGRESS_CLASS,
+        "tls": [{"hosts": [host], "secretName": secret}],
+        "rules": [{"host": host, "http": {"paths": [path]}}],
+    }
+    return _mirrored("networking.k8s.io/v1", "Ingress", tenant_name, name, {"spec": spec})
+
+
+def secret(tenant_name: str, name: str, cert_pem: str, key_pem: str) -> Obj:
+    data = {k: base64.b64encode(v.encode()).decode()
+            for k, v in (("tls.crt", cert_pem), ("tls.key", key_pem))}  # fmt: skip
+    return _mirrored("v1", "Secret", tenant_name, name, {"type": "kubernetes.io/tls", "data": data})
+
+
+def endpoints(
+    tenant_name: str, service: str, addresses: list[str], port: int, udp: bool = False
+) -> Obj:
+    """The mirrored EndpointSlice of `service` (PodIPs), its Service port 80 (TCP) or
+    `port` (UDP) mapped to the pods' `port`."""
+    protocol = "UDP" if udp else "TCP"
+    front = port if udp else 80
+    body = _mirrored("discovery.k8s.io/v1", "EndpointSlice", tenant_name, service, {
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [a], "conditions": {"ready": True}} for a in addresses],
+        "ports": [{"name": "p", "port": port, "protocol": protocol}],
+    })  # fmt: skip
+    body["metadata"]["name"] = f"{CLUSTER}.{SOURCE_NS}.{service}"
+    body["metadata"]["labels"] |= {
+        MCS_SOURCE_CLUSTER: CLUSTER, MCS_SERVICE_NAME: service, MANAGED_BY: AGENT,
+        LABEL_BACKENDS: "PodIPs",
+    }  # fmt: skip
+    ports = [{"name": "p", "port": front, "protocol": protocol}]
+    body["metadata"]["annotations"] = {ANNOTATION_SERVICE_PORTS: json.dumps(ports)}
+    return body
+
+
+def stream_gateway(tenant_name: str) -> list[Obj]:
+    """A Gateway with a TCP and a UDP listener and one route each."""
+    api = "gateway.networking.k8s.io/v1"
+    gw = _mirrored(api, "Gateway", tenant_name, "streams", {"spec": {
+        "gatewayClassName": GATEWAY_CLASS,
+        "listeners": [{"name": "tcp", "port": TCP_PORT, "protocol": "TCP"},
+                      {"name": "udp", "port": UDP_PORT, "protocol": "UDP"}],
+    }})  # fmt: skip
+    out = [gw]
+    for kind, section, service, port in (
+        ("TCPRoute", "tcp", "tcp-echo", 80),
+        ("UDPRoute", "udp", "udp-echo", UDP_PORT),
+    ):
+        spec = {
+            "parentRefs": [{"name": "streams", "sectionName": section}],
+            "rules": [{"backendRefs": [{"name": service, "port": port}]}],
+        }
+        out.append(_mirrored(api, kind, tenant_name, section, {"spec": spec}))
+    return out
