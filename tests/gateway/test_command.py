@@ -115,7 +115,9 @@ def test_the_command_serves_the_file_follows_its_changes_and_reports_metrics(
         )
         text = _get(base + "/metrics")[1]
         assert "teapot_lb_gateway_reloads_total 0.0" in text
-        assert "teapot_lb_gateway_runtime_actions_total 1.0" in text
+        # Two runtime actions, no reload: the old endpoint's slot to maintenance, the new
+        # endpoint into a slot never used.
+        assert "teapot_lb_gateway_runtime_actions_total 2.0" in text
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0

@@ -169,12 +169,30 @@ def test_a_new_route_is_a_reload_and_a_new_certificate_pem_is_not() -> None:
     )
 
 
-def test_slots_are_sticky_and_freed_slots_are_reused() -> None:
+def test_slots_are_sticky_and_a_slot_freed_by_this_change_is_taken_last() -> None:
     cfg = _config((("198.51.100.2", 1), ("198.51.100.3", 1)))
     first = slots.assign(cfg)
+    # .2 leaves, .9 comes: .9 takes a slot never used, not .2's (whose idle connections
+    # to .2 HAProxy would keep using after `set server addr`).
     cfg2 = _config((("198.51.100.3", 1), ("198.51.100.9", 1)))
     second = slots.assign(cfg2, first)
-    assert [s.key for s in second["a"]] == [("198.51.100.9", 1), ("198.51.100.3", 1), None, None]
+    assert [s.key for s in second["a"]] == [None, ("198.51.100.3", 1), ("198.51.100.9", 1), None]
+    assert second["a"][0].idle == 0
+    # .3 leaves, .10 comes: the last never-used slot. Then .9 leaves, .11 comes: the slot
+    # empty the longest (.2's), not .3's (freed one change ago) nor .9's (freed now).
+    third = slots.assign(_config((("198.51.100.9", 1), ("198.51.100.10", 1))), second)
+    assert [s.key for s in third["a"]] == [None, None, ("198.51.100.9", 1), ("198.51.100.10", 1)]
+    fourth = slots.assign(_config((("198.51.100.10", 1), ("198.51.100.11", 1))), third)
+    assert [s.key for s in fourth["a"]] == [("198.51.100.11", 1), None, None, ("198.51.100.10", 1)]
+
+
+def test_replacing_a_backends_only_endpoint_makes_the_new_server_ready_first() -> None:
+    old = _render(_config((("198.51.100.2", 1),)))
+    new = _render(_config((("198.51.100.9", 1),)), old)
+    change = plan.plan(old, new)
+    assert not change.reload
+    states = [(a.server, a.state) for a in change.actions if isinstance(a, SetServer)]
+    assert states == [("s2", ServerState.READY), ("s1", ServerState.MAINT)]
 
 
 @pytest.mark.parametrize(

@@ -102,8 +102,15 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
     actions: list[RuntimeAction] = []
     for backend, slots in new.slots.items():
         previous = old.slots.get(backend, ())
-        for i, (before, after) in enumerate(zip(previous, slots, strict=True)):
-            actions += _slot_actions(backend, i, before, after)
+        changed: list[SetServer] = [
+            action
+            for i, (before, after) in enumerate(zip(previous, slots, strict=True))
+            for action in _slot_actions(backend, i, before, after)
+        ]
+        # Make before break: servers come up before others go to maintenance, so a backend
+        # whose only endpoint is replaced always has one to send to.
+        changed.sort(key=lambda a: a.state is ServerState.MAINT)
+        actions += changed
     fresh = {a.path for a in added}
     for path, pem in new.certificates.items():
         if path in old.certificates and old.certificates[path] != pem:

@@ -4,8 +4,11 @@ HAProxy can change a server's address and state at run time but not add servers,
 backend gets a fixed number of server lines ("slots"); endpoints move in and out of them
 through the runtime API. Assignment is sticky: an endpoint keeps its slot while it exists
 (its connections and health state stay put), a removed endpoint's slot is freed, a new one
-takes the lowest free slot. Only when endpoints outgrow the slots does the count grow
-(a reload). Pure: the previous table in, the next table out.
+takes the free slot that has been empty the longest (lowest first on a tie). HAProxy keeps a
+server line's idle connections across `set server addr`, so a slot freed by this very
+change, still holding connections to the endpoint just removed, is the last choice: taking
+it would send requests to the removed endpoint over those connections. Only when endpoints
+outgrow the slots does the count grow (a reload). Pure: the previous table in, the next table out.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from teapot_lb.gateway.config import Backend, Endpoint, GatewayConfig
 
 MIN_SLOTS = 4
+NEVER_USED = 1 << 30  # `Slot.idle` of a slot no endpoint has held
 
 
 def slot_count(endpoints: int) -> int:
@@ -27,9 +31,11 @@ def slot_count(endpoints: int) -> int:
 
 @dataclass(frozen=True)
 class Slot:
-    """One server line: the endpoint in it (None: empty, in maintenance)."""
+    """One server line: the endpoint in it (None: empty, in maintenance) and, while it is
+    empty, for how many changes it has been (0: freed by the change that made this table)."""
 
     endpoint: Endpoint | None
+    idle: int = NEVER_USED
 
     @property
     def key(self) -> tuple[str, int] | None:
@@ -48,17 +54,22 @@ def _assign(backend: Backend, previous: tuple[Slot, ...] | None) -> tuple[Slot, 
     if count < len(by_key):
         count = slot_count(len(by_key))
     slots: list[Endpoint | None] = [None] * count
+    idle = [NEVER_USED] * count
     placed: set[tuple[str, int]] = set()
     for i, old in enumerate((previous or ())[:count]):
         key = old.key
         if key is not None and key in by_key:
             slots[i] = by_key[key]
             placed.add(key)
-    free = (i for i, s in enumerate(slots) if s is None)
+        elif key is not None:
+            idle[i] = 0  # its endpoint went with this change
+        else:
+            idle[i] = min(old.idle + 1, NEVER_USED)
+    free = iter(sorted((i for i, e in enumerate(slots) if e is None), key=lambda i: -idle[i]))
     for key, endpoint in by_key.items():
         if key not in placed:
             slots[next(free)] = endpoint
-    return tuple(Slot(e) for e in slots)
+    return tuple(Slot(e) if e is not None else Slot(None, idle[i]) for i, e in enumerate(slots))
 
 
 def assign(config: GatewayConfig, previous: SlotTable | None = None) -> dict[str, tuple[Slot, ...]]:

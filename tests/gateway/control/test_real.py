@@ -166,7 +166,10 @@ async def test_the_agent_mirrors_and_the_real_apiserver_calls_the_gateways_webho
     plane, apps, suffix = real.plane, real.apps, real.suffix
     # Written while no webhook is there: refused at reconcile, the reason noted on it
     # through the webhook registered below (which admits the gateway's own note).
-    early = ingress("early", "www.acme.example")
+    # Its hostname is no tenant's: this one API server is both the management cluster and
+    # acme's tenant cluster, so acme's agent (which reads every namespace of its "tenant
+    # cluster") may mirror bolt's Ingress into acme's namespace too; neither may serve it.
+    early = ingress("early", "www.elsewhere.example")
     early["metadata"]["namespace"] = real.ns("bolt")
     await admin.create(INGRESSES, early)
     control = GatewayControl(admin, [ip_address(GATEWAY_IP)], watch_timeout_s=60)
