@@ -370,15 +370,17 @@ class Relay:
     def _schedule_flush(self) -> None:
         if self._flush_pending is None:
             loop = asyncio.get_running_loop()
-            # A diff of the whole table costs O(routes): while routes pour in, wait at
-            # least four times as long as the last one took: diffing stays a fifth of the work.
+            # A flush diffs only the prefixes changed since the last one (its cost follows
+            # the change); while routes pour in, wait at least four times as long as the
+            # last one took, so that diffing stays a fifth of the work.
             delay = max(self.config.flush_delay, 4 * self._flush_seconds)
             self._flush_pending = loop.call_later(delay, self._flush)
 
     def _flush(self) -> None:
         started = time.perf_counter()
         self._flush_pending = None
-        self.network_side.set_compiled(self.rib.compiled())
+        changes = self.rib.take_changes()
+        self.network_side.set_compiled(self.rib.compiled(), changes)
         for peer in self.network_side.peers.values():
             peer.flush_now()
         self._flush_seconds = time.perf_counter() - started
