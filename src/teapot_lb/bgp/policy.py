@@ -232,6 +232,11 @@ class Condition:
     def on_route(self, key: RouteKey, path: Path) -> bool:
         return self.on_path(path)
 
+    def prefix_test(self) -> tuple[PrefixSet, bool] | None:
+        """For a test of the prefix against a set alone: the set, and whether the test is
+        negated (the interpreter then calls :meth:`PrefixSet.holds` directly)."""
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class PrefixIn(Condition):
@@ -242,6 +247,9 @@ class PrefixIn(Condition):
 
     def on_route(self, key: RouteKey, path: Path) -> bool:
         return self.prefixes.holds(key.bits, key.value, key.plen)
+
+    def prefix_test(self) -> tuple[PrefixSet, bool] | None:
+        return self.prefixes, False
 
     def __str__(self) -> str:
         return f"net ~ {self.prefixes}"
@@ -401,6 +409,10 @@ class Not(Condition):
 
     def on_route(self, key: RouteKey, path: Path) -> bool:
         return not self.condition.on_route(key, path)
+
+    def prefix_test(self) -> tuple[PrefixSet, bool] | None:
+        inner = self.condition.prefix_test()
+        return None if inner is None else (inner[0], not inner[1])
 
     def __str__(self) -> str:
         return f"!({self.condition})"
@@ -699,18 +711,30 @@ class Filter:
                     hit, miss = [], []
                     conds = rule._on_prefix
                     only = conds[0] if len(conds) == 1 else None  # the usual case, no all()
-                    for enc in genc:
-                        key = keys.get(enc)
-                        if key is None:
-                            key = keys[enc] = key_of(enc)
-                        if (
-                            only.on_route(key, gpath)
-                            if only is not None
-                            else all(c.on_route(key, gpath) for c in conds)
-                        ):
-                            hit.append(enc)
-                        else:
-                            miss.append(enc)
+                    test = only.prefix_test() if only is not None else None
+                    if test is not None:  # the hottest case: one prefix set, called directly
+                        holds, negated = test[0].holds, test[1]
+                        for enc in genc:
+                            key = keys.get(enc)
+                            if key is None:
+                                key = keys[enc] = key_of(enc)
+                            if holds(key.bits, key.value, key.plen) is not negated:
+                                hit.append(enc)
+                            else:
+                                miss.append(enc)
+                    else:
+                        for enc in genc:
+                            key = keys.get(enc)
+                            if key is None:
+                                key = keys[enc] = key_of(enc)
+                            if (
+                                only.on_route(key, gpath)
+                                if only is not None
+                                else all(c.on_route(key, gpath) for c in conds)
+                            ):
+                                hit.append(enc)
+                            else:
+                                miss.append(enc)
                     if miss:
                         nxt.append((gpath, miss))
                     if not hit:
