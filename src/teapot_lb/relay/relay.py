@@ -67,6 +67,10 @@ class RelayConfig:
     # TCP MD5: the Secret of this name in the tenant's namespace, key "password".
     password_secret: str = "relay-bgp"
     flush_delay: float = 0.05  # coalesce route changes before the network gets them
+    # ... but no more than this many changed prefixes: a burst (every tenant session's
+    # routes at once) is read in one turn of the event loop, and the routers should be
+    # busy installing the first routes while the relay still judges the last.
+    flush_batch: int = 2000
 
 
 @dataclass(frozen=True)
@@ -329,7 +333,10 @@ class Relay:
         for down in out.teardown:
             asyncio.get_running_loop().call_soon(self._teardown, down.address, down.limit)
         if out.changed:
-            self._schedule_flush()
+            if self.rib.pending_changes() >= self.config.flush_batch:
+                self._flush()
+            else:
+                self._schedule_flush()
 
     def _teardown(self, address: str, limit: int) -> None:
         peer = self.tenant_side.peers.get(address)
@@ -374,7 +381,9 @@ class Relay:
             self._flush_pending = loop.call_later(self.config.flush_delay, self._flush)
 
     def _flush(self) -> None:
-        self._flush_pending = None
+        if self._flush_pending is not None:
+            self._flush_pending.cancel()
+            self._flush_pending = None
         changes = self.rib.take_changes()
         self.network_side.set_compiled(self.rib.compiled(), changes)
         for peer in self.network_side.peers.values():

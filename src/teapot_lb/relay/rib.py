@@ -131,6 +131,10 @@ class RelayRib:
         out, self._dirty = self._dirty, {f: set() for f in _FAMILIES}
         return out
 
+    def pending_changes(self) -> int:
+        """How many prefixes changed since :meth:`take_changes`."""
+        return sum(len(d) for d in self._dirty.values())
+
     def prefix_count(self) -> int:
         return sum(len(t) for t in self._paths.values())
 
