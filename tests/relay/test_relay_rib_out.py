@@ -20,6 +20,7 @@ from teapot_lb.bgp.wire import (
     MessageType,
     decode_update_routes,
 )
+from teapot_lb.relay.relay import Relay, RelayConfig
 from teapot_lb.relay.rib import RelayRib
 
 A, B = ASN["acme"], ASN["bolt"]
@@ -128,3 +129,18 @@ def test_a_change_costs_a_diff_of_that_prefix_only() -> None:
     applied(held, out.updates(ADD_PATH), ADD_PATH)
     assert {k[4:] for k in held} == {PREFIXES[0]}
     assert out.sent_count() == 5
+
+
+async def test_a_burst_is_flushed_every_flush_batch_changes_not_only_after_the_delay() -> None:
+    """The relay hands the routers its table as soon as ``flush_batch`` prefixes changed
+    (a burst is read in one turn of the event loop, so a timer would fire only after it);
+    fewer changes wait for the coalescing delay."""
+    relay = Relay(RelayConfig(local_as=64500, router_id="192.0.2.2", flush_batch=3,
+                              flush_delay=3600, options=OPTIONS))  # fmt: skip
+    relay.rib = RelayRib(OPTIONS, policies())
+    relay.rib.open_session(ACME[0], "acme")
+    relay._handle(relay.rib.learn(ACME[0], IPV4_UNICAST, PREFIXES[:2], path(ACME[0], A)))
+    assert relay.rib.pending_changes() == 2 and relay._flush_pending is not None
+    relay._handle(relay.rib.learn(ACME[0], IPV4_UNICAST, PREFIXES[2:3], path(ACME[0], A)))
+    assert relay.rib.pending_changes() == 0 and relay._flush_pending is None
+    assert relay.metrics.paths._value.get() == 3
