@@ -15,7 +15,7 @@ from tests.tenancy.builders import pools, tenant
 
 from teapot_lb.bgp.policy import Accepted, Filter, Rejected
 from teapot_lb.bgp.rib import encode_prefix
-from teapot_lb.bgp.wire import IPV4_UNICAST
+from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
 from teapot_lb.model.bgp import WELL_KNOWN_COMMUNITIES
 from teapot_lb.relay.policy import Reason, RelayOptions, tenant_policy
 
@@ -130,3 +130,26 @@ def test_a_whole_batch_gets_the_same_verdicts_as_one_route_at_a_time() -> None:
     for p in prefixes:
         one = flt.judge(p, sent)
         assert batch[encode_prefix(p)] == (None if isinstance(one, Accepted) else one.reason)
+
+
+def test_a_prefixs_remembered_verdict_is_per_family_and_the_same_for_every_path() -> None:
+    """The leading prefix rules' verdicts are remembered per prefix (a tenant's nodes send
+    the same prefixes): a second node's route, another path, or a prefix of the other
+    family with the same encoding (cb00:7105::/32 is 203.0.113.5/32's octets) still gets
+    the verdict of a fresh judgement."""
+    f = _acme()
+    accepted = [encode_prefix(ip_network("198.51.100.5/32"))]
+    for node in (NODE4, "192.0.2.12", "192.0.2.12"):
+        judged = f.judge_batch(IPV4_UNICAST, accepted, path(node, ACME_AS))
+        assert judged.accepted_count() == 1 and not judged.rejected
+    # Same path rules, then the path decides: a foreign AS path is still rejected.
+    judged = f.judge_batch(IPV4_UNICAST, accepted, path(NODE4, 64999))
+    assert [(w.reason, len(e)) for w, e in judged.rejected] == [(Reason.AS_PATH.value, 1)]
+    v4 = encode_prefix(ip_network("203.0.113.5/32"))
+    v6 = encode_prefix(ip_network("cb00:7105::/32"))
+    assert v4 == v6
+    first = f.judge_batch(IPV4_UNICAST, [v4], path(NODE4, ACME_AS))
+    second = f.judge_batch(IPV6_UNICAST, [v6], path(NODE6, ACME_AS))
+    assert [w.reason for w, _ in first.rejected] == [Reason.BOGON.value]
+    assert [w.reason for w, _ in second.rejected] == [Reason.OUTSIDE_ALLOCATION.value]
+    assert f == _acme()  # what it remembers is no part of the filter's value

@@ -150,7 +150,12 @@ def test_the_rendered_manager_and_agent_pass_a_server_side_dry_run(
         values = {"manager": {"enabled": True, "webhook": webhook}, "speaker": {"enabled": False}}
         text = render_manifest(values, namespace=namespace)
         text = "".join(f"---{d}" for d in text.split("---") if "teapot-lb-manager" in d)
-    docs = [d for d in yaml.safe_load_all(text) if d]
+    server_dry_run(kube_plane, [d for d in yaml.safe_load_all(text) if d])
+    kube_plane.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def server_dry_run(kube_plane: ControlPlane, docs: list[dict[str, Any]]) -> None:
+    """`kubectl apply --dry-run=server` of ``docs``: every one accepted."""
     done = subprocess.run(
         ["kubectl", f"--kubeconfig={kube_plane.admin_kubeconfig}", "apply", "--dry-run=server",
          "-f", "-"],
@@ -159,4 +164,3 @@ def test_the_rendered_manager_and_agent_pass_a_server_side_dry_run(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("(server dry run)") == len(docs), done.stdout
-    kube_plane.kubectl("delete", "namespace", namespace, "--wait=false")

@@ -76,6 +76,10 @@ class RouteAttributes:
 DEFAULT_ATTRIBUTES = RouteAttributes()
 
 
+def _key_of(item: tuple[str, RouteAttributes]) -> str:
+    return item[0]
+
+
 @dataclass(frozen=True, slots=True)
 class Paths:
     """Several paths for one prefix, each under a key the caller chooses (a backend node's
@@ -96,7 +100,13 @@ class Paths:
 
     @classmethod
     def of(cls, paths: Mapping[str, RouteAttributes]) -> Paths:
-        return cls(tuple(sorted(paths.items(), key=lambda kv: kv[0])))
+        # A mapping's keys are unique, and sorted here: nothing left to check (this runs
+        # once per changed prefix in a relay's table of 100,000s).
+        out = object.__new__(cls)
+        object.__setattr__(out, "by_key", tuple(sorted(paths.items(), key=_key_of)))
+        if not out.by_key:
+            raise ValueError("Paths needs at least one path")
+        return out
 
     def first(self) -> RouteAttributes:
         """The one path a peer without ADD-PATH gets."""

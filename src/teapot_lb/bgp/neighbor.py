@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any, TypeAlias
@@ -288,8 +288,11 @@ class Neighbor:
                 self._drive(link, link.session.notify(note, reason))
         return self._orders()
 
-    def set_desired(self, routes: CompiledRoutes) -> list[Order]:
-        self.rib_out.set_desired(routes)
+    def set_desired(
+        self, routes: CompiledRoutes, changed: Mapping[Family, Iterable[bytes]] | None = None
+    ) -> list[Order]:
+        """New desired routes; ``changed``: the prefixes that may differ (None: any)."""
+        self.rib_out.set_desired(routes, changed)
         if self.state == State.ESTABLISHED and not self._flush_pending:
             # Coalesce: several changes before the timer fires cost one diff.
             self._flush_pending = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from ipaddress import ip_address
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from .neighbor import (
 from .rib import AdjRibIn, AdjRibOut, CompiledRoutes
 from .transport import set_md5, set_min_ttl, set_ttl
 from .wire import Notification, Prefix
-from .wire.family import Address
+from .wire.family import Address, Family
 
 if TYPE_CHECKING:
     from .speaker import Speaker
@@ -159,8 +159,10 @@ class Peer:
     def start(self) -> None:
         self._run(self.neighbor.start())
 
-    def set_desired(self, routes: CompiledRoutes) -> None:
-        self._run(self.neighbor.set_desired(routes))
+    def set_desired(
+        self, routes: CompiledRoutes, changed: Mapping[Family, Iterable[bytes]] | None = None
+    ) -> None:
+        self._run(self.neighbor.set_desired(routes, changed))
 
     def stop(self, notification: Notification | None, reason: str) -> None:
         self._run(self.neighbor.stop(notification, reason))

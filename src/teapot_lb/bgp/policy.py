@@ -39,6 +39,8 @@ from .wire.family import IPV4_UNICAST, Address, Family
 
 P = TypeVar("P", bound=Path)
 _KeyOf: TypeAlias = Callable[[bytes], "RouteKey"]
+_Holds: TypeAlias = Callable[[int, int, int], bool]
+_SEEN_MAX = 1 << 20  # prefixes' verdicts a filter remembers (then it starts over)
 
 # ---------------------------------------------------------------------------- prefix sets
 
@@ -232,6 +234,11 @@ class Condition:
     def on_route(self, key: RouteKey, path: Path) -> bool:
         return self.on_path(path)
 
+    def prefix_test(self) -> tuple[PrefixSet, bool] | None:
+        """For a test of the prefix against a set alone: the set, and whether the test is
+        negated (the interpreter then calls :meth:`PrefixSet.holds` directly)."""
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class PrefixIn(Condition):
@@ -242,6 +249,9 @@ class PrefixIn(Condition):
 
     def on_route(self, key: RouteKey, path: Path) -> bool:
         return self.prefixes.holds(key.bits, key.value, key.plen)
+
+    def prefix_test(self) -> tuple[PrefixSet, bool] | None:
+        return self.prefixes, False
 
     def __str__(self) -> str:
         return f"net ~ {self.prefixes}"
@@ -401,6 +411,10 @@ class Not(Condition):
 
     def on_route(self, key: RouteKey, path: Path) -> bool:
         return not self.condition.on_route(key, path)
+
+    def prefix_test(self) -> tuple[PrefixSet, bool] | None:
+        inner = self.condition.prefix_test()
+        return None if inner is None else (inner[0], not inner[1])
 
     def __str__(self) -> str:
         return f"!({self.condition})"
@@ -659,6 +673,25 @@ class Filter:
     rules: tuple[Rule, ...] = ()
     default: Verdict = Accept()
     name: str = ""
+    # The leading rules that reject on prefix sets alone: their verdict is the prefix's,
+    # whatever the path, so it is kept per prefix (a tenant's nodes announce the same
+    # prefixes: judged once, not once per node). Per rule: (PrefixSet.holds, negated)s.
+    _lead: tuple[tuple[tuple[_Holds, bool], ...], ...] = field(
+        init=False, repr=False, compare=False
+    )
+    _seen: dict[Family, dict[bytes, int]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        lead: list[tuple[tuple[_Holds, bool], ...]] = []
+        for rule in self.rules:
+            tests = [c.prefix_test() for c in rule._on_prefix]
+            if rule._on_path or not tests or rule._changes or not isinstance(rule._verdict, Reject):
+                break
+            if any(t is None for t in tests):
+                break
+            lead.append(tuple((t[0].holds, t[1]) for t in tests if t is not None))
+        object.__setattr__(self, "_lead", tuple(lead))
+        object.__setattr__(self, "_seen", {})
 
     @property
     def accepts_all(self) -> bool:
@@ -678,18 +711,69 @@ class Filter:
         ``add_path``: each encoding starts with a 4-octet Path Identifier (RFC 7911)."""
         encs = encodings if isinstance(encodings, list) else list(encodings)
         if add_path:
-            return self._run(lambda enc: RouteKey.from_encoding(family, enc[4:]), encs, path)
-        return self._run(lambda enc: RouteKey.from_encoding(family, enc), encs, path)
+            key_of: _KeyOf = lambda enc: RouteKey.from_encoding(family, enc[4:])  # noqa: E731
+            return self._run(key_of, encs, path, (family, 4))
+        return self._run(lambda enc: RouteKey.from_encoding(family, enc), encs, path, (family, 0))
 
-    def _run(self, key_of: _KeyOf, encs: list[bytes], path: P) -> Judged[P]:
+    def _leading(
+        self, key_of: _KeyOf, encs: list[bytes], memo: tuple[Family, int], out: Judged[P]
+    ) -> list[bytes]:
+        """The leading prefix-set rules (:attr:`_lead`) over ``encs``, each prefix's verdict
+        remembered per family; returns the encodings none of them rejects."""
+        family, strip = memo
+        seen = self._seen.setdefault(family, {})
+        if len(seen) > _SEEN_MAX:
+            seen.clear()
+        by_rule: dict[int, list[bytes]] = {}
+        passing: list[bytes] = []
+        for enc in encs:
+            pkey = enc[strip:] if strip else enc
+            hit = seen.get(pkey)
+            if hit is None:
+                key = key_of(enc)
+                bits, value, plen = key.bits, key.value, key.plen
+                hit = -1
+                for index, tests in enumerate(self._lead):
+                    if len(tests) == 1:  # the usual case, without all()
+                        holds, negated = tests[0]
+                        if holds(bits, value, plen) is not negated:
+                            hit = index
+                            break
+                    elif all(holds(bits, value, plen) is not neg for holds, neg in tests):
+                        hit = index
+                        break
+                seen[pkey] = hit
+            if hit < 0:
+                passing.append(enc)
+            else:
+                by_rule.setdefault(hit, []).append(enc)
+        for index in sorted(by_rule):
+            verdict = self.rules[index]._verdict
+            assert isinstance(verdict, Reject)
+            out.rejected.append((Rejected(verdict.reason, index, self.name), by_rule[index]))
+        return passing
+
+    def _run(
+        self, key_of: _KeyOf, encs: list[bytes], path: P, memo: tuple[Family, int] | None = None
+    ) -> Judged[P]:
+        """``memo``: the family, and how many octets of an encoding precede the prefix (the
+        Path Identifier's); None: the encodings are not prefixes (nothing is remembered)."""
         out: Judged[P] = Judged()
         if self.accepts_all:
             out.accepted.append((path, encs))
             return out
         keys: dict[bytes, RouteKey] = {}
+        start = 0
+        if memo is not None and self._lead:
+            encs = self._leading(key_of, encs, memo, out)
+            start = len(self._lead)
         # Groups of routes that took the same way through the rules so far: same path.
-        groups: list[tuple[P, list[bytes]]] = [(path, encs)]
+        groups: list[tuple[P, list[bytes]]] = [(path, encs)] if encs else []
         for index, rule in enumerate(self.rules):
+            if index < start:
+                continue
+            if not groups:
+                return out
             nxt: list[tuple[P, list[bytes]]] = []
             for gpath, genc in groups:
                 if not all(c.on_path(gpath) for c in rule._on_path):
@@ -699,18 +783,30 @@ class Filter:
                     hit, miss = [], []
                     conds = rule._on_prefix
                     only = conds[0] if len(conds) == 1 else None  # the usual case, no all()
-                    for enc in genc:
-                        key = keys.get(enc)
-                        if key is None:
-                            key = keys[enc] = key_of(enc)
-                        if (
-                            only.on_route(key, gpath)
-                            if only is not None
-                            else all(c.on_route(key, gpath) for c in conds)
-                        ):
-                            hit.append(enc)
-                        else:
-                            miss.append(enc)
+                    test = only.prefix_test() if only is not None else None
+                    if test is not None:  # the hottest case: one prefix set, called directly
+                        holds, negated = test[0].holds, test[1]
+                        for enc in genc:
+                            key = keys.get(enc)
+                            if key is None:
+                                key = keys[enc] = key_of(enc)
+                            if holds(key.bits, key.value, key.plen) is not negated:
+                                hit.append(enc)
+                            else:
+                                miss.append(enc)
+                    else:
+                        for enc in genc:
+                            key = keys.get(enc)
+                            if key is None:
+                                key = keys[enc] = key_of(enc)
+                            if (
+                                only.on_route(key, gpath)
+                                if only is not None
+                                else all(c.on_route(key, gpath) for c in conds)
+                            ):
+                                hit.append(enc)
+                            else:
+                                miss.append(enc)
                     if miss:
                         nxt.append((gpath, miss))
                     if not hit:

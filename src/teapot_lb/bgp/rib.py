@@ -174,6 +174,18 @@ class CompiledRoutes:
         self._with_ids[family] = out
         return out
 
+    def prefix_paths(self, family: Family, enc: bytes) -> list[tuple[bytes, RouteAttributes]]:
+        """One prefix's paths keyed as :meth:`with_path_ids` keys them (empty: the prefix
+        is not desired)."""
+        attrs = self.by_family.get(family, {}).get(enc)
+        if attrs is None:
+            return []
+        paths = self.multipath.get(family, {}).get(enc)
+        if paths is None:
+            return [(_SINGLE_PATH_ID + enc, attrs)]
+        pids = _packed_path_ids(paths.keys())
+        return [(pid + enc, path) for pid, (_, path) in zip(pids, paths.by_key, strict=True)]
+
 
 def compile_routes(routes: Mapping[Prefix, Desired | None]) -> CompiledRoutes:
     """Encode the prefixes once; ``None`` attributes mean the defaults."""
@@ -214,17 +226,44 @@ class AdjRibOut:
 
     ``export_filter`` decides, per prefix, what of the desired routes the peer gets (and
     with which attributes); :attr:`rejected` says why the others are held back.
+
+    A caller that knows which prefixes changed (a relay's table, 200,000 paths of which a
+    few change at a time) says so in :meth:`set_desired`; :meth:`updates` then diffs only
+    those prefixes, so its cost follows the change, not the table. Without that hint (and
+    after a reset, a new export context or filter) the whole table is diffed.
     """
 
     def __init__(self, export_filter: Filter = ACCEPT_ALL) -> None:
-        self.export_filter = export_filter
+        self._export_filter = export_filter
         self._desired: CompiledRoutes = EMPTY_ROUTES
         self._sent: dict[Family, dict[bytes, RouteAttributes]] = {}
         self.rejected: dict[Family, dict[bytes, Rejected]] = {}
         self._add_path: frozenset[Family] = frozenset()  # of the last updates()
+        # Prefixes (encodings, without Path Identifier) to diff; None: the whole table.
+        self._dirty: dict[Family, set[bytes]] | None = None
+        # ADD-PATH families: prefix → the keys sent for it (built on first need).
+        self._sent_keys: dict[Family, dict[bytes, list[bytes]]] = {}
 
-    def set_desired(self, routes: CompiledRoutes) -> None:
+    @property
+    def export_filter(self) -> Filter:
+        return self._export_filter
+
+    @export_filter.setter
+    def export_filter(self, value: Filter) -> None:
+        self._export_filter = value
+        self._dirty = None
+
+    def set_desired(
+        self, routes: CompiledRoutes, changed: Mapping[Family, Iterable[bytes]] | None = None
+    ) -> None:
+        """What the peer should have. ``changed``: the prefixes (NLRI encodings) that may
+        differ from the routes given before, if the caller knows; None: any may."""
         self._desired = routes
+        if changed is None:
+            self._dirty = None
+        elif self._dirty is not None:
+            for family, encs in changed.items():
+                self._dirty.setdefault(family, set()).update(encs)
 
     @property
     def desired(self) -> CompiledRoutes:
@@ -236,9 +275,15 @@ class AdjRibOut:
             return len(self._sent.get(family, ()))
         return sum(len(t) for t in self._sent.values())
 
+    def advertised(self, family: Family) -> Mapping[bytes, RouteAttributes]:
+        """What the peer was sent of ``family`` (keys with Path Identifiers under ADD-PATH)."""
+        return self._sent.get(family, {})
+
     def reset(self) -> None:
         """The session went down: nothing is advertised any more."""
         self._sent = {}
+        self._sent_keys = {}
+        self._dirty = None
 
     def why_not(self, prefix: Prefix) -> Rejected | None:
         """Why the export filter holds ``prefix`` back (None: it does not; under ADD-PATH,
@@ -254,27 +299,96 @@ class AdjRibOut:
         """The desired routes of ``family`` as the export filter lets them out."""
         routes = self._desired
         desired = routes.with_path_ids(family) if add_path else routes.by_family.get(family, {})
-        if self.export_filter.accepts_all:
+        if self._export_filter.accepts_all:
             self.rejected.pop(family, None)
             return desired
+        self.rejected[family] = {}
+        return self._judged(family, desired, add_path)
+
+    def _judged(
+        self, family: Family, desired: Mapping[bytes, RouteAttributes], add_path: bool
+    ) -> dict[bytes, RouteAttributes]:
+        """What the export filter lets out of ``desired`` (the rest noted in :attr:`rejected`)."""
         out: dict[bytes, RouteAttributes] = {}
-        rejected: dict[bytes, Rejected] = {}
+        rejected = self.rejected.setdefault(family, {})
         for attrs, encs in _group(desired.items()):
-            judged = self.export_filter.judge_batch(family, encs, attrs, add_path=add_path)
+            judged = self._export_filter.judge_batch(family, encs, attrs, add_path=add_path)
             for path, accepted in judged.accepted:
                 out.update(dict.fromkeys(accepted, path))
             for why, held in judged.rejected:
                 rejected.update(dict.fromkeys(held, why))
-        self.rejected[family] = rejected
         return out
+
+    def _exported_some(
+        self, family: Family, encs: Iterable[bytes], add_path: bool, held: list[bytes]
+    ) -> dict[bytes, RouteAttributes]:
+        """:meth:`_exported` for some prefixes only; ``held``: their keys sent so far."""
+        routes = self._desired
+        desired: dict[bytes, RouteAttributes] = {}
+        if add_path:
+            for enc in encs:
+                desired.update(routes.prefix_paths(family, enc))
+        else:
+            table = routes.by_family.get(family, {})
+            desired = {enc: a for enc in encs if (a := table.get(enc)) is not None}
+        if self._export_filter.accepts_all:
+            return desired
+        rejected = self.rejected.setdefault(family, {})
+        for key in (*held, *desired):
+            rejected.pop(key, None)
+        return self._judged(family, desired, add_path)
+
+    def _sent_index(self, family: Family) -> dict[bytes, list[bytes]]:
+        index = self._sent_keys.get(family)
+        if index is None:
+            index = self._sent_keys[family] = {}
+            for key in self._sent.get(family, {}):
+                index.setdefault(key[PATH_ID_LENGTH:], []).append(key)
+        return index
+
+    def _changes(
+        self, family: Family, encs: set[bytes], add_path: bool
+    ) -> tuple[list[bytes], list[tuple[bytes, RouteAttributes]]]:
+        """Withdrawals and announcements for the prefixes ``encs`` only (and the sent
+        table brought up to date for them)."""
+        sent = self._sent.setdefault(family, {})
+        if add_path:
+            index = self._sent_index(family)
+            held = [k for enc in encs for k in index.pop(enc, ())]
+        else:
+            held = [enc for enc in encs if enc in sent]
+        desired = self._exported_some(family, encs, add_path, held)
+        withdrawn = [k for k in held if k not in desired]
+        changed = [
+            (k, a) for k, a in desired.items() if (prev := sent.get(k)) is not a and prev != a
+        ]
+        for key in withdrawn:
+            del sent[key]
+        sent.update(changed)
+        if add_path:
+            for key in desired:
+                index.setdefault(key[PATH_ID_LENGTH:], []).append(key)
+        return withdrawn, changed
 
     def updates(self, export: ExportContext) -> list[bytes]:
         """The UPDATE messages that bring the peer from what was sent to what is desired."""
         out: list[bytes] = []
+        dirty = self._dirty if export.add_path == self._add_path else None
         self._add_path = export.add_path
+        self._dirty = {}
         for family in (IPV4_UNICAST, IPV6_UNICAST):
             if family not in export.families:
                 continue
+            if dirty is not None:
+                some = dirty.get(family)
+                if some:
+                    gone, changed = self._changes(family, some, family in export.add_path)
+                    if gone:
+                        out.extend(pack_withdrawals(family, gone))
+                    for attrs, keys in _group(changed):
+                        out.extend(pack_announcements(family, attrs, keys, export))
+                continue
+            self._sent_keys.pop(family, None)
             desired = self._exported(family, family in export.add_path)
             sent = self._sent.get(family)
             if not sent:
@@ -302,7 +416,7 @@ class AdjRibOut:
         for family, sent in self._sent.items():
             if sent and family in export.families:
                 out.extend(pack_withdrawals(family, list(sent)))
-        self._sent = {}
+        self.reset()
         return out
 
 

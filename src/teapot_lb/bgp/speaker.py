@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
 from typing import Any
@@ -29,7 +29,7 @@ from .peer import Connection, Peer
 from .rib import CompiledRoutes, compile_routes
 from .transport import TCP_MD5SIG, TCP_MD5SIG_EXT, md5sig_struct, set_min_ttl, set_ttl
 from .wire import CeaseSubcode, Notification, Prefix
-from .wire.family import Address
+from .wire.family import Address, Family
 
 __all__ = ["EventCallback", "Peer", "PeerConfig", "PeerCounters", "Speaker"]
 
@@ -219,13 +219,16 @@ class Speaker:
             seconds=round(time.perf_counter() - started, 4),
         )
 
-    def set_compiled(self, routes: CompiledRoutes) -> None:
+    def set_compiled(
+        self, routes: CompiledRoutes, changed: Mapping[Family, Iterable[bytes]] | None = None
+    ) -> None:
         """Desired routes for every peer, already in wire form (a relay's table); only the
-        difference is sent."""
+        difference is sent. ``changed``: the prefixes that may differ from the routes set
+        before (the diff then costs what changed, not the table); None: any may."""
         self._routes = routes
         self._per_peer_routes.clear()
         for p in self.peers.values():
-            p.set_desired(routes)
+            p.set_desired(routes, changed)
 
     def routes_in(self, peer: str) -> dict[Prefix, ReceivedPath]:
         return self.peer(peer).routes_in()

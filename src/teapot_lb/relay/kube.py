@@ -1,6 +1,6 @@
 """The relay on a management cluster: Tenants, AddressPools, BGPPeers and Secrets from the
-API (the speaker's informers, :class:`~teapot_lb.speaker.kube_source.KubeSource`, every
-kind of the registry), and the relay's events as Events on the Tenant.
+API (the speaker's informers, :class:`~teapot_lb.speaker.kube_source.KubeSource`, on
+these kinds only), and the relay's events as Events on the Tenant.
 
 Level-triggered: informers only wake the loop, which hands the whole consistent view to
 :meth:`Relay.apply` (changes are coalesced while it runs).
@@ -15,9 +15,18 @@ from teapot_lb import log
 from teapot_lb.cluster import Store
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.events import EventKind, EventRecorder
+from teapot_lb.model.kinds import KINDS, Kind
 from teapot_lb.speaker.kube_source import KubeSource
 
 from .relay import Relay, RelayEvent
+
+# What the relay reads, and nothing else (its RBAC grants just these: deploy/teapot/relay.yaml):
+# Tenants; AddressPools, BGPPeers and Secrets in the configuration namespace.
+RELAY_KINDS = tuple(
+    info
+    for info in KINDS
+    if info.kind in (Kind.TENANT, Kind.ADDRESS_POOL, Kind.BGP_PEER, Kind.SECRET)
+)
 
 
 class TenantEvents:
@@ -52,7 +61,9 @@ async def follow_cluster(
     """Keep ``relay`` on the cluster's view, and its events on the Tenants, until cancelled."""
     store = Store()
     wake = asyncio.Event()
-    source = KubeSource(client, store, wake.set, config_namespace=config_namespace, tenancy=True)
+    source = KubeSource(
+        client, store, wake.set, config_namespace=config_namespace, kinds=RELAY_KINDS
+    )
     relay.on_event = TenantEvents(EventRecorder(client, "teapot-lb-relay"), store)
     logger = log.get("teapot_lb.relay")
     async with asyncio.TaskGroup() as group:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
@@ -68,6 +67,10 @@ class RelayConfig:
     # TCP MD5: the Secret of this name in the tenant's namespace, key "password".
     password_secret: str = "relay-bgp"
     flush_delay: float = 0.05  # coalesce route changes before the network gets them
+    # ... but no more than this many changed prefixes: a burst (every tenant session's
+    # routes at once) is read in one turn of the event loop, and the routers should be
+    # busy installing the first routes while the relay still judges the last.
+    flush_batch: int = 2000
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,6 @@ class Relay:
         self._by_address: dict[str, _TenantSide | None] = {}  # tenant of a session
         self._passwords: dict[IPv4Network | IPv6Network, str] = {}
         self._flush_pending: asyncio.TimerHandle | None = None
-        self._flush_seconds = 0.0
         self._restarts: dict[str, asyncio.TimerHandle] = {}
         self.problems: list[str] = []
 
@@ -331,7 +333,10 @@ class Relay:
         for down in out.teardown:
             asyncio.get_running_loop().call_soon(self._teardown, down.address, down.limit)
         if out.changed:
-            self._schedule_flush()
+            if self.rib.pending_changes() >= self.config.flush_batch:
+                self._flush()
+            else:
+                self._schedule_flush()
 
     def _teardown(self, address: str, limit: int) -> None:
         peer = self.tenant_side.peers.get(address)
@@ -370,22 +375,24 @@ class Relay:
     def _schedule_flush(self) -> None:
         if self._flush_pending is None:
             loop = asyncio.get_running_loop()
-            # A diff of the whole table costs O(routes): while routes pour in, wait at
-            # least four times as long as the last one took: diffing stays a fifth of the work.
-            delay = max(self.config.flush_delay, 4 * self._flush_seconds)
-            self._flush_pending = loop.call_later(delay, self._flush)
+            # A flush diffs only the prefixes changed since the last one, so its cost
+            # follows the change, not the table: no reason to hold routes back longer
+            # than the short coalescing delay, even while 100,000s pour in.
+            self._flush_pending = loop.call_later(self.config.flush_delay, self._flush)
 
     def _flush(self) -> None:
-        started = time.perf_counter()
-        self._flush_pending = None
-        self.network_side.set_compiled(self.rib.compiled())
+        if self._flush_pending is not None:
+            self._flush_pending.cancel()
+            self._flush_pending = None
+        changes = self.rib.take_changes()
+        self.network_side.set_compiled(self.rib.compiled(), changes)
         for peer in self.network_side.peers.values():
             peer.flush_now()
-        self._flush_seconds = time.perf_counter() - started
         self.metrics.prefixes.set(self.rib.prefix_count())
         self.metrics.paths.set(self.rib.path_count())
+        accepted = self.rib.accepted_counts()
         for name in self.tenants:
-            self.metrics.accepted.labels(name).set(self.rib.accepted_count(name))
+            self.metrics.accepted.labels(name).set(accepted.get(name, 0))
 
     def _event(self, event: RelayEvent) -> None:
         say = _log().warning if event.warning else _log().info

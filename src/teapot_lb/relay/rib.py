@@ -112,22 +112,41 @@ class RelayRib:
         }
         self._first: dict[Family, dict[bytes, RouteAttributes]] = {f: {} for f in _FAMILIES}
         self._multi: dict[Family, dict[bytes, Paths]] = {f: {} for f in _FAMILIES}
+        # Prefixes changed since the network last got the table (:meth:`take_changes`).
+        self._dirty: dict[Family, set[bytes]] = {f: set() for f in _FAMILIES}
+        self._path_total = 0
 
     # -- what it holds --------------------------------------------------------------------
 
     def compiled(self) -> CompiledRoutes:
         """The paths for the network, in the speaker's wire form (a new view of the live
         tables: hand it over at once, it is not a snapshot)."""
+        self._publish()
         return CompiledRoutes(self._first, self._multi)
+
+    def take_changes(self) -> dict[Family, set[bytes]]:
+        """The prefixes (encodings) whose paths changed since the last call: what the
+        network's Adj-RIB-Out has to diff (:meth:`AdjRibOut.set_desired`)."""
+        self._publish()
+        out, self._dirty = self._dirty, {f: set() for f in _FAMILIES}
+        return out
+
+    def pending_changes(self) -> int:
+        """How many prefixes changed since :meth:`take_changes`."""
+        return sum(len(d) for d in self._dirty.values())
 
     def prefix_count(self) -> int:
         return sum(len(t) for t in self._paths.values())
 
     def path_count(self) -> int:
-        return sum(len(p) for t in self._paths.values() for p in t.values())
+        return self._path_total
 
-    def accepted_count(self, tenant: str) -> int:
-        return sum(s.accepted_count() for s in self.sessions.values() if s.tenant == tenant)
+    def accepted_counts(self) -> Counter[str]:
+        """Routes accepted, by tenant (one pass over the sessions)."""
+        out: Counter[str] = Counter()
+        for session in self.sessions.values():
+            out[session.tenant] += session.accepted_count()
+        return out
 
     def paths_of(self, prefix: Prefix) -> dict[str, RouteAttributes]:
         fam = IPV4_UNICAST if prefix.version == 4 else IPV6_UNICAST
@@ -318,10 +337,13 @@ class RelayRib:
     ) -> bool:
         penc, key = self._key(session, enc, add_path)
         paths = self._paths[family].setdefault(penc, {})
-        if paths.get(key) == attrs:
+        have = paths.get(key)
+        if have == attrs:
             return False
+        if have is None:
+            self._path_total += 1
         paths[key] = attrs
-        self._publish(family, penc, paths)
+        self._dirty[family].add(penc)
         return True
 
     def _unset(self, family: Family, session: _Session, enc: bytes) -> bool:
@@ -330,19 +352,27 @@ class RelayRib:
         paths = self._paths[family].get(penc)
         if paths is None or paths.pop(key, None) is None:
             return False
+        self._path_total -= 1
         if not paths:
             del self._paths[family][penc]
-            self._first[family].pop(penc, None)
-            self._multi[family].pop(penc, None)
-        else:
-            self._publish(family, penc, paths)
+        self._dirty[family].add(penc)
         return True
 
-    def _publish(self, family: Family, penc: bytes, paths: dict[str, RouteAttributes]) -> None:
-        # Always as Paths, even one: each path keeps its Path Identifier when others join.
-        multi = Paths.of(paths)
-        self._multi[family][penc] = multi
-        self._first[family][penc] = multi.first()
+    def _publish(self) -> None:
+        """Bring the network's table (:meth:`compiled`) up to date for the prefixes
+        changed: once per prefix per flush, however many of its paths came and went."""
+        for family, dirty in self._dirty.items():
+            table, first, multi = self._paths[family], self._first[family], self._multi[family]
+            for penc in dirty:
+                paths = table.get(penc)
+                if not paths:
+                    first.pop(penc, None)
+                    multi.pop(penc, None)
+                    continue
+                # Always as Paths, even one: each path keeps its Path Identifier when
+                # others join.
+                one = multi[penc] = Paths.of(paths)
+                first[penc] = one.first()
 
 
 __all__ = ["Outcome", "RelayRib", "RouteVerdict", "Teardown"]

@@ -1,0 +1,106 @@
+"""max-prefix's milder actions through real sessions: a tenant speaker sends 12 of its own
+host routes over a session limited to 8. With `warn` the session stays up, every route
+reaches both routers' FIBs and a MaxPrefixReached event is logged; with `drop` the session
+stays up, the first 8 reach the FIBs and the 4 over the limit are rejected (counted with
+reason max-prefix) and never advertised. (`teardown` is in the hijack suite.) One world,
+the relay restarted with each action."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from needs import require_binary, require_root
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Topology
+
+from .hijacks import announce
+from .test_relay_hijack import Attacker
+from .world import World, build, v4
+
+LIMIT = 8
+SENT = [f"203.0.113.{i}/32" for i in range(1, 13)]  # acme's own host routes, 12 of them
+SPEAKER = "ah"  # a speaker in acme's node network (the hijack suite's attacker process)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    require_root()
+    require_binary("bird", "/usr/lib/frr/bgpd")
+    with Topology("maxpfx") as topo:
+        w = build(topo, tmp_path_factory.mktemp("relay-max-prefix"))
+        try:
+            yield w
+        finally:
+            w.stop()
+
+
+def restart_relay(world: World, action: str) -> int:
+    """The relay with this action; returns where its log starts."""
+    if world.relay is not None:
+        world.relay.kill()
+        world.relay.wait(timeout=10)
+    start = len(log(world))
+    world.start_relay("--max-prefixes", str(LIMIT), "--max-prefix-action", action)
+    return start
+
+
+def log(world: World) -> str:
+    path = world.workdir / "relay.log"
+    return path.read_text() if path.exists() else ""
+
+
+def flood(world: World) -> Attacker:
+    speaker = Attacker(world.hosts[SPEAKER], src=v4(SPEAKER), dst=v4("relay"), asn=64601)
+    speaker.wait("established")
+    speaker.send(*(announce(p) for p in SENT))  # one UPDATE each, in this order
+    return speaker
+
+
+def session_state(world: World) -> str | None:
+    doc = world.explain("acme")
+    return next((s["state"] for s in doc.get("sessions", ()) if s["address"] == v4(SPEAKER)),
+                None)  # fmt: skip
+
+
+def in_fibs(world: World, prefix: str) -> bool:
+    return all(h == frozenset({v4(SPEAKER)}) for h in world.fib(prefix).values())
+
+
+def test_warn_keeps_the_session_and_every_route_and_logs_the_event(world: World) -> None:
+    start = restart_relay(world, "warn")
+    speaker = flood(world)
+    try:
+        wait_for(lambda: all(in_fibs(world, p) for p in SENT), timeout=60,
+                 what=f"all {len(SENT)} routes in both FIBs",
+                 detail=lambda: str({p: world.fib(p) for p in SENT[-2:]}))  # fmt: skip
+        assert session_state(world) == "Established"
+        assert "MaxPrefixReached" in log(world)[start:]
+        assert world.metric("teapot_lb_relay_routes_rejected_total", tenant="acme",
+                            reason="max-prefix") == 0  # fmt: skip
+        assert world.metric("teapot_lb_relay_routes_accepted", tenant="acme") == len(SENT)
+    finally:
+        speaker.close()
+
+
+def test_drop_keeps_the_session_and_rejects_only_the_excess(world: World) -> None:
+    start = restart_relay(world, "drop")
+    speaker = flood(world)
+    try:
+        wait_for(lambda: world.metric("teapot_lb_relay_routes_rejected_total", tenant="acme",
+                                      reason="max-prefix") == len(SENT) - LIMIT,
+                 timeout=30, what="the 4 routes over the limit rejected as max-prefix",
+                 detail=world.relay_log)  # fmt: skip
+        kept, excess = SENT[:LIMIT], SENT[LIMIT:]
+        wait_for(lambda: all(in_fibs(world, p) for p in kept), timeout=60,
+                 what=f"the first {LIMIT} routes in both FIBs")  # fmt: skip
+        # Decided before the first 8 were advertised: the excess never reaches a router.
+        assert {p: world.fib(p) for p in excess} == {
+            p: {"rbird": None, "rfrr": None} for p in excess
+        }
+        assert session_state(world) == "Established"
+        assert world.metric("teapot_lb_relay_routes_accepted", tenant="acme") == LIMIT
+        assert "MaxPrefixReached" in log(world)[start:]
+    finally:
+        speaker.close()
