@@ -5,6 +5,7 @@ Tenant."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from dataclasses import replace
 from ipaddress import ip_network
 from pathlib import Path
@@ -37,6 +38,11 @@ async def test_tenants_follow_the_cluster_and_refusals_become_events_on_the_tena
         api.seed(tenant_body("acme", asn=64601))
         # bolt's nodes are on this host's loopback, and bolt has no ASN: refused.
         api.seed(tenant_body("bolt", asn=None, nodeNetworks=["127.0.0.0/8"]))
+        # acme's MD5 key, written by the operator in the configuration namespace (the relay
+        # reads Secrets there only; a tenant cannot write there).
+        api.seed({"apiVersion": "v1", "kind": "Secret",
+                  "metadata": {"name": "relay-bgp-acme", "namespace": CONFIG_NS},
+                  "data": {"password": base64.b64encode(b"acme-md5").decode()}})  # fmt: skip
         path = api.write_kubeconfig(tmp_path / "kubeconfig")
         await relay.start()
         async with await connect(path, request_timeout_s=5.0) as client:
@@ -46,6 +52,11 @@ async def test_tenants_follow_the_cluster_and_refusals_become_events_on_the_tena
                                      what="acme's policy")  # fmt: skip
                 acme = relay.rib.policies["acme"]
                 assert ip_network("198.51.100.0/28") in acme.allocation
+                # Its key is on the listening socket for each of its node networks.
+                await wait_for_async(lambda: relay._passwords or None, within=10,
+                                     what="acme's MD5 key set")  # fmt: skip
+                assert set(relay._passwords.values()) == {"acme-md5"}
+                assert set(relay._passwords) == set(acme.node_networks)
 
                 shrunk = tenant_body("acme", asn=64601, allocations=[
                     {"addressPool": "shared-v4", "cidrs": ["198.51.100.0/29"]}])  # fmt: skip

@@ -69,7 +69,13 @@ class RelayServer(MonitoringServer):
 @click.option("--max-prefix-restart", default=60.0, show_default=True, help="Seconds.")
 @click.option("--stale-time", default=120, show_default=True, help="Longest GR stale time (s).")
 @click.option("--gtsm/--no-gtsm", default=True, show_default=True, help="TTL 255 (RFC 5082).")
-@click.option("--password-secret", default="relay-bgp", show_default=True)
+@click.option(
+    "--password-secret",
+    default="relay-bgp",
+    show_default=True,
+    help="TCP MD5 keys: Secret PREFIX-<tenant> (configuration namespace), else PREFIX in the "
+    "tenant's namespace (standalone).",
+)
 @click.option("--metrics-addr", default=":7476", show_default=True, help="HOST:PORT ('' off).")
 def relay(
     manifests: Path | None,

@@ -64,7 +64,9 @@ class RelayConfig:
     listen_port: int = 179
     options: RelayOptions = field(default_factory=RelayOptions)
     peers: tuple[str, ...] = ()  # BGPPeer names towards the network; empty: every BGPPeer
-    # TCP MD5: the Secret of this name in the tenant's namespace, key "password".
+    # TCP MD5, key "password" of the Secret `<password_secret>-<tenant>` in the relay's
+    # configuration namespace (written by the operator; the only Secrets a relay on a
+    # cluster reads), else of `<password_secret>` in the tenant's namespace (standalone).
     password_secret: str = "relay-bgp"
     flush_delay: float = 0.05  # coalesce route changes before the network gets them
     # ... but no more than this many changed prefixes: a burst (every tenant session's
@@ -191,7 +193,11 @@ class Relay:
         self._schedule_flush()
 
     def _side_of(self, tenant: Tenant, view: ClusterView) -> _TenantSide:
-        secret = view.secrets.get(object_key(tenant.spec.namespace, self.config.password_secret))
+        operators = f"{self.config.password_secret}-{tenant.name}"
+        secret = next(
+            (data for key, data in sorted(view.secrets.items()) if key.split("/")[-1] == operators),
+            None,
+        ) or view.secrets.get(object_key(tenant.spec.namespace, self.config.password_secret))
         password = None
         if secret is not None and "password" in secret:
             password = secret["password"].decode()
