@@ -4,10 +4,13 @@ Two tenants' hostnames on one gateway IP (HTTPS with SNI to each), a TCP and a U
 service, endpoint churn under load (failed requests and reloads counted), a tenant trying
 another's hostname (refused: the reason is reported), and a gateway node killed.
 
-HA here is the simplest the lab has: two `teapot-lb gateway --manifests` instances (gw1,
-gw2, each with the gateway IP on its loopback) behind a static ECMP route on the lab
-router; a killed gateway's next hop is removed by the lab right after the kill, standing
-in for the BGP withdrawal the speaker would make (not the speaker itself).
+HA by the product: two `teapot-lb gateway --manifests` instances (gw1, gw2, each with the
+gateway IP on its loopback), and beside each the speaker, `teapot-lb run --manifests
+--node gwN --modes bgp`, announcing the gateway IP (a LoadBalancer Service requesting it,
+`externalTrafficPolicy: Local` with the gateway on each node as its endpoint) to the lab
+router (BIRD, multipath into its FIB), BFD beside each session. gw1 dies (link down, every
+process SIGKILLed): BFD ends its session and BIRD drops its next hop; the lab only watches
+the router's FIB.
 
     client 203.0.113.2 ── router ──┬── gw1 198.51.100.11 (VIP 192.0.2.10 on lo)
                                    ├── gw2 198.51.100.12 (VIP on lo)
@@ -33,6 +36,9 @@ import yaml
 
 from teapot_lb.lab import gateway_manifests as gm
 from teapot_lb.lab.kubeplane import free_port
+from teapot_lb.lab.manifests import BfdSpec, host_prefix, write_docs
+from teapot_lb.lab.processes import log_tail, start_run
+from teapot_lb.lab.router import Router, RouterConfig, Session, fib_next_hops, make_router
 from teapot_lb.lab.wait import LabTimeout, wait_for
 from teapot_lb.netlab import Host, Topology, netns_available
 from teapot_lb.tenancy.l7standalone import translate_directory
@@ -40,6 +46,7 @@ from teapot_lb.tenancy.l7standalone import translate_directory
 Progress = Callable[[str], None]
 VIP = "192.0.2.10"
 CLIENT = "203.0.113.2"
+ROUTER = "198.51.100.1"
 GATEWAYS = {"gw1": "198.51.100.11", "gw2": "198.51.100.12"}
 ACME_HOST = "www.shared.example"
 BOLT_HOST = "www.bolt.example"
@@ -100,7 +107,14 @@ class GatewayResult:
     theft_victim_served: bool = False
     killed_requests: int = 0
     killed_failed: int = 0
-    ha: str = "static ECMP on the lab router over gw1 and gw2; next hop withdrawn by the lab"
+    hops_before: list[str] = field(default_factory=list)  # the router's FIB for the IP
+    hops_after: list[str] = field(default_factory=list)  # ... once gw1's hop was withdrawn
+    withdrawn_s: float | None = None  # gw1 killed -> its next hop gone from the FIB
+    served_after_kill: bool = False
+    ha: str = (
+        "BGP ECMP by teapot-lb speakers (gw1, gw2: `teapot-lb run --modes bgp`, BFD"
+        f" {gm.BFD_MS} ms x{gm.BFD_MULTIPLIER}; BIRD multipath)"
+    )
     errors: list[str] = field(default_factory=list)
     skipped: str | None = None
 
@@ -118,6 +132,9 @@ class GatewayResult:
             and "HostnameTaken" in self.theft_refused
             and self.theft_victim_served
             and self.killed_requests > 0
+            and self.hops_before == sorted(GATEWAYS.values())
+            and self.hops_after == [GATEWAYS["gw2"]]
+            and self.served_after_kill
         )
 
 
@@ -138,6 +155,7 @@ class GatewayGroup:
         self.manifests = work / "manifests"
         self.manifests.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.router: Router | None = None
         self.metrics: dict[str, int] = {}
         self.hosts: dict[str, Host] = {}
         self.certs: dict[str, tuple[Path, str, str]] = {}
@@ -162,8 +180,6 @@ class GatewayGroup:
         h["pods"].ip("route", "add", "default", "via", "198.51.100.1")
         h["router"].sysctl("net.ipv4.ip_forward", "1")
         h["router"].sysctl("net.ipv4.fib_multipath_hash_policy", "1")  # by ports too
-        hops = [w for a in GATEWAYS.values() for w in ("nexthop", "via", a)]
-        h["router"].ip("route", "add", f"{VIP}/32", *hops)
         for name, (_address, port) in PODS.items():
             h["pods"].popen([sys.executable, "-m", "teapot_lb.lab.serve", "--name", name,
                              "--port", str(port)], stdout=subprocess.DEVNULL)  # fmt: skip
@@ -215,6 +231,39 @@ class GatewayGroup:
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
         )  # fmt: skip
 
+    def start_bgp(self) -> None:
+        """BIRD on the router (a session with BFD per gateway node) and the speakers."""
+        bfd = BfdSpec(gm.BFD_MS, gm.BFD_MS, gm.BFD_MULTIPLIER)
+        sessions = tuple(Session(a, gm.SPEAKER_ASN, gm.HOLD_S, gm.KEEPALIVE_S, bfd)
+                         for a in GATEWAYS.values())  # fmt: skip
+        config = RouterConfig(gm.ROUTER_ASN, ROUTER, sessions)
+        self.router = make_router("bird", self.hosts["router"], self.work / "router", config)
+        self.router.start()
+        wait_for(self.router.ready, timeout=30, what="BIRD to answer", every=0.1)
+        speaker = self.work / "speaker"
+        speaker.mkdir(exist_ok=True)
+        write_docs(speaker / "gateway.yaml", gm.speaker_docs(VIP, ROUTER, GATEWAYS))
+        for name in GATEWAYS:
+            self.procs[f"{name}-speaker"] = start_run(
+                self.hosts[name], name, manifests=speaker, state_dir=self.work / f"{name}-run",
+                modes=("bgp",), poll_interval=None, log_path=self.work / f"{name}-speaker.log",
+            )  # fmt: skip
+
+    def hops(self) -> list[str]:
+        return sorted(fib_next_hops(self.hosts["router"], host_prefix(VIP)))
+
+    def crash(self, name: str) -> float:
+        """The gateway node dies: link down, then every process of it SIGKILLed (HAProxy,
+        nginx, the speaker, and `teapot-lb gateway`, which runs outside the namespace)."""
+        host = self.hosts[name]
+        t0 = time.monotonic()
+        host.ip("link", "set", "eth0", "down")
+        host.kill_processes()  # the speaker and everything else in the namespace
+        for proc in (self.procs[name], self.procs[f"{name}-speaker"]):
+            proc.kill()
+            proc.wait(timeout=10)
+        return t0
+
     def ready(self, name: str) -> bool:
         try:
             url = f"http://127.0.0.1:{self.metrics[name]}/readyz"
@@ -226,7 +275,7 @@ class GatewayGroup:
     def reloads(self) -> int:
         total = 0
         for name, port in self.metrics.items():
-            if name not in self.procs or self.procs[name].poll() is not None:
+            if self.procs[name].poll() is not None:
                 continue
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                 for line in r.read().decode().splitlines():
@@ -267,9 +316,14 @@ class GatewayGroup:
         self.write()
         for name in GATEWAYS:
             self.start(name)
+        self.start_bgp()
         for name in GATEWAYS:
             wait_for(lambda n=name: self.ready(n), timeout=30, what=f"{name} ready")  # type: ignore[misc]
-        self.progress("lab: gateway: two gateways ready behind one IP")
+        both = sorted(GATEWAYS.values())
+        wait_for(lambda: self.hops() == both, timeout=30, what=f"the router's FIB: {VIP} via both",
+                 detail=lambda: f"FIB: {self.hops()}")  # fmt: skip
+        r.hops_before = self.hops()
+        self.progress(f"lab: gateway: two gateways ready behind one IP, FIB via {r.hops_before}")
         for host in (ACME_HOST, BOLT_HOST):
             wait_for(lambda h=host: self.https(h), timeout=15, what=f"https://{host}")  # type: ignore[misc]
             r.https[host] = self.https(host)
@@ -299,18 +353,22 @@ class GatewayGroup:
         time.sleep(2.5)  # the gateways' re-translation (inotify) has happened by then
         r.theft_victim_served = all(self.https(ACME_HOST) == "acme-a" for _ in range(5))
 
-        # gw1 killed under load; its next hop withdrawn right after.
+        # gw1 dies under load; BFD/BGP withdraw its next hop (the lab only watches the FIB).
         load = self.load(ACME_HOST, 3.0)
         time.sleep(1.0)
-        victim = self.hosts["gw1"]
-        for pid in victim.run("ip", "netns", "pids", victim.ns, check=False).split():
-            subprocess.run(["kill", "-9", pid], check=False, capture_output=True)
-        self.procs["gw1"].kill()
-        self.procs["gw1"].wait(timeout=10)
-        self.hosts["router"].ip("route", "replace", f"{VIP}/32", "via", GATEWAYS["gw2"])
+        t0 = self.crash("gw1")
+        wait_for(lambda: GATEWAYS["gw1"] not in self.hops(), timeout=15, every=0.01,
+                 what="the router to drop gw1's next hop",
+                 detail=lambda: f"FIB: {self.hops()}")  # fmt: skip
+        r.withdrawn_s = time.monotonic() - t0
+        r.hops_after = self.hops()
         counts = json.loads(load.communicate(timeout=60)[0])
         r.killed_requests, r.killed_failed = counts["ok"] + counts["failed"], counts["failed"]
-        self.progress(f"lab: gateway: gw1 killed: {r.killed_failed}/{r.killed_requests} failed")
+        r.served_after_kill = all(self.https(ACME_HOST) == "acme-a" for _ in range(5))
+        self.progress(
+            f"lab: gateway: gw1 killed: {r.killed_failed}/{r.killed_requests} failed,"
+            f" next hop withdrawn after {r.withdrawn_s * 1000:.0f} ms, FIB via {r.hops_after}"
+        )
 
     def close(self) -> None:
         for proc in self.procs.values():
@@ -320,10 +378,13 @@ class GatewayGroup:
                     proc.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+        if self.router is not None:
+            self.router.stop()
 
 
 def missing() -> str | None:
-    absent = [p for p in ("haproxy", "nginx", "curl", "openssl") if shutil.which(p) is None]
+    tools = ("haproxy", "nginx", "curl", "openssl", "bird", "birdc")
+    absent = [p for p in tools if shutil.which(p) is None]
     return f"not installed: {', '.join(absent)}" if absent else None
 
 
@@ -344,6 +405,10 @@ def run_gateway(progress: Progress, workdir: Path | None = None) -> GatewayResul
             group.run(result)
         except (LabTimeout, RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
             result.errors.append(str(exc))
+            for name in GATEWAYS:
+                tail = log_tail(work / f"{name}-speaker.log", 8)
+                if tail:
+                    result.errors.append(f"{name} speaker log:\n{tail}")
         finally:
             group.close()
     if own:
@@ -356,6 +421,7 @@ def gateway_lines(r: GatewayResult) -> list[str]:
     if r.skipped is not None:
         return [f"gateway: skipped: {r.skipped}"]
     served = ", ".join(f"{h} → {b or '-'}" for h, b in sorted(r.https.items())) or "-"
+    withdrawn = "-" if r.withdrawn_s is None else f"{r.withdrawn_s * 1000:.0f} ms"
     lines = [
         f"gateway: {'ok' if r.ok else 'FAILED'}; two tenants on {r.ip}; HA: {r.ha}",
         f"  HTTPS by SNI: {served}; TCP :{gm.TCP_PORT} → {r.tcp or '-'};"
@@ -364,7 +430,9 @@ def gateway_lines(r: GatewayResult) -> list[str]:
         f" {r.churn_requests} requests failed, {r.churn_reloads} reloads",
         f"  another tenant's hostname: {r.theft_refused or 'NOT refused'};"
         f" victim still served: {'yes' if r.theft_victim_served else 'no'}",
-        f"  gw1 killed under load: {r.killed_failed} of {r.killed_requests} requests failed",
+        f"  gw1 killed under load: {r.killed_failed} of {r.killed_requests} requests failed;"
+        f" FIB {', '.join(r.hops_before) or '-'} → {', '.join(r.hops_after) or '-'}"
+        f" after {withdrawn}; served after: {'yes' if r.served_after_kill else 'no'}",
     ]
     return lines + [f"gateway: {err}" for err in r.errors]
 

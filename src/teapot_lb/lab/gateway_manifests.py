@@ -1,7 +1,8 @@
 """The gateway lab group's input: two tenants and what their agents would have mirrored into
 the management cluster (Ingresses over TLS, a Gateway with a TCP and a UDP listener and
-their routes, EndpointSlices, TLS Secrets), as `teapot-lb gateway --manifests` reads it.
-Pure: dicts out, the caller writes them."""
+their routes, EndpointSlices, TLS Secrets), as `teapot-lb gateway --manifests` reads it;
+and what the gateway nodes' speakers (`teapot-lb run --manifests --modes bgp`) read to
+announce the gateway IP. Pure: dicts out, the caller writes them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 from typing import Any
 
 from teapot_lb.model.ingress import INGRESS_CLASS
+from teapot_lb.model.service import ANNOTATION_IPS, ANNOTATION_POOL, SERVICE_NAME_LABEL
 from teapot_lb.tenancy.l7mirror import (
     AGENT,
     ANNOTATION_SERVICE_PORTS,
@@ -25,6 +27,13 @@ CLUSTER = "c1"
 SOURCE_NS = "web"
 TCP_PORT = 5000
 UDP_PORT = 5353
+LB_API = "lb.teapot.io/v1alpha1"
+LB_NAMESPACE = "teapot-lb-system"
+GATEWAY_NAMESPACE = "teapot-gateway"
+GATEWAY_POOL = "gateway"
+SPEAKER_ASN, ROUTER_ASN = 64512, 64500
+HOLD_S, KEEPALIVE_S = 3, 1
+BFD_MS, BFD_MULTIPLIER = 100, 3
 Obj = dict[str, Any]
 
 
@@ -119,3 +128,59 @@ def stream_gateway(tenant_name: str) -> list[Obj]:
         }
         out.append(_mirrored(api, kind, tenant_name, section, {"spec": spec}))
     return out
+
+
+def speaker_docs(vip: str, router: str, nodes: dict[str, str]) -> list[Obj]:
+    """The gateway IP as a LoadBalancer Service an operator writes for the speakers of the
+    gateway nodes: requested from a pool advertised by BGP (with BFD) to the router,
+    `externalTrafficPolicy: Local` with the gateway on each node as its endpoint, so each
+    node announces the IP with itself as next hop while its gateway is there."""
+
+    def lb(kind: str, name: str, spec: Obj) -> Obj:
+        meta = {"name": name, "namespace": LB_NAMESPACE}
+        return {"apiVersion": LB_API, "kind": kind, "metadata": meta, "spec": spec}
+
+    peer = {"myASN": SPEAKER_ASN, "peerASN": ROUTER_ASN, "peerAddress": router,
+            "holdTime": f"{HOLD_S}s", "keepaliveTime": f"{KEEPALIVE_S}s", "connectTime": "1s",
+            "bfdProfile": "gateway-fast"}  # fmt: skip
+    bfd = {"transmitInterval": BFD_MS, "receiveInterval": BFD_MS,
+           "detectMultiplier": BFD_MULTIPLIER}  # fmt: skip
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "gateway",
+            "namespace": GATEWAY_NAMESPACE,
+            "annotations": {ANNOTATION_POOL: GATEWAY_POOL, ANNOTATION_IPS: vip},
+        },
+        "spec": {
+            "type": "LoadBalancer",
+            "externalTrafficPolicy": "Local",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP"}],
+        },
+    }
+    slice_ = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": "gateway-1", "namespace": GATEWAY_NAMESPACE,
+                     "labels": {SERVICE_NAME_LABEL: "gateway"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [a], "nodeName": n, "conditions": {"ready": True}}
+                      for n, a in nodes.items()],
+        "ports": [{"name": "https", "port": 443, "protocol": "TCP"}],
+    }  # fmt: skip
+    node_docs = [
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+         "status": {"addresses": [{"type": "InternalIP", "address": a}]}}
+        for n, a in nodes.items()
+    ]  # fmt: skip
+    return [
+        lb("AddressPool", GATEWAY_POOL, {"addresses": [f"{vip}/32"], "autoAssign": False}),
+        lb("BGPPeer", "router", peer),
+        lb("BFDProfile", "gateway-fast", bfd),
+        lb("BGPAdvertisement", GATEWAY_POOL, {"addressPools": [GATEWAY_POOL]}),
+        *node_docs,
+        service,
+        slice_,
+    ]
