@@ -153,20 +153,27 @@ def _directory_source(root: Path, ips: tuple[IPAddress, ...]) -> Source:
         logger = log.get("gateway.manifests")
         wake = DirectoryWake([root])
         last: GatewayConfig | None = None
+        said: dict[str, list[str]] = {}
         try:
             while True:
                 # A wake is a hint: the translation is compared with the last one.
                 translation, problems = await asyncio.to_thread(translate_directory, root, ips)
-                if translation.config != last:
-                    last = translation.config
+                refused = {
+                    str(ref): [str(p) for p in result.refusals]
+                    for ref, result in translation.results.items()
+                    if result.refusals
+                }
+                if translation.config != last or refused != said:
+                    # A refusal is news even when it leaves the served config as it was
+                    # (a tenant trying another's hostname changes nothing served).
                     for problem in problems:
                         logger.warning("problem", problem=str(problem))
-                    for ref, result in translation.results.items():
-                        if result.refusals:
-                            logger.warning(
-                                "refused", object=str(ref),
-                                problems=[str(p) for p in result.refusals],
-                            )  # fmt: skip
+                    for ref, why in refused.items():
+                        if said.get(ref) != why:
+                            logger.warning("refused", object=ref, problems=why)
+                    said = refused
+                if translation.config != last:
+                    last = translation.config
                     await apply(translation.config)
                 await wake.next(2.0)
         finally:

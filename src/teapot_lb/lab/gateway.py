@@ -264,6 +264,14 @@ class GatewayGroup:
             proc.wait(timeout=10)
         return t0
 
+    def logged_refusal(self, name: str, what: str) -> bool:
+        """Whether gateway `name` logged the refusal of an object whose name has `what`."""
+        try:
+            text = (self.work / f"{name}.log").read_text(errors="replace")
+        except OSError:
+            return False
+        return any('"refused"' in line and what in line for line in text.splitlines())
+
     def ready(self, name: str) -> bool:
         try:
             url = f"http://127.0.0.1:{self.metrics[name]}/readyz"
@@ -350,7 +358,11 @@ class GatewayGroup:
         for ref, result in translation.results.items():
             if result.tenant == "bolt" and result.refusals and "steal" in str(ref):
                 r.theft_refused = str(result.refusals[0])
-        time.sleep(2.5)  # the gateways' re-translation (inotify) has happened by then
+        # Each running gateway has translated the theft (it logs the refusal) before the
+        # victim is checked.
+        for name in GATEWAYS:
+            wait_for(lambda n=name: self.logged_refusal(n, "steal"), timeout=15,  # type: ignore[misc]
+                     what=f"{name} refusing the theft")  # fmt: skip
         r.theft_victim_served = all(self.https(ACME_HOST) == "acme-a" for _ in range(5))
 
         # gw1 dies under load; BFD/BGP withdraw its next hop (the lab only watches the FIB).
