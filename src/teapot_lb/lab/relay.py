@@ -21,7 +21,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -30,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from teapot_lb.lab.client import Client
+from teapot_lb.lab.groups import run_group
 from teapot_lb.lab.manifests import CLIENT, ROUTER_LAN, ROUTER_UP, host_prefix, write_docs
 from teapot_lb.lab.processes import log_tail, start_run, start_workload
 from teapot_lb.lab.router import Bird, RouterConfig, Session, fib_next_hops
 from teapot_lb.lab.wait import LabTimeout, wait_for
-from teapot_lb.netlab import Host, Topology, netns_available
+from teapot_lb.netlab import Host, Topology
 
 Progress = Callable[[str], None]
 API = "lb.teapot.io/v1alpha1"
@@ -318,25 +318,13 @@ class RelayGroup:
 def run_relay(progress: Progress, workdir: Path | None = None) -> RelayResult:
     """Run the group (root, BIRD installed); failures are in ``result.errors``."""
     result = RelayResult()
-    missing = [p for p in ("bird", "birdc") if shutil.which(p, path=_PATH) is None]
-    reason = netns_available() or (f"not installed: {', '.join(missing)}" if missing else None)
-    if reason:
-        result.skipped = reason
-        progress(f"lab: relay: skipped: {reason}")
-        return result
-    own = workdir is None
-    work = workdir or Path(tempfile.mkdtemp(prefix="teapot-lab-relay-"))
-    work.mkdir(parents=True, exist_ok=True)
-    with Topology("relaylab") as topology:
-        group = RelayGroup(work, topology, progress)
-        try:
-            group.run(result)
-        except (LabTimeout, RuntimeError) as exc:
-            result.errors.append(str(exc))
-        finally:
-            group.close()
-    if own:
-        shutil.rmtree(work, ignore_errors=True)
+    absent = [p for p in ("bird", "birdc") if shutil.which(p, path=_PATH) is None]
+    missing = f"not installed: {', '.join(absent)}" if absent else None
+
+    def make(work: Path, topology: Topology) -> RelayGroup:
+        return RelayGroup(work, topology, progress)
+
+    run_group("relay", result, make, progress, workdir, missing)
     return result
 
 
