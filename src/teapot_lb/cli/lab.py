@@ -76,7 +76,8 @@ def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[
     "--modes", default=",".join(DEFAULT_GROUPS), show_default=True, callback=_modes,
     help="Announcement modes to exercise, comma-separated; `teapot`: the Teapot group"
     " (standalone manager and tenant agent, see docs/lab.md); `ovn`: OVN mode on a real"
-    " OVN (docs/ovn.md); `gateway`: the Teapot gateway (docs/lab.md), not in the default.",
+    " OVN (docs/ovn.md); `gateway`: the Teapot gateway (docs/lab.md); `relay`: a tenant's"
+    " speakers through the BGP filtering relay (docs/lab.md); the last three by name only.",
 )  # fmt: skip
 @click.option(
     "--families", default=",".join(FAMILIES), show_default=True, callback=_families,

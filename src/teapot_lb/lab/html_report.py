@@ -15,6 +15,7 @@ from html import escape
 from typing import Any
 
 from teapot_lb.lab.gateway import GatewayResult, gateway_lines
+from teapot_lb.lab.relay import relay_lines, relay_result
 
 PALETTE = ("#4e79a7", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#bab0ac")
 FAILED = "#e15759"
@@ -313,6 +314,14 @@ def gateway_section(g: Mapping[str, Any]) -> str:
     return f'<h2>Gateway <span class="{css}">{verdict}</span></h2><pre>{lines}</pre>'
 
 
+def relay_section(doc: Mapping[str, Any]) -> str:
+    """The relay group: its text report's lines (each hijack with the relay's rule)."""
+    css = "ok" if doc.get("ok") else "bad"
+    verdict = "ok" if doc.get("ok") else "FAILED"
+    lines = escape("\n".join(relay_lines(relay_result(doc))))
+    return f'<h2>BGP relay <span class="{css}">{verdict}</span></h2><pre>{lines}</pre>'
+
+
 def render_html(doc: Mapping[str, Any]) -> str:
     """The whole page for one lab run."""
     colors = node_colors(doc)
@@ -347,6 +356,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
         body.append(teapot_section(doc["teapot"]))
     if doc.get("gateway"):
         body.append(gateway_section(doc["gateway"]))
+    if doc.get("relay"):
+        body.append(relay_section(doc["relay"]))
     for err in doc.get("errors", []):
         body.append(f'<pre class="bad">{escape(err)}</pre>')
     left = doc.get("alerts_firing_after")

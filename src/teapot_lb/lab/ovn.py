@@ -11,10 +11,8 @@ deleted → its row gone and no answer.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -23,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from teapot_lb.lab.client import Client
+from teapot_lb.lab.groups import run_group
 from teapot_lb.lab.manifests import write_docs
 from teapot_lb.lab.measure import Attempt
 from teapot_lb.lab.ovnstack import (
@@ -35,7 +34,7 @@ from teapot_lb.lab.ovnstack import (
 )
 from teapot_lb.lab.processes import log_tail, start_workload
 from teapot_lb.lab.wait import LabTimeout, wait_for
-from teapot_lb.netlab import Topology, netns_available
+from teapot_lb.netlab import Topology
 
 Progress = Callable[[str], None]
 OWNER = "lab"
@@ -239,24 +238,11 @@ class OVNGroup:
 def run_ovn(progress: Progress, workdir: Path | None = None) -> OVNResult:
     """Run the group (root, OVN installed); failures are in ``result.errors``."""
     result = OVNResult()
-    reason = netns_available() or missing()
-    if reason:
-        result.skipped = reason
-        progress(f"lab: ovn: skipped: {reason}")
-        return result
-    own = workdir is None
-    work = workdir or Path(tempfile.mkdtemp(prefix="teapot-lab-ovn-"))
-    work.mkdir(parents=True, exist_ok=True)
-    with Topology("ovnlab") as topology:
-        group = OVNGroup(work, topology, progress)
-        try:
-            group.run(result)
-        except (LabTimeout, RuntimeError) as exc:
-            result.errors.append(str(exc))
-        finally:
-            group.close()
-    if own:
-        shutil.rmtree(work, ignore_errors=True)
+
+    def make(work: Path, topology: Topology) -> OVNGroup:
+        return OVNGroup(work, topology, progress)
+
+    run_group("ovn", result, make, progress, workdir, missing())
     return result
 
 

@@ -14,6 +14,7 @@ from teapot_lb.lab.gateway import GatewayResult, gateway_lines
 from teapot_lb.lab.manifests import MODES
 from teapot_lb.lab.measure import percentile
 from teapot_lb.lab.ovn import OVNResult, ovn_lines
+from teapot_lb.lab.relay import RelayResult, relay_lines
 from teapot_lb.lab.teapot import TeapotResult
 from teapot_lb.lab.timeline import Timeline
 
@@ -155,6 +156,7 @@ class LabReport:
     teapot: TeapotResult | None = None  # the Teapot group (None: not run)
     ovn: OVNResult | None = None  # the OVN group (None: not run)
     gateway: GatewayResult | None = None  # the gateway group (None: not run)
+    relay: RelayResult | None = None  # the relay group (None: not run)
 
     @property
     def ok(self) -> bool:
@@ -167,11 +169,13 @@ class LabReport:
                 or self.teapot is not None
                 or self.ovn is not None
                 or self.gateway is not None
+                or self.relay is not None
             )
             and all(m.ok for m in self.modes)
             and (self.teapot is None or self.teapot.ok)
             and (self.ovn is None or self.ovn.ok)
             and (self.gateway is None or self.gateway.ok)
+            and (self.relay is None or self.relay.ok)
             and cleanup_ok
             and not self.alerts_firing_after
         )
@@ -325,6 +329,8 @@ def table(report: LabReport) -> str:
         lines += ["", *ovn_lines(report.ovn)] if lines else ovn_lines(report.ovn)
     if report.gateway is not None:
         lines += ["", *gateway_lines(report.gateway)] if lines else gateway_lines(report.gateway)
+    if report.relay is not None:
+        lines += ["", *relay_lines(report.relay)] if lines else relay_lines(report.relay)
     for err in report.errors:
         lines.append(f"error: {err}")
     if report.alerts_firing_after is not None:
@@ -425,5 +431,6 @@ def to_json(report: LabReport) -> dict[str, Any]:
             if report.gateway is not None
             else None
         ),
+        "relay": ({**asdict(report.relay), "ok": report.relay.ok} if report.relay else None),
         "cleanup": asdict(report.cleanup) if report.cleanup is not None else None,
     }

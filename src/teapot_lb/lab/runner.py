@@ -35,6 +35,7 @@ from teapot_lb.lab.manifests import (
 )
 from teapot_lb.lab.network import LabNetwork
 from teapot_lb.lab.ovn import run_ovn
+from teapot_lb.lab.relay import run_relay
 from teapot_lb.lab.report import Cleanup, LabReport, ModeResult
 from teapot_lb.lab.router import FRR_DIR
 from teapot_lb.lab.scenarios import LabState, ModeScenario, Sizes
@@ -129,7 +130,7 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
     """Run the lab; always returns a report (check ``report.ok``)."""
     started = time.monotonic()
     report = LabReport(options=options.describe())
-    groups = [g for g in ("teapot", "ovn", "gateway") if g in options.modes]
+    groups = [g for g in ("teapot", "ovn", "gateway", "relay") if g in options.modes]
     for group in groups:
         try:
             with _signals_unwind():
@@ -139,6 +140,9 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                 elif group == "gateway":
                     work = options.workdir / "gateway" if options.workdir is not None else None
                     report.gateway = run_gateway(progress, work)
+                elif group == "relay":
+                    work = options.workdir / "relay" if options.workdir is not None else None
+                    report.relay = run_relay(progress, work)
                 else:
                     work = options.workdir / "ovn" if options.workdir is not None else None
                     report.ovn = run_ovn(progress, work)
