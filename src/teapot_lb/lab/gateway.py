@@ -23,7 +23,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
@@ -35,12 +34,13 @@ from typing import Any
 import yaml
 
 from teapot_lb.lab import gateway_manifests as gm
+from teapot_lb.lab.groups import run_group
 from teapot_lb.lab.kubeplane import free_port
 from teapot_lb.lab.manifests import BfdSpec, host_prefix, write_docs
 from teapot_lb.lab.processes import log_tail, start_run
 from teapot_lb.lab.router import Router, RouterConfig, Session, fib_next_hops, make_router
-from teapot_lb.lab.wait import LabTimeout, wait_for
-from teapot_lb.netlab import Host, Topology, netns_available
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Host, Topology
 from teapot_lb.tenancy.l7standalone import translate_directory
 
 Progress = Callable[[str], None]
@@ -320,6 +320,16 @@ class GatewayGroup:
     # ----- the scenario
 
     def run(self, r: GatewayResult) -> None:
+        try:
+            self._scenario(r)
+        except Exception:
+            for name in GATEWAYS:  # what the speakers said, for a failed run
+                tail = log_tail(self.work / f"{name}-speaker.log", 8)
+                if tail:
+                    r.errors.append(f"{name} speaker log:\n{tail}")
+            raise
+
+    def _scenario(self, r: GatewayResult) -> None:
         self.build()
         self.write()
         for name in GATEWAYS:
@@ -403,28 +413,11 @@ def missing() -> str | None:
 def run_gateway(progress: Progress, workdir: Path | None = None) -> GatewayResult:
     """Run the group (root, HAProxy installed); failures are in ``result.errors``."""
     result = GatewayResult()
-    reason = netns_available() or missing()
-    if reason:
-        result.skipped = reason
-        progress(f"lab: gateway: skipped: {reason}")
-        return result
-    own = workdir is None
-    work = workdir or Path(tempfile.mkdtemp(prefix="teapot-lab-gateway-"))
-    work.mkdir(parents=True, exist_ok=True)
-    with Topology("gwlab") as topology:
-        group = GatewayGroup(work, topology, progress)
-        try:
-            group.run(result)
-        except (LabTimeout, RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
-            result.errors.append(str(exc))
-            for name in GATEWAYS:
-                tail = log_tail(work / f"{name}-speaker.log", 8)
-                if tail:
-                    result.errors.append(f"{name} speaker log:\n{tail}")
-        finally:
-            group.close()
-    if own:
-        shutil.rmtree(work, ignore_errors=True)
+
+    def make(work: Path, topology: Topology) -> GatewayGroup:
+        return GatewayGroup(work, topology, progress)
+
+    run_group("gateway", result, make, progress, workdir, missing())
     return result
 
 

@@ -1,10 +1,12 @@
-"""What every namespaced lab group (``ovn``, ``relay``) does around its steps: skip with the
-reason when it cannot run, a work directory and a :class:`~teapot_lb.netlab.Topology` of its
-own, the group's failures into ``errors``, and everything removed on the way out."""
+"""What every namespaced lab group (``ovn``, ``relay``, ``gateway``) does around its steps:
+skip with the reason when it cannot run, a work directory and a
+:class:`~teapot_lb.netlab.Topology` of its own, the group's failures into ``errors``, and
+everything removed on the way out."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -50,7 +52,7 @@ def run_group(
         group = make(work, topology)
         try:
             group.run(result)
-        except (LabTimeout, RuntimeError) as exc:
+        except (LabTimeout, RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
             result.errors.append(str(exc))
         finally:
             group.close()
