@@ -71,7 +71,9 @@ from teapot_lb.tenancy.standalone import DirectoryWake
 )
 @click.option("--metrics-addr", default=":7475", show_default=True, help="HOST:PORT ('' off).")
 @click.option("--netns", help="Run HAProxy and nginx in this network namespace (labs).")
-@click.option("--check", is_flag=True, help="Only check the config file; print problems.")
+@click.option(
+    "--check", is_flag=True, help="Only check --config or --manifests; print problems and exit."
+)
 @click.option("--explain", "explain_host", metavar="HOST[/PATH]",
               help="Print who serves this hostname (and path) and exit.")  # fmt: skip
 def gateway(
@@ -100,11 +102,23 @@ def gateway(
         raise click.BadParameter(str(err), param_hint="--address") from None
     if config_path is None and not ips:
         raise click.UsageError("--address is needed with --manifests or a cluster")
-    if (check or explain_host) and config_path is None:
-        raise click.UsageError("--check and --explain read --config")
+    if (check or explain_host) and config_path is None and manifests is None:
+        raise click.UsageError("--check and --explain read --config or --manifests")
     if check or explain_host:
-        assert config_path is not None
-        config, found = load_config(config_path)
+        if config_path is not None:
+            config, found = load_config(config_path)
+            what = str(config_path)
+        else:
+            assert manifests is not None
+            # What the gateway would serve from the directory: every object vetted and
+            # translated; a refused object is a problem, named with its rule.
+            translation, problems = translate_directory(manifests, list(ips))
+            config, what = translation.config, str(manifests)
+            found = [str(p) for p in problems] + [
+                f"{ref}: refused: {refusal}"
+                for ref, result in translation.results.items()
+                for refusal in result.refusals
+            ]
         for problem in found:
             click.echo(problem, err=True)
         if config is None:
@@ -113,7 +127,9 @@ def gateway(
             host, slash, path = explain_host.partition("/")
             click.echo("\n".join(explain.explain(config, host, slash + path)))
         else:
-            click.echo(f"{config_path}: ok")
+            click.echo(f"{what}: ok" if not found else f"{what}: {len(found)} problem(s)")
+            if found:
+                sys.exit(1)
         return
     if metrics_addr:
         try:

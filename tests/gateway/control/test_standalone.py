@@ -52,3 +52,21 @@ def test_validate_reports_the_refused_object_with_its_file(tmp_path: Path) -> No
     assert problem.kind == "Ingress" and problem.namespace == "tenant-bolt"
     assert problem.field == "spec.rules[0].host" and "[HostnameTaken]" in problem.message
     assert problem.source is not None and "bolt.yaml" in problem.source
+
+
+def test_the_gateway_command_explains_a_hostname_and_checks_a_directory(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from teapot_lb.cli.gateway import gateway
+
+    root = manifests(tmp_path)
+    args = ["--manifests", str(root), "--address", "203.0.113.10"]
+    runner = CliRunner()
+    shown = runner.invoke(gateway, [*args, "--explain", "www.apps.example/cart"])
+    assert shown.exit_code == 0, shown.output
+    # The tenant and route that win (acme's, the older), and the backend's endpoint.
+    assert "tenant acme" in shown.output and "192.0.2.11" in shown.output
+    checked = runner.invoke(gateway, [*args, "--check"])
+    assert checked.exit_code == 1
+    assert "steal" in checked.output and "HostnameTaken" in checked.output
+    assert f"{root}: 1 problem(s)" in checked.output
