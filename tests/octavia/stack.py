@@ -199,6 +199,14 @@ def _octavia_conf(work: Path, port: int, kubeconfig: Path) -> str:
     )
 
 
+def _with_agent(agent: dict[str, str] | None, conf: str) -> str:
+    """`conf` with the teapot provider agent enabled and these `[teapot]` options."""
+    if agent is None:
+        return conf
+    conf = conf.replace("enabled_provider_agents =\n", "enabled_provider_agents = teapot\n")
+    return conf + "".join(f"{k} = {v}\n" for k, v in agent.items())
+
+
 # The schema from the models, the lookup tables' rows the migrations would insert
 # (Octavia's sessions enforce SQLite's foreign keys), and `octavia-db-manage stamp head`
 # done in the same process (alembic with the stand-in config env.py reads).
@@ -336,13 +344,14 @@ def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -
     return rest
 
 
-def _database(stack: Stack) -> subprocess.Popen[bytes]:
+def _database(stack: Stack, agent: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Write octavia.conf and start making the database while the management side
     starts."""
     conf = stack.work / "octavia.conf"
     port = free_port()
     stack.octavia_url = f"http://127.0.0.1:{port}"
-    conf.write_text(_octavia_conf(stack.work, port, stack.work / "management.kubeconfig"))
+    text = _octavia_conf(stack.work, port, stack.work / "management.kubeconfig")
+    conf.write_text(_with_agent(agent, text))
     url = f"sqlite:///{stack.work / 'octavia.db'}"
     return subprocess.Popen([str(OCTAVIA_BIN / "python"), "-c", _CREATE_SCHEMA, url],
                             stdout=stack.log("database"), stderr=subprocess.STDOUT)  # fmt: skip
@@ -378,13 +387,15 @@ def running(
     host: Host | None = None,
     address: str = "127.0.0.1",
     objects: Iterable[dict[str, Any]] | None = None,
+    agent: dict[str, str] | None = None,
 ) -> Iterator[tuple[Stack, Rest]]:
     """The whole stack in `work` (logs there), stopped on exit: in lab namespace `host`
     when given (the management API listening on `address`), with these `objects` in the
-    management API (default: default_objects())."""
+    management API (default: default_objects()); `agent`: the teapot provider agent
+    runs in the driver agent, with these `[teapot]` options."""
     stack = Stack(work, host)
     try:
-        database = _database(stack)
+        database = _database(stack, agent)
         rest = _management(stack, address, default_objects() if objects is None else objects)
         _octavia(stack, database)
         yield stack, rest

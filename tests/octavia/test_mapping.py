@@ -120,14 +120,15 @@ def test_an_accepted_request_makes_the_whole_chain_active_and_online() -> None:
     assert by_id(update, ObjectKind.LOADBALANCER) == {LB_ID: ("ACTIVE", "ONLINE")}
     assert by_id(update, ObjectKind.LISTENER) == {LISTENER_ID: ("ACTIVE", "ONLINE")}
     assert by_id(update, ObjectKind.POOL) == {POOL_ID: ("ACTIVE", "ONLINE")}
-    assert set(by_id(update, ObjectKind.MEMBER).values()) == {("ACTIVE", "ONLINE")}
+    # An L4 pool's monitor is kept, not carried out: nothing probes route mode's members.
+    assert set(by_id(update, ObjectKind.MEMBER).values()) == {("ACTIVE", "NO_MONITOR")}
     assert by_id(update, ObjectKind.HEALTHMONITOR) == {MONITOR_ID: ("ACTIVE", "ONLINE")}
 
 
 def test_members_not_announced_are_offline_and_the_pool_degraded() -> None:
     update = status_update(tree(), answer(["192.0.2.10"]))
     members = by_id(update, ObjectKind.MEMBER)
-    assert sorted(op for _, op in members.values()) == ["OFFLINE", "OFFLINE", "ONLINE"]
+    assert sorted(op for _, op in members.values()) == ["NO_MONITOR", "OFFLINE", "OFFLINE"]
     assert by_id(update, ObjectKind.POOL) == {POOL_ID: ("ACTIVE", "DEGRADED")}
 
 

@@ -16,15 +16,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import click
+from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from teapot_lb import log
 from teapot_lb.cli import cancel_on_signals
-from teapot_lb.gateway import explain, metrics
+from teapot_lb.gateway import explain, metrics, report
 from teapot_lb.gateway.config import GatewayConfig
 from teapot_lb.gateway.service import Gateway
 from teapot_lb.gateway.source import load_config, watch_config
@@ -34,6 +37,29 @@ from teapot_lb.model.common import IPAddress, parse_ip
 from teapot_lb.tenancy.kube_l7gateway import GatewayControl
 from teapot_lb.tenancy.l7standalone import translate_directory
 from teapot_lb.tenancy.standalone import DirectoryWake
+
+
+class GatewayServer(MonitoringServer):
+    """`/metrics`, the probes, and `/gateway/backends`: each backend's server states and
+    counters (`gateway.report`), from a stats snapshot at most a second old."""
+
+    def __init__(self, registry: CollectorRegistry, node: Gateway, **checks: Any) -> None:
+        super().__init__(registry, **checks)
+        self.node = node
+
+    def make_app(self) -> web.Application:
+        app = super().make_app()
+        app.router.add_get(report.PATH, self._backends)
+        return app
+
+    async def _backends(self, request: web.Request) -> web.Response:
+        stats = self.node.stats
+        if time.monotonic() - stats.taken_at > 1.0:
+            await self.node.refresh_stats()
+            stats = self.node.stats
+        age = time.monotonic() - stats.taken_at if stats.taken_at else None
+        doc = report.backends_report(self.node.config, stats.rows, age)
+        return web.json_response(text=doc.model_dump_json(by_alias=True))
 
 
 @click.command("gateway")
@@ -223,8 +249,9 @@ async def _serve(source: Source, state_dir: Path, metrics_addr: str, wrap: list[
     registry = CollectorRegistry()
     metrics.register(registry, node)
     readiness: list[Callable[[], list[str]]] = [node.readiness]
-    monitoring = MonitoringServer(
+    monitoring = GatewayServer(
         registry,
+        node,
         liveness=[node.liveness],
         readiness=[lambda: [r for check in readiness for r in check()]],
     )

@@ -156,6 +156,22 @@ class HealthCheck(KubeModel):
     fall: Annotated[int, Field(ge=1, le=100)] = 3
     http_path: Text | None = None
     """HTTP backends: GET this path and expect 2xx/3xx; None: a TCP connect check."""
+    timeout_ms: Annotated[int, Field(ge=100, le=3_600_000)] | None = None
+    """How long one check may wait for its answer (HAProxy `timeout check`); None: the
+    interval."""
+    http_method: Annotated[str, Field(pattern=r"^[A-Z]{1,16}$")] = "GET"
+    http_version: Annotated[str, Field(pattern=r"^HTTP/1\.[01]$")] | None = None
+    """The check request's version (None: HAProxy's HTTP/1.0)."""
+    http_host: Hostname | None = None
+    """The check request's Host header (None: none)."""
+    expect_status: Annotated[str, Field(pattern=r"^\d{3}(-\d{3})?(,\d{3}(-\d{3})?)*$")] | None = (
+        None
+    )
+    """The answers that pass, as Octavia writes them (`200`, `200,202`, `200-204`); None:
+    any 2xx or 3xx."""
+    tls: bool = False
+    """Check over TLS (certificates not verified: the check asks whether the member
+    answers, not who it is)."""
 
 
 class Backend(KubeModel):

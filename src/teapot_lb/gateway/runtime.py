@@ -97,6 +97,9 @@ class StatRow:
     bytes_in: int
     bytes_out: int
     address: str
+    sessions: int = 0  # stot: connections (HTTP: streams) handled
+    current: int = 0  # scur: connections open now
+    check: str = ""  # check_status: the last health check's result (L4OK, L7STS, ...)
 
 
 def _int(value: str) -> int:
@@ -131,6 +134,9 @@ def parse_stat(csv_text: str) -> list[StatRow]:
                 _int(f.get("bin", "")),
                 _int(f.get("bout", "")),
                 f.get("addr", ""),
+                _int(f.get("stot", "")),
+                _int(f.get("scur", "")),
+                f.get("check_status", ""),
             )
         )
     return rows

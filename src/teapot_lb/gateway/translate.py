@@ -35,6 +35,7 @@ from teapot_lb.gateway.config import (
     HeaderMatch,
     HeaderModifier,
     HeaderValue,
+    HealthCheck,
     HTTPRoute,
     HTTPRule,
     Listener,
@@ -69,6 +70,7 @@ from teapot_lb.model.ingress import PathType as IngressPathType
 from teapot_lb.model.tenancy import GatewayBackends, Tenant, parse_cidr
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY
 from teapot_lb.tenancy.l7mirror import (
+    ANNOTATION_HEALTH_CHECK,
     ANNOTATION_SERVICE_PORTS,
     LABEL_BACKENDS,
     MCS_SERVICE_NAME,
@@ -275,6 +277,7 @@ class _Build:
         self.backends[name] = Backend(
             name=name,
             endpoints=tuple(sorted(endpoints, key=lambda e: (str(e.address), e.port))),
+            health_check=_health_check(mine, f"Service {source.namespace}/{service}", result),
             owner=Owner(
                 tenant=tenant.name, kind=RouteKind.SERVICE, namespace=namespace, name=service
             ),
@@ -312,6 +315,24 @@ def _endpoint_port(eps: KubeObject, port: int | str) -> int | None:
     for p in eps.get("ports") or []:
         if str(p.get("name") or "") == name and isinstance(p.get("port"), int):
             return int(p["port"])
+    return None
+
+
+def _health_check(
+    slices: Sequence[KubeObject], what: str, result: ObjectResult
+) -> HealthCheck | None:
+    """The active health check the slices ask for (the Octavia driver's annotation); a
+    malformed one is reported and not used."""
+    for eps in slices:
+        text = (eps.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_HEALTH_CHECK)
+        if not text:
+            continue
+        try:
+            return HealthCheck.model_validate_json(text)
+        except ValueError as err:
+            first = str(err).splitlines()[1:2] or [str(err)]
+            result.notes.append(f"{what}: annotation {ANNOTATION_HEALTH_CHECK} ignored: {first[0]}")
+            return None
     return None
 
 

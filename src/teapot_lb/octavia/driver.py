@@ -39,7 +39,9 @@ from teapot_lb.kube.errors import KubeError
 from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.tenancy import Tenant, TenantMode
 from teapot_lb.octavia import tree as t
+from teapot_lb.octavia.agent import enabled as agent_enabled
 from teapot_lb.octavia.flavor import SUPPORTED, FlavorError, flavor_mode
+from teapot_lb.octavia.health import provisioning_only
 from teapot_lb.octavia.l7 import (
     gateway_objects,
     gateway_refusals,
@@ -109,6 +111,7 @@ class _Runtime:
         )
         self.management = Management(client, answer_within_s=options.answer_timeout)
         self.call_timeout = options.answer_timeout + options.request_timeout + 5
+        self.agent = agent_enabled(conf)
         agent = conf.driver_agent
         self.lib = driver_lib.DriverLibrary(
             status_socket=agent.status_socket_path,
@@ -294,7 +297,9 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         if not answer.accepted:
             await self._report(new.id, subject, failed_update(new.id, subject))
             return
-        await self._report(new.id, subject, status_update(new, answer, gone=gone))
+        update = status_update(new, answer, gone=gone)
+        # With the provider agent running, operating statuses are its (what is probed).
+        await self._report(new.id, subject, provisioning_only(update) if self._rt.agent else update)
 
     async def _report(self, lb_id: str, subject: tuple[ObjectKind, str], update: Update) -> None:
         """Send a status update once Octavia has committed the call's transaction (the
@@ -629,7 +634,8 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         d = _dict(healthmonitor)
         new, pool_id = t.health_monitor_from_provider(d), str(d["pool_id"])
         edit = partial(t.put_health_monitor, pool_id=pool_id, monitor=new)
-        self._pool_child(ObjectKind.HEALTHMONITOR, d, edit)
+        checked = refusals(ObjectKind.HEALTHMONITOR, d, t.Mode.ROUTE)
+        self._pool_child(ObjectKind.HEALTHMONITOR, d, edit, checked=checked)
 
     def health_monitor_update(self, old_healthmonitor: Any, new_healthmonitor: Any) -> None:
         old, d = _dict(old_healthmonitor), _dict(new_healthmonitor)
@@ -641,7 +647,8 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             monitor = t.merged(current or t.health_monitor_from_provider(old), d)
             return t.put_health_monitor(lb, pool_id, monitor)
 
-        self._pool_child(ObjectKind.HEALTHMONITOR, old, edit)
+        checked = refusals(ObjectKind.HEALTHMONITOR, {**old, **d}, t.Mode.ROUTE)
+        self._pool_child(ObjectKind.HEALTHMONITOR, old, edit, checked=checked)
 
     def health_monitor_delete(self, healthmonitor: Any) -> None:
         d = _dict(healthmonitor)

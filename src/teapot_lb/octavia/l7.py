@@ -35,6 +35,7 @@ from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.gateway_api import GATEWAY_API_VERSION, ListenerProtocol
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.model.tenancy import GatewayBackends, Tenant
+from teapot_lb.octavia.monitor import health_annotations
 from teapot_lb.octavia.tree import L7Policy, L7Rule, Listener, LoadBalancer, Pool
 from teapot_lb.octavia.unsupported import ObjectKind, Unsupported
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY
@@ -372,7 +373,8 @@ def _slices(lb: LoadBalancer, pool: Pool, meta: _Meta, backends: GatewayBackends
     )
     service_ports = [{"name": "", "port": port, "protocol": "TCP"}]
     body_meta["annotations"] = {
-        ANNOTATION_SERVICE_PORTS: json.dumps(service_ports, separators=(",", ":"))
+        ANNOTATION_SERVICE_PORTS: json.dumps(service_ports, separators=(",", ":")),
+        **health_annotations(pool),  # the monitor, for the gateway's active checks
     }
     return {
         "apiVersion": "discovery.k8s.io/v1",

@@ -36,6 +36,7 @@ from teapot_lb.model.tenancy import (
     TenantPort,
 )
 from teapot_lb.octavia.l7 import LABEL_LOADBALANCER, SOURCE_CLUSTER, gateway_pools, is_l7
+from teapot_lb.octavia.monitor import probed
 from teapot_lb.octavia.tree import LoadBalancer, Member, Mode, Pool
 from teapot_lb.octavia.unsupported import ObjectKind
 
@@ -191,7 +192,8 @@ def _member_operating(
     )
     if not serving:
         return OFFLINE
-    return ONLINE if pool.health_monitor is not None else NO_MONITOR
+    # Only the gateway probes members (an L4 pool's monitor is kept, not carried out).
+    return ONLINE if by_gateway and probed(pool) else NO_MONITOR
 
 
 def status_update(

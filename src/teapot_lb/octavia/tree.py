@@ -45,6 +45,8 @@ class HealthMonitor(_Frozen):
     http_method: str | None = None
     expected_codes: str | None = None
     admin_state_up: bool = True
+    http_version: float | None = None
+    domain_name: str | None = None
 
 
 class Member(_Frozen):
@@ -151,6 +153,8 @@ def health_monitor_from_provider(d: Mapping[str, Any]) -> HealthMonitor:
         http_method=d.get("http_method"),
         expected_codes=d.get("expected_codes"),
         admin_state_up=bool(_get(d, "admin_state_up", True)),
+        http_version=d.get("http_version"),
+        domain_name=d.get("domain_name"),
     )
 
 

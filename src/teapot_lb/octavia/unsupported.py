@@ -129,6 +129,14 @@ RULES: tuple[OptionRule, ...] = (
                "members are not probed at another address"),
     OptionRule(ObjectKind.MEMBER, "monitor_port", _when_set,
                "members are not probed at another port"),
+    OptionRule(ObjectKind.HEALTHMONITOR, "type", lambda v, _: v in ("PING", "TLS-HELLO"),
+               "the gateway's HAProxy probes with HTTP, HTTPS or TCP checks: it cannot send "
+               "ICMP echoes (PING), and an HTTP pool's members answer HTTP, not a bare TLS "
+               "hello (TLS-HELLO)"),
+    OptionRule(ObjectKind.HEALTHMONITOR, "delay", lambda v, _: v is not None and v > 3600,
+               "the gateway checks at least once an hour (delay <= 3600 s)"),
+    OptionRule(ObjectKind.HEALTHMONITOR, "timeout", lambda v, _: v is not None and v > 3600,
+               "a check waits at most an hour (timeout <= 3600 s)"),
 )  # fmt: skip
 
 
@@ -163,6 +171,8 @@ def refusals_in_load_balancer(lb: Mapping[str, Any], mode: Mode) -> list[Unsuppo
         out += refusals(ObjectKind.POOL, pool, mode)
         for member in pool.get("members") or []:
             out += refusals(ObjectKind.MEMBER, member, mode)
+        if pool.get("healthmonitor"):
+            out += refusals(ObjectKind.HEALTHMONITOR, pool["healthmonitor"], mode)
     return out
 
 

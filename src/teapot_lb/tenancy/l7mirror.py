@@ -82,6 +82,9 @@ ANNOTATION_DIGEST = "lb.teapot.io/mirror-digest"
 # On mirrored EndpointSlices: the Service's ports (JSON list of name, port, protocol), so
 # that a reference to a Service port number finds the endpoints' port of the same name.
 ANNOTATION_SERVICE_PORTS = "lb.teapot.io/service-ports"
+# On EndpointSlices the Octavia driver writes: the active health check of its pool's
+# members (JSON, the gateway's HealthCheck shape). A tenant agent never writes it.
+ANNOTATION_HEALTH_CHECK = "lb.teapot.io/health-check"
 # Written by the gateway's reconcile on a refused mirrored Ingress (Ingress status has no
 # conditions): "Reason: message". The agent keeps it and tells the tenant by an Event.
 ANNOTATION_REFUSED = "gateway.lb.teapot.io/refused"
@@ -488,6 +491,7 @@ def owned(objects: Iterable[KubeObject], cluster: str) -> list[KubeObject]:
 __all__ = [
     "AGENT",
     "ANNOTATION_DIGEST",
+    "ANNOTATION_HEALTH_CHECK",
     "ANNOTATION_REFUSED",
     "ANNOTATION_SERVICE_PORTS",
     "LABEL_BACKENDS",

@@ -1,0 +1,198 @@
+"""The teapot provider agent: keeps Octavia's operating statuses and listener statistics
+current (adapter, asyncio; the decisions are :mod:`.health`'s).
+
+``octavia-driver-agent`` starts it in a process of its own when ``[driver_agent]
+enabled_provider_agents`` names ``teapot`` (entry point
+``octavia.driver_agent.provider_agents: teapot``), calls :func:`run` with the agent's
+exit event and calls it again if it raises. Every ``[teapot] status_interval`` seconds,
+level-triggered, it reads:
+
+- the driver's TenantLoadBalancers from the management API (each carries its Octavia
+  tree and the manager's answer);
+- each gateway's backend report (``[teapot] gateway_status_urls``, the gateways'
+  metrics ports; :mod:`teapot_lb.gateway.report`);
+
+and sends Octavia the operating statuses that changed (octavia-lib's
+``update_loadbalancer_status``, operating statuses only) and the listener statistics
+that changed (``update_listener_statistics``). With the agent enabled the driver leaves
+operating statuses to it: one writer. A gateway that does not answer is logged by name
+and its members keep their statuses; the agent never stops over a failed read or send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import aiohttp
+from octavia_lib.api.drivers import driver_lib
+from oslo_config import cfg
+
+from teapot_lb import log
+from teapot_lb.gateway.report import PATH, BackendsReport
+from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.kube.errors import KubeError
+from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
+from teapot_lb.model.tenancy import TenantLoadBalancer
+from teapot_lb.octavia.health import CounterTotals, Key, operating_statuses, status_changes
+from teapot_lb.octavia.l7 import LABEL_LOADBALANCER
+from teapot_lb.octavia.mapping import Answer, tree_of
+
+_log = log.get("octavia.agent")
+
+NAME = "teapot"
+"""The agent's name in ``enabled_provider_agents`` (and its entry point)."""
+GROUP = "teapot"
+AGENT_OPTIONS = [
+    cfg.ListOpt("gateway_status_urls", default=[],
+                help="Base URLs of the gateways' metrics ports (http://HOST:7475), whose "
+                     f"{PATH} reports the provider agent reads"),
+    cfg.FloatOpt("status_interval", default=5.0, min=0.2,
+                 help="Seconds between the provider agent's rounds"),
+    cfg.FloatOpt("resync_interval", default=300.0, min=1.0,
+                 help="Seconds after which the provider agent sends every operating status "
+                      "again (it otherwise sends changes only)"),
+]  # fmt: skip
+
+
+def enabled(conf: Any) -> bool:
+    """Whether octavia-driver-agent runs this agent (then operating statuses are its)."""
+    return NAME in (conf.driver_agent.enabled_provider_agents or [])
+
+
+def _register(conf: Any) -> Any:
+    from teapot_lb.octavia.driver import OPTIONS  # the management API's settings
+
+    for opts in (OPTIONS, AGENT_OPTIONS):
+        with contextlib.suppress(cfg.DuplicateOptError):
+            conf.register_opts(opts, group=GROUP)
+    return getattr(conf, GROUP)
+
+
+class Agent:
+    """One round at a time: read, decide (:mod:`.health`), send what changed."""
+
+    def __init__(self, options: Any, lib: Any) -> None:
+        self.options = options
+        self.lib = lib
+        self.sent: dict[Key, str] = {}
+        self.sent_stats: dict[str, dict[str, int | str]] = {}
+        self.totals = CounterTotals()
+        self.unreachable: set[str] = set()
+        self.client: KubeClient | None = None
+        self.resynced = time.monotonic()
+
+    async def reports(self, session: aiohttp.ClientSession) -> list[BackendsReport]:
+        out = []
+        timeout = aiohttp.ClientTimeout(total=min(self.options.status_interval, 5.0) + 1.0)
+        for url in self.options.gateway_status_urls:
+            try:
+                async with session.get(url.rstrip("/") + PATH, timeout=timeout) as response:
+                    response.raise_for_status()
+                    report = BackendsReport.model_validate_json(await response.read())
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
+                if url not in self.unreachable:
+                    _log.warning("gateway unreachable", url=url, error=str(err) or repr(err))
+                self.unreachable.add(url)
+                self.totals.forget(url)
+                continue
+            if url in self.unreachable:
+                _log.info("gateway reachable again", url=url)
+                self.unreachable.discard(url)
+            self.totals.observe(url, report)
+            out.append(report)
+        return out
+
+    async def requests(self) -> list[TenantLoadBalancer]:
+        if self.client is None:
+            o = self.options
+            self.client = await connect(o.kubeconfig, context=o.context,
+                                        user_agent="teapot-lb-octavia-agent",
+                                        request_timeout_s=o.request_timeout)  # fmt: skip
+        found = await self.client.list(TENANT_LOAD_BALANCERS, label_selector=LABEL_LOADBALANCER)
+        return [TenantLoadBalancer.model_validate(obj) for obj in found.items]
+
+    async def round(self, session: aiohttp.ClientSession) -> None:
+        if time.monotonic() - self.resynced > self.options.resync_interval:
+            self.sent.clear()
+            self.sent_stats.clear()
+            self.resynced = time.monotonic()
+        try:
+            requests = await self.requests()
+        except (KubeError, OSError, ValueError, TimeoutError) as err:
+            _log.warning("management API unreadable", error=str(err) or repr(err))
+            return
+        reports = await self.reports(session)
+        seen: set[str] = set()
+        for request in requests:
+            lb = tree_of(request)
+            answer = Answer.of(request.status)
+            if lb is None or answer is None:
+                continue
+            namespace = request.metadata.namespace or ""
+            statuses = operating_statuses(lb, answer, namespace, reports, last=self.sent)
+            seen.update(ident for _, ident in statuses)
+            changes = status_changes(statuses, self.sent)
+            if changes and await self._send(
+                "statuses", lb.id, self.lib.update_loadbalancer_status, changes
+            ):
+                self.sent.update(statuses)
+            stats = [
+                s
+                for s in self.totals.listener_statistics(lb, namespace)
+                if self.sent_stats.get(str(s["id"])) != s
+            ]
+            if stats and await self._send(
+                "statistics", lb.id, self.lib.update_listener_statistics, {"listeners": stats}
+            ):
+                self.sent_stats.update({str(s["id"]): s for s in stats})
+        # Objects gone from every tree are forgotten (bounded memory).
+        self.sent = {k: v for k, v in self.sent.items() if k[1] in seen}
+        self.sent_stats = {k: v for k, v in self.sent_stats.items() if k in seen}
+
+    async def _send(self, what: str, lb_id: str, call: Any, body: dict[str, Any]) -> bool:
+        try:
+            await asyncio.to_thread(call, body)
+        except Exception as err:  # the driver agent's sockets: busy, restarting, refusing
+            _log.warning("octavia update failed", what=what, lb=lb_id, error=repr(err))
+            return False
+        _log.debug("octavia updated", what=what, lb=lb_id, body=body)
+        return True
+
+    async def run(self, exit_event: Any) -> None:
+        async with aiohttp.ClientSession() as session:
+            try:
+                while True:
+                    started = time.monotonic()
+                    try:
+                        await self.round(session)
+                    except Exception as err:  # never leave Octavia without the agent
+                        _log.error("agent round failed", error=repr(err))
+                    wait = max(0.0, self.options.status_interval - (time.monotonic() - started))
+                    if await asyncio.to_thread(exit_event.wait, wait):
+                        return
+            finally:
+                if self.client is not None:
+                    with contextlib.suppress(Exception):
+                        await self.client.close()
+
+
+def run(exit_event: Any) -> None:
+    """The entry point octavia-driver-agent calls (until `exit_event` is set)."""
+    conf = cfg.CONF
+    options = _register(conf)
+    agent = conf.driver_agent
+    lib = driver_lib.DriverLibrary(
+        status_socket=agent.status_socket_path,
+        stats_socket=agent.stats_socket_path,
+        get_socket=agent.get_socket_path,
+    )
+    _log.info("provider agent started", gateways=list(options.gateway_status_urls),
+              interval=options.status_interval)  # fmt: skip
+    asyncio.run(Agent(options, lib).run(exit_event))
+    _log.info("provider agent stopped")
+
+
+__all__ = ["AGENT_OPTIONS", "NAME", "Agent", "enabled", "run"]
