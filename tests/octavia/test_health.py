@@ -99,8 +99,10 @@ def test_ping_and_tls_hello_monitors_are_refused_by_name() -> None:
         found = refusals(ObjectKind.HEALTHMONITOR, monitor_dict(type=kind), Mode.ROUTE)
         assert [(u.option, u.value) for u in found] == [("type", kind)]
         assert "HAProxy" in str(found[0]) and MONITOR_ID in str(found[0])
-    graph = load_balancer(pools=[pool_dict(healthmonitor=monitor_dict(delay=7200))])
-    assert [u.option for u in refusals_in_load_balancer(graph, Mode.ROUTE)] == ["delay"]
+    hm = monitor_dict(delay=7200, timeout=0, domain_name="under_score.example.")
+    graph = load_balancer(pools=[pool_dict(healthmonitor=hm)])
+    found = refusals_in_load_balancer(graph, Mode.ROUTE)
+    assert [u.option for u in found] == ["delay", "timeout", "domain_name"]
 
 
 def test_the_pools_slice_carries_the_check_and_the_gateway_translates_it() -> None:

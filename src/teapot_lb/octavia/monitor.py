@@ -17,6 +17,8 @@ proxy that could check them, so its members report NO_MONITOR (see docs/octavia.
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from teapot_lb.gateway.config import HealthCheck
 from teapot_lb.octavia.tree import HealthMonitor, Pool
 from teapot_lb.tenancy.l7mirror import ANNOTATION_HEALTH_CHECK
@@ -31,6 +33,13 @@ def health_check(monitor: HealthMonitor | None) -> HealthCheck | None:
         return None
     http = monitor.type in ("HTTP", "HTTPS")
     version = monitor.http_version
+    try:
+        return _check(monitor, http, version)
+    except ValidationError:  # refused before it is stored (unsupported.RULES)
+        return None
+
+
+def _check(monitor: HealthMonitor, http: bool, version: float | None) -> HealthCheck:
     return HealthCheck(
         interval_ms=monitor.delay * 1000,
         timeout_ms=monitor.timeout * 1000,

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
+from teapot_lb.gateway.config import Hostname
 from teapot_lb.octavia.tree import LoadBalancer, Mode, pools_in
 
 L4_PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
@@ -89,6 +92,21 @@ def _true(value: Any, _: Mode) -> bool:
     return value is True
 
 
+def _outside_seconds(value: Any, _: Mode) -> bool:
+    return value is not None and not 1 <= value <= 3600
+
+
+_HOSTNAME: TypeAdapter[str] = TypeAdapter(Hostname)
+
+
+def _not_hostname(value: Any, _: Mode) -> bool:
+    try:
+        _HOSTNAME.validate_python(value)
+    except ValidationError:
+        return value is not None
+    return False
+
+
 RULES: tuple[OptionRule, ...] = (
     OptionRule(ObjectKind.LOADBALANCER, "vip_qos_policy_id", _when_set,
                "the VIP is not a Neutron port; QoS policies do not apply"),
@@ -133,10 +151,12 @@ RULES: tuple[OptionRule, ...] = (
                "the gateway's HAProxy probes with HTTP, HTTPS or TCP checks: it cannot send "
                "ICMP echoes (PING), and an HTTP pool's members answer HTTP, not a bare TLS "
                "hello (TLS-HELLO)"),
-    OptionRule(ObjectKind.HEALTHMONITOR, "delay", lambda v, _: v is not None and v > 3600,
-               "the gateway checks at least once an hour (delay <= 3600 s)"),
-    OptionRule(ObjectKind.HEALTHMONITOR, "timeout", lambda v, _: v is not None and v > 3600,
-               "a check waits at most an hour (timeout <= 3600 s)"),
+    OptionRule(ObjectKind.HEALTHMONITOR, "delay", _outside_seconds,
+               "the gateway checks between every second and once an hour (1 to 3600 s)"),
+    OptionRule(ObjectKind.HEALTHMONITOR, "timeout", _outside_seconds,
+               "a check waits from 1 s to an hour (1 to 3600 s)"),
+    OptionRule(ObjectKind.HEALTHMONITOR, "domain_name", _not_hostname,
+               "the check's Host is a DNS name without a trailing dot or underscores"),
 )  # fmt: skip
 
 
