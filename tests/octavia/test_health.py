@@ -167,6 +167,12 @@ def test_a_member_no_gateway_reports_keeps_its_last_status() -> None:
     assert (found["m0"], found["m1"], found["pool"]) == ("ONLINE", "ERROR", "DEGRADED")
 
 
+def test_a_pool_no_gateway_ever_reported_is_left_as_it_is() -> None:
+    found = statuses(probed_lb())  # every gateway unreachable since the agent started
+    assert "m0" not in found and "m1" not in found and "pool" not in found
+    assert (found["lb"], found["listener"]) == ("ONLINE", "ONLINE")
+
+
 def test_a_disabled_member_is_offline_whatever_the_gateway_says() -> None:
     found = statuses(probed_lb(admin_state_up=False), report((M0, "DOWN"), (M1, "UP")))
     assert (found["m0"], found["m1"], found["pool"]) == ("OFFLINE", "ONLINE", "ONLINE")

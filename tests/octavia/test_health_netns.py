@@ -9,6 +9,8 @@ starting it again turns them ONLINE; requests show in the listener's statistics.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +20,7 @@ from needs import require_binary, require_root
 from teapot_lb.lab.wait import wait_for
 
 from .probed import HOST, MEMBERS, WITHIN, World, probed, until
-from .stack import missing
+from .stack import OCTAVIA_BIN, missing
 
 pytestmark = [
     pytest.mark.root,
@@ -79,3 +81,46 @@ def test_a_stopped_member_is_error_and_its_pool_and_lb_degraded_until_it_returns
     world.start("m2")
     until(world, {"m2": "ONLINE", "pool": "ONLINE", "lb": "ONLINE", "listener": "ONLINE"},
            "m2 ONLINE again, the pool and load balancer ONLINE")  # fmt: skip
+
+
+# One round of the agent, in Octavia's environment, with a recording DriverLibrary and a
+# gateway URL nothing listens on; the management API is the world's.
+_AGENT_ROUND = """
+import asyncio, json, sys, types
+import aiohttp
+from teapot_lb.octavia.agent import Agent
+class Lib:
+    def __init__(self):
+        self.calls = []
+    def update_loadbalancer_status(self, body):
+        self.calls.append(["statuses", body])
+    def update_listener_statistics(self, body):
+        self.calls.append(["statistics", body])
+options = types.SimpleNamespace(
+    gateway_status_urls=["http://127.0.0.1:9"], status_interval=0.3, resync_interval=300.0,
+    kubeconfig=sys.argv[1], context=None, request_timeout=5.0)
+lib = Lib()
+agent = Agent(options, lib)
+async def main():
+    async with aiohttp.ClientSession() as session:
+        await agent.round(session)
+    await agent.client.close()
+asyncio.run(main())
+print(json.dumps({"calls": lib.calls, "unreachable": sorted(agent.unreachable)}))
+"""
+
+
+def test_an_unreachable_gateway_is_logged_by_name_and_no_member_status_is_made_up(
+    world: World,
+) -> None:
+    ran = subprocess.run(
+        [str(OCTAVIA_BIN / "python"), "-c", _AGENT_ROUND, str(world.stack.kubeconfig)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    found = json.loads(ran.stdout.splitlines()[-1])
+    assert found["unreachable"] == ["http://127.0.0.1:9"]
+    assert "gateway unreachable" in ran.stdout + ran.stderr
+    statuses = [body for kind, body in found["calls"] if kind == "statuses"]
+    assert statuses, "the load balancer's own statuses are still sent"
+    assert not any("members" in body or "pools" in body for body in statuses), statuses

@@ -12,7 +12,8 @@ Statuses follow Octavia's meanings:
   while it fails (``DOWN``, ``DOWN 1/2`` not up again yet), NO_MONITOR when not probed,
   OFFLINE when disabled (admin down, weight 0: DRAINING). Several gateways: ONLINE when
   one reaches it (each HAProxy avoids a member it cannot reach), ERROR when none does.
-  No gateway reports it (unreachable, not yet applied): unknown, its status stays;
+  No gateway reports it (unreachable, not yet applied): unknown, its status stays (the
+  last one the agent saw, or nothing sent at all);
 - pool: ERROR when every probed member is in ERROR, DEGRADED when some are, else ONLINE;
 - listener: DEGRADED when a pool it sends to is DEGRADED or ERROR, ERROR when all are;
 - load balancer: DEGRADED when one of its pools is DEGRADED or ERROR (as Amphora's
@@ -119,7 +120,8 @@ def operating_statuses(
 ) -> Statuses:
     """Every object's operating status: the answer's (:func:`status_update`), with what
     the gateways' `reports` say of the probed pools' members; a member no report names
-    keeps its `last` status (what was sent before) when there is one."""
+    keeps its `last` status (what was sent before), and one never observed (nor its pool,
+    when none of its enabled members was) is left out: its status stays as it is."""
     reports = list(reports)
     last = last or {}
     out: Statuses = {}
@@ -133,7 +135,7 @@ def operating_statuses(
         if out.get((pool_kind, pool.id)) == OFFLINE:
             continue
         backends = _backends_of(reports, namespace, pool.id)
-        statuses = []
+        statuses, unknown = [], 0
         for m in pool.members:
             key = (member, m.id)
             if out.get(key) in (ONLINE, NO_MONITOR):  # enabled and serving
@@ -144,8 +146,15 @@ def operating_statuses(
                     if (s.address, s.port) == (m.address, m.protocol_port)
                     and (status := server_status(s.status)) is not None
                 )
-                out[key] = found or last.get(key) or out[key]
+                if (known := found or last.get(key)) is None:
+                    del out[key]  # never observed: nothing to say yet
+                    unknown += 1
+                    continue
+                out[key] = known
             statuses.append(out[key])
+        if unknown and not any(s in (ONLINE, ERROR, NO_MONITOR) for s in statuses):
+            del out[(pool_kind, pool.id)]  # nothing observed of its enabled members
+            continue
         pools[pool.id] = out[(pool_kind, pool.id)] = _pool_status(statuses)
     listener_kind = ObjectKind.LISTENER.value
     for listener in lb.listeners:
