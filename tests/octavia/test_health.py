@@ -126,7 +126,8 @@ def test_a_malformed_check_annotation_is_reported_and_not_used() -> None:
     result = translate(world, slices, [ip_address("203.0.113.1")])
     assert result.config.backends[0].health_check is None
     notes = [n for r in result.results.values() for n in r.notes]
-    assert any(ANNOTATION_HEALTH_CHECK in n and "ignored" in n for n in notes), notes
+    assert any(ANNOTATION_HEALTH_CHECK in n and "ignored: rise: Input should be" in n
+               for n in notes), notes  # fmt: skip
 
 
 # ------------------------------------------------------------------ statuses

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from ipaddress import ip_address
 
+from pydantic import ValidationError
+
 from teapot_lb.addresses import IPAddress, IPNetwork
 from teapot_lb.gateway.config import (
     Backend,
@@ -329,9 +331,10 @@ def _health_check(
             continue
         try:
             return HealthCheck.model_validate_json(text)
-        except ValueError as err:
-            first = str(err).splitlines()[1:2] or [str(err)]
-            result.notes.append(f"{what}: annotation {ANNOTATION_HEALTH_CHECK} ignored: {first[0]}")
+        except ValidationError as err:
+            why = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(json)'}: {e['msg']}"
+                            for e in err.errors())  # fmt: skip
+            result.notes.append(f"{what}: annotation {ANNOTATION_HEALTH_CHECK} ignored: {why}")
             return None
     return None
 
