@@ -127,37 +127,39 @@ LEASE_NAMESPACE_HELP = (
 )
 
 
-def webhook_options(default_addr: str) -> Decorator:
-    """`--webhook-addr`, `--webhook-cert`, `--webhook-key` (the webhook serves only with
-    both of the last two: `webhook_certificate`)."""
+def _stacked(*options: Decorator) -> Decorator:
+    """The options in the order given, as if stacked in that order above the command."""
 
     def add(command: Callable[..., None]) -> Callable[..., None]:
-        for decorator in reversed(
-            (
-                click.option(
-                    "--webhook-addr",
-                    default=default_addr,
-                    show_default=True,
-                    callback=_address,
-                    help="HOST:PORT.",
-                ),
-                click.option(
-                    "--webhook-cert",
-                    type=click.Path(dir_okay=False, path_type=Path),
-                    help="TLS certificate (PEM) of the admission webhook; reloaded when it "
-                    "changes.",
-                ),
-                click.option(
-                    "--webhook-key",
-                    type=click.Path(dir_okay=False, path_type=Path),
-                    help="Its private key.",
-                ),
-            )
-        ):
-            command = decorator(command)
+        for option in reversed(options):
+            command = option(command)
         return command
 
     return add
+
+
+def webhook_options(default_addr: str) -> Decorator:
+    """`--webhook-addr`, `--webhook-cert`, `--webhook-key` (the webhook serves only with
+    both of the last two: `webhook_certificate`)."""
+    return _stacked(
+        click.option(
+            "--webhook-addr",
+            default=default_addr,
+            show_default=True,
+            callback=_address,
+            help="HOST:PORT.",
+        ),
+        click.option(
+            "--webhook-cert",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="TLS certificate (PEM) of the admission webhook; reloaded when it changes.",
+        ),
+        click.option(
+            "--webhook-key",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Its private key.",
+        ),
+    )
 
 
 def webhook_certificate(cert: Path | None, key: Path | None) -> tuple[Path, Path] | None:
@@ -169,27 +171,19 @@ def webhook_certificate(cert: Path | None, key: Path | None) -> tuple[Path, Path
 
 def lease_options(lease_name: str) -> Decorator:
     """`--leader-elect`, `--lease-namespace`, `--lease-name`, `--identity`."""
-
-    def add(command: Callable[..., None]) -> Callable[..., None]:
-        for decorator in reversed(
-            (
-                click.option(
-                    "--leader-elect/--no-leader-elect",
-                    default=True,
-                    show_default=True,
-                    help="Elect one writing replica through a Lease.",
-                ),
-                click.option("--lease-namespace", help=LEASE_NAMESPACE_HELP),
-                click.option("--lease-name", default=lease_name, show_default=True),
-                click.option(
-                    "--identity", help="Name in the Lease (default: $POD_NAME, else the hostname)."
-                ),
-            )
-        ):
-            command = decorator(command)
-        return command
-
-    return add
+    return _stacked(
+        click.option(
+            "--leader-elect/--no-leader-elect",
+            default=True,
+            show_default=True,
+            help="Elect one writing replica through a Lease.",
+        ),
+        click.option("--lease-namespace", help=LEASE_NAMESPACE_HELP),
+        click.option("--lease-name", default=lease_name, show_default=True),
+        click.option(
+            "--identity", help="Name in the Lease (default: $POD_NAME, else the hostname)."
+        ),
+    )
 
 
 def lease_config(
