@@ -50,13 +50,13 @@ from teapot_lb.kube.resources import (
     TENANT_LOAD_BALANCERS,
     TENANTS,
 )
+from teapot_lb.lab.processes import Restartable, tenant_agent_command
 from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from fakeapi import FakeApiServer  # noqa: E402
-from tenancy.test_churn import AgentProcess  # noqa: E402
 
 CONFIG_NS = "teapot-lb-system"
 API = "lb.teapot.io/v1alpha1"
@@ -333,13 +333,7 @@ async def churn(
     names = [f"churn-{n:02d}" for n in range(15)]
     i = cluster.index
     await cluster.stop_agent()
-    agent = AgentProcess([
-        sys.executable, "-c", "from teapot_lb.cli import main; main()",
-        "--log-level", "warning", "tenant-agent",
-        "--kubeconfig", str(tmp / f"tenant-{i}"),
-        "--management-kubeconfig", str(tmp / f"remote-{i}"),
-        "--cluster-name", f"c{i}", "--metrics-addr", "",
-    ])  # fmt: skip
+    agent = Restartable(tenant_agent_command(tmp / f"tenant-{i}", tmp / f"remote-{i}", f"c{i}"))
     await agent.start()
     try:
         for cycle in range(cycles):

@@ -18,9 +18,13 @@ from fakeapi.wait import until
 from model.builders import pool, service
 from speaker.builders import FakeFactory, bgp_setup, lb_service, store_of
 from teapot_lb.bgp import State
+from teapot_lb.model.common import IPAddress
 from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker
+from teapot_lb.speaker.vip_backend import VIPBackend
+from teapot_lb.vrrp.notify import VrrpState
+from teapot_lb.vrrp.supervisor import InstanceStatus, SupervisorCounters
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 from webhook.certs import make_certificate
 from webhook.test_review import admission
@@ -109,3 +113,24 @@ async def test_the_webhook_reports_reviews_it_could_not_answer(tmp_path: Path) -
     finally:
         await server.stop()
     assert failures == ["not_ready", "bad_review"]
+
+
+def test_the_vrrp_state_names_the_instance_in_a_label_prometheus_keeps(tmp_path: Path) -> None:
+    """`instance` is Prometheus's target label: the VRRP instance's name goes in
+    `vrrp_instance` so a scrape does not shadow it."""
+    vip = VIPBackend("n1", tmp_path)
+    vip.supervisor = _OneInstance()  # type: ignore[assignment]
+    speaker = NodeSpeaker("n1", store_of(), vip=vip)
+    text = generate_latest(speaker_registry(speaker)).decode()
+    assert 'teapot_lb_speaker_vrrp_state{state="MASTER",vrrp_instance="vi_web"} 1.0' in text
+    assert "instance=" not in text.replace("vrrp_instance=", "")
+
+
+class _OneInstance:
+    """What the speaker's metrics read of a keepalived supervisor: one MASTER instance."""
+
+    counters = SupervisorCounters()
+    states = {"vi_web": InstanceStatus("vi_web", VrrpState.MASTER, 100, (), 0.0)}
+
+    def masters(self) -> dict[str, tuple[IPAddress, ...]]:
+        return {}

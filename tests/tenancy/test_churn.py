@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from fakeapi import FakeApiServer
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.resources import SERVICES
+from teapot_lb.lab.processes import Restartable, tenant_agent_command
 from teapot_lb.lab.wait import wait_for_async
 
 from .world import World, node, service, teapot_world
@@ -28,33 +27,14 @@ CYCLES = 240
 NAMES = [f"s{i:02d}" for i in range(12)]
 
 
-class AgentProcess:
-    """The real command, started again after each kill."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self.argv = argv
-        self.process: asyncio.subprocess.Process | None = None
-        self.kills = 0
-
-    async def start(self) -> None:
-        self.process = await asyncio.create_subprocess_exec(*self.argv)
-
-    async def kill(self) -> None:
-        if self.process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(signal.SIGKILL)
-            await self.process.wait()
-            self.kills += 1
-
-
 @contextlib.asynccontextmanager
 async def churn_cluster(
     world: World, tmp: Path
-) -> AsyncIterator[tuple[FakeApiServer, AgentProcess]]:
+) -> AsyncIterator[tuple[FakeApiServer, Restartable]]:
     """A tenant cluster of one node and its agent as a process (cluster name `churn`)."""
     api = FakeApiServer(bookmark_interval=0.5)
     await api.start()
-    agent: AgentProcess | None = None
+    agent: Restartable | None = None
     try:
         tenant_config = api.write_kubeconfig(tmp / "churn-tenant")
         api.seed(node("n0", "192.0.2.11"))
@@ -62,12 +42,7 @@ async def churn_cluster(
         remote = world.management.write_kubeconfig(
             tmp / "churn-remote", namespace="tenant-acme", token="churn-agent"
         )
-        agent = AgentProcess([
-            sys.executable, "-c", "from teapot_lb.cli import main; main()",
-            "--log-level", "warning", "tenant-agent",
-            "--kubeconfig", str(tenant_config), "--management-kubeconfig", str(remote),
-            "--cluster-name", "churn", "--metrics-addr", "",
-        ])  # fmt: skip
+        agent = Restartable(tenant_agent_command(tenant_config, remote, "churn"))
         await agent.start()
         yield api, agent
     finally:

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import socket
+from functools import partial
 from pathlib import Path
 
 import click
 
-from teapot_lb import log
-from teapot_lb.cli import cancel_on_signals
-from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.cli.serve import (
+    Served,
+    config_namespace_option,
+    context_option,
+    kubeconfig_option,
+    lease_config,
+    lease_options,
+    metrics_address_option,
+    serve_component,
+    webhook_certificate,
+    webhook_options,
+)
+from teapot_lb.httpserve import MonitoringServer
 from teapot_lb.kube.client import connect
-from teapot_lb.kube.leader import LeaseConfig
 from teapot_lb.model.common import IPAddress, parse_ip
 from teapot_lb.tenancy.kube_l7gateway import GatewayControl
 from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
@@ -24,26 +31,12 @@ from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
 
 @click.command("manager")
-@click.option(
-    "--kubeconfig",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Management cluster kubeconfig. Default: the pod's service account.",
-)
-@click.option("--context", help="Kubeconfig context (default: the current one).")
-@click.option(
-    "--config-namespace",
-    default="teapot-lb-system",
-    show_default=True,
-    help="Namespace of the AddressPools tenants' allocations name.",
-)
-@click.option("--metrics-addr", default=":7473", show_default=True, help="HOST:PORT ('' off).")
-@click.option("--webhook-addr", default=":9444", show_default=True, help="HOST:PORT.")
-@click.option("--webhook-cert", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--webhook-key", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
-@click.option("--lease-namespace", help="Default: $POD_NAMESPACE, else the config namespace.")
-@click.option("--lease-name", default="teapot-lb-manager", show_default=True)
-@click.option("--identity", help="Name in the Lease (default: $POD_NAME, else the hostname).")
+@kubeconfig_option("Management cluster kubeconfig. Default: the pod's service account.")
+@context_option
+@config_namespace_option("Namespace of the AddressPools tenants' allocations name.")
+@metrics_address_option(":7473")
+@webhook_options(":9444")
+@lease_options("teapot-lb-manager")
 @click.option(
     "--manifests",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -83,39 +76,26 @@ def manager(
     if manifests is not None:
         asyncio.run(run_manager(manifests, once=once))
         return
-    if (webhook_cert is None) != (webhook_key is None):
-        raise click.UsageError("--webhook-cert and --webhook-key go together")
-    for value in (metrics_addr, webhook_addr):
-        if value:
-            try:
-                parse_address(value)
-            except ValueError as err:
-                raise click.BadParameter(str(err)) from None
-    lease = None
-    if leader_elect:
-        identity = identity or os.environ.get("POD_NAME") or socket.gethostname()
-        namespace = lease_namespace or os.environ.get("POD_NAMESPACE") or config_namespace
-        lease = LeaseConfig(namespace, lease_name, identity)
+    cert = webhook_certificate(webhook_cert, webhook_key)
+    lease = lease_config(leader_elect, lease_namespace, config_namespace, lease_name, identity)
     config = ManagerConfig(config_namespace=config_namespace, lease=lease, workers=workers)
-    cert = (webhook_cert, webhook_key) if webhook_cert and webhook_key else None
     try:
         gateway = tuple(parse_ip(a) for a in gateway_addresses)
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="--gateway-address") from None
-    asyncio.run(_serve(kubeconfig, context, config, metrics_addr, webhook_addr, cert, gateway))
+    setup = partial(_setup, kubeconfig, context, config, cert, gateway)
+    asyncio.run(
+        serve_component("manager", setup, metrics_addr=metrics_addr, webhook_addr=webhook_addr)
+    )
 
 
-async def _serve(
+async def _setup(
     kubeconfig: Path | None,
     context: str | None,
     config: ManagerConfig,
-    metrics_addr: str,
-    webhook_addr: str,
     cert: tuple[Path, Path] | None,
     gateway: tuple[IPAddress, ...] = (),
-) -> None:
-    logger = log.get("manager")
-    cancel_on_signals()
+) -> Served:
     client = await connect(kubeconfig, context=context, user_agent="teapot-lb-manager")
     metrics = ManagerMetrics()
     runner = KubeManager(client, config, metrics=metrics)
@@ -127,34 +107,30 @@ async def _serve(
         else None
     )
     readiness = [runner.readiness, *([control.readiness] if control else [])]
-    monitoring = MonitoringServer(metrics.registry, readiness=readiness)
-    webhook = None
-    try:
-        if metrics_addr:
-            await monitoring.start(*parse_address(metrics_addr))
-        if cert is not None and webhook_addr:
-            webhook = WebhookServer(
-                runner.objects,
-                certificate=ReloadingCertificate(*cert),
-                ready=runner.readiness,
-                observe=lambda kind, allowed: metrics.webhook_requests.labels(
-                    kind, str(allowed).lower()
-                ).inc(),
-                l7=control.admission if control else None,
-            )
-            await webhook.start(*parse_address(webhook_addr))
-            logger.info("serving the admission webhook", address=webhook_addr)
+
+    def webhook() -> WebhookServer:
+        assert cert is not None
+        return WebhookServer(
+            runner.objects,
+            certificate=ReloadingCertificate(*cert),
+            ready=runner.readiness,
+            observe=lambda kind, allowed: metrics.webhook_requests.labels(
+                kind, str(allowed).lower()
+            ).inc(),
+            l7=control.admission if control else None,
+        )
+
+    async def run() -> None:
         if control is None:
             await runner.run()
-        else:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(runner.run())
-                group.create_task(control.run())
-    except asyncio.CancelledError:
-        logger.info("shutting down")
-    finally:
-        if webhook is not None:
-            await webhook.stop()
-        await monitoring.stop()
-        with contextlib.suppress(Exception):
-            await client.close()
+            return
+        async with asyncio.TaskGroup() as group:
+            group.create_task(runner.run())
+            group.create_task(control.run())
+
+    return Served(
+        run=run,
+        monitoring=MonitoringServer(metrics.registry, readiness=readiness),
+        webhook=webhook if cert is not None else None,
+        clients=[client],
+    )

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
-import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,14 +21,24 @@ import click
 
 if TYPE_CHECKING:
     from teapot_lb.kube.client import KubeClient
+    from teapot_lb.kube.leader import LeaseConfig
     from teapot_lb.speaker.kube_source import KubeSource
 
 from teapot_lb import log
-from teapot_lb.cli import cancel_on_signals
 from teapot_lb.cli.run import service_class_options
+from teapot_lb.cli.serve import (
+    LEASE_NAMESPACE_HELP,
+    METRICS_HELP,
+    Served,
+    config_namespace_option,
+    kubeconfig_option,
+    lease_config,
+    metrics_address_option,
+    serve_component,
+)
 from teapot_lb.cluster import Store
 from teapot_lb.controller.options import ControllerOptions
-from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.httpserve import MonitoringServer
 from teapot_lb.httpserve.server import Check
 from teapot_lb.ovn.desired import READ_KINDS
 from teapot_lb.ovn.metrics import ovn_registry, readiness
@@ -46,24 +54,6 @@ def _owner(ctx: click.Context, param: click.Parameter, value: str) -> str:
             f"{value!r}: a DNS label (lowercase letters, digits, '-'): it names our rows"
         )
     return value
-
-
-@contextlib.asynccontextmanager
-async def _monitoring(
-    writer: OVNWriter, address: str | None, *checks: Check
-) -> AsyncIterator[None]:
-    """/metrics, /healthz and /readyz (the writer's and `checks`) for the whole process
-    (standbys included)."""
-    if not address:
-        yield
-        return
-    ready: list[Check] = [partial(readiness, writer), *checks]
-    monitor = MonitoringServer(ovn_registry(writer), readiness=ready)
-    await monitor.start(*parse_address(address))
-    try:
-        yield
-    finally:
-        await monitor.stop()
 
 
 async def _serve(
@@ -88,52 +78,49 @@ async def _serve(
         logger.info("stopped")
 
 
+def _monitoring(writer: OVNWriter, *checks: Check) -> MonitoringServer:
+    """/metrics, /healthz and /readyz (the writer's and `checks`) for the whole process
+    (standbys included)."""
+    return MonitoringServer(ovn_registry(writer), readiness=[partial(readiness, writer), *checks])
+
+
 async def _standalone(
-    writer: OVNWriter,
-    metrics_address: str | None,
-    source: Callable[[], Coroutine[None, None, None]],
-) -> None:
-    cancel_on_signals()
-    async with _monitoring(writer, metrics_address):
-        with contextlib.suppress(asyncio.CancelledError):  # SIGTERM: a clean stop
-            await _serve(writer, source)
+    writer: OVNWriter, source: Callable[[], Coroutine[None, None, None]]
+) -> Served:
+    return Served(run=partial(_serve, writer, source), monitoring=_monitoring(writer))
 
 
-async def _serve_kube(
+async def _kube(
     writer: OVNWriter,
     kubeconfig: str | None,
     config_namespace: str | None,
-    lease_namespace: str | None,
-    identity: str,
-    metrics_address: str | None,
-) -> None:
+    lease: LeaseConfig | None,
+) -> Served:
     # Here, not at the top: standalone mode need not load the Kubernetes client.
     from teapot_lb.kube.client import connect
     from teapot_lb.model.kinds import REGISTRY
     from teapot_lb.speaker.kube_source import KubeSource
 
-    cancel_on_signals()
-    async with await connect(kubeconfig) as client:
-        source = KubeSource(
-            client,
-            writer.store,
-            writer.notify,
-            config_namespace=config_namespace,
-            kinds=[REGISTRY[kind] for kind in READ_KINDS],
-        )
-        async with _monitoring(writer, metrics_address, source.readiness):
-            await _lead(writer, client, source, lease_namespace, identity)
+    client = await connect(kubeconfig)
+    source = KubeSource(
+        client,
+        writer.store,
+        writer.notify,
+        config_namespace=config_namespace,
+        kinds=[REGISTRY[kind] for kind in READ_KINDS],
+    )
+    return Served(
+        run=partial(_lead, writer, client, source, lease),
+        monitoring=_monitoring(writer, source.readiness),
+        clients=[client],
+    )
 
 
 async def _lead(
-    writer: OVNWriter,
-    client: KubeClient,
-    source: KubeSource,
-    lease_namespace: str | None,
-    identity: str,
+    writer: OVNWriter, client: KubeClient, source: KubeSource, lease: LeaseConfig | None
 ) -> None:
     """Run the informers; write while holding the Lease (always, without election)."""
-    from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
+    from teapot_lb.kube.leader import LeaderElector, lead_when_elected
 
     async def lead() -> None:
         for informer in source.informers.values():
@@ -141,15 +128,10 @@ async def _lead(
         writer.notify()  # a half-filled cache would delete what other kinds hold up
         await _serve(writer)
 
-    elector = None
-    if lease_namespace is not None:
-        config = LeaseConfig(lease_namespace, "teapot-lb-ovn", identity)
-        elector = LeaderElector(client, config)
+    elector = LeaderElector(client, lease) if lease is not None else None
     informers = asyncio.create_task(source.run(), name="informers")
     try:
         await lead_when_elected(elector, lead)
-    except asyncio.CancelledError:
-        log.get("ovn").info("shutting down")
     finally:
         informers.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -178,29 +160,16 @@ async def _lead(
     type=click.Path(path_type=Path),
     help="Standalone: read the cluster from this directory instead of Kubernetes.",
 )
-@click.option("--kubeconfig", default=None, help="Default: in-cluster, else $KUBECONFIG.")
-@click.option(
-    "--config-namespace",
-    default="teapot-lb-system",
-    show_default=True,
-    help="Namespace of the lb.teapot.io objects ('' for every namespace).",
-)
+@kubeconfig_option("Default: in-cluster, else $KUBECONFIG.", must_exist=False)
+@config_namespace_option("Namespace of the lb.teapot.io objects ('' for every namespace).")
 @click.option(
     "--leader-elect/--no-leader-elect",
     default=True,
     show_default=True,
     help="Write only while holding the Lease teapot-lb-ovn (Kubernetes only).",
 )
-@click.option(
-    "--lease-namespace",
-    help="Namespace of the Lease (default: $POD_NAMESPACE, else the config namespace).",
-)
-@click.option(
-    "--metrics-address",
-    default=":7472",
-    show_default=True,
-    help="HOST:PORT for /metrics, /healthz and /readyz ('' to disable).",
-)
+@click.option("--lease-namespace", help=LEASE_NAMESPACE_HELP)
+@metrics_address_option(":7472", "--metrics-address", help_text=METRICS_HELP)
 @service_class_options
 def ovn(
     ovn_nb: str,
@@ -213,7 +182,7 @@ def ovn(
     config_namespace: str,
     leader_elect: bool,
     lease_namespace: str | None,
-    metrics_address: str,
+    metrics_addr: str,
     load_balancer_class: str,
     class_only: bool,
 ) -> None:
@@ -229,22 +198,16 @@ def ovn(
     options = ControllerOptions(load_balancer_class, class_only)
     store = Store()
     writer = OVNWriter(store, NorthboundLoop(connection, cluster_name), cluster_name, options)
+    setup: Callable[[], Awaitable[Served]]
     if manifests is not None:
         from teapot_lb.standalone.runner import ManifestSource
 
         source = ManifestSource(manifests, store, options=options, on_change=writer.notify)
-        asyncio.run(_standalone(writer, metrics_address or None, source.run))
-        return
-    namespace = None
-    if leader_elect:
-        namespace = lease_namespace or os.environ.get("POD_NAMESPACE") or config_namespace
-        if not namespace:
-            raise click.UsageError("--lease-namespace is needed with --config-namespace ''")
-    identity = os.environ.get("POD_NAME") or socket.gethostname()
-    kube = _serve_kube(
-        writer, kubeconfig, config_namespace or None, namespace, identity, metrics_address or None
-    )
-    asyncio.run(kube)
+        setup = partial(_standalone, writer, source.run)
+    else:
+        lease = lease_config(leader_elect, lease_namespace, config_namespace, "teapot-lb-ovn")
+        setup = partial(_kube, writer, kubeconfig, config_namespace or None, lease)
+    asyncio.run(serve_component("ovn", setup, metrics_addr=metrics_addr))
 
 
 if __name__ == "__main__":

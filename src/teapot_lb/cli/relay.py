@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,13 @@ from aiohttp import web
 
 from teapot_lb import log
 from teapot_lb.bgp.wire import LargeCommunity
-from teapot_lb.cli import cancel_on_signals
+from teapot_lb.cli.serve import (
+    Served,
+    config_namespace_option,
+    kubeconfig_option,
+    metrics_address_option,
+    serve_component,
+)
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.model.bgp import parse_community, parse_large_community
 from teapot_lb.relay.metrics import RelayMetrics
@@ -45,13 +52,8 @@ class RelayServer(MonitoringServer):
     type=click.Path(exists=True, path_type=Path),
     help="Standalone: the directory with Tenants, AddressPools, BGPPeers and Secrets.",
 )
-@click.option("--kubeconfig", help="The management cluster (default: in-cluster).")
-@click.option(
-    "--config-namespace",
-    default="teapot-lb-system",
-    show_default=True,
-    help="Kubernetes: the namespace of the AddressPools and BGPPeers.",
-)
+@kubeconfig_option("The management cluster (default: in-cluster).", must_exist=False)
+@config_namespace_option("Kubernetes: the namespace of the AddressPools and BGPPeers.")
 @click.option("--asn", type=click.IntRange(1, 4294967295), required=True, help="The relay's ASN.")
 @click.option("--router-id", required=True, help="The relay's BGP identifier (an IPv4 address).")
 @click.option("--listen", default=":179", show_default=True, help="Tenant side: HOST:PORT.")
@@ -76,7 +78,7 @@ class RelayServer(MonitoringServer):
     help="TCP MD5 keys: Secret PREFIX-<tenant> (configuration namespace), else PREFIX in the "
     "tenant's namespace (standalone).",
 )
-@click.option("--metrics-addr", default=":7476", show_default=True, help="HOST:PORT ('' off).")
+@metrics_address_option(":7476")
 def relay(
     manifests: Path | None,
     kubeconfig: str | None,
@@ -107,8 +109,6 @@ def relay(
     """
     try:
         host, port = parse_address(listen, default_host="")
-        if metrics_addr:
-            parse_address(metrics_addr)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
     try:
@@ -136,39 +136,31 @@ def relay(
         peers=peers,
         password_secret=password_secret,
     )
-    asyncio.run(_serve(config, manifests, kubeconfig, config_namespace, metrics_addr))
+    setup = partial(_setup, config, manifests, kubeconfig, config_namespace)
+    asyncio.run(serve_component("relay", setup, metrics_addr=metrics_addr))
 
 
-async def _serve(
-    config: RelayConfig,
-    manifests: Path | None,
-    kubeconfig: str | None,
-    config_namespace: str,
-    metrics_addr: str,
-) -> None:
-    cancel_on_signals()
+async def _setup(
+    config: RelayConfig, manifests: Path | None, kubeconfig: str | None, config_namespace: str
+) -> Served:
     relay_ = Relay(config, metrics=RelayMetrics())
     server = RelayServer(relay_)
-    try:
-        if metrics_addr:
-            await server.start(*parse_address(metrics_addr))
+
+    async def run() -> None:
         await relay_.start()
         log.get("teapot_lb.relay").info(
             "relay started", port=relay_.listen_port, metrics=server.port or None
         )
         if manifests is not None:
             await follow_manifests(relay_, manifests)
-        else:
-            from teapot_lb.kube.client import connect
-            from teapot_lb.relay.kube import follow_cluster
+            return
+        from teapot_lb.kube.client import connect
+        from teapot_lb.relay.kube import follow_cluster
 
-            async with await connect(kubeconfig, user_agent="teapot-lb-relay") as client:
-                await follow_cluster(relay_, client, config_namespace=config_namespace)
-    except asyncio.CancelledError:
-        pass
-    finally:
-        await relay_.stop()
-        await server.stop()
+        async with await connect(kubeconfig, user_agent="teapot-lb-relay") as client:
+            await follow_cluster(relay_, client, config_namespace=config_namespace)
+
+    return Served(run=run, monitoring=server, stop=[relay_.stop])
 
 
 def fetch_explain(url: str, tenant: str) -> dict[str, Any]:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from functools import partial
 from pathlib import Path
 
 import click
 from prometheus_client import CollectorRegistry
 
 from teapot_lb import log
-from teapot_lb.cli import cancel_on_signals
-from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.cli.serve import Served, kubeconfig_option, metrics_address_option, serve_component
+from teapot_lb.httpserve import MonitoringServer
 from teapot_lb.kube.client import connect
 from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
@@ -19,11 +19,7 @@ from teapot_lb.tenancy.standalone import run_agent
 
 
 @click.command("tenant-agent")
-@click.option(
-    "--kubeconfig",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Tenant cluster kubeconfig. Default: the pod's service account.",
-)
+@kubeconfig_option("Tenant cluster kubeconfig. Default: the pod's service account.")
 @click.option(
     "--management-kubeconfig",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -66,7 +62,7 @@ from teapot_lb.tenancy.standalone import run_agent
 )
 @click.option("--tenant", help="Standalone: the tenant's name (its directory under ROOT).")
 @click.option("--once", is_flag=True, help="Standalone: one pass, then exit.")
-@click.option("--metrics-addr", default=":7474", show_default=True, help="HOST:PORT ('' off).")
+@metrics_address_option(":7474")
 def tenant_agent(
     kubeconfig: Path | None,
     management_kubeconfig: Path | None,
@@ -104,39 +100,30 @@ def tenant_agent(
         return
     if management_kubeconfig is None:
         raise click.UsageError("--management-kubeconfig is needed (or --manifests)")
-    if metrics_addr:
-        try:
-            parse_address(metrics_addr)
-        except ValueError as err:
-            raise click.BadParameter(str(err)) from None
-    asyncio.run(
-        _serve(
-            kubeconfig,
-            management_kubeconfig,
-            management_namespace,
-            cluster_name,
-            load_balancer_class,
-            unclassed,
-            metrics_addr,
-            gateway,
-            gateway_api,
-        )
+    setup = partial(
+        _setup,
+        kubeconfig,
+        management_kubeconfig,
+        management_namespace,
+        cluster_name,
+        load_balancer_class,
+        unclassed,
+        gateway,
+        gateway_api,
     )
+    asyncio.run(serve_component("tenant-agent", setup, metrics_addr=metrics_addr))
 
 
-async def _serve(
+async def _setup(
     kubeconfig: Path | None,
     management_kubeconfig: Path,
     management_namespace: str | None,
     cluster: str,
     load_balancer_class: str,
     unclassed: bool,
-    metrics_addr: str,
     gateway: bool = False,
     gateway_api: bool = True,
-) -> None:
-    logger = log.get("tenant-agent")
-    cancel_on_signals()
+) -> Served:
     tenant = await connect(kubeconfig, user_agent="teapot-lb-tenant-agent")
     management = await connect(management_kubeconfig, user_agent="teapot-lb-tenant-agent")
     config = AgentConfig(
@@ -148,16 +135,13 @@ async def _serve(
         gateway_api=gateway_api,
     )
     agent = TenantAgent(tenant, management, config)
-    monitoring = MonitoringServer(CollectorRegistry(), readiness=[agent.readiness])
-    try:
-        if metrics_addr:
-            await monitoring.start(*parse_address(metrics_addr))
-        logger.info("serving", cluster=cluster, namespace=config.namespace)
+
+    async def run() -> None:
+        log.get("tenant-agent").info("serving", cluster=cluster, namespace=config.namespace)
         await agent.run()
-    except asyncio.CancelledError:
-        logger.info("shutting down")
-    finally:
-        await monitoring.stop()
-        for client in (tenant, management):
-            with contextlib.suppress(Exception):
-                await client.close()
+
+    return Served(
+        run=run,
+        monitoring=MonitoringServer(CollectorRegistry(), readiness=[agent.readiness]),
+        clients=[tenant, management],
+    )

@@ -5,90 +5,71 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from teapot_lb import ipam
 from teapot_lb.kube.errors import ApiStatusError, KubeError
+from teapot_lb.metrics_table import MetricTable
 
 PREFIX = "teapot_lb_controller"
 
 
 class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        r = self.registry
-        self.pool_size = Gauge(
-            f"{PREFIX}_pool_addresses",
+        t = MetricTable(PREFIX, registry)
+        self.registry = t.registry
+        self.pool_size = t.gauge(
+            "pool_addresses",
             "Addresses an AddressPool can hand out, per family.",
             ["pool", "family"],
-            registry=r,
         )
-        self.pool_in_use = Gauge(
-            f"{PREFIX}_pool_addresses_in_use",
+        self.pool_in_use = t.gauge(
+            "pool_addresses_in_use",
             "Addresses of an AddressPool assigned to Services (a shared IP counts once).",
             ["pool", "family"],
-            registry=r,
         )
-        self.pools_invalid = Gauge(
-            f"{PREFIX}_pools_invalid",
+        self.pools_invalid = t.gauge(
+            "pools_invalid",
             "AddressPools left out because they are invalid (see their Valid condition).",
-            registry=r,
         )
-        self.assignments = Counter(
-            f"{PREFIX}_assignments",
-            "Services given new IPs (first assignment or change).",
-            registry=r,
+        self.assignments = t.counter(
+            "assignments", "Services given new IPs (first assignment or change)."
         )
-        self.releases = Counter(
-            f"{PREFIX}_releases", "Services whose IPs were released.", registry=r
-        )
-        self.failures = Counter(
-            f"{PREFIX}_allocation_failures",
+        self.releases = t.counter("releases", "Services whose IPs were released.")
+        self.failures = t.counter(
+            "allocation_failures",
             "Reconciles that refused a Service an IP, by IPAM reason.",
             ["reason"],
-            registry=r,
         )
-        self.reconcile_duration = Histogram(
-            f"{PREFIX}_reconcile_duration_seconds",
+        self.reconcile_duration = t.histogram(
+            "reconcile_duration_seconds",
             "Time to reconcile one key, API writes included.",
             ["kind"],
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
-            registry=r,
         )
-        self.reconcile_errors = Counter(
-            f"{PREFIX}_reconcile_errors",
-            "Reconciles that failed and were requeued with backoff.",
-            ["kind"],
-            registry=r,
+        self.reconcile_errors = t.counter(
+            "reconcile_errors", "Reconciles that failed and were requeued with backoff.", ["kind"]
         )
-        self.api_errors = Counter(
-            f"{PREFIX}_api_errors",
+        self.api_errors = t.counter(
+            "api_errors",
             "Kubernetes API requests that failed, by operation and HTTP code (0: no answer).",
             ["operation", "code"],
-            registry=r,
         )
-        self.leader = Gauge(
-            f"{PREFIX}_leader", "1 while this replica holds the leader lease.", registry=r
-        )
-        self.queue_depth = Gauge(
-            f"{PREFIX}_workqueue_depth", "Keys waiting in the work queue.", registry=r
-        )
-        self.services_without_ip = Gauge(
-            f"{PREFIX}_services_without_ip",
+        self.leader = t.gauge("leader", "1 while this replica holds the leader lease.")
+        self.queue_depth = t.gauge("workqueue_depth", "Keys waiting in the work queue.")
+        self.services_without_ip = t.gauge(
+            "services_without_ip",
             "LoadBalancer Services this controller handles that were refused an IP.",
-            registry=r,
         )
-        self.webhook_errors = Counter(
-            f"{PREFIX}_webhook_errors",
+        self.webhook_errors = t.counter(
+            "webhook_errors",
             "Admission reviews not answered, by reason (not_ready: 503, bad_review: 400).",
             ["reason"],
-            registry=r,
         )
-        self.webhook_requests = Counter(
-            f"{PREFIX}_webhook_requests",
+        self.webhook_requests = t.counter(
+            "webhook_requests",
             "Admission reviews answered, by kind and verdict.",
             ["kind", "allowed"],
-            registry=r,
         )
 
     def api_error(self, operation: str, err: KubeError) -> None:

@@ -6,7 +6,10 @@ speaker the way an operator runs standalone mode, and reads its ``status.json``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -51,6 +54,40 @@ def start_workload(host: Host, name: str, port: int = SERVICE_PORT) -> subproces
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+class Restartable:
+    """A command run as a process, SIGKILLed and started again (churn: a component that
+    crashes at random points and comes back)."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self.argv = list(argv)
+        self.process: asyncio.subprocess.Process | None = None
+        self.kills = 0
+
+    async def start(self) -> None:
+        self.process = await asyncio.create_subprocess_exec(*self.argv)
+
+    async def kill(self) -> None:
+        """SIGKILL (no goodbye) and wait for the exit; counted in `kills`."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGKILL)
+            await self.process.wait()
+            self.kills += 1
+
+
+def tenant_agent_command(
+    tenant_kubeconfig: Path, management_kubeconfig: Path, cluster: str
+) -> list[str]:
+    """The real ``teapot-lb tenant-agent`` of ``cluster``, warnings only, no metrics."""
+    return [
+        sys.executable, "-c", "from teapot_lb.cli import main; main()",
+        "--log-level", "warning", "tenant-agent",
+        "--kubeconfig", str(tenant_kubeconfig),
+        "--management-kubeconfig", str(management_kubeconfig),
+        "--cluster-name", cluster, "--metrics-addr", "",
+    ]  # fmt: skip
 
 
 def read_status(state_dir: Path) -> dict[str, Any]:

@@ -2,51 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
+from teapot_lb.metrics_table import Reading, ReadingCollector
 from teapot_lb.ovn.writer import OVNWriter
 
 PREFIX = "teapot_lb_ovn"
 
-
-class OVNCollector(Collector):
-    def __init__(self, writer: OVNWriter) -> None:
-        self.writer = writer
-
-    def collect(self) -> Iterator[Metric]:
-        stats = self.writer.loop.stats
-        for name, help_text, value in (
-            ("reconciles", "Diffs of the desired rows against the Northbound.", stats.reconciles),
-            ("transactions", "Northbound transactions committed.", stats.transactions),
-            ("operations", "Row and reference changes committed.", stats.operations),
-            ("failures", "Reconciles that failed (retried after 1 s).", stats.failures),
-        ):
-            counter = CounterMetricFamily(f"{PREFIX}_{name}", help_text)
-            counter.add_metric([], value)
-            yield counter
-        desired = self.writer.desired
-        rows = GaugeMetricFamily(f"{PREFIX}_load_balancers", "Load_Balancer rows we want.")
-        rows.add_metric([], len(desired.state.load_balancers) if desired else 0)
-        yield rows
-        missing = GaugeMetricFamily(
-            f"{PREFIX}_missing_targets", "Configured routers and switches the NB does not have."
-        )
-        missing.add_metric([], len(stats.missing))
-        yield missing
-        behind = GaugeMetricFamily(
-            f"{PREFIX}_pending", "1 while the Northbound does not hold the latest desired rows."
-        )
-        behind.add_metric([], 0 if stats.applied >= self.writer.generation else 1)
-        yield behind
+READINGS: tuple[Reading[OVNWriter], ...] = (
+    Reading("counter", "reconciles", "Diffs of the desired rows against the Northbound.",
+            lambda w: w.loop.stats.reconciles),
+    Reading("counter", "transactions", "Northbound transactions committed.",
+            lambda w: w.loop.stats.transactions),
+    Reading("counter", "operations", "Row and reference changes committed.",
+            lambda w: w.loop.stats.operations),
+    Reading("counter", "failures", "Reconciles that failed (retried after 1 s).",
+            lambda w: w.loop.stats.failures),
+    Reading("gauge", "load_balancers", "Load_Balancer rows we want.",
+            lambda w: len(w.desired.state.load_balancers) if w.desired else 0),
+    Reading("gauge", "missing_targets", "Configured routers and switches the NB does not have.",
+            lambda w: len(w.loop.stats.missing)),
+    Reading("gauge", "pending", "1 while the Northbound does not hold the latest desired rows.",
+            lambda w: 0 if w.loop.stats.applied >= w.generation else 1),
+)  # fmt: skip
 
 
 def ovn_registry(writer: OVNWriter) -> CollectorRegistry:
     registry = CollectorRegistry()
-    registry.register(OVNCollector(writer))
+    registry.register(ReadingCollector(PREFIX, writer, READINGS))
     return registry
 
 

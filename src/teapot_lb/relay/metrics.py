@@ -3,50 +3,40 @@ manager's, so several relays can live in one test process)."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
+
+from teapot_lb.metrics_table import MetricTable
 
 PREFIX = "teapot_lb_relay"
 
 
 class RelayMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        r = self.registry
-        self.rejected = Counter(
-            f"{PREFIX}_routes_rejected",
+        t = MetricTable(PREFIX, registry)
+        self.registry = t.registry
+        self.rejected = t.counter(
+            "routes_rejected",
             "Routes a tenant sent that the relay did not pass on, by tenant and rule.",
             ["tenant", "reason"],
-            registry=r,
         )
-        self.scrubbed = Counter(
-            f"{PREFIX}_routes_communities_scrubbed",
+        self.scrubbed = t.counter(
+            "routes_communities_scrubbed",
             "Accepted routes whose communities outside the allowlist were removed.",
             ["tenant"],
-            registry=r,
         )
-        self.refused = Counter(
-            f"{PREFIX}_sessions_refused",
+        self.refused = t.counter(
+            "sessions_refused",
             "Tenant sessions refused or torn down, by tenant ('' unknown) and reason.",
             ["tenant", "reason"],
-            registry=r,
         )
-        self.accepted = Gauge(
-            f"{PREFIX}_routes_accepted",
-            "Routes of a tenant passed on to the network now.",
-            ["tenant"],
-            registry=r,
+        self.accepted = t.gauge(
+            "routes_accepted", "Routes of a tenant passed on to the network now.", ["tenant"]
         )
-        self.sessions = Gauge(
-            f"{PREFIX}_sessions_established",
-            "Established sessions of a tenant's speakers.",
-            ["tenant"],
-            registry=r,
+        self.sessions = t.gauge(
+            "sessions_established", "Established sessions of a tenant's speakers.", ["tenant"]
         )
-        self.prefixes = Gauge(
-            f"{PREFIX}_prefixes_advertised", "Prefixes advertised to the network.", registry=r
-        )
-        self.paths = Gauge(
-            f"{PREFIX}_paths_advertised",
+        self.prefixes = t.gauge("prefixes_advertised", "Prefixes advertised to the network.")
+        self.paths = t.gauge(
+            "paths_advertised",
             "Paths advertised to the network (ADD-PATH: one per tenant node and prefix).",
-            registry=r,
         )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import Any
@@ -171,8 +171,13 @@ class Relay:
         pools = {p.name: p for p in view.pools.values()}
         tenants: dict[str, _TenantSide] = {}
         policies: dict[str, TenantPolicy] = {}
+        # Secrets by name (the first key in order wins, as a scan would find it): one pass
+        # per apply, not one per Tenant.
+        by_name: dict[str, Mapping[str, bytes]] = {}
+        for key in sorted(view.secrets):
+            by_name.setdefault(key.split("/")[-1], view.secrets[key])
         for tenant in sorted(view.tenants.values(), key=lambda t: t.name):
-            tenants[tenant.name] = self._side_of(tenant, view)
+            tenants[tenant.name] = self._side_of(tenant, view, by_name)
             policies[tenant.name] = tenant_policy(tenant, pools, self.options)
         old_tenants, self.tenants = self.tenants, tenants
         self._by_address.clear()
@@ -192,12 +197,13 @@ class Relay:
         await self._set_upstream(upstream)
         self._schedule_flush()
 
-    def _side_of(self, tenant: Tenant, view: ClusterView) -> _TenantSide:
+    def _side_of(
+        self, tenant: Tenant, view: ClusterView, secrets_by_name: Mapping[str, Mapping[str, bytes]]
+    ) -> _TenantSide:
         operators = f"{self.config.password_secret}-{tenant.name}"
-        secret = next(
-            (data for key, data in sorted(view.secrets.items()) if key.split("/")[-1] == operators),
-            None,
-        ) or view.secrets.get(object_key(tenant.spec.namespace, self.config.password_secret))
+        secret = secrets_by_name.get(operators) or view.secrets.get(
+            object_key(tenant.spec.namespace, self.config.password_secret)
+        )
         password = None
         if secret is not None and "password" in secret:
             password = secret["password"].decode()

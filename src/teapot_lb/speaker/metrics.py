@@ -189,7 +189,7 @@ class SpeakerCollector(Collector):
         state = GaugeMetricFamily(
             f"{PREFIX}_vrrp_state",
             "1 for the VRRP instance's current state.",
-            labels=["instance", "state"],
+            labels=["vrrp_instance", "state"],
         )
         for name, st in sorted(s.vip.supervisor.states.items()):
             state.add_metric([name, st.state.value], 1)

@@ -64,7 +64,7 @@ class Outcome:
     event: Event | None = None
     tenant: str | None = None
     routes: tuple[TenantRoute, ...] = ()
-    refusals: tuple[Refusal, ...] = ()
+    refusals: tuple[Refusal[Rule], ...] = ()
 
 
 def _condition(
@@ -270,7 +270,7 @@ class TenantBook:
         key: str,
         request: TenantLoadBalancer | None,
         tenant: str | None,
-        refusals: list[Refusal],
+        refusals: list[Refusal[Rule]],
         now: datetime,
     ) -> Outcome:
         """The outcome of refusing a request for `refusals` (it holds nothing after)."""
@@ -301,7 +301,7 @@ class TenantBook:
         message: str = "",
         assigned: ipam.Assigned | None = None,
         routes: tuple[TenantRoute, ...] = (),
-        refusals: tuple[Refusal, ...] = (),
+        refusals: tuple[Refusal[Rule], ...] = (),
     ) -> Outcome:
         previous = request.status if request is not None and request.status else None
         old = previous.conditions if previous else []

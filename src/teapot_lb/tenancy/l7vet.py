@@ -41,11 +41,12 @@ from teapot_lb.model.gateway_api import (
     route_hostnames,
 )
 from teapot_lb.model.ingress import INGRESS_CLASS, Ingress
-from teapot_lb.model.problem import Problem, problem
+from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import Tenant, TenantMode
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY, certificate_problem
+from teapot_lb.tenancy.refusal import Refusal
 from teapot_lb.tenancy.request import LABEL_CLUSTER, request_name
-from teapot_lb.tenancy.vet import Refusal, tenant_of
+from teapot_lb.tenancy.vet import tenant_of
 
 L7Object = Ingress | Gateway | HTTPRoute | TLSRoute | Route
 LABEL_SOURCE_NAMESPACE = "lb.teapot.io/source-namespace"
@@ -87,16 +88,8 @@ class L7Rule(StrEnum):
     OVERSIZED = "Oversized"
 
 
-@dataclass(frozen=True)
-class L7Refusal:
-    """Why an object is refused: the rule, the object's field, and what is wrong."""
-
-    rule: L7Rule
-    field: str
-    message: str
-
-    def problem(self, ref: ObjectRef) -> Problem:
-        return problem(ref, self.field, f"{self.message} [{self.rule}]")
+class L7Refusal(Refusal[L7Rule]):
+    """Why an object is refused; its text names the rule too (`gateway --check` lists it)."""
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message} [{self.rule}]"

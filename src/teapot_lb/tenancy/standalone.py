@@ -93,7 +93,7 @@ def manage(root: Path, now: datetime, book: TenantBook | None = None) -> Manager
     tenants = {o.name: o for o in management.objects if isinstance(o, Tenant)}
     requests: dict[str, TenantLoadBalancer] = {}
     owner_of: dict[str, str] = {}
-    refused: dict[str, tuple[str, Refusal]] = {}
+    refused: dict[str, tuple[str, Refusal[Rule]]] = {}
     tenants_dir = root / "tenants"
     for directory in sorted(p for p in tenants_dir.glob("*") if p.is_dir()):
         name = directory.name

@@ -14,9 +14,9 @@ from enum import StrEnum
 
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.pool import AddressPool
-from teapot_lb.model.problem import Problem, problem
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.tenancy.allocation import addresses_needed, is_allocated
+from teapot_lb.tenancy.refusal import Refusal
 
 
 class Rule(StrEnum):
@@ -29,21 +29,6 @@ class Rule(StrEnum):
     BACKEND_NOT_ALLOWED = "BackendNotAllowed"  # a backend outside the tenant's node networks
     QUOTA_EXCEEDED = "QuotaExceeded"  # addresses, load balancers or ports over quota
     INVALID_REQUEST = "InvalidRequest"  # the request contradicts itself
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a request is refused: the rule, the request's field, and what is wrong."""
-
-    rule: Rule
-    field: str
-    message: str
-
-    def problem(self, ref: ObjectRef) -> Problem:
-        return problem(ref, self.field, f"{self.message} [{self.rule}]")
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}" if self.field else self.message
 
 
 @dataclass(frozen=True)
@@ -62,7 +47,7 @@ class Usage:
         )
 
 
-def tenant_of(namespace: str, tenants: Iterable[Tenant]) -> Tenant | Refusal:
+def tenant_of(namespace: str, tenants: Iterable[Tenant]) -> Tenant | Refusal[Rule]:
     """The one Tenant whose namespace this is, or why there is not exactly one."""
     owners = sorted((t for t in tenants if t.spec.namespace == namespace), key=lambda t: t.name)
     if not owners:
@@ -96,14 +81,14 @@ def vet(
     others: Usage = Usage(),
     *,
     shares: bool = False,
-) -> list[Refusal]:
+) -> list[Refusal[Rule]]:
     """Every rule `request` breaks as a request of `tenant` (empty: accepted).
 
     `others` is what the tenant's other admitted requests hold; `shares` says the request
     would share IPs the tenant holds already (they then do not count again).
     """
     spec = request.spec
-    out: list[Refusal] = []
+    out: list[Refusal[Rule]] = []
     name = tenant.name
     if spec.mode not in tenant.spec.modes:
         allowed = ", ".join(m.value for m in tenant.spec.modes) or "none"
@@ -140,9 +125,9 @@ def vet(
     return out
 
 
-def _self_contradictions(request: TenantLoadBalancer) -> list[Refusal]:
+def _self_contradictions(request: TenantLoadBalancer) -> list[Refusal[Rule]]:
     spec = request.spec
-    out: list[Refusal] = []
+    out: list[Refusal[Rule]] = []
     families = request.families()
     seen: set[int] = set()
     for i, ip in enumerate(spec.requested_ips):
@@ -186,8 +171,8 @@ _QUOTAS = (
 )
 
 
-def _quota_refusals(tenant: Tenant, others: Usage, wanted: Usage) -> list[Refusal]:
-    out: list[Refusal] = []
+def _quota_refusals(tenant: Tenant, others: Usage, wanted: Usage) -> list[Refusal[Rule]]:
+    out: list[Refusal[Rule]] = []
     quotas = tenant.spec.quotas
     for attr, words in _QUOTAS:
         limit: int | None = getattr(quotas, attr)
@@ -209,13 +194,13 @@ def vet_all(
     requests: Iterable[TenantLoadBalancer],
     tenants: Iterable[Tenant],
     pools: Mapping[str, AddressPool],
-) -> dict[ObjectRef, list[Refusal]]:
+) -> dict[ObjectRef, list[Refusal[Rule]]]:
     """Every request vetted in the order given, quotas filled first come, first served
     (for `validate`, the webhook and standalone mode, which have no allocator state)."""
     tenant_list = list(tenants)
     used: dict[str, Usage] = {}
     keys: dict[str, set[str]] = {}
-    out: dict[ObjectRef, list[Refusal]] = {}
+    out: dict[ObjectRef, list[Refusal[Rule]]] = {}
     for request in requests:
         owner = tenant_of(request.namespace, tenant_list)
         if isinstance(owner, Refusal):
