@@ -24,6 +24,7 @@ import textwrap
 import types
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,6 +193,10 @@ def _octavia_conf(work: Path, port: int, kubeconfig: Path) -> str:
         [oslo_messaging]
         topic = octavia_prov
 
+        [certificates]
+        cert_manager = local_cert_manager
+        storage_path = {work / "certificates"}
+
         [teapot]
         kubeconfig = {kubeconfig}
         answer_timeout = 10
@@ -285,6 +290,18 @@ class Stack:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+
+
+def store_certificate(stack: Stack, cert_pem: str, key_pem: str) -> str:
+    """A TLS container reference Octavia's certificate manager resolves: the test stack
+    uses Octavia's `local_cert_manager` (files <ref>.crt and <ref>.key in its storage
+    path) where production uses Barbican."""
+    ref = str(uuid.uuid4())
+    store = stack.work / "certificates"
+    store.mkdir(mode=0o700, exist_ok=True)
+    (store / f"{ref}.crt").write_text(cert_pem)
+    (store / f"{ref}.key").write_text(key_pem)
+    return ref
 
 
 def config(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:

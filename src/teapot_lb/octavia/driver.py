@@ -56,6 +56,7 @@ from teapot_lb.octavia.mapping import (
     status_update,
     tree_of,
 )
+from teapot_lb.octavia.tls import certificate_refusals
 from teapot_lb.octavia.unsupported import (
     ID_KEYS,
     ObjectKind,
@@ -225,6 +226,13 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             text = "; ".join(early)
             raise _fault(f"load balancer {lb.id}: refused for Tenant {tenant.name}: {text}")
 
+    def _check_tls(self, tenant: Tenant, listeners: Iterable[Mapping[str, Any]]) -> None:
+        """Refuse now a TERMINATED_HTTPS listener's certificate the Tenant cannot serve
+        (outside its DNS domains, unparsable, expired), naming the option and reference."""
+        found = [text for li in listeners for text in certificate_refusals(li, tenant)]
+        if found:
+            raise _fault(f"refused for Tenant {tenant.name}: {'; '.join(found)}")
+
     def _change(
         self,
         project_id: str,
@@ -235,10 +243,12 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         gone: Iterable[tuple[ObjectKind, str]] = (),
         checked: Iterable[Unsupported] = (),
         certificates: Certificates | None = None,
+        tls: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         """One change of a load balancer: refuse now or apply after the call."""
         _refuse(checked)
         tenant = self._tenant(project_id)
+        self._check_tls(tenant, tls)
         old = self._current(tenant, lb_id)
         new = edit(old)
         self._check(tenant, new)
@@ -259,7 +269,47 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             for listener_id, containers in (certificates or {}).items()
             for secret in tls_secrets(new, listener_id, containers, namespace)
         ]
-        self._rt.loop.submit(new.id, lambda: self._apply(tenant, old, new, subject, gone, secrets))
+        # Octavia's listener create gives the SNI references without their data: those
+        # come from its database (through the driver agent) once the call is committed.
+        fetch = [
+            listener_id
+            for listener_id, containers in (certificates or {}).items()
+            if (li := new.listener(listener_id)) is not None and li.certificates > len(containers)
+        ]
+
+        async def job() -> None:
+            if fetch and not await self._fetch_certificates(tenant, new, fetch, secrets):
+                return
+            await self._apply(tenant, old, new, subject, gone, secrets)
+
+        self._rt.loop.submit(new.id, job)
+
+    async def _fetch_certificates(
+        self, tenant: Tenant, lb: t.LoadBalancer, listener_ids: list[str], secrets: list[KubeObject]
+    ) -> bool:
+        """Add the listeners' Secrets from Octavia's database (their certificates checked as
+        in a call); False when one is refused (its listener reported in ERROR)."""
+        for listener_id in listener_ids:
+            subject = (ObjectKind.LISTENER, listener_id)
+            await self._committed(lb.id, subject)
+            found = await asyncio.to_thread(self._rt.lib.get_listener, listener_id)
+            d = {"listener_id": listener_id, **(_dict(found) if found is not None else {})}
+            refused = await asyncio.to_thread(certificate_refusals, d, tenant)
+            containers = t.certificates_in(d)
+            if not refused and len(containers) < t.certificate_count(d):
+                refused = [f"listener {listener_id}: certificates not readable from Octavia"]
+            if refused:
+                _log.warning("certificate refused", lb=lb.id, reason="; ".join(refused))
+                await self._report(lb.id, subject, failed_update(lb.id, subject))
+                return False
+            names = {s["metadata"]["name"] for s in secrets}
+            namespace = tenant.spec.namespace
+            secrets += [
+                s
+                for s in tls_secrets(lb, listener_id, containers, namespace)
+                if s["metadata"]["name"] not in names
+            ]
+        return True
 
     async def _apply(
         self,
@@ -403,6 +453,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         try:
             _refuse(refusals_in_load_balancer(d, mode))
             self._check(tenant, lb)
+            self._check_tls(tenant, [li for li in d.get("listeners") or [] if li])
         except (lib_exceptions.UnsupportedOptionError, lib_exceptions.DriverError):
             # Octavia rolls the load balancer back: so goes the VIP's request.
             self._rt.run(self._rt.management.delete(tenant.spec.namespace, lb_id))
@@ -487,6 +538,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             lambda lb: t.put_listener(lb, new),
             checked=checked,
             certificates=certificates,
+            tls=[d],
         )
 
     def _lb_child_update(
@@ -520,7 +572,10 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
         checked = refusals(ObjectKind.LISTENER, {**old, **d}, t.Mode.ROUTE)
         certificates = {ident: containers} if containers else None
-        self._lb_child(ObjectKind.LISTENER, old, edit, checked=checked, certificates=certificates)
+        self._lb_child(
+            ObjectKind.LISTENER, old, edit, checked=checked, certificates=certificates,
+            tls=[{"listener_id": ident, **d}] if containers else [],
+        )  # fmt: skip
 
     def listener_delete(self, listener: Any) -> None:
         d = _dict(listener)

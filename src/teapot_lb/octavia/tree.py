@@ -210,6 +210,13 @@ def certificates_in(d: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [c for c in [default, *_get(d, "sni_container_data", [])] if c]
 
 
+def certificate_count(d: Mapping[str, Any]) -> int:
+    """How many certificates a listener has: those given, or those referred to (Octavia's
+    listener create passes the SNI references without their data)."""
+    refs = int(bool(d.get("default_tls_container_ref"))) + len(_get(d, "sni_container_refs", []))
+    return max(len(certificates_in(d)), refs)
+
+
 def listener_from_provider(d: Mapping[str, Any]) -> Listener:
     pool = d.get("default_pool")
     pool_id = d.get("default_pool_id") or (pool.get("pool_id") if pool else None)
@@ -221,7 +228,7 @@ def listener_from_provider(d: Mapping[str, Any]) -> Listener:
         default_pool_id=str(pool_id) if pool_id else None,
         admin_state_up=bool(_get(d, "admin_state_up", True)),
         l7policies=tuple(l7policy_from_provider(p) for p in _get(d, "l7policies", []) if p),
-        certificates=len(certificates_in(d)),
+        certificates=certificate_count(d),
     )
 
 
@@ -412,6 +419,7 @@ __all__ = [
     "Member",
     "Mode",
     "Pool",
+    "certificate_count",
     "certificates_in",
     "drop_health_monitor",
     "drop_l7policy",
