@@ -56,7 +56,7 @@ from teapot_lb.octavia.mapping import (
     status_update,
     tree_of,
 )
-from teapot_lb.octavia.tls import certificate_refusals
+from teapot_lb.octavia.tls import certificate_refusals, container_names
 from teapot_lb.octavia.unsupported import (
     ID_KEYS,
     ObjectKind,
@@ -163,6 +163,18 @@ def _dict(obj: Any) -> dict[str, Any]:
     return result
 
 
+def _with_certificate_hosts(
+    lb: t.LoadBalancer, listener_id: str, containers: list[Mapping[str, Any]]
+) -> t.LoadBalancer:
+    """`lb` with the DNS names of a listener's certificates (which one serves a hostname by
+    SNI), when all of them are given."""
+    listener = lb.listener(listener_id)
+    if listener is None or not containers or len(containers) != listener.certificates:
+        return lb
+    hosts = tuple(container_names(c) for c in containers)
+    return t.put_listener(lb, listener.model_copy(update={"certificate_hosts": hosts}))
+
+
 def _vip_port_id(lb_id: str) -> str:
     """A stable id for the VIP "port" Octavia records (there is no Neutron port)."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"teapot-lb:octavia:vip:{lb_id}"))
@@ -264,6 +276,8 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         certificates: Certificates | None = None,
     ) -> None:
         namespace = tenant.spec.namespace
+        for listener_id, containers in (certificates or {}).items():
+            new = _with_certificate_hosts(new, listener_id, containers)
         secrets = [
             secret
             for listener_id, containers in (certificates or {}).items()
@@ -278,17 +292,20 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         ]
 
         async def job() -> None:
-            if fetch and not await self._fetch_certificates(tenant, new, fetch, secrets):
-                return
-            await self._apply(tenant, old, new, subject, gone, secrets)
+            lb: t.LoadBalancer | None = new
+            if fetch:
+                lb = await self._fetch_certificates(tenant, new, fetch, secrets)
+            if lb is not None:
+                await self._apply(tenant, old, lb, subject, gone, secrets)
 
         self._rt.loop.submit(new.id, job)
 
     async def _fetch_certificates(
         self, tenant: Tenant, lb: t.LoadBalancer, listener_ids: list[str], secrets: list[KubeObject]
-    ) -> bool:
+    ) -> t.LoadBalancer | None:
         """Add the listeners' Secrets from Octavia's database (their certificates checked as
-        in a call); False when one is refused (its listener reported in ERROR)."""
+        in a call) and their names to `lb`; None when one is refused (its listener reported
+        in ERROR)."""
         for listener_id in listener_ids:
             subject = (ObjectKind.LISTENER, listener_id)
             await self._committed(lb.id, subject)
@@ -301,7 +318,8 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             if refused:
                 _log.warning("certificate refused", lb=lb.id, reason="; ".join(refused))
                 await self._report(lb.id, subject, failed_update(lb.id, subject))
-                return False
+                return None
+            lb = await asyncio.to_thread(_with_certificate_hosts, lb, listener_id, containers)
             names = {s["metadata"]["name"] for s in secrets}
             namespace = tenant.spec.namespace
             secrets += [
@@ -309,7 +327,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
                 for s in tls_secrets(lb, listener_id, containers, namespace)
                 if s["metadata"]["name"] not in names
             ]
-        return True
+        return lb
 
     async def _apply(
         self,

@@ -55,6 +55,11 @@ def certificate_names(cert: bytes) -> list[str]:
     return [cn.group(1).strip().lower()] if cn else []
 
 
+def container_names(container: Mapping[str, Any]) -> tuple[str, ...]:
+    """The DNS names of the certificate in one of Octavia's TLS containers."""
+    return tuple(certificate_names(_text(container.get("certificate"))))
+
+
 def containers_with_refs(listener: Mapping[str, Any]) -> list[tuple[str, Any, Mapping[str, Any]]]:
     """(option, reference, container data) of a listener's certificates as Octavia gives
     them to the driver: the default one, then the SNI ones."""
@@ -96,4 +101,4 @@ def certificate_refusals(
     return out
 
 
-__all__ = ["certificate_names", "certificate_refusals", "containers_with_refs"]
+__all__ = ["certificate_names", "certificate_refusals", "container_names", "containers_with_refs"]

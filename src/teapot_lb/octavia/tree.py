@@ -103,6 +103,9 @@ class Listener(_Frozen):
     certificates: int = 0
     """TERMINATED_HTTPS: how many certificates (default, then SNI) Octavia gave; their PEM
     is written to Secrets when given and never kept in the tree (which is an annotation)."""
+    certificate_hosts: tuple[tuple[str, ...], ...] = ()
+    """The DNS names of each certificate (same order; public, unlike the PEM): which one a
+    hostname is served with by SNI. Empty when not read."""
 
 
 class LoadBalancer(_Frozen):
@@ -353,9 +356,16 @@ def keep_certificates(lb: LoadBalancer, kept: LoadBalancer | None) -> LoadBalanc
     if kept is None:
         return lb
     counts = {li.id: li.certificates for li in kept.listeners}
+    hosts = {li.id: li.certificate_hosts for li in kept.listeners}
     listeners = tuple(
         li if li.certificates else li.model_copy(update={"certificates": counts.get(li.id, 0)})
         for li in lb.listeners
+    )
+    listeners = tuple(
+        li.model_copy(update={"certificate_hosts": hosts[li.id]})
+        if not li.certificate_hosts and len(hosts.get(li.id, ())) == li.certificates > 0
+        else li
+        for li in listeners
     )
     return lb.model_copy(update={"listeners": listeners})
 
