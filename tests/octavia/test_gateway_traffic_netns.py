@@ -13,7 +13,6 @@ import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -72,25 +71,6 @@ def objects() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def create(conn: Any, lb_id: str, make: Any, **kwargs: Any) -> Any:
-    """Create one object and wait for the load balancer to be ACTIVE again."""
-    made = make(project_id=PROJECT, **kwargs)
-    active(conn, lb_id, within=WITHIN)
-    return made
-
-
-def host_policy(conn: Any, lb_id: str, listener: str, pool: str, host: str, path: str = "") -> None:
-    lbs = conn.load_balancer
-    policy = create(conn, lb_id, lbs.create_l7_policy, listener_id=listener,
-                    action="REDIRECT_TO_POOL", redirect_pool_id=pool)  # fmt: skip
-    rule = lbs.create_l7_rule
-    create(conn, lb_id, partial(rule, policy.id), type="HOST_NAME",
-           compare_type="EQUAL_TO", value=host)  # fmt: skip
-    if path:
-        create(conn, lb_id, partial(rule, policy.id), type="PATH",
-               compare_type="STARTS_WITH", value=path)  # fmt: skip
-
-
 def https(w: World, host: str, path: str = "/") -> str | None:
     """The member answering https://host/path (None: no 200)."""
     r = w.lab.curl(f"https://{host}{path}", "--cacert", str(w.cas[host]), host=host, port=443)
@@ -125,41 +105,57 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             members.wait(timeout=10)
 
 
+def policy(host: str, path: str = "", **pool: Any) -> dict[str, Any]:
+    """A REDIRECT_TO_POOL policy (`pool`: redirect_pool by name, or redirect_pool_id)."""
+    rules = [{"type": "HOST_NAME", "compare_type": "EQUAL_TO", "value": host}]
+    if path:
+        rules.append({"type": "PATH", "compare_type": "STARTS_WITH", "value": path})
+    return {"action": "REDIRECT_TO_POOL", "rules": rules, **pool}
+
+
 def build(w: World) -> None:
-    """The load balancer: pools web (a, b) and api; HTTP on 80 with www/api* → api and
-    www → web; TERMINATED_HTTPS on 443 (www's certificate, api's by SNI) with www → web
-    and api → api. Times the TLS listener's create to the first HTTPS answer."""
-    conn, lbs = w.conn, w.conn.load_balancer
-    lb = lbs.create_load_balancer(name="gw", vip_subnet_id=SUBNET, project_id=PROJECT,
-                                  provider="teapot")  # fmt: skip
-    w.lb_id = lb.id
-    active(conn, lb.id, within=WITHIN)
-    pools = {}
-    for name, addresses in (("web", [WEB_A, WEB_B]), ("api", [API_MEMBER])):
-        pool = create(conn, lb.id, lbs.create_pool, loadbalancer_id=lb.id, protocol="HTTP",
-                      lb_algorithm="ROUND_ROBIN", name=name)  # fmt: skip
-        for address in addresses:
-            create(conn, lb.id, partial(lbs.create_member, pool.id), address=address,
-                   protocol_port=8080)  # fmt: skip
-        pools[name] = pool.id
-    w.web_pool = pools["web"]
-    http = create(conn, lb.id, lbs.create_listener, loadbalancer_id=lb.id, protocol="HTTP",
-                  protocol_port=80)  # fmt: skip
-    host_policy(conn, lb.id, http.id, pools["api"], WWW, "/api")
-    host_policy(conn, lb.id, http.id, pools["web"], WWW)
+    """One graph create: pools web (a, b) and api, TERMINATED_HTTPS on 443 (www's
+    certificate, api's by SNI) with www → web and api → api (timed to the first HTTPS
+    answer); then one listener create: HTTP on 80 with www/api* → api and www → web."""
+    lbs = w.conn.load_balancer
     refs = {
         h: store_certificate(w.stack, ca.read_text(), ca.with_suffix(".key").read_text())
         for h, ca in w.cas.items()
     }
+    pools = [
+        {"name": name, "protocol": "HTTP", "lb_algorithm": "ROUND_ROBIN",
+         "members": [{"address": a, "protocol_port": 8080} for a in addresses]}
+        for name, addresses in (("web", [WEB_A, WEB_B]), ("api", [API_MEMBER]))
+    ]  # fmt: skip
+    tls = {
+        "protocol": "TERMINATED_HTTPS", "protocol_port": 443,
+        "default_tls_container_ref": refs[WWW], "sni_container_refs": [refs[API]],
+        "l7policies": [policy(WWW, redirect_pool={"name": "web"}),
+                       policy(API, redirect_pool={"name": "api"})],
+    }  # fmt: skip
     start = time.monotonic()
-    tls = create(conn, lb.id, lbs.create_listener, loadbalancer_id=lb.id,
-                 protocol="TERMINATED_HTTPS", protocol_port=443,
-                 default_tls_container_ref=refs[WWW], sni_container_refs=[refs[API]])  # fmt: skip
-    host_policy(conn, lb.id, tls.id, pools["web"], WWW)
-    host_policy(conn, lb.id, tls.id, pools["api"], API)
+    lb = lbs.create_load_balancer(name="gw", vip_subnet_id=SUBNET, project_id=PROJECT,
+                                  provider="teapot", listeners=[tls], pools=pools)  # fmt: skip
+    w.lb_id = lb.id
     wait_for(lambda: https(w, API), timeout=WITHIN, what=f"https://{API}/ served",
              every=0.05)  # fmt: skip
     w.https_first_s = time.monotonic() - start
+    lb = active(w.conn, lb.id, within=WITHIN)
+    ids = {lbs.get_pool(p["id"]).name: p["id"] for p in lb.pools}
+    w.web_pool = ids["web"]
+    http = lbs.create_listener(
+        loadbalancer_id=lb.id, protocol="HTTP", protocol_port=80, project_id=PROJECT
+    )
+    active(w.conn, lb.id, within=WITHIN)
+    # (one call per rule: Octavia 19 fails a policy create with inline rules)
+    for made in (policy(WWW, "/api", redirect_pool_id=ids["api"]),
+                 policy(WWW, redirect_pool_id=ids["web"])):  # fmt: skip
+        rules = made.pop("rules")
+        created = lbs.create_l7_policy(listener_id=http.id, project_id=PROJECT, **made)
+        active(w.conn, lb.id, within=WITHIN)
+        for rule in rules:
+            lbs.create_l7_rule(created.id, project_id=PROJECT, **rule)
+            active(w.conn, lb.id, within=WITHIN)
 
 
 def served_by(w: World, path: str, host: str = WWW) -> str | None:
