@@ -160,9 +160,14 @@ def tenant(name: str, namespace: str, project: str, cidr: str, **spec: Any) -> d
     }
 
 
-def _octavia_conf(work: Path, port: int, kubeconfig: Path) -> str:
-    return textwrap.dedent(
-        f"""\
+def _octavia_conf(
+    work: Path, port: int, kubeconfig: Path, teapot: dict[str, str] | None = None
+) -> str:
+    extra = "".join(f"{k} = {v}\n" for k, v in (teapot or {}).items())
+    # (extra goes last: into the [teapot] section)
+    return (
+        textwrap.dedent(
+            f"""\
         [DEFAULT]
         transport_url = fake://
         debug = False
@@ -201,6 +206,8 @@ def _octavia_conf(work: Path, port: int, kubeconfig: Path) -> str:
         kubeconfig = {kubeconfig}
         answer_timeout = 10
         """
+        )
+        + extra
     )
 
 
@@ -353,13 +360,14 @@ def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -
     return rest
 
 
-def _database(stack: Stack) -> subprocess.Popen[bytes]:
+def _database(stack: Stack, teapot: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Write octavia.conf and start making the database while the management side
     starts."""
     conf = stack.work / "octavia.conf"
     port = free_port()
     stack.octavia_url = f"http://127.0.0.1:{port}"
-    conf.write_text(_octavia_conf(stack.work, port, stack.work / "management.kubeconfig"))
+    kubeconfig = stack.work / "management.kubeconfig"
+    conf.write_text(_octavia_conf(stack.work, port, kubeconfig, teapot))
     url = f"sqlite:///{stack.work / 'octavia.db'}"
     return subprocess.Popen([str(OCTAVIA_BIN / "python"), "-c", _CREATE_SCHEMA, url],
                             stdout=stack.log("database"), stderr=subprocess.STDOUT)  # fmt: skip
@@ -395,13 +403,14 @@ def running(
     host: Host | None = None,
     address: str = "127.0.0.1",
     objects: Iterable[dict[str, Any]] | None = None,
+    teapot: dict[str, str] | None = None,
 ) -> Iterator[tuple[Stack, Rest]]:
     """The whole stack in `work` (logs there), stopped on exit: in lab namespace `host`
     when given (the management API listening on `address`), with these `objects` in the
-    management API (default: default_objects())."""
+    management API (default: default_objects()); `teapot`: more driver options."""
     stack = Stack(work, host)
     try:
-        database = _database(stack)
+        database = _database(stack, teapot)
         rest = _management(stack, address, default_objects() if objects is None else objects)
         _octavia(stack, database)
         yield stack, rest

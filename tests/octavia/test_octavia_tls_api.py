@@ -9,7 +9,10 @@ manager refusing). One stack per module; tests use their own load balancers."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,8 +20,20 @@ import pytest
 from gateway.lab import make_certificate
 from teapot_lb.lab.wait import wait_for
 
-from .stack import PROJECT, Rest, Stack, active, connection, missing, running, store_certificate
-from .test_octavia_api import make_lb, refusal
+from .stack import (
+    OTHER_PROJECT,
+    PROJECT,
+    Rest,
+    Stack,
+    active,
+    connection,
+    default_objects,
+    missing,
+    running,
+    store_certificate,
+    tenant,
+)
+from .test_octavia_api import SUBNET, make_lb, refusal
 
 pytestmark = [
     pytest.mark.skipif(bool(missing()), reason=missing() or ""),
@@ -29,9 +44,26 @@ WITHIN = 20.0
 SECRETS = "/api/v1/namespaces/tenant-acme/secrets"
 
 
+GRACE_S = 3.0  # the VIP orphan sweep's grace here (300 s by default)
+
+
+def objects() -> list[dict[str, Any]]:
+    """The default Tenant acme, and Tenant tiny (project OTHER_PROJECT) with one address
+    and one port."""
+    return [
+        *[o for o in default_objects() if o["metadata"]["name"] != "bolt"],
+        tenant("tiny", "tenant-bolt", OTHER_PROJECT, "203.0.113.8/32",
+               quotas={"addresses": 1, "loadBalancers": 4, "ports": 1}),
+    ]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Rest, Any]]:
-    with running(tmp_path_factory.mktemp("octls")) as (stack, rest):
+    sweep = {"vip_orphan_grace": str(GRACE_S), "sweep_interval": "0.5"}
+    with running(tmp_path_factory.mktemp("octls"), objects=objects(), teapot=sweep) as (
+        stack,
+        rest,
+    ):
         yield stack, rest, connection(stack)
 
 
@@ -85,9 +117,12 @@ def test_a_terminated_https_listener_becomes_active_with_its_certificates_as_sec
         "/apis/gateway.networking.k8s.io/v1/namespaces/tenant-acme/gateways"
         f"?labelSelector=octavia.lb.teapot.io%2Floadbalancer%3D{lb.id}"
     )["items"][0]
-    [entry] = gateway["spec"]["listeners"]
-    assert (entry["protocol"], entry["port"], entry["tls"]["mode"]) == ("HTTPS", 443, "Terminate")
-    assert len(entry["tls"]["certificateRefs"]) == 2
+    # One Gateway listener per certificate, so that each is offered for its own names.
+    entries = gateway["spec"]["listeners"]
+    assert [e["name"] for e in entries] == [listener.id, f"{listener.id}-sni1"]
+    for entry in entries:
+        assert (entry["protocol"], entry["port"]) == ("HTTPS", 443)
+        assert entry["tls"]["mode"] == "Terminate" and len(entry["tls"]["certificateRefs"]) == 1
     tlb = rest.tlb(lb.id)
     assert tlb is not None
     text = repr(tlb)
@@ -127,3 +162,114 @@ def test_a_certificate_outside_the_tenants_dns_domains_is_refused_by_name(
              what="the listener with a foreign SNI certificate in ERROR")  # fmt: skip
     active(conn, lb.id)
     assert secrets_of(rest, lb.id) == {}
+
+
+# ------------------------------------------------------------------ the VIP orphan sweep
+
+
+def test_a_vip_request_left_by_a_create_octavia_rolled_back_is_swept(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    _, rest, conn = stack
+    lbs = conn.load_balancer
+    before = {t["metadata"]["name"] for t in rest.tlbs()}
+    # Octavia refuses this graph (an unnamed pool) after create_vip_port has run, rolls
+    # back and calls nothing more on the driver.
+    unnamed = {"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}
+    listeners = [{"protocol": "TCP", "protocol_port": 80, "default_pool": unnamed}]
+    said = refusal(lambda: lbs.create_load_balancer(
+        vip_subnet_id=SUBNET, project_id=PROJECT, listeners=listeners))  # fmt: skip
+    assert "Pools must be named" in said, said
+    [orphan] = [t for t in rest.tlbs() if t["metadata"]["name"] not in before]
+    lb_id = orphan["metadata"]["labels"]["octavia.lb.teapot.io/loadbalancer"]
+    assert orphan["status"]["addresses"], orphan  # an address held for nobody
+    assert lbs.find_load_balancer(lb_id) is None
+
+    def swept() -> bool:
+        # Octavia makes a driver for each call that reaches it: this one is the cheapest.
+        list(lbs.provider_flavor_capabilities("teapot"))
+        return rest.tlb(lb_id) is None
+
+    wait_for(swept, timeout=GRACE_S + WITHIN, what="the orphaned VIP request swept", every=0.5)
+    assert all(t["metadata"]["name"] in before for t in rest.tlbs())
+
+
+# ------------------------------------------------------------------ failure paths
+
+
+def pid_of(st: Stack, name: str) -> int:
+    return st.procs[name].pid
+
+
+def paused(st: Stack, name: str, call: Callable[[], Any]) -> tuple[str, float]:
+    """`call`'s refusal text while process `name` is stopped (SIGSTOP), and its duration."""
+    pid = pid_of(st, name)
+    os.kill(pid, signal.SIGSTOP)
+    start = time.monotonic()
+    try:
+        return refusal(call), time.monotonic() - start
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_the_management_api_unreachable_fails_a_create_naming_it_and_leaves_nothing_pending(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    st, _, conn = stack
+    lbs = conn.load_balancer
+    said, took = paused(st, "fakeapi", lambda: lbs.create_load_balancer(
+        name="unreachable", vip_subnet_id=SUBNET, project_id=PROJECT))  # fmt: skip
+    assert "teapot-lb management API" in said, said
+    assert took < 40, took  # the driver's deadline, not Octavia's or the client's
+    assert [lb for lb in lbs.load_balancers() if lb.name == "unreachable"] == []
+    # The API back, the next create works.
+    lb = make_lb(conn, "reachable")
+    assert lb.provisioning_status == "ACTIVE"
+    assert not any(lb.provisioning_status.startswith("PENDING") for lb in lbs.load_balancers())
+
+
+def test_the_manager_silent_during_a_change_puts_the_object_in_error_not_pending(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    st, _, conn = stack
+    lbs = conn.load_balancer
+    lb = make_lb(conn, "silent")
+    os.kill(pid_of(st, "manager"), signal.SIGSTOP)
+    try:
+        listener = lbs.create_listener(loadbalancer_id=lb.id, protocol="TCP", protocol_port=81,
+                                       project_id=PROJECT)  # fmt: skip
+        wait_for(lambda: lbs.get_listener(listener.id).provisioning_status == "ERROR",
+                 timeout=WITHIN + 10, what="the listener in ERROR")  # fmt: skip
+    finally:
+        os.kill(pid_of(st, "manager"), signal.SIGCONT)
+    # The load balancer is usable again (Octavia keeps a PENDING_* one immutable).
+    assert active(conn, lb.id).provisioning_status == "ACTIVE"
+    assert "did not answer" in st.tail("octavia-api", 400)
+
+
+def test_the_managers_refusals_are_errors_with_the_reason(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    st, rest, conn = stack
+    lbs = conn.load_balancer
+    first = make_lb(conn, "tiny-1", project=OTHER_PROJECT)
+    assert first.vip_address == "203.0.113.8"
+    # The Tenant's one address is taken: the VIP is refused in the call, with the reason.
+    said = refusal(lambda: lbs.create_load_balancer(
+        name="tiny-2", vip_subnet_id=SUBNET, project_id=OTHER_PROJECT))  # fmt: skip
+    assert "no VIP" in said and first.id not in said, said
+    assert [lb.name for lb in lbs.load_balancers(project_id=OTHER_PROJECT)] == ["tiny-1"]
+    assert len(rest.tlbs("tenant-bolt")) == 1  # the refused request deleted at once
+    # A change the manager refuses after the call (the Tenant's one port is used): the
+    # listener in ERROR, the load balancer ACTIVE with its last good request.
+    lbs.create_listener(loadbalancer_id=first.id, protocol="TCP", protocol_port=80,
+                        project_id=OTHER_PROJECT)  # fmt: skip
+    active(conn, first.id)
+    second = lbs.create_listener(loadbalancer_id=first.id, protocol="TCP", protocol_port=81,
+                                 project_id=OTHER_PROJECT)  # fmt: skip
+    wait_for(lambda: lbs.get_listener(second.id).provisioning_status == "ERROR",
+             timeout=WITHIN, what="the refused listener in ERROR")  # fmt: skip
+    assert active(conn, first.id).provisioning_status == "ACTIVE"
+    request = rest.tlb(first.id, "tenant-bolt") or {}
+    assert [p["port"] for p in request["spec"]["ports"]] == [80]
+    assert "change refused" in st.tail("octavia-api", 400)

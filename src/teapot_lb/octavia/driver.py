@@ -22,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
@@ -38,6 +40,7 @@ from teapot_lb.kube.client import connect
 from teapot_lb.kube.errors import KubeError
 from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.tenancy import Tenant, TenantMode
+from teapot_lb.octavia import sweep
 from teapot_lb.octavia import tree as t
 from teapot_lb.octavia.flavor import SUPPORTED, FlavorError, flavor_mode
 from teapot_lb.octavia.l7 import (
@@ -76,6 +79,11 @@ OPTIONS = [
                  help="Seconds to wait for the teapot-lb manager's answer to a change"),
     cfg.FloatOpt("request_timeout", default=10.0, min=0.1,
                  help="Seconds for one request to the management API"),
+    cfg.FloatOpt("vip_orphan_grace", default=300.0, min=0.1,
+                 help="Seconds after which a VIP request whose load balancer Octavia does "
+                      "not have is deleted (longer than any load balancer create call)"),
+    cfg.FloatOpt("sweep_interval", default=60.0, min=0.0,
+                 help="Seconds between two VIP orphan sweeps (run on a driver call; 0: never)"),
 ]  # fmt: skip
 GROUP = "teapot"
 
@@ -110,6 +118,10 @@ class _Runtime:
         )
         self.management = Management(client, answer_within_s=options.answer_timeout)
         self.call_timeout = options.answer_timeout + options.request_timeout + 5
+        self.sweep_interval = options.sweep_interval
+        self.orphan_grace = timedelta(seconds=options.vip_orphan_grace)
+        self.creating: set[str] = set()  # load balancers in create_vip_port/loadbalancer_create
+        self._next_sweep = 0.0
         agent = conf.driver_agent
         self.lib = driver_lib.DriverLibrary(
             status_socket=agent.status_socket_path,
@@ -128,6 +140,28 @@ class _Runtime:
             raise _fault(
                 f"the teapot-lb management API did not answer within {self.call_timeout:g} s"
             ) from None
+
+    def maybe_sweep(self) -> None:
+        """Start a VIP orphan sweep (octavia/sweep.py) when one is due; never blocks."""
+        now = time.monotonic()
+        with _RUNTIME_LOCK:
+            if not self.sweep_interval or now < self._next_sweep:
+                return
+            self._next_sweep = now + self.sweep_interval
+
+        async def run() -> None:
+            try:
+                await sweep.sweep(
+                    self.management,
+                    partial(sweep.asked, self.lib.get_loadbalancer),
+                    now=datetime.now(UTC),
+                    grace=self.orphan_grace,
+                    in_flight=set(self.creating),
+                )
+            except (KubeError, ManagementError) as err:  # the next call's sweep tries again
+                _log.warning("sweep failed", error=str(err))
+
+        self.loop.submit("sweep", run)
 
 
 _RUNTIME: _Runtime | None = None
@@ -186,6 +220,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
     def __init__(self) -> None:
         super().__init__()
         self._rt = _runtime()
+        self._rt.maybe_sweep()  # Octavia makes a driver per API call
 
     # ---------------------------------------------------------------- plumbing
 
@@ -430,6 +465,15 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
                                 vip_dictionary[option], "the VIP is not a Neutron port")
                 )  # fmt: skip
         _refuse(found)
+        self._rt.creating.add(loadbalancer_id)
+        try:
+            return self._create_vip_port(loadbalancer_id, project_id, vip_dictionary)
+        finally:
+            self._rt.creating.discard(loadbalancer_id)
+
+    def _create_vip_port(
+        self, loadbalancer_id: str, project_id: str, vip_dictionary: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         tenant = self._tenant(project_id)
         # The flavor comes with loadbalancer_create; until then, the Tenant's first mode.
         mode = t.Mode.ROUTE if TenantMode.ROUTE in tenant.spec.modes else t.Mode.PROXY
@@ -461,6 +505,14 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
     def loadbalancer_create(self, loadbalancer: Any) -> None:
         d = _dict(loadbalancer)
+        lb_id = str(d["loadbalancer_id"])
+        self._rt.creating.add(lb_id)
+        try:
+            self._loadbalancer_create(d)
+        finally:
+            self._rt.creating.discard(lb_id)
+
+    def _loadbalancer_create(self, d: dict[str, Any]) -> None:
         try:
             mode = flavor_mode(d.get("flavor"))
         except FlavorError as err:
