@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,11 +78,10 @@ def https(w: World, host: str, path: str = "/") -> str | None:
     return str(r.json()["name"]) if r.code == 200 else None
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    require_root()
-    require_binary("haproxy", "curl", "openssl")
-    work = tmp_path_factory.mktemp("octgw")
+@contextmanager
+def traffic_world(work: Path) -> Iterator[World]:
+    """The lab (gateway, client, members), the stack, and `teapot-lb gateway` reading the
+    management API, HAProxy in the lab's gateway namespace (needs root, HAProxy)."""
     with gateway_lab(work, "octgw") as lab:
         members = lab.start_backends(
             f"http:web-a:{WEB_A}:8080", f"http:web-b:{WEB_B}:8080", f"http:api:{API_MEMBER}:8080"
@@ -93,9 +93,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 try:
                     wait_for(lambda: ready(port), timeout=WITHIN, what="the gateway ready")
                     cas = {h: make_certificate(work / "certs", h)[0] for h in (WWW, API)}
-                    w = World(lab, stack, connection(stack), port, cas)
-                    build(w)
-                    yield w
+                    yield World(lab, stack, connection(stack), port, cas)
                 finally:
                     # (HAProxy's own exit is the gateway's to wait for: rc 0 says it did)
                     gateway.send_signal(signal.SIGTERM)
@@ -103,6 +101,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         finally:
             members.terminate()
             members.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    require_root()
+    require_binary("haproxy", "curl", "openssl")
+    with traffic_world(tmp_path_factory.mktemp("octgw")) as w:
+        build(w)
+        yield w
 
 
 def policy(host: str, path: str = "", **pool: Any) -> dict[str, Any]:
@@ -113,11 +120,10 @@ def policy(host: str, path: str = "", **pool: Any) -> dict[str, Any]:
     return {"action": "REDIRECT_TO_POOL", "rules": rules, **pool}
 
 
-def build(w: World) -> None:
+def tls_graph(w: World, name: str = "gw") -> tuple[Any, float]:
     """One graph create: pools web (a, b) and api, TERMINATED_HTTPS on 443 (www's
-    certificate, api's by SNI) with www → web and api → api (timed to the first HTTPS
-    answer); then one listener create: HTTP on 80 with www/api* → api and www → web."""
-    lbs = w.conn.load_balancer
+    certificate, api's by SNI) with www → web and api → api; returns the load balancer
+    ACTIVE and the seconds from the POST to the first HTTPS answer (api's, by SNI)."""
     refs = {
         h: store_certificate(w.stack, ca.read_text(), ca.with_suffix(".key").read_text())
         for h, ca in w.cas.items()
@@ -134,13 +140,22 @@ def build(w: World) -> None:
                        policy(API, redirect_pool={"name": "api"})],
     }  # fmt: skip
     start = time.monotonic()
-    lb = lbs.create_load_balancer(name="gw", vip_subnet_id=SUBNET, project_id=PROJECT,
-                                  provider="teapot", listeners=[tls], pools=pools)  # fmt: skip
-    w.lb_id = lb.id
+    lb = w.conn.load_balancer.create_load_balancer(
+        name=name, vip_subnet_id=SUBNET, project_id=PROJECT, provider="teapot",
+        listeners=[tls], pools=pools,
+    )  # fmt: skip
     wait_for(lambda: https(w, API), timeout=WITHIN, what=f"https://{API}/ served",
-             every=0.05)  # fmt: skip
-    w.https_first_s = time.monotonic() - start
-    lb = active(w.conn, lb.id, within=WITHIN)
+             every=0.02)  # fmt: skip
+    took = time.monotonic() - start
+    return active(w.conn, lb.id, within=WITHIN), took
+
+
+def build(w: World) -> None:
+    """The TLS load balancer (tls_graph), then one listener create: HTTP on 80 with
+    www/api* → api and www → web."""
+    lbs = w.conn.load_balancer
+    lb, w.https_first_s = tls_graph(w)
+    w.lb_id = lb.id
     ids = {lbs.get_pool(p["id"]).name: p["id"] for p in lb.pools}
     w.web_pool = ids["web"]
     http = lbs.create_listener(

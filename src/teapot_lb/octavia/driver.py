@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
@@ -120,7 +121,7 @@ class _Runtime:
         self.call_timeout = options.answer_timeout + options.request_timeout + 5
         self.sweep_interval = options.sweep_interval
         self.orphan_grace = timedelta(seconds=options.vip_orphan_grace)
-        self.creating: set[str] = set()  # load balancers in create_vip_port/loadbalancer_create
+        self._creating: set[str] = set()  # load balancers in create_vip_port/loadbalancer_create
         self._next_sweep = 0.0
         agent = conf.driver_agent
         self.lib = driver_lib.DriverLibrary(
@@ -141,6 +142,17 @@ class _Runtime:
                 f"the teapot-lb management API did not answer within {self.call_timeout:g} s"
             ) from None
 
+    @contextlib.contextmanager
+    def creating(self, lb_id: str) -> Iterator[None]:
+        """Mark a load balancer's create in flight in this process (the sweep spares it)."""
+        with _RUNTIME_LOCK:
+            self._creating.add(lb_id)
+        try:
+            yield
+        finally:
+            with _RUNTIME_LOCK:
+                self._creating.discard(lb_id)
+
     def maybe_sweep(self) -> None:
         """Start a VIP orphan sweep (octavia/sweep.py) when one is due; never blocks."""
         now = time.monotonic()
@@ -148,6 +160,7 @@ class _Runtime:
             if not self.sweep_interval or now < self._next_sweep:
                 return
             self._next_sweep = now + self.sweep_interval
+            in_flight = frozenset(self._creating)
 
         async def run() -> None:
             try:
@@ -156,7 +169,7 @@ class _Runtime:
                     partial(sweep.asked, self.lib.get_loadbalancer),
                     now=datetime.now(UTC),
                     grace=self.orphan_grace,
-                    in_flight=set(self.creating),
+                    in_flight=in_flight,
                 )
             except (KubeError, ManagementError) as err:  # the next call's sweep tries again
                 _log.warning("sweep failed", error=str(err))
@@ -465,11 +478,8 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
                                 vip_dictionary[option], "the VIP is not a Neutron port")
                 )  # fmt: skip
         _refuse(found)
-        self._rt.creating.add(loadbalancer_id)
-        try:
+        with self._rt.creating(loadbalancer_id):
             return self._create_vip_port(loadbalancer_id, project_id, vip_dictionary)
-        finally:
-            self._rt.creating.discard(loadbalancer_id)
 
     def _create_vip_port(
         self, loadbalancer_id: str, project_id: str, vip_dictionary: dict[str, Any]
@@ -505,12 +515,8 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
     def loadbalancer_create(self, loadbalancer: Any) -> None:
         d = _dict(loadbalancer)
-        lb_id = str(d["loadbalancer_id"])
-        self._rt.creating.add(lb_id)
-        try:
+        with self._rt.creating(str(d["loadbalancer_id"])):
             self._loadbalancer_create(d)
-        finally:
-            self._rt.creating.discard(lb_id)
 
     def _loadbalancer_create(self, d: dict[str, Any]) -> None:
         try:
