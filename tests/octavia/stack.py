@@ -24,6 +24,7 @@ import textwrap
 import types
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,9 +160,14 @@ def tenant(name: str, namespace: str, project: str, cidr: str, **spec: Any) -> d
     }
 
 
-def _octavia_conf(work: Path, port: int, kubeconfig: Path) -> str:
-    return textwrap.dedent(
-        f"""\
+def _octavia_conf(
+    work: Path, port: int, kubeconfig: Path, teapot: dict[str, str] | None = None
+) -> str:
+    extra = "".join(f"{k} = {v}\n" for k, v in (teapot or {}).items())
+    # (extra goes last: into the [teapot] section)
+    return (
+        textwrap.dedent(
+            f"""\
         [DEFAULT]
         transport_url = fake://
         debug = False
@@ -192,10 +198,16 @@ def _octavia_conf(work: Path, port: int, kubeconfig: Path) -> str:
         [oslo_messaging]
         topic = octavia_prov
 
+        [certificates]
+        cert_manager = local_cert_manager
+        storage_path = {work / "certificates"}
+
         [teapot]
         kubeconfig = {kubeconfig}
         answer_timeout = 10
         """
+        )
+        + extra
     )
 
 
@@ -295,6 +307,18 @@ class Stack:
                 proc.wait(timeout=10)
 
 
+def store_certificate(stack: Stack, cert_pem: str, key_pem: str) -> str:
+    """A TLS container reference Octavia's certificate manager resolves: the test stack
+    uses Octavia's `local_cert_manager` (files <ref>.crt and <ref>.key in its storage
+    path) where production uses Barbican."""
+    ref = str(uuid.uuid4())
+    store = stack.work / "certificates"
+    store.mkdir(mode=0o700, exist_ok=True)
+    (store / f"{ref}.crt").write_text(cert_pem)
+    (store / f"{ref}.key").write_text(key_pem)
+    return ref
+
+
 def config(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
     """An object of teapot-lb's configuration namespace."""
     meta = {"name": name, "namespace": CONFIG_NS}
@@ -344,14 +368,16 @@ def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -
     return rest
 
 
-def _database(stack: Stack, agent: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def _database(
+    stack: Stack, agent: dict[str, str] | None = None, teapot: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Write octavia.conf and start making the database while the management side
     starts."""
     conf = stack.work / "octavia.conf"
     port = free_port()
     stack.octavia_url = f"http://127.0.0.1:{port}"
-    text = _octavia_conf(stack.work, port, stack.work / "management.kubeconfig")
-    conf.write_text(_with_agent(agent, text))
+    kubeconfig = stack.work / "management.kubeconfig"
+    conf.write_text(_with_agent(agent, _octavia_conf(stack.work, port, kubeconfig, teapot)))
     url = f"sqlite:///{stack.work / 'octavia.db'}"
     return subprocess.Popen([str(OCTAVIA_BIN / "python"), "-c", _CREATE_SCHEMA, url],
                             stdout=stack.log("database"), stderr=subprocess.STDOUT)  # fmt: skip
@@ -388,14 +414,16 @@ def running(
     address: str = "127.0.0.1",
     objects: Iterable[dict[str, Any]] | None = None,
     agent: dict[str, str] | None = None,
+    teapot: dict[str, str] | None = None,
 ) -> Iterator[tuple[Stack, Rest]]:
     """The whole stack in `work` (logs there), stopped on exit: in lab namespace `host`
     when given (the management API listening on `address`), with these `objects` in the
     management API (default: default_objects()); `agent`: the teapot provider agent
-    runs in the driver agent, with these `[teapot]` options."""
+    runs in the driver agent, with these `[teapot]` options; `teapot`: more driver
+    options."""
     stack = Stack(work, host)
     try:
-        database = _database(stack, agent)
+        database = _database(stack, agent, teapot)
         rest = _management(stack, address, default_objects() if objects is None else objects)
         _octavia(stack, database)
         yield stack, rest

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
+import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
@@ -38,6 +41,7 @@ from teapot_lb.kube.client import connect
 from teapot_lb.kube.errors import KubeError
 from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.tenancy import Tenant, TenantMode
+from teapot_lb.octavia import sweep
 from teapot_lb.octavia import tree as t
 from teapot_lb.octavia.agent import enabled as agent_enabled
 from teapot_lb.octavia.flavor import SUPPORTED, FlavorError, flavor_mode
@@ -58,6 +62,7 @@ from teapot_lb.octavia.mapping import (
     status_update,
     tree_of,
 )
+from teapot_lb.octavia.tls import certificate_refusals, container_names
 from teapot_lb.octavia.unsupported import (
     ID_KEYS,
     ObjectKind,
@@ -77,6 +82,11 @@ OPTIONS = [
                  help="Seconds to wait for the teapot-lb manager's answer to a change"),
     cfg.FloatOpt("request_timeout", default=10.0, min=0.1,
                  help="Seconds for one request to the management API"),
+    cfg.FloatOpt("vip_orphan_grace", default=300.0, min=0.1,
+                 help="Seconds after which a VIP request whose load balancer Octavia does "
+                      "not have is deleted (longer than any load balancer create call)"),
+    cfg.FloatOpt("sweep_interval", default=60.0, min=0.0,
+                 help="Seconds between two VIP orphan sweeps (run on a driver call; 0: never)"),
 ]  # fmt: skip
 GROUP = "teapot"
 
@@ -112,6 +122,10 @@ class _Runtime:
         self.management = Management(client, answer_within_s=options.answer_timeout)
         self.call_timeout = options.answer_timeout + options.request_timeout + 5
         self.agent = agent_enabled(conf)
+        self.sweep_interval = options.sweep_interval
+        self.orphan_grace = timedelta(seconds=options.vip_orphan_grace)
+        self._creating: set[str] = set()  # load balancers in create_vip_port/loadbalancer_create
+        self._next_sweep = 0.0
         agent = conf.driver_agent
         self.lib = driver_lib.DriverLibrary(
             status_socket=agent.status_socket_path,
@@ -130,6 +144,40 @@ class _Runtime:
             raise _fault(
                 f"the teapot-lb management API did not answer within {self.call_timeout:g} s"
             ) from None
+
+    @contextlib.contextmanager
+    def creating(self, lb_id: str) -> Iterator[None]:
+        """Mark a load balancer's create in flight in this process (the sweep spares it)."""
+        with _RUNTIME_LOCK:
+            self._creating.add(lb_id)
+        try:
+            yield
+        finally:
+            with _RUNTIME_LOCK:
+                self._creating.discard(lb_id)
+
+    def maybe_sweep(self) -> None:
+        """Start a VIP orphan sweep (octavia/sweep.py) when one is due; never blocks."""
+        now = time.monotonic()
+        with _RUNTIME_LOCK:
+            if not self.sweep_interval or now < self._next_sweep:
+                return
+            self._next_sweep = now + self.sweep_interval
+            in_flight = frozenset(self._creating)
+
+        async def run() -> None:
+            try:
+                await sweep.sweep(
+                    self.management,
+                    partial(sweep.asked, self.lib.get_loadbalancer),
+                    now=datetime.now(UTC),
+                    grace=self.orphan_grace,
+                    in_flight=in_flight,
+                )
+            except (KubeError, ManagementError) as err:  # the next call's sweep tries again
+                _log.warning("sweep failed", error=str(err))
+
+        self.loop.submit("sweep", run)
 
 
 _RUNTIME: _Runtime | None = None
@@ -165,6 +213,18 @@ def _dict(obj: Any) -> dict[str, Any]:
     return result
 
 
+def _with_certificate_hosts(
+    lb: t.LoadBalancer, listener_id: str, containers: list[Mapping[str, Any]]
+) -> t.LoadBalancer:
+    """`lb` with the DNS names of a listener's certificates (which one serves a hostname by
+    SNI), when all of them are given."""
+    listener = lb.listener(listener_id)
+    if listener is None or not containers or len(containers) != listener.certificates:
+        return lb
+    hosts = tuple(container_names(c) for c in containers)
+    return t.put_listener(lb, listener.model_copy(update={"certificate_hosts": hosts}))
+
+
 def _vip_port_id(lb_id: str) -> str:
     """A stable id for the VIP "port" Octavia records (there is no Neutron port)."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"teapot-lb:octavia:vip:{lb_id}"))
@@ -176,6 +236,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
     def __init__(self) -> None:
         super().__init__()
         self._rt = _runtime()
+        self._rt.maybe_sweep()  # Octavia makes a driver per API call
 
     # ---------------------------------------------------------------- plumbing
 
@@ -228,6 +289,13 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             text = "; ".join(early)
             raise _fault(f"load balancer {lb.id}: refused for Tenant {tenant.name}: {text}")
 
+    def _check_tls(self, tenant: Tenant, listeners: Iterable[Mapping[str, Any]]) -> None:
+        """Refuse now a TERMINATED_HTTPS listener's certificate the Tenant cannot serve
+        (outside its DNS domains, unparsable, expired), naming the option and reference."""
+        found = [text for li in listeners for text in certificate_refusals(li, tenant)]
+        if found:
+            raise _fault(f"refused for Tenant {tenant.name}: {'; '.join(found)}")
+
     def _change(
         self,
         project_id: str,
@@ -238,10 +306,12 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         gone: Iterable[tuple[ObjectKind, str]] = (),
         checked: Iterable[Unsupported] = (),
         certificates: Certificates | None = None,
+        tls: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         """One change of a load balancer: refuse now or apply after the call."""
         _refuse(checked)
         tenant = self._tenant(project_id)
+        self._check_tls(tenant, tls)
         old = self._current(tenant, lb_id)
         new = edit(old)
         self._check(tenant, new)
@@ -257,12 +327,58 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         certificates: Certificates | None = None,
     ) -> None:
         namespace = tenant.spec.namespace
+        for listener_id, containers in (certificates or {}).items():
+            new = _with_certificate_hosts(new, listener_id, containers)
         secrets = [
             secret
             for listener_id, containers in (certificates or {}).items()
             for secret in tls_secrets(new, listener_id, containers, namespace)
         ]
-        self._rt.loop.submit(new.id, lambda: self._apply(tenant, old, new, subject, gone, secrets))
+        # Octavia's listener create gives the SNI references without their data: those
+        # come from its database (through the driver agent) once the call is committed.
+        fetch = [
+            listener_id
+            for listener_id, containers in (certificates or {}).items()
+            if (li := new.listener(listener_id)) is not None and li.certificates > len(containers)
+        ]
+
+        async def job() -> None:
+            lb: t.LoadBalancer | None = new
+            if fetch:
+                lb = await self._fetch_certificates(tenant, new, fetch, secrets)
+            if lb is not None:
+                await self._apply(tenant, old, lb, subject, gone, secrets)
+
+        self._rt.loop.submit(new.id, job)
+
+    async def _fetch_certificates(
+        self, tenant: Tenant, lb: t.LoadBalancer, listener_ids: list[str], secrets: list[KubeObject]
+    ) -> t.LoadBalancer | None:
+        """Add the listeners' Secrets from Octavia's database (their certificates checked as
+        in a call) and their names to `lb`; None when one is refused (its listener reported
+        in ERROR)."""
+        for listener_id in listener_ids:
+            subject = (ObjectKind.LISTENER, listener_id)
+            await self._committed(lb.id, subject)
+            found = await asyncio.to_thread(self._rt.lib.get_listener, listener_id)
+            d = {"listener_id": listener_id, **(_dict(found) if found is not None else {})}
+            refused = await asyncio.to_thread(certificate_refusals, d, tenant)
+            containers = t.certificates_in(d)
+            if not refused and len(containers) < t.certificate_count(d):
+                refused = [f"listener {listener_id}: certificates not readable from Octavia"]
+            if refused:
+                _log.warning("certificate refused", lb=lb.id, reason="; ".join(refused))
+                await self._report(lb.id, subject, failed_update(lb.id, subject))
+                return None
+            lb = await asyncio.to_thread(_with_certificate_hosts, lb, listener_id, containers)
+            names = {s["metadata"]["name"] for s in secrets}
+            namespace = tenant.spec.namespace
+            secrets += [
+                s
+                for s in tls_secrets(lb, listener_id, containers, namespace)
+                if s["metadata"]["name"] not in names
+            ]
+        return lb
 
     async def _apply(
         self,
@@ -367,6 +483,12 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
                                 vip_dictionary[option], "the VIP is not a Neutron port")
                 )  # fmt: skip
         _refuse(found)
+        with self._rt.creating(loadbalancer_id):
+            return self._create_vip_port(loadbalancer_id, project_id, vip_dictionary)
+
+    def _create_vip_port(
+        self, loadbalancer_id: str, project_id: str, vip_dictionary: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         tenant = self._tenant(project_id)
         # The flavor comes with loadbalancer_create; until then, the Tenant's first mode.
         mode = t.Mode.ROUTE if TenantMode.ROUTE in tenant.spec.modes else t.Mode.PROXY
@@ -398,6 +520,10 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
     def loadbalancer_create(self, loadbalancer: Any) -> None:
         d = _dict(loadbalancer)
+        with self._rt.creating(str(d["loadbalancer_id"])):
+            self._loadbalancer_create(d)
+
+    def _loadbalancer_create(self, d: dict[str, Any]) -> None:
         try:
             mode = flavor_mode(d.get("flavor"))
         except FlavorError as err:
@@ -408,6 +534,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         try:
             _refuse(refusals_in_load_balancer(d, mode))
             self._check(tenant, lb)
+            self._check_tls(tenant, [li for li in d.get("listeners") or [] if li])
         except (lib_exceptions.UnsupportedOptionError, lib_exceptions.DriverError):
             # Octavia rolls the load balancer back: so goes the VIP's request.
             self._rt.run(self._rt.management.delete(tenant.spec.namespace, lb_id))
@@ -492,6 +619,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             lambda lb: t.put_listener(lb, new),
             checked=checked,
             certificates=certificates,
+            tls=[d],
         )
 
     def _lb_child_update(
@@ -525,7 +653,10 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
         checked = refusals(ObjectKind.LISTENER, {**old, **d}, t.Mode.ROUTE)
         certificates = {ident: containers} if containers else None
-        self._lb_child(ObjectKind.LISTENER, old, edit, checked=checked, certificates=certificates)
+        self._lb_child(
+            ObjectKind.LISTENER, old, edit, checked=checked, certificates=certificates,
+            tls=[{"listener_id": ident, **d}] if containers else [],
+        )  # fmt: skip
 
     def listener_delete(self, listener: Any) -> None:
         d = _dict(listener)

@@ -252,6 +252,36 @@ def secret_names(lb: LoadBalancer) -> set[str]:
     }
 
 
+def _sni_split(listener: Listener) -> bool:
+    """Whether a TERMINATED_HTTPS listener's certificates are served apart by SNI: more
+    than one, each's names known (otherwise all are offered for all its hostnames)."""
+    hosts = listener.certificate_hosts
+    return listener.certificates > 1 and len(hosts) == listener.certificates
+
+
+def _covers(name: str, host: str) -> bool:
+    if name.startswith("*."):
+        head, _, rest = host.partition(".")
+        return bool(head) and rest == name[2:]
+    return name == host
+
+
+def section_name(listener: Listener, index: int) -> str:
+    """The Gateway listener of a listener's certificate `index` (0: the default one, under
+    the listener's own id)."""
+    return listener.id if index == 0 else f"{listener.id}-sni{index}"
+
+
+def section_of(listener: Listener, host: str) -> str:
+    """The Gateway listener a hostname's route attaches to: that of the first SNI
+    certificate naming it, else the default certificate's (Octavia's SNI choice)."""
+    if _sni_split(listener):
+        for index, names in enumerate(listener.certificate_hosts[1:], start=1):
+            if any(_covers(n, host) for n in names):
+                return section_name(listener, index)
+    return listener.id
+
+
 def _short(*parts: str) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:16]
 
@@ -342,7 +372,9 @@ def _routes(lb: LoadBalancer, listener: Listener, meta: _Meta) -> list[KubeObjec
                 "kind": "HTTPRoute",
                 "metadata": meta(name),
                 "spec": {
-                    "parentRefs": [{"name": gateway_name(lb), "sectionName": listener.id}],
+                    "parentRefs": [
+                        {"name": gateway_name(lb), "sectionName": section_of(listener, host)}
+                    ],
                     "hostnames": [host],
                     "rules": rules,
                 },
@@ -437,6 +469,13 @@ def gateway_objects(
             "port": SHARED_PORTS[protocol],
             "protocol": protocol.value,
         }
+        if protocol is ListenerProtocol.HTTPS and _sni_split(listener):
+            # One Gateway listener per certificate: each offered for its own hostnames.
+            for i in range(listener.certificates):
+                refs = [{"name": secret_name(listener.id, i)}]
+                tls = {"mode": "Terminate", "certificateRefs": refs}
+                gw_listeners.append({**entry, "name": section_name(listener, i), "tls": tls})
+            continue
         if protocol is ListenerProtocol.HTTPS:
             refs = [{"name": secret_name(listener.id, i)} for i in range(listener.certificates)]
             entry["tls"] = {"mode": "Terminate", "certificateRefs": refs}
@@ -469,7 +508,8 @@ def gateway_refusals(lb: LoadBalancer, tenant: Tenant) -> list[str]:
         if obj is None or problems:
             return [f"{body['kind']}: {'; '.join(str(p) for p in problems)}"]
         parents = body["spec"].get("parentRefs") or [{}]
-        where = f"listener {parents[0]['sectionName']}" if "sectionName" in parents[0] else ""
+        section = str(parents[0].get("sectionName", "")).split("-sni")[0]
+        where = f"listener {section}" if section else ""
         objects.append((where or f"load balancer {lb.id}", obj))  # type: ignore[arg-type]
     world = L7World([tenant], [o for _, o in objects], None)
     return [f"{where}: {r}" for where, obj in objects for r in vet_object(obj, world)]
@@ -488,6 +528,7 @@ __all__ = [
     "listener_hostnames",
     "secret_name",
     "secret_names",
+    "section_of",
     "service_name",
     "tls_secrets",
 ]

@@ -105,6 +105,9 @@ class Listener(_Frozen):
     certificates: int = 0
     """TERMINATED_HTTPS: how many certificates (default, then SNI) Octavia gave; their PEM
     is written to Secrets when given and never kept in the tree (which is an annotation)."""
+    certificate_hosts: tuple[tuple[str, ...], ...] = ()
+    """The DNS names of each certificate (same order; public, unlike the PEM): which one a
+    hostname is served with by SNI. Empty when not read."""
 
 
 class LoadBalancer(_Frozen):
@@ -214,6 +217,13 @@ def certificates_in(d: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [c for c in [default, *_get(d, "sni_container_data", [])] if c]
 
 
+def certificate_count(d: Mapping[str, Any]) -> int:
+    """How many certificates a listener has: those given, or those referred to (Octavia's
+    listener create passes the SNI references without their data)."""
+    refs = int(bool(d.get("default_tls_container_ref"))) + len(_get(d, "sni_container_refs", []))
+    return max(len(certificates_in(d)), refs)
+
+
 def listener_from_provider(d: Mapping[str, Any]) -> Listener:
     pool = d.get("default_pool")
     pool_id = d.get("default_pool_id") or (pool.get("pool_id") if pool else None)
@@ -225,7 +235,7 @@ def listener_from_provider(d: Mapping[str, Any]) -> Listener:
         default_pool_id=str(pool_id) if pool_id else None,
         admin_state_up=bool(_get(d, "admin_state_up", True)),
         l7policies=tuple(l7policy_from_provider(p) for p in _get(d, "l7policies", []) if p),
-        certificates=len(certificates_in(d)),
+        certificates=certificate_count(d),
     )
 
 
@@ -350,9 +360,16 @@ def keep_certificates(lb: LoadBalancer, kept: LoadBalancer | None) -> LoadBalanc
     if kept is None:
         return lb
     counts = {li.id: li.certificates for li in kept.listeners}
+    hosts = {li.id: li.certificate_hosts for li in kept.listeners}
     listeners = tuple(
         li if li.certificates else li.model_copy(update={"certificates": counts.get(li.id, 0)})
         for li in lb.listeners
+    )
+    listeners = tuple(
+        li.model_copy(update={"certificate_hosts": hosts[li.id]})
+        if not li.certificate_hosts and len(hosts.get(li.id, ())) == li.certificates > 0
+        else li
+        for li in listeners
     )
     return lb.model_copy(update={"listeners": listeners})
 
@@ -416,6 +433,7 @@ __all__ = [
     "Member",
     "Mode",
     "Pool",
+    "certificate_count",
     "certificates_in",
     "drop_health_monitor",
     "drop_l7policy",
