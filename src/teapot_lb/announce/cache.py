@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from teapot_lb.cluster import ClusterView
 from teapot_lb.cluster.changes import EVERY_KEY, ChangeLog
@@ -275,6 +275,21 @@ def _same_slices(a: tuple[object, ...] | None, b: tuple[object, ...] | None) -> 
 _PlanResult = tuple[frozenset["Announcement"], tuple["Decision", ...]]
 
 
+@dataclass(frozen=True)
+class PlanDelta:
+    """What one plan changed in the announcements of the plan before it (from the same
+    cache): the backends apply this instead of comparing every announcement."""
+
+    added: frozenset[Announcement]
+    removed: frozenset[Announcement]
+
+    def of_mode(self, mode: Mode) -> tuple[list[Announcement], list[Announcement]]:
+        """The added and the removed announcements of one mode."""
+        return [a for a in self.added if a.mode is mode], [
+            a for a in self.removed if a.mode is mode
+        ]
+
+
 class PlanTotals:
     """The union of the kept per-Service plans, changed by what each call changed: the
     announcements (counted, as two Services may announce the same), per mode, and each
@@ -292,6 +307,17 @@ class PlanTotals:
         # The Services whose results changed since the last take_changed(); None: unknown
         # (a rebuild), every Service may have.
         self._changed: set[str] | None = None
+        # The announcements that appeared and disappeared since the last take_delta() (an
+        # announcement that went and came back is in neither); None: unknown (a rebuild).
+        self._added: set[Announcement] | None = None
+        self._removed: set[Announcement] = set()
+
+    def take_delta(self) -> PlanDelta | None:
+        """What changed in the announcements since the previous call, or None when that is
+        not known (a rebuild: compare everything)."""
+        added, removed = self._added, self._removed
+        self._added, self._removed = set(), set()
+        return None if added is None else PlanDelta(frozenset(added), frozenset(removed))
 
     def take_changed(self) -> frozenset[str] | None:
         """The Service keys whose decisions may have changed since the previous call (for
@@ -301,6 +327,7 @@ class PlanTotals:
 
     def rebuild(self, results: Iterator[_PlanResult]) -> None:
         self._changed = None
+        self._added = None
         self.counts, self.by_mode, self.by_service = {}, {}, {}
         for anns, decs in results:
             self._count(anns, 1)
@@ -334,16 +361,18 @@ class PlanTotals:
                 in_order.insert(at, decs)
             by_service[key] = decs
 
-    def ordered(self) -> dict[str, tuple[Decision, ...]]:
-        """Each Service's decisions, in key order (a new dict)."""
-        return dict(zip(self._order, self._decisions, strict=True))
+    def ordered(self) -> Mapping[str, tuple[Decision, ...]]:
+        """Each Service's decisions, in key order: a view of the kept ones (no copy), which
+        the next change of these totals changes too."""
+        return _InKeyOrder(self._order, self.by_service)
 
-    def decisions(self) -> tuple[Decision, ...]:
-        """Every Service's decisions, one after the other in key order."""
-        return tuple(chain.from_iterable(self._decisions))
+    def decisions(self) -> Sequence[Decision]:
+        """Every Service's decisions, one after the other in key order (a view, as
+        :meth:`ordered`)."""
+        return _Chained(self._decisions)
 
     def _count(self, anns: frozenset[Announcement], step: int) -> None:
-        counts = self.counts
+        counts, added, removed = self.counts, self._added, self._removed
         for a in anns:
             n = counts.get(a, 0) + step
             if n:
@@ -352,8 +381,64 @@ class PlanTotals:
                 del counts[a]
             if n == 0:
                 self.by_mode[a.mode].discard(a)
+                if added is not None:
+                    if a in added:
+                        added.discard(a)
+                    else:
+                        removed.add(a)
             elif n == 1 and step == 1:
                 self.by_mode.setdefault(a.mode, set()).add(a)
+                if added is not None:
+                    if a in removed:
+                        removed.discard(a)
+                    else:
+                        added.add(a)
+
+
+class _InKeyOrder(Mapping[str, "tuple[Decision, ...]"]):
+    """A read-only view of a dict, iterated in the order of a kept key list."""
+
+    def __init__(self, order: list[str], values: dict[str, tuple[Decision, ...]]) -> None:
+        self._order, self._values = order, values
+
+    def __getitem__(self, key: str) -> tuple[Decision, ...]:
+        return self._values[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+
+class _Chained(Sequence["Decision"]):
+    """A read-only view of a list of tuples as one sequence (equal to any sequence of the
+    same items, a tuple included)."""
+
+    def __init__(self, parts: list[tuple[Decision, ...]]) -> None:
+        self._parts = parts
+
+    def __iter__(self) -> Iterator[Decision]:
+        return chain.from_iterable(self._parts)
+
+    def __len__(self) -> int:
+        return sum(map(len, self._parts))
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return tuple(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
 
 
 class PlanCache:
@@ -376,6 +461,8 @@ class PlanCache:
         self.exclusions: dict[str, tuple[Node, str | None]] = {}
         # The last answer of l2_election_orders, kept while no Service's orders change.
         self.orders_out: ElectionOrders | None = None
+        # Route mode's announcements in the last plan (not per Service: see plan()).
+        self.tenant_announcements: frozenset[Announcement] = frozenset()
 
     @property
     def computed(self) -> int:

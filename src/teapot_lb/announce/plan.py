@@ -10,13 +10,14 @@ the decisions of every node. No I/O, no clock: the same view gives the same plan
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import TypeVar
 
-from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache
+from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache, PlanDelta
 from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking
 from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
 from teapot_lb.bgp.wire import LargeCommunity
@@ -133,25 +134,48 @@ class Decision:
 class Plan:
     """`by_service`: each Service's decisions; with a :class:`PlanCache`, an unchanged
     Service keeps the very same tuple from one plan to the next (reporting compares them
-    by identity to do only the work of what changed)."""
+    by identity to do only the work of what changed).
+
+    A plan made with a cache does not copy what the cache keeps: `announcements`,
+    `decisions`, `by_service` and `modes` are views of the cache's totals, valid until the
+    next plan made with the same cache (which changes them), and `delta` says what this
+    plan changed in the one before it (None: not known, compare everything)."""
 
     node: str
-    announcements: frozenset[Announcement]
-    decisions: tuple[Decision, ...]
+    announcements: AbstractSet[Announcement]
+    decisions: Sequence[Decision]
     tenant_decisions: tuple[Decision, ...] = ()
     """Route mode (Teapot management cluster): one per TenantLoadBalancer address, its
     `service` the request's namespace/name (apart: nothing reports them on a Service)."""
     by_service: Mapping[str, tuple[Decision, ...]] = field(default_factory=dict, compare=False)
     # The announcements per mode, when the planner kept them (with a cache): of_mode copies
     # them instead of looking at every announcement.
-    modes: Mapping[Mode, frozenset[Announcement]] | None = field(
+    modes: Mapping[Mode, AbstractSet[Announcement]] | None = field(
         default=None, compare=False, repr=False
     )
+    delta: PlanDelta | None = field(default=None, compare=False, repr=False)
 
     def of_mode(self, mode: Mode) -> set[Announcement]:
         if self.modes is not None:
             return set(self.modes.get(mode, ()))
         return {a for a in self.announcements if a.mode is mode}
+
+
+class _Union(AbstractSet[Announcement]):
+    """A read-only view of two sets as their union (the second one small: route mode's)."""
+
+    def __init__(self, big: AbstractSet[Announcement], small: frozenset[Announcement]) -> None:
+        self._big, self._small = big, small
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._big or item in self._small
+
+    def __iter__(self) -> Iterator[Announcement]:
+        yield from self._big
+        yield from (a for a in self._small if a not in self._big)
+
+    def __len__(self) -> int:
+        return len(self._big) + sum(1 for a in self._small if a not in self._big)
 
 
 @dataclass(frozen=True)
@@ -724,16 +748,27 @@ def _plan_kept(
         totals.rebuild(kept)
     else:
         totals.apply(delta)
-    modes = {m: frozenset(anns) for m, anns in totals.by_mode.items() if anns}
-    for a in tenant_anns:
-        modes[a.mode] = modes.get(a.mode, frozenset()) | {a}
+    changes = totals.take_delta()
+    # Route mode's announcements are few and planned every time: a change of them makes
+    # the delta unknown (the backends compare everything); otherwise one of them is
+    # neither added nor removed by what the Services changed.
+    tenant = frozenset(tenant_anns)
+    if tenant != cache.tenant_announcements:
+        changes = None
+    elif changes is not None and tenant:
+        changes = PlanDelta(changes.added - tenant, changes.removed - tenant)
+    cache.tenant_announcements = tenant
+    modes: dict[Mode, AbstractSet[Announcement]] = dict(totals.by_mode)
+    for mode in {a.mode for a in tenant}:
+        modes[mode] = _Union(totals.by_mode.get(mode, set()), tenant)
     return Plan(
         node=node,
-        announcements=frozenset(totals.counts).union(tenant_anns),
+        announcements=_Union(totals.counts.keys(), tenant),
         decisions=totals.decisions(),
         tenant_decisions=tenant_decisions,
         by_service=totals.ordered(),
         modes=modes,
+        delta=changes,
     )
 
 
