@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from teapot_lb.announce.election import score
 from teapot_lb.cluster import ClusterView
 from teapot_lb.cluster.changes import EVERY_KEY, ChangeLog
 from teapot_lb.model import ExternalTrafficPolicy, Node, Service
@@ -25,6 +26,13 @@ if TYPE_CHECKING:
     from teapot_lb.announce.plan import Announcement, Decision, ElectionOrders, Mode
 
 _T = TypeVar("_T")
+# One election a Service's plan ran: the IP, the nodes it chose (the L2 owner, or the
+# maxNodesPerIP set), and the score a node entering the candidates must beat to change
+# that (None: any newcomer changes it).
+Election = tuple[str, tuple[str, ...], bytes | None]
+# Node names whose candidacy may have changed: (entering or changed, only leaving) → the
+# Service keys to plan again, or None for every Service.
+Affected = Callable[[set[str], set[str]], set[str] | None]
 
 # What a per-Service decision reads besides the Service and its EndpointSlices: when any of
 # these (or the node, or the options) differs from the previous call, everything is planned
@@ -97,6 +105,7 @@ class _PerService(Generic[_T]):
     def __init__(self, versions: _Versions) -> None:
         self._versions = versions
         self._scope: tuple[object, ...] | None = None
+        self._live: frozenset[str] | None = None
         self._shared: tuple[tuple[tuple[str, object], ...], ...] | None = None
         self._entries: dict[str, _Entry[_T]] = {}
         # The held keys in order, and their results in the same order.
@@ -135,26 +144,53 @@ class _PerService(Generic[_T]):
         scope: tuple[object, ...],
         kinds: tuple[Kind, ...],
         compute: Callable[[str, Service], _T],
+        *,
+        live: frozenset[str] | None = None,
+        affected: Affected | None = None,
     ) -> Iterator[_T]:
-        """Each Service's result in key order, computing only those that may have changed."""
-        touched = self._touched(view, scope, kinds)
+        """Each Service's result in key order, computing only those that may have changed.
+
+        `live`: the live speakers the results depend on (None: all assumed alive).
+        `affected`: when only other nodes changed (their Node objects, or which are alive),
+        the Services whose results that may change; without it such a change (as any
+        change of a shared input) has every Service planned again."""
+        forced: set[str] = set()
+        touched = self._touched(view, scope, kinds, live, affected, forced)
         if touched is None:
             self.delta = None
+            if live != self._live:
+                self._entries = {}  # every result may depend on who is alive
             self._walk(view, scope, kinds, compute)
         else:
             self.delta = []
-            self._update(view, touched, compute)
+            self._update(view, touched, compute, forced)
+        self._live = live
         self._seen = view.changes
         return iter(self._results)
 
     def _touched(
-        self, view: ClusterView, scope: tuple[object, ...], kinds: tuple[Kind, ...]
+        self,
+        view: ClusterView,
+        scope: tuple[object, ...],
+        kinds: tuple[Kind, ...],
+        live: frozenset[str] | None,
+        affected: Affected | None,
+        forced: set[str],
     ) -> set[str] | None:
         """The Service keys whose inputs may have changed since the last call, or None when
-        that is not known cheaply (or shared inputs changed): then every Service is walked."""
+        that is not known cheaply (or shared inputs changed): then every Service is walked.
+        `forced`: filled with the keys to plan again although their own inputs are the
+        same (other nodes changed)."""
         seen, now = self._seen, view.changes
         if seen is None or now is None or seen[0] is not now[0] or scope != self._scope:
             return None
+        entering: set[str] = set()
+        leaving: set[str] = set()
+        if live != self._live:
+            if affected is None or live is None or self._live is None:
+                return None
+            entering |= live - self._live
+            leaving |= self._live - live
         changes = now[0].between(seen[1], now[1])
         if changes is None:
             return None
@@ -170,8 +206,23 @@ class _PerService(Generic[_T]):
                     touched.update(change.services)
             elif change.kind in kinds:
                 shared_changed = True
-        if shared_changed and not _same_shared(self._shared, _shared_of(view, kinds)):
-            return None
+        if shared_changed:
+            shared = _shared_of(view, kinds)
+            if not _same_shared(self._shared, shared):
+                nodes = None if affected is None else _nodes_only(self._shared, shared, kinds)
+                if nodes is None:
+                    return None
+                entering |= nodes[0]
+                leaving |= nodes[1]
+        if entering or leaving:
+            assert affected is not None
+            more = affected(entering, leaving)
+            if more is None:
+                return None
+            forced |= more
+            touched |= more
+        if shared_changed:
+            self._shared = shared
         return touched
 
     def _walk(
@@ -198,7 +249,11 @@ class _PerService(Generic[_T]):
         self._versions.keep(services)
 
     def _update(
-        self, view: ClusterView, touched: set[str], compute: Callable[[str, Service], _T]
+        self,
+        view: ClusterView,
+        touched: set[str],
+        compute: Callable[[str, Service], _T],
+        forced: set[str],
     ) -> None:
         services = view.services
         delta = self.delta
@@ -213,7 +268,9 @@ class _PerService(Generic[_T]):
                     del self._keys[at], self._results[at], self._entries[key]
                 self._versions.forget(key)
                 continue
-            entry = self._entry(view, key, svc, self._entries.get(key), compute)
+            entry = self._entry(
+                view, key, svc, None if key in forced else self._entries.get(key), compute
+            )
             self._entries[key] = entry
             if held:
                 if self._results[at] is not entry.result:
@@ -260,6 +317,28 @@ def _same_shared(
     new: tuple[tuple[tuple[str, object], ...], ...],
 ) -> bool:
     return old is not None and all(_same_items(o, n) for o, n in zip(old, new, strict=True))
+
+
+def _nodes_only(
+    old: tuple[tuple[tuple[str, object], ...], ...] | None,
+    new: tuple[tuple[tuple[str, object], ...], ...],
+    kinds: tuple[Kind, ...],
+) -> tuple[set[str], set[str]] | None:
+    """When only Nodes differ between two sets of shared inputs: the names of the Nodes
+    that changed or appeared, and of those that went; else None."""
+    if old is None:
+        return None
+    changed: set[str] = set()
+    gone: set[str] = set()
+    for kind, o, n in zip(kinds, old, new, strict=True):
+        if _same_items(o, n):
+            continue
+        if kind is not Kind.NODE:
+            return None
+        before, after = dict(o), dict(n)
+        gone |= before.keys() - after.keys()
+        changed |= {k for k, v in after.items() if k not in before or not _same(before[k], v)}
+    return changed, gone
 
 
 def _ready(view: ClusterView, key: str, slices: tuple[object, ...] | None) -> frozenset[str] | None:
@@ -441,6 +520,45 @@ class _Chained(Sequence["Decision"]):
         return repr(tuple(self))
 
 
+class NodeDependencies:
+    """What each kept Service plan read of the other nodes, so that a node coming, going or
+    changing replans only the Services whose decisions it can change: those that ran an
+    election the node was chosen in, or would now win (rendezvous hashing: one hash per
+    election decides it), and those that list every candidate (VRRP)."""
+
+    def __init__(self) -> None:
+        self._elections: dict[str, list[Election]] = {}
+        self._every: set[str] = set()
+
+    def note(self, key: str, elections: list[Election], every: bool) -> None:
+        if elections:
+            self._elections[key] = elections
+        else:
+            self._elections.pop(key, None)
+        if every:
+            self._every.add(key)
+        else:
+            self._every.discard(key)
+
+    def forget(self, key: str) -> None:
+        self._elections.pop(key, None)
+        self._every.discard(key)
+
+    def affected(self, entering: set[str], leaving: set[str]) -> set[str]:
+        """The Services whose elections `entering` nodes (or nodes that changed: they may
+        enter) and `leaving` nodes can change."""
+        out = set(self._every)
+        nodes = entering | leaving
+        for key, elections in self._elections.items():
+            for ip, chosen, to_beat in elections:
+                if not nodes.isdisjoint(chosen) or any(
+                    to_beat is None or score(n, ip) < to_beat for n in entering
+                ):
+                    out.add(key)
+                    break
+        return out
+
+
 class PlanCache:
     """Per-Service results kept between calls of :func:`plan` and :func:`l2_election_orders`
     for one node, so that one changed Service costs one Service's planning.
@@ -461,6 +579,7 @@ class PlanCache:
         self.exclusions: dict[str, tuple[Node, str | None]] = {}
         # The last answer of l2_election_orders, kept while no Service's orders change.
         self.orders_out: ElectionOrders | None = None
+        self.dependencies = NodeDependencies()
         # Route mode's announcements in the last plan (not per Service: see plan()).
         self.tenant_announcements: frozenset[Announcement] = frozenset()
 

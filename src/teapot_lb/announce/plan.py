@@ -17,8 +17,8 @@ from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import TypeVar
 
-from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache, PlanDelta
-from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking
+from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, Election, PlanCache, PlanDelta
+from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking, score
 from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
 from teapot_lb.bgp.wire import LargeCommunity
 from teapot_lb.cluster import ClusterView
@@ -161,11 +161,21 @@ class Plan:
         return {a for a in self.announcements if a.mode is mode}
 
 
+_S = TypeVar("_S")
+
+
 class _Union(AbstractSet[Announcement]):
     """A read-only view of two sets as their union (the second one small: route mode's)."""
 
     def __init__(self, big: AbstractSet[Announcement], small: frozenset[Announcement]) -> None:
         self._big, self._small = big, small
+
+    @classmethod
+    def _from_iterable(cls, items: Iterable[_S]) -> AbstractSet[_S]:
+        return frozenset(items)  # what set operations on the view return
+
+    def __repr__(self) -> str:
+        return f"_Union({set(self)!r})"
 
     def __contains__(self, item: object) -> bool:
         return item in self._big or item in self._small
@@ -303,6 +313,11 @@ class _Planner:
         self._exclusions: dict[str, str | None] | None = None
         self._shared_candidates: dict[tuple[str, ...], list[str]] = {}
         self._shared_gated: dict[str, _Gated] = {}
+        # What the Service being decided read of the other nodes (for the plan cache; None:
+        # not recorded): the elections it ran (IP, chosen nodes, score to beat), and whether
+        # it read every candidate (a VRRP instance lists them all).
+        self.elections: list[Election] | None = None
+        self.reads_every_node = False
 
     def eligible(self, key: str, svc: Service) -> Mapping[str, str | None]:
         """Every node → None when it may announce the Service, else why not (mode-independent)."""
@@ -526,15 +541,25 @@ class _Planner:
         if memo is None:
             memo = self._choose(ip, adv, k, eligible)
             self._chosen[(ip, adv.name)] = memo
-        nodes, count = memo
+        nodes, _eligible = memo
+        # A node entering this IP's candidates changes the chosen set only if it ranks
+        # above the k-th (or fewer than k were eligible): see NodeDependencies.
+        self._elected(ip, nodes, nodes[-1] if len(nodes) == k else None)
         inside = node_name in nodes
         where = "is" if inside else "is not"
+        # (Not how many were eligible: that changes with every node, the chosen set not.)
         why = (
             f"{node_name} {where} among the {len(nodes)} node(s) {', '.join(nodes) or 'none'}"
             f" chosen for this IP by rendezvous hashing, maxNodesPerIP {k} of {adv.name},"
-            f" out of {count} eligible live node(s) with a session"
+            f" from the eligible live nodes with a session"
         )
         return inside, why
+
+    def _elected(self, ip: IPAddress, chosen: tuple[str, ...], last: str | None) -> None:
+        """Note, for the plan cache, which nodes an IP's election chose and the score a
+        newcomer must beat to change it (None: any newcomer changes it)."""
+        if self.elections is not None:
+            self.elections.append((str(ip), chosen, None if last is None else score(last, ip)))
 
     def _choose(
         self,
@@ -584,17 +609,19 @@ class _Planner:
                 return
             candidates = [n for n in candidates if n in live]
         order = ranking(ip, candidates)
+        self._elected(ip, order[:1], order[0] if order else None)
+        # The reason names the owner only: a rank or a count would change with every node
+        # that comes or goes, and so would every L2 decision of every node (issue 19).
         if not order or order[0] != node_name:
             owner = order[0] if order else "nobody"
-            rank = order.index(node_name) + 1 if node_name in order else 0
-            say(Mode.L2, False, f"not elected: owner is {owner} (rank {rank} of {len(order)})")
+            say(Mode.L2, False, f"not elected: owner is {owner}")
             return
         interfaces = sorted({i for a in advs for i in a.spec.interfaces})
         # An advertisement without interfaces allows the default one; then no restriction.
         if any(not a.spec.interfaces for a in advs):
             interfaces = []
         out.add(L2Claim(str(ip), tuple(interfaces)))
-        say(Mode.L2, True, f"elected among {len(order)} candidate(s)")
+        say(Mode.L2, True, "elected: first of the live candidates in the IP's rendezvous order")
 
     def _vip(
         self,
@@ -606,6 +633,7 @@ class _Planner:
         out: set[Announcement],
     ) -> None:
         # The first advertisement (by name) that selects this node decides the instance.
+        self.reads_every_node = True  # the instance lists every candidate
         adv = advs[0]
         candidates = tuple(sorted(self._candidates([adv], eligible)))
         spec = adv.spec
@@ -735,14 +763,29 @@ def _plan_kept(
     plan's totals change by what they changed."""
     opts = planner.options
 
+    deps = cache.dependencies
+
     def decide(key: str, svc: Service) -> tuple[frozenset[Announcement], tuple[Decision, ...]]:
         if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
+            deps.forget(key)
             return frozenset(), ()
+        planner.elections, planner.reads_every_node = [], False
         anns, decs = planner.decide(node, key, svc, planner.eligible(key, svc))
+        deps.note(key, planner.elections, planner.reads_every_node)
+        planner.elections = None
         return frozenset(anns), tuple(decs)
 
+    def affected(entering: set[str], leaving: set[str]) -> set[str] | None:
+        if node in entering or node in leaving:
+            return None  # this node's own change: every decision may differ
+        return deps.affected(entering, leaving)
+
     scope = (node, _options_key(opts, liveness=True))
-    kept = cache.plans.results(view, scope, PLAN_KINDS, decide)
+    live = opts.live_speakers
+    kept = cache.plans.results(
+        view, scope, PLAN_KINDS, decide,
+        live=None if live is None else frozenset(live), affected=affected,
+    )  # fmt: skip
     totals, delta = cache.totals, cache.plans.delta
     if delta is None:
         totals.rebuild(kept)
@@ -893,8 +936,9 @@ def l2_election_orders(
 def _options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:
     key: tuple[object, ...] = (options.load_balancer_class, options.handle_unclassed)
     if liveness:
-        live = options.live_speakers
         up = options.established_peers
-        key += (None if live is None else frozenset(live), frozenset(options.down_peers))
+        # Liveness is not in the key: the cache compares it itself, and replans only the
+        # Services whose elections a node coming or going can change.
+        key += (frozenset(options.down_peers),)
         key += (None if up is None else frozenset(up), options.ovn_gateways)
     return key
