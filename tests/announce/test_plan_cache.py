@@ -426,3 +426,18 @@ def test_another_nodes_change_replans_the_vrrp_instances_that_list_it() -> None:
     cached = plan(store.view(), "node-a", options, cache=cache)
     assert cached == plan(store.view(), "node-a", options)
     assert any("VRRP candidate with node-a, node-c " in d.reason for d in cached.decisions)
+
+
+def test_election_orders_follow_a_node_change_for_local_and_other_services() -> None:
+    store = base_store()
+    store.put_object(parse(pool("p2", *POOL_ADDRESSES["p2"][0])))
+    store.put_object(parse(service_doc("local", ["198.51.100.1"], local=True, handled=True)))
+    store.put_object(parse(slice_doc("local", {"node-b": True, "node-c": True})))
+    store.put_object(parse(service_doc("cluster", ["198.51.100.2"], local=False, handled=True)))
+    cache = PlanCache()
+    l2_election_orders(store.view(), cache=cache)
+    store.put_object(parse(node_doc("node-b", {}, unavailable=True)))
+    cached = l2_election_orders(store.view(), cache=cache)
+    full = l2_election_orders(store.view())
+    assert dict(cached.items()) == dict(full.items())
+    assert "node-b" not in cached["198.51.100.1"] and "node-b" not in cached["198.51.100.2"]

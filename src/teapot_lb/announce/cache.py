@@ -23,7 +23,13 @@ from teapot_lb.model import ExternalTrafficPolicy, Node, Service
 from teapot_lb.model.kinds import KINDS, Kind
 
 if TYPE_CHECKING:
-    from teapot_lb.announce.plan import Announcement, Decision, ElectionOrders, Mode
+    from teapot_lb.announce.plan import (
+        Announcement,
+        Decision,
+        ElectionOrders,
+        Mode,
+        SharedCandidates,
+    )
 
 _T = TypeVar("_T")
 # One election a Service's plan ran: the IP, the nodes it chose (the L2 owner, or the
@@ -572,7 +578,11 @@ class PlanCache:
         self.plans: _PerService[tuple[frozenset[Announcement], tuple[Decision, ...]]] = _PerService(
             versions
         )
-        self.orders: _PerService[tuple[tuple[str, Sequence[str]], ...]] = _PerService(versions)
+        self.orders: _PerService[tuple[tuple[str, Sequence[str] | SharedCandidates], ...]] = (
+            _PerService(versions)
+        )
+        # The Services whose L2 candidates are their own (Local): a Node change replans them.
+        self.orders_local: set[str] = set()
         self.totals = PlanTotals()
         # Each Node's own exclusion (why it may announce nothing), by name, while the view
         # holds the same Node object.

@@ -848,6 +848,14 @@ def explain_tenant(
     return decisions
 
 
+@dataclass(frozen=True)
+class SharedCandidates:
+    """The L2 candidates every Service of these L2Advertisements (by name) shares: those of
+    the Services without `externalTrafficPolicy: Local`."""
+
+    advertisements: tuple[str, ...]
+
+
 class ElectionOrders(Mapping[str, tuple[str, ...]]):
     """Every L2 IP → the nodes allowed to own it, in election order, each order ranked
     when it is first read (and the last few kept).
@@ -855,19 +863,30 @@ class ElectionOrders(Mapping[str, tuple[str, ...]]):
     The L2 backend reads one IP's order only when it judges a claim (split brain), but a
     ranking costs one SHA-256 per candidate: ranking every IP over 1,000 nodes at each
     change (the plan already ranked them once) cost minutes at 25k L2 IPs, and holding
-    every order ~8 KB per IP (issue 19). What is kept per IP is its candidates (a list the
-    Services of one advertisement set share)."""
+    every order ~8 KB per IP (issue 19). What is kept per IP is its candidates: a list, or
+    for the IPs of Services without `externalTrafficPolicy: Local` the advertisements whose
+    candidates they share (:class:`SharedCandidates`), looked up when read, so that a Node
+    change does not touch every IP's entry."""
 
     _KEEP = 1024
 
-    def __init__(self, candidates: Mapping[str, Sequence[str]]) -> None:
+    def __init__(
+        self,
+        candidates: Mapping[str, Sequence[str] | SharedCandidates],
+        shared: Callable[[SharedCandidates], Sequence[str]] | None = None,
+    ) -> None:
         self._candidates = candidates
+        self._shared = shared
         self._ranked: dict[str, tuple[str, ...]] = {}
 
     def __getitem__(self, ip: str) -> tuple[str, ...]:
         order = self._ranked.get(ip)
         if order is None:
-            order = ranking(parse_ip(ip), self._candidates[ip])
+            nodes = self._candidates[ip]
+            if isinstance(nodes, SharedCandidates):
+                assert self._shared is not None
+                nodes = self._shared(nodes)
+            order = ranking(parse_ip(ip), nodes)
             if len(self._ranked) >= self._KEEP:
                 del self._ranked[next(iter(self._ranked))]
             self._ranked[ip] = order
@@ -895,11 +914,15 @@ def l2_election_orders(
     """
     opts = options or PlanOptions()
     planner = _Planner(view, opts, cache)
+    local = cache.orders_local if cache is not None else set()
 
-    def candidates(key: str, svc: Service) -> tuple[tuple[str, Sequence[str]], ...]:
+    def candidates(
+        key: str, svc: Service
+    ) -> tuple[tuple[str, Sequence[str] | SharedCandidates], ...]:
+        local.discard(key)
         if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
             return ()
-        out: list[tuple[str, Sequence[str]]] = []
+        out: list[tuple[str, Sequence[str] | SharedCandidates]] = []
         eligible: Mapping[str, str | None] | None = None
         for ip in svc.ingress_ips():
             pool = view.pool_of(ip)
@@ -910,24 +933,41 @@ def l2_election_orders(
                 continue
             if eligible is None:
                 eligible = planner.eligible(key, svc)
-            out.append((str(ip), planner._candidates(l2_advs, eligible)))
+            if eligible is planner.node_exclusions():
+                out.append((str(ip), SharedCandidates(tuple(a.name for a in l2_advs))))
+            else:
+                local.add(key)  # its candidates read the Nodes: planned again when they change
+                out.append((str(ip), planner._candidates(l2_advs, eligible)))
         return tuple(out)
 
-    out: dict[str, Sequence[str]] = {}
+    def shared(of: SharedCandidates) -> Sequence[str]:
+        by_name = {a.name: a for a in view.l2_advertisements.values()}
+        return planner._candidates(
+            [by_name[n] for n in of.advertisements], planner.node_exclusions()
+        )
+
+    def affected(entering: set[str], leaving: set[str]) -> set[str]:
+        return set(local)
+
+    out: dict[str, Sequence[str] | SharedCandidates] = {}
     if cache is None:
-        per_service: Iterable[tuple[tuple[str, Sequence[str]], ...]] = (
+        per_service: Iterable[tuple[tuple[str, Sequence[str] | SharedCandidates], ...]] = (
             candidates(key, view.services[key]) for key in _sorted(view.services)
         )
     else:
         scope = _options_key(opts, liveness=False)
-        per_service = cache.orders.results(view, scope, L2_KINDS, candidates)
+        per_service = cache.orders.results(view, scope, L2_KINDS, candidates, affected=affected)
         delta, kept = cache.orders.delta, cache.orders_out
         if kept is not None and delta is not None and not any(o or n for _, o, n in delta):
-            return kept  # no Service's candidates changed: the same answer
+            # No Service's candidates changed: the same entries, the shared candidates
+            # looked up in this view (a Node may have changed them).
+            orders = ElectionOrders(kept._candidates, shared)
+            cache.orders_out = orders
+            return orders
     for items in per_service:
         for ip_text, nodes in items:
             out[ip_text] = nodes
-    orders = ElectionOrders(out)
+    orders = ElectionOrders(out, shared)
     if cache is not None:
         cache.orders_out = orders
     return orders
