@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from teapot_lb.announce.election import score
+from teapot_lb.announce.election import scored
 from teapot_lb.cluster import ClusterView
 from teapot_lb.cluster.changes import EVERY_KEY, ChangeLog
 from teapot_lb.model import ExternalTrafficPolicy, Node, Service
@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     )
 
 _T = TypeVar("_T")
-# One election a Service's plan ran: the IP, the nodes it chose (the L2 owner, or the
-# maxNodesPerIP set), and the score a node entering the candidates must beat to change
-# that (None: any newcomer changes it).
-Election = tuple[str, tuple[str, ...], bytes | None]
+# One election a Service's plan ran: the IP (as election.suffix hashes it), the nodes it
+# chose (the L2 owner, or the maxNodesPerIP set), and the score a node entering the
+# candidates must beat to change that (None: any newcomer changes it).
+Election = tuple[bytes, tuple[str, ...], bytes | None]
 # Node names whose candidacy may have changed: (entering or changed, only leaving) → the
 # Service keys to plan again, or None for every Service.
 Affected = Callable[[set[str], set[str]], set[str] | None]
@@ -135,6 +135,12 @@ class _PerService(Generic[_T]):
     ) -> _Entry[_T]:
         self.computed += 1
         return _Entry(version, slices, _ready(view, key, slices), compute(key, svc))
+
+    def ready_of(self, key: str) -> frozenset[str] | None:
+        """The nodes with a ready endpoint of a held Local Service (None: not Local, or not
+        held)."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry.ready
 
     def kept(self) -> Iterator[_T]:
         """The last call's results, in key order."""
@@ -558,7 +564,7 @@ class NodeDependencies:
         for key, elections in self._elections.items():
             for ip, chosen, to_beat in elections:
                 if not nodes.isdisjoint(chosen) or any(
-                    to_beat is None or score(n, ip) < to_beat for n in entering
+                    to_beat is None or scored(n, ip) < to_beat for n in entering
                 ):
                     out.add(key)
                     break

@@ -18,7 +18,7 @@ from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import TypeVar
 
 from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, Election, PlanCache, PlanDelta
-from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking, score
+from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking, score, suffix
 from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
 from teapot_lb.bgp.wire import LargeCommunity
 from teapot_lb.cluster import ClusterView
@@ -559,7 +559,7 @@ class _Planner:
         """Note, for the plan cache, which nodes an IP's election chose and the score a
         newcomer must beat to change it (None: any newcomer changes it)."""
         if self.elections is not None:
-            self.elections.append((str(ip), chosen, None if last is None else score(last, ip)))
+            self.elections.append((suffix(ip), chosen, None if last is None else score(last, ip)))
 
     def _choose(
         self,
@@ -947,7 +947,11 @@ def l2_election_orders(
         )
 
     def affected(entering: set[str], leaving: set[str]) -> set[str]:
-        return set(local)
+        # A Local Service's candidates are nodes with a ready endpoint of it: only a change
+        # of one of those can change them.
+        nodes = entering | leaving
+        assert cache is not None
+        return {k for k in local if not nodes.isdisjoint(cache.orders.ready_of(k) or ())}
 
     out: dict[str, Sequence[str] | SharedCandidates] = {}
     if cache is None:
