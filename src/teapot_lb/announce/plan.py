@@ -901,6 +901,11 @@ class ElectionOrders(Mapping[str, tuple[str, ...]]):
     def __contains__(self, ip: object) -> bool:
         return ip in self._candidates
 
+    def same_ips(self, other: object) -> bool:
+        """Whether `other` is an answer with the very same IP entries (a later one, made
+        when no Service's candidates changed): what was derived from its IPs still holds."""
+        return isinstance(other, ElectionOrders) and other._candidates is self._candidates
+
 
 def l2_election_orders(
     view: ClusterView, options: PlanOptions | None = None, *, cache: PlanCache | None = None
