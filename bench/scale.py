@@ -196,6 +196,9 @@ def speaker_child(services: int, nodes: int, repeats: int) -> dict[str, Any]:
         return first, times
 
     first, times = asyncio.run(steps())
+    l2 = speaker.l2
+    assert isinstance(l2, speaker_bench.FakeL2)
+    node_steps = asyncio.run(speaker_bench.node_change_steps(speaker, l2, nodes))
     return {
         "services": services,
         "nodes": nodes,
@@ -205,6 +208,7 @@ def speaker_child(services: int, nodes: int, repeats: int) -> dict[str, Any]:
         "first_step_s": round(first, 2),
         "change_step_s": round(statistics.median(times), 4),
         "change_steps_s": [round(t, 4) for t in times],
+        "node_change_steps_s": {k: round(v, 4) for k, v in node_steps.items()},
     }
 
 

@@ -51,8 +51,9 @@ import yaml
 
 from teapot_lb import log
 from teapot_lb.announce.plan import plan
-from teapot_lb.bgp import State
+from teapot_lb.bgp import PeerConfig, PeerCounters, State
 from teapot_lb.cluster import ClusterView, Kind, Store
+from teapot_lb.cluster.view import Stored
 from teapot_lb.lab.manifests import (
     LabLayout,
     assigned_ips,
@@ -64,6 +65,7 @@ from teapot_lb.lab.manifests import (
 from teapot_lb.lab.network import LabNetwork
 from teapot_lb.lab.router import Router, fib_next_hops
 from teapot_lb.lab.wait import wait_for
+from teapot_lb.model import Node
 from teapot_lb.model.kinds import KINDS
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.netlab import Topology, netns_available
@@ -177,25 +179,40 @@ class FakePeer:
     """A session that is up."""
 
     state = State.ESTABLISHED
+    established = True
+    last_error: str | None = None
+    prefixes_sent = 0
+
+    def __init__(self) -> None:
+        self.counters = PeerCounters()
 
 
 class FakeSpeaker:
     """Records routes instead of sending them (the backend's SpeakerLike)."""
 
     def __init__(self, local_as: int, router_id: IPv4Address) -> None:
-        self.peers: dict[str, Any] = {}
-        self.routes: dict[str | None, Mapping[Any, Any]] = {}
+        self.peers: dict[str, FakePeer] = {}
+        self.routes: dict[str | None, dict[Any, Any]] = {}
 
     async def start(self) -> None: ...
 
-    def add_peer(self, config: Any) -> Any:
-        self.peers[config.address] = FakePeer()
+    def add_peer(self, config: PeerConfig) -> FakePeer:
+        peer = self.peers[config.address] = FakePeer()
+        return peer
 
     async def remove_peer(self, address: str, communication: str = "") -> None:
         self.peers.pop(address, None)
 
+    def set_bfd(self, address: str, parameters: Any) -> None: ...
+
     def set_routes(self, routes: Mapping[Any, Any], peer: str | None = None) -> None:
-        self.routes[peer] = routes
+        self.routes[peer] = dict(routes)
+
+    def change_routes(self, routes: Mapping[Any, Any], withdrawn: Any, *, peer: str) -> None:
+        table = self.routes[peer]
+        for prefix in withdrawn:
+            del table[prefix]
+        table.update(routes)
 
     async def shutdown(self, communication: str = "", **_: bool) -> None: ...
 
@@ -235,7 +252,8 @@ async def change_cost(docs: list[dict[str, Any]], nodes: int, repeats: int) -> t
     reloads, steps = [], []
     for r in range(repeats):
         (doc,) = service_docs(10**6 + 10 * r, ("bgp6", True), [])  # not Local
-        obj, _ = parse_object(doc)
+        obj, problems = parse_object(doc)
+        assert obj is not None, problems
         source.put_object(obj)
         t0 = time.perf_counter()
         reload()
@@ -246,7 +264,49 @@ async def change_cost(docs: list[dict[str, Any]], nodes: int, repeats: int) -> t
     return statistics.median(reloads), statistics.median(steps)
 
 
-def kinds_of(view: ClusterView) -> dict[Kind, Mapping[str, object]]:
+async def node_change_steps(speaker: NodeSpeaker, l2: FakeL2, nodes: int) -> dict[str, float]:
+    """One ``NodeSpeaker.step()`` after each Node-side change, in turn (node n1's view,
+    ``nodes`` Nodes n1..nN, every speaker alive at the start): another node's speaker dies
+    (L2 membership) and comes back, a label nothing selects is put on that Node, and a new
+    Node joins (its speaker alive) and leaves. Seconds per step, by change."""
+    store = speaker.store
+    victim = f"n{nodes // 2 + 1}"
+    everyone = l2.nodes
+    out: dict[str, float] = {}
+
+    async def timed_step(what: str) -> None:
+        t0 = time.perf_counter()
+        await speaker.step()
+        out[what] = time.perf_counter() - t0
+
+    l2.nodes = everyone - {victim}
+    await timed_step("liveness_down_s")
+    l2.nodes = everyone
+    await timed_step("liveness_up_s")
+    node = store.get(Kind.NODE, victim)
+    assert isinstance(node, Node)
+    labelled = node.model_copy(
+        update={"metadata": node.metadata.model_copy(
+            update={"labels": {**node.labels, "bench.teapot.io/touched": "1"}})}
+    )  # fmt: skip
+    store.put_object(labelled)
+    await timed_step("node_label_s")
+    new = f"n{nodes + 1}"
+    address = {"type": "InternalIP", "address": "198.51.100.250"}
+    doc = {"apiVersion": "v1", "kind": "Node", "status": {"addresses": [address]},
+           "metadata": {"name": new, "labels": {"kubernetes.io/hostname": new}}}  # fmt: skip
+    obj, problems = parse_object(doc)
+    assert obj is not None, problems
+    l2.nodes = everyone | {new}
+    store.put_object(obj)
+    await timed_step("node_join_s")
+    l2.nodes = everyone
+    store.delete(Kind.NODE, new)
+    await timed_step("node_leave_s")
+    return out
+
+
+def kinds_of(view: ClusterView) -> dict[Kind, Mapping[str, Stored]]:
     """Every kind of the view but Services (the reload assigns those)."""
     return {i.kind: view.of_kind(i.kind) for i in KINDS if i.kind is not Kind.SERVICE}
 

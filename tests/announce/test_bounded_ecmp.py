@@ -100,7 +100,7 @@ def test_explain_names_k_the_chosen_nodes_and_why_others_are_not() -> None:
     assert "maxNodesPerIP 2 of bgp" in yes.reason and chosen_text in yes.reason
     assert not no.announces and no.reason.startswith("not chosen:")
     assert f"{order[5]} is not among the 2 node(s) {chosen_text}" in no.reason
-    assert "out of 10 eligible live node(s)" in no.reason
+    assert "from the eligible live nodes with a session" in no.reason
 
 
 def test_max_nodes_per_ip_with_an_aggregate_is_refused_naming_the_field() -> None:

@@ -312,15 +312,49 @@ def test_an_equal_object_put_again_is_not_planned_again() -> None:
     assert cache.computed == 6
 
 
-def test_shared_inputs_and_options_replan_every_service() -> None:
+def test_another_nodes_change_replans_only_services_whose_elections_it_can_change() -> None:
+    store = base_store()
+    many_services(store, 5)  # 3 in the L2 pool, 2 in the BGP one (not bounded)
+    cache = PlanCache()
+    plan(store.view(), "node-a", cache=cache)
+    store.put_object(parse(node_doc("node-c", {"rack": "r1"})))
+    assert plan(store.view(), "node-a", cache=cache) == plan(store.view(), "node-a")
+    replanned = cache.computed - 5
+    assert replanned <= 3  # an L2 election node-c may enter or leave; never a BGP Service
+    store.put_object(parse(node_doc("node-a", {"rack": "r2"})))  # the node's own Node
+    plan(store.view(), "node-a", cache=cache)
+    assert cache.computed == 10 + replanned
+
+
+def test_a_dead_node_replans_only_the_services_whose_election_chose_it() -> None:
+    store = base_store()
+    many_services(store, 9)
+    cache = PlanCache()
+    every = PlanOptions(live_speakers=set(NODE_NAMES))
+    before = plan(store.view(), "node-a", every, cache=cache)
+    owned = {
+        d.service for d in before.decisions if d.mode is Mode.L2 and "owner is node-c" in d.reason
+    }
+    without = PlanOptions(live_speakers=set(NODE_NAMES) - {"node-c"})
+    assert plan(store.view(), "node-a", without, cache=cache) == plan(
+        store.view(), "node-a", without
+    )
+    assert cache.computed == 9 + len(owned)
+
+
+def test_options_and_the_planning_node_replan_every_service() -> None:
     store = base_store()
     many_services(store, 5)
     cache = PlanCache()
     plan(store.view(), "node-a", cache=cache)
-    store.put_object(parse(node_doc("node-c", {"rack": "r1"})))
-    plan(store.view(), "node-a", cache=cache)
-    assert cache.computed == 10
     plan(store.view(), "node-a", PlanOptions(live_speakers={"node-a"}), cache=cache)
+    assert cache.computed == 10  # liveness known for the first time
+    plan(
+        store.view(),
+        "node-a",
+        PlanOptions(live_speakers={"node-a"}, down_peers=("tor1",)),
+        cache=cache,
+    )
     assert cache.computed == 15
     plan(store.view(), "node-b", PlanOptions(live_speakers={"node-a"}), cache=cache)
     assert cache.computed == 20
@@ -364,3 +398,46 @@ def test_endpoints_that_keep_the_same_ready_nodes_replan_nothing() -> None:
     store.put_object(parse(slice_doc("svc3", {"node-a": True, "node-c": True})))
     assert plan(store.view(), "node-a", cache=cache) == plan(store.view(), "node-a")
     assert cache.computed == 7
+
+
+def test_a_node_coming_alive_that_wins_elections_replans_those_services() -> None:
+    store = base_store()
+    store.put_object(parse(pool("p2", *POOL_ADDRESSES["p2"][0])))
+    for i in range(14):  # L2 pool: node-c wins about a third of these once alive
+        store.put_object(parse(service_doc(f"l2-{i}", [f"198.51.100.{i + 1}"], False, True)))
+    cache = PlanCache()
+    two = PlanOptions(live_speakers={"node-a", "node-b"})
+    plan(store.view(), "node-a", two, cache=cache)
+    every = PlanOptions(live_speakers=set(NODE_NAMES))
+    cached = plan(store.view(), "node-a", every, cache=cache)
+    full = plan(store.view(), "node-a", every)
+    assert cached == full
+    assert any("owner is node-c" in d.reason for d in full.decisions)
+    assert cache.computed < 28  # not every Service
+
+
+def test_another_nodes_change_replans_the_vrrp_instances_that_list_it() -> None:
+    store = base_store()
+    options = apply(store, ("vip-adv", "v1", "p1", None), PlanOptions())
+    store.put_object(parse(service_doc("s0", ["192.0.2.1"], local=False, handled=True)))
+    cache = PlanCache()
+    plan(store.view(), "node-a", options, cache=cache)
+    apply(store, ("node", "node-b", None, True, True), options)  # node-b: network unavailable
+    cached = plan(store.view(), "node-a", options, cache=cache)
+    assert cached == plan(store.view(), "node-a", options)
+    assert any("VRRP candidate with node-a, node-c " in d.reason for d in cached.decisions)
+
+
+def test_election_orders_follow_a_node_change_for_local_and_other_services() -> None:
+    store = base_store()
+    store.put_object(parse(pool("p2", *POOL_ADDRESSES["p2"][0])))
+    store.put_object(parse(service_doc("local", ["198.51.100.1"], local=True, handled=True)))
+    store.put_object(parse(slice_doc("local", {"node-b": True, "node-c": True})))
+    store.put_object(parse(service_doc("cluster", ["198.51.100.2"], local=False, handled=True)))
+    cache = PlanCache()
+    l2_election_orders(store.view(), cache=cache)
+    store.put_object(parse(node_doc("node-b", {}, unavailable=True)))
+    cached = l2_election_orders(store.view(), cache=cache)
+    full = l2_election_orders(store.view())
+    assert dict(cached.items()) == dict(full.items())
+    assert "node-b" not in cached["198.51.100.1"] and "node-b" not in cached["198.51.100.2"]

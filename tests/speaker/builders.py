@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 from typing import Any
@@ -128,6 +128,16 @@ class FakeSpeaker:
         assert peer is not None
         self.routes[peer] = dict(routes)
         self.calls.append(("routes", peer))
+
+    def change_routes(
+        self, routes: Mapping[Prefix, RouteAttributes | None], withdrawn: Iterable[Prefix], *,
+        peer: str,
+    ) -> None:  # fmt: skip
+        table = self.routes[peer]  # only after set_routes for the peer
+        for prefix in withdrawn:
+            del table[prefix]
+        table.update(routes)
+        self.calls.append(("change", peer))
 
     async def shutdown(
         self, communication: str = "", *, withdraw: bool = False, graceful_restart: bool = False

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest_asyncio
 
+from teapot_lb.announce.plan import ElectionOrders
 from teapot_lb.l2.announcer import Claim
 from teapot_lb.l2.claims import ClaimTiming
 from teapot_lb.lab.wait import wait_for_async
@@ -179,3 +180,18 @@ async def test_shutdown_releases_everything(backend: Any) -> None:
     b.shutdown()
     assert ("release", IP) in r.log and ("close", "") in r.log
     assert b.owned == {}
+
+
+async def test_the_ips_watched_follow_the_cluster_s_l2_ips(backend: Any) -> None:
+    """Every L2 IP of the cluster is watched for claims (split brain), parsed once per new
+    set of IPs: a later answer with the same entries keeps them, a new one replaces them."""
+    b, clock, _ = backend
+    clock.now += 1
+    first = ElectionOrders({IP: ["n1"], "192.0.2.77": ["n2"]})
+    await b.apply({IP: ()}, first)
+    assert eth0(b).watched == {ip_address(IP), ip_address("192.0.2.77")}
+    same = ElectionOrders(first._candidates)  # as l2_election_orders answers when unchanged
+    await b.apply({IP: ()}, same)
+    assert eth0(b).watched == {ip_address(IP), ip_address("192.0.2.77")}
+    await b.apply({IP: ()}, ElectionOrders({IP: ["n1"], "192.0.2.78": ["n3"]}))
+    assert eth0(b).watched == {ip_address(IP), ip_address("192.0.2.78")}

@@ -44,14 +44,35 @@ def test_a_route_added_and_removed_among_many_changes_only_its_prefix() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sets(routes, max_size=12), min_size=1, max_size=12))
-def test_the_peers_said_changed_include_every_peer_whose_table_changed(
+def test_the_prefixes_said_changed_include_every_prefix_whose_route_changed(
     steps: list[set[BGPRoute]],
 ) -> None:
     table = RouteTable()
     before: dict[str, dict[str, object]] = {}
     for step in steps:
         after = {peer: dict(t) for peer, t in table.update(set(step)).items()}
-        differ = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
-        assert table.changed is None or differ <= table.changed
+        differ = {
+            (peer, prefix)
+            for peer in before.keys() | after.keys()
+            for prefix in before.get(peer, {}).keys() | after.get(peer, {}).keys()
+            if before.get(peer, {}).get(prefix) != after.get(peer, {}).get(prefix)
+        }
+        changed = table.changed
+        assert changed is None or differ <= {(p, x) for p, xs in changed.items() for x in xs}
         table.clear_changed()
         before = after
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sets(routes, max_size=12), min_size=1, max_size=12))
+def test_a_table_changed_by_deltas_equals_routes_shaped_from_scratch(
+    steps: list[set[BGPRoute]],
+) -> None:
+    """The delta path (what a plan added and removed) and the resync path (the whole
+    plan compared) keep the same table."""
+    by_delta, by_plan = RouteTable(), RouteTable()
+    held: set[BGPRoute] = set()
+    for step in steps:
+        got = by_delta.change(step - held, held - step)
+        assert got == bgp_routes(step) == by_plan.update(set(step))
+        held = set(step)

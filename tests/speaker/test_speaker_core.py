@@ -162,7 +162,7 @@ async def test_a_service_change_updates_routes_without_touching_sessions() -> No
     bgp.calls.clear()
     put(store, lb_service("api", "203.0.113.11"))
     await speaker.step()
-    assert [c[0] for c in bgp.calls] == ["routes", "routes"]
+    assert [c[0] for c in bgp.calls] == ["change", "change"]  # the changed prefix only
     assert set(bgp.routes["192.0.2.1"]) == {P10, P11}
     bgp.calls.clear()
     await speaker.step()  # nothing changed: nothing sent

@@ -14,17 +14,31 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from teapot_lb.announce.election import scored
 from teapot_lb.cluster import ClusterView
 from teapot_lb.cluster.changes import EVERY_KEY, ChangeLog
 from teapot_lb.model import ExternalTrafficPolicy, Node, Service
 from teapot_lb.model.kinds import KINDS, Kind
 
 if TYPE_CHECKING:
-    from teapot_lb.announce.plan import Announcement, Decision, ElectionOrders, Mode
+    from teapot_lb.announce.plan import (
+        Announcement,
+        Decision,
+        ElectionOrders,
+        Mode,
+        SharedCandidates,
+    )
 
 _T = TypeVar("_T")
+# One election a Service's plan ran: the IP (as election.suffix hashes it), the nodes it
+# chose (the L2 owner, or the maxNodesPerIP set), and the score a node entering the
+# candidates must beat to change that (None: any newcomer changes it).
+Election = tuple[bytes, tuple[str, ...], bytes | None]
+# Node names whose candidacy may have changed: (entering or changed, only leaving) → the
+# Service keys to plan again, or None for every Service.
+Affected = Callable[[set[str], set[str]], set[str] | None]
 
 # What a per-Service decision reads besides the Service and its EndpointSlices: when any of
 # these (or the node, or the options) differs from the previous call, everything is planned
@@ -97,6 +111,7 @@ class _PerService(Generic[_T]):
     def __init__(self, versions: _Versions) -> None:
         self._versions = versions
         self._scope: tuple[object, ...] | None = None
+        self._live: frozenset[str] | None = None
         self._shared: tuple[tuple[tuple[str, object], ...], ...] | None = None
         self._entries: dict[str, _Entry[_T]] = {}
         # The held keys in order, and their results in the same order.
@@ -121,6 +136,12 @@ class _PerService(Generic[_T]):
         self.computed += 1
         return _Entry(version, slices, _ready(view, key, slices), compute(key, svc))
 
+    def ready_of(self, key: str) -> frozenset[str] | None:
+        """The nodes with a ready endpoint of a held Local Service (None: not Local, or not
+        held)."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry.ready
+
     def kept(self) -> Iterator[_T]:
         """The last call's results, in key order."""
         return iter(self._results)
@@ -135,26 +156,53 @@ class _PerService(Generic[_T]):
         scope: tuple[object, ...],
         kinds: tuple[Kind, ...],
         compute: Callable[[str, Service], _T],
+        *,
+        live: frozenset[str] | None = None,
+        affected: Affected | None = None,
     ) -> Iterator[_T]:
-        """Each Service's result in key order, computing only those that may have changed."""
-        touched = self._touched(view, scope, kinds)
+        """Each Service's result in key order, computing only those that may have changed.
+
+        `live`: the live speakers the results depend on (None: all assumed alive).
+        `affected`: when only other nodes changed (their Node objects, or which are alive),
+        the Services whose results that may change; without it such a change (as any
+        change of a shared input) has every Service planned again."""
+        forced: set[str] = set()
+        touched = self._touched(view, scope, kinds, live, affected, forced)
         if touched is None:
             self.delta = None
+            if live != self._live:
+                self._entries = {}  # every result may depend on who is alive
             self._walk(view, scope, kinds, compute)
         else:
             self.delta = []
-            self._update(view, touched, compute)
+            self._update(view, touched, compute, forced)
+        self._live = live
         self._seen = view.changes
         return iter(self._results)
 
     def _touched(
-        self, view: ClusterView, scope: tuple[object, ...], kinds: tuple[Kind, ...]
+        self,
+        view: ClusterView,
+        scope: tuple[object, ...],
+        kinds: tuple[Kind, ...],
+        live: frozenset[str] | None,
+        affected: Affected | None,
+        forced: set[str],
     ) -> set[str] | None:
         """The Service keys whose inputs may have changed since the last call, or None when
-        that is not known cheaply (or shared inputs changed): then every Service is walked."""
+        that is not known cheaply (or shared inputs changed): then every Service is walked.
+        `forced`: filled with the keys to plan again although their own inputs are the
+        same (other nodes changed)."""
         seen, now = self._seen, view.changes
         if seen is None or now is None or seen[0] is not now[0] or scope != self._scope:
             return None
+        entering: set[str] = set()
+        leaving: set[str] = set()
+        if live != self._live:
+            if affected is None or live is None or self._live is None:
+                return None
+            entering |= live - self._live
+            leaving |= self._live - live
         changes = now[0].between(seen[1], now[1])
         if changes is None:
             return None
@@ -170,8 +218,23 @@ class _PerService(Generic[_T]):
                     touched.update(change.services)
             elif change.kind in kinds:
                 shared_changed = True
-        if shared_changed and not _same_shared(self._shared, _shared_of(view, kinds)):
-            return None
+        if shared_changed:
+            shared = _shared_of(view, kinds)
+            if not _same_shared(self._shared, shared):
+                nodes = None if affected is None else _nodes_only(self._shared, shared, kinds)
+                if nodes is None:
+                    return None
+                entering |= nodes[0]
+                leaving |= nodes[1]
+        if entering or leaving:
+            assert affected is not None
+            more = affected(entering, leaving)
+            if more is None:
+                return None
+            forced |= more
+            touched |= more
+        if shared_changed:
+            self._shared = shared
         return touched
 
     def _walk(
@@ -198,7 +261,11 @@ class _PerService(Generic[_T]):
         self._versions.keep(services)
 
     def _update(
-        self, view: ClusterView, touched: set[str], compute: Callable[[str, Service], _T]
+        self,
+        view: ClusterView,
+        touched: set[str],
+        compute: Callable[[str, Service], _T],
+        forced: set[str],
     ) -> None:
         services = view.services
         delta = self.delta
@@ -213,7 +280,9 @@ class _PerService(Generic[_T]):
                     del self._keys[at], self._results[at], self._entries[key]
                 self._versions.forget(key)
                 continue
-            entry = self._entry(view, key, svc, self._entries.get(key), compute)
+            entry = self._entry(
+                view, key, svc, None if key in forced else self._entries.get(key), compute
+            )
             self._entries[key] = entry
             if held:
                 if self._results[at] is not entry.result:
@@ -262,6 +331,28 @@ def _same_shared(
     return old is not None and all(_same_items(o, n) for o, n in zip(old, new, strict=True))
 
 
+def _nodes_only(
+    old: tuple[tuple[tuple[str, object], ...], ...] | None,
+    new: tuple[tuple[tuple[str, object], ...], ...],
+    kinds: tuple[Kind, ...],
+) -> tuple[set[str], set[str]] | None:
+    """When only Nodes differ between two sets of shared inputs: the names of the Nodes
+    that changed or appeared, and of those that went; else None."""
+    if old is None:
+        return None
+    changed: set[str] = set()
+    gone: set[str] = set()
+    for kind, o, n in zip(kinds, old, new, strict=True):
+        if _same_items(o, n):
+            continue
+        if kind is not Kind.NODE:
+            return None
+        before, after = dict(o), dict(n)
+        gone |= before.keys() - after.keys()
+        changed |= {k for k, v in after.items() if k not in before or not _same(before[k], v)}
+    return changed, gone
+
+
 def _ready(view: ClusterView, key: str, slices: tuple[object, ...] | None) -> frozenset[str] | None:
     return None if slices is None else frozenset(view.ready_endpoint_nodes(key))
 
@@ -273,6 +364,21 @@ def _same_slices(a: tuple[object, ...] | None, b: tuple[object, ...] | None) -> 
 
 
 _PlanResult = tuple[frozenset["Announcement"], tuple["Decision", ...]]
+
+
+@dataclass(frozen=True)
+class PlanDelta:
+    """What one plan changed in the announcements of the plan before it (from the same
+    cache): the backends apply this instead of comparing every announcement."""
+
+    added: frozenset[Announcement]
+    removed: frozenset[Announcement]
+
+    def of_mode(self, mode: Mode) -> tuple[list[Announcement], list[Announcement]]:
+        """The added and the removed announcements of one mode."""
+        return [a for a in self.added if a.mode is mode], [
+            a for a in self.removed if a.mode is mode
+        ]
 
 
 class PlanTotals:
@@ -292,6 +398,17 @@ class PlanTotals:
         # The Services whose results changed since the last take_changed(); None: unknown
         # (a rebuild), every Service may have.
         self._changed: set[str] | None = None
+        # The announcements that appeared and disappeared since the last take_delta() (an
+        # announcement that went and came back is in neither); None: unknown (a rebuild).
+        self._added: set[Announcement] | None = None
+        self._removed: set[Announcement] = set()
+
+    def take_delta(self) -> PlanDelta | None:
+        """What changed in the announcements since the previous call, or None when that is
+        not known (a rebuild: compare everything)."""
+        added, removed = self._added, self._removed
+        self._added, self._removed = set(), set()
+        return None if added is None else PlanDelta(frozenset(added), frozenset(removed))
 
     def take_changed(self) -> frozenset[str] | None:
         """The Service keys whose decisions may have changed since the previous call (for
@@ -301,6 +418,7 @@ class PlanTotals:
 
     def rebuild(self, results: Iterator[_PlanResult]) -> None:
         self._changed = None
+        self._added = None
         self.counts, self.by_mode, self.by_service = {}, {}, {}
         for anns, decs in results:
             self._count(anns, 1)
@@ -334,16 +452,18 @@ class PlanTotals:
                 in_order.insert(at, decs)
             by_service[key] = decs
 
-    def ordered(self) -> dict[str, tuple[Decision, ...]]:
-        """Each Service's decisions, in key order (a new dict)."""
-        return dict(zip(self._order, self._decisions, strict=True))
+    def ordered(self) -> Mapping[str, tuple[Decision, ...]]:
+        """Each Service's decisions, in key order: a view of the kept ones (no copy), which
+        the next change of these totals changes too."""
+        return _InKeyOrder(self._order, self.by_service)
 
-    def decisions(self) -> tuple[Decision, ...]:
-        """Every Service's decisions, one after the other in key order."""
-        return tuple(chain.from_iterable(self._decisions))
+    def decisions(self) -> Sequence[Decision]:
+        """Every Service's decisions, one after the other in key order (a view, as
+        :meth:`ordered`)."""
+        return _Chained(self._decisions)
 
     def _count(self, anns: frozenset[Announcement], step: int) -> None:
-        counts = self.counts
+        counts, added, removed = self.counts, self._added, self._removed
         for a in anns:
             n = counts.get(a, 0) + step
             if n:
@@ -352,8 +472,103 @@ class PlanTotals:
                 del counts[a]
             if n == 0:
                 self.by_mode[a.mode].discard(a)
+                if added is not None:
+                    if a in added:
+                        added.discard(a)
+                    else:
+                        removed.add(a)
             elif n == 1 and step == 1:
                 self.by_mode.setdefault(a.mode, set()).add(a)
+                if added is not None:
+                    if a in removed:
+                        removed.discard(a)
+                    else:
+                        added.add(a)
+
+
+class _InKeyOrder(Mapping[str, "tuple[Decision, ...]"]):
+    """A read-only view of a dict, iterated in the order of a kept key list."""
+
+    def __init__(self, order: list[str], values: dict[str, tuple[Decision, ...]]) -> None:
+        self._order, self._values = order, values
+
+    def __getitem__(self, key: str) -> tuple[Decision, ...]:
+        return self._values[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+
+class _Chained(Sequence["Decision"]):
+    """A read-only view of a list of tuples as one sequence (equal to any sequence of the
+    same items, a tuple included)."""
+
+    def __init__(self, parts: list[tuple[Decision, ...]]) -> None:
+        self._parts = parts
+
+    def __iter__(self) -> Iterator[Decision]:
+        return chain.from_iterable(self._parts)
+
+    def __len__(self) -> int:
+        return sum(map(len, self._parts))
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return tuple(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+class NodeDependencies:
+    """What each kept Service plan read of the other nodes, so that a node coming, going or
+    changing replans only the Services whose decisions it can change: those that ran an
+    election the node was chosen in, or would now win (rendezvous hashing: one hash per
+    election decides it), and those that list every candidate (VRRP)."""
+
+    def __init__(self) -> None:
+        self._elections: dict[str, list[Election]] = {}
+        self._every: set[str] = set()
+
+    def note(self, key: str, elections: list[Election], every: bool) -> None:
+        if elections:
+            self._elections[key] = elections
+        else:
+            self._elections.pop(key, None)
+        if every:
+            self._every.add(key)
+        else:
+            self._every.discard(key)
+
+    def forget(self, key: str) -> None:
+        self._elections.pop(key, None)
+        self._every.discard(key)
+
+    def affected(self, entering: set[str], leaving: set[str]) -> set[str]:
+        """The Services whose elections `entering` nodes (or nodes that changed: they may
+        enter) and `leaving` nodes can change."""
+        out = set(self._every)
+        nodes = entering | leaving
+        for key, elections in self._elections.items():
+            for ip, chosen, to_beat in elections:
+                if not nodes.isdisjoint(chosen) or any(
+                    to_beat is None or scored(n, ip) < to_beat for n in entering
+                ):
+                    out.add(key)
+                    break
+        return out
 
 
 class PlanCache:
@@ -369,13 +584,20 @@ class PlanCache:
         self.plans: _PerService[tuple[frozenset[Announcement], tuple[Decision, ...]]] = _PerService(
             versions
         )
-        self.orders: _PerService[tuple[tuple[str, Sequence[str]], ...]] = _PerService(versions)
+        self.orders: _PerService[tuple[tuple[str, Sequence[str] | SharedCandidates], ...]] = (
+            _PerService(versions)
+        )
+        # The Services whose L2 candidates are their own (Local): a Node change replans them.
+        self.orders_local: set[str] = set()
         self.totals = PlanTotals()
         # Each Node's own exclusion (why it may announce nothing), by name, while the view
         # holds the same Node object.
         self.exclusions: dict[str, tuple[Node, str | None]] = {}
         # The last answer of l2_election_orders, kept while no Service's orders change.
         self.orders_out: ElectionOrders | None = None
+        self.dependencies = NodeDependencies()
+        # Route mode's announcements in the last plan (not per Service: see plan()).
+        self.tenant_announcements: frozenset[Announcement] = frozenset()
 
     @property
     def computed(self) -> int:

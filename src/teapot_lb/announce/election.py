@@ -27,6 +27,17 @@ def _suffix(ip: IPv4Address | IPv6Address | str) -> bytes:
     return b"\x00" + canonical.encode()
 
 
+def suffix(ip: IPv4Address | IPv6Address | str) -> bytes:
+    """What :func:`score` hashes after the node's name, for one IP (kept to score many
+    nodes against it: ``scored(node, suffix)``)."""
+    return _suffix(ip)
+
+
+def scored(node: str, ip_suffix: bytes) -> bytes:
+    """:func:`score` with the IP's :func:`suffix` computed once."""
+    return hashlib.sha256(node.encode() + ip_suffix).digest()
+
+
 def score(node: str, ip: IPv4Address | IPv6Address | str) -> bytes:
     """The sort key of ``node`` for ``ip``; lower wins. Same bytes on every speaker:
     ``sha256(node NUL ip)``, the IP in its canonical text."""

@@ -10,14 +10,15 @@ the decisions of every node. No I/O, no clock: the same view gives the same plan
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import TypeVar
 
-from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, PlanCache
-from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking
+from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, Election, PlanCache, PlanDelta
+from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking, score, suffix
 from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
 from teapot_lb.bgp.wire import LargeCommunity
 from teapot_lb.cluster import ClusterView
@@ -133,25 +134,58 @@ class Decision:
 class Plan:
     """`by_service`: each Service's decisions; with a :class:`PlanCache`, an unchanged
     Service keeps the very same tuple from one plan to the next (reporting compares them
-    by identity to do only the work of what changed)."""
+    by identity to do only the work of what changed).
+
+    A plan made with a cache does not copy what the cache keeps: `announcements`,
+    `decisions`, `by_service` and `modes` are views of the cache's totals, valid until the
+    next plan made with the same cache (which changes them), and `delta` says what this
+    plan changed in the one before it (None: not known, compare everything)."""
 
     node: str
-    announcements: frozenset[Announcement]
-    decisions: tuple[Decision, ...]
+    announcements: AbstractSet[Announcement]
+    decisions: Sequence[Decision]
     tenant_decisions: tuple[Decision, ...] = ()
     """Route mode (Teapot management cluster): one per TenantLoadBalancer address, its
     `service` the request's namespace/name (apart: nothing reports them on a Service)."""
     by_service: Mapping[str, tuple[Decision, ...]] = field(default_factory=dict, compare=False)
     # The announcements per mode, when the planner kept them (with a cache): of_mode copies
     # them instead of looking at every announcement.
-    modes: Mapping[Mode, frozenset[Announcement]] | None = field(
+    modes: Mapping[Mode, AbstractSet[Announcement]] | None = field(
         default=None, compare=False, repr=False
     )
+    delta: PlanDelta | None = field(default=None, compare=False, repr=False)
 
     def of_mode(self, mode: Mode) -> set[Announcement]:
         if self.modes is not None:
             return set(self.modes.get(mode, ()))
         return {a for a in self.announcements if a.mode is mode}
+
+
+_S = TypeVar("_S")
+
+
+class _Union(AbstractSet[Announcement]):
+    """A read-only view of two sets as their union (the second one small: route mode's)."""
+
+    def __init__(self, big: AbstractSet[Announcement], small: frozenset[Announcement]) -> None:
+        self._big, self._small = big, small
+
+    @classmethod
+    def _from_iterable(cls, items: Iterable[_S]) -> AbstractSet[_S]:
+        return frozenset(items)  # what set operations on the view return
+
+    def __repr__(self) -> str:
+        return f"_Union({set(self)!r})"
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._big or item in self._small
+
+    def __iter__(self) -> Iterator[Announcement]:
+        yield from self._big
+        yield from (a for a in self._small if a not in self._big)
+
+    def __len__(self) -> int:
+        return len(self._big) + sum(1 for a in self._small if a not in self._big)
 
 
 @dataclass(frozen=True)
@@ -279,6 +313,11 @@ class _Planner:
         self._exclusions: dict[str, str | None] | None = None
         self._shared_candidates: dict[tuple[str, ...], list[str]] = {}
         self._shared_gated: dict[str, _Gated] = {}
+        # What the Service being decided read of the other nodes (for the plan cache; None:
+        # not recorded): the elections it ran (IP, chosen nodes, score to beat), and whether
+        # it read every candidate (a VRRP instance lists them all).
+        self.elections: list[Election] | None = None
+        self.reads_every_node = False
 
     def eligible(self, key: str, svc: Service) -> Mapping[str, str | None]:
         """Every node → None when it may announce the Service, else why not (mode-independent)."""
@@ -502,15 +541,25 @@ class _Planner:
         if memo is None:
             memo = self._choose(ip, adv, k, eligible)
             self._chosen[(ip, adv.name)] = memo
-        nodes, count = memo
+        nodes, _eligible = memo
+        # A node entering this IP's candidates changes the chosen set only if it ranks
+        # above the k-th (or fewer than k were eligible): see NodeDependencies.
+        self._elected(ip, nodes, nodes[-1] if len(nodes) == k else None)
         inside = node_name in nodes
         where = "is" if inside else "is not"
+        # (Not how many were eligible: that changes with every node, the chosen set not.)
         why = (
             f"{node_name} {where} among the {len(nodes)} node(s) {', '.join(nodes) or 'none'}"
             f" chosen for this IP by rendezvous hashing, maxNodesPerIP {k} of {adv.name},"
-            f" out of {count} eligible live node(s) with a session"
+            f" from the eligible live nodes with a session"
         )
         return inside, why
+
+    def _elected(self, ip: IPAddress, chosen: tuple[str, ...], last: str | None) -> None:
+        """Note, for the plan cache, which nodes an IP's election chose and the score a
+        newcomer must beat to change it (None: any newcomer changes it)."""
+        if self.elections is not None:
+            self.elections.append((suffix(ip), chosen, None if last is None else score(last, ip)))
 
     def _choose(
         self,
@@ -560,17 +609,19 @@ class _Planner:
                 return
             candidates = [n for n in candidates if n in live]
         order = ranking(ip, candidates)
+        self._elected(ip, order[:1], order[0] if order else None)
+        # The reason names the owner only: a rank or a count would change with every node
+        # that comes or goes, and so would every L2 decision of every node (issue 19).
         if not order or order[0] != node_name:
             owner = order[0] if order else "nobody"
-            rank = order.index(node_name) + 1 if node_name in order else 0
-            say(Mode.L2, False, f"not elected: owner is {owner} (rank {rank} of {len(order)})")
+            say(Mode.L2, False, f"not elected: owner is {owner}")
             return
         interfaces = sorted({i for a in advs for i in a.spec.interfaces})
         # An advertisement without interfaces allows the default one; then no restriction.
         if any(not a.spec.interfaces for a in advs):
             interfaces = []
         out.add(L2Claim(str(ip), tuple(interfaces)))
-        say(Mode.L2, True, f"elected among {len(order)} candidate(s)")
+        say(Mode.L2, True, "elected: first of the live candidates in the IP's rendezvous order")
 
     def _vip(
         self,
@@ -582,6 +633,7 @@ class _Planner:
         out: set[Announcement],
     ) -> None:
         # The first advertisement (by name) that selects this node decides the instance.
+        self.reads_every_node = True  # the instance lists every candidate
         adv = advs[0]
         candidates = tuple(sorted(self._candidates([adv], eligible)))
         spec = adv.spec
@@ -711,29 +763,55 @@ def _plan_kept(
     plan's totals change by what they changed."""
     opts = planner.options
 
+    deps = cache.dependencies
+
     def decide(key: str, svc: Service) -> tuple[frozenset[Announcement], tuple[Decision, ...]]:
         if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
+            deps.forget(key)
             return frozenset(), ()
+        planner.elections, planner.reads_every_node = [], False
         anns, decs = planner.decide(node, key, svc, planner.eligible(key, svc))
+        deps.note(key, planner.elections, planner.reads_every_node)
+        planner.elections = None
         return frozenset(anns), tuple(decs)
 
+    def affected(entering: set[str], leaving: set[str]) -> set[str] | None:
+        if node in entering or node in leaving:
+            return None  # this node's own change: every decision may differ
+        return deps.affected(entering, leaving)
+
     scope = (node, _options_key(opts, liveness=True))
-    kept = cache.plans.results(view, scope, PLAN_KINDS, decide)
+    live = opts.live_speakers
+    kept = cache.plans.results(
+        view, scope, PLAN_KINDS, decide,
+        live=None if live is None else frozenset(live), affected=affected,
+    )  # fmt: skip
     totals, delta = cache.totals, cache.plans.delta
     if delta is None:
         totals.rebuild(kept)
     else:
         totals.apply(delta)
-    modes = {m: frozenset(anns) for m, anns in totals.by_mode.items() if anns}
-    for a in tenant_anns:
-        modes[a.mode] = modes.get(a.mode, frozenset()) | {a}
+    changes = totals.take_delta()
+    # Route mode's announcements are few and planned every time: a change of them makes
+    # the delta unknown (the backends compare everything); otherwise one of them is
+    # neither added nor removed by what the Services changed.
+    tenant = frozenset(tenant_anns)
+    if tenant != cache.tenant_announcements:
+        changes = None
+    elif changes is not None and tenant:
+        changes = PlanDelta(changes.added - tenant, changes.removed - tenant)
+    cache.tenant_announcements = tenant
+    modes: dict[Mode, AbstractSet[Announcement]] = dict(totals.by_mode)
+    for mode in {a.mode for a in tenant}:
+        modes[mode] = _Union(totals.by_mode.get(mode, set()), tenant)
     return Plan(
         node=node,
-        announcements=frozenset(totals.counts).union(tenant_anns),
+        announcements=_Union(totals.counts.keys(), tenant),
         decisions=totals.decisions(),
         tenant_decisions=tenant_decisions,
         by_service=totals.ordered(),
         modes=modes,
+        delta=changes,
     )
 
 
@@ -770,6 +848,14 @@ def explain_tenant(
     return decisions
 
 
+@dataclass(frozen=True)
+class SharedCandidates:
+    """The L2 candidates every Service of these L2Advertisements (by name) shares: those of
+    the Services without `externalTrafficPolicy: Local`."""
+
+    advertisements: tuple[str, ...]
+
+
 class ElectionOrders(Mapping[str, tuple[str, ...]]):
     """Every L2 IP → the nodes allowed to own it, in election order, each order ranked
     when it is first read (and the last few kept).
@@ -777,19 +863,30 @@ class ElectionOrders(Mapping[str, tuple[str, ...]]):
     The L2 backend reads one IP's order only when it judges a claim (split brain), but a
     ranking costs one SHA-256 per candidate: ranking every IP over 1,000 nodes at each
     change (the plan already ranked them once) cost minutes at 25k L2 IPs, and holding
-    every order ~8 KB per IP (issue 19). What is kept per IP is its candidates (a list the
-    Services of one advertisement set share)."""
+    every order ~8 KB per IP (issue 19). What is kept per IP is its candidates: a list, or
+    for the IPs of Services without `externalTrafficPolicy: Local` the advertisements whose
+    candidates they share (:class:`SharedCandidates`), looked up when read, so that a Node
+    change does not touch every IP's entry."""
 
     _KEEP = 1024
 
-    def __init__(self, candidates: Mapping[str, Sequence[str]]) -> None:
+    def __init__(
+        self,
+        candidates: Mapping[str, Sequence[str] | SharedCandidates],
+        shared: Callable[[SharedCandidates], Sequence[str]] | None = None,
+    ) -> None:
         self._candidates = candidates
+        self._shared = shared
         self._ranked: dict[str, tuple[str, ...]] = {}
 
     def __getitem__(self, ip: str) -> tuple[str, ...]:
         order = self._ranked.get(ip)
         if order is None:
-            order = ranking(parse_ip(ip), self._candidates[ip])
+            nodes = self._candidates[ip]
+            if isinstance(nodes, SharedCandidates):
+                assert self._shared is not None
+                nodes = self._shared(nodes)
+            order = ranking(parse_ip(ip), nodes)
             if len(self._ranked) >= self._KEEP:
                 del self._ranked[next(iter(self._ranked))]
             self._ranked[ip] = order
@@ -804,6 +901,11 @@ class ElectionOrders(Mapping[str, tuple[str, ...]]):
     def __contains__(self, ip: object) -> bool:
         return ip in self._candidates
 
+    def same_ips(self, other: object) -> bool:
+        """Whether `other` is an answer with the very same IP entries (a later one, made
+        when no Service's candidates changed): what was derived from its IPs still holds."""
+        return isinstance(other, ElectionOrders) and other._candidates is self._candidates
+
 
 def l2_election_orders(
     view: ClusterView, options: PlanOptions | None = None, *, cache: PlanCache | None = None
@@ -817,11 +919,15 @@ def l2_election_orders(
     """
     opts = options or PlanOptions()
     planner = _Planner(view, opts, cache)
+    local = cache.orders_local if cache is not None else set()
 
-    def candidates(key: str, svc: Service) -> tuple[tuple[str, Sequence[str]], ...]:
+    def candidates(
+        key: str, svc: Service
+    ) -> tuple[tuple[str, Sequence[str] | SharedCandidates], ...]:
+        local.discard(key)
         if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
             return ()
-        out: list[tuple[str, Sequence[str]]] = []
+        out: list[tuple[str, Sequence[str] | SharedCandidates]] = []
         eligible: Mapping[str, str | None] | None = None
         for ip in svc.ingress_ips():
             pool = view.pool_of(ip)
@@ -832,24 +938,45 @@ def l2_election_orders(
                 continue
             if eligible is None:
                 eligible = planner.eligible(key, svc)
-            out.append((str(ip), planner._candidates(l2_advs, eligible)))
+            if eligible is planner.node_exclusions():
+                out.append((str(ip), SharedCandidates(tuple(a.name for a in l2_advs))))
+            else:
+                local.add(key)  # its candidates read the Nodes: planned again when they change
+                out.append((str(ip), planner._candidates(l2_advs, eligible)))
         return tuple(out)
 
-    out: dict[str, Sequence[str]] = {}
+    def shared(of: SharedCandidates) -> Sequence[str]:
+        by_name = {a.name: a for a in view.l2_advertisements.values()}
+        return planner._candidates(
+            [by_name[n] for n in of.advertisements], planner.node_exclusions()
+        )
+
+    def affected(entering: set[str], leaving: set[str]) -> set[str]:
+        # A Local Service's candidates are nodes with a ready endpoint of it: only a change
+        # of one of those can change them.
+        nodes = entering | leaving
+        assert cache is not None
+        return {k for k in local if not nodes.isdisjoint(cache.orders.ready_of(k) or ())}
+
+    out: dict[str, Sequence[str] | SharedCandidates] = {}
     if cache is None:
-        per_service: Iterable[tuple[tuple[str, Sequence[str]], ...]] = (
+        per_service: Iterable[tuple[tuple[str, Sequence[str] | SharedCandidates], ...]] = (
             candidates(key, view.services[key]) for key in _sorted(view.services)
         )
     else:
         scope = _options_key(opts, liveness=False)
-        per_service = cache.orders.results(view, scope, L2_KINDS, candidates)
+        per_service = cache.orders.results(view, scope, L2_KINDS, candidates, affected=affected)
         delta, kept = cache.orders.delta, cache.orders_out
         if kept is not None and delta is not None and not any(o or n for _, o, n in delta):
-            return kept  # no Service's candidates changed: the same answer
+            # No Service's candidates changed: the same entries, the shared candidates
+            # looked up in this view (a Node may have changed them).
+            orders = ElectionOrders(kept._candidates, shared)
+            cache.orders_out = orders
+            return orders
     for items in per_service:
         for ip_text, nodes in items:
             out[ip_text] = nodes
-    orders = ElectionOrders(out)
+    orders = ElectionOrders(out, shared)
     if cache is not None:
         cache.orders_out = orders
     return orders
@@ -858,8 +985,9 @@ def l2_election_orders(
 def _options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:
     key: tuple[object, ...] = (options.load_balancer_class, options.handle_unclassed)
     if liveness:
-        live = options.live_speakers
         up = options.established_peers
-        key += (None if live is None else frozenset(live), frozenset(options.down_peers))
+        # Liveness is not in the key: the cache compares it itself, and replans only the
+        # Services whose elections a node coming or going can change.
+        key += (frozenset(options.down_peers),)
         key += (None if up is None else frozenset(up), options.ovn_gateways)
     return key

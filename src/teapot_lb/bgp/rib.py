@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv6Address
+from typing import cast
 
 from .attributes import DEFAULT_ATTRIBUTES, Desired, Paths, ReceivedPath, RouteAttributes
 from .policy import ACCEPT_ALL, Filter, Judged, Rejected
@@ -205,6 +206,55 @@ def compile_routes(routes: Mapping[Prefix, Desired | None]) -> CompiledRoutes:
                 _check_next_hop(prefix, attrs)
             table[enc] = attrs or DEFAULT_ATTRIBUTES
     return CompiledRoutes({IPV4_UNICAST: v4, IPV6_UNICAST: v6}, multi)
+
+
+def change_compiled(
+    routes: CompiledRoutes, desired: Mapping[Prefix, Desired | None], withdrawn: Iterable[Prefix]
+) -> dict[Family, set[bytes]]:
+    """Change ``routes`` in place for some prefixes only (``desired``: set them, ``None``
+    meaning the defaults; ``withdrawn``: drop them), as :func:`compile_routes` would have
+    compiled them; returns the encodings changed per family (what
+    :meth:`AdjRibOut.set_desired` wants to diff only those). ``routes`` must be a table
+    :func:`compile_routes` made (its dicts are changed), not :data:`EMPTY_ROUTES`."""
+    changed: dict[Family, set[bytes]] = {}
+    tables = cast(dict[Family, dict[bytes, RouteAttributes]], routes.by_family)
+    multi = cast(dict[Family, dict[bytes, Paths]], routes.multipath)
+
+    def single(family: Family, enc: bytes) -> None:
+        paths = multi.get(family)
+        if paths is not None and paths.pop(enc, None) is not None and not paths:
+            del multi[family]  # as compile_routes: no family without several-path prefixes
+
+    def touch(prefix: Prefix) -> tuple[Family, bytes]:
+        family, enc = family_of(prefix), encode_prefix(prefix)
+        ids = routes._with_ids.get(family)
+        if ids is not None:  # drop the prefix's paths; put back below if still desired
+            for key, _ in routes.prefix_paths(family, enc):
+                cast(dict[bytes, RouteAttributes], ids).pop(key, None)
+        changed.setdefault(family, set()).add(enc)
+        return family, enc
+
+    for prefix in withdrawn:
+        family, enc = touch(prefix)
+        tables.setdefault(family, {}).pop(enc, None)
+        single(family, enc)
+    for prefix, attrs in desired.items():
+        family, enc = touch(prefix)
+        table = tables.setdefault(family, {})
+        if isinstance(attrs, Paths):
+            for _, path in attrs.by_key:
+                _check_next_hop(prefix, path)
+            multi.setdefault(family, {})[enc] = attrs
+            table[enc] = attrs.first()
+        else:
+            if attrs is not None and attrs.next_hop is not None:
+                _check_next_hop(prefix, attrs)
+            single(family, enc)
+            table[enc] = attrs or DEFAULT_ATTRIBUTES
+        ids = routes._with_ids.get(family)
+        if ids is not None:
+            cast(dict[bytes, RouteAttributes], ids).update(routes.prefix_paths(family, enc))
+    return changed
 
 
 def _check_next_hop(prefix: Prefix, attrs: RouteAttributes) -> None:

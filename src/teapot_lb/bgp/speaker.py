@@ -14,19 +14,19 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
-from typing import Any
+from typing import Any, cast
 
 from teapot_lb import log
 from teapot_lb.bfd.session import Parameters as BfdParameters
 from teapot_lb.bfd.session import StateChanged as BfdStateChanged
 from teapot_lb.bfd.transport import BfdEndpoint, SessionKey
 
-from .attributes import Desired, ReceivedPath
+from .attributes import Desired, Paths, ReceivedPath, RouteAttributes
 from .config import PeerConfig
 from .fsm import Action
 from .neighbor import PeerCounters
 from .peer import Connection, Peer
-from .rib import CompiledRoutes, compile_routes
+from .rib import CompiledRoutes, change_compiled, compile_routes
 from .transport import TCP_MD5SIG, TCP_MD5SIG_EXT, md5sig_struct, set_min_ttl, set_ttl
 from .wire import CeaseSubcode, Notification, Prefix
 from .wire.family import Address, Family
@@ -218,6 +218,30 @@ class Speaker:
             peers=len(targets),
             seconds=round(time.perf_counter() - started, 4),
         )
+
+    def change_routes(
+        self, routes: Mapping[Prefix, Desired | None], withdrawn: Iterable[Prefix], *, peer: str
+    ) -> None:
+        """Change some prefixes of one peer's desired routes (set since
+        :meth:`set_routes` for it): ``routes`` as :meth:`set_routes` takes them, and
+        ``withdrawn`` no longer desired. Only these prefixes are compiled and diffed: the
+        cost follows the change, not the peer's table."""
+        address = str(ip_address(peer))
+        target = self.peer(peer)
+        compiled = self._per_peer_routes.get(address)
+        if compiled is None:  # the peer had the shared table (or none): a copy of its own
+            compiled = compile_routes({})
+            if self._routes is not None:
+                for family, table in self._routes.by_family.items():
+                    cast(dict[Family, dict[bytes, RouteAttributes]], compiled.by_family)[family] = (
+                        dict(table)
+                    )
+                for family, paths in self._routes.multipath.items():
+                    cast(dict[Family, dict[bytes, Paths]], compiled.multipath)[family] = dict(paths)
+            self._per_peer_routes[address] = compiled
+            target.set_desired(compiled)
+        changed = change_compiled(compiled, routes, withdrawn)
+        target.set_desired(compiled, changed)
 
     def set_compiled(
         self, routes: CompiledRoutes, changed: Mapping[Family, Iterable[bytes]] | None = None

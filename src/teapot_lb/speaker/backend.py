@@ -10,6 +10,11 @@ stop lets each withdraw, in list order. The backends are built from
 
 A backend shapes its part of the plan itself (``plan.of_mode(self.mode)``) and changes only
 what differs from what it holds: applying the same step twice does nothing the second time.
+A step may carry the plan's `delta` (the announcements added and removed since the step
+before); a backend that can applies that alone, so one changed Service costs its own
+announcements. Without a delta (the first step, after a failed one, and periodically:
+:data:`teapot_lb.speaker.node.RESYNC_S`) a backend compares the whole plan with what it
+holds: the level-triggered resync, which must come to the same state.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from teapot_lb.announce.cache import PlanCache
+from teapot_lb.announce.cache import PlanCache, PlanDelta
 from teapot_lb.announce.plan import Decision, Mode, Plan, PlanOptions
 from teapot_lb.cluster import ClusterView
 from teapot_lb.membership.udp import DEFAULT_PORT
@@ -36,6 +41,9 @@ class Step:
     plan: Plan
     options: PlanOptions
     cache: PlanCache
+    # What the plan changed since the step before, which every backend applied (None:
+    # apply the whole plan).
+    delta: PlanDelta | None = None
 
 
 class Backend(Protocol):

@@ -11,7 +11,7 @@ Adj-RIB-Out sends only the difference, so a Service change never resets a sessio
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Protocol
@@ -232,6 +232,10 @@ class SpeakerLike(Protocol):
         self, routes: Mapping[Prefix, Desired | None], peer: str | None = None
     ) -> None: ...
 
+    def change_routes(
+        self, routes: Mapping[Prefix, Desired | None], withdrawn: Iterable[Prefix], *, peer: str
+    ) -> None: ...
+
     async def shutdown(
         self, communication: str = "", *, withdraw: bool = False, graceful_restart: bool = False
     ) -> None: ...
@@ -320,7 +324,10 @@ class BGPBackend:
         setups = peer_setups(view, step.node)
         peers = [view.bgp_peers[k] for k in sorted(view.bgp_peers)]
         selected = [p for p in peers if p.name in setups]
-        routes = self.table.update(step.plan.of_mode(Mode.BGP))
+        if step.delta is None:
+            routes = self.table.update(step.plan.of_mode(Mode.BGP))
+        else:
+            routes = self.table.change(*step.delta.of_mode(Mode.BGP))
         chosen = router_id_for(view.nodes.get(step.node), step.node, selected)
         if setups and chosen != self._router_id_said:
             self._router_id_said = chosen
@@ -333,7 +340,8 @@ class BGPBackend:
                     router_id=str(chosen.address),
                     node=step.node,
                 )
-        await self.apply(setups, routes, chosen.address, self.table.changed)
+        changed = None if step.delta is None else self.table.changed  # None: the resync
+        await self.apply(setups, routes, chosen.address, changed)
         self.table.clear_changed()  # every changed table was handed to the speaker
         self._failing = self.errors()  # once per step, not once per decision
 
@@ -367,11 +375,13 @@ class BGPBackend:
         setups: Mapping[str, PeerSetup],
         routes: Mapping[str, Mapping[str, Desired]],
         router_id: IPv4Address,
-        changed: Collection[str] | None = None,
+        changed: Mapping[str, Collection[str]] | None = None,
     ) -> None:
         """Peers per BGPPeer name as `setups` says, each with its `routes` (idempotent).
-        `changed`: the only BGPPeers whose routes may differ from the last call's (None:
-        compare every peer's table); the others' tables are not copied nor compared."""
+        `changed`: per BGPPeer, the only prefixes whose routes may differ from the last
+        call's (None: compare every peer's whole table); a peer the speaker already holds
+        a table for gets those prefixes alone (:meth:`Speaker.change_routes`), and no table
+        is copied or compared whole."""
         for name, setup in setups.items():
             old = self.setups.get(name)
             if setup.error is not None and (old is None or old.error != setup.error):
@@ -422,13 +432,40 @@ class BGPBackend:
             in_use[config.address] = name
             self._log.info("bgp peer added", peer=name, address=config.address)
         for name, config in self.active.items():
-            if changed is not None and name not in changed and name in self.routes:
+            held = self.routes.get(name)
+            if changed is not None and held is not None:
+                self._change_routes(name, config.address, held, routes.get(name, {}),
+                                    changed.get(name, ()))  # fmt: skip
                 continue
             want = dict(routes.get(name, {}))
-            if name in self.routes and self.routes[name] == want:
+            if held is not None and held == want:
                 continue
             speaker.set_routes({network(p): a for p, a in want.items()}, peer=config.address)
             self.routes[name] = want
+
+    def _change_routes(
+        self,
+        name: str,
+        address: str,
+        held: dict[str, Desired],
+        want: Mapping[str, Desired],
+        prefixes: Collection[str],
+    ) -> None:
+        """Hand the speaker the changed prefixes of one peer's table only."""
+        assert self.speaker is not None
+        put: dict[Prefix, Desired] = {}
+        gone: list[Prefix] = []
+        for p in prefixes:
+            new, old = want.get(p), held.get(p)
+            if new is None:
+                if old is not None:
+                    gone.append(network(p))
+                    del held[p]
+            elif new != old:
+                put[network(p)] = new
+                held[p] = new
+        if put or gone:
+            self.speaker.change_routes(put, gone, peer=address)
 
     async def shutdown(self) -> None:
         """Withdraw every route, then close every session (Cease/Administrative Shutdown)."""
@@ -439,44 +476,57 @@ class BGPBackend:
 
 class RouteTable:
     """:func:`~teapot_lb.speaker.desired.bgp_routes` of the plan's BGP routes, kept between
-    steps: a new set of routes reshapes only the (peer, prefix) pairs whose routes changed
-    (each pair is shaped from its own routes alone), so one changed Service costs its routes,
-    not every route. `desired` is the result (changed in place); `changed`, the peers whose
-    table changed since :meth:`clear_changed` (None: every peer's may have)."""
+    steps: a change reshapes only the (peer, prefix) pairs whose routes changed (each pair
+    is shaped from its own routes alone), so one changed Service costs its routes, not
+    every route. `desired` is the result (changed in place); `changed`, the prefixes per
+    peer whose shape may have changed since :meth:`clear_changed` (None: any peer's, any
+    prefix)."""
 
     def __init__(self) -> None:
-        self._routes: frozenset[Announcement] = frozenset()
+        self._routes: set[Announcement] = set()
         self._groups: dict[tuple[str, str], set[BGPRoute]] = {}
         self.desired: dict[str, dict[str, Desired]] = {}
-        self.changed: set[str] | None = None
+        self.changed: dict[str, set[str]] | None = None
 
     def clear_changed(self) -> None:
-        self.changed = set()
+        self.changed = {}
 
     def update(self, announcements: set[Announcement]) -> dict[str, dict[str, Desired]]:
-        """The shaped routes of the BGP announcements (the plan's `of_mode(Mode.BGP)`)."""
-        new = frozenset(announcements)
+        """The shaped routes of the BGP announcements (the plan's `of_mode(Mode.BGP)`),
+        compared with the routes held (the whole plan: the resync path)."""
+        new = announcements
         added, removed = new - self._routes, self._routes - new
         if len(added) + len(removed) > max(16, len(new) // 8):
             self._rebuild(new)
             return self.desired
+        return self.change(added, removed)
+
+    def change(
+        self, added: Iterable[Announcement], removed: Iterable[Announcement]
+    ) -> dict[str, dict[str, Desired]]:
+        """The shaped routes after some BGP announcements appeared and others went (a
+        plan's delta: :class:`~teapot_lb.announce.cache.PlanDelta`)."""
         touched: set[tuple[str, str]] = set()
+        held = self._routes
         for r in removed:
-            if not isinstance(r, BGPRoute):
+            if not isinstance(r, BGPRoute) or r not in held:
                 continue
+            held.discard(r)
             pair = (r.peer, r.prefix)
             self._groups[pair].discard(r)
             touched.add(pair)
         for r in added:
-            if not isinstance(r, BGPRoute):
+            if not isinstance(r, BGPRoute) or r in held:
                 continue
+            held.add(r)
             pair = (r.peer, r.prefix)
             self._groups.setdefault(pair, set()).add(r)
             touched.add(pair)
-        if self.changed is not None:
-            self.changed.update(peer for peer, _ in touched)
+        changed = self.changed
         for pair in touched:
             peer, prefix = pair
+            if changed is not None:
+                changed.setdefault(peer, set()).add(prefix)
             group = self._groups.get(pair)
             per_peer = self.desired.setdefault(peer, {})
             if group:
@@ -486,13 +536,12 @@ class RouteTable:
                 per_peer.pop(prefix, None)
                 if not per_peer:
                     del self.desired[peer]
-        self._routes = new
         return self.desired
 
-    def _rebuild(self, announcements: frozenset[Announcement]) -> None:
+    def _rebuild(self, announcements: set[Announcement]) -> None:
         self.changed = None
-        self._routes = announcements
         routes = [a for a in announcements if isinstance(a, BGPRoute)]
+        self._routes = set(routes)
         self._groups = {}
         for r in routes:
             self._groups.setdefault((r.peer, r.prefix), set()).add(r)

@@ -27,7 +27,14 @@ from typing import Any
 
 from teapot_lb import log
 from teapot_lb.announce.election import ranking
-from teapot_lb.announce.plan import Decision, L2Claim, Mode, PlanOptions, l2_election_orders
+from teapot_lb.announce.plan import (
+    Decision,
+    ElectionOrders,
+    L2Claim,
+    Mode,
+    PlanOptions,
+    l2_election_orders,
+)
 from teapot_lb.cluster import ClusterView
 from teapot_lb.l2.announcer import Claim, IPAddress
 from teapot_lb.l2.claims import ClaimArbiter, ClaimTiming, Verdict
@@ -103,6 +110,8 @@ class L2Backend:
         self.errors: dict[str, str] = {}  # IP -> why it cannot be answered
         self.arbiter = ClaimArbiter(node, claim_timing or ClaimTiming())
         self.orders: Mapping[str, tuple[str, ...]] = {}  # IP -> nodes allowed, election order
+        # The IPs of `orders`, parsed once per new set of them (not at every step: 25k L2 IPs).
+        self._order_ips: frozenset[IPAddress] = frozenset()
         self._silences: LoopTimers[IPAddress] = LoopTimers(self._silence_over)
         self.claims_judged: dict[str, int] = {}  # verdict -> count
         self._peers: tuple[str, ...] = ()
@@ -203,7 +212,12 @@ class L2Backend:
         """
         want: dict[IPAddress, tuple[str, ...]] = {}
         self.errors = {}
-        self.orders = orders if orders is not None else {}  # read, never copied: ranked when read
+        new = orders if orders is not None else {}  # read, never copied: ranked when read
+        if new is not self.orders and not (
+            isinstance(new, ElectionOrders) and new.same_ips(self.orders)
+        ):
+            self._order_ips = frozenset(map(ip_address, new))
+        self.orders = new
         if claims and self.ready:
             infos = await self._list_interfaces()
             macs = tuple(i.mac for i in infos.values() if any(i.mac))
@@ -248,7 +262,7 @@ class L2Backend:
             # Keep watching what we owned or yielded: a yielded node must keep hearing the
             # winner to stay silent, and must notice when it is gone.
             watched = {ip for ip, where in want.items() if r.info.name in where}
-            watched |= {ip for ip in map(ip_address, self.orders) if ip not in want}
+            watched |= self._order_ips.difference(want)
             r.watch(watched)
 
     def _ranking(self, ip: IPAddress) -> tuple[str, ...]:

@@ -33,6 +33,10 @@ Reporter = Callable[["StepResult"], Awaitable[None]]
 # milliseconds merge them into one step. A source that already delivers a whole change at
 # once (the standalone manifest watch) runs with 0: triggers of one loop turn still merge.
 DEBOUNCE_S = 0.005
+# A step hands the backends what the plan changed (its delta); this often (and after a step
+# that failed) they get the whole plan instead and compare it with what they hold, so that
+# anything a delta could have missed is put right (level-triggered).
+RESYNC_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,10 @@ class NodeSpeaker:
         # reported alone.
         self.plan_cache = PlanCache()
         self.reporting = Reporting(node)
+        self.resync_s = RESYNC_S
+        self._next_full: float | None = None  # when the backends get the whole plan again
+        self._trusted = False  # the backends applied every step so far: a delta will do
+        self.full_steps = 0  # steps whose backends got the whole plan
         self._wake = asyncio.Event()
         self._log = log.get("speaker").bind(node=node)
 
@@ -118,7 +126,9 @@ class NodeSpeaker:
         return None
 
     def set_backend(self, kind: type[_B], new: _B | None) -> None:
-        """Replace the backend of this type in place (keeping the order), or add it last."""
+        """Replace the backend of this type in place (keeping the order), or add it last.
+        The next step hands every backend the whole plan (a new one holds nothing yet)."""
+        self._trusted = False
         at = next((i for i, b in enumerate(self.backends) if isinstance(b, kind)), None)
         if at is None:
             if new is not None:
@@ -170,13 +180,25 @@ class NodeSpeaker:
             options = backend.plan_options(options)
         return options
 
+    def resync(self) -> None:
+        """Have the next step hand the backends the whole plan (not its delta)."""
+        self._trusted = False
+
     async def step(self) -> StepResult:
         started = time.perf_counter()
         view = self.store.view()
         options = self.plan_options()
         the_plan = plan(view, self.node, options, cache=self.plan_cache)
         plan_s = time.perf_counter() - started
-        step = Step(self.node, view, the_plan, options, self.plan_cache)
+        now = time.monotonic()
+        full = not self._trusted or self._next_full is None or now >= self._next_full
+        # Until the backends have applied this step, the next one cannot trust a delta.
+        self._trusted = False
+        if full:
+            self.full_steps += 1
+            self._next_full = now + self.resync_s
+        step = Step(self.node, view, the_plan, options, self.plan_cache,
+                    None if full else the_plan.delta)  # fmt: skip
         for backend in self.backends:
             await backend.apply_plan(step)
         # Applying may have changed what the backends know (a BGP session the speaker just
@@ -186,9 +208,10 @@ class NodeSpeaker:
         if again != options:
             options = again
             the_plan = plan(view, self.node, options, cache=self.plan_cache)
-            step = Step(self.node, view, the_plan, options, self.plan_cache)
+            step = Step(self.node, view, the_plan, options, self.plan_cache, the_plan.delta)
             for backend in self.backends:
                 await backend.apply_plan(step)
+        self._trusted = True
         inputs = tuple(backend.failure_inputs() for backend in self.backends)
         changed = self.plan_cache.totals.take_changed()
         report = self.reporting.update(the_plan, self._failure, inputs, changed)

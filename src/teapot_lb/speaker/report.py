@@ -213,7 +213,7 @@ def events(
     return out
 
 
-def decisions_json(decisions: tuple[Decision, ...] | list[Decision]) -> list[dict[str, object]]:
+def decisions_json(decisions: Iterable[Decision]) -> list[dict[str, object]]:
     return [
         {
             "service": d.service,
