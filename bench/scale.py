@@ -2,7 +2,7 @@
 
 Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-seconds S]
 [--ecmp-nodes N --ecmp-ips I --k K] [--services S --speaker-nodes N] [--skip-controller]
-[--skip-speaker]``
+[--skip-speaker] [--speaker-api]``
 
 1. **Liveness (simulated).** ``teapot_lb.sim.liveness``: N real heartbeat cores
    (``membership.core``, HMAC on) on a simulated LAN (0.2-0.3 ms one way) with 1 % loss on
@@ -23,7 +23,11 @@ Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-s
    ``NodeSpeaker`` (BGP with a recording speaker, L2 without sockets, as in
    ``bench/speaker.py``) over a Store holding the Services (assigned by the standalone
    core), the Nodes and the configuration: first step, RSS after it, and the median step
-   after one new Service.
+   after one new Service. With ``--speaker-api``, again for the API speaker: this process
+   writes the same objects as the API server lists them (JSON per kind, with uid,
+   resourceVersion and the Services' status), and the child's ``KubeSource`` informers
+   (with the speaker's projection, as ``teapot-lb speaker`` runs them) list them from a
+   stand-in client into its Store; then the same steps.
 
 Figures were measured on a shared 2-core machine with other jobs running. Last line: JSON.
 """
