@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.kube.errors import StreamCut
 from teapot_lb.kube.resources import ADDRESS_POOLS, NAMESPACES, SERVICES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,18 +163,22 @@ async def watch_assigned(
 ) -> None:
     while True:
         stream = kube.watch(SERVICES, resource_version=rv, namespace=NAMESPACE, timeout_s=600)
-        async for event in stream:
-            meta = event.object.get("metadata", {})
-            rv = meta.get("resourceVersion", rv)
-            if event.type not in ("ADDED", "MODIFIED"):
-                continue
-            ingress = (event.object.get("status") or {}).get("loadBalancer", {}).get("ingress")
-            name = meta.get("name", "")
-            if ingress and name not in seen:
-                seen[name] = time.perf_counter()
-                if len(seen) == total:
-                    done.set()
-                    return
+        try:
+            async for event in stream:
+                meta = event.object.get("metadata", {})
+                rv = meta.get("resourceVersion", rv)
+                if event.type not in ("ADDED", "MODIFIED"):
+                    continue
+                status = event.object.get("status") or {}
+                ingress = status.get("loadBalancer", {}).get("ingress")
+                name = meta.get("name", "")
+                if ingress and name not in seen:
+                    seen[name] = time.perf_counter()
+                    if len(seen) == total:
+                        done.set()
+                        return
+        except StreamCut:
+            continue  # a stream cut under load: resume from the last version seen
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-seconds S]
 [--ecmp-nodes N --ecmp-ips I --k K] [--services S --speaker-nodes N] [--skip-controller]
-[--skip-speaker]``
+[--skip-speaker] [--speaker-api]``
 
 1. **Liveness (simulated).** ``teapot_lb.sim.liveness``: N real heartbeat cores
    (``membership.core``, HMAC on) on a simulated LAN (0.2-0.3 ms one way) with 1 % loss on
@@ -23,7 +23,11 @@ Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-s
    ``NodeSpeaker`` (BGP with a recording speaker, L2 without sockets, as in
    ``bench/speaker.py``) over a Store holding the Services (assigned by the standalone
    core), the Nodes and the configuration: first step, RSS after it, and the median step
-   after one new Service.
+   after one new Service. With ``--speaker-api``, again for the API speaker: this process
+   writes the same objects as the API server lists them (JSON per kind, with uid,
+   resourceVersion and the Services' status), and the child's ``KubeSource`` informers
+   (with the speaker's projection, as ``teapot-lb speaker`` runs them) list them from a
+   stand-in client into its Store; then the same steps.
 
 Figures were measured on a shared 2-core machine with other jobs running. Last line: JSON.
 """
@@ -32,12 +36,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from ipaddress import IPv6Address
 from pathlib import Path
@@ -152,12 +158,9 @@ def vm_kb(field: str) -> float:
     return 0.0
 
 
-def speaker_child(services: int, nodes: int, repeats: int) -> dict[str, Any]:
-    """Runs in its own process, so that RSS is the speaker's (plus what Python needs)."""
-    from teapot_lb.cluster import Kind, Store
-    from teapot_lb.model.manifest import parse_object
-    from teapot_lb.speaker.bgp_backend import BGPBackend
-    from teapot_lb.speaker.node import NodeSpeaker
+def speaker_setup(services: int, nodes: int) -> tuple[Any, Any]:
+    """The cluster's objects as the standalone core assigns them: (a view of everything but
+    the Services, the Services with their IPs in status)."""
     from teapot_lb.standalone.assign import assign, assigned_services
 
     docs = speaker_bench.cluster_docs(services, nodes)
@@ -168,11 +171,76 @@ def speaker_child(services: int, nodes: int, repeats: int) -> dict[str, Any]:
     assigned = assign(raw)
     refused = [a.key for a in assigned.values() if a.refused]
     assert not refused, f"refused: {refused[:3]}"
+    return raw, assigned_services(raw, assigned)
+
+
+def api_objects(services: int, nodes: int, path: Path) -> None:
+    """Write every object of the set-up as the API server would list it (JSON, with uid,
+    resourceVersion and the Services' status) to `path`: what the API speaker reads."""
+    from teapot_lb.cluster import Kind
+
+    raw, assigned = speaker_setup(services, nodes)
+    items: list[dict[str, Any]] = []
+    lists: dict[str, str] = {}
+    objects = {**speaker_bench.kinds_of(raw), Kind.SERVICE: assigned}
+    for kind, objs in objects.items():
+        for obj in objs.values():
+            if isinstance(obj, dict) or not hasattr(obj, "model_dump"):
+                continue  # Secrets: none in the set-up
+            doc = obj.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            n = len(lists) * 10**6 + len(items)
+            doc["metadata"] |= {"uid": f"{n:08d}-0000-4000-8000-{n:012d}",
+                                "resourceVersion": str(n + 1),
+                                "creationTimestamp": "2026-12-03T12:00:00Z"}  # fmt: skip
+            doc["kind"], doc["apiVersion"] = kind.value, obj.api_version
+            items.append(doc)
+        lists[kind.value] = json.dumps(items)  # one list response's body per kind
+        items = []
+    path.write_text(json.dumps(lists))
+
+
+class ListedClient:
+    """The API server's list answers from a file (one list per kind); watches that stay
+    open with nothing to say. Enough for the speaker's informers to fill its Store."""
+
+    def __init__(self, path: Path) -> None:
+        self.bodies: dict[str, str] = json.loads(path.read_text())
+
+    async def list(self, res: Any, **_: Any) -> Any:
+        from teapot_lb.kube.client import ObjectList
+        from teapot_lb.model.kinds import KINDS
+
+        kind = next(i.kind.value for i in KINDS if i.resource == res)
+        return ObjectList(json.loads(self.bodies.pop(kind, "[]")), "1")  # parsed as received
+
+    async def watch(self, res: Any, **_: Any) -> Any:
+        await asyncio.Event().wait()
+        yield  # pragma: no cover (never reached: an async generator)
+
+
+def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -> dict[str, Any]:
+    """Runs in its own process, so that RSS is the speaker's (plus what Python needs).
+
+    Without `listed`, the Store is filled from the standalone set-up (parsed manifests,
+    assigned by the standalone core, as ``teapot-lb run`` holds them); with it, the way
+    the API speaker fills it: its informers (``KubeSource`` with the speaker's projection)
+    list the objects of that file from a stand-in client."""
+    from teapot_lb.cluster import Kind, Store
+    from teapot_lb.model.manifest import parse_object
+    from teapot_lb.speaker.bgp_backend import BGPBackend
+    from teapot_lb.speaker.kube_source import KubeSource
+    from teapot_lb.speaker.node import NodeSpeaker
+
     store = Store()
-    for kind, objs in speaker_bench.kinds_of(raw).items():
-        store.replace(kind, objs)
-    store.replace(Kind.SERVICE, assigned_services(raw, assigned))
-    del docs, raw, assigned
+    source: KubeSource | None = None
+    if listed is None:
+        raw, assigned = speaker_setup(services, nodes)
+        for kind, objs in speaker_bench.kinds_of(raw).items():
+            store.replace(kind, objs)
+        store.replace(Kind.SERVICE, assigned)
+        del raw, assigned
+    else:
+        source = asyncio.run(fill_from_api(store, Path(listed)))
     gc.collect()
     rss_before = vm_kb("VmRSS") / 1024
     node_names = [f"n{i}" for i in range(1, nodes + 1)]
@@ -189,7 +257,13 @@ def speaker_child(services: int, nodes: int, repeats: int) -> dict[str, Any]:
             doc["status"] = {"loadBalancer": {"ingress": [{"ip": f"2001:db8:1ff::{r + 1:x}"}]}}
             obj, problems = parse_object(doc)
             assert obj is not None and not problems, problems
-            store.put_object(obj)
+            if source is not None:  # as the informer's handler does
+                key = source.staging.put_object(obj)
+                staged = source.staging.get(Kind.SERVICE, key)
+                assert staged is not None
+                store.put(Kind.SERVICE, key, staged)
+            else:
+                store.put_object(obj)
             t0 = time.perf_counter()
             await speaker.step()
             times.append(time.perf_counter() - t0)
@@ -202,6 +276,7 @@ def speaker_child(services: int, nodes: int, repeats: int) -> dict[str, Any]:
     return {
         "services": services,
         "nodes": nodes,
+        "fill": "api" if listed else "standalone",
         "store_rss_mb": round(rss_before, 1),
         "rss_mb": round(vm_kb("VmRSS") / 1024, 1),
         "peak_rss_mb": round(vm_kb("VmHWM") / 1024, 1),
@@ -212,9 +287,30 @@ def speaker_child(services: int, nodes: int, repeats: int) -> dict[str, Any]:
     }
 
 
-def speaker(services: int, nodes: int, repeats: int) -> dict[str, Any]:
+async def fill_from_api(store: Any, listed: Path) -> Any:
+    """The API speaker's informers list every kind into `store`; returns the source."""
+    from teapot_lb.cluster.projection import speaker_projection
+    from teapot_lb.lab.wait import wait_for_async
+    from teapot_lb.speaker.kube_source import KubeSource
+
+    client = ListedClient(listed)
+    source = KubeSource(client, store, lambda: None, project=speaker_projection)  # type: ignore[arg-type]
+    task = asyncio.create_task(source.run())
+    await wait_for_async(lambda: source.synced, within=3600, what="every kind listed")
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return source
+
+
+def speaker(services: int, nodes: int, repeats: int, api: bool = False) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--speaker-child", f"{services},{nodes},{repeats}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory(prefix="teapot-scale-") as work:
+        if api:  # the objects are made here, so the child's memory holds none of the set-up
+            listed = Path(work) / "listed.json"
+            api_objects(services, nodes, listed)
+            cmd += ["--speaker-listed", str(listed)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"speaker child failed: {done.stderr[-2000:]}")
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -241,11 +337,14 @@ def main() -> None:
     parser.add_argument("--skip-ecmp", action="store_true")
     parser.add_argument("--skip-controller", action="store_true")
     parser.add_argument("--skip-speaker", action="store_true")
+    parser.add_argument("--speaker-api", action="store_true",
+                        help="also the speaker filled by its informers (API mode)")  # fmt: skip
     parser.add_argument("--speaker-child", help=argparse.SUPPRESS)
+    parser.add_argument("--speaker-listed", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.speaker_child:
         services, nodes, repeats = (int(x) for x in args.speaker_child.split(","))
-        print(json.dumps(speaker_child(services, nodes, repeats)))
+        print(json.dumps(speaker_child(services, nodes, repeats, args.speaker_listed)))
         return
     quick = args.quick
     sizes = [int(x) for x in (args.sizes or ("10,100" if quick else "10,100,1000")).split(",")]
@@ -295,6 +394,16 @@ def main() -> None:
             f"{s['first_step_s']} s, step after one change {s['change_step_s']} s",
             flush=True,
         )
+    if args.speaker_api and not args.skip_speaker:
+        nodes = 100 if quick else args.speaker_nodes
+        s = out["speaker_api"] = speaker(services, nodes, repeats=5, api=True)
+        print(
+            f"speaker (API: its informers filled the Store) {services} Services x {nodes} "
+            f"nodes: RSS {s['rss_mb']} MB (store alone {s['store_rss_mb']} MB, peak "
+            f"{s['peak_rss_mb']} MB), first step {s['first_step_s']} s, step after one "
+            f"change {s['change_step_s']} s",
+            flush=True,
+        )
     live = out["liveness"]
     big, mid = live.get("1000", {}), live.get("100", {})
     summary = {
@@ -307,6 +416,7 @@ def main() -> None:
         "controller_100k_rss_mb": out.get("controller", {}).get("rss_mb"),
         "speaker_100k_rss_mb": out.get("speaker", {}).get("rss_mb"),
         "speaker_change_step_s": out.get("speaker", {}).get("change_step_s"),
+        "speaker_api_100k_rss_mb": out.get("speaker_api", {}).get("rss_mb"),
     }
     print(json.dumps({**summary, "detail": out}))
 

@@ -20,6 +20,7 @@ from teapot_lb.cli.run import (
     tenant_hop_interval_option,
 )
 from teapot_lb.cluster import Store
+from teapot_lb.cluster.projection import speaker_projection
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
@@ -52,7 +53,12 @@ async def run_speaker(
     stop = stop or stop_on_signals()
     async with await connect(kubeconfig) as client:
         source = KubeSource(
-            client, store, speaker.notify, config_namespace=config_namespace, tenancy=tenancy
+            client,
+            store,
+            speaker.notify,
+            config_namespace=config_namespace,
+            tenancy=tenancy,
+            project=speaker_projection,
         )
         reporter = KubeReporter(client, config.node)
         speaker.reporter = reporter

@@ -8,6 +8,7 @@ from typing import Any
 
 from teapot_lb.cluster.changes import EVERY_KEY, Change, ChangeLog
 from teapot_lb.cluster.compact import compact
+from teapot_lb.cluster.projection import Projection
 from teapot_lb.cluster.view import ClusterView, Stored
 from teapot_lb.model import ApiObject, EndpointSlice
 from teapot_lb.model.kinds import KINDS, REGISTRY, Kind, object_key
@@ -20,10 +21,13 @@ class Store:
     so readers that ask often (every reconcile) pay nothing when nothing changed.
     Which view field holds a kind comes from the kind registry
     (:data:`teapot_lb.model.kinds.KINDS`). Objects are compacted as they come in
-    (:func:`~teapot_lb.cluster.compact.compact`: equal inner parts and strings shared).
+    (:func:`~teapot_lb.cluster.compact.compact`: equal inner parts and strings shared),
+    after `project` (a :data:`~teapot_lb.cluster.projection.Projection`) has cut each typed
+    object down to what the Store's reader reads: the full object is never kept.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, project: Projection | None = None) -> None:
+        self.project = project
         self._objects: dict[Kind, dict[str, Stored]] = {info.kind: {} for info in KINDS}
         self._view: ClusterView | None = None
         self.generation = 0
@@ -38,7 +42,8 @@ class Store:
         if model is not None and not isinstance(obj, model):
             raise TypeError(f"a {type(obj).__name__} is not a {kind.value}")
         old = self._objects[kind].get(key)
-        self._objects[kind][key] = compact(obj)
+        obj = self._kept(obj)
+        self._objects[kind][key] = obj
         self._changed(kind, key, old, obj)
 
     def put_object(self, obj: ApiObject) -> str:
@@ -56,12 +61,18 @@ class Store:
 
     def replace(self, kind: Kind, objects: Mapping[str, Stored]) -> None:
         """Replace every object of one kind (a re-list, or a re-read manifest directory)."""
-        self._objects[kind] = {key: compact(obj) for key, obj in objects.items()}
+        self._objects[kind] = {key: self._kept(obj) for key, obj in objects.items()}
         if kind is Kind.ENDPOINT_SLICE:
             self._slices, self._slice_lists = {}, {}
             for key, obj in self._objects[kind].items():
                 self._index_slice(key, None, obj)
         self._changed(kind, EVERY_KEY, None, None)
+
+    def _kept(self, obj: Stored) -> Stored:
+        """What the Store keeps of `obj`: projected (a typed object), then compacted."""
+        if self.project is not None and not isinstance(obj, Mapping):
+            obj = self.project(obj)
+        return compact(obj)
 
     def get(self, kind: Kind, key: str) -> Stored | None:
         return self._objects[kind].get(key)

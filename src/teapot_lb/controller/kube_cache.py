@@ -36,7 +36,7 @@ from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import KubeError
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import SERVICES, KubeObject, key_of, resource_version
-from teapot_lb.model import AddressPoolStatus, ObjectRef, parse_object
+from teapot_lb.model import AddressPoolStatus, ObjectMeta, ObjectRef, parse_object
 from teapot_lb.model.kinds import KINDS, REGISTRY
 
 # What the controller watches, from the kind registry.
@@ -158,12 +158,9 @@ class ControllerCache:
         self._put(kind, key, obj)
         after = self.store.get(kind, key)
         if isinstance(before, BaseModel) and isinstance(after, BaseModel):
-            # Compared as the models (what a reconcile can read): the raw JSON is not kept.
-            dumps = [
-                m.model_dump(mode="json", by_alias=True, exclude_unset=True)
-                for m in (before, after)
-            ]
-            others = changed_by_others(*dumps)
+            # Compared as the models (what a reconcile can read), field by field: the raw
+            # JSON is not kept, and dumping both models cost more than the reconcile.
+            others = changed_by_others(before, after)
         else:
             others = True
         if others:
@@ -270,20 +267,31 @@ def newer_version(a: str, b: str) -> bool:
     return a != b or not a
 
 
-def changed_by_others(before: KubeObject, after: KubeObject) -> bool:
-    """Whether ``after`` (what our status or annotation write returned) differs from
+def changed_by_others(before: BaseModel, after: BaseModel) -> bool:
+    """Whether ``after`` (what our status or annotation write returned, parsed) differs from
     ``before`` (what the write was based on) in more than the writer touches: the status,
-    the version, and our own annotation."""
+    the resourceVersion, and our own annotation. Field by field, stopping at the first
+    difference; parts the cache shares between the two are equal by identity at once."""
+    if type(before) is not type(after):
+        return True
+    for name in type(before).model_fields:
+        if name in ("status", "metadata"):
+            continue
+        if getattr(before, name) != getattr(after, name):
+            return True
+    old, new = getattr(before, "metadata", None), getattr(after, "metadata", None)
+    if not isinstance(old, ObjectMeta) or not isinstance(new, ObjectMeta):
+        return old != new
+    for name in ObjectMeta.model_fields:
+        if name in ("resource_version", "annotations"):
+            continue
+        if getattr(old, name) != getattr(new, name):
+            return True
+    return _others(old.annotations) != _others(new.annotations)
 
-    def rest(obj: KubeObject) -> KubeObject:
-        meta = dict(obj.get("metadata") or {})
-        for field in ("resourceVersion", "managedFields"):
-            meta.pop(field, None)
-        annotations = dict(meta.get("annotations") or {})
-        annotations.pop(ANNOTATION_ALLOCATED_FROM, None)
-        meta["annotations"] = annotations
-        return {k: v for k, v in obj.items() if k not in ("status", "metadata")} | {
-            "metadata": meta
-        }
 
-    return rest(before) != rest(after)
+def _others(annotations: dict[str, str]) -> dict[str, str]:
+    """The annotations but the one the controller writes."""
+    if ANNOTATION_ALLOCATED_FROM not in annotations:
+        return annotations
+    return {k: v for k, v in annotations.items() if k != ANNOTATION_ALLOCATED_FROM}

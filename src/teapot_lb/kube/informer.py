@@ -30,6 +30,7 @@ import enum
 from collections.abc import Callable, Mapping
 
 from .. import log
+from ..cluster.compact import detached
 from .backoff import Backoff, Retry
 from .client import KubeClient
 from .errors import Forbidden, Gone, KubeError, StreamCut
@@ -242,7 +243,8 @@ class Informer:
         self.lists += 1
         fresh = {key_of(obj): _trimmed(obj) for obj in listed.items}
         changes = version_diff(self._versions, fresh, self._cache)
-        self._versions = {key: resource_version(obj) for key, obj in fresh.items()}
+        # Copies: the versions outlive the list's JSON and should not keep it in memory.
+        self._versions = {key: detached(resource_version(obj)) for key, obj in fresh.items()}
         if self._cache is not None:
             self._cache = fresh
         self.resource_version = listed.resource_version
@@ -276,7 +278,7 @@ class Informer:
                 key = key_of(event.object)
                 if event.type in ("ADDED", "MODIFIED"):
                     obj = _trimmed(event.object)
-                    self._versions[key] = rv
+                    self._versions[key] = detached(rv)
                     if self._cache is not None:
                         self._cache[key] = obj
                     self._dispatch(EventType(event.type), key, obj)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 from teapot_lb import log
 from teapot_lb.cluster import ClusterView, Kind, Store
+from teapot_lb.cluster.projection import Projection
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.informer import EventType, Informer
@@ -61,10 +62,13 @@ class KubeSource:
         watch_timeout_s: float = 300.0,
         tenancy: bool = False,
         kinds: Sequence[KindInfo] | None = None,
+        project: Projection | None = None,
     ) -> None:
-        # `store` is what the speaker plans from: only ever a consistent view.
+        # `store` is what the speaker plans from: only ever a consistent view. `project`
+        # cuts each object down as it comes in (the speaker's: only what it reads, see
+        # teapot_lb.cluster.projection); `store` then gets the staged, projected objects.
         self.store = store
-        self.staging = Store()
+        self.staging = Store(project)
         self.notify = notify
         self.consistent = False
         self.held_since: float | None = None  # loop time the view was last held
