@@ -252,12 +252,20 @@ def test_what_the_gateway_cannot_serve_is_refused_by_its_option(
     assert option in str(refused) and "not supported by the teapot provider" in str(refused)
 
 
-def test_listener_ports_and_passthrough_are_refused_by_name() -> None:
+def test_listener_ports_policies_on_passthrough_and_re_encryption_are_refused_by_name() -> None:
     policies = served_policies()[:1]
     [port] = l7.l7_refusals(http_lb(policies, protocol_port=8080))
     assert (port.kind, port.option, port.value) == (ObjectKind.LISTENER, "protocol_port", 8080)
-    found = {r.option for r in l7.l7_refusals(http_lb([], protocol="HTTPS", protocol_port=443))}
-    assert found == {"protocol"}
+    # HTTPS passes TLS through on the VIP (a TCP port): not the gateway's, no L7 policies
+    assert l7.l7_refusals(http_lb([], protocol="HTTPS", protocol_port=443)) == []
+    on_passthrough = l7.l7_refusals(http_lb(policies, protocol="HTTPS", protocol_port=443))
+    assert ("listener_id", ObjectKind.L7POLICY) in {(r.option, r.kind) for r in on_passthrough}
+    lb = http_lb(policies)
+    re_encrypting = lb.model_copy(
+        update={"pools": tuple(p.model_copy(update={"protocol": "HTTPS"}) for p in lb.pools)}
+    )
+    found = {(r.kind, r.option, r.value) for r in l7.l7_refusals(re_encrypting)}
+    assert (ObjectKind.POOL, "protocol", "HTTPS") in found
     no_cert = l7.l7_refusals(http_lb(policies, protocol="TERMINATED_HTTPS", protocol_port=443))
     assert [r.option for r in no_cert] == ["default_tls_container_ref"]
 

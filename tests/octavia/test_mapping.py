@@ -9,6 +9,7 @@ from teapot_lb.model.common import Condition, ConditionStatus
 from teapot_lb.model.service import ExternalTrafficPolicy, Protocol
 from teapot_lb.model.tenancy import TenantLoadBalancerStatus, TenantMode
 from teapot_lb.octavia import tree as t
+from teapot_lb.octavia.l7 import l7_refusals
 from teapot_lb.octavia.mapping import (
     LABEL_LOADBALANCER,
     Answer,
@@ -18,9 +19,19 @@ from teapot_lb.octavia.mapping import (
     status_update,
     tree_of,
 )
-from teapot_lb.octavia.unsupported import ObjectKind
+from teapot_lb.octavia.unsupported import ObjectKind, tree_refusals
 
-from .builders import LB_ID, LISTENER_ID, MONITOR_ID, POOL_ID, PROJECT, member, pool, tree
+from .builders import (
+    LB_ID,
+    LISTENER_ID,
+    MONITOR_ID,
+    POOL_ID,
+    PROJECT,
+    load_balancer,
+    member,
+    pool,
+    tree,
+)
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 
@@ -61,6 +72,19 @@ def test_a_tcp_load_balancer_is_one_request_in_the_tenants_namespace() -> None:
         ([ip_address(f"192.0.2.{10 + i}")], True) for i in range(3)
     ]
     assert spec.source.namespace == PROJECT and spec.source.uid == LB_ID
+
+
+def test_an_https_listener_passes_tls_through_as_a_tcp_port_on_the_vip() -> None:
+    members = [member(i, port=443) for i in range(2)]
+    d = load_balancer(pools=[pool(members, protocol="HTTPS", hm=False)])
+    d["listeners"][0].update(protocol="HTTPS", protocol_port=443)
+    lb = t.load_balancer_from_provider(d, t.Mode.ROUTE)
+    assert tree_refusals(lb) == [] and l7_refusals(lb) == []
+    spec = desired_request(lb, "tenant-acme").spec
+    assert [(p.protocol, p.port) for p in spec.ports] == [(Protocol.TCP, 443)]
+    assert [b.addresses for b in spec.backends] == [
+        [ip_address(f"192.0.2.{10 + i}")] for i in range(2)
+    ]
 
 
 def test_the_tree_rides_along_and_comes_back() -> None:

@@ -236,8 +236,9 @@ def test_each_unsupported_option_is_refused_with_its_name(
             loadbalancer_id=lb.id, protocol="HTTP", protocol_port=8080, project_id=PROJECT),
         # (TERMINATED_HTTPS needs a certificate Octavia can fetch before it asks the driver;
         # its refusal is in test_unsupported.)
-        "protocol='HTTPS'": lambda: lbs.create_listener(
-            loadbalancer_id=lb.id, protocol="HTTPS", protocol_port=443, project_id=PROJECT),
+        "protocol='PROXY'": lambda: lbs.create_pool(
+            loadbalancer_id=lb.id, protocol="PROXY", lb_algorithm="ROUND_ROBIN",
+            project_id=PROJECT),
         "connection_limit=10": lambda: lbs.create_listener(
             loadbalancer_id=lb.id, protocol="TCP", protocol_port=81, connection_limit=10,
             project_id=PROJECT),
@@ -372,3 +373,27 @@ def test_an_http_listener_with_an_l7_policy_becomes_active_and_writes_the_gatewa
         return not any(left.values()) and rest.tlb(lb.id) is None
 
     wait_for(all_gone, timeout=WITHIN, what="the gateway's objects deleted with the load balancer")
+
+
+def test_an_https_listener_passes_tls_through_as_a_tcp_port_on_the_vip(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    _, rest, conn = stack
+    lb = conn.load_balancer.create_load_balancer(
+        name="tls-through", vip_subnet_id=SUBNET, project_id=PROJECT, provider="teapot",
+        listeners=[{"name": "tls-through-l", "protocol": "HTTPS", "protocol_port": 443,
+                    "default_pool": {
+                        "name": "tls-through-p", "protocol": "HTTPS",
+                        "lb_algorithm": "ROUND_ROBIN",
+                        "members": [{"address": f"192.0.2.{41 + i}", "protocol_port": 443}
+                                    for i in range(2)]}}],
+    )  # fmt: skip
+    lb = active(conn, lb.id)
+    tlb = rest.tlb(lb.id)
+    assert tlb is not None
+    assert [(p["protocol"], p["port"]) for p in tlb["spec"]["ports"]] == [("TCP", 443)]
+    assert backends(rest, lb.id) == {"192.0.2.41": True, "192.0.2.42": True}
+    listener = conn.load_balancer.get_listener(lb.listeners[0]["id"])
+    assert listener.provisioning_status == "ACTIVE"
+    conn.load_balancer.delete_load_balancer(lb.id, cascade=True)
+    wait_for(lambda: rest.tlb(lb.id) is None, timeout=WITHIN, what="the request deleted")

@@ -30,7 +30,6 @@ REFUSED: list[tuple[ObjectKind, str, dict[str, Any]]] = [
     (ObjectKind.LISTENER, "client_crl_container_ref", listener(client_crl_container_ref="r")),
     (ObjectKind.LISTENER, "client_authentication", listener(client_authentication="MANDATORY")),
     (ObjectKind.POOL, "protocol", pool(protocol="PROXY")),
-    (ObjectKind.POOL, "protocol", pool(protocol="HTTPS")),
     (ObjectKind.POOL, "lb_algorithm", pool(lb_algorithm="LEAST_CONNECTIONS")),
     (ObjectKind.POOL, "lb_algorithm", pool(lb_algorithm="SOURCE_IP")),
     (ObjectKind.POOL, "session_persistence", pool(session_persistence={"type": "SOURCE_IP"})),

@@ -148,11 +148,6 @@ def l7_refusals(lb: LoadBalancer) -> list[Unsupported]:
     """What the load balancer's L7 listeners ask that the gateway cannot serve."""
     out: list[Unsupported] = []
     for listener in lb.listeners:
-        if listener.protocol == "HTTPS":
-            out.append(Unsupported(ObjectKind.LISTENER, listener.id, "protocol", "HTTPS",
-                                   "the shared gateway passes TLS through by SNI hostname, "
-                                   "and an Octavia HTTPS listener names none (use "
-                                   "TERMINATED_HTTPS, or TCP on the VIP)"))  # fmt: skip
         if not is_l7(listener):
             for policy in listener.l7policies:
                 out += _policy_refusals(policy)
@@ -180,6 +175,9 @@ def l7_refusals(lb: LoadBalancer) -> list[Unsupported]:
             option, pool_id = "default_pool_id", listener.default_pool_id
             out.append(Unsupported(ObjectKind.LISTENER, listener.id, option, pool_id, why))
     for pool in _routed_pools(lb):
+        if pool.protocol == "HTTPS":
+            why = "the gateway speaks plain HTTP to the members of an L7 pool (no re-encryption)"
+            out.append(Unsupported(ObjectKind.POOL, pool.id, "protocol", pool.protocol, why))
         ports = sorted({m.protocol_port for m in pool.members})
         if len(ports) > 1:
             why = "the gateway reaches one port on the members of a pool"

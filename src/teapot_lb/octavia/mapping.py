@@ -5,7 +5,7 @@ One Octavia load balancer is one TenantLoadBalancer in the namespace of the proj
 Tenant (the Tenant labelled ``octavia.lb.teapot.io/project=<project id>``):
 
 - the VIP is the request's address (`requestedIPs` when the user asked for one);
-- each listener is a port (TCP, UDP, SCTP);
+- each listener is a port (TCP, UDP, SCTP; HTTPS, TLS passed through, is a TCP port);
 - the members of the listeners' default pools are the backends, ready while they, their
   pool, listener and load balancer are administratively up and their weight is not 0;
   `externalTrafficPolicy: Local`, so only ready members receive traffic;
@@ -48,6 +48,10 @@ ANNOTATION_TREE = "octavia.lb.teapot.io/tree"
 MODES = {Mode.ROUTE: TenantMode.ROUTE, Mode.PROXY: TenantMode.GATEWAY}
 
 
+VIP_AS = {"HTTPS": "TCP"}
+"""An Octavia HTTPS listener passes TLS through unopened: on the VIP it is a TCP port."""
+
+
 def request_name(lb_id: str) -> str:
     return f"octavia-{lb_id}"
 
@@ -84,7 +88,7 @@ def desired_request(lb: LoadBalancer, namespace: str) -> TenantLoadBalancer:
         ports.append(
             TenantPort(
                 name=listener.id,
-                protocol=Protocol(listener.protocol),
+                protocol=Protocol(VIP_AS.get(listener.protocol, listener.protocol)),
                 port=listener.protocol_port,
                 node_port=node_port,
             )

@@ -22,8 +22,10 @@ from teapot_lb.gateway.config import Hostname
 from teapot_lb.octavia.tree import LoadBalancer, Mode, pools_in
 
 L4_PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
-LISTENER_PROTOCOLS = L4_PROTOCOLS | {"HTTP", "HTTPS", "TERMINATED_HTTPS"}
-POOL_PROTOCOLS = L4_PROTOCOLS | {"HTTP"}
+VIP_PROTOCOLS = L4_PROTOCOLS | {"HTTPS"}
+"""Listeners served on the VIP itself: HTTPS is TLS passed through, a TCP port."""
+LISTENER_PROTOCOLS = VIP_PROTOCOLS | {"HTTP", "TERMINATED_HTTPS"}
+POOL_PROTOCOLS = L4_PROTOCOLS | {"HTTP", "HTTPS"}
 ALGORITHMS = frozenset({"ROUND_ROBIN", "SOURCE_IP_PORT"})
 
 _GATEWAY = "the gateway (teapot-lb's L7 and TLS proxy) does not serve it"
@@ -117,8 +119,8 @@ RULES: tuple[OptionRule, ...] = (
     OptionRule(ObjectKind.LOADBALANCER, "availability_zone", _when_set,
                "teapot-lb has no availability zones"),
     OptionRule(ObjectKind.LISTENER, "protocol", lambda v, _: v not in LISTENER_PROTOCOLS,
-               "TCP, UDP and SCTP listeners (on the VIP) and HTTP and TERMINATED_HTTPS "
-               "listeners (on the gateway) are served"),
+               "TCP, UDP, SCTP and HTTPS (TLS passed through) listeners (on the VIP) and "
+               "HTTP and TERMINATED_HTTPS listeners (on the gateway) are served"),
     OptionRule(ObjectKind.LISTENER, "connection_limit", lambda v, _: v not in (None, -1),
                "no connection limits (route mode has no proxy in the path)"),
     OptionRule(ObjectKind.LISTENER, "allowed_cidrs", _when_set,
@@ -130,8 +132,8 @@ RULES: tuple[OptionRule, ...] = (
     OptionRule(ObjectKind.LISTENER, "client_authentication",
                lambda v, _: v not in (None, "NONE"), _GATEWAY),
     OptionRule(ObjectKind.POOL, "protocol", lambda v, _: v not in POOL_PROTOCOLS,
-               f"TCP, UDP, SCTP and HTTP pools are served (no re-encryption, no PROXY "
-               f"protocol); {_GATEWAY}"),
+               f"TCP, UDP, SCTP, HTTP and HTTPS (behind an HTTPS listener) pools are "
+               f"served (no PROXY protocol); {_GATEWAY}"),
     OptionRule(ObjectKind.POOL, "lb_algorithm", lambda v, _: v not in (None, *ALGORITHMS),
                "traffic is spread per flow by the router's ECMP hash: ROUND_ROBIN or "
                "SOURCE_IP_PORT"),
@@ -208,7 +210,7 @@ def tree_refusals(lb: LoadBalancer) -> list[Unsupported]:
     out: list[Unsupported] = []
     addresses: dict[str, frozenset[str]] = {}
     for listener in lb.listeners:
-        if listener.protocol not in L4_PROTOCOLS:
+        if listener.protocol not in VIP_PROTOCOLS:
             continue  # the gateway's (teapot_lb.octavia.l7)
         pool = lb.pool(listener.default_pool_id) if listener.default_pool_id else None
         if pool is None:
@@ -259,6 +261,7 @@ __all__ = [
     "LISTENER_PROTOCOLS",
     "POOL_PROTOCOLS",
     "RULES",
+    "VIP_PROTOCOLS",
     "ObjectKind",
     "OptionRule",
     "Unsupported",
