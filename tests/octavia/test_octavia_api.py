@@ -372,3 +372,40 @@ def test_an_http_listener_with_an_l7_policy_becomes_active_and_writes_the_gatewa
         return not any(left.values()) and rest.tlb(lb.id) is None
 
     wait_for(all_gone, timeout=WITHIN, what="the gateway's objects deleted with the load balancer")
+
+
+def test_a_graph_created_redirect_to_pool_policy_routes_to_its_pool(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    """An L7 policy created inside a fully populated load balancer reaches the driver
+    without its redirect pool (Octavia sets the id only in its database): the driver
+    reads it from there once the create is committed, and the route goes to that pool."""
+    _, rest, conn = stack
+
+    def pool(name: str, address: str) -> dict[str, Any]:
+        return {"name": name, "protocol": "HTTP", "lb_algorithm": "ROUND_ROBIN",
+                "members": [{"address": address, "protocol_port": 8080}]}  # fmt: skip
+
+    lb = conn.load_balancer.create_load_balancer(
+        name="graph-l7", vip_subnet_id=SUBNET, project_id=PROJECT, provider="teapot",
+        listeners=[{"name": "graph-l7-l", "protocol": "HTTP", "protocol_port": 80,
+                    "l7policies": [{"action": "REDIRECT_TO_POOL",
+                                    "redirect_pool": pool("graph-l7-api", "192.0.2.62"),
+                                    "rules": [{"type": "HOST_NAME", "compare_type": "EQUAL_TO",
+                                               "value": "www.acme.example"}]}]}],
+    )  # fmt: skip
+    lb = active(conn, lb.id)
+    pools = {p.name: p.id for p in conn.load_balancer.pools(loadbalancer_id=lb.id)}
+    [policy] = conn.load_balancer.l7_policies(listener_id=lb.listeners[0]["id"])
+    assert policy.redirect_pool_id == pools["graph-l7-api"]
+    routes = gateway_objects(rest, lb.id)["HTTPRoute"]
+    refs = [
+        ref["name"] for r in routes for rule in r["spec"]["rules"] for ref in rule["backendRefs"]
+    ]
+    assert f"pool-{pools['graph-l7-api']}" in refs, routes
+    assert "pool-" not in refs, routes
+    slices = gateway_objects(rest, lb.id)["EndpointSlice"]
+    assert "192.0.2.62" in [e["addresses"][0] for s in slices for e in s["endpoints"]], slices
+    conn.load_balancer.delete_load_balancer(lb.id, cascade=True)
+    wait_for(lambda: conn.load_balancer.find_load_balancer(lb.id) is None, timeout=WITHIN,
+             what="the load balancer deleted")  # fmt: skip
