@@ -1,17 +1,17 @@
 """The teapot provider behind a real Octavia 19 API (noauth, SQLite, noop drivers), driven
 by openstacksdk; the management side is the fake API server and the real `teapot-lb
-manager`. One stack per module (see stack.py); tests use their own load balancers."""
+manager`. One stack shared with test_octavia_tls_api (conftest); tests use their own load
+balancers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from teapot_lb.lab.wait import wait_for
 
-from .stack import OTHER_PROJECT, PROJECT, Rest, Stack, active, connection, missing, running
+from .stack import OTHER_PROJECT, PROJECT, Rest, Stack, active, missing
 
 pytestmark = [
     pytest.mark.skipif(bool(missing()), reason=missing() or ""),
@@ -22,10 +22,9 @@ SUBNET = "11111111-2222-4333-8444-555555555555"  # the noop network driver takes
 WITHIN = 20.0
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Rest, Any]]:
-    with running(tmp_path_factory.mktemp("octavia")) as (stack, rest):
-        yield stack, rest, connection(stack)
+@pytest.fixture
+def stack(api_stack: tuple[Stack, Rest, Any]) -> tuple[Stack, Rest, Any]:
+    return api_stack  # shared with test_octavia_tls_api (conftest)
 
 
 def make_lb(conn: Any, name: str, project: str = PROJECT, **extra: Any) -> Any:
