@@ -24,7 +24,7 @@ import yaml
 from needs import require_binary, require_root
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.lab.kubeplane import free_port
-from teapot_lb.lab.wait import LabTimeout, wait_for_async
+from teapot_lb.lab.wait import LabTimeout, wait_for, wait_for_async
 from teapot_lb.tenancy.kube_l7gateway import GatewayControl
 from teapot_lb.tenancy.l7mirror import (
     AGENT,
@@ -58,9 +58,22 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayLab]:
             "http:acme-b:198.51.100.3:8080",
             "http:bolt:198.51.100.4:8080",
         )
+        # Another HAProxy on the machine (as when tests run side by side), even in the
+        # gateway's namespace: stopping the gateway must not wait for it.
+        other = lab.work / "bystander.cfg"
+        other.write_text(
+            "defaults\n  mode tcp\n  timeout connect 1s\n  timeout client 1s\n"
+            "  timeout server 1s\nfrontend bystander\n  bind 127.0.0.1:9\n"
+        )
+        bystander = subprocess.Popen(
+            lab.gateway.exec_argv(["haproxy", "-db", "-f", str(other)]),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
         try:
             yield lab
         finally:
+            bystander.terminate()
+            bystander.wait(timeout=10)
             proc.terminate()
             proc.wait(timeout=10)
 
@@ -136,10 +149,37 @@ def start_gateway(
     return proc, port
 
 
-def stop_gateway(lab: GatewayLab, proc: subprocess.Popen[bytes]) -> None:
+def haproxy_pids(state: Path) -> set[int]:
+    """The gateway's own HAProxy: the master (from the pid file in its state directory)
+    and the master's children, never another HAProxy on the machine (namespaces do not
+    isolate PIDs, and other tests run HAProxy beside this one)."""
+    masters = {int(text) for f in state.rglob("haproxy.pid") if (text := f.read_text().strip())}
+    children = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) in masters:
+            children.add(int(stat.parent.name))
+    return masters | children
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_gateway(lab: GatewayLab, proc: subprocess.Popen[bytes], state: str) -> None:
+    pids = haproxy_pids(lab.work / state)
+    assert pids, "the gateway's HAProxy pid file names no process"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=15) == 0
-    assert lab.gateway.run("sh", "-c", "pgrep -x haproxy || true").strip() == ""
+    wait_for(lambda: not any(alive(p) for p in pids), timeout=15,
+             what=f"the gateway's HAProxy ({sorted(pids)}) stopped with it")  # fmt: skip
 
 
 @pytest.mark.root
@@ -206,7 +246,7 @@ async def test_a_tenants_ingress_is_served_over_https_from_the_cluster(
                 for _ in range(5):
                     assert await asyncio.to_thread(https_served_by, lab, ca) == "acme-b"
         finally:
-            await asyncio.to_thread(stop_gateway, lab, proc)
+            await asyncio.to_thread(stop_gateway, lab, proc, "cluster")
 
 
 def _write_manifests(root: Path, endpoint: str, ca: Path, key: Path) -> None:
@@ -250,7 +290,7 @@ async def test_a_manifest_directory_is_served_and_followed(lab: GatewayLab) -> N
         _write_manifests(root, "198.51.100.3", ca, key)
         await eventually(lambda: https_served_by(lab, ca) == "acme-b", "the new endpoint")
     finally:
-        await asyncio.to_thread(stop_gateway, lab, proc)
+        await asyncio.to_thread(stop_gateway, lab, proc, "dir")
 
 
 def test_the_deployed_gateway_arguments_are_accepted_and_its_ip_is_the_services() -> None:

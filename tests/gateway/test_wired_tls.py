@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from ipaddress import ip_address
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,12 @@ from teapot_lb.gateway.config import (
 )
 from teapot_lb.gateway.haproxy import HAProxy
 from teapot_lb.gateway.plan import AddCertificate
+from teapot_lb.gateway.translate import translate
+from teapot_lb.tenancy.l7vet import L7World
 
 from .builders import backend, ingress, listener
-from .lab import CLIENT, GatewayLab, gateway_lab, make_certificate
+from .control import builders as cb
+from .lab import CLIENT, GATEWAY, GatewayLab, gateway_lab, make_certificate
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon, pytest.mark.asyncio(loop_scope="module")]
 
@@ -149,3 +153,26 @@ async def test_a_new_certificate_is_added_without_a_reload(world: World) -> None
     applied = await world.haproxy.apply(config(world))
     assert applied.change.reload
     assert "CN = a.example" in world.lab.peer_certificate_subject(443, "c.example")
+
+
+async def test_each_certificate_of_a_gateway_listener_answers_for_its_own_hostname(
+    world: World,
+) -> None:
+    """A Gateway listener with two certificateRefs, translated and served: SNI a gets
+    certificate a and SNI b certificate b (not the first one for both)."""
+    certs = {n: cb.make_certificate(world.lab.work, f"{n}.acme.example") for n in ("a", "b")}
+    refs = [{"name": n} for n in certs]
+    https_listener = cb.listener("https", "HTTPS", 443, tls={"certificateRefs": refs})
+    gw = cb.gateway("acme", "gw", [https_listener])
+    hosts = [f"{n}.acme.example" for n in certs]
+    route = cb.http_route("acme", "store", hosts, age=1)
+    secrets = {
+        cb.secret_key("acme", n): {"tls.crt": c, "tls.key": k} for n, (c, k) in certs.items()
+    }
+    world_l7 = L7World([cb.tenant("acme"), cb.tenant("bolt")], [gw, route], secrets)
+    done = translate(world_l7, [], [ip_address(GATEWAY)])
+    applied = await world.haproxy.apply(done.config)
+    assert applied.error is None, applied.error
+    for n in certs:
+        subject = world.lab.peer_certificate_subject(443, f"{n}.acme.example")
+        assert f"CN = {n}.acme.example" in subject, (n, subject)

@@ -67,9 +67,8 @@ def objects() -> list[dict[str, Any]]:
 def load_balancer(world: World) -> None:
     """An HTTP listener and an HTTP pool of 2 members with an HTTP monitor (delay 1 s,
     down after 1 failure, up after 1 pass) in one graph create, then a HOST_NAME policy
-    sending to the pool (a graph create's policies reach the driver without their pool's
-    id: Octavia assigns it after the call; and a policy created with its rules fails in
-    Octavia 19 itself)."""
+    sending to the pool, made after the graph create (a policy created with its rules
+    fails in Octavia 19 itself; graph-created policies: test_octavia_api)."""
     lbs = world.conn.load_balancer
     monitor = {
         "type": "HTTP",

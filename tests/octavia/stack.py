@@ -336,6 +336,33 @@ def default_objects() -> list[dict[str, Any]]:
     ]
 
 
+# The stack test_octavia_api and test_octavia_tls_api share (conftest: api_stack).
+TINY_PROJECT = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+TINY_NS = "tenant-tiny"
+API_SWEEP_GRACE_S = 3.0  # the VIP orphan sweep's grace there (300 s by default)
+
+
+def api_objects() -> list[dict[str, Any]]:
+    """The Tenants of the API modules' shared stack: acme (project PROJECT, DNS domain
+    acme.example, room for both modules' load balancers), bolt (project OTHER_PROJECT,
+    Gateway only) and tiny (project TINY_PROJECT: one address, 203.0.113.8, one port)."""
+    acme_cidrs = ["203.0.113.0/29", "203.0.113.16/28"]
+    return [
+        config("AddressPool", "octavia", {"addresses": ["203.0.113.0/27"], "autoAssign": False}),
+        tenant("acme", TENANT_NS, PROJECT, acme_cidrs[0], dnsDomains=["acme.example"],
+               allocations=[{"addressPool": "octavia", "cidrs": acme_cidrs}],
+               quotas={"addresses": 24, "loadBalancers": 24, "ports": 48}),
+        tenant("bolt", "tenant-bolt", OTHER_PROJECT, "203.0.113.12/30", modes=["Gateway"]),
+        tenant("tiny", TINY_NS, TINY_PROJECT, "203.0.113.8/32",
+               quotas={"addresses": 1, "loadBalancers": 4, "ports": 1}),
+    ]  # fmt: skip
+
+
+def api_sweep() -> dict[str, str]:
+    """The driver options of the API modules' shared stack: a fast VIP orphan sweep."""
+    return {"vip_orphan_grace": str(API_SWEEP_GRACE_S), "sweep_interval": "0.5"}
+
+
 def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -> Rest:
     stack.kubeconfig = stack.work / "management.kubeconfig"
     tests = str(ROOT / "tests")
@@ -356,7 +383,9 @@ def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -
     config = wait_for(written, timeout=20, what="the fake API server's kubeconfig")
     stack.management_url = config["clusters"][0]["cluster"]["server"]
     rest = Rest(stack.management_url, stack.inside)
-    for namespace in (CONFIG_NS, TENANT_NS, "tenant-bolt"):
+    objects = list(objects)
+    tenants = [o["spec"]["namespace"] for o in objects if o["kind"] == "Tenant"]
+    for namespace in dict.fromkeys([CONFIG_NS, TENANT_NS, "tenant-bolt", *tenants]):
         rest.create({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": namespace}})
     for obj in objects:
         rest.create(obj)

@@ -1,17 +1,17 @@
 """The teapot provider behind a real Octavia 19 API (noauth, SQLite, noop drivers), driven
 by openstacksdk; the management side is the fake API server and the real `teapot-lb
-manager`. One stack per module (see stack.py); tests use their own load balancers."""
+manager`. One stack shared with test_octavia_tls_api (conftest); tests use their own load
+balancers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from teapot_lb.lab.wait import wait_for
 
-from .stack import OTHER_PROJECT, PROJECT, Rest, Stack, active, connection, missing, running
+from .stack import OTHER_PROJECT, PROJECT, Rest, Stack, active, missing
 
 pytestmark = [
     pytest.mark.skipif(bool(missing()), reason=missing() or ""),
@@ -22,10 +22,9 @@ SUBNET = "11111111-2222-4333-8444-555555555555"  # the noop network driver takes
 WITHIN = 20.0
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Rest, Any]]:
-    with running(tmp_path_factory.mktemp("octavia")) as (stack, rest):
-        yield stack, rest, connection(stack)
+@pytest.fixture
+def stack(api_stack: tuple[Stack, Rest, Any]) -> tuple[Stack, Rest, Any]:
+    return api_stack  # shared with test_octavia_tls_api (conftest)
 
 
 def make_lb(conn: Any, name: str, project: str = PROJECT, **extra: Any) -> Any:
@@ -397,3 +396,40 @@ def test_an_https_listener_passes_tls_through_as_a_tcp_port_on_the_vip(
     assert listener.provisioning_status == "ACTIVE"
     conn.load_balancer.delete_load_balancer(lb.id, cascade=True)
     wait_for(lambda: rest.tlb(lb.id) is None, timeout=WITHIN, what="the request deleted")
+
+
+def test_a_graph_created_redirect_to_pool_policy_routes_to_its_pool(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    """An L7 policy created inside a fully populated load balancer reaches the driver
+    without its redirect pool (Octavia sets the id only in its database): the driver
+    reads it from there once the create is committed, and the route goes to that pool."""
+    _, rest, conn = stack
+
+    def pool(name: str, address: str) -> dict[str, Any]:
+        return {"name": name, "protocol": "HTTP", "lb_algorithm": "ROUND_ROBIN",
+                "members": [{"address": address, "protocol_port": 8080}]}  # fmt: skip
+
+    lb = conn.load_balancer.create_load_balancer(
+        name="graph-l7", vip_subnet_id=SUBNET, project_id=PROJECT, provider="teapot",
+        listeners=[{"name": "graph-l7-l", "protocol": "HTTP", "protocol_port": 80,
+                    "l7policies": [{"action": "REDIRECT_TO_POOL",
+                                    "redirect_pool": pool("graph-l7-api", "192.0.2.62"),
+                                    "rules": [{"type": "HOST_NAME", "compare_type": "EQUAL_TO",
+                                               "value": "www.acme.example"}]}]}],
+    )  # fmt: skip
+    lb = active(conn, lb.id)
+    pools = {p.name: p.id for p in conn.load_balancer.pools(loadbalancer_id=lb.id)}
+    [policy] = conn.load_balancer.l7_policies(listener_id=lb.listeners[0]["id"])
+    assert policy.redirect_pool_id == pools["graph-l7-api"]
+    routes = gateway_objects(rest, lb.id)["HTTPRoute"]
+    refs = [
+        ref["name"] for r in routes for rule in r["spec"]["rules"] for ref in rule["backendRefs"]
+    ]
+    assert f"pool-{pools['graph-l7-api']}" in refs, routes
+    assert "pool-" not in refs, routes
+    slices = gateway_objects(rest, lb.id)["EndpointSlice"]
+    assert "192.0.2.62" in [e["addresses"][0] for s in slices for e in s["endpoints"]], slices
+    conn.load_balancer.delete_load_balancer(lb.id, cascade=True)
+    wait_for(lambda: conn.load_balancer.find_load_balancer(lb.id) is None, timeout=WITHIN,
+             what="the load balancer deleted")  # fmt: skip

@@ -12,7 +12,7 @@ import base64
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,17 +21,15 @@ from gateway.lab import make_certificate
 from teapot_lb.lab.wait import wait_for
 
 from .stack import (
-    OTHER_PROJECT,
+    API_SWEEP_GRACE_S,
     PROJECT,
+    TINY_NS,
+    TINY_PROJECT,
     Rest,
     Stack,
     active,
-    connection,
-    default_objects,
     missing,
-    running,
     store_certificate,
-    tenant,
 )
 from .test_octavia_api import SUBNET, make_lb, refusal
 
@@ -44,27 +42,12 @@ WITHIN = 20.0
 SECRETS = "/api/v1/namespaces/tenant-acme/secrets"
 
 
-GRACE_S = 3.0  # the VIP orphan sweep's grace here (300 s by default)
+GRACE_S = API_SWEEP_GRACE_S
 
 
-def objects() -> list[dict[str, Any]]:
-    """The default Tenant acme, and Tenant tiny (project OTHER_PROJECT) with one address
-    and one port."""
-    return [
-        *[o for o in default_objects() if o["metadata"]["name"] != "bolt"],
-        tenant("tiny", "tenant-bolt", OTHER_PROJECT, "203.0.113.8/32",
-               quotas={"addresses": 1, "loadBalancers": 4, "ports": 1}),
-    ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Rest, Any]]:
-    sweep = {"vip_orphan_grace": str(GRACE_S), "sweep_interval": "0.5"}
-    with running(tmp_path_factory.mktemp("octls"), objects=objects(), teapot=sweep) as (
-        stack,
-        rest,
-    ):
-        yield stack, rest, connection(stack)
+@pytest.fixture
+def stack(api_stack: tuple[Stack, Rest, Any]) -> tuple[Stack, Rest, Any]:
+    return api_stack  # shared with test_octavia_api (conftest)
 
 
 def certificate_ref(stack: Stack, hostname: str) -> str:
@@ -252,24 +235,24 @@ def test_the_managers_refusals_are_errors_with_the_reason(
 ) -> None:
     st, rest, conn = stack
     lbs = conn.load_balancer
-    first = make_lb(conn, "tiny-1", project=OTHER_PROJECT)
+    first = make_lb(conn, "tiny-1", project=TINY_PROJECT)
     assert first.vip_address == "203.0.113.8"
     # The Tenant's one address is taken: the VIP is refused in the call, with the reason.
     said = refusal(lambda: lbs.create_load_balancer(
-        name="tiny-2", vip_subnet_id=SUBNET, project_id=OTHER_PROJECT))  # fmt: skip
+        name="tiny-2", vip_subnet_id=SUBNET, project_id=TINY_PROJECT))  # fmt: skip
     assert "no VIP" in said and first.id not in said, said
-    assert [lb.name for lb in lbs.load_balancers(project_id=OTHER_PROJECT)] == ["tiny-1"]
-    assert len(rest.tlbs("tenant-bolt")) == 1  # the refused request deleted at once
+    assert [lb.name for lb in lbs.load_balancers(project_id=TINY_PROJECT)] == ["tiny-1"]
+    assert len(rest.tlbs(TINY_NS)) == 1  # the refused request deleted at once
     # A change the manager refuses after the call (the Tenant's one port is used): the
     # listener in ERROR, the load balancer ACTIVE with its last good request.
     lbs.create_listener(loadbalancer_id=first.id, protocol="TCP", protocol_port=80,
-                        project_id=OTHER_PROJECT)  # fmt: skip
+                        project_id=TINY_PROJECT)  # fmt: skip
     active(conn, first.id)
     second = lbs.create_listener(loadbalancer_id=first.id, protocol="TCP", protocol_port=81,
-                                 project_id=OTHER_PROJECT)  # fmt: skip
+                                 project_id=TINY_PROJECT)  # fmt: skip
     wait_for(lambda: lbs.get_listener(second.id).provisioning_status == "ERROR",
              timeout=WITHIN, what="the refused listener in ERROR")  # fmt: skip
     assert active(conn, first.id).provisioning_status == "ACTIVE"
-    request = rest.tlb(first.id, "tenant-bolt") or {}
+    request = rest.tlb(first.id, TINY_NS) or {}
     assert [p["port"] for p in request["spec"]["ports"]] == [80]
     assert "change refused" in st.tail("octavia-api", 400)

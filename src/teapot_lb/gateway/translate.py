@@ -70,7 +70,7 @@ from teapot_lb.model.gateway_api import UDPRoute as ApiUDPRoute
 from teapot_lb.model.ingress import Ingress
 from teapot_lb.model.ingress import PathType as IngressPathType
 from teapot_lb.model.tenancy import GatewayBackends, Tenant, parse_cidr
-from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY
+from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY, certificate_names, covered_hostnames
 from teapot_lb.tenancy.l7mirror import (
     ANNOTATION_HEALTH_CHECK,
     ANNOTATION_SERVICE_PORTS,
@@ -196,11 +196,20 @@ class _Build:
 
     # ----- certificates
 
-    def certificate(self, obj: L7Object, secret: str, hostnames: Iterable[str]) -> str | None:
-        """The certificate of a Secret of `obj`'s, offered for `hostnames` (added to those
-        it has); None when the Secret is not synced. With no hostnames it is only looked
-        up: a tenant's certificate is offered for the names it was vetted for, never for
-        whatever its SANs say (which could name another tenant's hostname)."""
+    def certificate(
+        self,
+        obj: L7Object,
+        secret: str,
+        hostnames: Iterable[str],
+        notes: list[str] | None = None,
+    ) -> str | None:
+        """The certificate of a Secret of `obj`'s, offered for those of `hostnames` it
+        covers (added to those it has); None when the Secret is not synced. With no
+        hostnames it is only looked up: a tenant's certificate is offered for the names it
+        was vetted for, never for whatever its SANs say (which could name another tenant's
+        hostname), and of those only for the ones its SANs cover, so that of several
+        certificates on one listener each name gets its own. A certificate covering none
+        of the hostnames it was asked for is not offered for them (said in `notes`)."""
         source = source_of(obj)
         namespace = obj.metadata.namespace or ""
         mirror = mirrored_name(source.cluster, source.namespace, secret)
@@ -208,8 +217,15 @@ class _Build:
         if data is None or CERT_KEY not in data or KEY_KEY not in data:
             return None
         name = config_name(namespace, mirror)
+        asked = tuple(hostnames)
+        covered = covered_hostnames(certificate_names(data[CERT_KEY]), asked)
+        if asked and not covered and notes is not None:
+            notes.append(
+                f"Secret {secret}: its certificate covers none of {', '.join(asked)}: "
+                "not offered for them"
+            )
         known = self.certificates.get(name)
-        names = tuple(sorted({*(known.hostnames if known else ()), *hostnames}))
+        names = tuple(sorted({*(known.hostnames if known else ()), *covered}))
         if not names:
             return name
         self.certificates[name] = Certificate(
@@ -358,7 +374,7 @@ def _ingress(build: _Build, obj: Ingress, tenant: Tenant, result: ObjectResult) 
     for tls in obj.spec.tls:
         if tls.secret_name is None:
             continue
-        cert = build.certificate(obj, tls.secret_name, tls.hosts)
+        cert = build.certificate(obj, tls.secret_name, tls.hosts, result.notes)
         if cert is None:
             result.notes.append(f"Secret {tls.secret_name} is not synced: HTTPS not served")
             continue
@@ -431,7 +447,7 @@ def _gateway(build: _Build, obj: Gateway, tenant: Tenant, result: ObjectResult) 
             if listener.protocol != ListenerProtocol.HTTPS:
                 continue
             hosts = [listener.hostname] if listener.hostname else []
-            if build.certificate(obj, ref.name, hosts) is None:
+            if build.certificate(obj, ref.name, hosts, result.notes) is None:
                 refs_ok = False
                 lr.conditions.append(
                     Condition("ResolvedRefs", False, "InvalidCertificateRef",
@@ -511,7 +527,7 @@ def _attach(
             served_hosts += met
             if listener.protocol == ListenerProtocol.HTTPS and listener.tls is not None:
                 for ref in listener.tls.certificate_refs:
-                    build.certificate(gw, ref.name, met)
+                    build.certificate(gw, ref.name, met, result.notes)
             gw_result.listeners[listener.name].attached += 1
         if not listeners:
             pr.conditions.append(

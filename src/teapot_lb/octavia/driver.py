@@ -201,6 +201,10 @@ def _refuse(found: Iterable[Unsupported]) -> None:
         )
 
 
+# A graph create's listeners of these protocols get their L7 policies from the database.
+_L7_PROTOCOLS = ("HTTP", "TERMINATED_HTTPS")
+
+
 def _fault(message: str) -> lib_exceptions.DriverError:
     return lib_exceptions.DriverError(user_fault_string=message, operator_fault_string=message)
 
@@ -325,7 +329,10 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         subject: tuple[ObjectKind, str],
         gone: list[tuple[ObjectKind, str]],
         certificates: Certificates | None = None,
+        l7_from_db: list[str] | None = None,
     ) -> None:
+        """Apply `new` after the call; `l7_from_db`: listeners whose L7 policies are read
+        from Octavia's database first (a graph create)."""
         namespace = tenant.spec.namespace
         for listener_id, containers in (certificates or {}).items():
             new = _with_certificate_hosts(new, listener_id, containers)
@@ -344,12 +351,40 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
         async def job() -> None:
             lb: t.LoadBalancer | None = new
-            if fetch:
-                lb = await self._fetch_certificates(tenant, new, fetch, secrets)
+            if l7_from_db:
+                lb = await self._fetch_l7policies(tenant, new, subject, l7_from_db)
+            if fetch and lb is not None:
+                lb = await self._fetch_certificates(tenant, lb, fetch, secrets)
             if lb is not None:
                 await self._apply(tenant, old, lb, subject, gone, secrets)
 
         self._rt.loop.submit(new.id, job)
+
+    async def _fetch_l7policies(
+        self,
+        tenant: Tenant,
+        lb: t.LoadBalancer,
+        subject: tuple[ObjectKind, str],
+        listener_ids: list[str],
+    ) -> t.LoadBalancer | None:
+        """The listeners' L7 policies from Octavia's database, once committed: a graph
+        create hands the driver its listeners without them (and Octavia sets a policy's
+        redirect pool id in its database only). Checked as in a call; None when refused
+        (the load balancer reported in ERROR)."""
+        for listener_id in listener_ids:
+            await self._committed(lb.id, (ObjectKind.LISTENER, listener_id))
+            found = await asyncio.to_thread(self._rt.lib.get_listener, listener_id)
+            if found is None:
+                continue
+            policies = _dict(found).get("l7policies") or []
+            lb = t.set_l7policies(lb, listener_id, [_dict(p) for p in policies if p])
+        try:
+            await asyncio.to_thread(self._check, tenant, lb)
+        except (lib_exceptions.UnsupportedOptionError, lib_exceptions.DriverError) as err:
+            _log.warning("l7 policy refused", lb=lb.id, reason=str(err))
+            await self._report(lb.id, subject, failed_update(lb.id, subject))
+            return None
+        return lb
 
     async def _fetch_certificates(
         self, tenant: Tenant, lb: t.LoadBalancer, listener_ids: list[str], secrets: list[KubeObject]
@@ -545,7 +580,14 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         certificates = {
             str(li["listener_id"]): t.certificates_in(li) for li in d.get("listeners") or [] if li
         }
-        self._submit(tenant, old, lb, (ObjectKind.LOADBALANCER, lb_id), [], certificates)
+        l7 = [
+            str(li["listener_id"])
+            for li in d.get("listeners") or []
+            if li and li.get("protocol") in _L7_PROTOCOLS
+        ]
+        self._submit(
+            tenant, old, lb, (ObjectKind.LOADBALANCER, lb_id), [], certificates, l7_from_db=l7
+        )
 
     def loadbalancer_update(self, old_loadbalancer: Any, new_loadbalancer: Any) -> None:
         d = _dict(new_loadbalancer)

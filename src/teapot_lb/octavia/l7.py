@@ -38,7 +38,7 @@ from teapot_lb.model.tenancy import GatewayBackends, Tenant
 from teapot_lb.octavia.monitor import health_annotations
 from teapot_lb.octavia.tree import L7Policy, L7Rule, Listener, LoadBalancer, Pool
 from teapot_lb.octavia.unsupported import ObjectKind, Unsupported
-from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY
+from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY, covered_hostnames
 from teapot_lb.tenancy.l7mirror import (
     AGENT,
     ANNOTATION_SERVICE_PORTS,
@@ -257,13 +257,6 @@ def _sni_split(listener: Listener) -> bool:
     return listener.certificates > 1 and len(hosts) == listener.certificates
 
 
-def _covers(name: str, host: str) -> bool:
-    if name.startswith("*."):
-        head, _, rest = host.partition(".")
-        return bool(head) and rest == name[2:]
-    return name == host
-
-
 def section_name(listener: Listener, index: int) -> str:
     """The Gateway listener of a listener's certificate `index` (0: the default one, under
     the listener's own id)."""
@@ -275,7 +268,7 @@ def section_of(listener: Listener, host: str) -> str:
     certificate naming it, else the default certificate's (Octavia's SNI choice)."""
     if _sni_split(listener):
         for index, names in enumerate(listener.certificate_hosts[1:], start=1):
-            if any(_covers(n, host) for n in names):
+            if covered_hostnames(names, [host]):
                 return section_name(listener, index)
     return listener.id
 

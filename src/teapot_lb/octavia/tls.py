@@ -15,17 +15,12 @@ than from a certificate the gateway never shows:
 
 from __future__ import annotations
 
-import re
-import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from teapot_lb.model.tenancy import Tenant
-from teapot_lb.tenancy.l7cert import certificate_problem
+from teapot_lb.tenancy.l7cert import certificate_names, certificate_problem
 from teapot_lb.tenancy.l7vet import hostname_refusal
-
-_DNS = re.compile(r"DNS:([^,\s]+)")
-_CN = re.compile(r"(?:^|[,/])\s*CN\s*=\s*([^,/\n]+)")
 
 Names = Callable[[bytes], list[str]]
 
@@ -34,25 +29,6 @@ def _text(value: Any) -> bytes:
     if isinstance(value, bytes):
         return value
     return str(value or "").encode()
-
-
-def certificate_names(cert: bytes) -> list[str]:
-    """The DNS names a PEM certificate is for: its subjectAltName DNS entries, else its
-    subject's CN (lowercase, in the certificate's order); [] when it does not parse."""
-    done = subprocess.run(
-        ["openssl", "x509", "-noout", "-ext", "subjectAltName", "-subject",
-         "-nameopt", "RFC2253"],
-        input=cert, capture_output=True, timeout=10, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        return []
-    out = done.stdout.decode(errors="replace")
-    sans = [n.lower() for n in _DNS.findall(out)]
-    if sans:
-        return list(dict.fromkeys(sans))
-    subject = next((line for line in out.splitlines() if line.startswith("subject=")), "")
-    cn = _CN.search(subject.removeprefix("subject="))
-    return [cn.group(1).strip().lower()] if cn else []
 
 
 def container_names(container: Mapping[str, Any]) -> tuple[str, ...]:

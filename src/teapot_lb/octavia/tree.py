@@ -387,6 +387,17 @@ def put_l7policy(lb: LoadBalancer, listener_id: str, policy: L7Policy) -> LoadBa
     return lb.model_copy(update={"listeners": _put(lb.listeners, changed, lambda x: x.id)})
 
 
+def set_l7policies(
+    lb: LoadBalancer, listener_id: str, policies: Iterable[Mapping[str, Any]]
+) -> LoadBalancer:
+    """`lb` with a listener's L7 policies replaced by `policies` (provider dictionaries)."""
+    listener = lb.listener(listener_id)
+    if listener is None:
+        return lb
+    parsed = sorted((l7policy_from_provider(p) for p in policies if p), key=lambda p: p.position)
+    return put_listener(lb, listener.model_copy(update={"l7policies": tuple(parsed)}))
+
+
 def drop_l7policy(lb: LoadBalancer, policy_id: str) -> LoadBalancer:
     listener = lb.listener_of_policy(policy_id)
     if listener is None:

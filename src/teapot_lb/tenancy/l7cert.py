@@ -2,6 +2,9 @@
 expired, read by the `openssl` binary (the `cryptography` package is not among the
 project's dependencies).
 
+Also: the DNS names a certificate is for, and whether one of them covers a hostname
+(the TLS wildcard rule: `*.a.example` covers `x.a.example` only).
+
 Results are cached by the Secret's bytes: the reconcile asks again at every pass.
 """
 
@@ -9,13 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
 
 CERT_KEY = "tls.crt"
 KEY_KEY = "tls.key"
+
+_DNS = re.compile(r"DNS:([^,\s]+)")
+_CN = re.compile(r"(?:^|[,/])\s*CN\s*=\s*([^,/\n]+)")
 
 
 def certificate_problem(cert: bytes, key: bytes, now: datetime | None = None) -> str | None:
@@ -60,4 +68,51 @@ def _with_openssl(cert: bytes, key: bytes) -> str | None:
     return None
 
 
-__all__ = ["CERT_KEY", "KEY_KEY", "certificate_problem"]
+def certificate_names(cert: bytes) -> list[str]:
+    """The DNS names a PEM certificate is for: its subjectAltName DNS entries, else its
+    subject's CN (lowercase, in the certificate's order); [] when it does not parse."""
+    return list(_names(cert))
+
+
+@lru_cache(maxsize=4096)
+def _names(cert: bytes) -> tuple[str, ...]:
+    args = ["x509", "-noout", "-ext", "subjectAltName", "-subject", "-nameopt", "RFC2253"]
+    code, stdout = _openssl(args, cert)
+    if code != 0:
+        return ()
+    out = stdout.decode(errors="replace")
+    sans = [n.lower() for n in _DNS.findall(out)]
+    if sans:
+        return tuple(dict.fromkeys(sans))
+    subject = next((line for line in out.splitlines() if line.startswith("subject=")), "")
+    cn = _CN.search(subject.removeprefix("subject="))
+    return (cn.group(1).strip().lower(),) if cn else ()
+
+
+def name_covers(name: str, host: str) -> bool:
+    """Whether the certificate name `name` is valid for `host`: equal, or a wildcard of
+    exactly one label (`*.a.example` covers `x.a.example`, not `a.example` nor
+    `y.x.a.example`). A wildcard host is covered only by the same wildcard."""
+    name, host = name.lower().rstrip("."), host.lower().rstrip(".")
+    if name == host:
+        return True
+    if not name.startswith("*.") or host.startswith("*."):
+        return False
+    head, _, rest = host.partition(".")
+    return bool(head) and rest == name[2:]
+
+
+def covered_hostnames(names: Iterable[str], hostnames: Iterable[str]) -> tuple[str, ...]:
+    """The `hostnames` that a certificate with DNS names `names` covers, in their order."""
+    known = tuple(names)
+    return tuple(h for h in hostnames if any(name_covers(n, h) for n in known))
+
+
+__all__ = [
+    "CERT_KEY",
+    "KEY_KEY",
+    "certificate_names",
+    "certificate_problem",
+    "covered_hostnames",
+    "name_covers",
+]

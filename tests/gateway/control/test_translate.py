@@ -225,6 +225,35 @@ def test_a_gateway_certificate_is_offered_only_for_the_hostnames_routed_through_
     assert problems(routed.config) == []
 
 
+def test_each_certificate_of_a_listener_is_offered_only_for_the_vetted_names_it_covers(
+    tmp_path: Path,
+) -> None:
+    certs = {
+        "a": make_certificate(tmp_path, "a.acme.example"),
+        "b": make_certificate(tmp_path, "b.acme.example"),
+        "w": make_certificate(tmp_path, "*.shop.example"),
+        "other": make_certificate(tmp_path, "elsewhere.acme.example"),
+    }
+    refs = [{"name": n} for n in certs]
+    gw = gateway("acme", "gw", [listener("https", "HTTPS", 443, tls={"certificateRefs": refs})])
+    hosts = ["a.acme.example", "b.acme.example", "x.shop.example"]
+    store = http_route("acme", "store", hosts, age=1)
+    secrets = {secret_key("acme", n): {"tls.crt": c, "tls.key": k} for n, (c, k) in certs.items()}
+    world = L7World([tenant("acme"), tenant("bolt")], [gw, store], secrets)
+    done = translate(world, slices(), [GATEWAY])
+    assert problems(done.config) == []
+    by_pem = {c.decode(): n for n, (c, _k) in certs.items()}
+    offered = {by_pem[c.cert_pem]: c.hostnames for c in done.config.certificates}
+    # Never a name the certificate does not cover (the first would otherwise win them all).
+    assert offered == {
+        "a": ("a.acme.example",),
+        "b": ("b.acme.example",),
+        "w": ("x.shop.example",),
+    }
+    notes = done.results[store.ref].notes
+    assert any("Secret other" in n and "covers none" in n for n in notes), notes
+
+
 def test_route_status_says_accepted_or_refused_per_parent_in_gateway_api_style() -> None:
     from teapot_lb.tenancy.l7status import route_status
 

@@ -316,3 +316,19 @@ def test_a_good_certificate_passes_and_a_mismatch_says_why(
     assert certificate_problem(cert, key) is None
     why = certificate_problem(cert, certs["www.bolt.example"][1])
     assert why is not None and "not the key" in why
+
+
+def test_a_wildcard_certificate_name_covers_one_label_only() -> None:
+    from teapot_lb.tenancy.l7cert import covered_hostnames, name_covers
+
+    assert name_covers("*.a.example", "x.a.example")
+    assert name_covers("*.a.example", "*.a.example")
+    assert not name_covers("*.a.example", "a.example")
+    assert not name_covers("*.a.example", "y.x.a.example")
+    assert not name_covers("x.a.example", "*.a.example")
+    assert covered_hostnames(
+        ["b.example", "*.a.example"], ["x.a.example", "c.example", "b.example"]
+    ) == (
+        "x.a.example",
+        "b.example",
+    )
