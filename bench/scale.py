@@ -72,7 +72,17 @@ def liveness(
     before = cluster.datagrams()
     cluster.run(window)
     rate = (cluster.datagrams() - before) / n / window
-    cluster.run(max(0.0, fp_seconds - window))
+    done = window
+    while done < fp_seconds:  # in steps, with progress: a long window may be cut short
+        step = min(60.0, fp_seconds - done)
+        cluster.run(step)
+        done += step
+        print(
+            f"  {n} nodes: {done:.0f} of {fp_seconds:.0f} simulated s after the warm-up, "
+            f"false positives {len(cluster.false_deaths(since=warm))}, startup "
+            f"{startup_false}, CPU {time.process_time() - cpu0:.0f} s",
+            flush=True,
+        )
     false = cluster.false_deaths(since=warm)
     delays: list[float] = []
     undetected = 0

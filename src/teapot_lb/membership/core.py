@@ -361,6 +361,9 @@ class Membership:
     _sequence: int = field(default=0, init=False)
     _ring: list[tuple[bytes, str]] = field(default_factory=list, init=False)
     _refuted: float | None = field(default=None, init=False)
+    _refutes: int = field(default=0, init=False)  # refutations sent for the last accusation
+    # accusers we heartbeat beside our monitors -> our presence count when they accused us
+    _strays: dict[Hashable, int] = field(default_factory=dict, init=False)
     _accusations_seen: dict[str, tuple[int, int]] = field(default_factory=dict, init=False)
     _targets: tuple[Hashable, ...] | bool | None = field(default=False, init=False)  # cache
     _presences: int = field(default=0, init=False)
@@ -430,6 +433,7 @@ class Membership:
             if address is None:
                 return None
             addresses.append(address)
+        addresses += [a for a in self._strays if a not in addresses]
         return tuple(addresses)
 
     # --- the ring ---
@@ -593,7 +597,13 @@ class Membership:
             # Refute, once per interval however many accuse us: our presence is newer.
             if self._refuted is not None and now - self._refuted < self.timing.interval:
                 return out
-            self._refuted = now
+            self._refuted, self._refutes = now, 1
+            if source is not None and acc.accuser not in self.monitors_of(self.node):
+                # It watches us though we do not heartbeat it: its ring lacks a node ours
+                # has. Heartbeat it too, or it accuses us at every silence until it learns
+                # that node (maybe not before a presence, 30 s away).
+                self._strays[source] = self._presences
+                self._targets = False
             return [*out, self._presence(), ArmTimer(SendTimer.REFUTE, self.timing.interval)]
         member = self.members.get(acc.subject)
         if member is None or (acc.subject_incarnation, acc.subject_sequence) < (
@@ -646,6 +656,11 @@ class Membership:
     def _timer_expired(self, timer: TimerName) -> list[Output]:
         if timer is SendTimer.PRESENCE:
             self._presences += 1
+            # Accusers we heartbeat beside our monitors: kept a presence period or two, by
+            # when the presences have closed the gap in their ring.
+            kept = {a: p for a, p in self._strays.items() if p >= self._presences - 1}
+            if len(kept) != len(self._strays):
+                self._strays, self._targets = kept, False
             # The first periodic presence at a point of the period set by the node's name,
             # so the nodes of a cluster (re)started at once do not all send together.
             period = self.timing.presence
@@ -660,6 +675,11 @@ class Membership:
                 self._welcome, self._welcomes = [], 0
             return again
         if timer is SendTimer.REFUTE:
+            # Again each interval while the accusation's refute window is open: an observer
+            # that missed every refutation holds us DEAD (one accuser, not refuted).
+            self._refutes += 1
+            if self._refutes < self.timing.refute_after - 1:
+                return [self._presence(), ArmTimer(SendTimer.REFUTE, self.timing.interval)]
             return [self._presence()]
         if isinstance(timer, SendTimer):
             return self._heartbeat()
