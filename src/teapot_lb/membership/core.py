@@ -20,8 +20,11 @@ up to ``Timing.accusations`` times while the silence lasts). A node holds a memb
 once a quorum of accusers agree (two, when the member has at least three monitors; one in
 clusters of three or fewer, where every node watches every other as before), unless it has
 heard the member more recently than the accusation says. An accused node that is alive
-*refutes*: it sends its presence to every peer (twice, an interval apart, as one
-datagram may be lost), which clears the accusations. Every node
+*refutes*: it sends its presence to every peer (each interval while a lone accusation's
+``refute_after`` window is open, as datagrams may be lost), which clears the accusations;
+and if the accuser is no monitor of its own (the accuser's ring lacks a node), it
+heartbeats the accuser too for a presence period or two, so that one gap in a view does
+not make the same live node accused at every silence. Every node
 also sends its presence to every peer each ``Timing.presence`` seconds (and at start, and
 to a newcomer when it first hears it): that is how nodes learn the ring, and it revives a
 member held DEAD by mistake. A member that announces it is leaving (graceful shutdown) is
@@ -594,16 +597,17 @@ class Membership:
         self.counters.received += 1
         out = self._accuser_heard(acc, now, source)
         if acc.subject == self.node:
-            # Refute, once per interval however many accuse us: our presence is newer.
-            if self._refuted is not None and now - self._refuted < self.timing.interval:
-                return out
-            self._refuted, self._refutes = now, 1
             if source is not None and acc.accuser not in self.monitors_of(self.node):
                 # It watches us though we do not heartbeat it: its ring lacks a node ours
                 # has. Heartbeat it too, or it accuses us at every silence until it learns
                 # that node (maybe not before a presence, 30 s away).
+                if source not in self._strays:
+                    self._targets = False
                 self._strays[source] = self._presences
-                self._targets = False
+            # Refute, once per interval however many accuse us: our presence is newer.
+            if self._refuted is not None and now - self._refuted < self.timing.interval:
+                return out
+            self._refuted, self._refutes = now, 1
             return [*out, self._presence(), ArmTimer(SendTimer.REFUTE, self.timing.interval)]
         member = self.members.get(acc.subject)
         if member is None or (acc.subject_incarnation, acc.subject_sequence) < (
