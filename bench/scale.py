@@ -236,6 +236,7 @@ def main() -> None:
     parser.add_argument("--sizes", default=None, help="liveness cluster sizes (10,100,1000)")
     parser.add_argument("--fp-seconds", default=None, help="simulated s per size (600,600,60)")
     parser.add_argument("--victims", type=int, default=3, help="nodes killed per size")
+    parser.add_argument("--seed", type=int, default=1, help="loss seed of the first size (+1 each)")
     parser.add_argument("--warmup", type=float, default=6.0, help="simulated s before measuring")
     parser.add_argument("--ecmp-nodes", type=int, default=1000)
     parser.add_argument("--ecmp-ips", type=int, default=10_000)
@@ -264,7 +265,7 @@ def main() -> None:
     print(f"{'nodes':>6} {'msgs/node/s':>11} {'mesh':>8} {'p50':>7} {'max':>7} {'FP':>3} "
           f"{'over':>6} {'cpu':>7}")  # fmt: skip
     for i, (n, fp) in enumerate(zip(sizes, fps, strict=True)):
-        row = liveness(n, fp, args.victims, seed=i + 1, warmup=args.warmup)
+        row = liveness(n, fp, args.victims, seed=args.seed + i, warmup=args.warmup)
         out["liveness"][str(n)] = row
         print(
             f"{n:>6} {row['msgs_per_node_s']:>11} {row['full_mesh_msgs_per_node_s']:>8} "
