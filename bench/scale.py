@@ -1,7 +1,7 @@
 """Benchmark scale (issue 19): liveness at 10 / 100 / 1,000 nodes, bounded ECMP, 100k Services.
 
 Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-seconds S]
-[--ecmp-nodes N --ecmp-ips I --k K] [--services S --speaker-nodes N] [--skip-controller]
+[--seed N] [--ecmp-nodes N --ecmp-ips I --k K] [--services S --speaker-nodes N] [--skip-controller]
 [--skip-speaker]``
 
 1. **Liveness (simulated).** ``teapot_lb.sim.liveness``: N real heartbeat cores
@@ -12,7 +12,8 @@ Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-s
    positives (a live node held DEAD anywhere) after the warm-up (``--warmup``, 6 s: the
    start's presences are answered again 1 s and 3 s later), over ``--fp-seconds``
    simulated seconds (10 minutes by default; the simulator is CPU-bound, so larger N get
-   the budget said in the output, never a smaller loss). The full mesh it replaced would
+   the budget said in the output, never a smaller loss; a progress line every 60 simulated
+   s says how far a long window got). The full mesh it replaced would
    cost ``2 (N-1) / interval`` per node (printed for comparison, computed).
 2. **Bounded ECMP.** ``announce.election.chosen`` (what the planner runs for
    ``maxNodesPerIP``) for every IP among N nodes, then again without one node: the share of
