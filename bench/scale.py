@@ -1,8 +1,8 @@
 """Benchmark scale (issue 19): liveness at 10 / 100 / 1,000 nodes, bounded ECMP, 100k Services.
 
 Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-seconds S]
-[--ecmp-nodes N --ecmp-ips I --k K] [--services S --speaker-nodes N] [--skip-controller]
-[--skip-speaker] [--speaker-api]``
+[--seed N] [--ecmp-nodes N --ecmp-ips I --k K] [--services S --speaker-nodes N]
+[--skip-controller] [--skip-speaker] [--speaker-api]``
 
 1. **Liveness (simulated).** ``teapot_lb.sim.liveness``: N real heartbeat cores
    (``membership.core``, HMAC on) on a simulated LAN (0.2-0.3 ms one way) with 1 % loss on
@@ -12,7 +12,8 @@ Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-s
    positives (a live node held DEAD anywhere) after the warm-up (``--warmup``, 6 s: the
    start's presences are answered again 1 s and 3 s later), over ``--fp-seconds``
    simulated seconds (10 minutes by default; the simulator is CPU-bound, so larger N get
-   the budget said in the output, never a smaller loss). The full mesh it replaced would
+   the budget said in the output, never a smaller loss; a progress line every 60 simulated
+   s says how far a long window got). The full mesh it replaced would
    cost ``2 (N-1) / interval`` per node (printed for comparison, computed).
 2. **Bounded ECMP.** ``announce.election.chosen`` (what the planner runs for
    ``maxNodesPerIP``) for every IP among N nodes, then again without one node: the share of
@@ -78,7 +79,17 @@ def liveness(
     before = cluster.datagrams()
     cluster.run(window)
     rate = (cluster.datagrams() - before) / n / window
-    cluster.run(max(0.0, fp_seconds - window))
+    done = window
+    while done < fp_seconds:  # in steps, with progress: a long window may be cut short
+        step = min(60.0, fp_seconds - done)
+        cluster.run(step)
+        done += step
+        print(
+            f"  {n} nodes: {done:.0f} of {fp_seconds:.0f} simulated s after the warm-up, "
+            f"false positives {len(cluster.false_deaths(since=warm))}, startup "
+            f"{startup_false}, CPU {time.process_time() - cpu0:.0f} s",
+            flush=True,
+        )
     false = cluster.false_deaths(since=warm)
     delays: list[float] = []
     undetected = 0
@@ -326,6 +337,7 @@ def main() -> None:
     parser.add_argument("--sizes", default=None, help="liveness cluster sizes (10,100,1000)")
     parser.add_argument("--fp-seconds", default=None, help="simulated s per size (600,600,60)")
     parser.add_argument("--victims", type=int, default=3, help="nodes killed per size")
+    parser.add_argument("--seed", type=int, default=1, help="loss seed of the first size (+1 each)")
     parser.add_argument("--warmup", type=float, default=6.0, help="simulated s before measuring")
     parser.add_argument("--ecmp-nodes", type=int, default=1000)
     parser.add_argument("--ecmp-ips", type=int, default=10_000)
@@ -357,7 +369,7 @@ def main() -> None:
     print(f"{'nodes':>6} {'msgs/node/s':>11} {'mesh':>8} {'p50':>7} {'max':>7} {'FP':>3} "
           f"{'over':>6} {'cpu':>7}")  # fmt: skip
     for i, (n, fp) in enumerate(zip(sizes, fps, strict=True)):
-        row = liveness(n, fp, args.victims, seed=i + 1, warmup=args.warmup)
+        row = liveness(n, fp, args.victims, seed=args.seed + i, warmup=args.warmup)
         out["liveness"][str(n)] = row
         print(
             f"{n:>6} {row['msgs_per_node_s']:>11} {row['full_mesh_msgs_per_node_s']:>8} "

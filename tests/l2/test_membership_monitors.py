@@ -20,6 +20,7 @@ from teapot_lb.membership.core import (
     decode_accusation,
     encode,
     encode_accusation,
+    ring_position,
 )
 from teapot_lb.sim.liveness import LivenessCluster
 from teapot_lb.sim.network import Network
@@ -178,3 +179,25 @@ def test_accusations_round_trip(
 def test_garbage_is_refused_as_an_accusation_with_a_reason(data: bytes) -> None:
     with pytest.raises(HeartbeatError):
         decode_accusation(b"TLB2" + data, KEY)
+
+
+@pytest.mark.parametrize("seed", [3, 4])  # 4: an accusation lost on its way to the accused
+def test_a_node_that_lost_a_neighbour_stops_accusing_a_live_node_it_wrongly_watches(
+    seed: int,
+) -> None:
+    """The start-up false death at 1,000 nodes, small: Q never heard W (both ways lost), so
+    Q's ring lacks W and Q takes A (its fifth predecessor) for one it watches, though A
+    heartbeats W, not Q. Q accuses A at every silence; each accusation is one more chance
+    that some observer misses every refutation, or that A misses the accusation, and A is
+    held DEAD. A must heartbeat Q too (so Q stops), refute often enough, and Q repeat its
+    accusation to A, so that 5 % loss does not fail A over."""
+    names = [f"n{i:02d}" for i in range(12)]
+    ring = sorted(names, key=ring_position)
+    a, w, q = ring[0], ring[2], ring[5]
+    net = Network(loss=0.05, seed=seed, cut={(w, q), (q, w)})
+    c = LivenessCluster(names, timing=T, network=net)
+    c.start(stagger=0.2)
+    c.run(30.0)
+    assert w not in c.nodes[q].core.alive()  # the gap this test is about
+    assert c.nodes[q].core.members[a].state is MemberState.ALIVE  # heard: no more accusing
+    assert c.false_deaths() == []

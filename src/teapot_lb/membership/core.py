@@ -20,8 +20,11 @@ up to ``Timing.accusations`` times while the silence lasts). A node holds a memb
 once a quorum of accusers agree (two, when the member has at least three monitors; one in
 clusters of three or fewer, where every node watches every other as before), unless it has
 heard the member more recently than the accusation says. An accused node that is alive
-*refutes*: it sends its presence to every peer (twice, an interval apart, as one
-datagram may be lost), which clears the accusations. Every node
+*refutes*: it sends its presence to every peer (each interval while a lone accusation's
+``refute_after`` window is open, as datagrams may be lost), which clears the accusations;
+and if the accuser is no monitor of its own (the accuser's ring lacks a node), it
+heartbeats the accuser too for a presence period or two, so that one gap in a view does
+not make the same live node accused at every silence. Every node
 also sends its presence to every peer each ``Timing.presence`` seconds (and at start, and
 to a newcomer when it first hears it): that is how nodes learn the ring, and it revives a
 member held DEAD by mistake. A member that announces it is leaving (graceful shutdown) is
@@ -161,6 +164,7 @@ class Member:
     monitored: bool = False  # it heartbeats its monitors only (else: every peer)
     accusers: set[str] = field(default_factory=set)  # since we last heard it
     accused: int = 0  # accusations we sent in the current silence
+    nudged: int = 0  # our last accusation sent again to it alone (NudgeTimer)
     accusation_seen: tuple[int, int] = (0, 0)  # its last accusation (replay guard)
 
 
@@ -305,7 +309,16 @@ class RefuteTimer:
     node: str
 
 
-TimerName: TypeAlias = SendTimer | SilenceTimer | RefuteTimer
+@dataclass(frozen=True)
+class NudgeTimer:
+    """We accused ``node`` and have not heard it since: tell it again, to it alone (if our
+    accusation to it was lost, it cannot refute, and a lone accusation not refuted within
+    ``refute_after`` intervals fails it over everywhere the accusation arrived)."""
+
+    node: str
+
+
+TimerName: TypeAlias = SendTimer | SilenceTimer | RefuteTimer | NudgeTimer
 
 
 @dataclass(frozen=True)
@@ -361,6 +374,9 @@ class Membership:
     _sequence: int = field(default=0, init=False)
     _ring: list[tuple[bytes, str]] = field(default_factory=list, init=False)
     _refuted: float | None = field(default=None, init=False)
+    _refutes: int = field(default=0, init=False)  # refutations sent for the last accusation
+    # accusers we heartbeat beside our monitors -> our presence count when they accused us
+    _strays: dict[Hashable, int] = field(default_factory=dict, init=False)
     _accusations_seen: dict[str, tuple[int, int]] = field(default_factory=dict, init=False)
     _targets: tuple[Hashable, ...] | bool | None = field(default=False, init=False)  # cache
     _presences: int = field(default=0, init=False)
@@ -430,6 +446,7 @@ class Membership:
             if address is None:
                 return None
             addresses.append(address)
+        addresses += [a for a in self._strays if a not in addresses]
         return tuple(addresses)
 
     # --- the ring ---
@@ -590,10 +607,17 @@ class Membership:
         self.counters.received += 1
         out = self._accuser_heard(acc, now, source)
         if acc.subject == self.node:
+            if source is not None and acc.accuser not in self.monitors_of(self.node):
+                # It watches us though we do not heartbeat it: its ring lacks a node ours
+                # has. Heartbeat it too, or it accuses us at every silence until it learns
+                # that node (maybe not before a presence, 30 s away).
+                if source not in self._strays:
+                    self._targets = False
+                self._strays[source] = self._presences
             # Refute, once per interval however many accuse us: our presence is newer.
             if self._refuted is not None and now - self._refuted < self.timing.interval:
                 return out
-            self._refuted = now
+            self._refuted, self._refutes = now, 1
             return [*out, self._presence(), ArmTimer(SendTimer.REFUTE, self.timing.interval)]
         member = self.members.get(acc.subject)
         if member is None or (acc.subject_incarnation, acc.subject_sequence) < (
@@ -646,6 +670,11 @@ class Membership:
     def _timer_expired(self, timer: TimerName) -> list[Output]:
         if timer is SendTimer.PRESENCE:
             self._presences += 1
+            # Accusers we heartbeat beside our monitors: kept a presence period or two, by
+            # when the presences have closed the gap in their ring.
+            kept = {a: p for a, p in self._strays.items() if p >= self._presences - 1}
+            if len(kept) != len(self._strays):
+                self._strays, self._targets = kept, False
             # The first periodic presence at a point of the period set by the node's name,
             # so the nodes of a cluster (re)started at once do not all send together.
             period = self.timing.presence
@@ -660,6 +689,11 @@ class Membership:
                 self._welcome, self._welcomes = [], 0
             return again
         if timer is SendTimer.REFUTE:
+            # Again each interval while the accusation's refute window is open: an observer
+            # that missed every refutation holds us DEAD (one accuser, not refuted).
+            self._refutes += 1
+            if self._refutes < self.timing.refute_after - 1:
+                return [self._presence(), ArmTimer(SendTimer.REFUTE, self.timing.interval)]
             return [self._presence()]
         if isinstance(timer, SendTimer):
             return self._heartbeat()
@@ -668,6 +702,8 @@ class Membership:
             return []
         if isinstance(timer, RefuteTimer):
             return self._judge(m, refute_expired=True)
+        if isinstance(timer, NudgeTimer):
+            return self._nudge(m)
         t = self.timing
         if m.state is MemberState.DEAD:
             return self._accuse(m) if 0 < m.accused < t.accusations else []
@@ -698,6 +734,24 @@ class Membership:
             out.append(
                 ArmTimer(SilenceTimer(m.node), self.timing.interval * self.timing.dead_after)
             )
+        m.nudged = 0
+        return [*out, ArmTimer(NudgeTimer(m.node), self.timing.interval)]
+
+    def _nudge(self, m: Member) -> list[Output]:
+        """Our accusation again, to ``m`` alone, each interval while the refute window is
+        open and we have not heard it: at 1 % loss a lone accusation lost on its way to
+        the accused would otherwise fail a live node over once in 100 false accusations."""
+        if self.node not in m.accusers or m.address is None:
+            return []
+        m.nudged += 1
+        self._sequence += 1
+        self.counters.sent += 1
+        acc = Accusation(
+            self.node, self.incarnation, self._sequence, m.node, m.incarnation, m.sequence
+        )
+        out: list[Output] = [Beat(encode_accusation(acc, self.key), (m.address,))]
+        if m.nudged < self.timing.refute_after - 2:
+            out.append(ArmTimer(NudgeTimer(m.node), self.timing.interval))
         return out
 
     def alive(self) -> frozenset[str]:

@@ -25,33 +25,46 @@ class VirtualClock:
         heapq.heappush(self._queue, (when, next(self._order), fn, args))
 
     def after(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
-        self.at(self.now + delay, fn, *args)
+        heapq.heappush(self._queue, (self.now + delay, next(self._order), fn, args))
 
     def run_until(self, end: float) -> None:
-        queue = self._queue
+        queue, pop = self._queue, heapq.heappop
+        events = 0
         while queue and queue[0][0] <= end:
-            when, _, fn, args = heapq.heappop(queue)
+            when, _, fn, args = pop(queue)
             self.now = when
-            self.events += 1
+            events += 1
             fn(*args)
+        self.events += events
         self.now = max(self.now, end)
 
 
 class CoreTimers(Generic[K]):
     """One core's ArmTimer/CancelTimer orders on a :class:`VirtualClock`; ``fire(timer)``
-    when one expires. Re-arming or cancelling leaves the old entry in the queue, void."""
+    when one expires.
+
+    A timer re-armed to a later time keeps its queued entry and only moves its deadline on:
+    when the entry comes due it queues itself again for the deadline (a silence timer,
+    re-armed at every heartbeat, costs one event per timeout instead of one per heartbeat).
+    Re-arming to an earlier time or cancelling leaves the old entry in the queue, void."""
 
     def __init__(self, clock: VirtualClock, fire: Callable[[K], None]) -> None:
         self._clock = clock
         self._fire = fire
-        self._due: dict[K, int] = {}  # timer -> token of its live entry
+        self._due: dict[K, list[Any]] = {}  # timer -> [deadline, token of its live entry]
         self._tokens = itertools.count()
 
     def apply(self, order: ArmTimer[K] | CancelTimer[K]) -> None:
         if isinstance(order, ArmTimer):
+            timer = order.timer
+            due = self._clock.now + order.seconds
+            entry = self._due.get(timer)
+            if entry is not None and entry[0] <= due:
+                entry[0] = due  # its queued entry comes first and will wait on
+                return
             token = next(self._tokens)
-            self._due[order.timer] = token
-            self._clock.after(order.seconds, self._expired, order.timer, token)
+            self._due[timer] = [due, token]
+            self._clock.at(due, self._expired, timer, token)
         else:
             self._due.pop(order.timer, None)
 
@@ -60,7 +73,11 @@ class CoreTimers(Generic[K]):
             self._due.pop(timer, None)
 
     def _expired(self, timer: K, token: int) -> None:
-        if self._due.get(timer) != token:
-            return  # re-armed or cancelled since
+        entry = self._due.get(timer)
+        if entry is None or entry[1] != token:
+            return  # re-armed earlier or cancelled since
+        if entry[0] > self._clock.now:
+            self._clock.at(entry[0], self._expired, timer, token)  # re-armed later since
+            return
         del self._due[timer]
         self._fire(timer)

@@ -140,32 +140,36 @@ class LivenessCluster:
 
     def _apply(self, node: SimNode, outputs: list[Output]) -> None:
         for out in outputs:
-            if isinstance(out, Beat):
-                self._send(node, out)
-            elif isinstance(out, MemberChanged):
-                self.changes.append(Change(self.clock.now, node.name, out))
-            elif isinstance(out, ArmTimer | CancelTimer):
-                node.timers.apply(out)
+            kind = type(out)  # the most frequent first: a timer re-armed per heartbeat
+            if kind is ArmTimer or kind is CancelTimer:
+                node.timers.apply(out)  # type: ignore[arg-type]
+            elif kind is Beat:
+                self._send(node, out)  # type: ignore[arg-type]
+            elif kind is MemberChanged:
+                self.changes.append(Change(self.clock.now, node.name, out))  # type: ignore[arg-type]
 
     def _send(self, node: SimNode, beat: Beat) -> None:
         targets = self.nodes if beat.to is None else beat.to
-        delay = self.network.delay
+        delay, after, deliver = self.network.delay, self.clock.after, self._deliver
+        name, data = node.name, beat.data
         for target in targets:
-            if target == node.name:
+            if target == name:
                 continue
             node.sent += 1
-            d = delay(node.name, str(target))
+            d = delay(name, str(target))
             if d is not None:
-                self.clock.after(d, self._deliver, str(target), beat.data, node.name)
+                after(d, deliver, str(target), data, name)
 
     def _deliver(self, name: str, data: bytes, source: str) -> None:
         node = self.nodes.get(name)
         if node is None or not node.up:
             return
-        if node.paused_until > self.clock.now:
+        now = self.clock.now
+        if node.paused_until > now:
             node.backlog.append((data, source))
             return
-        self._handle(node, data, source)
+        node.received += 1
+        self._apply(node, node.core.receive(data, now, source))
 
     def _handle(self, node: SimNode, data: bytes, source: str) -> None:
         node.received += 1
