@@ -99,6 +99,22 @@ def test_bgp_attributes_and_aggregation_come_from_the_advertisement() -> None:
     )
 
 
+def test_routes_of_one_advertisement_share_equal_attributes_per_peer_kind() -> None:
+    # The planner shares one attributes object among the routes made with the same
+    # advertisement and peer kind: each route's attributes are still what a route made
+    # alone would get (eBGP without LOCAL_PREF, iBGP with it).
+    adv = bgp_advertisement("bgp", "public", communities=["65000:100"], localPref=200)
+    web, api = assigned(service("web"), "192.0.2.1"), assigned(service("api"), "192.0.2.2")
+    v = view(*NODES, POOL, peer("tor"), peer("ibgp", peerASN=64512), adv, web, api)
+    routes = [a for a in plan(v, "node-a").announcements if isinstance(a, BGPRoute)]
+    by_peer = {p: [r.attributes for r in routes if r.peer == p] for p in ("tor", "ibgp")}
+    communities = (65000 * 65536 + 100,)
+    assert by_peer["tor"] == [RouteAttributes(communities=communities)] * 2
+    assert by_peer["ibgp"] == [RouteAttributes(communities=communities, local_pref=200)] * 2
+    assert by_peer["tor"][0] is by_peer["tor"][1]
+    assert by_peer["ibgp"][0] is by_peer["ibgp"][1]
+
+
 def test_local_pref_is_sent_on_ibgp_sessions_only() -> None:
     adv = bgp_advertisement("b", "public", localPref=50)
     v = view(*NODES, POOL, peer("ibgp", peerASN=64512), adv, assigned(service("web"), "192.0.2.1"))

@@ -91,7 +91,7 @@ class _Versions:
             self._seen = {k: v for k, v in self._seen.items() if k in keys}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry(Generic[_T]):
     version: object
     slices: tuple[object, ...] | None
@@ -363,7 +363,9 @@ def _same_slices(a: tuple[object, ...] | None, b: tuple[object, ...] | None) -> 
     return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
 
 
-_PlanResult = tuple[frozenset["Announcement"], tuple["Decision", ...]]
+# A Service's announcements (each once: a tuple, a fraction of a small frozenset's size)
+# and its decisions.
+_PlanResult = tuple[tuple["Announcement", ...], tuple["Decision", ...]]
 
 
 @dataclass(frozen=True)
@@ -462,7 +464,7 @@ class PlanTotals:
         :meth:`ordered`)."""
         return _Chained(self._decisions)
 
-    def _count(self, anns: frozenset[Announcement], step: int) -> None:
+    def _count(self, anns: tuple[Announcement, ...], step: int) -> None:
         counts, added, removed = self.counts, self._added, self._removed
         for a in anns:
             n = counts.get(a, 0) + step
@@ -581,9 +583,7 @@ class PlanCache:
 
     def __init__(self) -> None:
         versions = _Versions()
-        self.plans: _PerService[tuple[frozenset[Announcement], tuple[Decision, ...]]] = _PerService(
-            versions
-        )
+        self.plans: _PerService[_PlanResult] = _PerService(versions)
         self.orders: _PerService[tuple[tuple[str, Sequence[str] | SharedCandidates], ...]] = (
             _PerService(versions)
         )

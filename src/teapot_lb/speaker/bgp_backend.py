@@ -484,7 +484,10 @@ class RouteTable:
 
     def __init__(self) -> None:
         self._routes: set[Announcement] = set()
-        self._groups: dict[tuple[str, str], set[BGPRoute]] = {}
+        # Each (peer, prefix) pair's routes, each once: a tuple (almost every pair has one
+        # route, and a one-route set weighs four times as much; a change reshapes its
+        # pair's routes anyway, so replacing its tuple costs no more).
+        self._groups: dict[tuple[str, str], tuple[BGPRoute, ...]] = {}
         self.desired: dict[str, dict[str, Desired]] = {}
         self.changed: dict[str, set[str]] | None = None
 
@@ -513,14 +516,14 @@ class RouteTable:
                 continue
             held.discard(r)
             pair = (r.peer, r.prefix)
-            self._groups[pair].discard(r)
+            self._groups[pair] = tuple(x for x in self._groups[pair] if x != r)
             touched.add(pair)
         for r in added:
             if not isinstance(r, BGPRoute) or r in held:
                 continue
             held.add(r)
             pair = (r.peer, r.prefix)
-            self._groups.setdefault(pair, set()).add(r)
+            self._groups[pair] = (*self._groups.get(pair, ()), r)  # not held: not in it
             touched.add(pair)
         changed = self.changed
         for pair in touched:
@@ -542,9 +545,10 @@ class RouteTable:
         self.changed = None
         routes = [a for a in announcements if isinstance(a, BGPRoute)]
         self._routes = set(routes)
-        self._groups = {}
-        for r in routes:
-            self._groups.setdefault((r.peer, r.prefix), set()).add(r)
+        groups: dict[tuple[str, str], list[BGPRoute]] = {}
+        for r in routes:  # each once: they come from a set
+            groups.setdefault((r.peer, r.prefix), []).append(r)
+        self._groups = {pair: tuple(group) for pair, group in groups.items()}
         self.desired = bgp_routes(routes)
 
 

@@ -25,7 +25,7 @@ def annotation_key(node: str) -> str:
     return ANNOTATION_PREFIX + node[:63]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Announcing:
     """One IP this node announces for a Service, by one mode."""
 
