@@ -4,7 +4,9 @@ server in a process of its own, the Octavia stack (stack.py) with the teapot pro
 agent enabled, the real `teapot-lb gateway` (HAProxy in the lab's gateway namespace, its
 control plane reading the management API the driver writes), and, through the Octavia
 API, an HTTP listener whose HOST_NAME policy sends to a pool of 2 members with an HTTP
-monitor (delay 1 s, down after 1 failure, up after 1 pass). Needs root and HAProxy."""
+monitor (delay 1 s, down after 1 failure, up after 1 pass). The agent finds the gateway
+as in production, by its Service's EndpointSlice in the management cluster
+(``[teapot] gateway_service``). Needs root and HAProxy."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from gateway.lab import GATEWAY, GatewayLab, gateway_lab
 from teapot_lb.lab.wait import wait_for
 
 from .stack import (
+    CONFIG_NS,
     PROJECT,
     TEAPOT,
     TENANT_NS,
@@ -58,10 +61,29 @@ class World:
         proc.wait(timeout=10)
 
 
+GATEWAY_SERVICE = "teapot-lb-gateway"
+
+
+def gateway_slice(address: str) -> dict[str, Any]:
+    """The EndpointSlice of the gateway's Service: one ready gateway pod at `address`."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": f"{GATEWAY_SERVICE}-1", "namespace": CONFIG_NS,
+                     "labels": {"kubernetes.io/service-name": GATEWAY_SERVICE}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+    }  # fmt: skip
+
+
 def objects() -> list[dict[str, Any]]:
     acme = tenant("acme", TENANT_NS, PROJECT, "203.0.113.0/29", dnsDomains=["acme.example"],
                   nodeNetworks=["198.51.100.0/24"])  # fmt: skip
-    return [config("AddressPool", "octavia", {"addresses": ["203.0.113.0/28"]}), acme]
+    return [
+        config("AddressPool", "octavia", {"addresses": ["203.0.113.0/28"]}),
+        acme,
+        gateway_slice("127.0.0.1"),
+    ]
 
 
 def load_balancer(world: World) -> None:
@@ -107,8 +129,8 @@ def load_balancer(world: World) -> None:
 def probed(work: Path, label: str = "ohm", interval: float = 0.3) -> Iterator[World]:
     """The whole world in `work`; the agent's round every `interval` seconds."""
     port = free_port()
-    agent = {"gateway_status_urls": f"http://127.0.0.1:{port}",
-             "status_interval": str(interval)}  # fmt: skip
+    agent = {"gateway_service": f"{CONFIG_NS}/{GATEWAY_SERVICE}",
+             "gateway_status_port": str(port), "status_interval": str(interval)}  # fmt: skip
     with (
         gateway_lab(work, label) as lab,
         running(work, objects=objects(), agent=agent) as (stack, _),

@@ -34,6 +34,7 @@ from teapot_lb.kube.resources import (
     ADDRESS_POOLS,
     BGP_ADVERTISEMENTS,
     BGP_PEERS,
+    ENDPOINT_SLICES,
     NAMESPACES,
     NODES,
     TENANTS,
@@ -84,8 +85,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-_RESOURCES = {r.kind: r for r in (ADDRESS_POOLS, BGP_ADVERTISEMENTS, BGP_PEERS, NAMESPACES,
-                                   NODES, TENANTS)}  # fmt: skip
+_RESOURCES = {r.kind: r for r in (ADDRESS_POOLS, BGP_ADVERTISEMENTS, BGP_PEERS, ENDPOINT_SLICES,
+                                   NAMESPACES, NODES, TENANTS)}  # fmt: skip
 
 
 def _run_here(fn: Callable[[], T]) -> T:

@@ -97,7 +97,8 @@ class Lib:
     def update_listener_statistics(self, body):
         self.calls.append(["statistics", body])
 options = types.SimpleNamespace(
-    gateway_status_urls=["http://127.0.0.1:9"], status_interval=0.3, resync_interval=300.0,
+    gateway_status_urls=["http://127.0.0.1:9"], gateway_service="", gateway_status_port="7475",
+    status_interval=0.3, resync_interval=300.0,
     kubeconfig=sys.argv[1], context=None, request_timeout=5.0)
 lib = Lib()
 agent = Agent(options, lib)

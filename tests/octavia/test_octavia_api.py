@@ -433,3 +433,42 @@ def test_a_graph_created_redirect_to_pool_policy_routes_to_its_pool(
     conn.load_balancer.delete_load_balancer(lb.id, cascade=True)
     wait_for(lambda: conn.load_balancer.find_load_balancer(lb.id) is None, timeout=WITHIN,
              what="the load balancer deleted")  # fmt: skip
+
+
+def test_a_single_listener_graph_create_fails_in_octavia_itself_and_leaves_nothing(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    """`POST /listeners` with an inline default pool or L7 policies: unlike a load
+    balancer's graph create (whose policies the driver reads after commit), Octavia 19
+    fails it in its own database layer (its listener repository builds the row from the
+    nested dicts: "'dict' object has no attribute '_sa_instance_state'", HTTP 500) before
+    calling the driver. Pinned here: nothing reaches the management API, the load balancer
+    stays usable; should a later Octavia pass it on, this test says so."""
+    st, rest, conn = stack
+    lbs = conn.load_balancer
+    lb = make_lb(conn, "listener-graph")
+    before = (rest.tlb(lb.id) or {})["spec"]
+
+    def pool(name: str, address: str) -> dict[str, Any]:
+        return {"name": name, "protocol": "HTTP", "lb_algorithm": "ROUND_ROBIN",
+                "members": [{"address": address, "protocol_port": 8080}]}  # fmt: skip
+
+    policy = {"action": "REDIRECT_TO_POOL", "redirect_pool": pool("lg-api", "192.0.2.72"),
+              "rules": [{"type": "HOST_NAME", "compare_type": "EQUAL_TO",
+                         "value": "www.acme.example"}]}  # fmt: skip
+    for inline in ({"l7policies": [policy]}, {"default_pool": pool("lg-web", "192.0.2.71")}):
+        said = refusal(lambda inline=inline: lbs.create_listener(
+            loadbalancer_id=lb.id, protocol="HTTP", protocol_port=80, project_id=PROJECT,
+            **inline))  # fmt: skip
+        assert "500" in said, said
+        assert active(conn, lb.id).listeners == []
+        assert lbs.get_load_balancer(lb.id).pools == []
+        assert (rest.tlb(lb.id) or {})["spec"] == before
+        assert not any(gateway_objects(rest, lb.id).values())
+    assert "_sa_instance_state" in st.tail("octavia-api", 400)
+    # The same listener made step by step works.
+    lbs.create_listener(loadbalancer_id=lb.id, protocol="HTTP", protocol_port=80,
+                        project_id=PROJECT)  # fmt: skip
+    assert len(active(conn, lb.id).listeners) == 1
+    lbs.delete_load_balancer(lb.id, cascade=True)
+    wait_for(lambda: rest.tlb(lb.id) is None, timeout=WITHIN, what="the request deleted")

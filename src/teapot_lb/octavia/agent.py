@@ -9,8 +9,10 @@ level-triggered, it reads:
 
 - the driver's TenantLoadBalancers from the management API (each carries its Octavia
   tree and the manager's answer);
-- each gateway's backend report (``[teapot] gateway_status_urls``, the gateways'
-  metrics ports; :mod:`teapot_lb.gateway.report`);
+- each gateway's backend report (:mod:`teapot_lb.gateway.report`) on its metrics port:
+  the ready endpoints of the gateway's Service (``[teapot] gateway_service``, its
+  EndpointSlices read again every round; :mod:`.gateways`), or the explicit
+  ``[teapot] gateway_status_urls``;
 
 and sends Octavia the operating statuses that changed (octavia-lib's
 ``update_loadbalancer_status``, operating statuses only) and the listener statistics
@@ -36,6 +38,7 @@ from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.errors import KubeError
 from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
 from teapot_lb.model.tenancy import TenantLoadBalancer
+from teapot_lb.octavia.gateways import DEFAULT_PORT, GatewayFinder
 from teapot_lb.octavia.health import CounterTotals, Key, operating_statuses, status_changes
 from teapot_lb.octavia.l7 import LABEL_LOADBALANCER
 from teapot_lb.octavia.mapping import Answer, tree_of
@@ -48,7 +51,15 @@ GROUP = "teapot"
 AGENT_OPTIONS = [
     cfg.ListOpt("gateway_status_urls", default=[],
                 help="Base URLs of the gateways' metrics ports (http://HOST:7475), whose "
-                     f"{PATH} reports the provider agent reads"),
+                     f"{PATH} reports the provider agent reads; when set, gateway_service "
+                     "is not used"),
+    cfg.StrOpt("gateway_service", default="",
+               help="<namespace>/<name> of the gateway's Service in the management cluster "
+                    "(teapot-lb-system/teapot-lb-gateway): the agent reads the reports of "
+                    "its ready endpoints, found by its EndpointSlices every round"),
+    cfg.StrOpt("gateway_status_port", default=DEFAULT_PORT,
+               help="The gateways' metrics port with gateway_service: a number (on each "
+                    "endpoint's address) or the name of a port of the Service"),
     cfg.FloatOpt("status_interval", default=5.0, min=0.2,
                  help="Seconds between the provider agent's rounds"),
     cfg.FloatOpt("resync_interval", default=300.0, min=1.0,
@@ -82,12 +93,16 @@ class Agent:
         self.totals = CounterTotals()
         self.unreachable: set[str] = set()
         self.client: KubeClient | None = None
+        o = options
+        self.gateways = GatewayFinder(
+            o.gateway_status_urls or [], o.gateway_service, o.gateway_status_port
+        )
         self.resynced = time.monotonic()
 
     async def reports(self, session: aiohttp.ClientSession) -> list[BackendsReport]:
         out = []
         timeout = aiohttp.ClientTimeout(total=min(self.options.status_interval, 5.0) + 1.0)
-        for url in self.options.gateway_status_urls:
+        for url in await self.gateways.urls(self.client):
             try:
                 async with session.get(url.rstrip("/") + PATH, timeout=timeout) as response:
                     response.raise_for_status()
@@ -105,13 +120,17 @@ class Agent:
             out.append(report)
         return out
 
-    async def requests(self) -> list[TenantLoadBalancer]:
+    async def connected(self) -> KubeClient:
         if self.client is None:
             o = self.options
             self.client = await connect(o.kubeconfig, context=o.context,
                                         user_agent="teapot-lb-octavia-agent",
                                         request_timeout_s=o.request_timeout)  # fmt: skip
-        found = await self.client.list(TENANT_LOAD_BALANCERS, label_selector=LABEL_LOADBALANCER)
+        return self.client
+
+    async def requests(self) -> list[TenantLoadBalancer]:
+        client = await self.connected()
+        found = await client.list(TENANT_LOAD_BALANCERS, label_selector=LABEL_LOADBALANCER)
         return [TenantLoadBalancer.model_validate(obj) for obj in found.items]
 
     async def round(self, session: aiohttp.ClientSession) -> None:
@@ -189,9 +208,15 @@ def run(exit_event: Any) -> None:
         stats_socket=agent.stats_socket_path,
         get_socket=agent.get_socket_path,
     )
+    try:
+        the_agent = Agent(options, lib)
+    except ValueError as err:  # a malformed [teapot] setting: named, not a traceback
+        _log.error("provider agent not started", error=str(err))
+        raise
     _log.info("provider agent started", gateways=list(options.gateway_status_urls),
+              gateway_service=options.gateway_service or None,
               interval=options.status_interval)  # fmt: skip
-    asyncio.run(Agent(options, lib).run(exit_event))
+    asyncio.run(the_agent.run(exit_event))
     _log.info("provider agent stopped")
 
 
