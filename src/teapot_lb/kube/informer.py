@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import time
 from collections.abc import Callable, Mapping
 
 from .. import log
@@ -45,6 +46,25 @@ class EventType(enum.StrEnum):
 
 Handler = Callable[[EventType, str, KubeObject], None]
 SyncHandler = Callable[[bool], None]
+
+# Handlers run synchronously (a parse each); after this much of it the loop gets its turn,
+# so a list or a burst of 100k objects never holds it (and the Lease renewals) for seconds.
+# Short: a renewal is a GET and a PUT, each waiting out a hold at every step.
+HOLD_LOOP_AT_MOST_S = 0.005
+
+
+class _Pace:
+    """Hands the loop its turn when the synchronous work since the last turn reached
+    `hold_s` (one clock read per object; a turn costs more)."""
+
+    def __init__(self, hold_s: float = HOLD_LOOP_AT_MOST_S) -> None:
+        self.hold_s = hold_s
+        self._since = time.perf_counter()
+
+    async def turn(self) -> None:
+        if time.perf_counter() - self._since >= self.hold_s:
+            await asyncio.sleep(0)
+            self._since = time.perf_counter()
 
 
 def cache_diff(
@@ -248,8 +268,10 @@ class Informer:
         if self._cache is not None:
             self._cache = fresh
         self.resource_version = listed.resource_version
+        pace = _Pace()
         for type_, key, obj in changes:
             self._dispatch(type_, key, obj)
+            await pace.turn()
         self.retry.listed()
         self.forbidden = None
         if self.lists > 1:
@@ -268,7 +290,10 @@ class Informer:
             timeout_s=self.watch_timeout_s,
         )
         async with contextlib.aclosing(stream):
+            pace = _Pace()
             async for event in stream:
+                # Buffered events are read without a pause (see HOLD_LOOP_AT_MOST_S).
+                await pace.turn()
                 self.retry.watched()
                 self._cut_before_event = False
                 rv = resource_version(event.object)
