@@ -16,6 +16,7 @@ from teapot_lb.kube.backoff import Backoff
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.leader import LeaderElector, LeadershipLost, LeaseConfig
+from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import SERVICES, KubeObject
 
 LEASE_S, RENEW_S, RETRY_S = 2.0, 1.5, 0.25
@@ -232,6 +233,41 @@ async def test_busy_leader_keeps_its_lease_while_its_informer_handles_a_large_li
         with contextlib.suppress(asyncio.CancelledError):
             await watching
         await a.stop()
+        await b.stop()
+
+
+async def test_busy_leader_keeps_its_lease_through_a_batch_of_reconciles_that_write_nothing(
+    fake_api: FakeApiServer, clients: list[KubeClient]
+) -> None:
+    # A term's first pass: every key reconciled, nothing to write, so no reconcile awaits.
+    done: list[str] = []
+
+    async def reconcile(key: str) -> None:
+        stall_the_loop(EVENT_COST_S)
+        done.append(key)
+
+    loop: ReconcileLoop[str] = ReconcileLoop("batch", reconcile, workers=4)
+
+    async def lead() -> None:
+        for i in range(OBJECTS):
+            loop.queue.add(f"default/svc-{i}")
+        await loop.work()
+
+    a = LeaderElector(clients[0], config("a"))
+    leading = asyncio.create_task(a.run(lead))
+    await until(lambda: a.is_leader, what="a leads")
+    b = Candidate(clients[1], config("b")).start()
+    try:
+        await until(lambda: len(done) == OBJECTS, within=60.0, what="the batch reconciled")
+        assert OBJECTS * EVENT_COST_S > 2 * LEASE_S  # the batch outlasted the lease
+        assert a.is_leader and not leading.done()
+        assert not b.leading.is_set() and b.changes == []
+        assert holder(fake_api) == "a"
+    finally:
+        loop.queue.shut_down()
+        leading.cancel()
+        with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+            await leading
         await b.stop()
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import time
 from collections.abc import Callable, Mapping
 
 from .. import log
@@ -35,6 +34,7 @@ from ..cluster.compact import detached
 from .backoff import Backoff, Retry
 from .client import KubeClient
 from .errors import Forbidden, Gone, KubeError, StreamCut
+from .pace import Pace
 from .resources import KubeObject, Resource, key_of, resource_version, split_key
 
 
@@ -46,25 +46,6 @@ class EventType(enum.StrEnum):
 
 Handler = Callable[[EventType, str, KubeObject], None]
 SyncHandler = Callable[[bool], None]
-
-# Handlers run synchronously (a parse each); after this much of it the loop gets its turn,
-# so a list or a burst of 100k objects never holds it (and the Lease renewals) for seconds.
-# Short: a renewal is a GET and a PUT, each waiting out a hold at every step.
-HOLD_LOOP_AT_MOST_S = 0.005
-
-
-class _Pace:
-    """Hands the loop its turn when the synchronous work since the last turn reached
-    `hold_s` (one clock read per object; a turn costs more)."""
-
-    def __init__(self, hold_s: float = HOLD_LOOP_AT_MOST_S) -> None:
-        self.hold_s = hold_s
-        self._since = time.perf_counter()
-
-    async def turn(self) -> None:
-        if time.perf_counter() - self._since >= self.hold_s:
-            await asyncio.sleep(0)
-            self._since = time.perf_counter()
 
 
 def cache_diff(
@@ -268,7 +249,7 @@ class Informer:
         if self._cache is not None:
             self._cache = fresh
         self.resource_version = listed.resource_version
-        pace = _Pace()
+        pace = Pace()
         for type_, key, obj in changes:
             self._dispatch(type_, key, obj)
             await pace.turn()
@@ -290,9 +271,9 @@ class Informer:
             timeout_s=self.watch_timeout_s,
         )
         async with contextlib.aclosing(stream):
-            pace = _Pace()
+            pace = Pace()
             async for event in stream:
-                # Buffered events are read without a pause (see HOLD_LOOP_AT_MOST_S).
+                # Buffered events are read without a pause: handled paced (kube.pace).
                 await pace.turn()
                 self.retry.watched()
                 self._cut_before_event = False
