@@ -18,6 +18,7 @@ import click
 from teapot_lb import log
 from teapot_lb.cli import cancel_on_signals
 from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.longlived import freeze_after_slow_full_passes
 
 if TYPE_CHECKING:  # standalone modes need not load the Kubernetes client
     from teapot_lb.kube.client import KubeClient
@@ -50,9 +51,12 @@ async def serve_component(
     """Run a component until cancelled (SIGTERM/SIGINT): `setup` (connect, build), then
     /metrics and probes on `metrics_addr` and the webhook on `webhook_addr` (each when
     given), then its work; at the end stop it, the webhook, the monitoring server, and
-    close its clients (their errors ignored: the process is going)."""
+    close its clients (their errors ignored: the process is going). Full garbage
+    collections are kept short (`teapot_lb.longlived`): a long one stalls the event loop,
+    and with it the Lease renewals."""
     logger = log.get(name)
     cancel_on_signals()
+    stop_freezing = freeze_after_slow_full_passes()
     served = await setup()
     webhook = None
     try:
@@ -75,6 +79,7 @@ async def serve_component(
         for client in served.clients:
             with contextlib.suppress(Exception):
                 await client.close()
+        stop_freezing()
 
 
 # -- options ----------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from ..cluster.compact import detached
 from .backoff import Backoff, Retry
 from .client import KubeClient
 from .errors import Forbidden, Gone, KubeError, StreamCut
+from .pace import Pace
 from .resources import KubeObject, Resource, key_of, resource_version, split_key
 
 
@@ -248,8 +249,10 @@ class Informer:
         if self._cache is not None:
             self._cache = fresh
         self.resource_version = listed.resource_version
+        pace = Pace()
         for type_, key, obj in changes:
             self._dispatch(type_, key, obj)
+            await pace.turn()
         self.retry.listed()
         self.forbidden = None
         if self.lists > 1:
@@ -268,7 +271,10 @@ class Informer:
             timeout_s=self.watch_timeout_s,
         )
         async with contextlib.aclosing(stream):
+            pace = Pace()
             async for event in stream:
+                # Buffered events are read without a pause: handled paced (kube.pace).
+                await pace.turn()
                 self.retry.watched()
                 self._cut_before_event = False
                 rv = resource_version(event.object)

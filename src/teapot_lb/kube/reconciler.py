@@ -20,6 +20,7 @@ from typing import Generic, TypeVar, cast
 from .. import log
 from .errors import KubeError
 from .informer import EventType, Informer
+from .pace import Pace
 from .resources import KubeObject
 from .workqueue import QueueShutDown, WorkQueue
 
@@ -69,7 +70,11 @@ class ReconcileLoop(Generic[K]):
         informer.add_handler(enqueue)
 
     async def _worker(self) -> None:
+        # A reconcile that writes nothing never suspends, nor does `get` on a full queue:
+        # a term's first pass over 100k Services would hold the loop (kube.pace).
+        pace = Pace()
         while True:
+            await pace.turn()
             try:
                 key = await self.queue.get()
             except QueueShutDown:
