@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 import types
 import urllib.error
 import urllib.request
@@ -182,7 +183,7 @@ def _octavia_conf(
         default_provider_driver = teapot
 
         [database]
-        connection = sqlite:///{work / "octavia.db"}
+        connection = sqlite:///{work / "octavia.db"}?timeout=60
         pool_timeout =
 
         [driver_agent]
@@ -413,13 +414,44 @@ def _database(
                             stdout=stack.log("database"), stderr=subprocess.STDOUT)  # fmt: skip
 
 
+# Octavia's command `main` (the module the first argument names), on the stand-in SQLite
+# database (production runs MySQL or PostgreSQL). Octavia's transactions read, then write;
+# under SQLite's deferred BEGIN a transaction that has read cannot wait for another writer:
+# it fails at once ("database is locked"). The driver agent's status and statistics
+# listeners only write what they were sent, one session each, so they take the write lock
+# at BEGIN and wait for it (the `timeout` of the connection URL): a status update is never
+# lost. The API keeps the deferred BEGIN (it reads in a second session while its own
+# transaction holds the write lock, which a lock taken at BEGIN would deadlock); the rare
+# request refused that way is rolled back and made again by the test client
+# (`again_if_locked`).
+_IMMEDIATE_MAIN = """
+import importlib, multiprocessing, sys
+import sqlalchemy
+
+@sqlalchemy.event.listens_for(sqlalchemy.engine.Engine, "begin")
+def _immediate(conn):
+    if not str(conn.engine.url.database).endswith("octavia.db"):
+        return  # (the noop network driver's in-memory database has its own BEGIN)
+    if "in_transaction" in conn.info:
+        return
+    if multiprocessing.current_process().name not in ("status_listener", "stats_listener"):
+        return
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    conn.info["in_transaction"] = True  # (oslo.db's own BEGIN then stands aside)
+
+module = importlib.import_module(sys.argv.pop(1))
+sys.exit(module.main())
+"""
+
+
 def _octavia(stack: Stack, database: subprocess.Popen[bytes]) -> None:
     if database.wait(timeout=120) != 0:
         raise RuntimeError(f"making Octavia's database failed:\n{stack.tail('database')}")
     conf = stack.work / "octavia.conf"
     args = ["--config-file", str(conf)]
-    stack.start("driver-agent", [str(OCTAVIA_BIN / "octavia-driver-agent"), *args])
-    stack.start("octavia-api", [str(OCTAVIA_BIN / "octavia-api"), *args])
+    python = [str(OCTAVIA_BIN / "python"), "-c", _IMMEDIATE_MAIN]
+    stack.start("driver-agent", [*python, "octavia.cmd.driver_agent", *args])
+    stack.start("octavia-api", [*python, "octavia.cmd.api", *args])
 
     def answers() -> bool:
         try:
@@ -512,13 +544,13 @@ def route_lab(work: Path, name: str = "octr") -> Iterator[tuple[Any, Stack, Rest
             router.stop()
 
 
-class InNamespace:
-    """A proxy whose method calls run in `stack.inside` (sockets open in the lab's
-    namespace); a generator's items are collected there too."""
+class Calls:
+    """A proxy whose method calls run through `run` (in the lab's namespace, made again
+    when the stand-in database refused them); a generator's items are collected there."""
 
-    def __init__(self, target: Any, inside: Callable[[Callable[[], Any]], Any]) -> None:
+    def __init__(self, target: Any, run: Callable[[Callable[[], Any]], Any]) -> None:
         self._target = target
-        self._inside = inside
+        self._run = run
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._target, name)
@@ -526,18 +558,43 @@ class InNamespace:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            def run() -> Any:
+            def once() -> Any:
                 result = attr(*args, **kwargs)
                 return list(result) if isinstance(result, types.GeneratorType) else result
 
-            return self._inside(run)
+            return self._run(once)
 
         return call
 
 
+# How often a call refused by the stand-in database is made again, and how many were.
+_LOCKED_TRIES = 5
+locked_retries = 0
+
+
+def again_if_locked(call: Callable[[], Any]) -> Any:
+    """`call()`, made again when Octavia answered 500 "database is locked": on the
+    stand-in SQLite database a transaction that has read fails at once, rolled back, when
+    another process (the driver agent writing a status or statistics) holds the write
+    lock. Production databases wait instead; any other error is raised as it came."""
+    import openstack.exceptions
+
+    global locked_retries
+    for attempt in range(_LOCKED_TRIES):
+        try:
+            return call()
+        except openstack.exceptions.HttpException as err:
+            locked = err.status_code == 500 and "database is locked" in str(err)
+            if not locked or attempt == _LOCKED_TRIES - 1:
+                raise
+            locked_retries += 1
+            time.sleep(0.05 * (attempt + 1))  # (the other writer's transaction is short)
+    raise AssertionError("unreachable")
+
+
 def connection(stack: Stack) -> Any:
     """An openstacksdk connection to the noauth Octavia API (its calls made in the
-    stack's namespace)."""
+    stack's namespace, again when the stand-in database was locked)."""
     import openstack.connection  # the test client (dev dependency)
 
     conn = openstack.connection.Connection(
@@ -546,10 +603,13 @@ def connection(stack: Stack) -> Any:
         load_balancer_endpoint_override=stack.octavia_url,
     )
     if stack.host is None:
-        return conn
+        return types.SimpleNamespace(load_balancer=Calls(conn.load_balancer, again_if_locked))
     # (the proxy's version discovery is a request too)
     proxy = stack.inside(lambda: conn.load_balancer)
-    return types.SimpleNamespace(load_balancer=InNamespace(proxy, stack.inside))
+    inside = stack.inside
+    return types.SimpleNamespace(
+        load_balancer=Calls(proxy, lambda call: inside(lambda: again_if_locked(call)))
+    )
 
 
 def active(conn: Any, lb_id: str, *, within: float = 20.0, every: float = 0.02) -> Any:
