@@ -24,11 +24,13 @@ Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-s
    ``NodeSpeaker`` (BGP with a recording speaker, L2 without sockets, as in
    ``bench/speaker.py``) over a Store holding the Services (assigned by the standalone
    core), the Nodes and the configuration: first step, RSS after it, and the median step
-   after one new Service. With ``--speaker-api``, again for the API speaker: this process
-   writes the same objects as the API server lists them (JSON per kind, with uid,
-   resourceVersion and the Services' status), and the child's ``KubeSource`` informers
-   (with the speaker's projection, as ``teapot-lb speaker`` runs them) list them from a
-   stand-in client into its Store; then the same steps.
+   after one new Service (BGP; then L2, whose step includes the L2 backend's own claims
+   and election orders, responders recording instead of answering). With
+   ``--speaker-api``, again for the API speaker: this process writes the same objects as
+   the API server lists them (JSON per kind, with uid, resourceVersion and the Services'
+   status), and the child's ``KubeSource`` informers (with the speaker's projection, as
+   ``teapot-lb speaker`` runs them) list them from a stand-in client into its Store; then
+   the same steps.
 
 Figures were measured on a shared 2-core machine with other jobs running. Last line: JSON.
 """
@@ -258,14 +260,19 @@ def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -
     speaker = NodeSpeaker("n1", store, bgp=BGPBackend(speaker_bench.FakeSpeaker))
     speaker.l2 = speaker_bench.FakeL2(node_names)
 
-    async def steps() -> tuple[float, list[float]]:
+    async def steps() -> tuple[float, list[float], list[float]]:
         t0 = time.perf_counter()
         await speaker.step()
         first = time.perf_counter() - t0
+        times = await changes("bgp6", "2001:db8:1ff::", 0)
+        return first, times, await changes("l2-6", "2001:db8:200::ff:", 1)
+
+    async def changes(pool: str, prefix: str, offset: int) -> list[float]:
+        """One new Service (not Local) in `pool` at a time, the step after each timed."""
         times = []
         for r in range(repeats):
-            (doc,) = speaker_bench.service_docs(10**6 + 10 * r, ("bgp6", True), [])  # not Local
-            doc["status"] = {"loadBalancer": {"ingress": [{"ip": f"2001:db8:1ff::{r + 1:x}"}]}}
+            (doc,) = speaker_bench.service_docs(10**6 + 10 * r + offset, (pool, True), [])
+            doc["status"] = {"loadBalancer": {"ingress": [{"ip": f"{prefix}{r + 1:x}"}]}}
             obj, problems = parse_object(doc)
             assert obj is not None and not problems, problems
             if source is not None:  # as the informer's handler does
@@ -278,9 +285,9 @@ def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -
             t0 = time.perf_counter()
             await speaker.step()
             times.append(time.perf_counter() - t0)
-        return first, times
+        return times
 
-    first, times = asyncio.run(steps())
+    first, times, l2_times = asyncio.run(steps())
     l2 = speaker.l2
     assert isinstance(l2, speaker_bench.FakeL2)
     node_steps = asyncio.run(speaker_bench.node_change_steps(speaker, l2, nodes))
@@ -294,6 +301,8 @@ def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -
         "first_step_s": round(first, 2),
         "change_step_s": round(statistics.median(times), 4),
         "change_steps_s": [round(t, 4) for t in times],
+        "l2_change_step_s": round(statistics.median(l2_times), 4),
+        "l2_change_steps_s": [round(t, 4) for t in l2_times],
         "node_change_steps_s": {k: round(v, 4) for k, v in node_steps.items()},
     }
 
@@ -403,7 +412,8 @@ def main() -> None:
         print(
             f"speaker {services} Services x {nodes} nodes: RSS {s['rss_mb']} MB (store alone "
             f"{s['store_rss_mb']} MB, peak {s['peak_rss_mb']} MB), first step "
-            f"{s['first_step_s']} s, step after one change {s['change_step_s']} s",
+            f"{s['first_step_s']} s, step after one change {s['change_step_s']} s (BGP), "
+            f"{s['l2_change_step_s']} s (L2)",
             flush=True,
         )
     if args.speaker_api and not args.skip_speaker:
@@ -413,7 +423,7 @@ def main() -> None:
             f"speaker (API: its informers filled the Store) {services} Services x {nodes} "
             f"nodes: RSS {s['rss_mb']} MB (store alone {s['store_rss_mb']} MB, peak "
             f"{s['peak_rss_mb']} MB), first step {s['first_step_s']} s, step after one "
-            f"change {s['change_step_s']} s",
+            f"change {s['change_step_s']} s (BGP), {s['l2_change_step_s']} s (L2)",
             flush=True,
         )
     live = out["liveness"]
@@ -428,6 +438,7 @@ def main() -> None:
         "controller_100k_rss_mb": out.get("controller", {}).get("rss_mb"),
         "speaker_100k_rss_mb": out.get("speaker", {}).get("rss_mb"),
         "speaker_change_step_s": out.get("speaker", {}).get("change_step_s"),
+        "speaker_l2_change_step_s": out.get("speaker", {}).get("l2_change_step_s"),
         "speaker_api_100k_rss_mb": out.get("speaker_api", {}).get("rss_mb"),
     }
     print(json.dumps({**summary, "detail": out}))

@@ -43,7 +43,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
-from ipaddress import IPv4Address
+from ipaddress import IPv4Address, ip_network
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,7 @@ from teapot_lb.model.kinds import KINDS
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.netlab import Topology, netns_available
 from teapot_lb.speaker.bgp_backend import BGPBackend
+from teapot_lb.speaker.interfaces import InterfaceInfo
 from teapot_lb.speaker.l2_backend import L2Backend
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.standalone.assign import assign, assigned_services
@@ -217,21 +218,49 @@ class FakeSpeaker:
     async def shutdown(self, communication: str = "", **_: bool) -> None: ...
 
 
+class _SilentResponder:
+    """A responder minus its AF_PACKET socket: what it is told to answer, recorded."""
+
+    def __init__(self, info: InterfaceInfo, *, on_claim: Any) -> None:
+        self.info = info
+        self.owned: set[Any] = set()
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def watch(self, ips: Any) -> None: ...
+
+    def acquire(self, ip: Any) -> None:
+        self.owned.add(ip)
+
+    def release(self, ip: Any) -> None:
+        self.owned.discard(ip)
+
+
+async def _bench_interfaces() -> dict[str, InterfaceInfo]:
+    subnets = tuple(ip_network(c) for p, (c, m) in POOLS.items() if m == "l2")
+    return {"eth0": InterfaceInfo("eth0", 2, b"\x02\x00\x00\x00\x00\x01", None, subnets)}
+
+
 class FakeL2(L2Backend):
-    """The L2 backend minus sockets: every node alive, claims recorded, not answered."""
+    """The L2 backend minus sockets: every node alive (no heartbeats), its own
+    ``apply`` (claims, election orders) run with responders that only record."""
 
     def __init__(self, nodes: list[str]) -> None:
-        super().__init__("n1", on_change=lambda: None)
+        super().__init__(
+            "n1",
+            on_change=lambda: None,
+            list_interfaces=_bench_interfaces,
+            responder=_SilentResponder,  # type: ignore[arg-type]
+        )
         self.nodes = frozenset(nodes)
-        self.claims: Mapping[str, Any] = {}
+        self._started_at = float("-inf")  # ready: as one detection interval after the start
 
     def live_speakers(self) -> frozenset[str]:
         return self.nodes
 
     def set_peers(self, addresses: Any) -> None: ...
-
-    async def apply(self, claims: Mapping[str, Any], orders: Any = None) -> None:
-        self.claims = claims
 
 
 async def change_cost(docs: list[dict[str, Any]], nodes: int, repeats: int) -> tuple[float, float]:

@@ -7,6 +7,7 @@ from ipaddress import ip_address
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from teapot_lb.announce.cache import OrdersTable
 from teapot_lb.announce.election import ranking
 from teapot_lb.announce.plan import ElectionOrders
 
@@ -33,3 +34,20 @@ def test_orders_read_past_the_kept_few_are_ranked_again_the_same() -> None:
         orders[ip]
     assert orders[ips[0]] == first == ranking(ip_address(ips[0]), nodes)
     assert ips[0] in orders and "192.0.2.1" not in orders and len(orders) == len(ips)
+
+
+def test_an_ip_services_share_has_the_greatest_key_s_candidates_and_passes_on() -> None:
+    """As a walk of the Services in key order leaves it; deleting the holder hands the IP
+    to the next, deleting the last one removes it."""
+    table = OrdersTable()
+    table.replace("ns/b", None, (("192.0.2.1", ("n2",)),))
+    table.replace("ns/a", None, (("192.0.2.1", ("n1",)), ("192.0.2.2", ("n1",))))
+    assert table.candidates == {"192.0.2.1": ("n2",), "192.0.2.2": ("n1",)}
+    table.replace("ns/c", None, (("192.0.2.1", ("n3",)),))
+    assert table.candidates["192.0.2.1"] == ("n3",)
+    table.replace("ns/c", (("192.0.2.1", ("n3",)),), None)
+    assert table.candidates["192.0.2.1"] == ("n2",)
+    table.replace("ns/b", (("192.0.2.1", ("n2",)),), (("192.0.2.3", ("n2",)),))
+    assert table.candidates == {"192.0.2.1": ("n1",), "192.0.2.2": ("n1",), "192.0.2.3": ("n2",)}
+    table.replace("ns/a", (("192.0.2.1", ("n1",)), ("192.0.2.2", ("n1",))), None)
+    assert table.candidates == {"192.0.2.3": ("n2",)}

@@ -246,7 +246,7 @@ def check_against_uncached(steps: list[tuple[Any, ...]]) -> None:
             assert list(cached.by_service.items()) == kept
         cached_orders = l2_election_orders(view, options, cache=orders_cache)
         full_orders = l2_election_orders(view, options)
-        assert list(cached_orders.items()) == list(full_orders.items())
+        assert dict(cached_orders.items()) == dict(full_orders.items())
 
 
 @settings(max_examples=400, deadline=None)
@@ -287,6 +287,25 @@ def test_after_one_service_change_only_that_service_is_planned_again() -> None:
     # Nothing changed: nothing planned again.
     plan(store.view(), "node-a", cache=cache)
     assert cache.computed == 13
+
+
+def test_one_l2_service_change_changes_only_its_entries_of_the_election_orders() -> None:
+    """A new or changed L2 Service costs its own IPs: the table every IP's order is read
+    from is changed in place, not made again from every Service (issue 19)."""
+    store = base_store()
+    store.put_object(parse(pool("p2", *POOL_ADDRESSES["p2"][0])))  # l1's: L2
+    many_services(store, 12)
+    cache = PlanCache()
+    l2_election_orders(store.view(), cache=cache)
+    table = cache.orders_table.candidates
+    before = dict(table)
+    assert len(before) == 6 and "198.51.100.3" in before  # svc2's
+
+    store.put_object(parse(service_doc("svc2", ["198.51.100.14"], local=False, handled=True)))
+    orders = l2_election_orders(store.view(), cache=cache)
+    assert cache.orders_table.candidates is table
+    assert set(before) ^ set(table) == {"198.51.100.3", "198.51.100.14"}
+    assert dict(orders.items()) == dict(l2_election_orders(store.view()).items())
 
 
 def test_an_endpoint_change_replans_only_its_local_service() -> None:

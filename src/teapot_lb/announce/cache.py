@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from teapot_lb.announce.plan import (
         Announcement,
         Decision,
-        ElectionOrders,
         Mode,
         SharedCandidates,
     )
@@ -145,6 +144,10 @@ class _PerService(Generic[_T]):
     def kept(self) -> Iterator[_T]:
         """The last call's results, in key order."""
         return iter(self._results)
+
+    def items(self) -> Iterator[tuple[str, _T]]:
+        """The last call's (key, result) pairs, in key order."""
+        return zip(self._keys, self._results, strict=True)
 
     def held(self) -> list[str]:
         """The Service keys held (those of the last call)."""
@@ -573,6 +576,64 @@ class NodeDependencies:
         return out
 
 
+class OrdersTable:
+    """Every L2 IP of the cluster → the candidates of the Service that holds it, changed
+    one Service's entries at a time (a new L2 Service costs its own IPs, not a new table).
+
+    An IP several Services share (``allow-shared-ip``) has the candidates of the greatest
+    key, as a walk of the Services in key order leaves them; the others are kept aside so
+    that deleting that Service hands the IP to the next."""
+
+    __slots__ = ("_holder", "_shared", "candidates")
+
+    def __init__(self) -> None:
+        self.candidates: dict[str, Sequence[str] | SharedCandidates] = {}
+        self._holder: dict[str, str] = {}  # IP -> the key whose candidates are in `candidates`
+        self._shared: dict[str, dict[str, Sequence[str] | SharedCandidates]] = {}
+
+    def replace(
+        self,
+        key: str,
+        old: Sequence[tuple[str, Sequence[str] | SharedCandidates]] | None,
+        new: Sequence[tuple[str, Sequence[str] | SharedCandidates]] | None,
+    ) -> None:
+        """Service `key`'s entries were `old` and are now `new` (None: none)."""
+        for ip, _ in old or ():
+            self._drop(key, ip)
+        for ip, nodes in new or ():
+            self._put(key, ip, nodes)
+
+    def _put(self, key: str, ip: str, nodes: Sequence[str] | SharedCandidates) -> None:
+        held = self._shared.get(ip)
+        holder = self._holder.get(ip)
+        if held is None and holder is not None and holder != key:
+            held = self._shared[ip] = {holder: self.candidates[ip]}
+        if held is None:
+            self._holder[ip] = key
+            self.candidates[ip] = nodes
+        else:
+            held[key] = nodes
+            self._settle(ip, held)
+
+    def _drop(self, key: str, ip: str) -> None:
+        held = self._shared.get(ip)
+        if held is not None:
+            held.pop(key, None)
+            self._settle(ip, held)
+        elif self._holder.get(ip) == key:
+            del self._holder[ip], self.candidates[ip]
+
+    def _settle(self, ip: str, held: dict[str, Sequence[str] | SharedCandidates]) -> None:
+        if len(held) <= 1:
+            del self._shared[ip]
+        if not held:
+            del self._holder[ip], self.candidates[ip]
+            return
+        key = max(held)
+        self._holder[ip] = key
+        self.candidates[ip] = held[key]
+
+
 class PlanCache:
     """Per-Service results kept between calls of :func:`plan` and :func:`l2_election_orders`
     for one node, so that one changed Service costs one Service's planning.
@@ -593,8 +654,8 @@ class PlanCache:
         # Each Node's own exclusion (why it may announce nothing), by name, while the view
         # holds the same Node object.
         self.exclusions: dict[str, tuple[Node, str | None]] = {}
-        # The last answer of l2_election_orders, kept while no Service's orders change.
-        self.orders_out: ElectionOrders | None = None
+        # Every L2 IP → its candidates, as the last call of l2_election_orders left them.
+        self.orders_table = OrdersTable()
         self.dependencies = NodeDependencies()
         # Route mode's announcements in the last plan (not per Service: see plan()).
         self.tenant_announcements: frozenset[Announcement] = frozenset()

@@ -17,7 +17,14 @@ from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import TypeVar
 
-from teapot_lb.announce.cache import L2_KINDS, PLAN_KINDS, Election, PlanCache, PlanDelta
+from teapot_lb.announce.cache import (
+    L2_KINDS,
+    PLAN_KINDS,
+    Election,
+    OrdersTable,
+    PlanCache,
+    PlanDelta,
+)
 from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking, score, suffix
 from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
 from teapot_lb.bgp.wire import LargeCommunity
@@ -914,11 +921,6 @@ class ElectionOrders(Mapping[str, tuple[str, ...]]):
     def __contains__(self, ip: object) -> bool:
         return ip in self._candidates
 
-    def same_ips(self, other: object) -> bool:
-        """Whether `other` is an answer with the very same IP entries (a later one, made
-        when no Service's candidates changed): what was derived from its IPs still holds."""
-        return isinstance(other, ElectionOrders) and other._candidates is self._candidates
-
 
 def l2_election_orders(
     view: ClusterView, options: PlanOptions | None = None, *, cache: PlanCache | None = None
@@ -971,28 +973,25 @@ def l2_election_orders(
         assert cache is not None
         return {k for k in local if not nodes.isdisjoint(cache.orders.ready_of(k) or ())}
 
-    out: dict[str, Sequence[str] | SharedCandidates] = {}
     if cache is None:
-        per_service: Iterable[tuple[tuple[str, Sequence[str] | SharedCandidates], ...]] = (
-            candidates(key, view.services[key]) for key in _sorted(view.services)
-        )
-    else:
-        scope = _options_key(opts, liveness=False)
-        per_service = cache.orders.results(view, scope, L2_KINDS, candidates, affected=affected)
-        delta, kept = cache.orders.delta, cache.orders_out
-        if kept is not None and delta is not None and not any(o or n for _, o, n in delta):
-            # No Service's candidates changed: the same entries, the shared candidates
-            # looked up in this view (a Node may have changed them).
-            orders = ElectionOrders(kept._candidates, shared)
-            cache.orders_out = orders
-            return orders
-    for items in per_service:
-        for ip_text, nodes in items:
-            out[ip_text] = nodes
-    orders = ElectionOrders(out, shared)
-    if cache is not None:
-        cache.orders_out = orders
-    return orders
+        out: dict[str, Sequence[str] | SharedCandidates] = {}
+        for key in _sorted(view.services):
+            for ip_text, nodes in candidates(key, view.services[key]):
+                out[ip_text] = nodes  # (an IP Services share: the greatest key's)
+        return ElectionOrders(out, shared)
+    scope = _options_key(opts, liveness=False)
+    cache.orders.results(view, scope, L2_KINDS, candidates, affected=affected)
+    table, delta = cache.orders_table, cache.orders.delta
+    if delta is None:  # every Service was walked: the table is made again
+        table = cache.orders_table = OrdersTable()
+        for key, items in cache.orders.items():
+            table.replace(key, None, items)
+    else:  # only the Services that changed
+        for key, old, new in delta:
+            table.replace(key, old, new)
+    # (a new answer each time: the shared candidates are looked up in this view, and the
+    # orders ranked afresh)
+    return ElectionOrders(table.candidates, shared)
 
 
 def _options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:

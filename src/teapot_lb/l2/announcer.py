@@ -14,7 +14,7 @@ station saying that a watched IP is at its MAC — which the split-brain arbiter
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv6Address
 from typing import TypeAlias
@@ -92,16 +92,17 @@ class Announcer:
     refresh: float | None = None
     counters: Counters = field(default_factory=Counters)
     _owned: set[IPAddress] = field(default_factory=set, init=False)
-    _watched: set[IPAddress] = field(default_factory=set, init=False)
+    _watched: Container[IPAddress] = field(default_factory=frozenset, init=False)
     _repeats: dict[IPAddress, _Repeat] = field(default_factory=dict, init=False)
 
     @property
     def owned(self) -> frozenset[IPAddress]:
         return frozenset(self._owned)
 
-    def watch(self, ips: Iterable[IPAddress]) -> None:
-        """Report claims by others for these IPs (in addition to the owned ones)."""
-        self._watched = set(ips)
+    def watch(self, ips: Container[IPAddress]) -> None:
+        """Report claims by others for these IPs (in addition to the owned ones): asked at
+        each frame, not copied, so the caller may hand a view of state it keeps."""
+        self._watched = ips
 
     def acquire(self, ip: IPAddress, now: float) -> list[Output]:
         """Start answering for ``ip``: the first announcement, to send at once, and the

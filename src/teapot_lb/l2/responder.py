@@ -17,7 +17,7 @@ import ctypes
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from ipaddress import IPv4Network, IPv6Address, IPv6Network
 
@@ -127,7 +127,7 @@ class Responder:
             with contextlib.suppress(OSError):
                 sock.close()
 
-    def watch(self, ips: set[IPAddress]) -> None:
+    def watch(self, ips: Container[IPAddress]) -> None:
         self.announcer.watch(ips)
 
     def acquire(self, ip: IPAddress) -> None:

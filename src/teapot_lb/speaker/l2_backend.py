@@ -29,7 +29,6 @@ from teapot_lb import log
 from teapot_lb.announce.election import ranking
 from teapot_lb.announce.plan import (
     Decision,
-    ElectionOrders,
     L2Claim,
     Mode,
     PlanOptions,
@@ -110,8 +109,6 @@ class L2Backend:
         self.errors: dict[str, str] = {}  # IP -> why it cannot be answered
         self.arbiter = ClaimArbiter(node, claim_timing or ClaimTiming())
         self.orders: Mapping[str, tuple[str, ...]] = {}  # IP -> nodes allowed, election order
-        # The IPs of `orders`, parsed once per new set of them (not at every step: 25k L2 IPs).
-        self._order_ips: frozenset[IPAddress] = frozenset()
         self._silences: LoopTimers[IPAddress] = LoopTimers(self._silence_over)
         self.claims_judged: dict[str, int] = {}  # verdict -> count
         self._peers: tuple[str, ...] = ()
@@ -212,12 +209,7 @@ class L2Backend:
         """
         want: dict[IPAddress, tuple[str, ...]] = {}
         self.errors = {}
-        new = orders if orders is not None else {}  # read, never copied: ranked when read
-        if new is not self.orders and not (
-            isinstance(new, ElectionOrders) and new.same_ips(self.orders)
-        ):
-            self._order_ips = frozenset(map(ip_address, new))
-        self.orders = new
+        self.orders = orders if orders is not None else {}  # read, never copied
         if claims and self.ready:
             infos = await self._list_interfaces()
             macs = tuple(i.mac for i in infos.values() if any(i.mac))
@@ -239,6 +231,7 @@ class L2Backend:
                 for name in names:
                     if name not in self.responders:
                         r = self._responder(infos[name], on_claim=self._on_claim)
+                        r.watch(_Watched(self, name))
                         r.start()
                         self.responders[name] = r
         for ip, held in list(self.owned.items()):
@@ -254,16 +247,9 @@ class L2Backend:
             for name in wanted:
                 if name not in had:
                     r = self.responders[name]
-                    r.watch(set(want) | set(r.owned))
                     r.acquire(ip)
                     self._log.info("ownership", ip=str(ip), iface=name, owned=True)
             self.owned[ip] = wanted
-        for r in self.responders.values():
-            # Keep watching what we owned or yielded: a yielded node must keep hearing the
-            # winner to stay silent, and must notice when it is gone.
-            watched = {ip for ip, where in want.items() if r.info.name in where}
-            watched |= self._order_ips.difference(want)
-            r.watch(watched)
 
     def _ranking(self, ip: IPAddress) -> tuple[str, ...]:
         allowed = self.orders.get(str(ip), ())
@@ -339,3 +325,23 @@ def build(wiring: Wiring) -> L2Backend:
 
 
 __all__ = ["DEFAULT_PORT", "L2Backend", "build", "peer_addresses"]
+
+
+class _Watched:
+    """The IPs one interface reports claims by other stations for (the split-brain
+    arbiter's input): those it answers for, and every other L2 IP of the cluster that this
+    node answers for nowhere: a node that yielded an IP, or lost it in the election, keeps
+    hearing the winner to stay silent and notices when it is gone. Read from the backend
+    at each claim, never copied: a step costs nothing per L2 IP of the cluster."""
+
+    __slots__ = ("_backend", "_name")
+
+    def __init__(self, backend: L2Backend, name: str) -> None:
+        self._backend = backend
+        self._name = name
+
+    def __contains__(self, ip: object) -> bool:
+        where = self._backend.owned.get(ip)  # type: ignore[call-overload]
+        if where is not None:
+            return self._name in where
+        return str(ip) in self._backend.orders
