@@ -264,15 +264,20 @@ def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -
         t0 = time.perf_counter()
         await speaker.step()
         first = time.perf_counter() - t0
-        times = await changes("bgp6", "2001:db8:1ff::", 0)
-        return first, times, await changes("l2-6", "2001:db8:200::ff:", 1)
+        # IPs of the pools past those the set-up assigned (bgp6 2001:db8:100::/104, l2-6
+        # 2001:db8:200::/112, each filled from its start).
+        times = await changes("bgp6", "2001:db8:100::ff:{:x}", 0)
+        return first, times, await changes("l2-6", "2001:db8:200::ff{:02x}", 1)
 
-    async def changes(pool: str, prefix: str, offset: int) -> list[float]:
-        """One new Service (not Local) in `pool` at a time, the step after each timed."""
+    async def changes(pool: str, ip_form: str, offset: int) -> list[float]:
+        """One new Service (not Local) in `pool` at a time, the step after each timed; each
+        must then be planned in its pool's mode (announced by every node in BGP, in the L2
+        election orders), or the bench measured a Service that nothing announces."""
         times = []
         for r in range(repeats):
             (doc,) = speaker_bench.service_docs(10**6 + 10 * r + offset, (pool, True), [])
-            doc["status"] = {"loadBalancer": {"ingress": [{"ip": f"{prefix}{r + 1:x}"}]}}
+            ip = ip_form.format(r + 1)  # (as the plan writes it)
+            doc["status"] = {"loadBalancer": {"ingress": [{"ip": ip}]}}
             obj, problems = parse_object(doc)
             assert obj is not None and not problems, problems
             if source is not None:  # as the informer's handler does
@@ -281,11 +286,21 @@ def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -
                 assert staged is not None
                 store.put(Kind.SERVICE, key, staged)
             else:
-                store.put_object(obj)
+                key = store.put_object(obj)
             t0 = time.perf_counter()
-            await speaker.step()
+            result = await speaker.step()
             times.append(time.perf_counter() - t0)
+            if pool.startswith("bgp"):
+                announced = [a.ip for a in result.announcing.get(key, ())]
+                assert announced == [ip], f"{key} ({ip}) not announced: {announced}"
+            else:
+                assert ip in l2_orders(), f"{key} ({ip}) not in the L2 election orders"
         return times
+
+    def l2_orders() -> Any:
+        l2 = speaker.l2
+        assert l2 is not None
+        return l2.orders
 
     first, times, l2_times = asyncio.run(steps())
     l2 = speaker.l2
