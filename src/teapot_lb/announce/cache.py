@@ -68,18 +68,31 @@ def _same_items(old: tuple[tuple[str, object], ...], new: tuple[tuple[str, objec
     )
 
 
+class _Version:
+    """One Service value's token (its identity): holds the newest object of that value,
+    which keeps that object's identity unique while it is compared by it."""
+
+    __slots__ = ("service",)
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+
 class _Versions:
     """A token per Service key that changes only when the Service's value does: an equal
     object put again keeps the token, so the equality test runs once per new object, not
-    once per cache that holds the Service."""
+    once per cache that holds the Service. (One object per Service: a pair of the Service
+    and a token object weighed twice as much.)"""
 
     def __init__(self) -> None:
-        self._seen: dict[str, tuple[Service, object]] = {}
+        self._seen: dict[str, _Version] = {}
 
     def of(self, key: str, svc: Service) -> object:
         seen = self._seen.get(key)
-        token = seen[1] if seen is not None and _same(seen[0], svc) else object()
-        self._seen[key] = (svc, token)  # holding the object keeps its identity unique
+        if seen is not None and _same(seen.service, svc):
+            seen.service = svc
+            return seen
+        token = self._seen[key] = _Version(svc)
         return token
 
     def forget(self, key: str) -> None:

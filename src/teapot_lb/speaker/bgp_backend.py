@@ -27,7 +27,7 @@ from teapot_lb.cluster import ClusterView, UnknownBFDProfile, object_key
 from teapot_lb.model import AddressFamily, BGPPeer, Node, matches_any, parse_duration
 from teapot_lb.model.bfd import BFDParameters
 from teapot_lb.speaker.backend import Step, Wiring
-from teapot_lb.speaker.desired import Prefix, bgp_routes, network
+from teapot_lb.speaker.desired import bgp_routes
 
 _FAMILIES = {AddressFamily.IPV4_UNICAST: IPV4_UNICAST, AddressFamily.IPV6_UNICAST: IPV6_UNICAST}
 DEFAULT_CONNECT_RETRY = 2.0  # without connectTime: 2s, doubling on each failure ...
@@ -228,12 +228,10 @@ class SpeakerLike(Protocol):
 
     def set_bfd(self, address: str, parameters: BfdParameters | None) -> None: ...
 
-    def set_routes(
-        self, routes: Mapping[Prefix, Desired | None], peer: str | None = None
-    ) -> None: ...
+    def set_routes(self, routes: Mapping[str, Desired | None], peer: str | None = None) -> None: ...
 
     def change_routes(
-        self, routes: Mapping[Prefix, Desired | None], withdrawn: Iterable[Prefix], *, peer: str
+        self, routes: Mapping[str, Desired | None], withdrawn: Iterable[str], *, peer: str
     ) -> None: ...
 
     async def shutdown(
@@ -440,7 +438,9 @@ class BGPBackend:
             want = dict(routes.get(name, {}))
             if held is not None and held == want:
                 continue
-            speaker.set_routes({network(p): a for p, a in want.items()}, peer=config.address)
+            # Prefixes as text (the speaker parses what it encodes): a network object per
+            # route handed over would weigh ~340 bytes more than the text the table holds.
+            speaker.set_routes(want, peer=config.address)
             self.routes[name] = want
 
     def _change_routes(
@@ -453,16 +453,16 @@ class BGPBackend:
     ) -> None:
         """Hand the speaker the changed prefixes of one peer's table only."""
         assert self.speaker is not None
-        put: dict[Prefix, Desired] = {}
-        gone: list[Prefix] = []
+        put: dict[str, Desired] = {}
+        gone: list[str] = []
         for p in prefixes:
             new, old = want.get(p), held.get(p)
             if new is None:
                 if old is not None:
-                    gone.append(network(p))
+                    gone.append(p)
                     del held[p]
             elif new != old:
-                put[network(p)] = new
+                put[p] = new
                 held[p] = new
         if put or gone:
             self.speaker.change_routes(put, gone, peer=address)
