@@ -379,6 +379,24 @@ def test_options_and_the_planning_node_replan_every_service() -> None:
     assert cache.computed == 20
 
 
+def test_services_planned_again_keep_the_equal_announcements_made_before() -> None:
+    """A BGP session coming up replans every Service (its decisions say so), but the
+    routes are the same: the plan hands back the very objects the backends hold."""
+    store = base_store()
+    many_services(store, 6)
+    cache = PlanCache()
+    first = plan(store.view(), "node-a", PlanOptions(established_peers=()), cache=cache)
+    made = list(first.announcements)
+    decided = list(first.decisions)
+    assert any(a.mode is Mode.BGP for a in made)
+    again = plan(store.view(), "node-a", PlanOptions(established_peers=("tor1",)), cache=cache)
+    assert cache.computed == 12
+    assert list(again.decisions) != decided  # "held for tor1" became "announced to tor1"
+    assert set(again.announcements) == set(made)
+    assert {id(a) for a in again.announcements} == {id(a) for a in made}
+    assert again.delta is None or not (again.delta.added or again.delta.removed)
+
+
 def test_a_deleted_service_is_dropped_from_the_cache_and_the_plan() -> None:
     store = base_store()
     many_services(store, 4)

@@ -10,7 +10,6 @@ from typing import Any
 from model.builders import parse
 from teapot_lb.bgp import PeerConfig, RouteAttributes, State
 from teapot_lb.bgp.neighbor import PeerCounters
-from teapot_lb.bgp.wire import Prefix
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.speaker.bgp_backend import SpeakerLike
 
@@ -99,7 +98,8 @@ class FakeSpeaker:
     local_as: int
     router_id: IPv4Address
     peers: dict[str, Any] = field(default_factory=dict)
-    routes: dict[str, dict[Prefix, RouteAttributes | None]] = field(default_factory=dict)
+    # Peer address -> prefix text -> attributes (the backend hands prefixes as text).
+    routes: dict[str, dict[str, RouteAttributes | None]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     started: bool = False
     shut_down: dict[str, Any] | None = None
@@ -123,14 +123,14 @@ class FakeSpeaker:
         self.calls.append(("bfd", address))
 
     def set_routes(
-        self, routes: Mapping[Prefix, RouteAttributes | None], peer: str | None = None
+        self, routes: Mapping[str, RouteAttributes | None], peer: str | None = None
     ) -> None:
         assert peer is not None
         self.routes[peer] = dict(routes)
         self.calls.append(("routes", peer))
 
     def change_routes(
-        self, routes: Mapping[Prefix, RouteAttributes | None], withdrawn: Iterable[Prefix], *,
+        self, routes: Mapping[str, RouteAttributes | None], withdrawn: Iterable[str], *,
         peer: str,
     ) -> None:  # fmt: skip
         table = self.routes[peer]  # only after set_routes for the peer

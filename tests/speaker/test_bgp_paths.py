@@ -4,7 +4,7 @@ spec.addPath reaches the speaker's peer configuration."""
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv6Address, ip_network
+from ipaddress import IPv4Address, IPv6Address
 
 import pytest
 from pydantic import ValidationError
@@ -67,7 +67,7 @@ async def test_the_backend_hands_the_speaker_paths_and_resends_only_on_change() 
     router_id = IPv4Address("192.0.2.11")
     await backend.apply(setups, bgp_routes(tenant_routes(HOPS)), router_id)
     (speaker,) = factory.made
-    sent = speaker.routes["192.0.2.1"][ip_network(VIP)]
+    sent = speaker.routes["192.0.2.1"][VIP]
     assert isinstance(sent, Paths) and sent.keys() == ("node-a", "node-b", "node-c")
     speaker.calls.clear()
     await backend.apply(setups, bgp_routes(tenant_routes(HOPS)), router_id)
@@ -75,7 +75,7 @@ async def test_the_backend_hands_the_speaker_paths_and_resends_only_on_change() 
     two = {k: a for k, a in HOPS.items() if k != "node-b"}
     await backend.apply(setups, bgp_routes(tenant_routes(two)), router_id)
     assert speaker.calls == [("routes", "192.0.2.1")]
-    sent = speaker.routes["192.0.2.1"][ip_network(VIP)]
+    sent = speaker.routes["192.0.2.1"][VIP]
     assert isinstance(sent, Paths) and sent.keys() == ("node-a", "node-c")
 
 

@@ -8,7 +8,6 @@ import contextlib
 import copy
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from ipaddress import ip_network
 from typing import Any
 
 import pytest_asyncio
@@ -26,7 +25,7 @@ from teapot_lb.speaker.report import annotation_key
 from .builders import FakeFactory, FakeSpeaker, bgp_setup, lb_service
 
 KEY = annotation_key("n1")
-P10 = ip_network("203.0.113.10/32")
+P10 = "203.0.113.10/32"  # the backend hands the speaker prefixes as text
 
 
 @dataclass

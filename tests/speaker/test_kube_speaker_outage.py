@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from ipaddress import ip_network
 
 import pytest_asyncio
 
@@ -21,8 +20,8 @@ from teapot_lb.speaker.node import NodeSpeaker
 
 from .builders import FakeFactory, FakeSpeaker, bgp_setup, lb_service, node
 
-WEB = ip_network("203.0.113.10/32")
-NEW = ip_network("203.0.113.11/32")
+WEB = "203.0.113.10/32"  # the backend hands the speaker prefixes as text
+NEW = "203.0.113.11/32"
 EXCLUDED = {"node.kubernetes.io/exclude-from-external-load-balancers": ""}
 
 

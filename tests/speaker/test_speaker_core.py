@@ -34,8 +34,8 @@ from teapot_lb.speaker.report import (
 
 from .builders import FakeFactory, bgp_setup, lb_service, node, ours, put, store_of
 
-P10 = ip_network("203.0.113.10/32")
-P11 = ip_network("203.0.113.11/32")
+P10 = "203.0.113.10/32"  # the backend hands the speaker prefixes as text
+P11 = "203.0.113.11/32"
 
 
 # --- desired state -------------------------------------------------------------------------

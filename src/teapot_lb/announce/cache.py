@@ -67,18 +67,31 @@ def _same_items(old: tuple[tuple[str, object], ...], new: tuple[tuple[str, objec
     )
 
 
+class _Version:
+    """One Service value's token (its identity): holds the newest object of that value,
+    which keeps that object's identity unique while it is compared by it."""
+
+    __slots__ = ("service",)
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+
 class _Versions:
     """A token per Service key that changes only when the Service's value does: an equal
     object put again keeps the token, so the equality test runs once per new object, not
-    once per cache that holds the Service."""
+    once per cache that holds the Service. (One object per Service: a pair of the Service
+    and a token object weighed twice as much.)"""
 
     def __init__(self) -> None:
-        self._seen: dict[str, tuple[Service, object]] = {}
+        self._seen: dict[str, _Version] = {}
 
     def of(self, key: str, svc: Service) -> object:
         seen = self._seen.get(key)
-        token = seen[1] if seen is not None and _same(seen[0], svc) else object()
-        self._seen[key] = (svc, token)  # holding the object keeps its identity unique
+        if seen is not None and _same(seen.service, svc):
+            seen.service = svc
+            return seen
+        token = self._seen[key] = _Version(svc)
         return token
 
     def forget(self, key: str) -> None:
@@ -105,10 +118,16 @@ class _PerService(Generic[_T]):
     When two calls' views come from the same Store, its change log names the Services and
     EndpointSlices that changed in between: only those are looked at (the others keep their
     result without a lookup), so one change costs one Service's work plus handing back the
-    kept results."""
+    kept results.
 
-    def __init__(self, versions: _Versions) -> None:
+    `reuse(old, new)`: a Service's result computed again, given its previous one (also
+    when the previous is no longer valid: the options changed), may hand back parts of
+    the previous that are equal, so that what other holders kept of it stays the one
+    copy (None: the new result as computed)."""
+
+    def __init__(self, versions: _Versions, reuse: Callable[[_T, _T], _T] | None = None) -> None:
         self._versions = versions
+        self._reuse = reuse
         self._scope: tuple[object, ...] | None = None
         self._live: frozenset[str] | None = None
         self._shared: tuple[tuple[tuple[str, object], ...], ...] | None = None
@@ -131,9 +150,13 @@ class _PerService(Generic[_T]):
         slices: tuple[object, ...] | None,
         view: ClusterView,
         compute: Callable[[str, Service], _T],
+        previous: _Entry[_T] | None,
     ) -> _Entry[_T]:
         self.computed += 1
-        return _Entry(version, slices, _ready(view, key, slices), compute(key, svc))
+        result = compute(key, svc)
+        if previous is not None and self._reuse is not None:
+            result = self._reuse(previous.result, result)
+        return _Entry(version, slices, _ready(view, key, slices), result)
 
     def ready_of(self, key: str) -> frozenset[str] | None:
         """The nodes with a ready endpoint of a held Local Service (None: not Local, or not
@@ -173,9 +196,10 @@ class _PerService(Generic[_T]):
         touched = self._touched(view, scope, kinds, live, affected, forced)
         if touched is None:
             self.delta = None
+            previous = self._entries
             if live != self._live:
                 self._entries = {}  # every result may depend on who is alive
-            self._walk(view, scope, kinds, compute)
+            self._walk(view, scope, kinds, compute, previous)
         else:
             self.delta = []
             self._update(view, touched, compute, forced)
@@ -246,6 +270,7 @@ class _PerService(Generic[_T]):
         scope: tuple[object, ...],
         kinds: tuple[Kind, ...],
         compute: Callable[[str, Service], _T],
+        previous: dict[str, _Entry[_T]],
     ) -> None:
         shared = _shared_of(view, kinds)
         if scope != self._scope or not _same_shared(self._shared, shared):
@@ -256,7 +281,9 @@ class _PerService(Generic[_T]):
         entries: dict[str, _Entry[_T]] = {}
         keys = sorted(services)
         for key in keys:
-            entries[key] = self._entry(view, key, services[key], old.get(key), compute)
+            entries[key] = self._entry(
+                view, key, services[key], old.get(key), compute, previous.get(key)
+            )
         # Services that disappeared are dropped with the old table.
         self._entries = entries
         self._keys = keys
@@ -283,9 +310,8 @@ class _PerService(Generic[_T]):
                     del self._keys[at], self._results[at], self._entries[key]
                 self._versions.forget(key)
                 continue
-            entry = self._entry(
-                view, key, svc, None if key in forced else self._entries.get(key), compute
-            )
+            kept = self._entries.get(key)
+            entry = self._entry(view, key, svc, None if key in forced else kept, compute, kept)
             self._entries[key] = entry
             if held:
                 if self._results[at] is not entry.result:
@@ -303,17 +329,20 @@ class _PerService(Generic[_T]):
         svc: Service,
         entry: _Entry[_T] | None,
         compute: Callable[[str, Service], _T],
+        previous: _Entry[_T] | None,
     ) -> _Entry[_T]:
+        """`entry`: the Service's entry if still valid for the shared inputs; `previous`:
+        its last entry, valid or not (for `reuse`)."""
         version = self._versions.of(key, svc)
         local = svc.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
         slices = tuple(view.slices_of(key)) if local else None
         if entry is None or entry.version is not version:
-            return self._computed(key, svc, version, slices, view, compute)
+            return self._computed(key, svc, version, slices, view, compute, previous)
         if not _same_slices(entry.slices, slices):
             # Endpoints changed; the plan reads only which nodes have a ready one.
             ready = _ready(view, key, slices)
             if ready != entry.ready:
-                return self._computed(key, svc, version, slices, view, compute)
+                return self._computed(key, svc, version, slices, view, compute, previous)
             entry.slices = slices
         return entry
 
@@ -369,6 +398,14 @@ def _same_slices(a: tuple[object, ...] | None, b: tuple[object, ...] | None) -> 
 # A Service's announcements (each once: a tuple, a fraction of a small frozenset's size)
 # and its decisions.
 _PlanResult = tuple[tuple["Announcement", ...], tuple["Decision", ...]]
+
+
+def _same_announcements(old: _PlanResult, new: _PlanResult) -> _PlanResult:
+    """A Service planned again announces, most often, what it did (a BGP session came up:
+    every Service is planned again, its routes are the same): keep the announcements made
+    before, which the backends' tables hold, rather than a second equal copy of each
+    (~190 bytes a BGP route)."""
+    return (old[0], new[1]) if old[0] == new[0] else new
 
 
 @dataclass(frozen=True)
@@ -644,7 +681,7 @@ class PlanCache:
 
     def __init__(self) -> None:
         versions = _Versions()
-        self.plans: _PerService[_PlanResult] = _PerService(versions)
+        self.plans: _PerService[_PlanResult] = _PerService(versions, _same_announcements)
         self.orders: _PerService[tuple[tuple[str, Sequence[str] | SharedCandidates], ...]] = (
             _PerService(versions)
         )

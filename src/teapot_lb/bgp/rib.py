@@ -25,8 +25,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from ipaddress import IPv4Address, IPv6Address
-from typing import cast
+from ipaddress import IPv4Address, IPv6Address, ip_network
+from typing import TypeAlias, TypeVar, cast
 
 from .attributes import DEFAULT_ATTRIBUTES, Desired, Paths, ReceivedPath, RouteAttributes
 from .policy import ACCEPT_ALL, Filter, Judged, Rejected
@@ -62,8 +62,10 @@ __all__ = [
     "CompiledRoutes",
     "ExportContext",
     "Paths",
+    "PrefixKey",
     "ReceivedPath",
     "RouteAttributes",
+    "as_prefix",
     "compile_routes",
     "decode_encodings",
     "encode_prefix",
@@ -97,6 +99,20 @@ class ExportContext:
 
 
 # ---------------------------------------------------------------------------- compiled routes
+
+# What the desired routes are keyed by: a network, or its text (as ``ip_network`` reads
+# it). A caller holding 100k prefixes as text (the node speaker's plan) hands the text:
+# a network object per route weighs ~340 bytes more, and is parsed here, once per
+# compile, only to be encoded.
+PrefixKey: TypeAlias = Prefix | str
+
+
+_K = TypeVar("_K", bound=PrefixKey)  # a mapping's key type is invariant
+
+
+def as_prefix(key: PrefixKey) -> Prefix:
+    return ip_network(key) if isinstance(key, str) else key
+
 
 _HEADS = tuple(bytes((n,)) for n in range(129))
 
@@ -188,12 +204,13 @@ class CompiledRoutes:
         return [(pid + enc, path) for pid, (_, path) in zip(pids, paths.by_key, strict=True)]
 
 
-def compile_routes(routes: Mapping[Prefix, Desired | None]) -> CompiledRoutes:
+def compile_routes(routes: Mapping[_K, Desired | None]) -> CompiledRoutes:
     """Encode the prefixes once; ``None`` attributes mean the defaults."""
     v4: dict[bytes, RouteAttributes] = {}
     v6: dict[bytes, RouteAttributes] = {}
     multi: dict[Family, dict[bytes, Paths]] = {}
-    for prefix, attrs in routes.items():
+    for key, attrs in routes.items():
+        prefix = as_prefix(key)
         enc = encode_prefix(prefix)
         table = v4 if prefix.version == 4 else v6
         if isinstance(attrs, Paths):
@@ -209,7 +226,9 @@ def compile_routes(routes: Mapping[Prefix, Desired | None]) -> CompiledRoutes:
 
 
 def change_compiled(
-    routes: CompiledRoutes, desired: Mapping[Prefix, Desired | None], withdrawn: Iterable[Prefix]
+    routes: CompiledRoutes,
+    desired: Mapping[_K, Desired | None],
+    withdrawn: Iterable[PrefixKey],
 ) -> dict[Family, set[bytes]]:
     """Change ``routes`` in place for some prefixes only (``desired``: set them, ``None``
     meaning the defaults; ``withdrawn``: drop them), as :func:`compile_routes` would have
@@ -234,11 +253,12 @@ def change_compiled(
         changed.setdefault(family, set()).add(enc)
         return family, enc
 
-    for prefix in withdrawn:
-        family, enc = touch(prefix)
+    for key in withdrawn:
+        family, enc = touch(as_prefix(key))
         tables.setdefault(family, {}).pop(enc, None)
         single(family, enc)
-    for prefix, attrs in desired.items():
+    for key, attrs in desired.items():
+        prefix = as_prefix(key)
         family, enc = touch(prefix)
         table = tables.setdefault(family, {})
         if isinstance(attrs, Paths):

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from teapot_lb import log
 from teapot_lb.bfd.session import Parameters as BfdParameters
@@ -26,12 +26,14 @@ from .config import PeerConfig
 from .fsm import Action
 from .neighbor import PeerCounters
 from .peer import Connection, Peer
-from .rib import CompiledRoutes, change_compiled, compile_routes
+from .rib import CompiledRoutes, PrefixKey, change_compiled, compile_routes
 from .transport import TCP_MD5SIG, TCP_MD5SIG_EXT, md5sig_struct, set_min_ttl, set_ttl
 from .wire import CeaseSubcode, Notification, Prefix
 from .wire.family import Address, Family
 
 __all__ = ["EventCallback", "Peer", "PeerConfig", "PeerCounters", "Speaker"]
+
+_K = TypeVar("_K", bound=PrefixKey)  # desired routes: by network, or by prefix text
 
 
 def _log() -> Any:
@@ -196,9 +198,9 @@ class Speaker:
     def peer(self, address: str) -> Peer:
         return self.peers[str(ip_address(address))]
 
-    def set_routes(self, routes: Mapping[Prefix, Desired | None], peer: str | None = None) -> None:
+    def set_routes(self, routes: Mapping[_K, Desired | None], peer: str | None = None) -> None:
         """Desired routes for every peer (or one); only the difference is sent. A prefix
-        maps to its :class:`~.attributes.RouteAttributes`, or to
+        (a network, or its text) maps to its :class:`~.attributes.RouteAttributes`, or to
         :class:`~.attributes.Paths` for several paths (each sent with ADD-PATH, the first
         only to a peer without it)."""
         started = time.perf_counter()
@@ -220,7 +222,7 @@ class Speaker:
         )
 
     def change_routes(
-        self, routes: Mapping[Prefix, Desired | None], withdrawn: Iterable[Prefix], *, peer: str
+        self, routes: Mapping[_K, Desired | None], withdrawn: Iterable[PrefixKey], *, peer: str
     ) -> None:
         """Change some prefixes of one peer's desired routes (set since
         :meth:`set_routes` for it): ``routes`` as :meth:`set_routes` takes them, and

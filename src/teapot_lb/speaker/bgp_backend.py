@@ -27,7 +27,7 @@ from teapot_lb.cluster import ClusterView, UnknownBFDProfile, object_key
 from teapot_lb.model import AddressFamily, BGPPeer, Node, matches_any, parse_duration
 from teapot_lb.model.bfd import BFDParameters
 from teapot_lb.speaker.backend import Step, Wiring
-from teapot_lb.speaker.desired import Prefix, bgp_routes, network
+from teapot_lb.speaker.desired import bgp_routes
 
 _FAMILIES = {AddressFamily.IPV4_UNICAST: IPV4_UNICAST, AddressFamily.IPV6_UNICAST: IPV6_UNICAST}
 DEFAULT_CONNECT_RETRY = 2.0  # without connectTime: 2s, doubling on each failure ...
@@ -228,12 +228,10 @@ class SpeakerLike(Protocol):
 
     def set_bfd(self, address: str, parameters: BfdParameters | None) -> None: ...
 
-    def set_routes(
-        self, routes: Mapping[Prefix, Desired | None], peer: str | None = None
-    ) -> None: ...
+    def set_routes(self, routes: Mapping[str, Desired | None], peer: str | None = None) -> None: ...
 
     def change_routes(
-        self, routes: Mapping[Prefix, Desired | None], withdrawn: Iterable[Prefix], *, peer: str
+        self, routes: Mapping[str, Desired | None], withdrawn: Iterable[str], *, peer: str
     ) -> None: ...
 
     async def shutdown(
@@ -440,7 +438,9 @@ class BGPBackend:
             want = dict(routes.get(name, {}))
             if held is not None and held == want:
                 continue
-            speaker.set_routes({network(p): a for p, a in want.items()}, peer=config.address)
+            # Prefixes as text (the speaker parses what it encodes): a network object per
+            # route handed over would weigh ~340 bytes more than the text the table holds.
+            speaker.set_routes(want, peer=config.address)
             self.routes[name] = want
 
     def _change_routes(
@@ -453,16 +453,16 @@ class BGPBackend:
     ) -> None:
         """Hand the speaker the changed prefixes of one peer's table only."""
         assert self.speaker is not None
-        put: dict[Prefix, Desired] = {}
-        gone: list[Prefix] = []
+        put: dict[str, Desired] = {}
+        gone: list[str] = []
         for p in prefixes:
             new, old = want.get(p), held.get(p)
             if new is None:
                 if old is not None:
-                    gone.append(network(p))
+                    gone.append(p)
                     del held[p]
             elif new != old:
-                put[network(p)] = new
+                put[p] = new
                 held[p] = new
         if put or gone:
             self.speaker.change_routes(put, gone, peer=address)
@@ -483,22 +483,28 @@ class RouteTable:
     prefix)."""
 
     def __init__(self) -> None:
-        self._routes: set[Announcement] = set()
-        # Each (peer, prefix) pair's routes, each once: a tuple (almost every pair has one
-        # route, and a one-route set weighs four times as much; a change reshapes its
-        # pair's routes anyway, so replacing its tuple costs no more).
-        self._groups: dict[tuple[str, str], tuple[BGPRoute, ...]] = {}
+        # The routes held, per peer and prefix: the route itself, or a tuple of the pair's
+        # routes (each once) when it has several. Almost every pair has one route: no
+        # (peer, prefix) key tuple, one-route container or set of every route per route
+        # (~150 bytes a route at 100k Services); a change reshapes its pair's routes
+        # anyway, so replacing its tuple costs no more.
+        self._held: dict[str, dict[str, BGPRoute | tuple[BGPRoute, ...]]] = {}
         self.desired: dict[str, dict[str, Desired]] = {}
         self.changed: dict[str, set[str]] | None = None
 
     def clear_changed(self) -> None:
         self.changed = {}
 
+    def _routes(self) -> set[BGPRoute]:
+        return {r for per_peer in self._held.values() for held in per_peer.values()
+                for r in _each(held)}  # fmt: skip
+
     def update(self, announcements: set[Announcement]) -> dict[str, dict[str, Desired]]:
         """The shaped routes of the BGP announcements (the plan's `of_mode(Mode.BGP)`),
         compared with the routes held (the whole plan: the resync path)."""
         new = announcements
-        added, removed = new - self._routes, self._routes - new
+        held = self._routes()
+        added, removed = new - held, held - new
         if len(added) + len(removed) > max(16, len(new) // 8):
             self._rebuild(new)
             return self.desired
@@ -510,46 +516,62 @@ class RouteTable:
         """The shaped routes after some BGP announcements appeared and others went (a
         plan's delta: :class:`~teapot_lb.announce.cache.PlanDelta`)."""
         touched: set[tuple[str, str]] = set()
-        held = self._routes
         for r in removed:
-            if not isinstance(r, BGPRoute) or r not in held:
+            if not isinstance(r, BGPRoute):
                 continue
-            held.discard(r)
-            pair = (r.peer, r.prefix)
-            self._groups[pair] = tuple(x for x in self._groups[pair] if x != r)
-            touched.add(pair)
+            per_peer = self._held.get(r.peer)
+            was = None if per_peer is None else per_peer.get(r.prefix)
+            if per_peer is None or was is None or r not in _each(was):
+                continue
+            rest = tuple(x for x in _each(was) if x != r)
+            if rest:
+                per_peer[r.prefix] = rest[0] if len(rest) == 1 else rest
+            else:
+                del per_peer[r.prefix]
+                if not per_peer:
+                    del self._held[r.peer]
+            touched.add((r.peer, r.prefix))
         for r in added:
-            if not isinstance(r, BGPRoute) or r in held:
+            if not isinstance(r, BGPRoute):
                 continue
-            held.add(r)
-            pair = (r.peer, r.prefix)
-            self._groups[pair] = (*self._groups.get(pair, ()), r)  # not held: not in it
-            touched.add(pair)
+            per_peer = self._held.setdefault(r.peer, {})
+            was = per_peer.get(r.prefix)
+            if was is None:
+                per_peer[r.prefix] = r
+            elif r not in _each(was):
+                per_peer[r.prefix] = (*_each(was), r)
+            else:
+                continue
+            touched.add((r.peer, r.prefix))
         changed = self.changed
-        for pair in touched:
-            peer, prefix = pair
+        for peer, prefix in touched:
             if changed is not None:
                 changed.setdefault(peer, set()).add(prefix)
-            group = self._groups.get(pair)
-            per_peer = self.desired.setdefault(peer, {})
-            if group:
-                per_peer[prefix] = bgp_routes(group)[peer][prefix]
+            group = self._held.get(peer, {}).get(prefix)
+            per_peer_desired = self.desired.setdefault(peer, {})
+            if group is not None:
+                per_peer_desired[prefix] = bgp_routes(_each(group))[peer][prefix]
             else:
-                self._groups.pop(pair, None)
-                per_peer.pop(prefix, None)
-                if not per_peer:
+                per_peer_desired.pop(prefix, None)
+                if not per_peer_desired:
                     del self.desired[peer]
         return self.desired
 
     def _rebuild(self, announcements: set[Announcement]) -> None:
         self.changed = None
         routes = [a for a in announcements if isinstance(a, BGPRoute)]
-        self._routes = set(routes)
-        groups: dict[tuple[str, str], list[BGPRoute]] = {}
+        held: dict[str, dict[str, BGPRoute | tuple[BGPRoute, ...]]] = {}
         for r in routes:  # each once: they come from a set
-            groups.setdefault((r.peer, r.prefix), []).append(r)
-        self._groups = {pair: tuple(group) for pair, group in groups.items()}
+            per_peer = held.setdefault(r.peer, {})
+            was = per_peer.get(r.prefix)
+            per_peer[r.prefix] = r if was is None else (*_each(was), r)
+        self._held = held
         self.desired = bgp_routes(routes)
+
+
+def _each(held: BGPRoute | tuple[BGPRoute, ...]) -> tuple[BGPRoute, ...]:
+    """The routes of one (peer, prefix) pair as :class:`RouteTable` holds them."""
+    return held if isinstance(held, tuple) else (held,)
 
 
 def build(wiring: Wiring) -> BGPBackend:

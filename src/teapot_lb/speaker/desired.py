@@ -13,13 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from ipaddress import IPv4Network, IPv6Network, ip_network
 
 from teapot_lb.announce.plan import BGPRoute, L2Claim
 from teapot_lb.bgp.attributes import Desired, Paths, RouteAttributes
-
-Prefix = IPv4Network | IPv6Network
 
 
 def _merge(a: RouteAttributes, b: RouteAttributes) -> RouteAttributes:
@@ -33,18 +29,13 @@ def _merge(a: RouteAttributes, b: RouteAttributes) -> RouteAttributes:
     )
 
 
-@lru_cache(maxsize=65536)
-def network(text: str) -> Prefix:
-    """A prefix in its canonical text (as the planner writes it) as a network object."""
-    return ip_network(text)
-
-
 def bgp_routes(routes: Iterable[BGPRoute]) -> dict[str, dict[str, Desired]]:
     """Peer name → prefix (canonical text) → attributes, or :class:`Paths` when routes of
     the prefix carry path keys (merging is order-independent).
 
-    Prefixes stay text here: hashing and comparing strings is several times cheaper than
-    network objects, which only the BGP library needs (see :func:`network`).
+    Prefixes stay text here and in what the backend hands the BGP library (which parses
+    them to encode them): hashing and comparing strings is several times cheaper than
+    network objects, and a string weighs a fraction of one.
     """
     out: dict[str, dict[str, Desired]] = {}
     keyed: dict[tuple[str, str], dict[str, RouteAttributes]] = {}

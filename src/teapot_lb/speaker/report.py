@@ -163,7 +163,7 @@ def parse_summary(text: str) -> set[tuple[str, str]]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a first step makes one per announced Service
 class ServiceEvent:
     service: str
     warning: bool

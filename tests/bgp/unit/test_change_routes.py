@@ -77,3 +77,22 @@ def test_the_speaker_hands_the_peer_only_the_changed_prefixes() -> None:
     speaker.change_routes({extra: RouteAttributes(local_pref=50)}, [PREFIXES[0]], peer="192.0.2.1")
     assert rib.desired == compile_routes({**many, extra: RouteAttributes(local_pref=50)})
     assert rib._dirty == {IPV4_UNICAST: {b"\x20\xc0\x00\x02\x09", b"\x20\xc0\x00\x02\x01"}}
+
+
+@settings(max_examples=100, deadline=None)
+@given(CHANGES)
+def test_prefixes_as_text_compile_and_change_as_the_networks_do(
+    changes: list[dict[int, object]],
+) -> None:
+    by_network: dict[object, Desired | None] = {}
+    compiled = compile_routes({})
+    from_text = compile_routes({})
+    for change in changes:
+        put, gone = _apply(by_network, change)
+        change_compiled(compiled, put, gone)  # type: ignore[arg-type]
+        change_compiled(from_text, {str(p): d for p, d in put.items()}, [str(p) for p in gone])
+        assert from_text == compiled
+        whole = compile_routes({str(p): d for p, d in by_network.items()})
+        assert whole == compile_routes(by_network)  # type: ignore[arg-type]
+        for family in (IPV4_UNICAST, IPV6_UNICAST):
+            assert from_text.with_path_ids(family) == compiled.with_path_ids(family)
