@@ -29,8 +29,9 @@ Usage: ``.venv/bin/python bench/scale.py [--quick] [--sizes 10,100,1000] [--fp-s
    ``--speaker-api``, again for the API speaker: this process writes the same objects as
    the API server lists them (JSON per kind, with uid, resourceVersion and the Services'
    status), and the child's ``KubeSource`` informers (with the speaker's projection, as
-   ``teapot-lb speaker`` runs them) list them from a stand-in client into its Store; then
-   the same steps.
+   ``teapot-lb speaker`` runs them) list them from a stand-in client into its Store, in
+   pages of the informers' limit (500) as the API server serves them, one page's body
+   parsed at a time; then the same steps.
 
 Figures were measured on a shared 2-core machine with other jobs running. Last line: JSON.
 """
@@ -193,8 +194,8 @@ def api_objects(services: int, nodes: int, path: Path) -> None:
     from teapot_lb.cluster import Kind
 
     raw, assigned = speaker_setup(services, nodes)
-    items: list[dict[str, Any]] = []
-    lists: dict[str, str] = {}
+    items: list[str] = []
+    lists: dict[str, list[str]] = {}
     objects = {**speaker_bench.kinds_of(raw), Kind.SERVICE: assigned}
     for kind, objs in objects.items():
         for obj in objs.values():
@@ -206,25 +207,38 @@ def api_objects(services: int, nodes: int, path: Path) -> None:
                                 "resourceVersion": str(n + 1),
                                 "creationTimestamp": "2026-12-03T12:00:00Z"}  # fmt: skip
             doc["kind"], doc["apiVersion"] = kind.value, obj.api_version
-            items.append(doc)
-        lists[kind.value] = json.dumps(items)  # one list response's body per kind
+            items.append(json.dumps(doc))  # as it stands in a list response's body
+        lists[kind.value] = items
         items = []
     path.write_text(json.dumps(lists))
 
 
 class ListedClient:
-    """The API server's list answers from a file (one list per kind); watches that stay
-    open with nothing to say. Enough for the speaker's informers to fill its Store."""
+    """The API server's list answers from a file (each kind's objects as JSON texts),
+    served in pages of the limit asked for, each page's body parsed as it is received;
+    watches that stay open with nothing to say. Enough for the speaker's informers to
+    fill its Store."""
 
     def __init__(self, path: Path) -> None:
-        self.bodies: dict[str, str] = json.loads(path.read_text())
+        self.objects: dict[str, list[str]] = json.loads(path.read_text())
 
-    async def list(self, res: Any, **_: Any) -> Any:
+    async def list_pages(self, res: Any, *, limit: int = 0, **_: Any) -> Any:
         from teapot_lb.kube.client import ObjectList
         from teapot_lb.model.kinds import KINDS
 
         kind = next(i.kind.value for i in KINDS if i.resource == res)
-        return ObjectList(json.loads(self.bodies.pop(kind, "[]")), "1")  # parsed as received
+        texts = self.objects.pop(kind, [])
+        first = True
+        while True:
+            size = limit or len(texts)
+            body = "[" + ",".join(texts[:size]) + "]"  # one page's body, as the server sends it
+            del texts[:size]
+            page = ObjectList(json.loads(body), "1", first=first)
+            del body
+            first = False
+            yield page
+            if not texts:
+                return
 
     async def watch(self, res: Any, **_: Any) -> Any:
         await asyncio.Event().wait()
@@ -256,7 +270,7 @@ def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -
         source = asyncio.run(fill_from_api(store, Path(listed)))
     gc.collect()
     rss_before = vm_kb("VmRSS") / 1024
-    fill_peak = vm_kb("VmHWM") / 1024  # the fill's own high-water mark (an API list at once)
+    fill_peak = vm_kb("VmHWM") / 1024  # the fill's own high-water mark (the informers' lists)
     node_names = [f"n{i}" for i in range(1, nodes + 1)]
     speaker = NodeSpeaker("n1", store, bgp=BGPBackend(speaker_bench.FakeSpeaker))
     speaker.l2 = speaker_bench.FakeL2(node_names)

@@ -21,8 +21,14 @@ It serves the kinds in :mod:`fakeapi.kinds` to the real ``kubernetes_asyncio`` c
   real server does; ``allowWatchBookmarks`` gives periodic BOOKMARK events;
   ``timeoutSeconds`` ends the stream; a watch without ``resourceVersion`` (or ``0``)
   starts with synthetic ADDED events for the current state;
-- ``limit``/``continue`` are ignored (lists are returned whole, which a real server is
-  also allowed to do).
+- paged lists (``limit``/``continue``) as the real server serves them from etcd: items in
+  key order (namespace, name), at most ``limit`` a page; while more remain, the page's
+  ``metadata.continue`` token and ``remainingItemCount`` (not with a selector, where the
+  real server cannot count them); every page of one list from the snapshot of the first,
+  at its ``resourceVersion``, whatever changed meanwhile. The snapshots are kept per
+  token, the newest ``continue_tokens`` of them; a token past that (or forgotten by
+  :meth:`Faults.compact` or :meth:`Faults.expire_continue_next`) gets 410 ``Expired``, as
+  a token whose snapshot etcd compacted does; a token that is not one gets 400.
 
 Authorization (a small subset, off by default): :meth:`FakeApiServer.add_token` maps a
 bearer token to the namespaces it may use (or to everything); once any token is added,
@@ -30,8 +36,8 @@ an unknown or missing token gets 401, and a namespace-restricted token gets 403 
 for any other namespace and for cluster-wide or cluster-scoped requests (as a Role
 bound in one namespace would). Not modelled: the rest of RBAC (verbs, resources),
 admission, server-side apply, dry run, namespace
-cascade deletion, deleteCollection, managedFields, and consistent snapshots for paged
-lists.
+cascade deletion, deleteCollection, managedFields, and the "inconsistent continue" token
+a real 410 Expired carries.
 
 Faults (:class:`Faults`) let tests drop all watches, fail or delay requests, inject
 conflicts and compact the history.
@@ -41,10 +47,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +109,7 @@ class Faults:
         self._server = server
         self._failures: list[_Failure] = []
         self._delays: list[_Delay] = []
+        self._expiries = 0
 
     def fail_next(
         self,
@@ -146,6 +154,11 @@ class Faults:
         until = time.monotonic() + duration if duration is not None else None
         self._delays.append(_Delay(seconds, until, count, request_matcher(method, path_contains)))
 
+    def expire_continue_next(self, count: int = 1) -> None:
+        """The next ``count`` list requests with a ``continue`` token get 410 Expired, as
+        when etcd compacted their snapshot between two pages."""
+        self._expiries += count
+
     def drop_watches(self, *, abrupt: bool = False) -> int:
         """End every open watch stream now; returns how many were open.
 
@@ -156,12 +169,20 @@ class Faults:
     def compact(self, *, drop_watches: bool = False) -> None:
         """Forget the event history: a watch from any current resourceVersion gets 410."""
         self._server.store.compact()
+        self._server.forget_continues()
         if drop_watches:
             self._server.drop_watches()
 
     def clear(self) -> None:
         self._failures.clear()
         self._delays.clear()
+        self._expiries = 0
+
+    def _take_expiry(self) -> bool:
+        if self._expiries <= 0:
+            return False
+        self._expiries -= 1
+        return True
 
     def _take_failure(self, method: str, path: str) -> int | None:
         now = time.monotonic()
@@ -209,6 +230,45 @@ class _Target:
     subresource: str | None
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """What the pages after one of a list still have to serve: the objects (the store
+    replaces an object on every write and never changes one in place, so holding them is
+    holding their state then) at the list's resourceVersion."""
+
+    resource_version: int
+    items: list[Obj]
+
+
+# The real server's continue token: base64 of this JSON, with the list's revision and the
+# key after which the next page starts (k8s.io/apiserver storage.EncodeContinue).
+_CONTINUE_VERSION = "meta.k8s.io/v1"
+
+_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You "
+    "can start a new list without the continue parameter, or use the continue token in "
+    "this response to retrieve the remainder of the results. Continuing with the provided "
+    "token results in an inconsistent list - objects that were created, modified, or "
+    "deleted between the time the first chunk was returned and now may show up in the list."
+)
+
+
+def _continue_token(resource_version: int, last_key: str) -> str:
+    body = {"v": _CONTINUE_VERSION, "rv": resource_version, "start": last_key + "\x00"}
+    return base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":")).encode()).decode()
+
+
+def _check_continue_token(token: str) -> None:
+    """400 for what is not a continue token at all (as the real server answers)."""
+    try:
+        body = json.loads(base64.urlsafe_b64decode(token.encode()))
+        valid = body.get("v") == _CONTINUE_VERSION and int(body["rv"]) > 0
+    except (ValueError, TypeError, KeyError, AttributeError):
+        valid = False
+    if not valid:
+        raise ApiError(400, "BadRequest", "continue key is not valid: incorrect encoded start")
+
+
 def _json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(
         body=json.dumps(body, separators=(",", ":")).encode(),
@@ -228,6 +288,7 @@ class FakeApiServer:
         history_size: int = 1000,
         bookmark_interval: float = 1.0,
         default_watch_timeout: float = 1800.0,
+        continue_tokens: int = 256,
         kinds: Iterable[Kind] = BUILTIN_KINDS,
         seed_namespaces: Iterable[str] = ("default", "kube-system", "kube-node-lease"),
     ) -> None:
@@ -239,6 +300,10 @@ class FakeApiServer:
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
         self.faults = Faults(self)
+        # Paged lists: the snapshot behind each live continue token (and the query it
+        # belongs to), oldest first; the newest `continue_tokens` are kept.
+        self._continues: OrderedDict[tuple[str, ...], _Snapshot] = OrderedDict()
+        self.continue_tokens = continue_tokens
         self.requests: deque[RequestRecord] = deque(maxlen=200_000)
         self._watch_requests: dict[Watcher, web.Request] = {}
         self._runner: web.AppRunner | None = None
@@ -325,6 +390,10 @@ class FakeApiServer:
     def count_requests(self, method: str | None = None, path_contains: str | None = None) -> int:
         match = request_matcher(method, path_contains)
         return sum(1 for r in self.requests if match(r.method, r.path))
+
+    def forget_continues(self) -> None:
+        """Every continue token expires (410 Expired from now on)."""
+        self._continues.clear()
 
     def drop_watches(self, *, abrupt: bool = False) -> int:
         count = len(self.store.watchers)
@@ -520,20 +589,52 @@ class FakeApiServer:
 
     def _list(self, request: web.Request, target: _Target) -> web.Response:
         kind = target.kind
-        match = self._matcher(request, kind)
-        items = []
-        for obj in self.store.iter_objects(kind, target.namespace):
-            if match(obj):
-                if not kind.custom:
-                    # A real server leaves kind/apiVersion out of built-in list items.
-                    obj = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
-                items.append(obj)
+        limit = _limit(request.query.get("limit"))
+        token = request.query.get("continue", "")
+        # A token is good only for the query it came from (the real server asks the same
+        # of its clients; here it also finds the snapshot).
+        query = (
+            kind.resource,
+            target.namespace or "",
+            request.query.get("labelSelector", ""),
+            request.query.get("fieldSelector", ""),
+        )
+        if token:
+            _check_continue_token(token)
+            snapshot = self._continues.get((token, *query))
+            if snapshot is None or self.faults._take_expiry():
+                raise ApiError(410, "Expired", _EXPIRED)
+        else:
+            match = self._matcher(request, kind)
+            items = []
+            for obj in self.store.iter_objects(kind, target.namespace):  # in key order
+                if match(obj):
+                    if not kind.custom:
+                        # A real server leaves kind/apiVersion out of built-in list items.
+                        obj = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+                    items.append(obj)
+            snapshot = _Snapshot(self.store.rv, items)
+        meta: dict[str, Any] = {"resourceVersion": str(snapshot.resource_version)}
+        page = snapshot.items
+        if limit and len(page) > limit:
+            page, rest = page[:limit], page[limit:]
+            last = page[-1]["metadata"]
+            next_token = _continue_token(
+                snapshot.resource_version, f"{last.get('namespace', '')}/{last['name']}"
+            )
+            meta["continue"] = next_token
+            if not (query[2] or query[3]):
+                meta["remainingItemCount"] = len(rest)
+            self._continues[(next_token, *query)] = _Snapshot(snapshot.resource_version, rest)
+            self._continues.move_to_end((next_token, *query))
+            while len(self._continues) > self.continue_tokens:
+                self._continues.popitem(last=False)
         return _json_response(
             {
                 "kind": kind.list_kind,
                 "apiVersion": kind.api_version,
-                "metadata": {"resourceVersion": str(self.store.rv)},
-                "items": items,
+                "metadata": meta,
+                "items": page,
             }
         )
 
@@ -663,6 +764,16 @@ class FakeApiServer:
         if token == "fake-token":
             self.kubeconfig_path = path
         return path
+
+
+def _limit(text: str | None) -> int:
+    """The ``limit`` query parameter (0: no limit; the real server ignores a negative one)."""
+    if not text:
+        return 0
+    try:
+        return max(0, int(text))
+    except ValueError as err:
+        raise ApiError(400, "BadRequest", f"invalid limit {text!r}") from err
 
 
 def _filtered(event: WatchEvent, match: Callable[[Obj], bool]) -> tuple[str, Obj] | None:

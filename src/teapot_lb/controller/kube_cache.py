@@ -177,16 +177,19 @@ class ControllerCache:
         twice)."""
         while True:
             try:
-                listed = await self.client.list(SERVICES)
-                break
+                # Page by page (100k Services are not held at once): taking only what is
+                # newer than the cache, a page read twice (a retry, a list started over)
+                # changes nothing.
+                async for page in self.client.list_pages(SERVICES):
+                    for obj in page.items:
+                        key = key_of(obj)
+                        current = self.version(Kind.SERVICE, key)
+                        if current is None or newer_version(resource_version(obj), current):
+                            self._put(Kind.SERVICE, key, obj)
+                return
             except KubeError as err:
                 self.metrics.api_error("list services", err)
                 await asyncio.sleep(1.0)
-        for obj in listed.items:
-            key = key_of(obj)
-            current = self.version(Kind.SERVICE, key)
-            if current is None or newer_version(resource_version(obj), current):
-                self._put(Kind.SERVICE, key, obj)
 
     def _put(self, kind: Kind, key: str, obj: KubeObject) -> None:
         parsed, problems = parse_object(obj)

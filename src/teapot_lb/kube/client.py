@@ -45,10 +45,23 @@ _API_CLASSES: dict[str, Any] = {
 }
 
 
+# Objects per page of a list: client-go's pager asks for 500 at a time.
+LIST_PAGE = 500
+
+
 @dataclass(frozen=True)
 class ObjectList:
+    """A list, or one page of a paged list (:meth:`KubeClient.list_pages`).
+
+    ``resource_version`` is the list's: every page of one list is read from the snapshot
+    of its first page and carries that version. ``first`` is false for the pages after
+    the first; a page with ``first`` true after others starts the list over (a new
+    snapshot), and whoever collects the pages drops what the earlier ones brought.
+    """
+
     items: list[KubeObject]
     resource_version: str
+    first: bool = True
 
 
 @dataclass(frozen=True)
@@ -218,12 +231,78 @@ class KubeClient:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        limit: int = LIST_PAGE,
     ) -> ObjectList:
-        kwargs = _selectors(label_selector, field_selector)
-        resp = await self._call(res, "list", namespace, **kwargs)
-        data = await self._json(resp, f"list {res}")
-        items = [_with_kind(res, item) for item in data.get("items") or []]
-        return ObjectList(items, str(data.get("metadata", {}).get("resourceVersion", "")))
+        """Every object, read in pages of ``limit`` (:meth:`list_pages`) and collected."""
+        items: list[KubeObject] = []
+        version = ""
+        pages = self.list_pages(
+            res,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+        )
+        async with contextlib.aclosing(pages):
+            async for page in pages:
+                if page.first:
+                    items = []
+                items += page.items
+                version = page.resource_version
+        return ObjectList(items, version)
+
+    async def list_pages(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = LIST_PAGE,
+    ) -> AsyncGenerator[ObjectList, None]:
+        """The list as pages of at most ``limit`` objects (``limit`` 0: one whole list),
+        each fetched when the one before has been taken, so a reader that handles a page
+        before asking for the next never holds more than one page's JSON (issue 19).
+
+        Every page comes from the snapshot of the first (the server's ``continue`` token
+        names it) and carries its resourceVersion. When the token has expired (410
+        Expired: the snapshot left etcd's history, about five minutes after the first
+        page), the list starts over, paged, from a new snapshot (a page with ``first``
+        true). client-go's pager reads one whole list at once instead, which always
+        completes but holds every object together, which paging is here to avoid; a
+        second expiry in one list does the same, so a list too slow for its snapshot
+        still completes.
+        """
+        selectors = _selectors(label_selector, field_selector)
+        token = ""
+        expired = 0
+        while True:
+            kwargs = dict(selectors)
+            if limit and expired < 2:
+                kwargs["limit"] = limit
+            if token:
+                kwargs["_continue"] = token
+            try:
+                resp = await self._call(res, "list", namespace, **kwargs)
+                data = await self._json(resp, f"list {res}")
+            except Gone:
+                if not token:
+                    raise
+                expired += 1
+                token = ""
+                continue
+            meta = data.get("metadata") or {}
+            page = ObjectList(
+                [_with_kind(res, item) for item in data.get("items") or []],
+                str(meta.get("resourceVersion", "")),
+                first=not token,
+            )
+            token = str(meta.get("continue") or "")
+            del data, meta  # the page's raw JSON goes before the reader takes the page
+            yield page
+            del page
+            if not token:
+                return
 
     async def watch(
         self,

@@ -1,7 +1,9 @@
 """One small informer: a cache of one kind kept current by list + watch.
 
 1. List, remember the list's resourceVersion, then watch from it with bookmarks (so
-   the resourceVersion keeps moving even when nothing we select changes).
+   the resourceVersion keeps moving even when nothing we select changes). The list comes
+   in pages (500 objects, as client-go's pager asks), each handled before the next is
+   fetched, so a 100k-object list is never held whole.
 2. When the stream ends (server timeout, dropped connection) watch again from the last
    version seen; no events are lost because the server replays from that version.
 3. When the server answers 410 Gone (that version left its history), list again and
@@ -27,12 +29,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 
 from .. import log
 from ..cluster.compact import detached
 from .backoff import Backoff, Retry
-from .client import KubeClient
+from .client import LIST_PAGE, KubeClient
 from .errors import Forbidden, Gone, KubeError, StreamCut
 from .pace import Pace
 from .resources import KubeObject, Resource, key_of, resource_version, split_key
@@ -69,16 +71,31 @@ def version_diff(
     (namespace, name, last version)."""
     changes: list[tuple[EventType, str, KubeObject]] = []
     for key, obj in new.items():
-        before = old.get(key)
-        if before is None:
-            changes.append((EventType.ADDED, key, obj))
-        elif before != resource_version(obj):
-            changes.append((EventType.MODIFIED, key, obj))
+        change = _change(old.get(key), obj)
+        if change is not None:
+            changes.append((change, key, obj))
+    return changes + _deletions(old, new, last)
+
+
+def _change(before: str | None, obj: KubeObject) -> EventType | None:
+    """The event that brings a listed object into a cache that had version `before`."""
+    if before is None:
+        return EventType.ADDED
+    if before != resource_version(obj):
+        return EventType.MODIFIED
+    return None
+
+
+def _deletions(
+    old: Mapping[str, str], listed: Container[str], last: Mapping[str, KubeObject] | None
+) -> list[tuple[EventType, str, KubeObject]]:
+    """DELETED for every key of `old` that the list did not have."""
+    deleted: list[tuple[EventType, str, KubeObject]] = []
     for key, version in old.items():
-        if key not in new:
+        if key not in listed:
             gone = last.get(key) if last is not None else None
-            changes.append((EventType.DELETED, key, gone or _stub(key, version)))
-    return changes
+            deleted.append((EventType.DELETED, key, gone or _stub(key, version)))
+    return deleted
 
 
 def _stub(key: str, version: str) -> KubeObject:
@@ -102,6 +119,7 @@ class Informer:
         backoff: Backoff | None = None,
         retry: Retry | None = None,
         keep_objects: bool = True,
+        page_size: int = LIST_PAGE,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -109,6 +127,8 @@ class Informer:
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.watch_timeout_s = watch_timeout_s
+        # Objects per page of a list (0: the whole list in one answer).
+        self.page_size = page_size
         # `backoff` (kept for callers that tune one sequence): the delays after
         # connection failures and 5xx.
         self.retry = retry or Retry(backoff)
@@ -235,28 +255,56 @@ class Informer:
                 self._log.exception("sync handler failed", synced=current)
 
     async def _relist(self) -> None:
-        listed = await self.client.list(
+        """List in pages and hand each page's changes out as it comes: neither a page's
+        JSON nor the whole list is held past its dispatch (issue 19: 100k Services).
+
+        The events are :func:`version_diff`'s for the whole list, in its order: ADDED and
+        MODIFIED page by page, then DELETED for what no page had. The cache follows each
+        event as a watch's does, so a list that fails part-way leaves it between the two
+        states (and not :attr:`synced`); the next list goes on from there.
+        """
+        pages = self.client.list_pages(
             self.resource,
             namespace=self.namespace,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
+            limit=self.page_size,
         )
-        self.lists += 1
-        fresh = {key_of(obj): _trimmed(obj) for obj in listed.items}
-        changes = version_diff(self._versions, fresh, self._cache)
-        # Copies: the versions outlive the list's JSON and should not keep it in memory.
-        self._versions = {key: detached(resource_version(obj)) for key, obj in fresh.items()}
-        if self._cache is not None:
-            self._cache = fresh
-        self.resource_version = listed.resource_version
+        listed: set[str] = set()
+        changes = 0
         pace = Pace()
-        for type_, key, obj in changes:
+        async with contextlib.aclosing(pages):
+            async for page in pages:
+                if page.first:
+                    listed = set()  # the list started over (a continue token expired)
+                self.resource_version = page.resource_version
+                for raw in page.items:
+                    obj = _trimmed(raw)
+                    key = key_of(obj)
+                    listed.add(key)
+                    change = _change(self._versions.get(key), obj)
+                    if change is None:
+                        continue
+                    # A copy: the version outlives the list's JSON and should not keep it.
+                    self._versions[key] = detached(resource_version(obj))
+                    if self._cache is not None:
+                        self._cache[key] = obj
+                    changes += 1
+                    self._dispatch(change, key, obj)
+                    await pace.turn()
+                del page
+        self.lists += 1
+        for type_, key, obj in _deletions(self._versions, listed, self._cache):
+            del self._versions[key]
+            if self._cache is not None:
+                self._cache.pop(key, None)
+            changes += 1
             self._dispatch(type_, key, obj)
             await pace.turn()
         self.retry.listed()
         self.forbidden = None
         if self.lists > 1:
-            self._log.info("re-listed", objects=len(fresh), changes=len(changes))
+            self._log.info("re-listed", objects=len(listed), changes=changes)
         self._synced.set()
         self._set_current(True)
 

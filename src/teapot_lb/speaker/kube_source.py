@@ -157,11 +157,13 @@ async def read_cluster(kubeconfig: str | None, *, tenancy: bool = False) -> Clus
     async with await connect(kubeconfig) as client:
         for info in kinds:
             try:
-                listed = await client.list(info.resource)
+                # Page by page: a page's JSON goes once its objects are in the store.
+                async for page in client.list_pages(info.resource):
+                    if page.first:  # (again, after an expired continue token: a new list)
+                        store.replace(info.kind, {})
+                    for obj in page.items:
+                        put(store, info.kind, key_of(obj), obj)
             except NotFound:
                 if info in ONE_CLUSTER_KINDS:
                     raise
-                continue
-            for obj in listed.items:
-                put(store, info.kind, key_of(obj), obj)
     return store.view()
