@@ -228,3 +228,60 @@ async def test_a_failing_handler_is_logged_and_the_others_still_see_the_event(
     async with running(informer):
         await kube.create(SERVICES, service("a"))
         await until(rec.saw(EventType.ADDED, "default/a"), what="ADDED a despite the bug")
+
+
+PAGED = [f"s{i}" for i in range(8)]  # three pages of three at most
+
+
+def seed_services(fake_api: FakeApiServer, *names: str) -> None:
+    for name in names:
+        fake_api.seed({"apiVersion": "v1", "kind": "Service", **service(name)})
+
+
+async def test_a_list_in_pages_gives_the_cache_and_events_of_one_whole_list(
+    fake_api: FakeApiServer, kube: KubeClient
+) -> None:
+    seed_services(fake_api, *PAGED)
+    paged, paged_events = make(kube, page_size=3)
+    whole, whole_events = make(kube, page_size=0)
+    async with running(paged), running(whole):
+        assert paged_events.events == whole_events.events
+        assert paged_events.events == [(EventType.ADDED, f"default/{n}") for n in PAGED]
+        # A re-list after a gap (410): objects deleted, changed and added meanwhile.
+        await until(lambda: fake_api.open_watches == 2, what="both watches open")
+        fake_api.faults.fail_for(0.5, method="GET", path_contains="/services")
+        fake_api.faults.drop_watches()
+        fake_api.remove("services", "s1", "default")
+        fake_api.remove("services", "s6", "default")
+        changed = fake_api.get("services", "s4", "default")
+        assert changed is not None
+        fake_api.put({**changed, "metadata": {**changed["metadata"], "labels": {"x": "1"}}})
+        seed_services(fake_api, "s9")
+        fake_api.faults.compact()
+        await until(lambda: paged.synced and whole.synced and paged.lists == whole.lists == 2)
+        assert paged_events.events == whole_events.events
+        assert paged_events.events[len(PAGED) :] == [
+            (EventType.MODIFIED, "default/s4"),
+            (EventType.ADDED, "default/s9"),
+            (EventType.DELETED, "default/s1"),
+            (EventType.DELETED, "default/s6"),
+        ]
+        assert paged.list_objects() == whole.list_objects()
+        assert paged.resource_version == whole.resource_version
+    # Both lists came in pages of three: each page after the first asked with its token.
+    paged_lists = [r for r in fake_api.requests if "limit=3" in r.query]
+    assert sum("continue=" in r.query for r in paged_lists) >= 4
+
+
+async def test_an_expired_continue_token_mid_list_is_recovered(
+    fake_api: FakeApiServer, kube: KubeClient
+) -> None:
+    seed_services(fake_api, *PAGED)
+    fake_api.faults.expire_continue_next()
+    informer, rec = make(kube, page_size=3)
+    async with running(informer) as inf:
+        assert inf.synced and inf.lists == 1 and inf.errors == 0
+        assert sorted(inf.list_keys()) == [f"default/{n}" for n in PAGED]
+        # The first page's objects came again after the 410, unchanged: no second event.
+        assert rec.events == [(EventType.ADDED, f"default/{n}") for n in PAGED]
+    assert any("continue=" in r.query and r.status == 410 for r in fake_api.requests)
