@@ -3,6 +3,7 @@ uncached result, and replan only the Services whose inputs changed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -19,8 +20,16 @@ from model.builders import (
 )
 from teapot_lb.announce.cache import PlanCache
 from teapot_lb.announce.election import EXCLUDE_LABEL
-from teapot_lb.announce.plan import Mode, PlanOptions, l2_election_orders, plan
-from teapot_lb.cluster import Kind, Store, object_key
+from teapot_lb.announce.plan import (
+    Mode,
+    PlanOptions,
+    VIPMembership,
+    l2_election_orders,
+    plan,
+    vip_memberships,
+)
+from teapot_lb.cluster import ClusterView, Kind, Store, object_key
+from teapot_lb.model import ExternalTrafficPolicy
 
 NODE_NAMES = ("node-a", "node-b", "node-c")
 SERVICE_NAMES = ("s0", "s1", "s2")
@@ -247,6 +256,30 @@ def check_against_uncached(steps: list[tuple[Any, ...]]) -> None:
         cached_orders = l2_election_orders(view, options, cache=orders_cache)
         full_orders = l2_election_orders(view, options)
         assert dict(cached_orders.items()) == dict(full_orders.items())
+        # The speaker's own cache serves its plans and the cluster's VRRP instances.
+        vip = vip_memberships(view, options, cache=caches[NODE_NAMES[0]])
+        assert dict(vip) == vip_memberships(view, options)
+        assert {k: set(held) for k, held in vip.items()} == every_nodes_vip(view, options)
+
+
+def every_nodes_vip(view: ClusterView, options: PlanOptions) -> dict[str, set[VIPMembership]]:
+    """The VRRP instances as every node's own plan has them, Services counted as
+    Cluster-policy ones (instances do not follow endpoints): what vip_memberships answers
+    once per Service."""
+    services = dict(view.services)
+    for key, svc in view.services.items():
+        if svc.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL:
+            spec = svc.spec.model_copy(update={"external_traffic_policy": "Cluster"})
+            services[key] = svc.model_copy(update={"spec": spec})
+    as_cluster = replace(view, services=services)
+    out: dict[str, set[VIPMembership]] = {}
+    for node in view.nodes:
+        planned = plan(as_cluster, node, options)
+        by_ip = {a.ip: a for a in planned.of_mode(Mode.VIP) if isinstance(a, VIPMembership)}
+        for d in planned.decisions:
+            if d.mode is Mode.VIP and d.announces:
+                out.setdefault(d.service, set()).add(by_ip[d.ip])
+    return out
 
 
 @settings(max_examples=400, deadline=None)
@@ -478,3 +511,44 @@ def test_election_orders_follow_a_node_change_for_local_and_other_services() -> 
     full = l2_election_orders(store.view())
     assert dict(cached.items()) == dict(full.items())
     assert "node-b" not in cached["198.51.100.1"] and "node-b" not in cached["198.51.100.2"]
+
+
+def vip_store() -> Store:
+    """Three nodes, pool p2 selected by VIPAdvertisements v1 (rack r1) and v2 (any node)."""
+    store = base_store()
+    store.put_object(parse(pool("p2", *POOL_ADDRESSES["p2"][0])))
+    store.put_object(parse(vip_advertisement("v1", "p2", nodeSelectors=selectors("r1"))))
+    store.put_object(parse(vip_advertisement("v2", "p2")))
+    store.put_object(parse(node_doc("node-a", {"rack": "r1"})))
+    return store
+
+
+def test_vip_instances_are_one_per_advertisement_that_comes_first_for_some_node() -> None:
+    store = vip_store()
+    store.put_object(parse(service_doc("v", ["198.51.100.1"], local=False, handled=True)))
+    held = vip_memberships(store.view())
+    by_adv = {m.advertisement: m.candidates for m in held["default/v"]}
+    # node-a is in rack r1: v1 decides its instance; v2 decides node-b's and node-c's, and
+    # lists every node it selects (node-a too), as each node's own plan does.
+    assert by_adv == {"v1": ("node-a",), "v2": ("node-a", "node-b", "node-c")}
+
+
+def test_a_node_change_re_decides_only_the_services_of_vip_pools() -> None:
+    store = vip_store()
+    store.put_object(parse(service_doc("v", ["198.51.100.1"], local=False, handled=True)))
+    store.put_object(parse(service_doc("w", ["198.51.100.2"], local=True, handled=True)))
+    many_services(store, 6)  # 3 of them in p1 (BGP and L2 only)
+    cache = PlanCache()
+    vip_memberships(store.view(), cache=cache)
+    before = cache.vip.computed
+    store.put_object(parse(node_doc("node-c", {"rack": "r1"})))
+    held = vip_memberships(store.view(), cache=cache)
+    assert held == vip_memberships(store.view())
+    assert {m.candidates for m in held["default/v"] if m.advertisement == "v1"} == {
+        ("node-a", "node-c")
+    }
+    # v, w and the three p2 Services of many_services: the others were not decided again.
+    assert cache.vip.computed - before == 5
+    store.put_object(parse(service_doc("v", ["198.51.100.3"], local=False, handled=True)))
+    vip_memberships(store.view(), cache=cache)
+    assert cache.vip.computed - before == 6

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         Decision,
         Mode,
         SharedCandidates,
+        VIPMembership,
     )
 
 _T = TypeVar("_T")
@@ -45,6 +46,7 @@ Affected = Callable[[set[str], set[str]], set[str] | None]
 # Secrets are not read by it.
 PLAN_KINDS = tuple(info.kind for info in KINDS if info.planned)
 L2_KINDS = (Kind.NODE, Kind.ADDRESS_POOL, Kind.L2_ADVERTISEMENT)
+VIP_KINDS = (Kind.NODE, Kind.ADDRESS_POOL, Kind.VIP_ADVERTISEMENT)
 
 
 def _shared_value(kind: Kind, obj: object) -> object:
@@ -694,6 +696,11 @@ class PlanCache:
         # Every L2 IP → its candidates, as the last call of l2_election_orders left them.
         self.orders_table = OrdersTable()
         self.dependencies = NodeDependencies()
+        # Every Service's VRRP instances on every node (vip_memberships), those that have
+        # some (by key), and the Services with an IP in a pool a VIPAdvertisement selects.
+        self.vip: _PerService[tuple[VIPMembership, ...]] = _PerService(versions)
+        self.vip_table: dict[str, tuple[VIPMembership, ...]] = {}
+        self.vip_selected: set[str] = set()
         # Route mode's announcements in the last plan (not per Service: see plan()).
         self.tenant_announcements: frozenset[Announcement] = frozenset()
 

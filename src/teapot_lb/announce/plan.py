@@ -20,6 +20,7 @@ from typing import TypeVar
 from teapot_lb.announce.cache import (
     L2_KINDS,
     PLAN_KINDS,
+    VIP_KINDS,
     Election,
     OrdersTable,
     PlanCache,
@@ -344,6 +345,7 @@ class _Planner:
         self._exclusions: dict[str, str | None] | None = None
         self._shared_candidates: dict[tuple[str, ...], list[str]] = {}
         self._shared_gated: dict[str, _Gated] = {}
+        self._deciding_vip: dict[tuple[str, ...], list[VIPAdvertisement]] = {}
         # What the Service being decided read of the other nodes (for the plan cache; None:
         # not recorded): the elections it ran (IP, chosen nodes, score to beat), and whether
         # it read every candidate (a VRRP instance lists them all).
@@ -665,25 +667,48 @@ class _Planner:
     ) -> None:
         # The first advertisement (by name) that selects this node decides the instance.
         self.reads_every_node = True  # the instance lists every candidate
-        adv = advs[0]
-        candidates = tuple(sorted(self._candidates([adv], eligible)))
+        membership = self.vip_membership(ip, advs[0], eligible)
+        out.add(membership)
+        candidates = ", ".join(membership.candidates)
+        say(Mode.VIP, True, f"VRRP candidate with {candidates} ({membership.advertisement})")
+
+    def vip_membership(
+        self, ip: IPAddress, adv: VIPAdvertisement, eligible: Mapping[str, str | None]
+    ) -> VIPMembership:
+        """The VRRP instance of `ip` that the nodes `adv` decides for join."""
         spec = adv.spec
         interval = None
         if spec.advertisement_interval is not None:
             interval = parse_duration(spec.advertisement_interval)
-        vrids = (spec.vrid_range.start, spec.vrid_range.end) if spec.vrid_range else None
-        out.add(
-            VIPMembership(
-                ip=str(ip),
-                advertisement=adv.name,
-                candidates=candidates,
-                interface=spec.interface,
-                advertisement_interval_s=interval,
-                vrid_range=vrids,
-                unicast_peers=spec.unicast_peers,
-            )
+        return VIPMembership(
+            ip=str(ip),
+            advertisement=adv.name,
+            candidates=tuple(sorted(self._candidates([adv], eligible))),
+            interface=spec.interface,
+            advertisement_interval_s=interval,
+            vrid_range=(spec.vrid_range.start, spec.vrid_range.end) if spec.vrid_range else None,
+            unicast_peers=spec.unicast_peers,
         )
-        say(Mode.VIP, True, f"VRRP candidate with {', '.join(candidates)} ({adv.name})")
+
+    def deciding_vip_advertisements(self, advs: list[VIPAdvertisement]) -> list[VIPAdvertisement]:
+        """Of `advs` (a pool's, by name), those that decide some eligible node's instance:
+        the first that selects it (Cluster-policy eligibility: what :func:`vip_memberships`
+        asks). Once per advertisement set and planner."""
+        memo = tuple(a.name for a in advs)
+        found = self._deciding_vip.get(memo)
+        if found is None:
+            nodes = self.view.nodes
+            deciding: set[str] = set()
+            for name, why in self.node_exclusions().items():
+                if why is None:
+                    labels = nodes[name].labels
+                    first = next(
+                        (a for a in advs if matches_any(a.spec.node_selectors, labels)), None
+                    )
+                    if first is not None:
+                        deciding.add(first.name)
+            found = self._deciding_vip[memo] = [a for a in advs if a.name in deciding]
+        return found
 
     def _candidates(
         self,
@@ -1003,6 +1028,65 @@ def l2_election_orders(
     # (a new answer each time: the shared candidates are looked up in this view, and the
     # orders ranked afresh)
     return ElectionOrders(table.candidates, shared)
+
+
+def vip_memberships(
+    view: ClusterView, options: PlanOptions | None = None, *, cache: PlanCache | None = None
+) -> Mapping[str, tuple[VIPMembership, ...]]:
+    """Every Service with a VRRP instance → the instances of its IPs, on every node.
+
+    What :func:`plan` gives the nodes, taken together (every node renders every instance
+    of its segment so that VRIDs stay unique), computed once per Service rather than once
+    per node and Service (10^8 decisions at 1,000 nodes and 100k Services): a node joins the
+    instance of the first VIPAdvertisement (by name) that selects it, so an IP has one
+    instance per advertisement that comes first for some eligible node. Services with
+    `externalTrafficPolicy: Local` count as Cluster ones: instance membership must not
+    follow endpoints (a node without one is held in FAULT instead). With a `cache`,
+    unchanged Services keep their instances, and a Node change re-decides only the
+    Services with an IP in a pool a VIPAdvertisement selects. The mapping is the cache's
+    (valid until the next call with it).
+    """
+    opts = options or PlanOptions()
+    planner = _Planner(view, opts, cache)
+    selected: set[str] = cache.vip_selected if cache is not None else set()
+
+    def memberships(key: str, svc: Service) -> tuple[VIPMembership, ...]:
+        selected.discard(key)
+        if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
+            return ()
+        out: list[VIPMembership] = []
+        for ip in svc.ingress_ips():
+            pool = view.pool_of(ip)
+            advs = planner.advertisements_for(pool)[2] if pool is not None else []
+            if advs:
+                selected.add(key)  # a Node change may give it instances, or take them
+                eligible = planner.node_exclusions()
+                for adv in planner.deciding_vip_advertisements(advs):
+                    out.append(planner.vip_membership(ip, adv, eligible))
+        return tuple(out)
+
+    if cache is None:
+        found = ((key, memberships(key, view.services[key])) for key in _sorted(view.services))
+        return {key: held for key, held in found if held}
+
+    def affected(entering: set[str], leaving: set[str]) -> set[str]:
+        for gone in [k for k in selected if k not in view.services]:
+            selected.discard(gone)
+        return set(selected)  # every instance lists every candidate
+
+    scope = _options_key(opts, liveness=False)
+    cache.vip.results(view, scope, VIP_KINDS, memberships, affected=affected)
+    table, delta = cache.vip_table, cache.vip.delta
+    if delta is None:  # every Service was walked
+        table.clear()
+        table.update((key, held) for key, held in cache.vip.items() if held)
+    else:
+        for key, _, held in delta:
+            if held:
+                table[key] = held
+            else:
+                table.pop(key, None)
+    return table
 
 
 def _options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:

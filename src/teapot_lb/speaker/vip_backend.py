@@ -20,12 +20,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from ipaddress import ip_address
 from pathlib import Path
 
 from teapot_lb import log
-from teapot_lb.announce.plan import Decision, Mode, PlanOptions, VIPMembership, plan
+from teapot_lb.announce.cache import PlanCache
+from teapot_lb.announce.plan import Decision, Mode, PlanOptions, VIPMembership, vip_memberships
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model import ExternalTrafficPolicy
 from teapot_lb.model.service import ANNOTATION_VRIDS
@@ -62,35 +63,30 @@ class VipInput:
     vrids: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
-def cluster_vip_input(view: ClusterView, options: PlanOptions | None = None) -> VipInput:
-    """Every node's VIP memberships (the same on every node for the same view)."""
+def cluster_vip_input(
+    view: ClusterView, options: PlanOptions | None = None, cache: PlanCache | None = None
+) -> VipInput:
+    """Every node's VIP memberships (the same on every node for the same view).
+
+    With the speaker's plan `cache`, a step costs the Services that changed and those with
+    a VRRP instance, not the cluster (:func:`~teapot_lb.announce.plan.vip_memberships`)."""
     if not view.vip_advertisements:
         return VipInput()
-    # Plan Local Services as Cluster ones: instance membership must not follow endpoints.
+    held = vip_memberships(view, options, cache=cache)
+    out: set[VIPMembership] = set()
     local: dict[str, frozenset[str]] = {}
-    services = dict(view.services)
-    for key, svc in view.services.items():
+    vrids: dict[str, Mapping[str, int]] = {}
+    for key in sorted(held):  # (an IP Services share: the greatest key's VRIDs)
+        memberships = held[key]
+        out.update(memberships)
+        svc = view.services[key]
+        ips = {m.ip for m in memberships}
         if svc.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL:
             ready = frozenset(view.ready_endpoint_nodes(key))
-            for ip in svc.ingress_ips():
-                local[str(ip)] = local.get(str(ip), frozenset()) | ready
-            spec = svc.spec.model_copy(
-                update={"external_traffic_policy": ExternalTrafficPolicy.CLUSTER}
-            )
-            services[key] = svc.model_copy(update={"spec": spec})
-    as_cluster = replace(view, services=services) if local else view
-    out: set[VIPMembership] = set()
-    for node in sorted(view.nodes):
-        for a in plan(as_cluster, node, options).of_mode(Mode.VIP):
-            assert isinstance(a, VIPMembership)
-            out.add(a)
-    ips = {m.ip for m in out}
-    vrids: dict[str, Mapping[str, int]] = {}
-    for svc in view.services.values():
-        held = [str(ip) for ip in svc.ingress_ips() if str(ip) in ips]
-        if held:
-            annotated = annotated_vrids(svc)
-            vrids.update((ip, annotated) for ip in held)
+            for ip in ips:
+                local[ip] = local.get(ip, frozenset()) | ready
+        annotated = annotated_vrids(svc)
+        vrids.update((ip, annotated) for ip in ips)
     return VipInput(frozenset(out), local, vrids)
 
 
@@ -232,7 +228,7 @@ class VIPBackend:
 
     async def apply_plan(self, step: Step) -> None:
         """Every node's memberships, not only this node's (see :func:`cluster_vip_input`)."""
-        vip_input = cluster_vip_input(step.view, step.options)
+        vip_input = cluster_vip_input(step.view, step.options, step.cache)
         if not vip_input.memberships and self.rendered is None:
             return  # keepalived is not needed (yet)
         infos = await self._list_interfaces()
