@@ -145,3 +145,31 @@ def test_the_change_log_names_what_changed_and_forgets_the_oldest() -> None:
     assert store.changes.between(start, store.changes.mark) is None  # a reader walks again
     recent = store.changes.mark - 10
     assert store.changes.between(recent, store.changes.mark) is not None
+
+
+def test_a_replace_records_only_the_keys_it_changed() -> None:
+    store = Store()
+    a, b, c = _service("default", "a"), _service("default", "b"), _service("default", "c")
+    store.replace(Kind.SERVICE, {"default/a": a, "default/b": b})
+    view, mark = store.view(), store.changes.mark
+    # The same objects again (an unchanged manifest file): nothing changed, same view.
+    store.replace(Kind.SERVICE, {"default/a": a, "default/b": b})
+    assert store.changes.mark == mark and store.view() is view
+    # One replaced by an equal copy (a changed file parsed again), one gone, one new.
+    a2 = _service("default", "a")
+    store.replace(Kind.SERVICE, {"default/a": a2, "default/c": c})
+    changes = store.changes.between(mark, store.changes.mark)
+    assert changes is not None
+    assert sorted(ch.key for ch in changes) == ["default/a", "default/b", "default/c"]
+    assert store.get(Kind.SERVICE, "default/a") is a2
+    assert sorted(store.view().services) == ["default/a", "default/c"]
+
+
+def test_a_replace_of_most_objects_records_every_key() -> None:
+    store = Store()
+    services = {f"default/s{i}": _service("default", f"s{i}") for i in range(1100)}
+    mark = store.changes.mark
+    store.replace(Kind.SERVICE, services)
+    changes = store.changes.between(mark, store.changes.mark)
+    assert changes is not None and [ch.key for ch in changes] == [""]  # EVERY_KEY
+    assert len(store.view().services) == 1100

@@ -57,14 +57,22 @@ async def running(fake_api: FakeApiServer, kube: KubeClient) -> AsyncIterator[Ru
     try:
         await until(lambda: factory.made, 10, "BGP speaker built")
         bgp = run.bgp
-        original = bgp.set_routes
+        original, changing = bgp.set_routes, bgp.change_routes
 
         def recording(routes: Mapping[object, object], peer: str | None) -> None:
-            if peer == "192.0.2.1":
-                run.announced.append(set(routes))
             original(routes, peer)  # type: ignore[arg-type]
+            if peer == "192.0.2.1":
+                run.announced.append(set(bgp.routes[peer]))
+
+        def recording_changes(
+            routes: Mapping[object, object], withdrawn: object, *, peer: str
+        ) -> None:
+            changing(routes, withdrawn, peer=peer)  # type: ignore[arg-type]
+            if peer == "192.0.2.1":
+                run.announced.append(set(bgp.routes[peer]))
 
         bgp.set_routes = recording  # type: ignore[method-assign, assignment]
+        bgp.change_routes = recording_changes  # type: ignore[method-assign, assignment]
         if "192.0.2.1" in bgp.routes:
             run.announced.append(set(bgp.routes["192.0.2.1"]))
         yield run

@@ -13,6 +13,9 @@ from teapot_lb.cluster.view import ClusterView, Stored
 from teapot_lb.model import ApiObject, EndpointSlice
 from teapot_lb.model.kinds import KINDS, REGISTRY, Kind, object_key
 
+# A replace that changed more keys than this records "every key" of the kind (a re-list).
+_LISTED_MAX = 1024
+
 
 class Store:
     """Objects per kind and key. Not thread-safe; one event loop owns it.
@@ -60,11 +63,36 @@ class Store:
         return obj
 
     def replace(self, kind: Kind, objects: Mapping[str, Stored]) -> None:
-        """Replace every object of one kind (a re-list, or a re-read manifest directory)."""
-        self._objects[kind] = {key: self._kept(obj) for key, obj in objects.items()}
+        """Replace every object of one kind (a re-list, or a re-read manifest directory).
+
+        An object the Store holds already (the same object, put again: a manifest reload
+        that reused what an unchanged file parsed to) is kept as it is, and the change log
+        names the keys that changed, so a cache of per-object results redoes only those;
+        when nothing changed, nothing is recorded. Past :data:`_LISTED_MAX` changed keys the
+        log says "every key" instead."""
+        held = self._objects[kind]
+        fresh: dict[str, Stored] = {}
+        changed: list[str] = []
+        for key, obj in objects.items():
+            old = held.get(key)
+            if old is not None and old is obj:
+                fresh[key] = old
+            else:
+                fresh[key] = self._kept(obj)
+                changed.append(key)
+        gone = [key for key in held if key not in fresh]
+        if not changed and not gone:
+            return
+        self._objects[kind] = fresh
+        if len(changed) + len(gone) <= _LISTED_MAX:
+            for key in changed:
+                self._changed(kind, key, held.get(key), fresh[key])
+            for key in gone:
+                self._changed(kind, key, held[key], None)
+            return
         if kind is Kind.ENDPOINT_SLICE:
             self._slices, self._slice_lists = {}, {}
-            for key, obj in self._objects[kind].items():
+            for key, obj in fresh.items():
                 self._index_slice(key, None, obj)
         self._changed(kind, EVERY_KEY, None, None)
 

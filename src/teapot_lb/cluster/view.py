@@ -97,6 +97,10 @@ class ClusterView:
     _slices_by_service: dict[str, list[EndpointSlice]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # The pools, oldest first (pool_of's order), made when first asked.
+    _pools_by_age: list[AddressPool] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.slice_index is not None:
@@ -149,7 +153,9 @@ class ClusterView:
     def pool_of(self, ip: IPAddress) -> AddressPool | None:
         """The pool whose addresses contain `ip` (pools do not overlap once validated; if
         they do, the oldest, as the controller keeps the older pool's range)."""
-        for key in sorted(self.pools, key=lambda k: creation_order(self.pools[k])):
-            if self.pools[key].contains(ip):
-                return self.pools[key]
-        return None
+        pools = self._pools_by_age
+        if pools is None:
+            keys = sorted(self.pools, key=lambda k: creation_order(self.pools[k]))
+            pools = [self.pools[k] for k in keys]
+            object.__setattr__(self, "_pools_by_age", pools)
+        return next((pool for pool in pools if pool.contains(ip)), None)

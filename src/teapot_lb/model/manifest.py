@@ -303,24 +303,39 @@ def _is_secret(body: object) -> bool:
     )
 
 
-def parse_documents(
-    documents: Iterable[Document], *, ignore_unknown_kinds: bool = False
-) -> Manifest:
-    """Typed objects from decoded documents; duplicates (same kind, namespace, name) reported.
-    `v1` Secrets go to :attr:`Manifest.secrets`."""
+class ParsedDocument(NamedTuple):
+    """One document parsed on its own: its object, or a `v1` Secret's data, and its
+    problems (each naming the document). What a reader may keep of a file it will not
+    parse again (:func:`combine` puts documents together)."""
+
+    source: str
+    obj: ApiObject | None
+    problems: list[Problem]
+    secret: tuple[ObjectRef, dict[str, bytes]] | None = None
+
+
+def parse_document(doc: Document, *, ignore_unknown_kinds: bool = False) -> ParsedDocument:
+    if _is_secret(doc.body):
+        assert isinstance(doc.body, Mapping)
+        data, problems = secret_data(doc.body)
+        found = [replace(p, source=doc.source) for p in problems]
+        return ParsedDocument(doc.source, None, found, (_ref_of_body(doc.body), data))
+    obj, problems = parse_object(doc.body, ignore_unknown_kinds=ignore_unknown_kinds)
+    return ParsedDocument(doc.source, obj, [replace(p, source=doc.source) for p in problems])
+
+
+def combine(documents: Iterable[ParsedDocument]) -> Manifest:
+    """The manifest of parsed documents; duplicates (same kind, namespace, name) reported."""
     manifest = Manifest()
     for doc in documents:
-        if _is_secret(doc.body):
-            assert isinstance(doc.body, Mapping)
-            ref = _ref_of_body(doc.body)
-            data, problems = secret_data(doc.body)
-            manifest.problems.extend(replace(p, source=doc.source) for p in problems)
+        manifest.problems.extend(doc.problems)
+        if doc.secret is not None:
+            ref, data = doc.secret
             key = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
             manifest.secrets[key] = data
             manifest.sources.setdefault(ref, doc.source)
             continue
-        obj, problems = parse_object(doc.body, ignore_unknown_kinds=ignore_unknown_kinds)
-        manifest.problems.extend(replace(p, source=doc.source) for p in problems)
+        obj = doc.obj
         if obj is None:
             continue
         ref = obj.ref
@@ -340,6 +355,14 @@ def parse_documents(
         manifest.sources[ref] = doc.source
         manifest.objects.append(obj)
     return manifest
+
+
+def parse_documents(
+    documents: Iterable[Document], *, ignore_unknown_kinds: bool = False
+) -> Manifest:
+    """Typed objects from decoded documents; duplicates (same kind, namespace, name) reported.
+    `v1` Secrets go to :attr:`Manifest.secrets`."""
+    return combine(parse_document(d, ignore_unknown_kinds=ignore_unknown_kinds) for d in documents)
 
 
 def load(paths: Iterable[str | Path], *, ignore_unknown_kinds: bool = False) -> Manifest:

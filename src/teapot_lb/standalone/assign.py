@@ -105,13 +105,19 @@ def planned_objects(
     view: ClusterView,
     options: ControllerOptions | None = None,
     unparsed_pools: Mapping[str, UnparsedPool] | None = None,
+    memo: Assigned | None = None,
 ) -> tuple[dict[str, Assignment], Planned]:
     """What a node's speaker plans from: every Service with its assigned IPs in status,
-    and the pools the controller core uses (the objects of those two kinds only)."""
+    and the pools the controller core uses (the objects of those two kinds only).
+    `memo`: see :func:`assigned_services`."""
     assignments, unused = assign_all(view, options, unparsed_pools)
     pools: dict[str, ApiObject] = {k: p for k, p in view.pools.items() if k not in unused}
-    services: dict[str, ApiObject] = dict(assigned_services(view, assignments))
+    services: dict[str, ApiObject] = dict(assigned_services(view, assignments, memo))
     return assignments, {Kind.SERVICE: services, Kind.ADDRESS_POOL: pools}
+
+
+# Service key → the Service last given its status, that status, and the copy made.
+Assigned = dict[str, tuple[Service, "Assignment", Service]]
 
 
 def with_status(service: Service, ips: tuple[IPAddress, ...], vrids: str | None = None) -> Service:
@@ -131,11 +137,28 @@ def with_status(service: Service, ips: tuple[IPAddress, ...], vrids: str | None 
 
 
 def assigned_services(
-    view: ClusterView, assignments: Mapping[str, Assignment]
+    view: ClusterView, assignments: Mapping[str, Assignment], memo: Assigned | None = None
 ) -> dict[str, Service]:
-    """Every Service of the view, those we handle carrying their assigned IPs in status."""
+    """Every Service of the view, those we handle carrying their assigned IPs in status.
+
+    `memo` (kept by the caller between calls; updated): a Service that comes again as the
+    same object with an equal assignment gets the copy made last time, so that an
+    unchanged Service stays the same object from one reload to the next (the speaker's
+    Store and plan cache then see that it did not change)."""
     out: dict[str, Service] = {}
     for key, svc in view.services.items():
         a = assignments.get(key)
-        out[key] = with_status(svc, a.ips, a.vrids) if a is not None else svc
+        if a is None:
+            out[key] = svc
+            continue
+        hit = memo.get(key) if memo is not None else None
+        if hit is not None and hit[0] is svc and hit[1] == a:
+            out[key] = hit[2]
+            continue
+        out[key] = with_status(svc, a.ips, a.vrids)
+        if memo is not None:
+            memo[key] = (svc, a, out[key])
+    if memo is not None and len(memo) > len(out):
+        for gone in [key for key in memo if key not in out]:
+            del memo[gone]
     return out

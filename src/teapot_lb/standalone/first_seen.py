@@ -19,18 +19,27 @@ from pathlib import Path
 
 from teapot_lb import log
 from teapot_lb.model import ApiObject
-from teapot_lb.standalone.directory import write_json
+from teapot_lb.standalone.directory import PRETTY_MAX, write_json
 
 FILE_NAME = "first-seen.json"
 
 
+Stamped = dict[str, tuple[ApiObject, ApiObject]]
+
+
 def stamp(
-    objects: Sequence[ApiObject], seen: dict[str, datetime], now: datetime
+    objects: Sequence[ApiObject],
+    seen: dict[str, datetime],
+    now: datetime,
+    memo: Stamped | None = None,
 ) -> tuple[list[ApiObject], dict[str, datetime]]:
     """`objects` with a creation time each (pure): their own, or the first time seen.
 
     `seen` maps `str(ref)` to the time an object was first seen; returns the objects and
-    the new map (objects no longer present dropped, newcomers stamped `now`).
+    the new map (objects no longer present dropped, newcomers stamped `now`). `memo`
+    (kept by the caller between calls; updated): ref → the object last stamped and its
+    stamped copy, handed back when the same object comes again with the same time, so an
+    unchanged object stays the same object from one reload to the next.
     """
     out: list[ApiObject] = []
     kept: dict[str, datetime] = {}
@@ -41,8 +50,18 @@ def stamp(
         ref = str(obj.ref)
         when = kept.get(ref) or seen.get(ref) or now
         kept[ref] = when
+        hit = memo.get(ref) if memo is not None else None
+        if hit is not None and hit[0] is obj and hit[1].metadata.creation_timestamp == when:
+            out.append(hit[1])
+            continue
         meta = obj.metadata.model_copy(update={"creation_timestamp": when})
-        out.append(obj.model_copy(update={"metadata": meta}))
+        stamped = obj.model_copy(update={"metadata": meta})
+        if memo is not None:
+            memo[ref] = (obj, stamped)
+        out.append(stamped)
+    if memo is not None and len(memo) > len(kept):
+        for gone in [ref for ref in memo if ref not in kept]:
+            del memo[gone]
     return out, kept
 
 
@@ -52,6 +71,7 @@ class FirstSeen:
     def __init__(self, state_dir: Path | None) -> None:
         self.path = state_dir / FILE_NAME if state_dir is not None else None
         self.seen = self._load()
+        self._stamped: Stamped = {}
 
     def _load(self) -> dict[str, datetime]:
         if self.path is None or not self.path.exists():
@@ -68,7 +88,7 @@ class FirstSeen:
             return {}
 
     def stamp(self, objects: Sequence[ApiObject], now: datetime) -> list[ApiObject]:
-        out, seen = stamp(objects, self.seen, now)
+        out, seen = stamp(objects, self.seen, now, self._stamped)
         if seen != self.seen:
             self.seen = seen
             self._save()
@@ -78,4 +98,5 @@ class FirstSeen:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(self.path, {ref: t.isoformat() for ref, t in self.seen.items()})
+        times = {ref: t.isoformat() for ref, t in self.seen.items()}
+        write_json(self.path, times, pretty=len(times) <= PRETTY_MAX)

@@ -31,8 +31,9 @@ from teapot_lb.model.problem import FILE
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import decisions_json, summary
 from teapot_lb.speaker.vip_backend import VIPBackend
-from teapot_lb.standalone.assign import Assignment, Planned, planned_objects
+from teapot_lb.standalone.assign import Assigned, Assignment, Planned, planned_objects
 from teapot_lb.standalone.directory import (
+    PRETTY_MAX,
     FileCache,
     Fingerprint,
     Snapshot,
@@ -100,6 +101,10 @@ class ManifestSource:
         self._seen: Fingerprint | None = None
         self._files = FileCache()
         self._first_seen = FirstSeen(state_dir)
+        # The objects the assignment reads (its own Store: it runs in a thread), and the
+        # Services given their status last time.
+        self._assigning = Store()
+        self._assigned: Assigned = {}
         self._gone = False
         self._log = log.get("standalone")
 
@@ -140,9 +145,16 @@ class ManifestSource:
         return self._apply(*self._compute())
 
     def _compute(self) -> tuple[Snapshot, dict[str, Assignment], Planned]:
-        """Read and assign (the slow part; no Store, no loop: may run in a thread)."""
+        """Read and assign (the slow part; not the speaker's Store, no loop: may run in a
+        thread). What did not change comes out as the same objects as the last time (the
+        file cache, the creation stamps and the assigned copies are kept): the speaker's
+        Store records only what changed, and its plan cache replans only that."""
         snap = read(self.manifests, self.state_dir, self._files, self._stamp)
-        assignments, planned = planned_objects(snap.view(), self.options, snap.unparsed_pools)
+        snap.fill(self._assigning)
+        view = self._assigning.view()
+        assignments, planned = planned_objects(
+            view, self.options, snap.unparsed_pools, self._assigned
+        )
         return snap, assignments, planned
 
     def _stamp(self, objects: Sequence[ApiObject]) -> list[ApiObject]:
@@ -281,6 +293,9 @@ class StatusWriter:
         self.stopped = False
         state_dir.mkdir(parents=True, exist_ok=True)
         self.events_path = state_dir / "events.log"
+        # Each Service's entry and what it was made from (kept objects are reused: a step
+        # leaves the assignment and report of the Services it did not change as they were).
+        self._entries: dict[str, tuple[object, object, object, dict[str, Any]]] = {}
 
     def _ensure_state_dir(self) -> None:
         """Recreate the state directory if it went (the default one is inside the
@@ -302,16 +317,26 @@ class StatusWriter:
         loaded = self.source.loaded
         assignments: Mapping[str, Assignment] = loaded.assignments if loaded else {}
         services: dict[str, Any] = {}
+        entries: dict[str, tuple[object, object, object, dict[str, Any]]] = {}
         for key, a in sorted(assignments.items()):
-            services[key] = {
-                "ips": [str(ip) for ip in a.ips],
-                "pool": a.pool,
-                "refused": a.refused,
-                "vrids": a.vrids,
-                "vrid_refused": list(a.vrid_refused),
-                "announcing": summary(result.announcing.get(key, ())) if result else "",
-                "failures": dict(result.failures.get(key, {})) if result else {},
-            }
+            announcing = result.announcing.get(key, ()) if result else None
+            failures = result.failures.get(key) if result else None
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] is a and hit[1] is announcing and hit[2] is failures:
+                entry = hit[3]  # (unchanged: what a step did not touch keeps its objects)
+            else:
+                entry = {
+                    "ips": [str(ip) for ip in a.ips],
+                    "pool": a.pool,
+                    "refused": a.refused,
+                    "vrids": a.vrids,
+                    "vrid_refused": list(a.vrid_refused),
+                    "announcing": summary(announcing) if announcing is not None else "",
+                    "failures": dict(failures or {}),
+                }
+            services[key] = entry
+            entries[key] = (a, announcing, failures, entry)
+        self._entries = entries
         doc: dict[str, Any] = {
             "node": self.node,
             "time": time.time(),
@@ -367,4 +392,5 @@ class StatusWriter:
 
     def write(self, result: StepResult | None) -> None:
         self._ensure_state_dir()
-        write_json(self.state_dir / "status.json", self.document(result))
+        doc = self.document(result)
+        write_json(self.state_dir / "status.json", doc, pretty=len(doc["services"]) <= PRETTY_MAX)
