@@ -20,16 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from teapot_lb import ipam
 from teapot_lb.cluster import ClusterView, Kind
+from teapot_lb.cluster.changes import ChangeLog
 from teapot_lb.controller import (
+    AllocationState,
     ControllerOptions,
     ServiceOutcome,
     UnparsedPool,
     rebuild,
     reconcile_service,
 )
+from teapot_lb.controller.convert import held_ips
 from teapot_lb.model import ApiObject, IPAddress, Service
 from teapot_lb.model.common import creation_order
 from teapot_lb.model.service import (
@@ -69,7 +73,28 @@ def assign_all(
     """:func:`assign`, and the keys of the pools the controller core left out as invalid
     (an overlapping newcomer): the speaker must not see them either, or it would take an
     IP of the pool in use for one of theirs."""
-    options = options or ControllerOptions()
+    done = _from_scratch(view, options or ControllerOptions(), unparsed_pools)
+    return _assignments(done.state, done.outcomes), frozenset(done.state.config.problems)
+
+
+@dataclass
+class _Done:
+    """An assignment's state and outcomes, and what the next one needs to build on it."""
+
+    state: AllocationState
+    outcomes: dict[str, ServiceOutcome]
+    settled: bool  # the first pass left nothing to try again
+    newest: tuple[datetime, str, str] | None  # the newest Service's creation order
+    options: ControllerOptions
+    unparsed_pools: Mapping[str, UnparsedPool] | None
+    changes: tuple[ChangeLog, int] | None  # where the view's Store stood
+
+
+def _from_scratch(
+    view: ClusterView,
+    options: ControllerOptions,
+    unparsed_pools: Mapping[str, UnparsedPool] | None,
+) -> _Done:
     state = rebuild(view, options, unparsed_pools)
     outcomes: dict[str, ServiceOutcome] = {}
 
@@ -77,6 +102,8 @@ def assign_all(
         return sorted(keys, key=lambda k: creation_order(view.services[k]))
 
     pending = first_created(view.services)
+    newest = creation_order(view.services[pending[-1]]) if pending else None
+    settled = True
     # Requeues (a freed address may satisfy a refused Service) converge quickly; bounded.
     for _ in range(3):
         requeue: set[str] = set()
@@ -87,6 +114,13 @@ def assign_all(
         pending = first_created(k for k in requeue if k in view.services)
         if not pending:
             break
+        settled = False
+    return _Done(state, outcomes, settled, newest, options, unparsed_pools, view.changes)
+
+
+def _assignments(
+    state: AllocationState, outcomes: Mapping[str, ServiceOutcome]
+) -> dict[str, Assignment]:
     out: dict[str, Assignment] = {}
     for key, outcome in sorted(outcomes.items()):
         result = outcome.result
@@ -95,7 +129,87 @@ def assign_all(
             out[key] = Assignment(key, result.ips, result.pool, None, outcome.vrids, refused)
         elif isinstance(result, ipam.Refused):
             out[key] = Assignment(key, (), None, result.message)
-    return out, frozenset(state.config.problems)
+    return out
+
+
+class Assigner:
+    """:func:`assign_all` for one manifest directory, kept between its reloads.
+
+    When the only change since the last call is Services added — each newer than every
+    Service before, showing no IPs in its status, and the last call left nothing to try
+    again — only those are reconciled, oldest first, on the state the last call left: the
+    very order :func:`assign_all` would reconcile them in, after the same work, so the
+    result is the same (the tests compare them). That is the usual edit (a new Service);
+    anything else (a Service changed or removed, a pool, options, a Namespace) assigns
+    everything again from scratch.
+    """
+
+    def __init__(self) -> None:
+        self._done: _Done | None = None
+        self._assignments: dict[str, Assignment] = {}
+        self.reconciled = 0  # Services reconciled by the last call (for tests and logs)
+
+    def assign(
+        self,
+        view: ClusterView,
+        options: ControllerOptions | None = None,
+        unparsed_pools: Mapping[str, UnparsedPool] | None = None,
+    ) -> tuple[dict[str, Assignment], frozenset[str]]:
+        options = options or ControllerOptions()
+        added = self._added(view, options, unparsed_pools)
+        done = self._done
+        if added is None or done is None:
+            done = self._done = _from_scratch(view, options, unparsed_pools)
+            self._assignments = _assignments(done.state, done.outcomes)
+            self.reconciled = len(done.outcomes)
+        else:
+            for key in added:
+                outcome = reconcile_service(view, done.state, key, unparsed_pools)
+                done.outcomes[key] = outcome
+                if outcome.requeue:
+                    done.settled = False  # (the next change starts from scratch)
+            if added:
+                done.newest = creation_order(view.services[added[-1]])
+            done.changes = view.changes
+            new = _assignments(done.state, {k: done.outcomes[k] for k in added})
+            self._assignments = dict(sorted({**self._assignments, **new}.items()))
+            self.reconciled = len(added)
+        return dict(self._assignments), frozenset(done.state.config.problems)
+
+    def _added(
+        self,
+        view: ClusterView,
+        options: ControllerOptions,
+        unparsed_pools: Mapping[str, UnparsedPool] | None,
+    ) -> list[str] | None:
+        """The Services added since the last call, oldest first, when they are the only
+        change and may be reconciled after the others; else None."""
+        done = self._done
+        if done is None or not done.settled or done.changes is None or view.changes is None:
+            return None
+        if options != done.options or unparsed_pools != done.unparsed_pools:
+            return None
+        log, mark = view.changes
+        if log is not done.changes[0]:
+            return None
+        changes = log.between(done.changes[1], mark)
+        if changes is None:
+            return None
+        keys: set[str] = set()
+        for change in changes:
+            if change.kind is not Kind.SERVICE or change.key in done.outcomes:
+                return None  # another kind, every key, or a Service changed or removed
+            keys.add(change.key)
+        if any(k not in view.services or held_ips(view.services[k]) for k in keys):
+            return None
+        added = sorted(keys, key=lambda k: creation_order(view.services[k]))
+        if (
+            added
+            and done.newest is not None
+            and creation_order(view.services[added[0]]) <= done.newest
+        ):
+            return None
+        return added
 
 
 Planned = dict[Kind, dict[str, ApiObject]]
@@ -106,11 +220,15 @@ def planned_objects(
     options: ControllerOptions | None = None,
     unparsed_pools: Mapping[str, UnparsedPool] | None = None,
     memo: Assigned | None = None,
+    assigner: Assigner | None = None,
 ) -> tuple[dict[str, Assignment], Planned]:
     """What a node's speaker plans from: every Service with its assigned IPs in status,
     and the pools the controller core uses (the objects of those two kinds only).
-    `memo`: see :func:`assigned_services`."""
-    assignments, unused = assign_all(view, options, unparsed_pools)
+    `memo`: see :func:`assigned_services`; `assigner`: one kept between reloads."""
+    if assigner is not None:
+        assignments, unused = assigner.assign(view, options, unparsed_pools)
+    else:
+        assignments, unused = assign_all(view, options, unparsed_pools)
     pools: dict[str, ApiObject] = {k: p for k, p in view.pools.items() if k not in unused}
     services: dict[str, ApiObject] = dict(assigned_services(view, assignments, memo))
     return assignments, {Kind.SERVICE: services, Kind.ADDRESS_POOL: pools}

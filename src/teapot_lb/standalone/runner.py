@@ -31,7 +31,13 @@ from teapot_lb.model.problem import FILE
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import decisions_json, summary
 from teapot_lb.speaker.vip_backend import VIPBackend
-from teapot_lb.standalone.assign import Assigned, Assignment, Planned, planned_objects
+from teapot_lb.standalone.assign import (
+    Assigned,
+    Assigner,
+    Assignment,
+    Planned,
+    planned_objects,
+)
 from teapot_lb.standalone.directory import (
     PRETTY_MAX,
     FileCache,
@@ -104,6 +110,7 @@ class ManifestSource:
         # The objects the assignment reads (its own Store: it runs in a thread), and the
         # Services given their status last time.
         self._assigning = Store()
+        self._assigner = Assigner()
         self._assigned: Assigned = {}
         self._gone = False
         self._log = log.get("standalone")
@@ -153,7 +160,7 @@ class ManifestSource:
         snap.fill(self._assigning)
         view = self._assigning.view()
         assignments, planned = planned_objects(
-            view, self.options, snap.unparsed_pools, self._assigned
+            view, self.options, snap.unparsed_pools, self._assigned, self._assigner
         )
         return snap, assignments, planned
 
@@ -282,13 +289,31 @@ def vip_details(vip: VIPBackend) -> dict[str, Any]:
     }
 
 
-class StatusWriter:
-    """Writes what this node decided and does to `<state-dir>/status.json`."""
+# With more Services than PRETTY_MAX, status.json is rewritten at most this often (the
+# latest step's state; always at stop): at 100k Services a write costs over a second of
+# the event loop, and a burst of steps would spend most of its time rewriting the file.
+LARGE_STATUS_INTERVAL_S = 5.0
 
-    def __init__(self, node: str, state_dir: Path, source: ManifestSource) -> None:
+
+class StatusWriter:
+    """Writes what this node decided and does to `<state-dir>/status.json`: after every
+    step, or at most every :data:`LARGE_STATUS_INTERVAL_S` past :data:`PRETTY_MAX` Services
+    (`events.log` still gets every Event at once)."""
+
+    def __init__(
+        self,
+        node: str,
+        state_dir: Path,
+        source: ManifestSource,
+        large_interval_s: float = LARGE_STATUS_INTERVAL_S,
+    ) -> None:
         self.node = node
         self.state_dir = state_dir
         self.source = source
+        self.large_interval_s = large_interval_s
+        self._written_at: float | None = None  # loop time of the last write
+        self._pending: asyncio.TimerHandle | None = None
+        self._latest: StepResult | None = None
         self.speaker: NodeSpeaker | None = None
         self.stopped = False
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -311,7 +336,21 @@ class StatusWriter:
                 kind = "Warning" if ev.warning else "Normal"
                 line = {"time": time.time(), "service": ev.service, "type": kind}
                 fh.write(json.dumps({**line, "reason": ev.reason, "message": ev.message}) + "\n")
-        self.write(result)
+        self._latest = result
+        loop = asyncio.get_running_loop()
+        loaded = self.source.loaded
+        if loaded is None or len(loaded.assignments) <= PRETTY_MAX or self._written_at is None:
+            self.write(result)
+            return
+        wait = self._written_at + self.large_interval_s - loop.time()
+        if wait <= 0:
+            self.write(result)
+        elif self._pending is None:
+            self._pending = loop.call_later(wait, self._write_latest)
+
+    def _write_latest(self) -> None:
+        self._pending = None
+        self.write(self._latest)
 
     def document(self, result: StepResult | None) -> dict[str, Any]:
         loaded = self.source.loaded
@@ -391,6 +430,11 @@ class StatusWriter:
         return doc
 
     def write(self, result: StepResult | None) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+        with contextlib.suppress(RuntimeError):  # (no loop: a write at stop, or a test's)
+            self._written_at = asyncio.get_running_loop().time()
         self._ensure_state_dir()
         doc = self.document(result)
         write_json(self.state_dir / "status.json", doc, pretty=len(doc["services"]) <= PRETTY_MAX)

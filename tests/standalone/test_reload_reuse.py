@@ -1,0 +1,158 @@
+"""A manifest reload costs what changed: the kept assignment gives assign_all's result, and
+what did not change reaches the speaker's Store as the same objects (issue 19)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from teapot_lb.announce.plan import Plan
+from teapot_lb.cluster import Kind, Store, object_key
+from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.model import parse_object
+from teapot_lb.speaker.node import StepResult
+from teapot_lb.standalone.assign import Assigner, assign_all
+from teapot_lb.standalone.directory import PRETTY_MAX
+from teapot_lb.standalone.runner import ManifestSource, StatusWriter
+
+from .netlab import ours, service, write
+
+T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+NAMES = tuple(f"s{i}" for i in range(8))
+
+
+def put(store: Store, doc: dict[str, Any]) -> None:
+    obj, problems = parse_object(doc)
+    assert obj is not None and not problems, problems
+    store.put_object(obj)
+
+
+def pools(small: bool) -> list[dict[str, Any]]:
+    return [
+        ours("AddressPool", "a", {"addresses": ["203.0.113.0/30" if small else "203.0.113.0/29"]}),
+        ours("AddressPool", "b", {"addresses": ["198.51.100.0/31"], "autoAssign": False}),
+    ]
+
+
+def service_doc(name: str, minute: int, how: str) -> dict[str, Any]:
+    """A Service created at T0 + `minute`: plain, asking for an IP, from pool b, or showing
+    an IP in its status."""
+    doc = service(name, "203.0.113.2" if how == "ip" else None)
+    meta = doc["metadata"]
+    meta["creationTimestamp"] = (T0 + timedelta(minutes=minute)).isoformat()
+    if how == "pool-b":
+        meta.setdefault("annotations", {})["lb.teapot.io/pool"] = "b"
+    if how == "status":
+        doc["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}}
+    return doc
+
+
+changes = st.one_of(
+    # Mostly the usual edit: a new Service, newer than the others.
+    st.tuples(st.just("add"), st.sampled_from(NAMES), st.sampled_from(["plain", "plain", "ip"])),
+    st.tuples(st.just("add"), st.sampled_from(NAMES), st.sampled_from(["pool-b", "status"])),
+    st.tuples(st.just("older"), st.sampled_from(NAMES)),  # created before the others
+    st.tuples(st.just("delete"), st.sampled_from(NAMES)),
+    st.tuples(st.just("pools"), st.booleans()),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(changes, min_size=1, max_size=25))
+def test_the_kept_assignment_equals_assigning_from_scratch(steps: list[tuple[Any, ...]]) -> None:
+    store = Store()
+    for doc in pools(small=True):
+        put(store, doc)
+    assigner = Assigner()
+    for minute, (what, *args) in enumerate(steps, 1):
+        if what == "add":
+            put(store, service_doc(args[0], minute, args[1]))
+        elif what == "older":
+            put(store, service_doc(args[0], -minute, "plain"))
+        elif what == "delete":
+            store.delete(Kind.SERVICE, object_key("default", args[0]))
+        else:
+            for doc in pools(small=args[0]):
+                put(store, doc)
+        view = store.view()
+        assert assigner.assign(view) == assign_all(view)
+
+
+def test_a_new_service_is_the_only_one_reconciled() -> None:
+    store = Store()
+    for doc in pools(small=False):
+        put(store, doc)
+    for i, name in enumerate(NAMES[:5]):
+        put(store, service_doc(name, i, "plain"))
+    assigner = Assigner()
+    assigner.assign(store.view())
+    assert assigner.reconciled == 5
+    put(store, service_doc("new", 10, "plain"))
+    got = assigner.assign(store.view())
+    assert assigner.reconciled == 1 and got == assign_all(store.view())
+    # A Service removed: from scratch (a younger one may take its IP).
+    store.delete(Kind.SERVICE, "default/s0")
+    got = assigner.assign(store.view())
+    assert assigner.reconciled == 5 and got == assign_all(store.view())
+
+
+def test_a_reload_hands_the_speaker_only_what_changed(tmp_path: Path) -> None:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    write(manifests / "config.yaml", pools(small=False))
+    write(manifests / "services.yaml", [service(f"svc{i}") for i in range(4)])
+    store = Store()
+    source = ManifestSource(manifests, store, state_dir=tmp_path / "state")
+    source.reload()
+    before = {key: store.get(Kind.SERVICE, key) for key in store.view().services}
+    mark = store.changes.mark
+    write(manifests / "new.yaml", [service("new")])
+    source.reload()
+    changes = store.changes.between(mark, store.changes.mark)
+    assert changes is not None
+    assert [(c.kind, c.key) for c in changes] == [(Kind.SERVICE, "default/new")]
+    for key, obj in before.items():
+        assert store.get(Kind.SERVICE, key) is obj, f"{key} was replaced by an equal copy"
+    new = store.get(Kind.SERVICE, "default/new")
+    assert new is not None and [str(ip) for ip in new.ingress_ips()] == ["203.0.113.4"]
+    # An unchanged directory read again changes nothing at all.
+    mark = store.changes.mark
+    source.reload()
+    assert store.changes.mark == mark
+
+
+async def test_a_large_status_file_is_rewritten_at_most_every_interval(tmp_path: Path) -> None:
+    manifests, state = tmp_path / "manifests", tmp_path / "state"
+    manifests.mkdir()
+    big = [ours("AddressPool", "v6", {"addresses": ["2001:db8::/112"]})]
+    write(manifests / "all.yaml", big + [service(f"svc{i}") for i in range(PRETTY_MAX + 1)])
+    source = ManifestSource(manifests, Store(), state_dir=state)
+    source.reload()
+    writer = StatusWriter("n1", state, source, large_interval_s=0.3)
+    written: list[StepResult | None] = []
+    document = writer.document
+
+    def recording(result: StepResult | None) -> dict[str, Any]:
+        written.append(result)
+        return document(result)
+
+    writer.document = recording  # type: ignore[method-assign]
+    plan = Plan("n1", frozenset(), ())
+    steps = [StepResult(plan, Store().view(), {}, {}, (), float(i)) for i in range(3)]
+    for step in steps:
+        await writer(step)
+    assert written == [steps[0]]  # the first at once, the others held back
+    await wait_for_async(lambda: len(written) == 2, within=10, what="the held-back write")
+    assert written[1] is steps[2], "the latest step's state is written"
+    assert json.loads((state / "status.json").read_text())["generation"] == 1
+    # At or under PRETTY_MAX Services, every step is written at once.
+    write(manifests / "all.yaml", [*big, service("svc0")])
+    source.reload()
+    await writer(steps[0])
+    await writer(steps[1])
+    assert written[2:] == steps[:2]
