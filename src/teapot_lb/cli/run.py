@@ -16,6 +16,7 @@ from teapot_lb import log
 from teapot_lb.cluster import Store
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
+from teapot_lb.longlived import freeze_after_slow_full_passes
 from teapot_lb.membership.key import KeyFileError, read_key_file
 from teapot_lb.membership.udp import DEFAULT_PORT
 from teapot_lb.model import LOAD_BALANCER_CLASS
@@ -84,6 +85,7 @@ async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None
         asyncio.create_task(speaker.run(), name="speaker"),
     ]
     speaker.notify()
+    stop_freezing = freeze_after_slow_full_passes()  # (a lasting 100k-Service heap)
     try:
         await stop.wait()
     finally:
@@ -99,6 +101,7 @@ async def run_node(config: RunConfig, stop: asyncio.Event | None = None) -> None
         if monitor is not None:
             await monitor.stop()
         marker.end()
+        stop_freezing()
         logger.info("stopped")
 
 

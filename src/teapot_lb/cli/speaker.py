@@ -24,6 +24,7 @@ from teapot_lb.cluster.projection import speaker_projection
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
+from teapot_lb.longlived import freeze_after_slow_full_passes
 from teapot_lb.membership.udp import DEFAULT_PORT
 from teapot_lb.speaker.kube_reporter import KubeReporter
 from teapot_lb.speaker.kube_source import KubeSource
@@ -75,6 +76,7 @@ async def run_speaker(
             asyncio.create_task(_run_when_synced(source, speaker), name="speaker"),
         ]
         logger.info("started")
+        stop_freezing = freeze_after_slow_full_passes()  # (a lasting 100k-Service heap)
         try:
             await stop.wait()
         finally:
@@ -90,6 +92,7 @@ async def run_speaker(
             if monitor is not None:
                 await monitor.stop()
             marker.end()
+            stop_freezing()
             logger.info("stopped")
     return speaker
 

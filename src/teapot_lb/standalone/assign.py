@@ -79,7 +79,8 @@ def assign_all(
 
 @dataclass
 class _Done:
-    """An assignment's state and outcomes, and what the next one needs to build on it."""
+    """An assignment's state and outcomes, and what the next one needs to build on it
+    (the Assigner keeps only the keys of the outcomes: their Events are not needed again)."""
 
     state: AllocationState
     outcomes: dict[str, ServiceOutcome]
@@ -147,6 +148,7 @@ class Assigner:
     def __init__(self) -> None:
         self._done: _Done | None = None
         self._assignments: dict[str, Assignment] = {}
+        self._keys: set[str] = set()  # the Services reconciled so far
         self.reconciled = 0  # Services reconciled by the last call (for tests and logs)
 
     def assign(
@@ -162,16 +164,20 @@ class Assigner:
             done = self._done = _from_scratch(view, options, unparsed_pools)
             self._assignments = _assignments(done.state, done.outcomes)
             self.reconciled = len(done.outcomes)
+            self._keys = set(done.outcomes)
+            done.outcomes = {}
         else:
             for key in added:
                 outcome = reconcile_service(view, done.state, key, unparsed_pools)
                 done.outcomes[key] = outcome
+                self._keys.add(key)
                 if outcome.requeue:
                     done.settled = False  # (the next change starts from scratch)
             if added:
                 done.newest = creation_order(view.services[added[-1]])
             done.changes = view.changes
-            new = _assignments(done.state, {k: done.outcomes[k] for k in added})
+            new = _assignments(done.state, done.outcomes)
+            done.outcomes = {}
             self._assignments = dict(sorted({**self._assignments, **new}.items()))
             self.reconciled = len(added)
         return dict(self._assignments), frozenset(done.state.config.problems)
@@ -197,7 +203,7 @@ class Assigner:
             return None
         keys: set[str] = set()
         for change in changes:
-            if change.kind is not Kind.SERVICE or change.key in done.outcomes:
+            if change.kind is not Kind.SERVICE or change.key in self._keys:
                 return None  # another kind, every key, or a Service changed or removed
             keys.add(change.key)
         if any(k not in view.services or held_ips(view.services[k]) for k in keys):
