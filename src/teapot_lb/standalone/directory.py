@@ -31,6 +31,7 @@ from teapot_lb.model.manifest import (
     read_documents,
 )
 from teapot_lb.validation import validate_manifest
+from teapot_lb.validation.kept import KeptChecks
 
 Fingerprint = tuple[tuple[str, int, int, int], ...]
 
@@ -134,6 +135,8 @@ class FileCache:
     keeps its last good content."""
 
     entries: dict[str, _File] = field(default_factory=dict)
+    # Each Service's own validation, kept while it and the pools stay the same objects.
+    checks: KeptChecks = field(default_factory=KeptChecks)
 
 
 # A file read cleanly: its (size, mtime, inode), its documents parsed, and the problems of
@@ -196,7 +199,9 @@ def read(
         manifest.objects = stamp(manifest.objects)
     # The manifests are standalone mode's only source of Secrets: a BGPPeer's missing
     # passwordSecret is a problem of the peer.
-    problems = validate_manifest(manifest, secrets_known=True)
+    problems = validate_manifest(
+        manifest, secrets_known=True, kept=cache.checks if cache is not None else None
+    )
     bad: set[ObjectRef] = {p.ref for p in problems}
     snap = Snapshot(problems=problems, files=[str(f) for f in files], secrets=manifest.secrets)
     for obj in manifest.objects:

@@ -24,7 +24,8 @@ from teapot_lb.standalone.directory import PRETTY_MAX, write_json
 FILE_NAME = "first-seen.json"
 
 
-Stamped = dict[str, tuple[ApiObject, ApiObject]]
+# id of an object last stamped → (that object, its ref as text, its stamped copy).
+Stamped = dict[int, tuple[ApiObject, str, ApiObject]]
 
 
 def stamp(
@@ -37,31 +38,32 @@ def stamp(
 
     `seen` maps `str(ref)` to the time an object was first seen; returns the objects and
     the new map (objects no longer present dropped, newcomers stamped `now`). `memo`
-    (kept by the caller between calls; updated): ref → the object last stamped and its
-    stamped copy, handed back when the same object comes again with the same time, so an
-    unchanged object stays the same object from one reload to the next.
+    (kept by the caller between calls; updated): the objects last stamped, so that the
+    same object coming again with the same time gets the same stamped copy back (an
+    unchanged object stays the same object from one reload to the next) and its ref is
+    not made again.
     """
     out: list[ApiObject] = []
     kept: dict[str, datetime] = {}
+    used: Stamped = {}
     for obj in objects:
         if obj.metadata.creation_timestamp is not None:
             out.append(obj)
             continue
-        ref = str(obj.ref)
+        hit = memo.get(id(obj)) if memo is not None else None
+        if hit is not None and hit[0] is not obj:
+            hit = None
+        ref = hit[1] if hit is not None else str(obj.ref)
         when = kept.get(ref) or seen.get(ref) or now
         kept[ref] = when
-        hit = memo.get(ref) if memo is not None else None
-        if hit is not None and hit[0] is obj and hit[1].metadata.creation_timestamp == when:
-            out.append(hit[1])
-            continue
-        meta = obj.metadata.model_copy(update={"creation_timestamp": when})
-        stamped = obj.model_copy(update={"metadata": meta})
-        if memo is not None:
-            memo[ref] = (obj, stamped)
-        out.append(stamped)
-    if memo is not None and len(memo) > len(kept):
-        for gone in [ref for ref in memo if ref not in kept]:
-            del memo[gone]
+        if hit is None or hit[2].metadata.creation_timestamp != when:
+            meta = obj.metadata.model_copy(update={"creation_timestamp": when})
+            hit = (obj, ref, obj.model_copy(update={"metadata": meta}))
+        used[id(obj)] = hit
+        out.append(hit[2])
+    if memo is not None:
+        memo.clear()
+        memo.update(used)
     return out, kept
 
 

@@ -27,6 +27,7 @@ from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.model.vip import VIPAdvertisement
+from teapot_lb.validation.kept import KeptChecks
 
 # The kinds a configuration holds: every kind of the registry that manifests may hold.
 MANIFEST_KINDS = tuple(info for info in KINDS if info.in_manifests)
@@ -69,6 +70,8 @@ class ConfigSet:
     # Secrets by `namespace/name` (their keys), when the set knows which exist (standalone
     # mode's manifests); None: unknown (the webhook, manifests without Secrets).
     secrets: Mapping[str, Mapping[str, bytes]] | None = None
+    # Per-object results kept from the last validation of the same source (None: none).
+    kept: KeptChecks | None = None
 
     @classmethod
     def of(
@@ -76,8 +79,9 @@ class ConfigSet:
         objects: Iterable[ApiObject],
         unparsed: Iterable[ObjectRef] = (),
         secrets: Mapping[str, Mapping[str, bytes]] | None = None,
+        kept: KeptChecks | None = None,
     ) -> ConfigSet:
-        config = cls(unparsed=frozenset(unparsed), secrets=secrets)
+        config = cls(unparsed=frozenset(unparsed), secrets=secrets, kept=kept)
         for obj in objects:
             config.of_kind(REGISTRY[Kind(obj.kind)]).append(obj)
         return config

@@ -15,6 +15,7 @@ from teapot_lb.validation.bfd import bfd_profile_problems
 from teapot_lb.validation.bgp import bgp_advertisement_problems, peer_problems
 from teapot_lb.validation.config import ConfigSet
 from teapot_lb.validation.gateway import gateway_problems
+from teapot_lb.validation.kept import KeptChecks
 from teapot_lb.validation.names import name_problems
 from teapot_lb.validation.pools import pool_problems
 from teapot_lb.validation.services import service_problems
@@ -40,13 +41,19 @@ def validate(
     objects: Iterable[ApiObject] | ConfigSet,
     unparsed: Iterable[ObjectRef] = (),
     secrets: Mapping[str, Mapping[str, bytes]] | None = None,
+    kept: KeptChecks | None = None,
 ) -> list[Problem]:
     """Every problem in a configuration (pools, peers, advertisements, Services together).
 
     `unparsed` names objects that exist but could not be parsed, so that references to
-    them are not also reported as unknown; `secrets`: the Secrets that exist, when known.
+    them are not also reported as unknown; `secrets`: the Secrets that exist, when known;
+    `kept`: results of the last validation of the same source (:mod:`.kept`).
     """
-    config = objects if isinstance(objects, ConfigSet) else ConfigSet.of(objects, unparsed, secrets)
+    config = (
+        objects
+        if isinstance(objects, ConfigSet)
+        else ConfigSet.of(objects, unparsed, secrets, kept)
+    )
     return [p for rule in RULES for p in rule(config)]
 
 
@@ -80,13 +87,15 @@ def _shares_request(a: Service, b: Service) -> bool:
         return False
 
 
-def validate_manifest(manifest: Manifest, *, secrets_known: bool = False) -> list[Problem]:
+def validate_manifest(
+    manifest: Manifest, *, secrets_known: bool = False, kept: KeptChecks | None = None
+) -> list[Problem]:
     """Parse problems of a loaded manifest, then the rules, each marked with its file.
 
     A BGPPeer's `passwordSecret` is checked against the manifests' Secrets when they hold
     any, or always with `secrets_known` (standalone mode, where the manifests are the only
-    source of Secrets)."""
+    source of Secrets). `kept`: see :func:`validate`."""
     unparsed = [p.ref for p in manifest.problems]
     secrets = manifest.secrets if secrets_known or manifest.secrets else None
-    found = validate(manifest.objects, unparsed, secrets)
+    found = validate(manifest.objects, unparsed, secrets, kept)
     return manifest.problems + manifest.with_sources(found)

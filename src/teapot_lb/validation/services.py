@@ -30,20 +30,38 @@ def _ips_field(svc: Service) -> str:
 
 def service_problems(config: ConfigSet) -> Iterator[Problem]:
     requests: dict[IPAddress, list[Service]] = {}
+    kept = config.kept
+    if kept is not None:
+        kept.begin(config.pools, config.namespaces, sorted(config.unparsed))
     for svc in config.services:
         if not svc.is_handled():
             continue
-        try:
-            ips = svc.requested_ips()
-        except ValueError as err:
-            yield problem(svc.ref, _ips_field(svc), str(err))
-            continue
-        yield from _request_shape(svc, ips)
-        if config.pools:
-            yield from _pool_fit(config, svc, ips)
-        for ip in set(ips):
+        found: tuple[list[IPAddress] | None, list[Problem]] | None = (
+            kept.get(svc) if kept is not None else None
+        )
+        if found is None:
+            found = _own_problems(config, svc)
+            if kept is not None:
+                kept.put(svc, found)
+        ips, problems = found
+        yield from problems
+        for ip in set(ips or ()):
             requests.setdefault(ip, []).append(svc)
+    if kept is not None:
+        kept.end()
     yield from _sharing(requests)
+
+
+def _own_problems(config: ConfigSet, svc: Service) -> tuple[list[IPAddress] | None, list[Problem]]:
+    """The Service's requested IPs (None: they do not parse) and its own problems."""
+    try:
+        ips = svc.requested_ips()
+    except ValueError as err:
+        return None, [problem(svc.ref, _ips_field(svc), str(err))]
+    problems = list(_request_shape(svc, ips))
+    if config.pools:
+        problems.extend(_pool_fit(config, svc, ips))
+    return ips, problems
 
 
 def _request_shape(svc: Service, ips: list[IPAddress]) -> Iterator[Problem]:
