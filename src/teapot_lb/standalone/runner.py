@@ -318,9 +318,6 @@ class StatusWriter:
         self.stopped = False
         state_dir.mkdir(parents=True, exist_ok=True)
         self.events_path = state_dir / "events.log"
-        # Each Service's entry and what it was made from (kept objects are reused: a step
-        # leaves the assignment and report of the Services it did not change as they were).
-        self._entries: dict[str, tuple[object, object, object, dict[str, Any]]] = {}
 
     def _ensure_state_dir(self) -> None:
         """Recreate the state directory if it went (the default one is inside the
@@ -356,26 +353,16 @@ class StatusWriter:
         loaded = self.source.loaded
         assignments: Mapping[str, Assignment] = loaded.assignments if loaded else {}
         services: dict[str, Any] = {}
-        entries: dict[str, tuple[object, object, object, dict[str, Any]]] = {}
         for key, a in sorted(assignments.items()):
-            announcing = result.announcing.get(key, ()) if result else None
-            failures = result.failures.get(key) if result else None
-            hit = self._entries.get(key)
-            if hit is not None and hit[0] is a and hit[1] is announcing and hit[2] is failures:
-                entry = hit[3]  # (unchanged: what a step did not touch keeps its objects)
-            else:
-                entry = {
-                    "ips": [str(ip) for ip in a.ips],
-                    "pool": a.pool,
-                    "refused": a.refused,
-                    "vrids": a.vrids,
-                    "vrid_refused": list(a.vrid_refused),
-                    "announcing": summary(announcing) if announcing is not None else "",
-                    "failures": dict(failures or {}),
-                }
-            services[key] = entry
-            entries[key] = (a, announcing, failures, entry)
-        self._entries = entries
+            services[key] = {
+                "ips": [str(ip) for ip in a.ips],
+                "pool": a.pool,
+                "refused": a.refused,
+                "vrids": a.vrids,
+                "vrid_refused": list(a.vrid_refused),
+                "announcing": summary(result.announcing.get(key, ())) if result else "",
+                "failures": dict(result.failures.get(key, {})) if result else {},
+            }
         doc: dict[str, Any] = {
             "node": self.node,
             "time": time.time(),
