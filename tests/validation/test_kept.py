@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from model.builders import parse, pool
+from teapot_lb.kept import Kept
 from teapot_lb.model import ApiObject
 from teapot_lb.validation import validate
-from teapot_lb.validation.kept import KeptChecks
+from teapot_lb.validation.config import OwnChecks
 
 
 def svc(name: str, **notes: str) -> ApiObject:
@@ -20,12 +21,12 @@ def svc(name: str, **notes: str) -> ApiObject:
     return parse(doc)
 
 
-def messages(objects: list[ApiObject], kept: KeptChecks | None = None) -> list[str]:
+def messages(objects: list[ApiObject], kept: Kept[OwnChecks] | None = None) -> list[str]:
     return sorted(str(p) for p in validate(objects, kept=kept))
 
 
 def test_kept_results_follow_the_services_and_the_pools() -> None:
-    kept = KeptChecks()
+    kept: Kept[OwnChecks] = Kept()
     small = parse(pool("p1", "203.0.113.0/30"))
     asks = svc("a", **{"lb.teapot.io/ips": "203.0.113.9"})  # outside p1
     both = svc("b", **{"lb.teapot.io/ips": "203.0.113.1"})

@@ -34,6 +34,7 @@ from teapot_lb.controller import (
     reconcile_service,
 )
 from teapot_lb.controller.convert import held_ips
+from teapot_lb.kept import Kept
 from teapot_lb.model import ApiObject, IPAddress, Service
 from teapot_lb.model.common import creation_order
 from teapot_lb.model.service import (
@@ -73,17 +74,15 @@ def assign_all(
     """:func:`assign`, and the keys of the pools the controller core left out as invalid
     (an overlapping newcomer): the speaker must not see them either, or it would take an
     IP of the pool in use for one of theirs."""
-    done = _from_scratch(view, options or ControllerOptions(), unparsed_pools)
-    return _assignments(done.state, done.outcomes), frozenset(done.state.config.problems)
+    done, outcomes = _from_scratch(view, options or ControllerOptions(), unparsed_pools)
+    return _assignments(done.state, outcomes), frozenset(done.state.config.problems)
 
 
 @dataclass
 class _Done:
-    """An assignment's state and outcomes, and what the next one needs to build on it
-    (the Assigner keeps only the keys of the outcomes: their Events are not needed again)."""
+    """An assignment's state, and what the next one needs to build on it."""
 
     state: AllocationState
-    outcomes: dict[str, ServiceOutcome]
     settled: bool  # the first pass left nothing to try again
     newest: tuple[datetime, str, str] | None  # the newest Service's creation order
     options: ControllerOptions
@@ -95,7 +94,7 @@ def _from_scratch(
     view: ClusterView,
     options: ControllerOptions,
     unparsed_pools: Mapping[str, UnparsedPool] | None,
-) -> _Done:
+) -> tuple[_Done, dict[str, ServiceOutcome]]:
     state = rebuild(view, options, unparsed_pools)
     outcomes: dict[str, ServiceOutcome] = {}
 
@@ -116,7 +115,8 @@ def _from_scratch(
         if not pending:
             break
         settled = False
-    return _Done(state, outcomes, settled, newest, options, unparsed_pools, view.changes)
+    done = _Done(state, settled, newest, options, unparsed_pools, view.changes)
+    return done, outcomes
 
 
 def _assignments(
@@ -161,25 +161,23 @@ class Assigner:
         added = self._added(view, options, unparsed_pools)
         done = self._done
         if added is None or done is None:
-            done = self._done = _from_scratch(view, options, unparsed_pools)
-            self._assignments = _assignments(done.state, done.outcomes)
-            self.reconciled = len(done.outcomes)
-            self._keys = set(done.outcomes)
-            done.outcomes = {}
+            done, outcomes = _from_scratch(view, options, unparsed_pools)
+            self._done = done
+            self._assignments = _assignments(done.state, outcomes)
+            self._keys = set(outcomes)
         else:
+            outcomes = {}
             for key in added:
-                outcome = reconcile_service(view, done.state, key, unparsed_pools)
-                done.outcomes[key] = outcome
-                self._keys.add(key)
+                outcome = outcomes[key] = reconcile_service(view, done.state, key, unparsed_pools)
                 if outcome.requeue:
                     done.settled = False  # (the next change starts from scratch)
             if added:
                 done.newest = creation_order(view.services[added[-1]])
             done.changes = view.changes
-            new = _assignments(done.state, done.outcomes)
-            done.outcomes = {}
+            self._keys.update(outcomes)
+            new = _assignments(done.state, outcomes)
             self._assignments = dict(sorted({**self._assignments, **new}.items()))
-            self.reconciled = len(added)
+        self.reconciled = len(outcomes)
         return dict(self._assignments), frozenset(done.state.config.problems)
 
     def _added(
@@ -240,8 +238,8 @@ def planned_objects(
     return assignments, {Kind.SERVICE: services, Kind.ADDRESS_POOL: pools}
 
 
-# Service key → the Service last given its status, that status, and the copy made.
-Assigned = dict[str, tuple[Service, "Assignment", Service]]
+# A Service given its status: that status and the copy made.
+Assigned = Kept[tuple[Assignment, Service]]
 
 
 def with_status(service: Service, ips: tuple[IPAddress, ...], vrids: str | None = None) -> Service:
@@ -265,24 +263,24 @@ def assigned_services(
 ) -> dict[str, Service]:
     """Every Service of the view, those we handle carrying their assigned IPs in status.
 
-    `memo` (kept by the caller between calls; updated): a Service that comes again as the
-    same object with an equal assignment gets the copy made last time, so that an
-    unchanged Service stays the same object from one reload to the next (the speaker's
-    Store and plan cache then see that it did not change)."""
+    `memo` (kept by the caller between calls): a Service that comes again as the same
+    object with an equal assignment gets the copy made last time, so that an unchanged
+    Service stays the same object from one reload to the next (the speaker's Store and
+    plan cache then see that it did not change)."""
     out: dict[str, Service] = {}
+    if memo is not None:
+        memo.begin()
     for key, svc in view.services.items():
         a = assignments.get(key)
         if a is None:
             out[key] = svc
             continue
-        hit = memo.get(key) if memo is not None else None
-        if hit is not None and hit[0] is svc and hit[1] == a:
-            out[key] = hit[2]
-            continue
-        out[key] = with_status(svc, a.ips, a.vrids)
+        hit = memo.get(svc) if memo is not None else None
+        if hit is None or hit[0] != a:
+            hit = (a, with_status(svc, a.ips, a.vrids))
         if memo is not None:
-            memo[key] = (svc, a, out[key])
-    if memo is not None and len(memo) > len(out):
-        for gone in [key for key in memo if key not in out]:
-            del memo[gone]
+            memo.put(svc, hit)
+        out[key] = hit[1]
+    if memo is not None:
+        memo.end()
     return out

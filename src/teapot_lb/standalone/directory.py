@@ -18,6 +18,7 @@ from typing import Any
 
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import UnparsedPool
+from teapot_lb.kept import Kept
 from teapot_lb.model import ApiObject, ObjectRef, Problem
 from teapot_lb.model.kinds import KINDS
 from teapot_lb.model.manifest import (
@@ -31,7 +32,7 @@ from teapot_lb.model.manifest import (
     read_documents,
 )
 from teapot_lb.validation import validate_manifest
-from teapot_lb.validation.kept import KeptChecks
+from teapot_lb.validation.config import OwnChecks
 
 Fingerprint = tuple[tuple[str, int, int, int], ...]
 
@@ -136,7 +137,7 @@ class FileCache:
 
     entries: dict[str, _File] = field(default_factory=dict)
     # Each Service's own validation, kept while it and the pools stay the same objects.
-    checks: KeptChecks = field(default_factory=KeptChecks)
+    checks: Kept[OwnChecks] = field(default_factory=Kept)
 
 
 # A file read cleanly: its (size, mtime, inode), its documents parsed, and the problems of

@@ -18,52 +18,48 @@ from datetime import datetime
 from pathlib import Path
 
 from teapot_lb import log
+from teapot_lb.kept import Kept
 from teapot_lb.model import ApiObject
 from teapot_lb.standalone.directory import PRETTY_MAX, write_json
 
 FILE_NAME = "first-seen.json"
 
 
-# id of an object last stamped → (that object, its ref as text, its stamped copy).
-Stamped = dict[int, tuple[ApiObject, str, ApiObject]]
-
-
 def stamp(
     objects: Sequence[ApiObject],
     seen: dict[str, datetime],
     now: datetime,
-    memo: Stamped | None = None,
+    memo: Kept[tuple[str, ApiObject]] | None = None,
 ) -> tuple[list[ApiObject], dict[str, datetime]]:
     """`objects` with a creation time each (pure): their own, or the first time seen.
 
     `seen` maps `str(ref)` to the time an object was first seen; returns the objects and
     the new map (objects no longer present dropped, newcomers stamped `now`). `memo`
-    (kept by the caller between calls; updated): the objects last stamped, so that the
+    (kept by the caller between calls): each object's ref and stamped copy, so that the
     same object coming again with the same time gets the same stamped copy back (an
     unchanged object stays the same object from one reload to the next) and its ref is
     not made again.
     """
     out: list[ApiObject] = []
     kept: dict[str, datetime] = {}
-    used: Stamped = {}
+    if memo is not None:
+        memo.begin()
     for obj in objects:
         if obj.metadata.creation_timestamp is not None:
             out.append(obj)
             continue
-        hit = memo.get(id(obj)) if memo is not None else None
-        if hit is not None and hit[0] is not obj:
-            hit = None
-        ref = hit[1] if hit is not None else str(obj.ref)
+        hit = memo.get(obj) if memo is not None else None
+        ref = hit[0] if hit is not None else str(obj.ref)
         when = kept.get(ref) or seen.get(ref) or now
         kept[ref] = when
-        if hit is None or hit[2].metadata.creation_timestamp != when:
+        if hit is None or hit[1].metadata.creation_timestamp != when:
             meta = obj.metadata.model_copy(update={"creation_timestamp": when})
-            hit = (obj, ref, obj.model_copy(update={"metadata": meta}))
-        used[id(obj)] = hit
-        out.append(hit[2])
+            hit = (ref, obj.model_copy(update={"metadata": meta}))
+        if memo is not None:
+            memo.put(obj, hit)
+        out.append(hit[1])
     if memo is not None:
-        memo.clear()
-        memo.update(used)
+        memo.end()
     return out, kept
 
 
@@ -73,7 +69,7 @@ class FirstSeen:
     def __init__(self, state_dir: Path | None) -> None:
         self.path = state_dir / FILE_NAME if state_dir is not None else None
         self.seen = self._load()
-        self._stamped: Stamped = {}
+        self._stamped: Kept[tuple[str, ApiObject]] = Kept()
 
     def _load(self) -> dict[str, datetime]:
         if self.path is None or not self.path.exists():

@@ -111,7 +111,7 @@ class ManifestSource:
         # Services given their status last time.
         self._assigning = Store()
         self._assigner = Assigner()
-        self._assigned: Assigned = {}
+        self._assigned: Assigned = Assigned()
         self._gone = False
         self._log = log.get("standalone")
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate
 
+from teapot_lb.kept import Kept
 from teapot_lb.model.bfd import BFDProfile
 from teapot_lb.model.bgp import BGPAdvertisement, BGPPeer
 from teapot_lb.model.common import IPAddress, ObjectRef
@@ -24,10 +25,12 @@ from teapot_lb.model.kinds import KINDS, REGISTRY, ApiObject, Kind, KindInfo
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.ovn import OVNAdvertisement
 from teapot_lb.model.pool import AddressPool
+from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.model.vip import VIPAdvertisement
-from teapot_lb.validation.kept import KeptChecks
+
+OwnChecks = tuple[list[IPAddress] | None, list[Problem]]
 
 # The kinds a configuration holds: every kind of the registry that manifests may hold.
 MANIFEST_KINDS = tuple(info for info in KINDS if info.in_manifests)
@@ -70,8 +73,9 @@ class ConfigSet:
     # Secrets by `namespace/name` (their keys), when the set knows which exist (standalone
     # mode's manifests); None: unknown (the webhook, manifests without Secrets).
     secrets: Mapping[str, Mapping[str, bytes]] | None = None
-    # Per-object results kept from the last validation of the same source (None: none).
-    kept: KeptChecks | None = None
+    # Each Service's own checks kept from the last validation of the same source (None:
+    # none): its requested IPs (None: they do not parse) and its problems.
+    kept: Kept[OwnChecks] | None = None
 
     @classmethod
     def of(
@@ -79,7 +83,7 @@ class ConfigSet:
         objects: Iterable[ApiObject],
         unparsed: Iterable[ObjectRef] = (),
         secrets: Mapping[str, Mapping[str, bytes]] | None = None,
-        kept: KeptChecks | None = None,
+        kept: Kept[OwnChecks] | None = None,
     ) -> ConfigSet:
         config = cls(unparsed=frozenset(unparsed), secrets=secrets, kept=kept)
         for obj in objects:

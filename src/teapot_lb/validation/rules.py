@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from teapot_lb.kept import Kept
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.kinds import ApiObject
 from teapot_lb.model.manifest import Manifest
@@ -13,9 +14,8 @@ from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.validation.advertisements import l2_problems, ovn_problems, vip_problems
 from teapot_lb.validation.bfd import bfd_profile_problems
 from teapot_lb.validation.bgp import bgp_advertisement_problems, peer_problems
-from teapot_lb.validation.config import ConfigSet
+from teapot_lb.validation.config import ConfigSet, OwnChecks
 from teapot_lb.validation.gateway import gateway_problems
-from teapot_lb.validation.kept import KeptChecks
 from teapot_lb.validation.names import name_problems
 from teapot_lb.validation.pools import pool_problems
 from teapot_lb.validation.services import service_problems
@@ -41,13 +41,13 @@ def validate(
     objects: Iterable[ApiObject] | ConfigSet,
     unparsed: Iterable[ObjectRef] = (),
     secrets: Mapping[str, Mapping[str, bytes]] | None = None,
-    kept: KeptChecks | None = None,
+    kept: Kept[OwnChecks] | None = None,
 ) -> list[Problem]:
     """Every problem in a configuration (pools, peers, advertisements, Services together).
 
     `unparsed` names objects that exist but could not be parsed, so that references to
     them are not also reported as unknown; `secrets`: the Secrets that exist, when known;
-    `kept`: results of the last validation of the same source (:mod:`.kept`).
+    `kept`: each Service's own checks from the last validation of the same source.
     """
     config = (
         objects
@@ -88,7 +88,7 @@ def _shares_request(a: Service, b: Service) -> bool:
 
 
 def validate_manifest(
-    manifest: Manifest, *, secrets_known: bool = False, kept: KeptChecks | None = None
+    manifest: Manifest, *, secrets_known: bool = False, kept: Kept[OwnChecks] | None = None
 ) -> list[Problem]:
     """Parse problems of a loaded manifest, then the rules, each marked with its file.
 

@@ -18,7 +18,7 @@ from teapot_lb.model.service import (
     Service,
     sharing_conflict,
 )
-from teapot_lb.validation.config import ConfigSet
+from teapot_lb.validation.config import ConfigSet, OwnChecks
 
 IPS_FIELD = f"metadata.annotations[{ANNOTATION_IPS}]"
 POOL_FIELD = f"metadata.annotations[{ANNOTATION_POOL}]"
@@ -36,9 +36,7 @@ def service_problems(config: ConfigSet) -> Iterator[Problem]:
     for svc in config.services:
         if not svc.is_handled():
             continue
-        found: tuple[list[IPAddress] | None, list[Problem]] | None = (
-            kept.get(svc) if kept is not None else None
-        )
+        found = kept.get(svc) if kept is not None else None
         if found is None:
             found = _own_problems(config, svc)
             if kept is not None:
@@ -52,7 +50,7 @@ def service_problems(config: ConfigSet) -> Iterator[Problem]:
     yield from _sharing(requests)
 
 
-def _own_problems(config: ConfigSet, svc: Service) -> tuple[list[IPAddress] | None, list[Problem]]:
+def _own_problems(config: ConfigSet, svc: Service) -> OwnChecks:
     """The Service's requested IPs (None: they do not parse) and its own problems."""
     try:
         ips = svc.requested_ips()

@@ -1,0 +1,60 @@
+"""Results kept by object identity from one pass over many objects to the next (issue 19).
+
+Standalone mode reads its whole manifest directory at every reload; at 100k Services the
+per-object work (stamping creation times, giving each Service its assigned status,
+checking each Service's own rules) was most of a one-Service edit. The reader keeps the
+objects of unchanged files, so the same object comes again: a :class:`Kept` hands back
+what was made from it last time, and drops what no pass asked for (objects gone).
+
+A result may also depend on a context (the pools a Service is checked against): when the
+context of a pass differs from the last one's (other objects, and not equal ones), every
+result is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Kept(Generic[T]):
+    """Results by object identity, from the last pass, while the context stays the same.
+
+    One pass: :meth:`begin`, then :meth:`get` (and :meth:`put` for what was not found)
+    per object, then :meth:`end`."""
+
+    def __init__(self) -> None:
+        self._context: tuple[Sequence[object], ...] | None = None
+        self._held: dict[int, tuple[object, T]] = {}
+        self._used: dict[int, tuple[object, T]] = {}
+
+    def begin(self, *context: Sequence[object]) -> None:
+        """Start a pass; results of another context are dropped."""
+        if self._context is None or not _same(self._context, context):
+            self._held = {}
+        self._context = context
+        self._used = {}
+
+    def get(self, obj: object) -> T | None:
+        """What was kept for this very object (None: nothing)."""
+        hit = self._held.get(id(obj))
+        if hit is None or hit[0] is not obj:
+            return None
+        self._used[id(obj)] = hit
+        return hit[1]
+
+    def put(self, obj: object, result: T) -> None:
+        self._used[id(obj)] = (obj, result)
+
+    def end(self) -> None:
+        """Keep only what this pass used (objects gone are let go)."""
+        self._held, self._used = self._used, {}
+
+
+def _same(a: tuple[Sequence[object], ...], b: tuple[Sequence[object], ...]) -> bool:
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(p is q or p == q for p, q in zip(x, y, strict=True))
+        for x, y in zip(a, b, strict=True)
+    )
