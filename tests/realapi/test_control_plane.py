@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
@@ -60,24 +60,34 @@ def test_service_account_token_authenticates(kube_plane: ControlPlane) -> None:
     assert f"system:serviceaccount:{ns}:probe" in message
 
 
-def test_compaction_expires_a_watch_with_410(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def uncached_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A control plane of this module's own, without the watch cache: watches and the
+    pages of a list are then served by etcd, so a compaction expires them (each test
+    compacts it, in a namespace of its own)."""
     require_kube()
-    # Without the watch cache, watches are served by etcd: a compaction expires them.
     with ControlPlane(
-        tmp_path, controller_manager=False, apiserver_args=["--watch-cache=false"]
+        tmp_path_factory.mktemp("uncached"),
+        controller_manager=False,
+        apiserver_args=["--watch-cache=false"],
     ) as plane:
-        ns = _name("compact")
-        plane.kubectl("create", "namespace", ns)
-        doc = json.loads(plane.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/configmaps"))
-        old = doc["metadata"]["resourceVersion"]
-        for i in range(3):
-            plane.kubectl("create", "configmap", f"c{i}", "-n", ns)
-        assert plane.etcd.compact() > int(old)
-        watch = plane.kubectl(
-            "get", "--raw",
-            f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={old}&timeoutSeconds=2",
-            check=False,
-        )  # fmt: skip
+        yield plane
+
+
+def test_compaction_expires_a_watch_with_410(uncached_plane: ControlPlane) -> None:
+    plane = uncached_plane
+    ns = _name("compact")
+    plane.kubectl("create", "namespace", ns)
+    doc = json.loads(plane.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/configmaps"))
+    old = doc["metadata"]["resourceVersion"]
+    for i in range(3):
+        plane.kubectl("create", "configmap", f"c{i}", "-n", ns)
+    assert plane.etcd.compact() > int(old)
+    watch = plane.kubectl(
+        "get", "--raw",
+        f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={old}&timeoutSeconds=2",
+        check=False,
+    )  # fmt: skip
     assert '"code":410' in watch.replace(" ", "")
 
 
@@ -113,30 +123,25 @@ async def test_an_informer_lists_the_real_apiserver_in_pages(kube_plane: Control
     assert informer.lists == 1 and informer.errors == 0
 
 
-def test_a_compacted_continue_token_starts_the_list_over(tmp_path: Path) -> None:
-    require_kube()
-    # Without the watch cache, pages are read from etcd at the first page's revision: a
-    # compaction past it expires the token (410 Expired).
-    with ControlPlane(
-        tmp_path, controller_manager=False, apiserver_args=["--watch-cache=false"]
-    ) as plane:
-        ns = _name("expire")
-        plane.kubectl("create", "namespace", ns)
-
-        async def go() -> list[tuple[bool, list[str]]]:
-            async with await connect(plane.admin_kubeconfig) as client:
-                for name in ("a", "b", "c"):
-                    await client.create(LEASES, _lease(ns, name))
-                pages = client.list_pages(LEASES, namespace=ns, limit=2)
-                seen = [await anext(pages)]
-                await client.create(LEASES, _lease(ns, "d"))
-                plane.etcd.compact()
-                seen += [page async for page in pages]
-            return [(p.first, [o["metadata"]["name"] for o in p.items]) for p in seen]
-
-        pages = asyncio.run(go())
+async def test_a_compacted_continue_token_starts_the_list_over(
+    uncached_plane: ControlPlane,
+) -> None:
+    # Pages are read from etcd at the first page's revision: a compaction past it expires
+    # the token (410 Expired).
+    plane = uncached_plane
+    ns = _name("expire")
+    plane.kubectl("create", "namespace", ns)
+    async with await connect(plane.admin_kubeconfig) as client:
+        for name in ("a", "b", "c"):
+            await client.create(LEASES, _lease(ns, name))
+        pages = client.list_pages(LEASES, namespace=ns, limit=2)
+        seen = [await anext(pages)]
+        await client.create(LEASES, _lease(ns, "d"))
+        plane.etcd.compact()
+        seen += [page async for page in pages]
+    got = [(p.first, [o["metadata"]["name"] for o in p.items]) for p in seen]
     # The first page, then the list again from a new snapshot (with the Lease made since).
-    assert pages == [(True, ["a", "b"]), (True, ["a", "b"]), (False, ["c", "d"])]
+    assert got == [(True, ["a", "b"]), (True, ["a", "b"]), (False, ["c", "d"])]
 
 
 def test_forwarder_reaches_the_apiserver_from_a_namespace_and_cuts_it_off(
