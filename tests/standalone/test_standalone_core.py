@@ -214,7 +214,7 @@ def test_explain_now_column_shows_what_the_running_nodes_report(tmp_path: Path) 
 
 
 def test_only_changed_files_are_parsed_again(tmp_path: Path, monkeypatch: Any) -> None:
-    from teapot_lb.standalone import directory
+    from teapot_lb.standalone import delta, directory
 
     write(tmp_path / "config.yaml", config())
     write(tmp_path / "services.yaml", [service("web")])
@@ -225,7 +225,8 @@ def test_only_changed_files_are_parsed_again(tmp_path: Path, monkeypatch: Any) -
         parsed.extend(Path(p).name for p in paths)
         return real(paths)
 
-    monkeypatch.setattr(directory, "read_documents", counting)
+    monkeypatch.setattr(directory, "read_documents", counting)  # a full reload
+    monkeypatch.setattr(delta, "read_documents", counting)  # a quick one
     source = ManifestSource(tmp_path, Store())
     source.reload_if_changed()
     assert sorted(parsed) == ["config.yaml", "services.yaml"]

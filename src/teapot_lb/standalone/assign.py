@@ -141,7 +141,8 @@ class Assigner:
     again — only those are reconciled, oldest first, on the state the last call left: the
     very order :func:`assign_all` would reconcile them in, after the same work, so the
     result is the same (the tests compare them). That is the usual edit (a new Service);
-    anything else (a Service changed or removed, a pool, options, a Namespace) assigns
+    anything else (a Service changed or removed, a pool, options, a Namespace, or a pool
+    left out as overlapping, whose range a new Service's IP may win back) assigns
     everything again from scratch.
     """
 
@@ -150,6 +151,9 @@ class Assigner:
         self._assignments: dict[str, Assignment] = {}
         self._keys: set[str] = set()  # the Services reconciled so far
         self.reconciled = 0  # Services reconciled by the last call (for tests and logs)
+        # The Services the last call reconciled alone, on the kept state (None: it
+        # assigned everything): no other Service's assignment changed.
+        self.added: tuple[str, ...] | None = None
 
     def assign(
         self,
@@ -165,6 +169,7 @@ class Assigner:
             self._done = done
             self._assignments = _assignments(done.state, outcomes)
             self._keys = set(outcomes)
+            self.added = None
         else:
             outcomes = {}
             for key in added:
@@ -175,8 +180,8 @@ class Assigner:
                 done.newest = creation_order(view.services[added[-1]])
             done.changes = view.changes
             self._keys.update(outcomes)
-            new = _assignments(done.state, outcomes)
-            self._assignments = dict(sorted({**self._assignments, **new}.items()))
+            self._assignments.update(_assignments(done.state, outcomes))
+            self.added = tuple(added)
         self.reconciled = len(outcomes)
         return dict(self._assignments), frozenset(done.state.config.problems)
 
@@ -192,6 +197,10 @@ class Assigner:
         if done is None or not done.settled or done.changes is None or view.changes is None:
             return None
         if options != done.options or unparsed_pools != done.unparsed_pools:
+            return None
+        if done.state.config.problems:
+            # A pool left out (it overlaps one in use) may win its range back through a
+            # new Service's IP: which pools count is decided from scratch.
             return None
         log, mark = view.changes
         if log is not done.changes[0]:
@@ -233,9 +242,30 @@ def planned_objects(
         assignments, unused = assigner.assign(view, options, unparsed_pools)
     else:
         assignments, unused = assign_all(view, options, unparsed_pools)
+    return assignments, planned_of(view, assignments, unused, memo)
+
+
+def planned_of(
+    view: ClusterView,
+    assignments: Mapping[str, Assignment],
+    unused: frozenset[str],
+    memo: Assigned | None = None,
+) -> Planned:
+    """:func:`planned_objects` once assigned (`unused`: the pools left out)."""
     pools: dict[str, ApiObject] = {k: p for k, p in view.pools.items() if k not in unused}
     services: dict[str, ApiObject] = dict(assigned_services(view, assignments, memo))
-    return assignments, {Kind.SERVICE: services, Kind.ADDRESS_POOL: pools}
+    return {Kind.SERVICE: services, Kind.ADDRESS_POOL: pools}
+
+
+def assigned_changes(
+    view: ClusterView, assignments: Mapping[str, Assignment], keys: Iterable[str]
+) -> dict[str, ApiObject | None]:
+    """:func:`assigned_services` for the Services of `keys` only (None: gone)."""
+    out: dict[str, ApiObject | None] = {}
+    for key in keys:
+        svc, a = view.services.get(key), assignments.get(key)
+        out[key] = with_status(svc, a.ips, a.vrids) if svc is not None and a else svc
+    return out
 
 
 # A Service given its status: that status and the copy made.

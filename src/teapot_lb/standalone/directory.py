@@ -135,17 +135,17 @@ class FileCache:
     Store and the plan cache see that they did not change; a file that stops reading
     keeps its last good content."""
 
-    entries: dict[str, _File] = field(default_factory=dict)
+    entries: dict[str, FileEntry] = field(default_factory=dict)
     # Each Service's own validation, kept while it and the pools stay the same objects.
     checks: Kept[OwnChecks] = field(default_factory=Kept)
 
 
 # A file read cleanly: its (size, mtime, inode), its documents parsed, and the problems of
 # documents of our group with an unknown kind.
-_File = tuple[tuple[int, int, int], list[ParsedDocument], list[Problem]]
+FileEntry = tuple[tuple[int, int, int], list[ParsedDocument], list[Problem]]
 
 
-def _stat_key(path: Path) -> tuple[int, int, int] | None:
+def stat_key(path: Path) -> tuple[int, int, int] | None:
     try:
         st = path.stat()
     except OSError:
@@ -175,7 +175,7 @@ def read(
     file_problems: list[Problem] = []
     unknown: list[Problem] = []
     for f in files:
-        key, stat = str(f), _stat_key(f)
+        key, stat = str(f), stat_key(f)
         entry = cache.entries.get(key) if cache is not None else None
         if entry is None or stat is None or entry[0] != stat:
             docs, problems = read_documents([f])

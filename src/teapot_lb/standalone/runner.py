@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from teapot_lb import log
-from teapot_lb.cluster import Store
+from teapot_lb.cluster import Kind, Store, object_key
 from teapot_lb.controller import ControllerOptions
-from teapot_lb.model import ApiObject, Problem
+from teapot_lb.model import ApiObject, IPAddress, Problem, Service
 from teapot_lb.model.problem import FILE
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import decisions_json, summary
@@ -36,7 +36,18 @@ from teapot_lb.standalone.assign import (
     Assigner,
     Assignment,
     Planned,
+    assigned_changes,
     planned_objects,
+    planned_of,
+)
+from teapot_lb.standalone.delta import (
+    Changes,
+    blocked,
+    file_delta,
+    move_requests,
+    new_problems,
+    patched,
+    requests_of,
 )
 from teapot_lb.standalone.directory import (
     PRETTY_MAX,
@@ -76,6 +87,17 @@ class Loaded:
     generation: int
 
 
+@dataclass
+class Reloaded:
+    """What a reload computed: for the speaker's Store, every object it plans from (a
+    full reload), or only what changed (:mod:`.delta`)."""
+
+    snapshot: Snapshot
+    assignments: dict[str, Assignment]
+    planned: Planned | None = None
+    changes: Changes | None = None
+
+
 class ManifestSource:
     """Keeps the speaker's Store equal to the directory (plus assigned statuses)."""
 
@@ -112,6 +134,10 @@ class ManifestSource:
         self._assigning = Store()
         self._assigner = Assigner()
         self._assigned: Assigned = Assigned()
+        # Which Services request each IP (for the checks of a quick reload; made by each
+        # full reload, then kept up to date).
+        self._requests: dict[IPAddress, set[str]] | None = None
+        self.quick_reloads = 0  # reloads that patched the last one (:mod:`.delta`)
         self._gone = False
         self._log = log.get("standalone")
 
@@ -149,28 +175,98 @@ class ManifestSource:
         return True
 
     def reload(self) -> Loaded:
-        return self._apply(*self._compute())
+        return self._apply(self._compute())
 
-    def _compute(self) -> tuple[Snapshot, dict[str, Assignment], Planned]:
+    def _compute(self) -> Reloaded:
         """Read and assign (the slow part; not the speaker's Store, no loop: may run in a
-        thread). What did not change comes out as the same objects as the last time (the
-        file cache, the creation stamps and the assigned copies are kept): the speaker's
-        Store records only what changed, and its plan cache replans only that."""
+        thread). Only Services and EndpointSlices changed: the last reload patched
+        (:meth:`_quick`). Else everything is read, and what did not change comes out as
+        the same objects as the last time (the file cache, the creation stamps and the
+        assigned copies are kept): the speaker's Store records only what changed, and its
+        plan cache replans only that."""
+        quick = self._quick()
+        if quick is not None:
+            self.quick_reloads += 1
+            return quick
         snap = read(self.manifests, self.state_dir, self._files, self._stamp)
         snap.fill(self._assigning)
         view = self._assigning.view()
         assignments, planned = planned_objects(
             view, self.options, snap.unparsed_pools, self._assigned, self._assigner
         )
-        return snap, assignments, planned
+        # Made now, so the first edit after a full reload is as quick as the next ones.
+        self._requests = requests_of(view.services.values())
+        return Reloaded(snap, assignments, planned=planned)
+
+    def _quick(self) -> Reloaded | None:
+        """The last reload patched with what changed, when only Services and EndpointSlices
+        did and nothing else can be affected (:mod:`.delta`); None: read everything."""
+        loaded = self.loaded
+        if loaded is None or self._gone:
+            return None
+        files = manifest_files(self.manifests, self.state_dir)
+        delta = file_delta(files, self._files)
+        if delta is None:
+            return None
+        last = loaded.snapshot
+        why = blocked(last, delta)
+        if why is not None:
+            self._log.debug("reading every manifest", why=why)
+            return None
+        gone = delta.gone()
+        # Stamped first: the checks and the assignment decide by age.
+        came = self._first_seen.stamp_changed(
+            delta.came(), [str(r) for r in gone], datetime.now(UTC)
+        )
+        changes: Changes = {}
+        for ref in gone:
+            changes.setdefault(Kind(ref.kind), {})[object_key(ref.namespace, ref.name)] = None
+        for obj in came:
+            key = object_key(obj.metadata.namespace, obj.metadata.name)
+            changes.setdefault(Kind(obj.kind), {})[key] = obj
+        services = [o for o in came if isinstance(o, Service)]
+        held = last.objects.get(Kind.SERVICE, {})
+        if self._requests is None:
+            return None
+        old = [held[k] for k in changes.get(Kind.SERVICE, {}) if k in held]
+        move_requests(self._requests, (s for s in old if isinstance(s, Service)), services)
+        if services and new_problems(last, services, self._requests):
+            return None  # the full reload reports them, in their place
+        for name in delta.removed:
+            del self._files.entries[name]
+        self._files.entries.update(delta.entries)
+        snap = patched(last, changes, files)
+        for kind, by_key in changes.items():
+            for key, new in by_key.items():
+                if new is None:
+                    self._assigning.delete(kind, key)
+                else:
+                    self._assigning.put(kind, key, new)
+        view = self._assigning.view()
+        assignments, unused = self._assigner.assign(view, self.options, snap.unparsed_pools)
+        added = self._assigner.added
+        if added is None:  # assigned from scratch (a Service edited or removed)
+            planned = planned_of(view, assignments, unused, self._assigned)
+            return Reloaded(snap, assignments, planned=planned)
+        keys = [*changes.get(Kind.SERVICE, {}), *added]
+        speaker: Changes = {kind: dict(by_key) for kind, by_key in changes.items()}
+        speaker[Kind.SERVICE] = assigned_changes(view, assignments, keys)
+        return Reloaded(snap, assignments, changes=speaker)
 
     def _stamp(self, objects: Sequence[ApiObject]) -> list[ApiObject]:
         return self._first_seen.stamp(objects, datetime.now(UTC))
 
-    def _apply(
-        self, snap: Snapshot, assignments: dict[str, Assignment], planned: Planned
-    ) -> Loaded:
-        snap.fill(self.store, planned)
+    def _apply(self, reloaded: Reloaded) -> Loaded:
+        snap, assignments = reloaded.snapshot, reloaded.assignments
+        if reloaded.changes is not None:
+            for kind, by_key in reloaded.changes.items():
+                for key, obj in by_key.items():
+                    if obj is None:
+                        self.store.delete(kind, key)
+                    else:
+                        self.store.put(kind, key, obj)
+        else:
+            snap.fill(self.store, reloaded.planned)
         generation = (self.loaded.generation + 1) if self.loaded else 1
         self.loaded = Loaded(snap, assignments, generation)
         for p in snap.problems:
@@ -181,6 +277,7 @@ class ManifestSource:
             objects=sum(len(v) for v in snap.objects.values()),
             problems=len(snap.problems),
             generation=generation,
+            read="changes" if reloaded.changes is not None else "all",
         )
         if self.on_change is not None:
             self.on_change()
@@ -197,7 +294,7 @@ class ManifestSource:
         if fp == self._seen:
             return False
         self._seen = fp
-        self._apply(*await asyncio.to_thread(self._compute))
+        self._apply(await asyncio.to_thread(self._compute))
         return True
 
     async def run(self) -> None:

@@ -1,0 +1,259 @@
+"""A reload of changed Service files only patches the last one (issue 19): it must give
+exactly what reading everything gives — the objects, the problems, the assignments and
+the speaker's Store — and be taken only when that is provable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from teapot_lb.cluster import Kind, Store
+from teapot_lb.model import parse_object
+from teapot_lb.model.kinds import KINDS
+from teapot_lb.standalone.first_seen import FILE_NAME, JOURNAL_NAME, FirstSeen
+from teapot_lb.standalone.runner import ManifestSource, Reloaded
+
+from .netlab import endpoints, node, ours, service, write, write_text
+
+FILES = ("f0.yaml", "f1.yaml", "sub/f2.yaml")
+NAMES = tuple(f"s{i}" for i in range(6))
+HOWS = ("plain", "plain", "ip", "ip2", "pool-b", "c-ip", "c-status", "bad-ip", "other-class")
+HOWS += ("status", "dated")
+
+
+def config(small: bool) -> list[dict[str, Any]]:
+    return [
+        ours("AddressPool", "a", {"addresses": ["203.0.113.0/30" if small else "203.0.113.0/28"]}),
+        ours("AddressPool", "b", {"addresses": ["198.51.100.0/31"], "autoAssign": False}),
+        ours("L2Advertisement", "l2", {}),
+        node("n1"),
+    ]
+
+
+def service_doc(name: str, how: str) -> dict[str, Any]:
+    ips = {"ip": "203.0.113.2", "ip2": "203.0.113.3", "bad-ip": "not-an-ip"}
+    doc = service(name, ips.get(how))
+    meta, spec = doc["metadata"], doc["spec"]
+    if how == "pool-b":
+        meta["annotations"] = {"lb.teapot.io/pool": "b"}
+    if how == "c-ip":  # pool c holds a Service IP: it keeps the range it shares with b
+        meta["annotations"] = {"lb.teapot.io/pool": "c", "lb.teapot.io/ips": "198.51.100.1"}
+    if how == "c-status":
+        meta["annotations"] = {"lb.teapot.io/pool": "c"}
+        doc["status"] = {"loadBalancer": {"ingress": [{"ip": "198.51.100.1"}]}}
+    if how == "other-class":
+        spec["loadBalancerClass"] = "example.com/other"
+    if how == "status":
+        doc["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}}
+    if how == "dated":
+        meta["creationTimestamp"] = "2026-01-01T00:00:00+00:00"
+    return doc
+
+
+files_, names_ = st.sampled_from(FILES), st.sampled_from(NAMES)
+steps = st.one_of(
+    st.tuples(st.just("put"), files_, names_, st.sampled_from(HOWS)),
+    st.tuples(st.just("put"), files_, names_, st.just("plain")),
+    st.tuples(st.just("drop"), st.sampled_from(FILES), st.sampled_from(NAMES)),
+    st.tuples(st.just("slice"), st.sampled_from(FILES), st.sampled_from(NAMES)),
+    st.tuples(st.just("rm"), st.sampled_from(FILES)),
+    st.tuples(st.just("touch"), st.sampled_from(FILES)),
+    st.tuples(st.just("pool-in"), st.sampled_from(FILES)),
+    st.tuples(st.just("broken"), st.sampled_from(FILES)),
+    st.tuples(st.just("config"), st.booleans()),
+)
+
+
+def _name(doc: dict[str, Any]) -> tuple[str, str]:
+    return doc["kind"], doc["metadata"]["name"]
+
+
+def apply_step(root: Path, files: dict[str, list[dict[str, Any]]], step: tuple[Any, ...]) -> None:
+    what, *args = step
+    if what == "config":
+        write(root / "config.yaml", config(small=args[0]))
+        return
+    name = args[0]
+    docs = files.setdefault(name, [])
+    if what in ("put", "slice", "drop", "pool-in"):
+        if what == "put":
+            new = service_doc(args[1], args[2])
+        elif what == "slice":
+            new = endpoints(args[1], "n1")
+        elif what == "pool-in":
+            new = ours("AddressPool", "c", {"addresses": ["198.51.100.0/30"]})  # overlaps b
+        else:
+            new = None
+        kept = [d for d in docs if new is None or _name(d) != _name(new)]
+        if what == "drop":
+            kept = [d for d in docs if _name(d) != ("Service", args[1])]
+        docs[:] = kept + ([new] if new is not None else [])
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if what == "rm":
+        files.pop(name, None)
+        path.unlink(missing_ok=True)
+    elif what == "broken":
+        write_text(path, "kind: [unclosed\n")
+    else:
+        write(path, docs)
+
+
+def contents(source: ManifestSource) -> dict[str, Any]:
+    loaded = source.loaded
+    assert loaded is not None
+    snap = loaded.snapshot
+    store = source.store
+    return {
+        "objects": snap.objects,
+        "problems": [str(p) for p in snap.problems],
+        "unparsed": sorted(snap.unparsed_pools),
+        "files": snap.files,
+        "assignments": loaded.assignments,
+        "store": {
+            info.kind: {k: store.get(info.kind, k) for k in store.keys(info.kind)} for info in KINDS
+        },
+    }
+
+
+class ReadsEverything(ManifestSource):
+    """The source with the quick path off: what reading everything gives."""
+
+    def _quick(self) -> Reloaded | None:
+        return None
+
+
+def everything_read(mirror: ManifestSource, state: Path, scratch: Path) -> dict[str, Any]:
+    """What `mirror` (a :class:`ReadsEverything` that saw every step) makes of the
+    directory, with the first-seen times the quick source wrote to `state` (copied: the
+    mirror must not write the source's state)."""
+    copy = scratch / "mirror-state"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(state, copy)
+    mirror._first_seen = FirstSeen(copy)
+    mirror.reload()
+    return contents(mirror)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(steps, min_size=1, max_size=14))
+def test_a_quick_reload_equals_reading_everything(plan: list[tuple[Any, ...]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        root, state = scratch / "manifests", scratch / "state"
+        root.mkdir()
+        write(root / "config.yaml", config(small=False))
+        files: dict[str, list[dict[str, Any]]] = {}
+        source = ManifestSource(root, Store(), state_dir=state)
+        source.reload()
+        mirror = ReadsEverything(root, Store(), state_dir=scratch / "mirror-state")
+        mirror.reload()
+        for step in plan:
+            apply_step(root, files, step)
+            source.reload()
+            assert contents(source) == everything_read(mirror, state, scratch), step
+
+
+def test_a_new_service_file_is_read_alone(tmp_path: Path) -> None:
+    root, state = tmp_path / "manifests", tmp_path / "state"
+    root.mkdir()
+    write(root / "config.yaml", config(small=False))
+    write(root / "services.yaml", [service(f"svc{i}") for i in range(3)])
+    store = Store()
+    source = ManifestSource(root, store, state_dir=state)
+    source.reload()
+    write(root / "new.yaml", [service("new", "203.0.113.9"), endpoints("new", "n1")])
+    source.reload()
+    assert source.quick_reloads == 1
+    new = store.get(Kind.SERVICE, "default/new")
+    assert new is not None and [str(ip) for ip in new.ingress_ips()] == ["203.0.113.9"]
+    assert store.get(Kind.ENDPOINT_SLICE, "default/new-eps") is not None
+    # Edited and removed: patched too (the assignment itself starts over).
+    write(root / "new.yaml", [service("new")])
+    source.reload()
+    assert store.get(Kind.ENDPOINT_SLICE, "default/new-eps") is None
+    (root / "new.yaml").unlink()
+    source.reload()
+    assert source.quick_reloads == 3
+    assert store.get(Kind.SERVICE, "default/new") is None
+
+
+def test_what_a_quick_reload_cannot_prove_reads_everything(tmp_path: Path) -> None:
+    root, state = tmp_path / "manifests", tmp_path / "state"
+    root.mkdir()
+    write(root / "config.yaml", config(small=False))
+    write(root / "services.yaml", [service("svc0", "203.0.113.2")])
+    source = ManifestSource(root, Store(), state_dir=state)
+    source.reload()
+    # A pool beside Services; a Service requesting a taken IP (a sharing problem); a
+    # Service defined in a second file; a file that does not parse.
+    cases = [
+        [service("x"), ours("AddressPool", "c", {"addresses": ["192.0.2.0/30"]})],
+        [service("y", "203.0.113.2")],
+        [service("svc0")],
+    ]
+    for docs in cases:
+        write(root / "new.yaml", docs)
+        source.reload()
+        (root / "new.yaml").unlink()
+        source.reload()
+    write_text(root / "new.yaml", "kind: [unclosed\n")
+    source.reload()
+    assert source.quick_reloads == 0
+    loaded = source.loaded
+    assert loaded is not None and any("not valid YAML" in str(p) for p in loaded.snapshot.problems)
+
+
+def test_first_seen_times_of_quick_reloads_survive_a_restart(tmp_path: Path) -> None:
+    root, state = tmp_path / "manifests", tmp_path / "state"
+    root.mkdir()
+    write(root / "config.yaml", config(small=False))
+    source = ManifestSource(root, Store(), state_dir=state)
+    source.reload()
+    for i in range(3):
+        write(root / f"new{i}.yaml", [service(f"new{i}")])
+        source.reload()
+    (root / "new0.yaml").unlink()
+    source.reload()
+    assert source.quick_reloads == 4
+    lines = [json.loads(line) for line in (state / JOURNAL_NAME).read_text().splitlines()]
+    assert [line["ref"] for line in lines] == [
+        "Service/default/new0",
+        "Service/default/new1",
+        "Service/default/new2",
+        "Service/default/new0",
+    ]
+    assert lines[-1]["time"] is None
+    assert set(FirstSeen(state).seen) == set(source._first_seen.seen)
+    assert FirstSeen(state).seen == source._first_seen.seen
+    assert "Service/default/new0" not in FirstSeen(state).seen
+
+
+def test_the_journal_is_folded_into_the_file_when_it_grows(tmp_path: Path) -> None:
+    objs = []
+    for i in range(600):
+        obj, _ = parse_object(service(f"s{i}"))
+        assert obj is not None
+        objs.append(obj)
+    now = datetime(2026, 12, 4, tzinfo=UTC)
+    seen = FirstSeen(tmp_path)
+    seen.stamp_changed(objs, [], now)
+    assert seen.journal_lines == 600 and not (tmp_path / FILE_NAME).exists()
+    assert len(FirstSeen(tmp_path).seen) == 600  # read back from the journal alone
+    # 500 forgotten: 1,100 lines, past max(1,000, the 100 entries left): one file again.
+    seen.stamp_changed([], [f"Service/default/s{i}" for i in range(500)], now)
+    assert seen.journal_lines == 0 and not (tmp_path / JOURNAL_NAME).exists()
+    assert len(json.loads((tmp_path / FILE_NAME).read_text())) == 100
+    # A line cut short by a crash is skipped; the rest is read.
+    seen.stamp_changed([], ["Service/default/s599"], now)
+    with (tmp_path / JOURNAL_NAME).open("a") as fh:
+        fh.write('{"ref": "Service/def')
+    again = FirstSeen(tmp_path)
+    assert len(again.seen) == 99 and "Service/default/s599" not in again.seen
