@@ -135,13 +135,18 @@ async def test_a_large_status_file_is_rewritten_at_most_every_interval(tmp_path:
     source.reload()
     writer = StatusWriter("n1", state, source, large_interval_s=0.3)
     written: list[StepResult | None] = []
-    document = writer.document
+    document, large_text = writer.document, writer.large_text
 
     def recording(result: StepResult | None) -> dict[str, Any]:
         written.append(result)
         return document(result)
 
+    def recording_large(result: StepResult | None) -> str:
+        written.append(result)
+        return large_text(result)
+
     writer.document = recording  # type: ignore[method-assign]
+    writer.large_text = recording_large  # type: ignore[method-assign]
     plan = Plan("n1", frozenset(), ())
     steps = [StepResult(plan, Store().view(), {}, {}, (), float(i)) for i in range(3)]
     for step in steps:

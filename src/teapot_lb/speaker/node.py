@@ -287,7 +287,7 @@ class NodeSpeaker:
                 self._log.exception("reporting failed")
 
 
-def _ip_order(text: str) -> tuple[int, int]:
+def ip_order(text: str) -> tuple[int, int]:
     ip = ip_address(text)
     return ip.version, int(ip)
 
@@ -300,4 +300,4 @@ def announced_ips(result: StepResult | None) -> dict[str, list[str]]:
     for items in result.announcing.values():
         for a in items:
             out.setdefault(a.mode.value, set()).add(a.ip)
-    return {m: sorted(ips, key=_ip_order) for m, ips in out.items()}
+    return {m: sorted(ips, key=ip_order) for m, ips in out.items()}

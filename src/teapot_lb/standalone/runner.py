@@ -29,7 +29,7 @@ from teapot_lb.controller import ControllerOptions
 from teapot_lb.model import ApiObject, IPAddress, Problem, Service
 from teapot_lb.model.problem import FILE
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
-from teapot_lb.speaker.report import decisions_json, summary
+from teapot_lb.speaker.report import decisions_json
 from teapot_lb.speaker.vip_backend import VIPBackend
 from teapot_lb.standalone.assign import (
     Assigned,
@@ -58,8 +58,10 @@ from teapot_lb.standalone.directory import (
     manifest_files,
     read,
     write_json,
+    write_text,
 )
 from teapot_lb.standalone.first_seen import FirstSeen
+from teapot_lb.standalone.status_parts import StatusParts, entry
 from teapot_lb.standalone.watch import (
     InotifyInit,
     ManifestWatch,
@@ -403,11 +405,14 @@ class StatusWriter:
         state_dir: Path,
         source: ManifestSource,
         large_interval_s: float = LARGE_STATUS_INTERVAL_S,
+        large_above: int = PRETTY_MAX,
     ) -> None:
         self.node = node
         self.state_dir = state_dir
         self.source = source
         self.large_interval_s = large_interval_s
+        self.large_above = large_above
+        self._parts = StatusParts()
         self._written_at: float | None = None  # loop time of the last write
         self._pending: asyncio.TimerHandle | None = None
         self._latest: StepResult | None = None
@@ -432,8 +437,7 @@ class StatusWriter:
                 fh.write(json.dumps({**line, "reason": ev.reason, "message": ev.message}) + "\n")
         self._latest = result
         loop = asyncio.get_running_loop()
-        loaded = self.source.loaded
-        if loaded is None or len(loaded.assignments) <= PRETTY_MAX or self._written_at is None:
+        if not self._large() or self._written_at is None:
             self.write(result)
             return
         wait = self._written_at + self.large_interval_s - loop.time()
@@ -447,19 +451,37 @@ class StatusWriter:
         self.write(self._latest)
 
     def document(self, result: StepResult | None) -> dict[str, Any]:
+        """The whole status document (as written up to :data:`PRETTY_MAX` Services)."""
         loaded = self.source.loaded
         assignments: Mapping[str, Assignment] = loaded.assignments if loaded else {}
-        services: dict[str, Any] = {}
-        for key, a in sorted(assignments.items()):
-            services[key] = {
-                "ips": [str(ip) for ip in a.ips],
-                "pool": a.pool,
-                "refused": a.refused,
-                "vrids": a.vrids,
-                "vrid_refused": list(a.vrid_refused),
-                "announcing": summary(result.announcing.get(key, ())) if result else "",
-                "failures": dict(result.failures.get(key, {})) if result else {},
-            }
+        announcing = result.announcing if result else {}
+        failures = result.failures if result else {}
+        doc = self._base(result, routes=True)
+        doc["services"] = {
+            key: entry(a, announcing.get(key, ()), failures.get(key, {}))
+            for key, a in sorted(assignments.items())
+        }
+        doc["announcing"] = announced_ips(result)
+        doc["decisions"] = decisions_json(result.plan.decisions) if result else []
+        return doc
+
+    def large_text(self, result: StepResult | None) -> str:
+        """The status document past :data:`PRETTY_MAX` Services, as JSON text on one line:
+        the entries that did not change since the last write are not encoded again
+        (:class:`~.status_parts.StatusParts`); every decision and each BGP peer's list of
+        routes are left out (`teapot-lb explain` gives the decisions of a Service;
+        `prefixes_sent` counts the routes)."""
+        loaded = self.source.loaded
+        announcing = result.announcing if result else {}
+        failures = result.failures if result else {}
+        services = self._parts.services(loaded.assignments if loaded else {}, announcing, failures)
+        announced = self._parts.announced(announcing)
+        base = json.dumps(self._base(result, routes=False), sort_keys=True)
+        return f'{base[:-1]},"services":{services},"announcing":{announced}}}'
+
+    def _base(self, result: StepResult | None, *, routes: bool) -> dict[str, Any]:
+        """Everything but the per-Service parts."""
+        loaded = self.source.loaded
         doc: dict[str, Any] = {
             "node": self.node,
             "time": time.time(),
@@ -467,9 +489,6 @@ class StatusWriter:
             "stopped": self.stopped,
             "generation": loaded.generation if loaded else 0,
             "problems": [str(p) for p in loaded.snapshot.problems] if loaded else [],
-            "services": services,
-            "announcing": announced_ips(result),
-            "decisions": decisions_json(result.plan.decisions) if result else [],
         }
         sp = self.speaker
         if sp is not None and sp.bgp is not None:
@@ -484,8 +503,9 @@ class StatusWriter:
                     "error": errors.get(name) or (peer.last_error if peer is not None else None),
                     "prefixes_sent": peer.prefixes_sent if peer is not None else 0,
                     "times_established": peer.counters.established if peer is not None else 0,
-                    "routes": sorted(str(p) for p in sp.bgp.routes.get(name, {})),
                 }
+                if routes:
+                    peers[name]["routes"] = sorted(str(p) for p in sp.bgp.routes.get(name, {}))
             doc["bgp"] = {"peers": peers, "session_resets": sp.bgp.session_resets}
         if sp is not None and sp.l2 is not None:
             doc["l2"] = {
@@ -520,5 +540,12 @@ class StatusWriter:
         with contextlib.suppress(RuntimeError):  # (no loop: a write at stop, or a test's)
             self._written_at = asyncio.get_running_loop().time()
         self._ensure_state_dir()
-        doc = self.document(result)
-        write_json(self.state_dir / "status.json", doc, pretty=len(doc["services"]) <= PRETTY_MAX)
+        path = self.state_dir / "status.json"
+        if self._large():
+            write_text(path, self.large_text(result))
+        else:
+            write_json(path, self.document(result))
+
+    def _large(self) -> bool:
+        loaded = self.source.loaded
+        return loaded is not None and len(loaded.assignments) > self.large_above
