@@ -16,6 +16,7 @@ from teapot_lb.announce.plan import Mode, Plan
 from teapot_lb.cluster import Store
 from teapot_lb.speaker.node import StepResult
 from teapot_lb.speaker.report import Announcing
+from teapot_lb.standalone import status_parts
 from teapot_lb.standalone.assign import Assignment
 from teapot_lb.standalone.directory import Snapshot
 from teapot_lb.standalone.runner import Loaded, ManifestSource, StatusWriter
@@ -50,8 +51,19 @@ def without_the_left_out(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(changes, min_size=1, max_size=30))
-def test_the_kept_parts_equal_encoding_everything(steps: list[tuple[Any, ...]]) -> None:
+@given(st.lists(changes, min_size=1, max_size=30), st.sampled_from([0, 16, 10**9]))
+def test_the_kept_parts_equal_encoding_everything(
+    steps: list[tuple[Any, ...]], resort_share: int
+) -> None:
+    # (0: the sorted IPs always bisected; 10**9: always sorted anew)
+    default, status_parts.RESORT_SHARE = status_parts.RESORT_SHARE, resort_share
+    try:
+        check_steps(steps)
+    finally:
+        status_parts.RESORT_SHARE = default
+
+
+def check_steps(steps: list[tuple[Any, ...]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         writer, source = writer_for(Path(tmp))
         assignments: dict[str, Assignment] = {}

@@ -19,6 +19,9 @@ from teapot_lb.speaker.node import ip_order
 from teapot_lb.speaker.report import Announcing, summary
 from teapot_lb.standalone.assign import Assignment
 
+# More IPs moved than one in this many of a mode's list: sort it anew rather than
+# bisect for each.
+RESORT_SHARE = 16
 _NO_ANNOUNCING: tuple[Announcing, ...] = ()
 _NO_FAILURES: Mapping[str, str] = {}
 
@@ -77,27 +80,43 @@ class StatusParts:
     def announced(self, announcing: Mapping[str, tuple[Announcing, ...]]) -> str:
         """Mode → the IPs this node announces, in address order (as ``announced_ips``)."""
         counted = self._counted
+        came: list[Announcing] = []
+        went: list[Announcing] = []
         for key, items in announcing.items():
             before = counted.get(key)
             if before is not items:
-                self._count(before or (), -1)
-                self._count(items, +1)
+                went.extend(before or ())
+                came.extend(items)
                 counted[key] = items
         for key in counted.keys() - announcing.keys():
-            self._count(counted.pop(key), -1)
+            went.extend(counted.pop(key))
+        self._count(came, went)
         return json.dumps({mode: ips for mode, ips in sorted(self._sorted.items()) if ips})
 
-    def _count(self, items: tuple[Announcing, ...], by: int) -> None:
-        for a in items:
-            mode = a.mode.value
-            counts = self._counts.setdefault(mode, {})
-            n = counts.get(a.ip, 0) + by
+    def _count(self, came: list[Announcing], went: list[Announcing]) -> None:
+        """Count the IPs announced and no longer announced; an IP seen first or last moves
+        into or out of its mode's sorted list (by bisection, or a new sort when many
+        did: the first write, the last at stop)."""
+        moved: dict[str, list[tuple[str, bool]]] = {}
+        for items, by in ((went, -1), (came, +1)):
+            for a in items:
+                mode = a.mode.value
+                counts = self._counts.setdefault(mode, {})
+                n = counts.get(a.ip, 0) + by
+                if n == 0:
+                    del counts[a.ip]
+                    moved.setdefault(mode, []).append((a.ip, False))
+                else:
+                    if n == 1 and by > 0:
+                        moved.setdefault(mode, []).append((a.ip, True))
+                    counts[a.ip] = n
+        for mode, ips_moved in moved.items():
             ips = self._sorted.setdefault(mode, [])
-            if n == 0:
-                del counts[a.ip]
-                at = bisect.bisect_left(ips, ip_order(a.ip), key=ip_order)
-                del ips[at]
-            else:
-                if n == 1 and by > 0:
-                    bisect.insort(ips, a.ip, key=ip_order)
-                counts[a.ip] = n
+            if len(ips_moved) * RESORT_SHARE > len(ips):
+                self._sorted[mode] = sorted(self._counts[mode], key=ip_order)
+                continue
+            for ip, added in ips_moved:
+                if added:
+                    bisect.insort(ips, ip, key=ip_order)
+                else:
+                    del ips[bisect.bisect_left(ips, ip_order(ip), key=ip_order)]
