@@ -20,7 +20,7 @@ from teapot_lb.standalone.assign import Assigner, assign_all
 from teapot_lb.standalone.directory import PRETTY_MAX
 from teapot_lb.standalone.runner import ManifestSource, StatusWriter
 
-from .netlab import ours, service, write
+from .netlab import endpoints, ours, service, write
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 NAMES = tuple(f"s{i}" for i in range(8))
@@ -59,6 +59,7 @@ changes = st.one_of(
     st.tuples(st.just("older"), st.sampled_from(NAMES)),  # created before the others
     st.tuples(st.just("delete"), st.sampled_from(NAMES)),
     st.tuples(st.just("pools"), st.booleans()),
+    st.tuples(st.just("slice"), st.sampled_from(NAMES)),  # the assignment reads none
 )
 
 
@@ -76,6 +77,8 @@ def test_the_kept_assignment_equals_assigning_from_scratch(steps: list[tuple[Any
             put(store, service_doc(args[0], -minute, "plain"))
         elif what == "delete":
             store.delete(Kind.SERVICE, object_key("default", args[0]))
+        elif what == "slice":
+            put(store, endpoints(args[0], f"n{minute}"))
         else:
             for doc in pools(small=args[0]):
                 put(store, doc)
@@ -95,6 +98,10 @@ def test_a_new_service_is_the_only_one_reconciled() -> None:
     put(store, service_doc("new", 10, "plain"))
     got = assigner.assign(store.view())
     assert assigner.reconciled == 1 and got == assign_all(store.view())
+    # An EndpointSlice changed: nothing to assign again.
+    put(store, endpoints("new", "n1"))
+    got = assigner.assign(store.view())
+    assert assigner.reconciled == 0 and got == assign_all(store.view())
     # A Service removed: from scratch (a younger one may take its IP).
     store.delete(Kind.SERVICE, "default/s0")
     got = assigner.assign(store.view())

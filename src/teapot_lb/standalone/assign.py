@@ -141,6 +141,7 @@ class Assigner:
     again — only those are reconciled, oldest first, on the state the last call left: the
     very order :func:`assign_all` would reconcile them in, after the same work, so the
     result is the same (the tests compare them). That is the usual edit (a new Service);
+    EndpointSlices changing beside them change nothing here (the assignment reads none);
     anything else (a Service changed or removed, a pool, options, a Namespace, or a pool
     left out as overlapping, whose range a new Service's IP may win back) assigns
     everything again from scratch.
@@ -210,6 +211,8 @@ class Assigner:
             return None
         keys: set[str] = set()
         for change in changes:
+            if change.kind is Kind.ENDPOINT_SLICE:
+                continue  # the assignment reads no EndpointSlice
             if change.kind is not Kind.SERVICE or change.key in self._keys:
                 return None  # another kind, every key, or a Service changed or removed
             keys.add(change.key)
