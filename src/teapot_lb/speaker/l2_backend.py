@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from ipaddress import ip_address
 from typing import Any
@@ -116,6 +116,15 @@ class L2Backend:
         self._heartbeats: UdpHeartbeats | None = None
         self._task: asyncio.Task[None] | None = None
         self._started_at: float | None = None  # when heartbeats first started
+        # Kept between steps, so that a step applies what its plan changed (issue 19):
+        # each IP's claims (their interface tuples, counted: two Services may claim one
+        # IP) and the IP -> interfaces map they make; what the last apply saw (answering
+        # at all, the interfaces); whether the arbiter changed its mind since.
+        self._claim_counts: dict[str, dict[tuple[str, ...], int]] | None = None
+        self._claims: dict[str, tuple[str, ...]] = {}
+        self._seen: tuple[bool, dict[str, InterfaceInfo] | None] | None = None
+        self._judged = False
+        self.resolved = 0  # IPs resolved by the last apply (for tests and benchmarks)
         self._ready_timer: asyncio.TimerHandle | None = None
         self._log = log.get("speaker.l2").bind(node=node)
 
@@ -137,8 +146,42 @@ class L2Backend:
             if view.l2_advertisements
             else {}
         )
-        claims = l2_claims(a for a in step.plan.of_mode(Mode.L2) if isinstance(a, L2Claim))
-        await self.apply(claims, orders)
+        delta = step.delta
+        if delta is None or self._claim_counts is None:
+            mine = [a for a in step.plan.of_mode(Mode.L2) if isinstance(a, L2Claim)]
+            self._claim_counts, self._claims = {}, {}
+            self._recount(mine, [])
+            await self.apply(self._claims, orders)
+            return
+        added, removed = delta.of_mode(Mode.L2)
+        changed = self._recount(
+            [a for a in added if isinstance(a, L2Claim)],
+            [a for a in removed if isinstance(a, L2Claim)],
+        )
+        await self.apply(self._claims, orders, only=changed)
+
+    def _recount(self, added: Sequence[L2Claim], removed: Sequence[L2Claim]) -> set[str]:
+        """Count claims in and out; the IPs whose claims changed (their interfaces as
+        :func:`~teapot_lb.speaker.desired.l2_claims` makes them, in `_claims`)."""
+        counts = self._claim_counts
+        assert counts is not None
+        for claims, by in ((removed, -1), (added, +1)):
+            for c in claims:
+                per_ip = counts.setdefault(c.ip, {})
+                n = per_ip.get(c.interfaces, 0) + by
+                if n > 0:
+                    per_ip[c.interfaces] = n
+                else:
+                    per_ip.pop(c.interfaces, None)
+        changed = {c.ip for c in (*removed, *added)}
+        for ip in changed:
+            held = counts.get(ip)
+            if not held:
+                counts.pop(ip, None)
+                self._claims.pop(ip, None)
+            else:
+                self._claims[ip] = l2_claims(L2Claim(ip, ifs) for ifs in held)[ip]
+        return changed
 
     def failure_inputs(self) -> object:
         return dict(self.errors)
@@ -201,53 +244,100 @@ class L2Backend:
         self,
         claims: Mapping[str, tuple[str, ...]],
         orders: Mapping[str, tuple[str, ...]] | None = None,
+        only: Collection[str] | None = None,
     ) -> None:
         """Answer for exactly these IPs (IP → interfaces; empty: by subnet).
 
         `orders`: every L2 IP of the cluster → the nodes allowed to own it, in election
-        order (for the split-brain arbiter; see the module docstring).
+        order (for the split-brain arbiter; see the module docstring). `only`: the IPs
+        whose claims changed since the last apply — only those are looked at, unless
+        something else may have changed any IP's answer since (starting to answer, the
+        interfaces, a claim judged or a silence over): then all are.
         """
+        self.orders = orders if orders is not None else {}  # read, never copied
+        answering = bool(claims) and self.ready
+        infos = await self._list_interfaces() if answering else None
+        seen = (answering, infos)
+        if only is not None and answering and not self._judged and seen == self._seen:
+            self._apply_some(claims, only, infos or {})
+            return
+        self._seen, self._judged = seen, False
         want: dict[IPAddress, tuple[str, ...]] = {}
         self.errors = {}
-        self.orders = orders if orders is not None else {}  # read, never copied
-        if claims and self.ready:
-            infos = await self._list_interfaces()
-            macs = tuple(i.mac for i in infos.values() if any(i.mac))
-            self.membership.macs = macs  # peers map our claims to our name
+        self.resolved = 0
+        if infos is not None:
+            self.membership.macs = tuple(i.mac for i in infos.values() if any(i.mac))
             for text, ifaces in claims.items():
                 ip = ip_address(text)
-                if self.arbiter.silenced(ip):
-                    self.errors[text] = "yielded: a better-ranked node claims it (split brain)"
-                    continue
-                names: list[str] = list(ifaces) or default_interfaces(ip, infos)
-                missing = [n for n in names if n not in infos]
-                names = [n for n in names if n in infos]
-                if missing:
-                    self.errors[text] = f"interface(s) {', '.join(missing)} not on this node"
-                if not names:
-                    self.errors.setdefault(text, "no interface's subnet contains the IP")
-                    continue
-                want[ip] = tuple(names)
-                for name in names:
-                    if name not in self.responders:
-                        r = self._responder(infos[name], on_claim=self._on_claim)
-                        r.watch(_Watched(self, name))
-                        r.start()
-                        self.responders[name] = r
+                names = self._resolve(text, ip, ifaces, infos)
+                if names:
+                    want[ip] = names
         for ip, held in list(self.owned.items()):
-            keep = want.get(ip, ())
+            self._hold(ip, held, want.get(ip, ()), acquire=False)
+        for ip, wanted in want.items():
+            self._hold(ip, self.owned.get(ip, ()), wanted, release=False)
+
+    def _apply_some(
+        self,
+        claims: Mapping[str, tuple[str, ...]],
+        only: Collection[str],
+        infos: dict[str, InterfaceInfo],
+    ) -> None:
+        """:meth:`apply` for the IPs of `only` (the others' answers cannot have changed)."""
+        self.resolved = 0
+        for text in only:
+            self.errors.pop(text, None)
+            ip = ip_address(text)
+            ifaces = claims.get(text)
+            wanted = self._resolve(text, ip, ifaces, infos) if ifaces is not None else ()
+            self._hold(ip, self.owned.get(ip, ()), wanted)
+
+    def _resolve(
+        self, text: str, ip: IPAddress, ifaces: tuple[str, ...], infos: dict[str, InterfaceInfo]
+    ) -> tuple[str, ...]:
+        """The interfaces to answer for `ip` on (an error noted when there are none, or
+        some are missing); a responder started on each that has none yet."""
+        self.resolved += 1
+        if self.arbiter.silenced(ip):
+            self.errors[text] = "yielded: a better-ranked node claims it (split brain)"
+            return ()
+        names: list[str] = list(ifaces) or default_interfaces(ip, infos)
+        missing = [n for n in names if n not in infos]
+        names = [n for n in names if n in infos]
+        if missing:
+            self.errors[text] = f"interface(s) {', '.join(missing)} not on this node"
+        if not names:
+            self.errors.setdefault(text, "no interface's subnet contains the IP")
+            return ()
+        for name in names:
+            if name not in self.responders:
+                r = self._responder(infos[name], on_claim=self._on_claim)
+                r.watch(_Watched(self, name))
+                r.start()
+                self.responders[name] = r
+        return tuple(names)
+
+    def _hold(
+        self,
+        ip: IPAddress,
+        held: tuple[str, ...],
+        wanted: tuple[str, ...],
+        *,
+        release: bool = True,
+        acquire: bool = True,
+    ) -> None:
+        """Answer for `ip` on `wanted` instead of `held`."""
+        if release:
             for name in held:
-                if name not in keep:
+                if name not in wanted:
                     self.responders[name].release(ip)
                     self._log.info("ownership", ip=str(ip), iface=name, owned=False)
-            if not keep:
-                del self.owned[ip]
-        for ip, wanted in want.items():
-            had = self.owned.get(ip, ())
+            if not wanted:
+                self.owned.pop(ip, None)
+        if acquire and wanted:
             for name in wanted:
-                if name not in had:
-                    r = self.responders[name]
-                    r.acquire(ip)
+                if name not in held:
+                    self.responders[name].acquire(ip)
                     self._log.info("ownership", ip=str(ip), iface=name, owned=True)
             self.owned[ip] = wanted
 
@@ -257,6 +347,7 @@ class L2Backend:
         return allowed + ranking(ip, rest)
 
     def _on_claim(self, responder: Responder, claim: Claim) -> None:
+        self._judged = True  # (a silence, or an IP released: the next apply looks at all)
         now = self._clock()
         claimant = self.membership.node_of_mac(claim.mac)
         judgement = self.arbiter.judge(
@@ -288,6 +379,7 @@ class L2Backend:
         self._on_change()  # re-plan (a yielded IP stays released) and report
 
     def _silence_over(self, ip: IPAddress) -> None:
+        self._judged = True
         self.arbiter.timer_expired(ip)
         self._on_change()  # plan again: the IP may be ours to answer now
 
@@ -300,6 +392,7 @@ class L2Backend:
             for name in names:
                 self.responders[name].release(ip)
         self.owned.clear()
+        self._seen = None  # (a later apply looks at every IP)
         if self._heartbeats is not None:
             with contextlib.suppress(OSError):
                 self._heartbeats.goodbye()
