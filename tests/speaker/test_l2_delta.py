@@ -18,7 +18,7 @@ from teapot_lb.l2.announcer import Claim
 from teapot_lb.membership.core import Member, MemberState, Timing
 from teapot_lb.speaker.backend import Step
 from teapot_lb.speaker.desired import l2_claims
-from teapot_lb.speaker.interfaces import InterfaceInfo
+from teapot_lb.speaker.interfaces import LISTING_TTL_S, InterfaceInfo, TimedListing
 from teapot_lb.speaker.l2_backend import L2Backend
 
 from .test_l2_backend import ETH0, OTHER_MAC, Clock, FakeResponder
@@ -79,6 +79,7 @@ async def scenario(steps: list[tuple[Any, ...]]) -> list[int]:
             if what in ("plan", "resync"):
                 now = arg
             elif what == "eth1":
+                clock.now += LISTING_TTL_S  # (the listing is asked again after this long)
                 if arg:
                     listing["eth1"] = ETH1
                 else:
@@ -118,3 +119,22 @@ def test_a_delta_of_one_claim_resolves_that_ip_alone() -> None:
     # Something besides the plan changed (an interface): every IP again.
     resolved = asyncio.run(scenario([("plan", many), ("eth1", True), ("plan", one_more)]))
     assert resolved == [99, 99, 1]
+
+
+def test_the_interfaces_are_listed_again_only_after_the_ttl() -> None:
+    listed: list[int] = []
+
+    async def listing() -> dict[str, InterfaceInfo]:
+        listed.append(1)
+        return {"eth0": ETH0}
+
+    async def go() -> None:
+        clock = Clock()
+        timed = TimedListing(listing, clock=clock)
+        for _ in range(3):
+            assert await timed() == {"eth0": ETH0}
+        clock.now += LISTING_TTL_S
+        await timed()
+
+    asyncio.run(go())
+    assert len(listed) == 2

@@ -6,6 +6,8 @@ names, or else on those whose connected subnet holds the IP (:func:`default_inte
 
 from __future__ import annotations
 
+import time
+from collections.abc import Awaitable, Callable
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_interface
 
 from pyroute2 import AsyncIPRoute
@@ -13,7 +15,7 @@ from pyroute2 import AsyncIPRoute
 from teapot_lb.l2 import wire
 from teapot_lb.l2.responder import InterfaceInfo
 
-__all__ = ["InterfaceInfo", "default_interfaces", "interfaces"]
+__all__ = ["InterfaceInfo", "Listing", "TimedListing", "default_interfaces", "interfaces"]
 
 
 async def interfaces() -> dict[str, InterfaceInfo]:
@@ -51,3 +53,33 @@ def default_interfaces(ip: IPv4Address | IPv6Address, infos: dict[str, Interface
         for name, info in infos.items()
         if any(ip.version == net.version and ip in net for net in info.networks)
     )
+
+
+# How long a listing of this node's interfaces is used before the kernel is asked again:
+# reading every link and address over netlink costs 5 - 25 ms, once per step per backend,
+# and at 100k Services that was most of a step after one change (issue 19). An address or
+# interface added or removed is seen by the first step this long after the last listing.
+LISTING_TTL_S = 1.0
+
+Listing = Callable[[], Awaitable[dict[str, InterfaceInfo]]]
+
+
+class TimedListing:
+    """A :data:`Listing` asked again only after `ttl_s` (by `clock`)."""
+
+    def __init__(
+        self,
+        listing: Listing,
+        ttl_s: float = LISTING_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._listing = listing
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._held: tuple[float, dict[str, InterfaceInfo]] | None = None
+
+    async def __call__(self) -> dict[str, InterfaceInfo]:
+        now = self._clock()
+        if self._held is None or now - self._held[0] >= self.ttl_s:
+            self._held = (now, await self._listing())
+        return self._held[1]

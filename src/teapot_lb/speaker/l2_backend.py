@@ -43,7 +43,12 @@ from teapot_lb.membership.udp import DEFAULT_PORT, UdpHeartbeats
 from teapot_lb.model import Node
 from teapot_lb.speaker.backend import Step, Wiring
 from teapot_lb.speaker.desired import l2_claims
-from teapot_lb.speaker.interfaces import InterfaceInfo, default_interfaces, interfaces
+from teapot_lb.speaker.interfaces import (
+    InterfaceInfo,
+    TimedListing,
+    default_interfaces,
+    interfaces,
+)
 from teapot_lb.timers import LoopTimers
 
 
@@ -98,7 +103,7 @@ class L2Backend:
         self.timing = timing or Timing()
         self.port = port
         self._on_change = on_change
-        self._list_interfaces = list_interfaces
+        self._list_interfaces = TimedListing(list_interfaces, clock=clock)
         self._responder = responder  # a fake in unit tests (the real one needs AF_PACKET)
         self._clock = clock
         self.membership = Membership(

@@ -31,7 +31,12 @@ from teapot_lb.cluster import ClusterView
 from teapot_lb.model import ExternalTrafficPolicy
 from teapot_lb.model.service import ANNOTATION_VRIDS
 from teapot_lb.speaker.backend import Step, Wiring
-from teapot_lb.speaker.interfaces import InterfaceInfo, default_interfaces, interfaces
+from teapot_lb.speaker.interfaces import (
+    InterfaceInfo,
+    TimedListing,
+    default_interfaces,
+    interfaces,
+)
 from teapot_lb.vrrp.group import (
     DEFAULT_ADVERT_INTERVAL_S,
     VRID_MAX,
@@ -203,7 +208,7 @@ class VIPBackend:
         list_interfaces: Callable[[], Awaitable[dict[str, InterfaceInfo]]] = interfaces,
     ) -> None:
         self.node = node
-        self._list_interfaces = list_interfaces
+        self._list_interfaces = TimedListing(list_interfaces)
         self._on_change = on_change
         self.transitions = 0
         self.supervisor = KeepalivedSupervisor(
