@@ -5,11 +5,17 @@ from __future__ import annotations
 from ipaddress import ip_address
 from typing import Any
 
-from teapot_lb.speaker.vip_backend import cluster_vip_input, failed_vips, vip_groups
+from teapot_lb.cluster import Kind
+from teapot_lb.speaker.vip_backend import (
+    cluster_vip_input,
+    failed_vips,
+    node_addresses,
+    vip_groups,
+)
 from teapot_lb.vrrp.group import VipGroup
 from teapot_lb.vrrp.render import InterfaceMissing
 
-from .builders import lb_service, node, ours, store_of
+from .builders import lb_service, node, ours, put, remove, store_of
 
 
 def vip_docs(*extra: dict[str, object]) -> list[dict[str, object]]:
@@ -110,3 +116,17 @@ def test_a_renderer_error_fails_exactly_the_vips_of_the_groups_it_names() -> Non
         "192.0.2.225": str(missing),
         "192.0.2.227": "192.0.2.227: no VIPAdvertisement selects it",
     }
+
+
+def test_node_addresses_are_parsed_again_only_for_nodes_that_changed() -> None:
+    store = store_of(*vip_docs())
+    known: dict[str, Any] = {}
+    first = node_addresses(store.view(), known)
+    assert first == {f"n{i}": (ip_address(f"192.0.2.1{i}"),) for i in (1, 2, 3)}
+    kept = {name: hit for name, hit in known.items()}
+    put(store, node("n2", "192.0.2.22"))
+    remove(store, Kind.NODE, "n3")
+    again = node_addresses(store.view(), known)
+    assert again == {"n1": (ip_address("192.0.2.11"),), "n2": (ip_address("192.0.2.22"),)}
+    assert known["n1"] is kept["n1"]  # the same Node: not parsed again
+    assert "n3" not in known

@@ -35,6 +35,7 @@ from teapot_lb.announce.plan import (
     l2_election_orders,
 )
 from teapot_lb.cluster import ClusterView
+from teapot_lb.kept import by_name
 from teapot_lb.l2.announcer import Claim, IPAddress
 from teapot_lb.l2.claims import ClaimArbiter, ClaimTiming, Verdict
 from teapot_lb.l2.responder import Responder
@@ -61,25 +62,19 @@ def peer_addresses(
     name, for as long as the view holds the very same Node object: a step then parses only
     the Nodes that changed, not all 1,000 (issue 19).
     """
-    memo = {} if known is None else known
-
-    def addresses(name: str, obj: Node) -> list[tuple[int, str]]:
-        hit = memo.get(name)
-        if hit is None or hit[0] is not obj:
-            hit = memo[name] = (obj, [(a.version, str(a)) for a in obj.addresses()])
-        return hit[1]
-
-    for gone in [name for name in memo if name not in view.nodes]:
-        del memo[gone]
-    me = view.nodes.get(node)
-    mine = addresses(node, me) if me is not None else []
+    every = by_name(
+        view.nodes,
+        {} if known is None else known,
+        lambda n: [(a.version, str(a)) for a in n.addresses()],
+    )
+    mine = every.get(node, [])
     if not mine:
         return []
     family = min(version for version, _ in mine)
     out: list[str] = []
-    for name in sorted(view.nodes):
+    for name in sorted(every):
         if name != node:
-            out.extend(a for version, a in addresses(name, view.nodes[name]) if version == family)
+            out.extend(a for version, a in every[name] if version == family)
     return out
 
 

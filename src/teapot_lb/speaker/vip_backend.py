@@ -28,7 +28,8 @@ from teapot_lb import log
 from teapot_lb.announce.cache import PlanCache
 from teapot_lb.announce.plan import Decision, Mode, PlanOptions, VIPMembership, vip_memberships
 from teapot_lb.cluster import ClusterView
-from teapot_lb.model import ExternalTrafficPolicy
+from teapot_lb.kept import by_name
+from teapot_lb.model import ExternalTrafficPolicy, Node
 from teapot_lb.model.service import ANNOTATION_VRIDS
 from teapot_lb.speaker.backend import Step, Wiring
 from teapot_lb.speaker.interfaces import (
@@ -147,11 +148,12 @@ def vip_groups(
     return groups, errors
 
 
-def node_addresses(view: ClusterView) -> dict[str, tuple[IPAddress, ...]]:
-    return {
-        name: tuple(ip_address(str(a)) for a in node.addresses())
-        for name, node in view.nodes.items()
-    }
+def node_addresses(
+    view: ClusterView, known: dict[str, tuple[Node, tuple[IPAddress, ...]]] | None = None
+) -> dict[str, tuple[IPAddress, ...]]:
+    """Each Node's addresses. `known` (kept by the caller between calls): see
+    :func:`teapot_lb.kept.by_name` (at 1,000 Nodes, parsing them all was most of a step)."""
+    return by_name(view.nodes, {} if known is None else known, lambda n: tuple(n.addresses()))
 
 
 def failed_vips(
@@ -220,6 +222,7 @@ class VIPBackend:
         self.vrids_path = state_dir / VRIDS_FILE
         self.vrids: dict[str, int] = load_vrids(self.vrids_path)  # instance token -> VRID
         self._tracks: dict[str, bool] = {}  # track file -> written value
+        self._node_addresses: dict[str, tuple[Node, tuple[IPAddress, ...]]] = {}
         self._log = log.get("speaker.vip").bind(node=node)
 
     # --- the node speaker's backend protocol ------------------------------------------------
@@ -238,7 +241,8 @@ class VIPBackend:
             return  # keepalived is not needed (yet)
         infos = await self._list_interfaces()
         groups, errors = vip_groups(vip_input, infos)
-        await self.apply(groups, node_addresses(step.view), sorted(infos), errors, vip_input.local)
+        addresses = node_addresses(step.view, self._node_addresses)
+        await self.apply(groups, addresses, sorted(infos), errors, vip_input.local)
 
     def failure_inputs(self) -> object:
         return dict(self.failed)
