@@ -145,3 +145,44 @@ def test_a_port_is_not_shared_with_an_equal_looking_one_of_another_type() -> Non
     assert isinstance(one, Service) and isinstance(text, Service)
     assert one.spec.ports[0].target_port == 1
     assert text.spec.ports[0].target_port == "1"
+
+
+def test_equal_parts_of_every_depth_are_shared_but_never_the_object_itself() -> None:
+    """An empty status, a spec, a list of ports and a label map are shared between two
+    Services parsed apart (hash-consing); each Service stays its own object, even when an
+    equal one was compacted before."""
+    a = compact(_parsed(_service(1, {"app": "web"}, [{"port": 80}], [])))
+    b = compact(_parsed(_service(2, {"app": "web"}, [{"port": 80}], [])))
+    again = _parsed(_service(1, {"app": "web"}, [{"port": 80}], []))
+    assert compact(again) is again and again == a
+    assert isinstance(a, Service) and isinstance(b, Service)
+    assert a.status is b.status
+    assert a.spec is b.spec
+    assert a.spec.ports is b.spec.ports
+    assert a.metadata.labels is b.metadata.labels
+    assert a.metadata.annotations is b.metadata.annotations
+    assert a.metadata is not b.metadata  # (their names differ)
+
+
+def test_parts_that_differ_anywhere_inside_are_not_shared() -> None:
+    a = compact(_parsed(_service(1, {}, [{"port": 80}], ["192.0.2.1"])))
+    b = compact(_parsed(_service(2, {}, [{"port": 80}, {"port": 443}], ["192.0.2.1"])))
+    c = compact(_parsed(_service(3, {}, [{"port": 80, "protocol": "UDP"}], ["192.0.2.2"])))
+    assert isinstance(a, Service) and isinstance(b, Service) and isinstance(c, Service)
+    assert a.status is b.status  # the same ingress
+    assert a.status is not c.status and a.status != c.status
+    assert a.spec is not b.spec and a.spec.ports != b.spec.ports
+    assert a.spec is not c.spec and a.spec.ports != c.spec.ports
+    assert [p.protocol for p in c.spec.ports] == ["UDP"]
+
+
+def test_compacting_a_copy_again_keeps_the_shared_parts() -> None:
+    """A cache taking a copy of a compacted object (a stamped copy, one with a status)
+    compacts it again: its parts stay the very parts shared before."""
+    a = compact(_parsed(_service(1, {"app": "web", "tier": "x"}, [{"port": 80}], [])))
+    assert isinstance(a, Service)
+    labels, spec, status = a.metadata.labels, a.spec, a.status
+    copy = compact(a.model_copy(update={"metadata": a.metadata.model_copy()}))
+    assert copy.metadata.labels is labels and copy.spec is spec and copy.status is status
+    assert compact(a) is a and a.metadata.labels is labels
+    assert dict(labels) == {"app": "web", "tier": "x"}

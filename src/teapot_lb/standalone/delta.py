@@ -24,12 +24,13 @@ from pathlib import Path
 
 from teapot_lb.cluster import Kind, object_key
 from teapot_lb.model import ApiObject, IPAddress, ObjectRef, Problem, Service
-from teapot_lb.model.manifest import ParsedDocument, parse_document, read_documents
+from teapot_lb.model.manifest import ParsedDocument, read_documents
 from teapot_lb.model.problem import FILE
 from teapot_lb.standalone.directory import (
     FileCache,
     FileEntry,
     Snapshot,
+    parse_kept,
     stat_key,
     unknown_kinds_of_ours,
 )
@@ -87,7 +88,7 @@ def file_delta(files: list[Path], cache: FileCache) -> FileDelta | None:
         docs, problems = read_documents([f])
         if problems or unknown_kinds_of_ours(docs):
             return None
-        parsed = [parse_document(d, ignore_unknown_kinds=True) for d in docs]
+        parsed = parse_kept(docs)
         if entry is not None and not _add(delta.before, entry[1]):
             return None
         if not _add(delta.after, parsed):

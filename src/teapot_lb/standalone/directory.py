@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
+from teapot_lb.cluster.compact import compact
 from teapot_lb.controller import UnparsedPool
 from teapot_lb.kept import Kept
 from teapot_lb.model import ApiObject, ObjectRef, Problem
@@ -149,6 +150,18 @@ class FileCache:
 FileEntry = tuple[tuple[int, int, int], list[ParsedDocument], list[Problem]]
 
 
+def parse_kept(documents: list[Document]) -> list[ParsedDocument]:
+    """A file's documents parsed as the cache keeps them: each object compacted
+    (:func:`~teapot_lb.cluster.compact.compact`) at once, so that its copies (stamped, with
+    a status) share its parts from the start."""
+    out = []
+    for doc in documents:
+        parsed = parse_document(doc, ignore_unknown_kinds=True)
+        compact(parsed.obj)
+        out.append(parsed)
+    return out
+
+
 def stat_key(path: Path) -> tuple[int, int, int] | None:
     try:
         st = path.stat()
@@ -188,7 +201,7 @@ def read(
                 file_problems.extend(replace(p, message=p.message + note) for p in problems)
             else:
                 file_problems.extend(problems)
-                parsed = [parse_document(d, ignore_unknown_kinds=True) for d in docs]
+                parsed = parse_kept(docs)
                 entry = (stat or (0, 0, 0), parsed, unknown_kinds_of_ours(docs))
                 if cache is not None and not problems and stat is not None:
                     cache.entries[key] = entry
