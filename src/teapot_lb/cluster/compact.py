@@ -30,6 +30,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from datetime import datetime
 from enum import Enum
 from ipaddress import IPv4Address, IPv6Address
@@ -85,16 +86,7 @@ def _intern(value: object) -> object:
 
 def _compact_model(model: BaseModel) -> Key | None:
     """Compact `model`'s parts in place; its key (None: it is not to be shared)."""
-    fields = model.__dict__
-    keys: list[Key] | None = []
-    for name, value in fields.items():
-        shared, key = _part(value)
-        if shared is not value:
-            fields[name] = shared
-        if key is None:
-            keys = None
-        elif keys is not None:
-            keys.append(key)
+    keys = _compact_in(model.__dict__, model.__dict__.items())
     given = model.__pydantic_fields_set__
     fkey = (type(model), frozenset(given))
     known = _fields_sets.get(fkey)
@@ -143,16 +135,23 @@ def _shared(key: Key, value: object) -> tuple[object, Key]:
 
 
 def _compact_items(items: list[Any]) -> Key | None:
+    keys = _compact_in(items, enumerate(items))
+    return None if keys is None else (list, tuple(keys))
+
+
+def _compact_in(into: Any, places: Iterable[tuple[Any, object]]) -> list[Key] | None:
+    """Each value (of a model's fields, a list's items) compacted, and put back in its place
+    in `into` if it changed; their keys (None: one of them is not to be shared)."""
     keys: list[Key] | None = []
-    for i, item in enumerate(items):
-        shared, key = _part(item)
-        if shared is not item:
-            items[i] = shared
+    for place, value in places:
+        shared, key = _part(value)
+        if shared is not value:
+            into[place] = shared
         if key is None:
             keys = None
         elif keys is not None:
             keys.append(key)
-    return None if keys is None else (list, tuple(keys))
+    return keys
 
 
 def _compact_map(mapping: dict[Any, Any]) -> Key | None:
