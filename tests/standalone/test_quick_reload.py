@@ -154,7 +154,7 @@ def test_a_quick_reload_equals_reading_everything(plan: list[tuple[Any, ...]]) -
         source = ManifestSource(root, Store(), state_dir=state)
         source.reload()
         mirror = ReadsEverything(root, Store(), state_dir=scratch / "mirror-state")
-        mirror.reload()
+        everything_read(mirror, state, scratch)
         for step in plan:
             apply_step(root, files, step)
             source.reload()
@@ -257,3 +257,87 @@ def test_the_journal_is_folded_into_the_file_when_it_grows(tmp_path: Path) -> No
         fh.write('{"ref": "Service/def')
     again = FirstSeen(tmp_path)
     assert len(again.seen) == 99 and "Service/default/s599" not in again.seen
+
+
+def _cached(source: ManifestSource) -> dict[str, Any]:
+    """The objects the source's file cache holds, by `str(ref)`."""
+    return {
+        str(doc.obj.ref): doc.obj
+        for _, docs, _ in source._files.entries.values()
+        for doc in docs
+        if doc.obj is not None
+    }
+
+
+def test_the_file_cache_keeps_each_object_stamped_once(tmp_path: Path) -> None:
+    """The file cache holds each object as stamped when parsed — the very object the
+    snapshot, the checks and the assignment use — and the time it carries is the one
+    recorded in first-seen (so a restart and the next reload give it the same time)."""
+    root, state = tmp_path / "manifests", tmp_path / "state"
+    root.mkdir()
+    write(root / "config.yaml", config(small=False))
+    write(root / "f0.yaml", [service("s0"), service("s1", "203.0.113.2")])
+    source = ManifestSource(root, Store(), state_dir=state)
+    source.reload()
+    write(root / "f1.yaml", [service("s2")])  # a quick reload
+    source.reload()
+    write(root / "config.yaml", [*config(small=False), node("n2")])  # a full one
+    source.reload()
+    assert source.quick_reloads == 1
+    assert source.loaded is not None
+    services = source.loaded.snapshot.objects[Kind.SERVICE]
+    cached = _cached(source)
+    recorded = json.loads((state / FILE_NAME).read_text())
+    for key in ("default/s0", "default/s1", "default/s2"):
+        obj = services[key]
+        assert cached[str(obj.ref)] is obj
+        when = obj.metadata.creation_timestamp
+        assert when is not None and datetime.fromisoformat(recorded[str(obj.ref)]) == when
+    again = ManifestSource(root, Store(), state_dir=state).reload()
+    restarted = again.snapshot.objects[Kind.SERVICE]
+    assert {k: s.metadata.creation_timestamp for k, s in restarted.items()} == {
+        k: s.metadata.creation_timestamp for k, s in services.items()
+    }
+
+
+def test_a_time_written_in_the_manifest_is_not_taken_for_a_stamp(tmp_path: Path) -> None:
+    """A manifest's own creationTimestamp is used and not recorded; once it is removed
+    from the manifest, the object is a newcomer (stamped now), not still of that time."""
+    root, state = tmp_path / "manifests", tmp_path / "state"
+    root.mkdir()
+    write(root / "config.yaml", config(small=False))
+    write(root / "f0.yaml", [service_doc("s0", "dated")])
+    source = ManifestSource(root, Store(), state_dir=state)
+    source.reload()
+    assert source.loaded is not None
+    dated = source.loaded.snapshot.objects[Kind.SERVICE]["default/s0"]
+    assert dated.metadata.creation_timestamp == datetime(2026, 1, 1, tzinfo=UTC)
+    assert "Service/default/s0" not in source._first_seen.seen
+    before = datetime.now(UTC)
+    write(root / "f0.yaml", [service_doc("s0", "plain")])
+    source.reload()
+    assert source.loaded is not None
+    plain = source.loaded.snapshot.objects[Kind.SERVICE]["default/s0"]
+    when = plain.metadata.creation_timestamp
+    assert when is not None and when >= before
+    assert source._first_seen.seen["Service/default/s0"] == when
+    assert _cached(source)["Service/default/s0"] is plain
+
+
+def test_a_service_added_to_a_file_leaves_the_others_of_the_file_alone(tmp_path: Path) -> None:
+    """The file's other Services parse again equal to what the cache holds (stamped with
+    the same time): they stay the same objects, so only the new one is assigned."""
+    root, state = tmp_path / "manifests", tmp_path / "state"
+    root.mkdir()
+    write(root / "config.yaml", config(small=False))
+    write(root / "f0.yaml", [service("s0"), service("s1")])
+    source = ManifestSource(root, Store(), state_dir=state)
+    source.reload()
+    assert source.loaded is not None
+    before = dict(source.loaded.snapshot.objects[Kind.SERVICE])
+    write(root / "f0.yaml", [service("s0"), service("s1"), service("s2")])
+    source.reload()
+    assert source.quick_reloads == 1
+    assert source._assigner.reconciled == 1 and source._assigner.added == ("default/s2",)
+    after = source.loaded.snapshot.objects[Kind.SERVICE]
+    assert all(after[k] is before[k] for k in ("default/s0", "default/s1"))

@@ -38,7 +38,9 @@ def manifest_view(manifests: Path, state_root: Path | None = None) -> ClusterVie
                 seen = first_seen.FirstSeen(node_dir).seen
                 break
     now = datetime.now(UTC)
-    snap = read(manifests, stamp=lambda objects: first_seen.stamp(objects, seen, now)[0])
+    stamps = first_seen.FirstSeen(None)  # (records nothing: no state directory)
+    stamps.seen = seen
+    snap = read(manifests, stamp=stamps.at(now))
     _, planned = planned_objects(snap.view(), unparsed_pools=snap.unparsed_pools)
     store = Store()
     snap.fill(store, planned)

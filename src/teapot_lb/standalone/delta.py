@@ -18,7 +18,7 @@ file, a problem naming a changed object — is a full reload, which gives the sa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -67,10 +67,13 @@ class FileDelta:
         return [r for r in self.before if r not in self.after]
 
 
-def file_delta(files: list[Path], cache: FileCache) -> FileDelta | None:
+def file_delta(
+    files: list[Path], cache: FileCache, stamp: Callable[[ApiObject], ApiObject] | None = None
+) -> FileDelta | None:
     """The changed files' objects before and after, read; None when some changed file
     (before or after) holds anything but Services and EndpointSlices that parse
-    cleanly, does not read, or defines an object twice. An object equal to the one the
+    cleanly, does not read, or defines an object twice. Objects are parsed as the cache
+    keeps them (`stamp`: :meth:`.directory.Stamp.parsed`); one equal to the object the
     file held is given back as that very object (nothing to redo for it)."""
     now = {str(f) for f in files}
     removed = [name for name in cache.entries if name not in now]
@@ -88,7 +91,7 @@ def file_delta(files: list[Path], cache: FileCache) -> FileDelta | None:
         docs, problems = read_documents([f])
         if problems or unknown_kinds_of_ours(docs):
             return None
-        parsed = parse_kept(docs)
+        parsed = parse_kept(docs, stamp)
         if entry is not None and not _add(delta.before, entry[1]):
             return None
         if not _add(delta.after, parsed):

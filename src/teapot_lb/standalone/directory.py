@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.cluster.compact import compact
@@ -150,13 +150,18 @@ class FileCache:
 FileEntry = tuple[tuple[int, int, int], list[ParsedDocument], list[Problem]]
 
 
-def parse_kept(documents: list[Document]) -> list[ParsedDocument]:
-    """A file's documents parsed as the cache keeps them: each object compacted
-    (:func:`~teapot_lb.cluster.compact.compact`) at once, so that its copies (stamped, with
-    a status) share its parts from the start."""
+def parse_kept(
+    documents: list[Document], stamp: Callable[[ApiObject], ApiObject] | None = None
+) -> list[ParsedDocument]:
+    """A file's documents parsed as the cache keeps them: each object given its creation
+    time (`stamp`, :meth:`Stamp.parsed`) and compacted
+    (:func:`~teapot_lb.cluster.compact.compact`) at once, so that one object is kept per
+    document and its copies (with a status) share its parts from the start."""
     out = []
     for doc in documents:
         parsed = parse_document(doc, ignore_unknown_kinds=True)
+        if parsed.obj is not None and stamp is not None:
+            parsed = parsed._replace(obj=stamp(parsed.obj))
         compact(parsed.obj)
         out.append(parsed)
     return out
@@ -170,7 +175,13 @@ def stat_key(path: Path) -> tuple[int, int, int] | None:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-Stamp = Callable[[Sequence[ApiObject]], list[ApiObject]]
+class Stamp(Protocol):
+    """Gives objects their creation time (:mod:`.first_seen`): each one as it is parsed
+    (what the file cache keeps), then the objects of a read together."""
+
+    def parsed(self, obj: ApiObject) -> ApiObject: ...
+
+    def __call__(self, objects: Sequence[ApiObject]) -> list[ApiObject]: ...
 
 
 def read(
@@ -201,7 +212,7 @@ def read(
                 file_problems.extend(replace(p, message=p.message + note) for p in problems)
             else:
                 file_problems.extend(problems)
-                parsed = parse_kept(docs)
+                parsed = parse_kept(docs, stamp.parsed if stamp is not None else None)
                 entry = (stat or (0, 0, 0), parsed, unknown_kinds_of_ours(docs))
                 if cache is not None and not problems and stat is not None:
                     cache.entries[key] = entry

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -33,6 +34,12 @@ FILE_NAME = "first-seen.json"
 JOURNAL_NAME = "first-seen.log"
 
 
+def stamped(obj: ApiObject, when: datetime) -> ApiObject:
+    """A copy of `obj` created at `when`."""
+    meta = obj.metadata.model_copy(update={"creation_timestamp": when})
+    return obj.model_copy(update={"metadata": meta})
+
+
 def stamp(
     objects: Sequence[ApiObject],
     seen: dict[str, datetime],
@@ -42,30 +49,36 @@ def stamp(
     """`objects` with a creation time each (pure): their own, or the first time seen.
 
     `seen` maps `str(ref)` to the time an object was first seen; returns the objects and
-    the new map (objects no longer present dropped, newcomers stamped `now`). `memo`
-    (kept by the caller between calls): each object's ref and stamped copy, so that the
-    same object coming again with the same time gets the same stamped copy back (an
-    unchanged object stays the same object from one reload to the next) and its ref is
-    not made again.
+    the new map (objects no longer present dropped, newcomers stamped `now`). An object
+    may come stamped already — when it was parsed (:meth:`FirstSeen.parsed`, with this
+    `now`), which is how the file cache keeps it: a time equal to the one it would get is
+    taken as ours; any other is the manifest's own, which wins and is not recorded.
+    `memo` (kept by the caller between calls): each object's ref and result, so that the
+    same object coming again gets the same result back (an unchanged object stays the
+    same object from one reload to the next) and its ref is not made again.
     """
     out: list[ApiObject] = []
     kept: dict[str, datetime] = {}
     if memo is not None:
         memo.begin()
     for obj in objects:
-        if obj.metadata.creation_timestamp is not None:
-            out.append(obj)
-            continue
         hit = memo.get(obj) if memo is not None else None
         ref = hit[0] if hit is not None else str(obj.ref)
+        own = obj.metadata.creation_timestamp
         when = kept.get(ref) or seen.get(ref) or now
-        kept[ref] = when
-        if hit is None or hit[1].metadata.creation_timestamp != when:
-            meta = obj.metadata.model_copy(update={"creation_timestamp": when})
-            hit = (ref, obj.model_copy(update={"metadata": meta}))
+        if own is not None and own != when:
+            result = obj  # the manifest's own time
+        else:
+            kept[ref] = when
+            if own == when:
+                result = obj
+            elif hit is None or hit[1].metadata.creation_timestamp != when:
+                result = stamped(obj, when)
+            else:
+                result = hit[1]
         if memo is not None:
-            memo.put(obj, hit)
-        out.append(hit[1])
+            memo.put(obj, (ref, result))
+        out.append(result)
     if memo is not None:
         memo.end()
     return out, kept
@@ -74,24 +87,25 @@ def stamp(
 def stamp_changed(
     added: Sequence[ApiObject], gone: Sequence[str], seen: dict[str, datetime], now: datetime
 ) -> tuple[list[ApiObject], dict[str, datetime | None]]:
-    """:func:`stamp` for a change only: `added` (new or edited objects) stamped, the refs
-    in `gone` (``str(ref)``: objects that left) forgotten, `seen` updated in place.
-    Returns the stamped objects and what changed in `seen` (None: forgotten)."""
+    """:func:`stamp` for a change only: `added` (new or edited objects, maybe stamped when
+    parsed with this `now`) stamped, the refs in `gone` (``str(ref)``: objects that left)
+    forgotten, `seen` updated in place. Returns the stamped objects and what changed in
+    `seen` (None: forgotten)."""
     changed: dict[str, datetime | None] = {}
     for ref in gone:
         if seen.pop(ref, None) is not None:
             changed[ref] = None
     out: list[ApiObject] = []
     for obj in added:
-        if obj.metadata.creation_timestamp is not None:
-            out.append(obj)
-            continue
         ref = str(obj.ref)
-        when = seen.get(ref)
-        if when is None:
-            when = seen[ref] = changed[ref] = now
-        meta = obj.metadata.model_copy(update={"creation_timestamp": when})
-        out.append(obj.model_copy(update={"metadata": meta}))
+        own = obj.metadata.creation_timestamp
+        when = seen.get(ref) or now
+        if own is not None and own != when:
+            out.append(obj)  # the manifest's own time
+            continue
+        if ref not in seen:
+            seen[ref] = changed[ref] = when
+        out.append(obj if own == when else stamped(obj, when))
     return out, changed
 
 
@@ -147,6 +161,19 @@ class FirstSeen:
                 "first-seen journal lines unreadable, skipped", path=str(self.journal), lines=bad
             )
 
+    def at(self, now: datetime) -> Stamping:
+        """The stamps of one read, all from `now`."""
+        return Stamping(self, now)
+
+    def parsed(self, obj: ApiObject, now: datetime) -> ApiObject:
+        """`obj` as parsed, given the time it will get (its first-seen time, or `now`) if
+        it has none, so that the file cache keeps it stamped: no second copy of every
+        object. Nothing is recorded (:meth:`stamp` and :meth:`stamp_changed` do, with the
+        same `now`)."""
+        if obj.metadata.creation_timestamp is not None:
+            return obj
+        return stamped(obj, self.seen.get(str(obj.ref)) or now)
+
     def stamp(self, objects: Sequence[ApiObject], now: datetime) -> list[ApiObject]:
         out, seen = stamp(objects, self.seen, now, self._stamped)
         if seen != self.seen:
@@ -187,3 +214,18 @@ class FirstSeen:
             # After the file: a crash in between replays lines the file already holds.
             self.journal.unlink(missing_ok=True)
             self.journal_lines = 0
+
+
+@dataclass(frozen=True)
+class Stamping:
+    """:class:`FirstSeen`'s stamps for one read (one `now`): each object as it is parsed,
+    then the read's objects together (:class:`~.directory.Stamp`)."""
+
+    first_seen: FirstSeen
+    now: datetime
+
+    def parsed(self, obj: ApiObject) -> ApiObject:
+        return self.first_seen.parsed(obj, self.now)
+
+    def __call__(self, objects: Sequence[ApiObject]) -> list[ApiObject]:
+        return self.first_seen.stamp(objects, self.now)

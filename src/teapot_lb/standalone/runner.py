@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import Any
 from teapot_lb import log
 from teapot_lb.cluster import Kind, Store, object_key
 from teapot_lb.controller import ControllerOptions
-from teapot_lb.model import ApiObject, IPAddress, Problem, Service
+from teapot_lb.model import IPAddress, Problem, Service
 from teapot_lb.model.problem import FILE
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import decisions_json
@@ -192,7 +192,8 @@ class ManifestSource:
         if quick is not None:
             self.quick_reloads += 1
             return replace(quick, seconds=time.perf_counter() - started)
-        snap = read(self.manifests, self.state_dir, self._files, self._stamp)
+        stamp = self._first_seen.at(datetime.now(UTC))
+        snap = read(self.manifests, self.state_dir, self._files, stamp)
         snap.fill(self._assigning)
         view = self._assigning.view()
         assignments, planned = planned_objects(
@@ -209,7 +210,8 @@ class ManifestSource:
         if loaded is None or self._gone:
             return None
         files = manifest_files(self.manifests, self.state_dir)
-        delta = file_delta(files, self._files)
+        now = datetime.now(UTC)
+        delta = file_delta(files, self._files, self._first_seen.at(now).parsed)
         if delta is None:
             return None
         last = loaded.snapshot
@@ -219,9 +221,7 @@ class ManifestSource:
             return None
         gone = delta.gone()
         # Stamped first: the checks and the assignment decide by age.
-        came = self._first_seen.stamp_changed(
-            delta.came(), [str(r) for r in gone], datetime.now(UTC)
-        )
+        came = self._first_seen.stamp_changed(delta.came(), [str(r) for r in gone], now)
         changes: Changes = {}
         for ref in gone:
             changes.setdefault(Kind(ref.kind), {})[object_key(ref.namespace, ref.name)] = None
@@ -256,9 +256,6 @@ class ManifestSource:
         speaker: Changes = {kind: dict(by_key) for kind, by_key in changes.items()}
         speaker[Kind.SERVICE] = assigned_changes(view, assignments, keys)
         return Reloaded(snap, assignments, changes=speaker)
-
-    def _stamp(self, objects: Sequence[ApiObject]) -> list[ApiObject]:
-        return self._first_seen.stamp(objects, datetime.now(UTC))
 
     def _apply(self, reloaded: Reloaded) -> Loaded:
         snap, assignments = reloaded.snapshot, reloaded.assignments
