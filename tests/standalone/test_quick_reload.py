@@ -161,14 +161,25 @@ def test_a_quick_reload_equals_reading_everything(plan: list[tuple[Any, ...]]) -
             assert contents(source) == everything_read(mirror, state, scratch), step
 
 
-def test_a_new_service_file_is_read_alone(tmp_path: Path) -> None:
+def started(
+    tmp_path: Path, files: dict[str, list[dict[str, Any]]], store: Store | None = None
+) -> tuple[Path, Path, ManifestSource]:
+    """A manifest directory (the configuration and `files`), and a source that read it."""
     root, state = tmp_path / "manifests", tmp_path / "state"
     root.mkdir()
     write(root / "config.yaml", config(small=False))
-    write(root / "services.yaml", [service(f"svc{i}") for i in range(3)])
-    store = Store()
-    source = ManifestSource(root, store, state_dir=state)
+    for name, docs in files.items():
+        write(root / name, docs)
+    source = ManifestSource(root, store or Store(), state_dir=state)
     source.reload()
+    return root, state, source
+
+
+def test_a_new_service_file_is_read_alone(tmp_path: Path) -> None:
+    store = Store()
+    root, _state, source = started(
+        tmp_path, {"services.yaml": [service(f"svc{i}") for i in range(3)]}, store
+    )
     write(root / "new.yaml", [service("new", "203.0.113.9"), endpoints("new", "n1")])
     source.reload()
     assert source.quick_reloads == 1
@@ -186,12 +197,7 @@ def test_a_new_service_file_is_read_alone(tmp_path: Path) -> None:
 
 
 def test_what_a_quick_reload_cannot_prove_reads_everything(tmp_path: Path) -> None:
-    root, state = tmp_path / "manifests", tmp_path / "state"
-    root.mkdir()
-    write(root / "config.yaml", config(small=False))
-    write(root / "services.yaml", [service("svc0", "203.0.113.2")])
-    source = ManifestSource(root, Store(), state_dir=state)
-    source.reload()
+    root, _state, source = started(tmp_path, {"services.yaml": [service("svc0", "203.0.113.2")]})
     # A pool beside Services; a Service requesting a taken IP (a sharing problem); a
     # Service defined in a second file; a file that does not parse.
     cases = [
@@ -212,11 +218,7 @@ def test_what_a_quick_reload_cannot_prove_reads_everything(tmp_path: Path) -> No
 
 
 def test_first_seen_times_of_quick_reloads_survive_a_restart(tmp_path: Path) -> None:
-    root, state = tmp_path / "manifests", tmp_path / "state"
-    root.mkdir()
-    write(root / "config.yaml", config(small=False))
-    source = ManifestSource(root, Store(), state_dir=state)
-    source.reload()
+    root, state, source = started(tmp_path, {})
     for i in range(3):
         write(root / f"new{i}.yaml", [service(f"new{i}")])
         source.reload()
@@ -273,12 +275,9 @@ def test_the_file_cache_keeps_each_object_stamped_once(tmp_path: Path) -> None:
     """The file cache holds each object as stamped when parsed — the very object the
     snapshot, the checks and the assignment use — and the time it carries is the one
     recorded in first-seen (so a restart and the next reload give it the same time)."""
-    root, state = tmp_path / "manifests", tmp_path / "state"
-    root.mkdir()
-    write(root / "config.yaml", config(small=False))
-    write(root / "f0.yaml", [service("s0"), service("s1", "203.0.113.2")])
-    source = ManifestSource(root, Store(), state_dir=state)
-    source.reload()
+    root, state, source = started(
+        tmp_path, {"f0.yaml": [service("s0"), service("s1", "203.0.113.2")]}
+    )
     write(root / "f1.yaml", [service("s2")])  # a quick reload
     source.reload()
     write(root / "config.yaml", [*config(small=False), node("n2")])  # a full one
@@ -303,12 +302,7 @@ def test_the_file_cache_keeps_each_object_stamped_once(tmp_path: Path) -> None:
 def test_a_time_written_in_the_manifest_is_not_taken_for_a_stamp(tmp_path: Path) -> None:
     """A manifest's own creationTimestamp is used and not recorded; once it is removed
     from the manifest, the object is a newcomer (stamped now), not still of that time."""
-    root, state = tmp_path / "manifests", tmp_path / "state"
-    root.mkdir()
-    write(root / "config.yaml", config(small=False))
-    write(root / "f0.yaml", [service_doc("s0", "dated")])
-    source = ManifestSource(root, Store(), state_dir=state)
-    source.reload()
+    root, _state, source = started(tmp_path, {"f0.yaml": [service_doc("s0", "dated")]})
     assert source.loaded is not None
     dated = source.loaded.snapshot.objects[Kind.SERVICE]["default/s0"]
     assert dated.metadata.creation_timestamp == datetime(2026, 1, 1, tzinfo=UTC)
@@ -327,12 +321,7 @@ def test_a_time_written_in_the_manifest_is_not_taken_for_a_stamp(tmp_path: Path)
 def test_a_service_added_to_a_file_leaves_the_others_of_the_file_alone(tmp_path: Path) -> None:
     """The file's other Services parse again equal to what the cache holds (stamped with
     the same time): they stay the same objects, so only the new one is assigned."""
-    root, state = tmp_path / "manifests", tmp_path / "state"
-    root.mkdir()
-    write(root / "config.yaml", config(small=False))
-    write(root / "f0.yaml", [service("s0"), service("s1")])
-    source = ManifestSource(root, Store(), state_dir=state)
-    source.reload()
+    root, _state, source = started(tmp_path, {"f0.yaml": [service("s0"), service("s1")]})
     assert source.loaded is not None
     before = dict(source.loaded.snapshot.objects[Kind.SERVICE])
     write(root / "f0.yaml", [service("s0"), service("s1"), service("s2")])
