@@ -25,13 +25,14 @@ def pool_of(pool: AddressPool) -> ipam.Pool:
 
 
 def request_of(
-    service: Service, namespace_labels: Mapping[str, str] | None = None
+    service: Service, namespace_labels: Mapping[str, str] | None = None, key: str = ""
 ) -> ipam.ServiceRequest:
     """What the IPAM needs to know of a LoadBalancer Service.
 
     Raises ValueError (naming the bad entry) when the requested IPs do not parse.
     Unknown namespace labels count as none. When `spec.ipFamilies` is empty (an API
     server fills it in; a manifest may not), the families of the requested IPs are used.
+    `key`: the Service's `namespace/name`, if the caller holds it (the request keeps it).
     """
     spec = service.spec
     requested = tuple(service.requested_ips())
@@ -54,6 +55,7 @@ def request_of(
         ports=_port_set(tuple((p.protocol.value, p.port) for p in spec.ports)),
         external_traffic_policy=ipam.TrafficPolicy(spec.external_traffic_policy.value),
         selector=spec.selector,
+        key=key,
     )
 
 

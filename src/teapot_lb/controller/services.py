@@ -88,7 +88,7 @@ def reconcile_service(
     current = held_ips(svc)
     current_pool = svc.metadata.annotations.get(ANNOTATION_ALLOCATED_FROM)
     try:
-        request = request_of(svc, view.namespace_labels(svc.namespace))
+        request = request_of(svc, view.namespace_labels(svc.namespace), key)
     except ValueError as err:
         released = state.allocator.release(key)
         result: ipam.Result = ipam.Refused(key, ipam.RefusalReason.INVALID_REQUEST, f"{key}: {err}")

@@ -69,7 +69,7 @@ def rebuild(
         if not ips or not options.handles(svc):
             continue
         try:
-            request = request_of(svc, view.namespace_labels(svc.namespace))
+            request = request_of(svc, view.namespace_labels(svc.namespace), key)
         except ValueError:
             continue  # its reconcile refuses it and clears its status
         holdings.append(ipam.Holding(request, ips))

@@ -51,10 +51,13 @@ class ServiceRequest:
     ports: frozenset[Port] = frozenset()
     external_traffic_policy: TrafficPolicy = TrafficPolicy.CLUSTER
     selector: Mapping[str, str] = field(default_factory=_no_labels)
-    key: str = field(init=False, compare=False, repr=False)
+    # `namespace/name`; a caller holding that string already (a Store's key) passes it, so
+    # that 100k requests do not each hold a copy.
+    key: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        if not self.key:
+            object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     @property
     def families(self) -> tuple[IPFamily, ...]:

@@ -26,7 +26,6 @@ from datetime import datetime
 from pathlib import Path
 
 from teapot_lb import log
-from teapot_lb.kept import Kept
 from teapot_lb.model import ApiObject
 from teapot_lb.standalone.directory import PRETTY_MAX, write_json
 
@@ -41,46 +40,28 @@ def stamped(obj: ApiObject, when: datetime) -> ApiObject:
 
 
 def stamp(
-    objects: Sequence[ApiObject],
-    seen: dict[str, datetime],
-    now: datetime,
-    memo: Kept[tuple[str, ApiObject]] | None = None,
+    objects: Sequence[ApiObject], seen: dict[str, datetime], now: datetime
 ) -> tuple[list[ApiObject], dict[str, datetime]]:
     """`objects` with a creation time each (pure): their own, or the first time seen.
 
     `seen` maps `str(ref)` to the time an object was first seen; returns the objects and
     the new map (objects no longer present dropped, newcomers stamped `now`). An object
     may come stamped already — when it was parsed (:meth:`FirstSeen.parsed`, with this
-    `now`), which is how the file cache keeps it: a time equal to the one it would get is
-    taken as ours; any other is the manifest's own, which wins and is not recorded.
-    `memo` (kept by the caller between calls): each object's ref and result, so that the
-    same object coming again gets the same result back (an unchanged object stays the
-    same object from one reload to the next) and its ref is not made again.
+    `now`), which is how the file cache keeps it, so that an unchanged object comes back
+    as itself: a time equal to the one it would get is taken as ours; any other is the
+    manifest's own, which wins and is not recorded.
     """
     out: list[ApiObject] = []
     kept: dict[str, datetime] = {}
-    if memo is not None:
-        memo.begin()
     for obj in objects:
-        hit = memo.get(obj) if memo is not None else None
-        ref = hit[0] if hit is not None else str(obj.ref)
+        ref = str(obj.ref)
         own = obj.metadata.creation_timestamp
         when = kept.get(ref) or seen.get(ref) or now
         if own is not None and own != when:
-            result = obj  # the manifest's own time
-        else:
-            kept[ref] = when
-            if own == when:
-                result = obj
-            elif hit is None or hit[1].metadata.creation_timestamp != when:
-                result = stamped(obj, when)
-            else:
-                result = hit[1]
-        if memo is not None:
-            memo.put(obj, (ref, result))
-        out.append(result)
-    if memo is not None:
-        memo.end()
+            out.append(obj)  # the manifest's own time
+            continue
+        kept[ref] = when
+        out.append(obj if own == when else stamped(obj, when))
     return out, kept
 
 
@@ -117,7 +98,6 @@ class FirstSeen:
         self.journal = state_dir / JOURNAL_NAME if state_dir is not None else None
         self.journal_lines = 0
         self.seen = self._load()
-        self._stamped: Kept[tuple[str, ApiObject]] = Kept()
 
     def _load(self) -> dict[str, datetime]:
         if self.path is None or not self.path.exists():
@@ -125,7 +105,13 @@ class FirstSeen:
         else:
             try:
                 raw = json.loads(self.path.read_text())
-                seen = {str(ref): datetime.fromisoformat(str(t)) for ref, t in raw.items()}
+                # One datetime per distinct time (objects first seen in one read share it).
+                times: dict[str, datetime] = {}
+                seen = {}
+                for ref, t in raw.items():
+                    text = str(t)
+                    when = times.get(text) or times.setdefault(text, datetime.fromisoformat(text))
+                    seen[str(ref)] = when
             except (OSError, ValueError, AttributeError) as err:
                 # Starting over only makes every object a newcomer of the same age:
                 # conflicts then fall back to name order, as before this file existed.
@@ -175,7 +161,7 @@ class FirstSeen:
         return stamped(obj, self.seen.get(str(obj.ref)) or now)
 
     def stamp(self, objects: Sequence[ApiObject], now: datetime) -> list[ApiObject]:
-        out, seen = stamp(objects, self.seen, now, self._stamped)
+        out, seen = stamp(objects, self.seen, now)
         if seen != self.seen:
             self.seen = seen
             self._save()
