@@ -160,11 +160,17 @@ def parse_kept(
     out = []
     for doc in documents:
         parsed = parse_document(doc, ignore_unknown_kinds=True)
-        if parsed.obj is not None and stamp is not None:
-            parsed = parsed._replace(obj=stamp(parsed.obj))
-        compact(parsed.obj)
-        out.append(parsed)
+        obj = parsed.obj
+        if obj is not None and stamp is not None:
+            obj = stamp(obj)
+        compact(obj)
+        problems = parsed.problems or _NO_PROBLEMS
+        out.append(ParsedDocument(parsed.source, obj, problems, parsed.secret))
     return out
+
+
+# The problems of each document that has none: one list for all (read only).
+_NO_PROBLEMS: list[Problem] = []
 
 
 def stat_key(path: Path) -> tuple[int, int, int] | None:

@@ -59,7 +59,14 @@ def _own_problems(config: ConfigSet, svc: Service) -> OwnChecks:
     problems = list(_request_shape(svc, ips))
     if config.pools:
         problems.extend(_pool_fit(config, svc, ips))
+    if not ips and not problems:
+        return _NOTHING  # (kept per Service: most ask for no IP and have no problem)
     return ips, problems
+
+
+# A Service's checks when it requests no IP and has no problem: one value for all of them
+# (read only).
+_NOTHING: OwnChecks = ([], [])
 
 
 def _request_shape(svc: Service, ips: list[IPAddress]) -> Iterator[Problem]:
