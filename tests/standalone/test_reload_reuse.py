@@ -58,6 +58,8 @@ changes = st.one_of(
     st.tuples(st.just("add"), st.sampled_from(NAMES), st.sampled_from(["pool-b", "status"])),
     st.tuples(st.just("older"), st.sampled_from(NAMES)),  # created before the others
     st.tuples(st.just("delete"), st.sampled_from(NAMES)),
+    # Edited, keeping its creation time (the newest one: only it is reconciled again).
+    st.tuples(st.just("edit"), st.sampled_from(NAMES), st.sampled_from(["plain", "ip", "pool-b"])),
     st.tuples(st.just("pools"), st.booleans()),
     st.tuples(st.just("slice"), st.sampled_from(NAMES)),  # the assignment reads none
 )
@@ -70,13 +72,20 @@ def test_the_kept_assignment_equals_assigning_from_scratch(steps: list[tuple[Any
     for doc in pools(small=True):
         put(store, doc)
     assigner = Assigner()
+    created: dict[str, int] = {}
     for minute, (what, *args) in enumerate(steps, 1):
         if what == "add":
             put(store, service_doc(args[0], minute, args[1]))
+            created[args[0]] = minute
         elif what == "older":
             put(store, service_doc(args[0], -minute, "plain"))
+            created[args[0]] = -minute
+        elif what == "edit":
+            if args[0] in created:
+                put(store, service_doc(args[0], created[args[0]], args[1]))
         elif what == "delete":
             store.delete(Kind.SERVICE, object_key("default", args[0]))
+            created.pop(args[0], None)
         elif what == "slice":
             put(store, endpoints(args[0], f"n{minute}"))
         else:
@@ -102,10 +111,18 @@ def test_a_new_service_is_the_only_one_reconciled() -> None:
     put(store, endpoints("new", "n1"))
     got = assigner.assign(store.view())
     assert assigner.reconciled == 0 and got == assign_all(store.view())
-    # A Service removed: from scratch (a younger one may take its IP).
+    # The newest Service edited (same creation time) or removed: only it.
+    put(store, service_doc("new", 10, "pool-b"))
+    got = assigner.assign(store.view())
+    assert assigner.reconciled == 1 and got == assign_all(store.view())
+    store.delete(Kind.SERVICE, "default/new")
+    got = assigner.assign(store.view())
+    assert assigner.reconciled == 1 and got == assign_all(store.view())
+    assert "default/new" not in got
+    # An older Service removed: from scratch (a younger one may take its IP).
     store.delete(Kind.SERVICE, "default/s0")
     got = assigner.assign(store.view())
-    assert assigner.reconciled == 5 and got == assign_all(store.view())
+    assert assigner.reconciled == 4 and got == assign_all(store.view())
 
 
 def test_a_reload_hands_the_speaker_only_what_changed(tmp_path: Path) -> None:

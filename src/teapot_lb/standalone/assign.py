@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from teapot_lb import ipam
-from teapot_lb.cluster import ClusterView, Kind
+from teapot_lb.cluster import ClusterView, Kind, object_key
 from teapot_lb.cluster.changes import ChangeLog
 from teapot_lb.controller import (
     AllocationState,
@@ -140,11 +140,14 @@ class Assigner:
     Service before, showing no IPs in its status, and the last call left nothing to try
     again — only those are reconciled, oldest first, on the state the last call left: the
     very order :func:`assign_all` would reconcile them in, after the same work, so the
-    result is the same (the tests compare them). That is the usual edit (a new Service);
-    EndpointSlices changing beside them change nothing here (the assignment reads none);
-    anything else (a Service changed or removed, a pool, options, a Namespace, or a pool
-    left out as overlapping, whose range a new Service's IP may win back) assigns
-    everything again from scratch.
+    result is the same (the tests compare them). That is the usual edit (a new Service).
+    So is the newest Service alone edited (keeping its creation time, showing no IPs) or
+    removed: it is reconciled last by :func:`assign_all` too, so no other Service's
+    assignment depends on it, and reconciling it again (or releasing what it held) on the
+    kept state gives what assigning everything would. EndpointSlices changing beside them
+    change nothing here (the assignment reads none); anything else (another Service
+    changed or removed, a pool, options, a Namespace, or a pool left out as overlapping,
+    whose range a new Service's IP may win back) assigns everything again from scratch.
     """
 
     def __init__(self) -> None:
@@ -175,13 +178,19 @@ class Assigner:
             outcomes = {}
             for key in added:
                 outcome = outcomes[key] = reconcile_service(view, done.state, key, unparsed_pools)
-                if outcome.requeue:
+                if outcome.requeue and key not in self._keys:
                     done.settled = False  # (the next change starts from scratch)
-            if added:
+                # (The newest Service edited or removed: what it released was never free
+                # when an older Service was refused, so nothing is to be tried again.)
+            if added and added[-1] in view.services:
                 done.newest = creation_order(view.services[added[-1]])
             done.changes = view.changes
-            self._keys.update(outcomes)
+            gone = [k for k in added if k not in view.services]
+            self._keys.update(k for k in outcomes if k in view.services)
+            self._keys.difference_update(gone)
             self._assignments.update(_assignments(done.state, outcomes))
+            for key in gone:
+                self._assignments.pop(key, None)
             self.added = tuple(added)
         self.reconciled = len(outcomes)
         return dict(self._assignments), frozenset(done.state.config.problems)
@@ -210,12 +219,15 @@ class Assigner:
         if changes is None:
             return None
         keys: set[str] = set()
+        known: set[str] = set()
         for change in changes:
             if change.kind is Kind.ENDPOINT_SLICE:
                 continue  # the assignment reads no EndpointSlice
-            if change.kind is not Kind.SERVICE or change.key in self._keys:
-                return None  # another kind, every key, or a Service changed or removed
-            keys.add(change.key)
+            if change.kind is not Kind.SERVICE:
+                return None  # another kind, or every key
+            (known if change.key in self._keys else keys).add(change.key)
+        if known:
+            return self._newest_changed(view, known, keys)
         if any(k not in view.services or held_ips(view.services[k]) for k in keys):
             return None
         added = sorted(keys, key=lambda k: creation_order(view.services[k]))
@@ -226,6 +238,23 @@ class Assigner:
         ):
             return None
         return added
+
+    def _newest_changed(
+        self, view: ClusterView, known: set[str], added: set[str]
+    ) -> list[str] | None:
+        """The newest Service, alone edited (same creation time, no IPs in its status) or
+        removed: it, to reconcile again; else None."""
+        done = self._done
+        if added or len(known) != 1 or done is None or done.newest is None:
+            return None
+        (key,) = known
+        _, namespace, name = done.newest
+        if key != object_key(namespace, name):
+            return None
+        svc = view.services.get(key)
+        if svc is not None and (held_ips(svc) or creation_order(svc) != done.newest):
+            return None
+        return [key]
 
 
 Planned = dict[Kind, dict[str, ApiObject]]
