@@ -60,6 +60,7 @@ changes = st.one_of(
     st.tuples(st.just("delete"), st.sampled_from(NAMES)),
     # Edited, keeping its creation time (the newest one: only it is reconciled again).
     st.tuples(st.just("edit"), st.sampled_from(NAMES), st.sampled_from(["plain", "ip", "pool-b"])),
+    st.tuples(st.just("newest"), st.sampled_from(["plain", "ip", "pool-b", "status", "delete"])),
     st.tuples(st.just("pools"), st.booleans()),
     st.tuples(st.just("slice"), st.sampled_from(NAMES)),  # the assignment reads none
 )
@@ -83,6 +84,13 @@ def test_the_kept_assignment_equals_assigning_from_scratch(steps: list[tuple[Any
         elif what == "edit":
             if args[0] in created:
                 put(store, service_doc(args[0], created[args[0]], args[1]))
+        elif what == "newest" and created:  # edited (same creation time) or removed
+            name = max(created, key=lambda n: (created[n], n))
+            if args[0] == "delete":
+                store.delete(Kind.SERVICE, object_key("default", name))
+                del created[name]
+            else:
+                put(store, service_doc(name, created[name], args[0]))
         elif what == "delete":
             store.delete(Kind.SERVICE, object_key("default", args[0]))
             created.pop(args[0], None)

@@ -56,6 +56,7 @@ from teapot_lb.controller.services import (
     REASON_FAILED,
     REASON_RELEASED,
     ServiceOutcome,
+    forget_service,
     reconcile_service,
 )
 from teapot_lb.controller.state import AllocationState, rebuild, sync_pools
@@ -88,6 +89,7 @@ __all__ = [
     "PoolOutcome",
     "ServiceOutcome",
     "UnparsedPool",
+    "forget_service",
     "held_ips",
     "pool_config",
     "pool_of",

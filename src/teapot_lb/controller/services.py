@@ -63,6 +63,18 @@ def _ips(ips: tuple[IPAddress, ...]) -> str:
     return ", ".join(str(ip) for ip in ips) or "no IP"
 
 
+def forget_service(state: AllocationState, key: str) -> tuple[IPAddress, ...]:
+    """Drop all the state holds for the Service `key` (its IPs, VRIDs, refusal); the IPs
+    it released."""
+    state.vrids.release(key)
+    state.vrid_refusals.pop(key, None)
+    released = state.allocator.release(key)
+    state.changes.pop(key, None)
+    state.refused.discard(key)
+    state.short.discard(key)
+    return released
+
+
 def reconcile_service(
     view: ClusterView,
     state: AllocationState,
@@ -73,12 +85,7 @@ def reconcile_service(
     requeue = [k for k in sync_pools(view, state, unparsed_pools) if k != key]
     svc = view.services.get(key)
     if svc is None:
-        state.vrids.release(key)
-        state.vrid_refusals.pop(key, None)
-        released = state.allocator.release(key)
-        state.changes.pop(key, None)
-        state.refused.discard(key)
-        state.short.discard(key)
+        released = forget_service(state, key)
         if released:
             requeue.extend(sorted(state.refused | state.short))
         return ServiceOutcome(key, exists=False, released=released, requeue=tuple(requeue))

@@ -30,6 +30,7 @@ from teapot_lb.controller import (
     ControllerOptions,
     ServiceOutcome,
     UnparsedPool,
+    forget_service,
     rebuild,
     reconcile_service,
 )
@@ -85,6 +86,8 @@ class _Done:
     state: AllocationState
     settled: bool  # the first pass left nothing to try again
     newest: tuple[datetime, str, str] | None  # the newest Service's creation order
+    # It showed IPs in its status: it got them before every other Service (rebuild).
+    newest_held: bool
     options: ControllerOptions
     unparsed_pools: Mapping[str, UnparsedPool] | None
     changes: tuple[ChangeLog, int] | None  # where the view's Store stood
@@ -103,6 +106,7 @@ def _from_scratch(
 
     pending = first_created(view.services)
     newest = creation_order(view.services[pending[-1]]) if pending else None
+    newest_held = bool(pending) and bool(held_ips(view.services[pending[-1]]))
     settled = True
     # Requeues (a freed address may satisfy a refused Service) converge quickly; bounded.
     for _ in range(3):
@@ -115,7 +119,7 @@ def _from_scratch(
         if not pending:
             break
         settled = False
-    done = _Done(state, settled, newest, options, unparsed_pools, view.changes)
+    done = _Done(state, settled, newest, newest_held, options, unparsed_pools, view.changes)
     return done, outcomes
 
 
@@ -177,6 +181,10 @@ class Assigner:
         else:
             outcomes = {}
             for key in added:
+                if key in self._keys:
+                    # The newest, edited or removed: assigned as if it had never been (as
+                    # assign_all does, last), not from what it holds.
+                    forget_service(done.state, key)
                 outcome = outcomes[key] = reconcile_service(view, done.state, key, unparsed_pools)
                 if outcome.requeue and key not in self._keys:
                     done.settled = False  # (the next change starts from scratch)
@@ -184,6 +192,7 @@ class Assigner:
                 # when an older Service was refused, so nothing is to be tried again.)
             if added and added[-1] in view.services:
                 done.newest = creation_order(view.services[added[-1]])
+                done.newest_held = False  # (Services showing IPs are assigned from scratch)
             done.changes = view.changes
             gone = [k for k in added if k not in view.services]
             self._keys.update(k for k in outcomes if k in view.services)
@@ -242,10 +251,10 @@ class Assigner:
     def _newest_changed(
         self, view: ClusterView, known: set[str], added: set[str]
     ) -> list[str] | None:
-        """The newest Service, alone edited (same creation time, no IPs in its status) or
-        removed: it, to reconcile again; else None."""
+        """The newest Service, alone edited (same creation time, no IPs in its status, then
+        or now) or removed: it, to reconcile again; else None."""
         done = self._done
-        if added or len(known) != 1 or done is None or done.newest is None:
+        if added or len(known) != 1 or done is None or done.newest is None or done.newest_held:
             return None
         (key,) = known
         _, namespace, name = done.newest
