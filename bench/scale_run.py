@@ -17,7 +17,9 @@ Measured, on the product's own path:
 2. ``teapot-lb run``'s RSS then, and its high-water mark (VmHWM) since start;
 3. one new Service file (a BGP pool, IPv6, asking for a free IP) written → its route in
    BIRD's table, ``--changes`` times; RSS after them;
-4. the time of each reload and step as the process logs them.
+4. the newest of them edited to ask for another IP → the new route in BIRD and the old
+   one gone; then its file removed → its route gone;
+5. the time of each reload and step as the process logs them.
 
 Last line: JSON.
 """
@@ -117,6 +119,32 @@ def new_service(i: int) -> tuple[dict[str, Any], str]:
     return doc, ip
 
 
+def write_atomically(path: Path, doc: dict[str, Any]) -> float:
+    """Write `doc` to `path` (a temporary file renamed into place); when it was renamed."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.dump(doc, Dumper=Dumper))
+    t = time.monotonic()
+    tmp.rename(path)
+    return t
+
+
+def edit_and_remove(manifests: Path, bird: Bird, i: int) -> tuple[float, float]:
+    """The newest Service (new Service `i`) edited to ask for another IP → the new IP's
+    route in BIRD and the old one's gone; then its file removed → that route gone."""
+    doc, old = new_service(i)
+    new = "2001:db8:100::fe:1"
+    doc["metadata"]["annotations"]["lb.teapot.io/ips"] = new
+    t = write_atomically(manifests / f"new-{i}.yaml", doc)
+    wait_for(lambda: has_route(bird, new) and not has_route(bird, old), timeout=600,
+             what=f"edited Service's route {new} in BIRD, {old} gone", every=0.01)  # fmt: skip
+    edited = time.monotonic() - t
+    t = time.monotonic()
+    (manifests / f"new-{i}.yaml").unlink()
+    wait_for(lambda: not has_route(bird, new), timeout=600,
+             what=f"removed Service's route {new} gone from BIRD", every=0.01)  # fmt: skip
+    return edited, time.monotonic() - t
+
+
 def has_route(bird: Bird, ip: str) -> bool:
     try:
         return f"{ip}/128" in bird.birdc(f"show route for {ip}")
@@ -173,15 +201,16 @@ def run(services: int, nodes: int, changes: int, modes: str) -> dict[str, Any]:
                 for i in range(changes):
                     doc, ip = new_service(i)
                     assert not has_route(bird, ip)
-                    tmp = manifests / f".new-{i}.yaml.tmp"
-                    tmp.write_text(yaml.dump(doc, Dumper=Dumper))
-                    t1 = time.monotonic()
-                    tmp.rename(manifests / f"new-{i}.yaml")
+                    t1 = write_atomically(manifests / f"new-{i}.yaml", doc)
                     wait_for(lambda: has_route(bird, ip), timeout=600,  # noqa: B023
                              what=f"new Service {i}'s route {ip} in BIRD", every=0.01)  # fmt: skip
                     times.append(time.monotonic() - t1)
                 out["change_to_route_s"] = [round(t, 3) for t in times]
                 out["change_to_route_p50_s"] = round(statistics.median(times), 3)
+                if changes:
+                    edited, removed = edit_and_remove(manifests, bird, changes - 1)
+                    out["edit_newest_to_route_s"] = round(edited, 3)
+                    out["remove_newest_to_withdrawn_s"] = round(removed, 3)
                 out["rss_after_changes_mb"] = round(proc_kb(proc.pid, "VmRSS") / 1024, 1)
                 out["peak_rss_after_changes_mb"] = round(proc_kb(proc.pid, "VmHWM") / 1024, 1)
             finally:
@@ -214,7 +243,9 @@ def main() -> None:
         f"RSS {figures['rss_mb']} MB (peak {figures['peak_rss_mb']}), one new Service -> "
         f"route p50 {figures['change_to_route_p50_s']} s {figures['change_to_route_s']}, "
         f"RSS after {figures['rss_after_changes_mb']} MB "
-        f"(peak {figures['peak_rss_after_changes_mb']})"
+        f"(peak {figures['peak_rss_after_changes_mb']}); the newest edited -> new route "
+        f"{figures.get('edit_newest_to_route_s')} s, removed -> withdrawn "
+        f"{figures.get('remove_newest_to_withdrawn_s')} s"
     )
     print(json.dumps(figures))
 
