@@ -57,6 +57,10 @@ Key = tuple[Any, ...]
 # (type, given fields) -> (that frozenset, kept once, and the shared set)
 _fields_sets: dict[tuple[type[BaseModel], frozenset[str]], tuple[frozenset[str], set[str]]] = {}
 _parts: OrderedDict[Key, object] = OrderedDict()
+# The key of each part in the table, by identity: an object compacted again (a copy made
+# from a compacted one, taken by another cache) finds its shared parts without a walk.
+_shared_keys: dict[int, Key] = {}
+_CONTAINERS: Final = (list, dict)
 _lock = threading.Lock()
 
 
@@ -107,6 +111,11 @@ def _part(value: object) -> tuple[object, Key | None]:
             return value, None
         text = sys.intern(value)
         return text, (str, text)
+    if type(value) in _CONTAINERS or isinstance(value, BaseModel):
+        shared = _shared_keys.get(id(value))
+        if shared is not None and _parts.get(shared) is value:
+            _parts.move_to_end(shared)
+            return value, ("@", id(value))  # shared already: nothing inside to look at
     if isinstance(value, BaseModel):
         key = _compact_model(value)
     elif type(value) is list:
@@ -129,8 +138,10 @@ def _shared(key: Key, value: object) -> tuple[object, Key]:
         _parts.move_to_end(key)
         return existing, ("@", id(existing))
     _parts[key] = value
+    _shared_keys[id(value)] = key
     if len(_parts) > _PARTS_MAX:
-        _parts.popitem(last=False)
+        _, dropped = _parts.popitem(last=False)
+        _shared_keys.pop(id(dropped), None)
     return value, ("@", id(value))
 
 
