@@ -24,6 +24,7 @@ from .netlab import endpoints, ours, service, write
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 NAMES = tuple(f"s{i}" for i in range(8))
+FEW = NAMES[:4]  # (changes meet the same Services more often)
 
 
 def put(store: Store, doc: dict[str, Any]) -> None:
@@ -32,37 +33,78 @@ def put(store: Store, doc: dict[str, Any]) -> None:
     store.put_object(obj)
 
 
-def pools(small: bool) -> list[dict[str, Any]]:
+def pools(small: bool, by_label: bool = False) -> list[dict[str, Any]]:
+    """Pool a (4 or 8 IPs; `by_label`: only for Services labelled tier=web), pool b (2 IPs,
+    asked for by name) with a VIPAdvertisement (VRIDs for its IPs, one per Local Service)."""
+    a: dict[str, Any] = {"addresses": ["203.0.113.0/30" if small else "203.0.113.0/29"]}
+    if by_label:
+        a["serviceAllocation"] = {"serviceSelectors": [{"matchLabels": {"tier": "web"}}]}
     return [
-        ours("AddressPool", "a", {"addresses": ["203.0.113.0/30" if small else "203.0.113.0/29"]}),
+        ours("AddressPool", "a", a),
         ours("AddressPool", "b", {"addresses": ["198.51.100.0/31"], "autoAssign": False}),
+        ours(
+            "VIPAdvertisement", "vip", {"addressPools": ["b"], "vridRange": {"start": 1, "end": 2}}
+        ),
     ]
 
 
+# How a Service is made: the first ones decide its IPs; the last ones decide nothing unless
+# a pool selects by label (`label`), or its IPs are in pool b (`local`: a VRID of its own).
+HOWS = (
+    "vrids",
+    "plain",
+    "ip",
+    "pool-b",
+    "local",
+    "status",
+    "bad-ip",
+    "other-class",
+    "label",
+    "note",
+    "target",
+)
+KEEPING = ("plain", "label", "note", "target", "local", "vrids")
+
+
 def service_doc(name: str, minute: int, how: str) -> dict[str, Any]:
-    """A Service created at T0 + `minute`: plain, asking for an IP, from pool b, or showing
-    an IP in its status."""
-    doc = service(name, "203.0.113.2" if how == "ip" else None)
-    meta = doc["metadata"]
+    """A Service created at T0 + `minute`, made as `how` says (see HOWS)."""
+    ip = {"ip": "203.0.113.2", "bad-ip": "203.0.113.999"}.get(how)
+    doc = service(name, ip)
+    meta, spec = doc["metadata"], doc["spec"]
     meta["creationTimestamp"] = (T0 + timedelta(minutes=minute)).isoformat()
-    if how == "pool-b":
-        meta.setdefault("annotations", {})["lb.teapot.io/pool"] = "b"
+    notes = meta.setdefault("annotations", {})
+    if how in ("pool-b", "local", "vrids"):
+        notes["lb.teapot.io/pool"] = "b"
+    if how in ("local", "vrids"):
+        spec["externalTrafficPolicy"] = "Local"
+    if how == "vrids":
+        notes["lb.teapot.io/vrids"] = "vip=2"  # as a status write would have left it
     if how == "status":
         doc["status"] = {"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}}
+    if how == "other-class":
+        spec["loadBalancerClass"] = "example.org/other"
+    if how == "label":
+        meta["labels"] = {"tier": "web"}
+    if how == "note":
+        notes["example.org/owner"] = f"team-{minute}"
+    if how == "target":
+        spec["ports"][0]["targetPort"] = 8080
     return doc
 
 
 changes = st.one_of(
     # Mostly the usual edit: a new Service, newer than the others.
-    st.tuples(st.just("add"), st.sampled_from(NAMES), st.sampled_from(["plain", "plain", "ip"])),
-    st.tuples(st.just("add"), st.sampled_from(NAMES), st.sampled_from(["pool-b", "status"])),
-    st.tuples(st.just("older"), st.sampled_from(NAMES)),  # created before the others
-    st.tuples(st.just("delete"), st.sampled_from(NAMES)),
-    # Edited, keeping its creation time (the newest one: only it is reconciled again).
-    st.tuples(st.just("edit"), st.sampled_from(NAMES), st.sampled_from(["plain", "ip", "pool-b"])),
-    st.tuples(st.just("newest"), st.sampled_from(["plain", "ip", "pool-b", "status", "delete"])),
-    st.tuples(st.just("pools"), st.booleans()),
-    st.tuples(st.just("slice"), st.sampled_from(NAMES)),  # the assignment reads none
+    st.tuples(st.just("add"), st.sampled_from(FEW), st.sampled_from(["plain", "plain", "ip"])),
+    st.tuples(st.just("add"), st.sampled_from(FEW), st.sampled_from(HOWS)),
+    st.tuples(st.just("older"), st.sampled_from(FEW)),  # created before the others
+    st.tuples(st.just("delete"), st.sampled_from(FEW)),
+    # Edited, keeping its creation time: the newest one (only it is reconciled again), or
+    # any one in what decides nothing (none is; unless a pool selects by label).
+    st.tuples(st.just("edit"), st.sampled_from(FEW), st.sampled_from(HOWS)),
+    st.tuples(st.just("edit"), st.sampled_from(FEW), st.sampled_from(KEEPING)),
+    st.tuples(st.just("newest"), st.sampled_from([*HOWS, "delete"])),
+    st.tuples(st.just("pools"), st.booleans(), st.booleans()),
+    st.tuples(st.just("slice"), st.sampled_from(FEW)),  # the assignment reads none
 )
 
 
@@ -96,8 +138,8 @@ def test_the_kept_assignment_equals_assigning_from_scratch(steps: list[tuple[Any
             created.pop(args[0], None)
         elif what == "slice":
             put(store, endpoints(args[0], f"n{minute}"))
-        else:
-            for doc in pools(small=args[0]):
+        elif what == "pools":
+            for doc in pools(small=args[0], by_label=args[1]):
                 put(store, doc)
         view = store.view()
         assert assigner.assign(view) == assign_all(view)
@@ -131,6 +173,49 @@ def test_a_new_service_is_the_only_one_reconciled() -> None:
     store.delete(Kind.SERVICE, "default/s0")
     got = assigner.assign(store.view())
     assert assigner.reconciled == 4 and got == assign_all(store.view())
+
+
+def test_an_older_service_edited_in_what_decides_nothing_is_not_assigned_again() -> None:
+    store = Store()
+    for doc in pools(small=True):
+        put(store, doc)
+    for i, name in enumerate(NAMES[:5]):  # pool a has 4 IPs: s4 is refused
+        put(store, service_doc(name, i, "plain"))
+    put(store, service_doc("other", 5, "other-class"))
+    assigner = Assigner()
+
+    def step() -> tuple[int, tuple[str, ...] | None]:
+        got = assigner.assign(store.view())
+        assert got == assign_all(store.view())
+        return assigner.reconciled, assigner.added
+
+    assert step() == (6, None)
+    # The oldest labelled (no pool selects by label), annotated, its port's target changed:
+    # nothing to assign.
+    for how in ("label", "note", "target"):
+        put(store, service_doc("s0", 0, how))
+        assert step() == (0, ())
+    # A refused Service and one not ours removed: they held nothing, only they go.
+    store.delete(Kind.SERVICE, "default/s4")
+    assert step() == (1, ("default/s4",))
+    store.delete(Kind.SERVICE, "default/other")
+    assert step() == (1, ("default/other",))
+    # What decides an IP changed (its request, its class): everything again.
+    put(store, service_doc("s1", 1, "ip"))
+    assert step() == (4, None)
+    put(store, service_doc("s1", 1, "other-class"))
+    assert step() == (4, None)
+    put(store, service_doc("s2", 2, "local"))  # pool b, a VRID of its own
+    assert step() == (4, None)
+    put(store, service_doc("s2", 2, "vrids"))  # the VRID it shows
+    assert step() == (4, None)
+    # Once a pool selects Services by label, a label decides.
+    for doc in pools(small=True, by_label=True):
+        put(store, doc)
+    assert step() == (4, None)
+    put(store, service_doc("s2", 2, "label"))
+    assert step() == (4, None)
+    assert assigner.assign(store.view())[0]["default/s2"].pool == "a"
 
 
 def test_a_reload_hands_the_speaker_only_what_changed(tmp_path: Path) -> None:

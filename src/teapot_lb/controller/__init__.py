@@ -56,6 +56,7 @@ from teapot_lb.controller.services import (
     REASON_FAILED,
     REASON_RELEASED,
     ServiceOutcome,
+    decided_by,
     forget_service,
     reconcile_service,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "PoolOutcome",
     "ServiceOutcome",
     "UnparsedPool",
+    "decided_by",
     "forget_service",
     "held_ips",
     "pool_config",

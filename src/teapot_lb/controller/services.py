@@ -8,7 +8,7 @@ touched, except to take back IPs this controller gave them before their class ch
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from teapot_lb import ipam
 from teapot_lb.cluster import ClusterView
@@ -17,6 +17,7 @@ from teapot_lb.controller.options import ANNOTATION_ALLOCATED_FROM, Event, Event
 from teapot_lb.controller.pools import UnparsedPool
 from teapot_lb.controller.state import AllocationState, sync_pools
 from teapot_lb.model import IPAddress, Service
+from teapot_lb.model.common import creation_order
 from teapot_lb.model.service import ANNOTATION_VRIDS
 from teapot_lb.vrrp.vrid_book import annotated_vrids, format_vrids, needs
 
@@ -73,6 +74,35 @@ def forget_service(state: AllocationState, key: str) -> tuple[IPAddress, ...]:
     state.refused.discard(key)
     state.short.discard(key)
     return released
+
+
+def decided_by(
+    view: ClusterView, state: AllocationState, key: str, svc: Service
+) -> tuple[object, ...]:
+    """All that :func:`~teapot_lb.controller.state.rebuild` and :func:`reconcile_service`
+    read of the Service `svc` (`key`) to decide its IPs and VRIDs: its age, whether it is
+    ours, the IPs its status shows, its IPAM request (or why it has none) and the VRIDs it
+    is annotated with. Two versions of a Service with equal values
+    get the same IPs and VRIDs on the same state and leave it the same for every other
+    Service: an edit of anything else (a port's target, another annotation) decides
+    nothing. Its labels count only when a pool selects Services by label. Whoever makes
+    either function read more of a Service adds it here (the standalone Assigner's
+    property test compares against assigning everything)."""
+    asked: object
+    try:
+        request = request_of(svc, view.namespace_labels(svc.namespace), key)
+    except ValueError as err:
+        asked = str(err)
+    else:
+        by_label = any(pool.service_selectors for pool in state.config.pools)
+        asked = request if by_label else replace(request, labels={})
+    return (
+        creation_order(svc),
+        state.options.handles(svc),
+        held_ips(svc),
+        asked,  # (its traffic policy too, which decides whether it has a VRID of its own)
+        svc.metadata.annotations.get(ANNOTATION_VRIDS),
+    )
 
 
 def reconcile_service(

@@ -30,6 +30,7 @@ from teapot_lb.controller import (
     ControllerOptions,
     ServiceOutcome,
     UnparsedPool,
+    decided_by,
     forget_service,
     rebuild,
     reconcile_service,
@@ -148,16 +149,24 @@ class Assigner:
     So is the newest Service alone edited (keeping its creation time, showing no IPs) or
     removed: it is reconciled last by :func:`assign_all` too, so no other Service's
     assignment depends on it, and reconciling it again (or releasing what it held) on the
-    kept state gives what assigning everything would. EndpointSlices changing beside them
-    change nothing here (the assignment reads none); anything else (another Service
-    changed or removed, a pool, options, a Namespace, or a pool left out as overlapping,
-    whose range a new Service's IP may win back) assigns everything again from scratch.
+    kept state gives what assigning everything would. Any Service edited in nothing that
+    decides IPs (:func:`~teapot_lb.controller.decided_by`: a label no pool selects by,
+    another annotation, a port's target) changes no assignment, and one removed that
+    held nothing (refused, or not ours) frees nothing for the others: neither is assigned
+    again. EndpointSlices changing beside them change nothing here (the assignment reads
+    none); anything else (another Service's request, status or age changed, or one
+    holding IPs removed — the newer ones may move —, a pool, options, a Namespace, or a
+    pool left out as overlapping, whose range a new Service's IP may win back) assigns
+    everything again from scratch.
     """
 
     def __init__(self) -> None:
         self._done: _Done | None = None
         self._assignments: dict[str, Assignment] = {}
         self._keys: set[str] = set()  # the Services reconciled so far
+        # The Services of the last call's view (what an edit is compared with; the view's
+        # Store holds that mapping anyway until its next change).
+        self._services: Mapping[str, Service] = {}
         self.reconciled = 0  # Services reconciled by the last call (for tests and logs)
         # The Services the last call reconciled alone, on the kept state (None: it
         # assigned everything): no other Service's assignment changed.
@@ -194,14 +203,14 @@ class Assigner:
                 done.newest = creation_order(view.services[added[-1]])
                 done.newest_held = False  # (Services showing IPs are assigned from scratch)
             done.changes = view.changes
-            gone = [k for k in added if k not in view.services]
             self._keys.update(k for k in outcomes if k in view.services)
-            self._keys.difference_update(gone)
-            self._assignments.update(_assignments(done.state, outcomes))
-            for key in gone:
+            self._keys.difference_update(k for k in added if k not in view.services)
+            for key in outcomes:  # (gone, or no longer ours: no assignment now)
                 self._assignments.pop(key, None)
+            self._assignments.update(_assignments(done.state, outcomes))
             self.added = tuple(added)
         self.reconciled = len(outcomes)
+        self._services = view.services
         return dict(self._assignments), frozenset(done.state.config.problems)
 
     def _added(
@@ -236,7 +245,22 @@ class Assigner:
                 return None  # another kind, or every key
             (known if change.key in self._keys else keys).add(change.key)
         if known:
-            return self._newest_changed(view, known, keys)
+            known = {k for k in known if not self._decides_nothing(view, k)}
+            gone = sorted(k for k in known if k not in view.services and self._held_nothing(k))
+            known.difference_update(gone)
+            if known:
+                return self._newest_changed(view, known, keys)
+            if not keys:
+                return gone
+            added = self._newer(view, keys)
+            return None if added is None else [*gone, *added]
+        return self._newer(view, keys)
+
+    def _newer(self, view: ClusterView, keys: set[str]) -> list[str] | None:
+        """`keys`, Services not seen before, oldest first, when each is newer than every
+        Service before and shows no IPs in its status; else None."""
+        done = self._done
+        assert done is not None
         if any(k not in view.services or held_ips(view.services[k]) for k in keys):
             return None
         added = sorted(keys, key=lambda k: creation_order(view.services[k]))
@@ -247,6 +271,26 @@ class Assigner:
         ):
             return None
         return added
+
+    def _decides_nothing(self, view: ClusterView, key: str) -> bool:
+        """The Service `key` was edited in nothing that decides IPs or VRIDs (a label no
+        pool selects by, another annotation, a port's target): no Service's assignment
+        changes, and `key` need not be reconciled again."""
+        done, before, now = self._done, self._services.get(key), view.services.get(key)
+        if done is None or before is None or now is None:
+            return False
+        return decided_by(view, done.state, key, before) == decided_by(view, done.state, key, now)
+
+    def _held_nothing(self, key: str) -> bool:
+        """The Service `key` holds no IP and no VRID (refused, or not ours): as the last
+        call left nothing to try again, it never held any, so removing it changes no other
+        Service's assignment."""
+        state = self._done.state if self._done is not None else None
+        return (
+            state is not None
+            and state.allocator.assignment(key) is None
+            and key not in state.vrids.uses
+        )
 
     def _newest_changed(
         self, view: ClusterView, known: set[str], added: set[str]
