@@ -366,16 +366,41 @@ def test_an_equal_object_put_again_is_not_planned_again() -> None:
 
 def test_another_nodes_change_replans_only_services_whose_elections_it_can_change() -> None:
     store = base_store()
-    many_services(store, 5)  # 3 in the L2 pool, 2 in the BGP one (not bounded)
+    store.put_object(parse(pool("p2", *POOL_ADDRESSES["p2"][0])))
+    many_services(store, 6)  # svc2, svc4: L2 elections; svc1, svc5: BGP (not bounded)
+    store.put_object(parse(l2_advertisement("l1", "p2", nodeSelectors=selectors("r1"))))
+    store.put_object(parse(node_doc("node-a", {"rack": "r1"})))  # the only L2 candidate
     cache = PlanCache()
-    plan(store.view(), "node-a", cache=cache)
+
+    def replanned() -> int:
+        before = cache.computed
+        assert plan(store.view(), "node-a", cache=cache) == plan(store.view(), "node-a")
+        return cache.computed - before
+
+    def won_by(node: str) -> set[str]:
+        return {
+            d.service
+            for d in plan(store.view(), "node-a").decisions
+            if d.mode is Mode.L2 and f"owner is {node}" in d.reason
+        }
+
+    assert replanned() == 6
+    # A label no selector reads, a value the selector matches neither way: nothing.
+    store.put_object(parse(node_doc("node-b", {"zone": "z1"})))
+    assert replanned() == 0
+    store.put_object(parse(node_doc("node-b", {"rack": "r2"})))
+    assert replanned() == 0
+    # node-c enters the L2 candidates: the elections it now wins, never a BGP Service.
     store.put_object(parse(node_doc("node-c", {"rack": "r1"})))
-    assert plan(store.view(), "node-a", cache=cache) == plan(store.view(), "node-a")
-    replanned = cache.computed - 5
-    assert replanned <= 3  # an L2 election node-c may enter or leave; never a BGP Service
-    store.put_object(parse(node_doc("node-a", {"rack": "r2"})))  # the node's own Node
-    plan(store.view(), "node-a", cache=cache)
-    assert cache.computed == 10 + replanned
+    won = won_by("node-c")
+    assert won and replanned() == len(won)
+    # The exclusion label (no selector reads it): node-c leaves the elections it won.
+    store.put_object(parse(node_doc("node-c", {"rack": "r1", EXCLUDE_LABEL: ""})))
+    assert replanned() == len(won)
+    store.put_object(parse(node_doc("node-a", {"rack": "r1", "zone": "z1"})))  # its own
+    assert replanned() == 0  # (what no selector reads, for this node too)
+    store.put_object(parse(node_doc("node-a", {})))
+    assert replanned() == 6
 
 
 def test_a_dead_node_replans_only_the_services_whose_election_chose_it() -> None:

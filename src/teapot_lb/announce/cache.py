@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from teapot_lb.announce.election import scored
+from teapot_lb.announce.election import EXCLUDE_LABEL, scored_as
 from teapot_lb.cluster import ClusterView
 from teapot_lb.cluster.changes import EVERY_KEY, ChangeLog
+from teapot_lb.kept import by_name
 from teapot_lb.model import ExternalTrafficPolicy, Node, Service
+from teapot_lb.model.common import LabelSelector, matches_any
 from teapot_lb.model.kinds import KINDS, Kind
 
 if TYPE_CHECKING:
@@ -133,6 +135,7 @@ class _PerService(Generic[_T]):
         self._scope: tuple[object, ...] | None = None
         self._live: frozenset[str] | None = None
         self._shared: tuple[tuple[tuple[str, object], ...], ...] | None = None
+        self._nodes: dict[str, tuple[object, object]] = {}  # for _shared_of
         self._entries: dict[str, _Entry[_T]] = {}
         # The held keys in order, and their results in the same order.
         self._keys: list[str] = []
@@ -248,9 +251,13 @@ class _PerService(Generic[_T]):
             elif change.kind in kinds:
                 shared_changed = True
         if shared_changed:
-            shared = _shared_of(view, kinds)
+            shared = _shared_of(view, kinds, self._nodes)
             if not _same_shared(self._shared, shared):
-                nodes = None if affected is None else _nodes_only(self._shared, shared, kinds)
+                nodes = (
+                    None
+                    if affected is None
+                    else _nodes_only(self._shared, shared, kinds, _node_selectors(view, kinds))
+                )
                 if nodes is None:
                     return None
                 entering |= nodes[0]
@@ -274,7 +281,7 @@ class _PerService(Generic[_T]):
         compute: Callable[[str, Service], _T],
         previous: dict[str, _Entry[_T]],
     ) -> None:
-        shared = _shared_of(view, kinds)
+        shared = _shared_of(view, kinds, self._nodes)
         if scope != self._scope or not _same_shared(self._shared, shared):
             self._entries = {}
         self._scope, self._shared = scope, shared
@@ -350,12 +357,22 @@ class _PerService(Generic[_T]):
 
 
 def _shared_of(
-    view: ClusterView, kinds: tuple[Kind, ...]
+    view: ClusterView, kinds: tuple[Kind, ...], nodes: dict[str, tuple[object, object]]
 ) -> tuple[tuple[tuple[str, object], ...], ...]:
-    return tuple(
-        tuple((key, _shared_value(k, obj)) for key, obj in sorted(view.of_kind(k).items()))
-        for k in kinds
-    )
+    """What the decisions read of the objects of `kinds`, by kind and key. `nodes`: each
+    Node's value kept (by the caller, between calls) while the view holds the same Node
+    object (1,000 Nodes a step: their conditions walked once per Node object, and an
+    unchanged one compared by identity)."""
+    out = []
+    for k in kinds:
+        if k is Kind.NODE:
+            values = by_name(view.of_kind(k), nodes, lambda node: _shared_value(Kind.NODE, node))
+            out.append(tuple(sorted(values.items())))
+        else:
+            out.append(
+                tuple((key, _shared_value(k, o)) for key, o in sorted(view.of_kind(k).items()))
+            )
+    return tuple(out)
 
 
 def _same_shared(
@@ -369,9 +386,12 @@ def _nodes_only(
     old: tuple[tuple[tuple[str, object], ...], ...] | None,
     new: tuple[tuple[tuple[str, object], ...], ...],
     kinds: tuple[Kind, ...],
+    selectors: list[Sequence[LabelSelector]],
 ) -> tuple[set[str], set[str]] | None:
     """When only Nodes differ between two sets of shared inputs: the names of the Nodes
-    that changed or appeared, and of those that went; else None."""
+    that appeared or changed in what decides their candidacy (`selectors` — the node
+    selectors of the other shared objects — match them otherwise, or their exclusion
+    differs), and of those that went; else None."""
     if old is None:
         return None
     changed: set[str] = set()
@@ -383,8 +403,43 @@ def _nodes_only(
             return None
         before, after = dict(o), dict(n)
         gone |= before.keys() - after.keys()
-        changed |= {k for k, v in after.items() if k not in before or not _same(before[k], v)}
+        changed |= {
+            k
+            for k, v in after.items()
+            if k not in before
+            or not (_same(before[k], v) or _same_candidacy(before[k], v, selectors))
+        }
     return changed, gone
+
+
+def _node_selectors(view: ClusterView, kinds: tuple[Kind, ...]) -> list[Sequence[LabelSelector]]:
+    """The node selectors of the shared objects but Nodes (advertisements, BGP peers): with
+    a Node's exclusion, all a decision reads of another Node's labels."""
+    out: list[Sequence[LabelSelector]] = []
+    for kind in kinds:
+        if kind is not Kind.NODE:
+            for obj in view.of_kind(kind).values():
+                found = getattr(getattr(obj, "spec", None), "node_selectors", None)
+                if isinstance(found, list):
+                    out.append(found)
+    return out
+
+
+def _same_candidacy(
+    before: object, after: object, selectors: list[Sequence[LabelSelector]]
+) -> bool:
+    """Two values of one Node (:func:`_shared_value`) that every selector matches alike
+    and that exclude it alike: another node's plan cannot tell them apart (a label no
+    advertisement selects by, a label value changed that no selector looks at)."""
+    if not (isinstance(before, tuple) and isinstance(after, tuple)):
+        return False
+    (labels_a, unavailable_a), (labels_b, unavailable_b) = before, after
+    a, b = dict(labels_a), dict(labels_b)
+    return (
+        unavailable_a == unavailable_b
+        and (EXCLUDE_LABEL in a) == (EXCLUDE_LABEL in b)
+        and all(matches_any(s, a) == matches_any(s, b) for s in selectors)
+    )
 
 
 def _ready(view: ClusterView, key: str, slices: tuple[object, ...] | None) -> frozenset[str] | None:
@@ -605,10 +660,21 @@ class NodeDependencies:
         enter) and `leaving` nodes can change."""
         out = set(self._every)
         nodes = entering | leaving
+        if not entering:  # (nodes leaving change only the elections that chose them)
+            for key, elections in self._elections.items():
+                for _, chosen, _ in elections:
+                    if not nodes.isdisjoint(chosen):
+                        out.add(key)
+                        break
+            return out
+        # One hash per election and entering node (their names encoded once).
+        names = [n.encode() for n in entering]
         for key, elections in self._elections.items():
             for ip, chosen, to_beat in elections:
-                if not nodes.isdisjoint(chosen) or any(
-                    to_beat is None or scored(n, ip) < to_beat for n in entering
+                if (
+                    to_beat is None
+                    or not nodes.isdisjoint(chosen)
+                    or any(scored_as(name, ip) < to_beat for name in names)
                 ):
                     out.add(key)
                     break

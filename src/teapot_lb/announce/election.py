@@ -35,7 +35,12 @@ def suffix(ip: IPv4Address | IPv6Address | str) -> bytes:
 
 def scored(node: str, ip_suffix: bytes) -> bytes:
     """:func:`score` with the IP's :func:`suffix` computed once."""
-    return hashlib.sha256(node.encode() + ip_suffix).digest()
+    return scored_as(node.encode(), ip_suffix)
+
+
+def scored_as(name: bytes, ip_suffix: bytes) -> bytes:
+    """:func:`scored` with the node's name encoded once (one node scored for many IPs)."""
+    return hashlib.sha256(name + ip_suffix).digest()
 
 
 def score(node: str, ip: IPv4Address | IPv6Address | str) -> bytes:

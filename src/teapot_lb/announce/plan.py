@@ -645,12 +645,12 @@ class _Planner:
                 say(Mode.L2, False, "speaker not alive (membership)")
                 return
             candidates = [n for n in candidates if n in live]
-        order = ranking(ip, candidates)
-        self._elected(ip, order[:1], order[0] if order else None)
+        first = chosen(ip, candidates, 1)  # (the owner: no need to order the others)
+        self._elected(ip, first, first[0] if first else None)
         # The reason names the owner only: a rank or a count would change with every node
         # that comes or goes, and so would every L2 decision of every node (issue 19).
-        if not order or order[0] != node_name:
-            owner = order[0] if order else "nobody"
+        if not first or first[0] != node_name:
+            owner = first[0] if first else "nobody"
             say(Mode.L2, False, f"not elected: owner is {owner}")
             return
         interfaces = sorted({i for a in advs for i in a.spec.interfaces})
