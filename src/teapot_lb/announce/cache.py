@@ -669,6 +669,18 @@ class NodeDependencies:
             return out
         # One hash per election and entering node (their names encoded once).
         names = [n.encode() for n in entering]
+        if len(names) == 1:  # (the usual step: one node came, or came back)
+            (name,) = names
+            for key, elections in self._elections.items():
+                for ip, chosen, to_beat in elections:
+                    if (
+                        to_beat is None
+                        or not nodes.isdisjoint(chosen)
+                        or scored_as(name, ip) < to_beat
+                    ):
+                        out.add(key)
+                        break
+            return out
         for key, elections in self._elections.items():
             for ip, chosen, to_beat in elections:
                 if (
