@@ -1,8 +1,12 @@
-"""Full garbage collections stay short: what survives a slow one is frozen (teapot_lb.longlived)."""
+"""Full garbage collections stay short: what survives a slow one is frozen; large freed
+blocks go back to the system (teapot_lb.longlived)."""
 
 from __future__ import annotations
 
 import gc
+import platform
+import subprocess
+import sys
 import weakref
 from collections.abc import Iterator
 
@@ -64,3 +68,32 @@ def test_stopping_removes_the_callback() -> None:
     stop = freeze_after_slow_full_passes()
     stop()
     assert gc.callbacks == before
+
+
+# Run in a process of its own (the setting is process-wide): a large block freed, then a
+# smaller one made and freed; how much of the second the process still holds (MB).
+_KEPT_AFTER_FREE = """
+import sys
+from teapot_lb.longlived import release_large_blocks
+print(release_large_blocks(), end=" ")
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1])
+block = bytearray(8 << 20); del block  # glibc's threshold would rise to 8 MB here
+before = rss()
+block = bytearray(6 << 20); del block
+print((rss() - before) // 1024)
+"""
+
+
+@pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+    reason="mallopt's threshold is glibc's (Linux)",
+)
+def test_a_large_block_goes_back_to_the_system_after_a_larger_one_was_freed() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _KEPT_AFTER_FREE], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[0] == "True"  # the threshold was set
+    assert int(out[1]) < 2, f"{out[1]} MB of a freed 6-MB block still held"

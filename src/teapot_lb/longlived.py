@@ -12,15 +12,26 @@ What survived a slow full pass is the cache: it is moved to the permanent genera
 freed by reference counting when dropped (the cache's models hold no reference cycles);
 only cyclic garbage among them is never collected, and that stays bounded: a freeze needs a
 slow pass first, i.e. that much new lasting heap.
+
+Such a process also makes large temporary blocks over and over (a 100k-entry dict is 3.7
+MB: a view's copy, a status file, a re-read manifest file). glibc maps a block above its
+mmap threshold on its own and unmaps it when freed, but it raises that threshold to the
+size of each mapped block freed (up to 32 MB), so after the first few such blocks they are
+carved from the heap instead, and the memory around the lasting objects is never given
+back: `teapot-lb run` at 100k Services held ~60 MB more after a few reloads
+(docs/performance.md). :func:`release_large_blocks` fixes the threshold where it starts.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import time
 from collections.abc import Callable
 
 SLOW_FULL_PASS_S = 0.05
+LARGE_BLOCK = 128 * 1024  # glibc's default mmap threshold, kept fixed
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
 
 class _FreezeAfterSlowPass:
@@ -50,4 +61,23 @@ def freeze_after_slow_full_passes(slow_s: float = SLOW_FULL_PASS_S) -> Callable[
     return stop
 
 
-__all__ = ["SLOW_FULL_PASS_S", "freeze_after_slow_full_passes"]
+def release_large_blocks(threshold: int = LARGE_BLOCK) -> bool:
+    """Have the C allocator map each block of `threshold` bytes or more on its own and
+    give it back to the system when freed, whatever was freed before (glibc's `mallopt`,
+    which also stops the threshold from moving). False where it cannot (another C library):
+    nothing changed. Call once, at the start of a long-running command."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
+
+
+__all__ = [
+    "LARGE_BLOCK",
+    "SLOW_FULL_PASS_S",
+    "freeze_after_slow_full_passes",
+    "release_large_blocks",
+]

@@ -16,7 +16,7 @@ from teapot_lb import log
 from teapot_lb.cluster import Store
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
-from teapot_lb.longlived import freeze_after_slow_full_passes
+from teapot_lb.longlived import freeze_after_slow_full_passes, release_large_blocks
 from teapot_lb.membership.key import KeyFileError, read_key_file
 from teapot_lb.membership.udp import DEFAULT_PORT
 from teapot_lb.model import LOAD_BALANCER_CLASS
@@ -283,6 +283,7 @@ def run(
         ovn_sb=ovn_sb or None,
         tenant_hop_interval_s=tenant_hop_interval,
     )
+    release_large_blocks()  # (a lasting 100k-Service heap beside large temporaries)
     asyncio.run(run_node(config))
 
 

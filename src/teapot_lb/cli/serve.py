@@ -18,7 +18,7 @@ import click
 from teapot_lb import log
 from teapot_lb.cli import cancel_on_signals
 from teapot_lb.httpserve import MonitoringServer, parse_address
-from teapot_lb.longlived import freeze_after_slow_full_passes
+from teapot_lb.longlived import freeze_after_slow_full_passes, release_large_blocks
 
 if TYPE_CHECKING:  # standalone modes need not load the Kubernetes client
     from teapot_lb.kube.client import KubeClient
@@ -57,6 +57,7 @@ async def serve_component(
     logger = log.get(name)
     cancel_on_signals()
     stop_freezing = freeze_after_slow_full_passes()
+    release_large_blocks()
     served = await setup()
     webhook = None
     try:

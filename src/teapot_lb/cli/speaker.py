@@ -24,7 +24,7 @@ from teapot_lb.cluster.projection import speaker_projection
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
-from teapot_lb.longlived import freeze_after_slow_full_passes
+from teapot_lb.longlived import freeze_after_slow_full_passes, release_large_blocks
 from teapot_lb.membership.udp import DEFAULT_PORT
 from teapot_lb.speaker.kube_reporter import KubeReporter
 from teapot_lb.speaker.kube_source import KubeSource
@@ -178,6 +178,7 @@ def speaker(
         ovn_sb=ovn_sb or None,
         tenant_hop_interval_s=tenant_hop_interval,
     )
+    release_large_blocks()  # (a lasting 100k-Service heap beside large temporaries)
     asyncio.run(run_speaker(config, kubeconfig, config_namespace or None, tenancy=tenancy))
 
 
