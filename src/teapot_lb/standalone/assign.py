@@ -249,11 +249,11 @@ class Assigner:
             gone = sorted(k for k in known if k not in view.services and self._held_nothing(k))
             known.difference_update(gone)
             if known:
-                return self._newest_changed(view, known, keys)
-            if not keys:
-                return gone
-            added = self._newer(view, keys)
-            return None if added is None else [*gone, *added]
+                again = self._newest_changed(view, known, keys)
+            else:
+                again = self._newer(view, keys) if keys else []
+            # (What the removed ones held nothing of: they go first, alone.)
+            return None if again is None else [*gone, *again]
         return self._newer(view, keys)
 
     def _newer(self, view: ClusterView, keys: set[str]) -> list[str] | None:
