@@ -251,13 +251,16 @@ def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -
     Without `listed`, the Store is filled from the standalone set-up (parsed manifests,
     assigned by the standalone core, as ``teapot-lb run`` holds them); with it, the way
     the API speaker fills it: its informers (``KubeSource`` with the speaker's projection)
-    list the objects of that file from a stand-in client."""
+    list the objects of that file from a stand-in client. The C allocator is set as
+    ``teapot-lb speaker`` and ``teapot-lb run`` set it (large freed blocks go back)."""
     from teapot_lb.cluster import Kind, Store
+    from teapot_lb.longlived import release_large_blocks
     from teapot_lb.model.manifest import parse_object
     from teapot_lb.speaker.bgp_backend import BGPBackend
     from teapot_lb.speaker.kube_source import KubeSource
     from teapot_lb.speaker.node import NodeSpeaker
 
+    release_large_blocks()
     store = Store()
     source: KubeSource | None = None
     if listed is None:
