@@ -163,7 +163,12 @@ def annotate_oldest(manifests: Path, log: Path) -> dict[str, Any]:
              what="the reload of the annotated Service logged", every=0.01)  # fmt: skip
     seen = time.monotonic() - t
     entry = reloads(log)[before]
-    return {"read": entry.get("read"), "seconds": entry.get("seconds"), "logged_s": round(seen, 3)}
+    return {
+        "read": entry.get("read"),
+        "assigned": entry.get("assigned"),
+        "seconds": entry.get("seconds"),
+        "logged_s": round(seen, 3),
+    }
 
 
 def reloads(log: Path) -> list[dict[str, Any]]:

@@ -196,6 +196,28 @@ def test_a_new_service_file_is_read_alone(tmp_path: Path) -> None:
     assert store.get(Kind.SERVICE, "default/new") is None
 
 
+def test_a_reload_says_what_it_read_and_what_it_assigned(tmp_path: Path) -> None:
+    """`manifests loaded … read=… assigned=…`: an older Service annotated reads its file
+    and assigns nothing; asking for an IP reads its file and assigns everything; a pool
+    changed reads everything."""
+    services = [service(f"svc{i}") for i in range(3)]
+    root, _state, source = started(tmp_path, {"services.yaml": services})
+
+    def reloaded() -> tuple[bool, bool]:
+        done = source._compute()
+        source._apply(done)
+        return done.read_all, done.assigned_all
+
+    services[0]["metadata"]["annotations"] = {"example.org/owner": "team-a"}
+    write(root / "services.yaml", services)
+    assert reloaded() == (False, False)
+    services[0]["metadata"]["annotations"]["lb.teapot.io/ips"] = "203.0.113.7"
+    write(root / "services.yaml", services)
+    assert reloaded() == (False, True)
+    write(root / "config.yaml", config(small=True))
+    assert reloaded() == (True, True)
+
+
 def test_what_a_quick_reload_cannot_prove_reads_everything(tmp_path: Path) -> None:
     root, _state, source = started(tmp_path, {"services.yaml": [service("svc0", "203.0.113.2")]})
     # A pool beside Services; a Service requesting a taken IP (a sharing problem); a

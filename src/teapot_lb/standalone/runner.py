@@ -99,6 +99,9 @@ class Reloaded:
     planned: Planned | None = None
     changes: Changes | None = None
     seconds: float = 0.0  # what reading and assigning took
+    read_all: bool = True  # every file read (else only the changed ones: .delta)
+    # Every Service assigned again (else only those changed: the Assigner's `added`).
+    assigned_all: bool = True
 
 
 class ManifestSource:
@@ -201,7 +204,13 @@ class ManifestSource:
         )
         # Made now, so the first edit after a full reload is as quick as the next ones.
         self._requests = requests_of(view.services.values())
-        return Reloaded(snap, assignments, planned=planned, seconds=time.perf_counter() - started)
+        return Reloaded(
+            snap,
+            assignments,
+            planned=planned,
+            seconds=time.perf_counter() - started,
+            assigned_all=self._assigner.added is None,
+        )
 
     def _quick(self) -> Reloaded | None:
         """The last reload patched with what changed, when only Services and EndpointSlices
@@ -251,11 +260,11 @@ class ManifestSource:
         added = self._assigner.added
         if added is None:  # assigned from scratch (a Service edited or removed)
             planned = planned_of(view, assignments, unused, self._assigned)
-            return Reloaded(snap, assignments, planned=planned)
+            return Reloaded(snap, assignments, planned=planned, read_all=False)
         keys = [*changes.get(Kind.SERVICE, {}), *added]
         speaker: Changes = {kind: dict(by_key) for kind, by_key in changes.items()}
         speaker[Kind.SERVICE] = assigned_changes(view, assignments, keys)
-        return Reloaded(snap, assignments, changes=speaker)
+        return Reloaded(snap, assignments, changes=speaker, read_all=False, assigned_all=False)
 
     def _apply(self, reloaded: Reloaded) -> Loaded:
         snap, assignments = reloaded.snapshot, reloaded.assignments
@@ -278,7 +287,8 @@ class ManifestSource:
             objects=sum(len(v) for v in snap.objects.values()),
             problems=len(snap.problems),
             generation=generation,
-            read="changes" if reloaded.changes is not None else "all",
+            read="all" if reloaded.read_all else "changes",
+            assigned="all" if reloaded.assigned_all else "changes",
             seconds=round(reloaded.seconds, 4),
         )
         if self.on_change is not None:
