@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from teapot_lb.announce.election import EXCLUDE_LABEL, scored_as
+from teapot_lb.announce.election import exclusion, scored_as
 from teapot_lb.cluster import ClusterView
 from teapot_lb.cluster.changes import EVERY_KEY, ChangeLog
 from teapot_lb.kept import by_name
@@ -429,16 +429,15 @@ def _same_candidacy(
     before: object, after: object, selectors: list[Sequence[LabelSelector]]
 ) -> bool:
     """Two values of one Node (:func:`_shared_value`) that every selector matches alike
-    and that exclude it alike: another node's plan cannot tell them apart (a label no
-    advertisement selects by, a label value changed that no selector looks at)."""
+    and that exclude it for the same reason (or not at all): no plan can tell them apart
+    (a label no advertisement selects by, a label value changed that no selector looks
+    at)."""
     if not (isinstance(before, tuple) and isinstance(after, tuple)):
         return False
     (labels_a, unavailable_a), (labels_b, unavailable_b) = before, after
     a, b = dict(labels_a), dict(labels_b)
-    return (
-        unavailable_a == unavailable_b
-        and (EXCLUDE_LABEL in a) == (EXCLUDE_LABEL in b)
-        and all(matches_any(s, a) == matches_any(s, b) for s in selectors)
+    return exclusion(a, unavailable_a) == exclusion(b, unavailable_b) and all(
+        matches_any(s, a) == matches_any(s, b) for s in selectors
     )
 
 
@@ -660,33 +659,14 @@ class NodeDependencies:
         enter) and `leaving` nodes can change."""
         out = set(self._every)
         nodes = entering | leaving
-        if not entering:  # (nodes leaving change only the elections that chose them)
-            for key, elections in self._elections.items():
-                for _, chosen, _ in elections:
-                    if not nodes.isdisjoint(chosen):
-                        out.add(key)
-                        break
-            return out
-        # One hash per election and entering node (their names encoded once).
+        # One hash per election and entering node (their names encoded once); nodes only
+        # leaving change only the elections that chose them (no hash).
         names = [n.encode() for n in entering]
-        if len(names) == 1:  # (the usual step: one node came, or came back)
-            (name,) = names
-            for key, elections in self._elections.items():
-                for ip, chosen, to_beat in elections:
-                    if (
-                        to_beat is None
-                        or not nodes.isdisjoint(chosen)
-                        or scored_as(name, ip) < to_beat
-                    ):
-                        out.add(key)
-                        break
-            return out
         for key, elections in self._elections.items():
             for ip, chosen, to_beat in elections:
-                if (
-                    to_beat is None
-                    or not nodes.isdisjoint(chosen)
-                    or any(scored_as(name, ip) < to_beat for name in names)
+                if not nodes.isdisjoint(chosen) or (
+                    names
+                    and (to_beat is None or any(scored_as(name, ip) < to_beat for name in names))
                 ):
                     out.add(key)
                     break

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from ipaddress import IPv4Address, IPv6Address, ip_address
 
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
@@ -27,19 +27,24 @@ def _suffix(ip: IPv4Address | IPv6Address | str) -> bytes:
     return b"\x00" + canonical.encode()
 
 
+def exclusion(labels: Mapping[str, str], network_unavailable: bool) -> str | None:
+    """Why a node with these labels and condition may announce nothing at all, or None."""
+    if EXCLUDE_LABEL in labels:
+        return f"excluded: node has label {EXCLUDE_LABEL}"
+    if network_unavailable:
+        return "excluded: node condition NetworkUnavailable is True"
+    return None
+
+
 def suffix(ip: IPv4Address | IPv6Address | str) -> bytes:
     """What :func:`score` hashes after the node's name, for one IP (kept to score many
-    nodes against it: ``scored(node, suffix)``)."""
+    nodes against it: ``scored_as(name, suffix)``)."""
     return _suffix(ip)
 
 
-def scored(node: str, ip_suffix: bytes) -> bytes:
-    """:func:`score` with the IP's :func:`suffix` computed once."""
-    return scored_as(node.encode(), ip_suffix)
-
-
 def scored_as(name: bytes, ip_suffix: bytes) -> bytes:
-    """:func:`scored` with the node's name encoded once (one node scored for many IPs)."""
+    """:func:`score` with the node's name encoded and the IP's :func:`suffix` computed
+    once (one node scored for many IPs)."""
     return hashlib.sha256(name + ip_suffix).digest()
 
 

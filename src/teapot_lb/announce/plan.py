@@ -27,7 +27,7 @@ from teapot_lb.announce.cache import (
     PlanCache,
     PlanDelta,
 )
-from teapot_lb.announce.election import EXCLUDE_LABEL, chosen, ranking, score, suffix
+from teapot_lb.announce.election import chosen, exclusion, ranking, score, suffix
 from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
 from teapot_lb.bgp.wire import LargeCommunity
 from teapot_lb.cluster import ClusterView
@@ -252,11 +252,7 @@ def node_exclusion(node: Node | None) -> str | None:
     """Why a node may not announce anything at all, or None."""
     if node is None:
         return "node is not known to the cluster (no Node object)"
-    if EXCLUDE_LABEL in node.labels:
-        return f"excluded: node has label {EXCLUDE_LABEL}"
-    if node.network_unavailable:
-        return "excluded: node condition NetworkUnavailable is True"
-    return None
+    return exclusion(node.labels, node.network_unavailable)
 
 
 # An OVNAdvertisement's pools are load-balanced by OVN, not announced by nodes.
