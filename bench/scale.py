@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from ipaddress import IPv6Address
+from ipaddress import IPv6Address, ip_address
 from pathlib import Path
 from typing import Any
 
@@ -173,9 +173,9 @@ def vm_kb(field: str) -> float:
 
 
 def speaker_setup(services: int, nodes: int) -> tuple[Any, Any]:
-    """The cluster's objects as the standalone core assigns them: (a view of everything but
-    the Services, the Services with their IPs in status)."""
-    from teapot_lb.standalone.assign import assign, assigned_services
+    """The cluster's objects and what the standalone core assigns them: (a view of
+    everything, the assignment of each Service)."""
+    from teapot_lb.standalone.assign import assign
 
     docs = speaker_bench.cluster_docs(services, nodes)
     for doc in docs:  # the bench's /112 holds 65,536: room for 100k Services
@@ -185,15 +185,17 @@ def speaker_setup(services: int, nodes: int) -> tuple[Any, Any]:
     assigned = assign(raw)
     refused = [a.key for a in assigned.values() if a.refused]
     assert not refused, f"refused: {refused[:3]}"
-    return raw, assigned_services(raw, assigned)
+    return raw, assigned
 
 
 def api_objects(services: int, nodes: int, path: Path) -> None:
     """Write every object of the set-up as the API server would list it (JSON, with uid,
     resourceVersion and the Services' status) to `path`: what the API speaker reads."""
     from teapot_lb.cluster import Kind
+    from teapot_lb.standalone.assign import assigned_services
 
-    raw, assigned = speaker_setup(services, nodes)
+    raw, assignments = speaker_setup(services, nodes)
+    assigned = assigned_services(raw, assignments)
     items: list[str] = []
     lists: dict[str, list[str]] = {}
     objects = {**speaker_bench.kinds_of(raw), Kind.SERVICE: assigned}
@@ -248,8 +250,9 @@ class ListedClient:
 def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -> dict[str, Any]:
     """Runs in its own process, so that RSS is the speaker's (plus what Python needs).
 
-    Without `listed`, the Store is filled from the standalone set-up (parsed manifests,
-    assigned by the standalone core, as ``teapot-lb run`` holds them); with it, the way
+    Without `listed`, the Store is filled from the standalone set-up as ``teapot-lb run``
+    fills it (the parsed manifests, and beside them what the standalone core assigned each
+    Service; a new Service comes the same way); with it, the way
     the API speaker fills it: its informers (``KubeSource`` with the speaker's projection)
     list the objects of that file from a stand-in client. The C allocator is set as
     ``teapot-lb speaker`` and ``teapot-lb run`` set it (large freed blocks go back)."""
@@ -259,6 +262,7 @@ def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -
     from teapot_lb.speaker.bgp_backend import BGPBackend
     from teapot_lb.speaker.kube_source import KubeSource
     from teapot_lb.speaker.node import NodeSpeaker
+    from teapot_lb.standalone.assign import Assignment
 
     release_large_blocks()
     store = Store()
@@ -267,7 +271,8 @@ def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -
         raw, assigned = speaker_setup(services, nodes)
         for kind, objs in speaker_bench.kinds_of(raw).items():
             store.replace(kind, objs)
-        store.replace(Kind.SERVICE, assigned)
+        store.replace(Kind.SERVICE, raw.services)
+        store.replace_assigned(assigned)
         del raw, assigned
     else:
         source = asyncio.run(fill_from_api(store, Path(listed)))
@@ -295,16 +300,18 @@ def speaker_child(services: int, nodes: int, repeats: int, listed: str | None) -
         for r in range(repeats):
             (doc,) = speaker_bench.service_docs(10**6 + 10 * r + offset, (pool, True), [])
             ip = ip_form.format(r + 1)  # (as the plan writes it)
-            doc["status"] = {"loadBalancer": {"ingress": [{"ip": ip}]}}
+            if source is not None:  # as the informer's handler does
+                doc["status"] = {"loadBalancer": {"ingress": [{"ip": ip}]}}
             obj, problems = parse_object(doc)
             assert obj is not None and not problems, problems
-            if source is not None:  # as the informer's handler does
+            if source is not None:
                 key = source.staging.put_object(obj)
                 staged = source.staging.get(Kind.SERVICE, key)
                 assert staged is not None
                 store.put(Kind.SERVICE, key, staged)
-            else:
+            else:  # as teapot-lb run's reload does
                 key = store.put_object(obj)
+                store.assign(key, Assignment(key, (ip_address(ip),), pool))
             t0 = time.perf_counter()
             result = await speaker.step()
             times.append(time.perf_counter() - t0)

@@ -73,7 +73,7 @@ from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.interfaces import InterfaceInfo
 from teapot_lb.speaker.l2_backend import L2Backend
 from teapot_lb.speaker.node import NodeSpeaker
-from teapot_lb.standalone.assign import assign, assigned_services
+from teapot_lb.standalone.assign import assign
 
 ROOT = Path(__file__).resolve().parents[1]
 API = "lb.teapot.io/v1alpha1"
@@ -274,7 +274,8 @@ async def change_cost(docs: list[dict[str, Any]], nodes: int, repeats: int) -> t
         view = source.view()
         for kind, objs in kinds_of(view).items():
             store.replace(kind, objs)
-        store.replace(Kind.SERVICE, assigned_services(view, assign(view)))
+        store.replace(Kind.SERVICE, view.services)
+        store.replace_assigned(assign(view))  # as teapot-lb run's reload does
 
     reload()
     await speaker.step()
@@ -352,7 +353,7 @@ def pure(sizes: list[int]) -> dict[str, Any]:
             refused = [a.key for a in assigned.values() if a.refused]
             assert not refused, f"refused: {refused[:3]}"
             store = store_of(docs)
-            store.replace(Kind.SERVICE, assigned_services(raw, assigned))
+            store.replace_assigned(assigned)
             view = store.view()
             plan_s = timed(partial(plan, view, "n1"), repeats)
             assign_s = timed(partial(assign, raw), repeats)

@@ -29,7 +29,8 @@ from teapot_lb.announce.plan import (
     vip_memberships,
 )
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
-from teapot_lb.model import ExternalTrafficPolicy
+from teapot_lb.model import ExternalTrafficPolicy, parse_ip
+from teapot_lb.standalone.assign import Assignment
 
 NODE_NAMES = ("node-a", "node-b", "node-c")
 SERVICE_NAMES = ("s0", "s1", "s2")
@@ -94,6 +95,14 @@ _service_changes = st.one_of(
         st.dictionaries(st.sampled_from(NODE_NAMES), st.booleans()),
     ),
     st.tuples(st.just("delete-slice"), st.sampled_from(SERVICE_NAMES)),
+    # What a controller in the same process assigned (standalone), read beside the
+    # Service in place of its status and VRID annotation; None: nothing (the status).
+    st.tuples(
+        st.just("assign"),
+        st.sampled_from(SERVICE_NAMES),
+        st.none() | st.lists(st.sampled_from(IPS), max_size=2, unique=True),
+        st.sampled_from([None, "v1=7", "v1=9"]),
+    ),
 )
 _other_changes = st.one_of(
     st.tuples(st.just("node"), st.sampled_from(NODE_NAMES), racks, st.booleans(), st.booleans()),
@@ -162,6 +171,11 @@ def apply(store: Store, change: tuple[Any, ...], options: PlanOptions) -> PlanOp
         store.put_object(parse(slice_doc(args[0], args[1])))
     elif what == "delete-slice":
         store.delete(Kind.ENDPOINT_SLICE, object_key("default", f"{args[0]}-x"))
+    elif what == "assign":
+        name, ips, vrids = args
+        key = object_key("default", name)
+        given = None if ips is None else Assignment(key, tuple(map(parse_ip, ips)), vrids=vrids)
+        store.assign(key, given)
     elif what == "node":
         name, rack, excluded, unavailable = args
         labels = {"rack": rack} if rack else {}
@@ -220,6 +234,7 @@ def apply(store: Store, change: tuple[Any, ...], options: PlanOptions) -> PlanOp
             Kind.SERVICE,
             {k: type(s).model_validate(s.model_dump()) for k, s in view.services.items()},
         )
+        store.replace_assigned({k: replace(a) for k, a in view.assigned.items()})
     return options
 
 

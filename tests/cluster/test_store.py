@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from teapot_lb.cluster import ClusterView, Kind, Store
 from teapot_lb.cluster.changes import LIMIT
 from teapot_lb.model import EndpointSlice, Service, parse_ip, parse_object
+from teapot_lb.standalone.assign import Assignment
 
 
 def _service(ns: str, name: str) -> Service:
@@ -173,3 +174,43 @@ def test_a_replace_of_most_objects_records_every_key() -> None:
     changes = store.changes.between(mark, store.changes.mark)
     assert changes is not None and [ch.key for ch in changes] == [""]  # EVERY_KEY
     assert len(store.view().services) == 1100
+
+
+def test_what_was_assigned_beside_a_service_is_read_in_place_of_its_status() -> None:
+    store = Store()
+    store.put_object(_service("web", "a"))
+    view = store.view()
+    svc = view.services["web/a"]
+    assert view.ingress_ips("web/a", svc) == [] and view.vrids_annotation("web/a", svc) is None
+    mark = store.changes.mark
+    store.assign("web/a", Assignment("web/a", (parse_ip("192.0.2.7"),), vrids="vip=4"))
+    view = store.view()
+    assert view.services["web/a"] is svc  # the Service is not copied
+    assert view.ingress_ips("web/a", svc) == [parse_ip("192.0.2.7")]
+    assert view.vrids_annotation("web/a", svc) == "vip=4"
+    changes = store.changes.between(mark, store.changes.mark)
+    assert changes is not None and [(c.kind, c.key) for c in changes] == [(Kind.SERVICE, "web/a")]
+    # An equal assignment changes nothing and keeps the object held; None drops it.
+    held = view.assigned["web/a"]
+    mark = store.changes.mark
+    store.assign("web/a", Assignment("web/a", (parse_ip("192.0.2.7"),), vrids="vip=4"))
+    store.replace_assigned({"web/a": Assignment("web/a", (parse_ip("192.0.2.7"),), vrids="vip=4")})
+    assert store.changes.between(mark, store.changes.mark) == []
+    assert store.view().assigned["web/a"] is held
+    store.assign("web/a", None)
+    assert store.view().ingress_ips("web/a", svc) == []
+
+
+def test_replacing_the_assignments_records_the_keys_that_changed_or_went() -> None:
+    store = Store()
+    one = {f"web/s{i}": Assignment(f"web/s{i}", (parse_ip(f"192.0.2.{i}"),)) for i in range(3)}
+    store.replace_assigned(one)
+    mark = store.changes.mark
+    two = dict(one)
+    two["web/s1"] = Assignment("web/s1", (parse_ip("192.0.2.99"),))
+    del two["web/s2"]
+    store.replace_assigned(two)
+    changes = store.changes.between(mark, store.changes.mark)
+    assert changes is not None
+    assert sorted(c.key for c in changes) == ["web/s1", "web/s2"]
+    assert dict(store.view().assigned) == two

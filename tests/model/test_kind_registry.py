@@ -16,8 +16,9 @@ def test_every_kind_has_one_entry_and_its_own_view_field() -> None:
     assert set(REGISTRY) == set(Kind)
     assert len(KINDS) == len(Kind)
     # Besides one field per kind, a view carries where it stands in the store's change log
-    # and the store's EndpointSlice index (what the plan cache reads to skip the unchanged).
-    bookkeeping = {"changes", "slice_index"}
+    # and the store's EndpointSlice index (what the plan cache reads to skip the unchanged),
+    # and what a controller in the same process assigned to its Services (standalone).
+    bookkeeping = {"changes", "slice_index", "assigned"}
     view_fields = {f.name for f in dataclasses.fields(ClusterView) if f.init} - bookkeeping
     assert {info.view_field for info in KINDS} == view_fields
     assert bookkeeping <= {f.name for f in dataclasses.fields(ClusterView)}

@@ -12,6 +12,7 @@ from teapot_lb.speaker.vip_backend import (
     node_addresses,
     vip_groups,
 )
+from teapot_lb.standalone.assign import Assignment
 from teapot_lb.vrrp.group import VipGroup
 from teapot_lb.vrrp.render import InterfaceMissing
 
@@ -70,6 +71,23 @@ def test_every_node_gets_the_same_groups_with_selected_candidates() -> None:
     (g,) = groups
     assert g.name == "vip/192.0.2.230" and g.interface == "eth0" and not g.local_traffic_policy
     assert g.vrid == 7  # the controller's, so every node runs the same instance
+
+
+def test_ips_and_vrids_assigned_in_the_process_are_read_in_place_of_status_and_annotation() -> None:
+    # teapot-lb run: the Service as its manifest has it (a status and annotation of its own),
+    # and beside it what the standalone controller assigned.
+    store = store_of(*vip_docs(with_vrids(lb_service("dns", "192.0.2.229"), "vip=3")))
+    store.assign(
+        "default/dns", Assignment("default/dns", (ip_address("192.0.2.230"),), vrids="vip=7")
+    )
+    inp = cluster_vip_input(store.view())
+    (m,) = inp.memberships
+    assert m.ip == "192.0.2.230"
+    (g,) = vip_groups(inp, {})[0]
+    assert g.vrid == 7
+    store.assign("default/dns", None)  # nothing assigned here: the Service's own again
+    (m,) = cluster_vip_input(store.view()).memberships
+    assert m.ip == "192.0.2.229"
 
 
 def test_an_ip_without_a_vrid_from_the_controller_is_not_run_and_says_why() -> None:

@@ -120,6 +120,7 @@ def contents(source: ManifestSource) -> dict[str, Any]:
         "store": {
             info.kind: {k: store.get(info.kind, k) for k in store.keys(info.kind)} for info in KINDS
         },
+        "store assigned": dict(store.view().assigned),
     }
 
 
@@ -183,8 +184,10 @@ def test_a_new_service_file_is_read_alone(tmp_path: Path) -> None:
     write(root / "new.yaml", [service("new", "203.0.113.9"), endpoints("new", "n1")])
     source.reload()
     assert source.quick_reloads == 1
-    new = store.get(Kind.SERVICE, "default/new")
-    assert new is not None and [str(ip) for ip in new.ingress_ips()] == ["203.0.113.9"]
+    view = store.view()
+    new = view.services.get("default/new")
+    assert new is not None
+    assert [str(ip) for ip in view.ingress_ips("default/new", new)] == ["203.0.113.9"]
     assert store.get(Kind.ENDPOINT_SLICE, "default/new-eps") is not None
     # Edited and removed: patched too (the assignment itself starts over).
     write(root / "new.yaml", [service("new")])

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from teapot_lb.cli.explain import explain_command, manifest_view
 from teapot_lb.cluster import Kind, Store
+from teapot_lb.model import IPAddress
 from teapot_lb.standalone.assign import assign
 from teapot_lb.standalone.directory import fingerprint, manifest_files, read
 from teapot_lb.standalone.runner import ManifestSource
@@ -106,9 +107,15 @@ def test_an_edit_changes_the_fingerprint_and_reloads_the_store(tmp_path: Path) -
     write(tmp_path / "a.yaml", [*config(), service("web"), service("api")])
     assert fingerprint(manifest_files(tmp_path)) != before
     assert source.reload_if_changed()
-    assert set(store.view().services) == {"default/web", "default/api"}
-    assert all(s.ingress_ips() for s in store.view().services.values())
+    view = store.view()
+    assert set(view.services) == {"default/web", "default/api"}
+    assert all(view.ingress_ips(k, s) for k, s in view.services.items())
     assert calls == [1, 1]
+
+
+def held_ips(store: Store) -> dict[str, list[IPAddress]]:
+    view = store.view()
+    return {k: view.ingress_ips(k, s) for k, s in view.services.items()}
 
 
 def lab_dir(tmp_path: Path, excluded: bool = False) -> Path:
@@ -169,10 +176,10 @@ def test_a_file_that_stops_parsing_keeps_its_last_good_content(tmp_path: Path) -
     store = Store()
     source = ManifestSource(tmp_path, store)
     source.reload_if_changed()
-    before = {k: s.ingress_ips() for k, s in store.view().services.items()}
+    before = held_ips(store)
     (tmp_path / "services.yaml").write_text("- half: [written\n")  # a save in progress
     source.reload_if_changed()
-    assert {k: s.ingress_ips() for k, s in store.view().services.items()} == before
+    assert held_ips(store) == before
     loaded = source.loaded
     assert loaded is not None
     texts = [str(p) for p in loaded.snapshot.problems]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from teapot_lb.announce.election import exclusion, scored_as
 from teapot_lb.cluster import ClusterView
 from teapot_lb.cluster.changes import EVERY_KEY, ChangeLog
+from teapot_lb.cluster.view import Assigned
 from teapot_lb.kept import by_name
 from teapot_lb.model import ExternalTrafficPolicy, Node, Service
 from teapot_lb.model.common import LabelSelector, matches_any
@@ -72,13 +73,15 @@ def _same_items(old: tuple[tuple[str, object], ...], new: tuple[tuple[str, objec
 
 
 class _Version:
-    """One Service value's token (its identity): holds the newest object of that value,
-    which keeps that object's identity unique while it is compared by it."""
+    """One Service value's token (its identity): holds the newest object of that value
+    and what was assigned to it in this process (:attr:`ClusterView.assigned`), which
+    keeps that value's identity unique while it is compared by it."""
 
-    __slots__ = ("service",)
+    __slots__ = ("assigned", "service")
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, assigned: Assigned | None) -> None:
         self.service = service
+        self.assigned = assigned
 
 
 class _Versions:
@@ -90,12 +93,16 @@ class _Versions:
     def __init__(self) -> None:
         self._seen: dict[str, _Version] = {}
 
-    def of(self, key: str, svc: Service) -> object:
+    def of(self, key: str, svc: Service, assigned: Assigned | None) -> object:
         seen = self._seen.get(key)
-        if seen is not None and _same(seen.service, svc):
-            seen.service = svc
+        if (
+            seen is not None
+            and _same(seen.service, svc)
+            and (seen.assigned is assigned or seen.assigned == assigned)
+        ):
+            seen.service, seen.assigned = svc, assigned
             return seen
-        token = self._seen[key] = _Version(svc)
+        token = self._seen[key] = _Version(svc, assigned)
         return token
 
     def forget(self, key: str) -> None:
@@ -342,7 +349,7 @@ class _PerService(Generic[_T]):
     ) -> _Entry[_T]:
         """`entry`: the Service's entry if still valid for the shared inputs; `previous`:
         its last entry, valid or not (for `reuse`)."""
-        version = self._versions.of(key, svc)
+        version = self._versions.of(key, svc, view.assigned.get(key))
         local = svc.spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
         slices = tuple(view.slices_of(key)) if local else None
         if entry is None or entry.version is not version:

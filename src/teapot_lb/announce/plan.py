@@ -405,7 +405,7 @@ class _Planner:
         node = self.view.nodes.get(node_name)
         node_labels = node.labels if node is not None else {}
         why_not_node = eligible.get(node_name, node_exclusion(None))
-        ips = svc.ingress_ips()
+        ips = self.view.ingress_ips(key, svc)
         if not ips:
             _Say(key, "", node_name, decisions)(None, False, "no IP assigned yet")
         for ip in ips:
@@ -980,7 +980,7 @@ def l2_election_orders(
             return ()
         out: list[tuple[str, Sequence[str] | SharedCandidates]] = []
         eligible: Mapping[str, str | None] | None = None
-        for ip in svc.ingress_ips():
+        for ip in view.ingress_ips(key, svc):
             pool = view.pool_of(ip)
             if pool is None:
                 continue
@@ -1055,7 +1055,7 @@ def vip_memberships(
         if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
             return ()
         out: list[VIPMembership] = []
-        for ip in svc.ingress_ips():
+        for ip in view.ingress_ips(key, svc):
             pool = view.pool_of(ip)
             advs = planner.advertisements_for(pool)[2] if pool is not None else []
             if advs:

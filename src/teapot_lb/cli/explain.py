@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from teapot_lb.announce.plan import Decision, PlanOptions, explain, explain_tenant
-from teapot_lb.cluster import ClusterView, Store, UnknownBFDProfile
+from teapot_lb.cluster import ClusterView, Kind, Store, UnknownBFDProfile
 from teapot_lb.model import BFDParameters, BGPPeer
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.ovn.desired import desired_state
@@ -21,7 +21,7 @@ from teapot_lb.ovn.explain import ServiceExplanation, explain_service
 from teapot_lb.ovn.gateways import Gateways
 from teapot_lb.speaker.report import annotation_key, parse_summary
 from teapot_lb.standalone import first_seen
-from teapot_lb.standalone.assign import planned_objects
+from teapot_lb.standalone.assign import assigned_services, planned_objects
 from teapot_lb.standalone.directory import read
 
 
@@ -41,7 +41,10 @@ def manifest_view(manifests: Path, state_root: Path | None = None) -> ClusterVie
     stamps = first_seen.FirstSeen(None)  # (records nothing: no state directory)
     stamps.seen = seen
     snap = read(manifests, stamp=stamps.at(now))
-    _, planned = planned_objects(snap.view(), unparsed_pools=snap.unparsed_pools)
+    view = snap.view()
+    assignments, planned = planned_objects(view, unparsed_pools=snap.unparsed_pools)
+    # The Services as the API server would show them (the status summary reads their IPs).
+    planned[Kind.SERVICE] = dict(assigned_services(view, assignments))
     store = Store()
     snap.fill(store, planned)
     return store.view()

@@ -9,7 +9,7 @@ from typing import Any
 from teapot_lb.cluster.changes import EVERY_KEY, Change, ChangeLog
 from teapot_lb.cluster.compact import compact
 from teapot_lb.cluster.projection import Projection
-from teapot_lb.cluster.view import ClusterView, Stored
+from teapot_lb.cluster.view import Assigned, ClusterView, Stored
 from teapot_lb.model import ApiObject, EndpointSlice
 from teapot_lb.model.kinds import KINDS, REGISTRY, Kind, object_key
 
@@ -39,6 +39,8 @@ class Store:
         # and the lists views hand out (a list is replaced, never changed, once handed out).
         self._slices: dict[str, dict[str, EndpointSlice]] = {}
         self._slice_lists: dict[str, list[EndpointSlice]] = {}
+        # What a controller in this process assigned, per Service key (ClusterView.assigned).
+        self._assigned: dict[str, Assigned] = {}
 
     def put(self, kind: Kind, key: str, obj: Stored) -> None:
         model = REGISTRY[kind].model
@@ -96,6 +98,43 @@ class Store:
                 self._index_slice(key, None, obj)
         self._changed(kind, EVERY_KEY, None, None)
 
+    def assign(self, key: str, assigned: Assigned | None) -> None:
+        """Set (None: drop) what was assigned to the Service at `key`; a change of it is a
+        change of the Service (its plans read it)."""
+        old = self._assigned.get(key)
+        if assigned is None:
+            if old is None:
+                return
+            del self._assigned[key]
+        elif _same(old, assigned):
+            return
+        else:
+            self._assigned[key] = assigned
+        self._changed(Kind.SERVICE, key, None, None)
+
+    def replace_assigned(self, assigned: Mapping[str, Assigned]) -> None:
+        """:meth:`assign` for every key at once: the keys not in `assigned` are dropped
+        (recorded as :meth:`replace` records its kind's changes). An equal value keeps the
+        object held, so readers that compare by identity see no change."""
+        held = self._assigned
+        fresh: dict[str, Assigned] = {}
+        changed: list[str] = []
+        for key, new in assigned.items():
+            old = held.get(key)
+            if old is not None and _same(old, new):
+                fresh[key] = old
+            else:
+                fresh[key] = new
+                changed.append(key)
+        changed += [k for k in held if k not in fresh]
+        if not changed:
+            return
+        self._assigned = fresh
+        if len(changed) > _LISTED_MAX:
+            changed = [EVERY_KEY]
+        for key in changed:
+            self._changed(Kind.SERVICE, key, None, None)
+
     def _kept(self, obj: Stored) -> Stored:
         """What the Store keeps of `obj`: projected (a typed object), then compacted."""
         if self.project is not None and not isinstance(obj, Mapping):
@@ -117,6 +156,7 @@ class Store:
             }
             self._view = ClusterView(
                 **fields,
+                assigned=MappingProxyType(dict(self._assigned)),
                 changes=(self.changes, self.changes.mark),
                 slice_index=self._slice_lists,
             )
@@ -146,6 +186,10 @@ class Store:
             else:
                 del self._slices[service]
                 self._slice_lists.pop(service, None)
+
+
+def _same(old: Assigned | None, new: Assigned) -> bool:
+    return old is new or (old is not None and old == new)
 
 
 def _service_of(obj: Stored | None) -> str | None:

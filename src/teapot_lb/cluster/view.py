@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from teapot_lb.cluster.changes import ChangeLog
 from teapot_lb.model import (
@@ -34,12 +34,24 @@ from teapot_lb.model.gateway_api import (
 )
 from teapot_lb.model.ingress import Ingress, IngressClass
 from teapot_lb.model.kinds import REGISTRY, ApiObject, Kind, object_key
+from teapot_lb.model.service import ANNOTATION_VRIDS
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 
 # What a view (and the Store) holds of each kind: typed objects, or a Secret's data.
 Stored = ApiObject | Mapping[str, bytes]
 
-__all__ = ["ClusterView", "Kind", "UnknownBFDProfile", "object_key"]
+__all__ = ["Assigned", "ClusterView", "Kind", "UnknownBFDProfile", "object_key"]
+
+
+class Assigned(Protocol):
+    """What a controller in the same process gave a Service: the IPs its status would list
+    (primary family first) and its VRID annotation (None: none)."""
+
+    @property
+    def ips(self) -> tuple[IPAddress, ...]: ...
+
+    @property
+    def vrids(self) -> str | None: ...
 
 
 def _empty() -> Mapping[str, Any]:
@@ -86,6 +98,11 @@ class ClusterView:
     tls_routes: Mapping[str, TLSRoute] = field(default_factory=_empty)
     tcp_routes: Mapping[str, TCPRoute] = field(default_factory=_empty)
     udp_routes: Mapping[str, UDPRoute] = field(default_factory=_empty)
+    # Per Service key, what the controller running in this process (standalone) assigned:
+    # read in place of the Service's status and VRID annotation, so that 100,000 Services
+    # are not each copied to carry a status (a copy weighs more than the parsed Service).
+    # Read them with :meth:`ingress_ips` and :meth:`vrids_annotation`.
+    assigned: Mapping[str, Assigned] = field(default_factory=_empty)
     # The Store's change log and where it stood when this view was made (None: not from a
     # Store); caches use it to find what changed between two views without walking them.
     changes: tuple[ChangeLog, int] | None = field(default=None, repr=False, compare=False)
@@ -113,6 +130,20 @@ class ClusterView:
             if svc:
                 key = object_key(eps.metadata.namespace, svc)
                 self._slices_by_service.setdefault(key, []).append(eps)
+
+    def ingress_ips(self, key: str, svc: Service) -> list[IPAddress]:
+        """The IPs the Service at `key` holds: those assigned in this process, else those of
+        its `status.loadBalancer.ingress`."""
+        assigned = self.assigned.get(key)
+        return list(assigned.ips) if assigned is not None else svc.ingress_ips()
+
+    def vrids_annotation(self, key: str, svc: Service) -> str | None:
+        """The Service's `lb.teapot.io/vrids` annotation: as assigned in this process, else
+        its own."""
+        assigned = self.assigned.get(key)
+        if assigned is not None:
+            return assigned.vrids
+        return svc.metadata.annotations.get(ANNOTATION_VRIDS)
 
     def of_kind(self, kind: Kind) -> Mapping[str, Stored]:
         """The objects of one kind, by key (its field, as the kind registry names it)."""

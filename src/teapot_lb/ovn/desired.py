@@ -169,7 +169,7 @@ class _Builder:
             if cache is None:
                 self._merge(key, self._service(key, svc))
                 continue
-            token = (svc, *self.view.slices_of(key))
+            token = (svc, self.view.assigned.get(key), *self.view.slices_of(key))
             part = cache.get(key, token)
             if part is None:
                 part = self._service(key, svc)
@@ -195,7 +195,7 @@ class _Builder:
 
     def _service(self, key: str, svc: Service) -> _Part:
         part = _Part()
-        for ip in svc.ingress_ips():
+        for ip in self.view.ingress_ips(key, svc):
             pool = self.view.pool_of(ip)
             advs = [a for a in self.advs if pool is not None and a.spec.selects_pool(pool)]
             if not advs:

@@ -50,7 +50,7 @@ from teapot_lb.vrrp.instances import group_instances
 from teapot_lb.vrrp.notify import Transition
 from teapot_lb.vrrp.render import Rendered, render
 from teapot_lb.vrrp.supervisor import KeepalivedSupervisor
-from teapot_lb.vrrp.vrid_book import annotated_vrids
+from teapot_lb.vrrp.vrid_book import parse_vrids
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def cluster_vip_input(
             ready = frozenset(view.ready_endpoint_nodes(key))
             for ip in ips:
                 local[ip] = local.get(ip, frozenset()) | ready
-        annotated = annotated_vrids(svc)
+        annotated = parse_vrids(view.vrids_annotation(key, svc))
         vrids.update((ip, annotated) for ip in ips)
     return VipInput(frozenset(out), local, vrids)
 

@@ -36,7 +36,6 @@ from teapot_lb.controller import (
     reconcile_service,
 )
 from teapot_lb.controller.convert import held_ips
-from teapot_lb.kept import Kept
 from teapot_lb.model import ApiObject, IPAddress, Service
 from teapot_lb.model.common import creation_order
 from teapot_lb.model.service import (
@@ -317,44 +316,25 @@ def planned_objects(
     view: ClusterView,
     options: ControllerOptions | None = None,
     unparsed_pools: Mapping[str, UnparsedPool] | None = None,
-    memo: Assigned | None = None,
     assigner: Assigner | None = None,
 ) -> tuple[dict[str, Assignment], Planned]:
-    """What a node's speaker plans from: every Service with its assigned IPs in status,
-    and the pools the controller core uses (the objects of those two kinds only).
-    `memo`: see :func:`assigned_services`; `assigner`: one kept between reloads."""
+    """Every handled Service's assignment, and what the speaker plans from in place of the
+    manifests' objects: the pools the controller core uses (:func:`planned_of`).
+    `assigner`: one kept between reloads."""
     if assigner is not None:
         assignments, unused = assigner.assign(view, options, unparsed_pools)
     else:
         assignments, unused = assign_all(view, options, unparsed_pools)
-    return assignments, planned_of(view, assignments, unused, memo)
+    return assignments, planned_of(view, unused)
 
 
-def planned_of(
-    view: ClusterView,
-    assignments: Mapping[str, Assignment],
-    unused: frozenset[str],
-    memo: Assigned | None = None,
-) -> Planned:
-    """:func:`planned_objects` once assigned (`unused`: the pools left out)."""
+def planned_of(view: ClusterView, unused: frozenset[str]) -> Planned:
+    """The pools the controller core uses (`unused`: those it left out as invalid). The
+    Services stay the manifests' own: their assignments go beside them
+    (:meth:`~teapot_lb.cluster.Store.replace_assigned`, read through
+    :meth:`~teapot_lb.cluster.ClusterView.ingress_ips`), not into a copy of each."""
     pools: dict[str, ApiObject] = {k: p for k, p in view.pools.items() if k not in unused}
-    services: dict[str, ApiObject] = dict(assigned_services(view, assignments, memo))
-    return {Kind.SERVICE: services, Kind.ADDRESS_POOL: pools}
-
-
-def assigned_changes(
-    view: ClusterView, assignments: Mapping[str, Assignment], keys: Iterable[str]
-) -> dict[str, ApiObject | None]:
-    """:func:`assigned_services` for the Services of `keys` only (None: gone)."""
-    out: dict[str, ApiObject | None] = {}
-    for key in keys:
-        svc, a = view.services.get(key), assignments.get(key)
-        out[key] = with_status(svc, a.ips, a.vrids) if svc is not None and a else svc
-    return out
-
-
-# A Service given its status: that status and the copy made.
-Assigned = Kept[tuple[Assignment, Service]]
+    return {Kind.ADDRESS_POOL: pools}
 
 
 def with_status(service: Service, ips: tuple[IPAddress, ...], vrids: str | None = None) -> Service:
@@ -374,28 +354,13 @@ def with_status(service: Service, ips: tuple[IPAddress, ...], vrids: str | None 
 
 
 def assigned_services(
-    view: ClusterView, assignments: Mapping[str, Assignment], memo: Assigned | None = None
+    view: ClusterView, assignments: Mapping[str, Assignment]
 ) -> dict[str, Service]:
-    """Every Service of the view, those we handle carrying their assigned IPs in status.
-
-    `memo` (kept by the caller between calls): a Service that comes again as the same
-    object with an equal assignment gets the copy made last time, so that an unchanged
-    Service stays the same object from one reload to the next (the speaker's Store and
-    plan cache then see that it did not change)."""
+    """Every Service of the view, those we handle carrying their assigned IPs in status, as
+    the API server would show them (for one-shot readers: `explain`, `status`, the lab; a
+    running speaker reads the assignments beside the Services instead)."""
     out: dict[str, Service] = {}
-    if memo is not None:
-        memo.begin()
     for key, svc in view.services.items():
         a = assignments.get(key)
-        if a is None:
-            out[key] = svc
-            continue
-        hit = memo.get(svc) if memo is not None else None
-        if hit is None or hit[0] != a:
-            hit = (a, with_status(svc, a.ips, a.vrids))
-        if memo is not None:
-            memo.put(svc, hit)
-        out[key] = hit[1]
-    if memo is not None:
-        memo.end()
+        out[key] = svc if a is None else with_status(svc, a.ips, a.vrids)
     return out

@@ -32,11 +32,9 @@ from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
 from teapot_lb.speaker.report import decisions_json
 from teapot_lb.speaker.vip_backend import VIPBackend
 from teapot_lb.standalone.assign import (
-    Assigned,
     Assigner,
     Assignment,
     Planned,
-    assigned_changes,
     planned_objects,
     planned_of,
 )
@@ -92,12 +90,14 @@ class Loaded:
 @dataclass
 class Reloaded:
     """What a reload computed: for the speaker's Store, every object it plans from (a
-    full reload), or only what changed (:mod:`.delta`)."""
+    full reload), or only what changed (:mod:`.delta`) and the Services whose assignment
+    may have (`reassigned`); the assignments go to the Store beside the Services."""
 
     snapshot: Snapshot
     assignments: dict[str, Assignment]
     planned: Planned | None = None
     changes: Changes | None = None
+    reassigned: tuple[str, ...] = ()
     seconds: float = 0.0  # what reading and assigning took
     read_all: bool = True  # every file read (else only the changed ones: .delta)
     # Every Service assigned again (else only those changed: the Assigner's `added`).
@@ -135,11 +135,9 @@ class ManifestSource:
         self._seen: Fingerprint | None = None
         self._files = FileCache()
         self._first_seen = FirstSeen(state_dir)
-        # The objects the assignment reads (its own Store: it runs in a thread), and the
-        # Services given their status last time.
+        # The objects the assignment reads (its own Store: it runs in a thread).
         self._assigning = Store()
         self._assigner = Assigner()
-        self._assigned: Assigned = Assigned()
         # Which Services request each IP (for the checks of a quick reload; made by each
         # full reload, then kept up to date).
         self._requests: dict[IPAddress, set[str]] | None = None
@@ -200,7 +198,7 @@ class ManifestSource:
         snap.fill(self._assigning)
         view = self._assigning.view()
         assignments, planned = planned_objects(
-            view, self.options, snap.unparsed_pools, self._assigned, self._assigner
+            view, self.options, snap.unparsed_pools, self._assigner
         )
         # Made now, so the first edit after a full reload is as quick as the next ones.
         self._requests = requests_of(view.services.values())
@@ -259,12 +257,17 @@ class ManifestSource:
         assignments, unused = self._assigner.assign(view, self.options, snap.unparsed_pools)
         added = self._assigner.added
         if added is None:  # assigned from scratch (a Service edited or removed)
-            planned = planned_of(view, assignments, unused, self._assigned)
+            planned = planned_of(view, unused)
             return Reloaded(snap, assignments, planned=planned, read_all=False)
-        keys = [*changes.get(Kind.SERVICE, {}), *added]
-        speaker: Changes = {kind: dict(by_key) for kind, by_key in changes.items()}
-        speaker[Kind.SERVICE] = assigned_changes(view, assignments, keys)
-        return Reloaded(snap, assignments, changes=speaker, read_all=False, assigned_all=False)
+        keys = (*changes.get(Kind.SERVICE, {}), *added)
+        return Reloaded(
+            snap,
+            assignments,
+            changes=changes,
+            reassigned=keys,
+            read_all=False,
+            assigned_all=False,
+        )
 
     def _apply(self, reloaded: Reloaded) -> Loaded:
         snap, assignments = reloaded.snapshot, reloaded.assignments
@@ -275,8 +278,11 @@ class ManifestSource:
                         self.store.delete(kind, key)
                     else:
                         self.store.put(kind, key, obj)
+            for key in reloaded.reassigned:
+                self.store.assign(key, assignments.get(key))
         else:
             snap.fill(self.store, reloaded.planned)
+            self.store.replace_assigned(assignments)
         generation = (self.loaded.generation + 1) if self.loaded else 1
         self.loaded = Loaded(snap, assignments, generation)
         for p in snap.problems:
