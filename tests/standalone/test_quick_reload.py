@@ -343,6 +343,28 @@ def test_a_time_written_in_the_manifest_is_not_taken_for_a_stamp(tmp_path: Path)
     assert _cached(source)["Service/default/s0"] is plain
 
 
+def test_a_second_definition_left_alone_keeps_the_time_it_was_stamped_with(tmp_path: Path) -> None:
+    """A Service defined in two files (the first kept, with its manifest's own time): the
+    file cache keeps the second stamped as parsed, so that time is recorded; when the first
+    file goes, the second is the Service, with that time — as a read from the state gives
+    it (the property test above found it taken for the manifest's own time, unrecorded)."""
+    root, state, source = started(tmp_path, {"f0.yaml": [service_doc("s0", "dated")]})
+    write(root / "f1.yaml", [service_doc("s0", "plain")])
+    source.reload()
+    assert source.loaded is not None
+    assert any("defined twice" in str(p) for p in source.loaded.snapshot.problems)
+    when = source._first_seen.seen["Service/default/s0"]  # the second's, as parsed
+    (root / "f0.yaml").unlink()
+    source.reload()
+    assert source.loaded is not None
+    left = source.loaded.snapshot.objects[Kind.SERVICE]["default/s0"]
+    assert left.metadata.creation_timestamp == when
+    assert source._first_seen.seen["Service/default/s0"] == when
+    restarted = ManifestSource(root, Store(), state_dir=state).reload()
+    again = restarted.snapshot.objects[Kind.SERVICE]["default/s0"]
+    assert again.metadata.creation_timestamp == when
+
+
 def test_a_service_added_to_a_file_leaves_the_others_of_the_file_alone(tmp_path: Path) -> None:
     """The file's other Services parse again equal to what the cache holds (stamped with
     the same time): they stay the same objects, so only the new one is assigned."""

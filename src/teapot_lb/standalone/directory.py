@@ -187,7 +187,9 @@ class Stamp(Protocol):
 
     def parsed(self, obj: ApiObject) -> ApiObject: ...
 
-    def __call__(self, objects: Sequence[ApiObject]) -> list[ApiObject]: ...
+    def __call__(
+        self, objects: Sequence[ApiObject], duplicates: Sequence[ApiObject] = ()
+    ) -> list[ApiObject]: ...
 
 
 def read(
@@ -231,7 +233,9 @@ def read(
     manifest.problems[:0] = file_problems + unknown
     manifest.files = [str(f) for f in files]
     if stamp is not None:
-        manifest.objects = stamp(manifest.objects)
+        kept = {id(o) for o in manifest.objects}
+        duplicates = [d.obj for d in documents if d.obj is not None and id(d.obj) not in kept]
+        manifest.objects = stamp(manifest.objects, duplicates)
     # The manifests are standalone mode's only source of Secrets: a BGPPeer's missing
     # passwordSecret is a problem of the peer.
     problems = validate_manifest(

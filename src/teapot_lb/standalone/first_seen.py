@@ -40,7 +40,10 @@ def stamped(obj: ApiObject, when: datetime) -> ApiObject:
 
 
 def stamp(
-    objects: Sequence[ApiObject], seen: dict[str, datetime], now: datetime
+    objects: Sequence[ApiObject],
+    seen: dict[str, datetime],
+    now: datetime,
+    duplicates: Sequence[ApiObject] = (),
 ) -> tuple[list[ApiObject], dict[str, datetime]]:
     """`objects` with a creation time each (pure): their own, or the first time seen.
 
@@ -50,6 +53,10 @@ def stamp(
     `now`), which is how the file cache keeps it, so that an unchanged object comes back
     as itself: a time equal to the one it would get is taken as ours; any other is the
     manifest's own, which wins and is not recorded.
+
+    `duplicates`: the other definitions of some of `objects` (another file defines them
+    too; the read keeps the first): one stamped by us has its time recorded too, so that
+    when it is the one left, the time the file cache keeps it with is known as ours.
     """
     out: list[ApiObject] = []
     kept: dict[str, datetime] = {}
@@ -62,6 +69,11 @@ def stamp(
             continue
         kept[ref] = when
         out.append(obj if own == when else stamped(obj, when))
+    for obj in duplicates:
+        ref = str(obj.ref)
+        when = kept.get(ref) or seen.get(ref) or now
+        if ref not in kept and obj.metadata.creation_timestamp == when:
+            kept[ref] = when
     return out, kept
 
 
@@ -160,8 +172,10 @@ class FirstSeen:
             return obj
         return stamped(obj, self.seen.get(str(obj.ref)) or now)
 
-    def stamp(self, objects: Sequence[ApiObject], now: datetime) -> list[ApiObject]:
-        out, seen = stamp(objects, self.seen, now)
+    def stamp(
+        self, objects: Sequence[ApiObject], now: datetime, duplicates: Sequence[ApiObject] = ()
+    ) -> list[ApiObject]:
+        out, seen = stamp(objects, self.seen, now, duplicates)
         if seen != self.seen:
             self.seen = seen
             self._save()
@@ -213,5 +227,7 @@ class Stamping:
     def parsed(self, obj: ApiObject) -> ApiObject:
         return self.first_seen.parsed(obj, self.now)
 
-    def __call__(self, objects: Sequence[ApiObject]) -> list[ApiObject]:
-        return self.first_seen.stamp(objects, self.now)
+    def __call__(
+        self, objects: Sequence[ApiObject], duplicates: Sequence[ApiObject] = ()
+    ) -> list[ApiObject]:
+        return self.first_seen.stamp(objects, self.now, duplicates)
