@@ -214,3 +214,22 @@ def test_replacing_the_assignments_records_the_keys_that_changed_or_went() -> No
     assert changes is not None
     assert sorted(c.key for c in changes) == ["web/s1", "web/s2"]
     assert dict(store.view().assigned) == two
+
+
+def test_a_view_after_a_change_copies_only_the_changed_kind() -> None:
+    store = Store()
+    store.put_object(_service("web", "a"))
+    store.assign("web/a", Assignment("web/a", (parse_ip("192.0.2.7"),)))
+    before = store.view()
+    node, _ = parse_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    assert node is not None
+    store.put_object(node)
+    after = store.view()
+    assert after is not before and list(after.nodes) == ["n1"] and before.nodes == {}
+    assert after.services is before.services and after.assigned is before.assigned
+    store.assign("web/a", Assignment("web/a", (parse_ip("192.0.2.8"),)))
+    third = store.view()
+    assert third.services is after.services and third.assigned is not after.assigned
+    assert after.ingress_ips("web/a", after.services["web/a"]) == [parse_ip("192.0.2.7")]
+    store.put_object(_service("web", "b"))
+    assert store.view().services is not third.services and sorted(third.services) == ["web/a"]

@@ -13,6 +13,8 @@ from teapot_lb.cluster.view import Assigned, ClusterView, Stored
 from teapot_lb.model import ApiObject, EndpointSlice
 from teapot_lb.model.kinds import KINDS, REGISTRY, Kind, object_key
 
+# The part of `Store._copies` that copies what was assigned beside the Services.
+_ASSIGNED = "assigned"
 # A replace that changed more keys than this records "every key" of the kind (a re-list).
 _LISTED_MAX = 1024
 
@@ -33,6 +35,9 @@ class Store:
         self.project = project
         self._objects: dict[Kind, dict[str, Stored]] = {info.kind: {} for info in KINDS}
         self._view: ClusterView | None = None
+        # Each kind's read-only copy given to the views, kept until that kind changes (a
+        # Node's change does not copy 100,000 Services); "assigned" for _assigned.
+        self._copies: dict[Kind | str, Mapping[str, Any]] = {}
         self.generation = 0
         self.changes = ChangeLog()
         # EndpointSlices by Service key (by slice key, in the order of the slices' table),
@@ -110,7 +115,7 @@ class Store:
             return
         else:
             self._assigned[key] = assigned
-        self._changed(Kind.SERVICE, key, None, None)
+        self._changed(Kind.SERVICE, key, None, None, _ASSIGNED)
 
     def replace_assigned(self, assigned: Mapping[str, Assigned]) -> None:
         """:meth:`assign` for every key at once: the keys not in `assigned` are dropped
@@ -133,7 +138,7 @@ class Store:
         if len(changed) > _LISTED_MAX:
             changed = [EVERY_KEY]
         for key in changed:
-            self._changed(Kind.SERVICE, key, None, None)
+            self._changed(Kind.SERVICE, key, None, None, _ASSIGNED)
 
     def _kept(self, obj: Stored) -> Stored:
         """What the Store keeps of `obj`: projected (a typed object), then compacted."""
@@ -151,19 +156,34 @@ class Store:
         if self._view is None:
             # Each field holds only its kind's model (put checks it), so the view's field
             # types hold although the registry is a runtime table.
-            fields: dict[str, Mapping[str, Any]] = {
-                info.view_field: MappingProxyType(dict(self._objects[info.kind])) for info in KINDS
+            fields = {
+                info.view_field: self._copy(info.kind, self._objects[info.kind]) for info in KINDS
             }
             self._view = ClusterView(
                 **fields,
-                assigned=MappingProxyType(dict(self._assigned)),
+                assigned=self._copy(_ASSIGNED, self._assigned),
                 changes=(self.changes, self.changes.mark),
                 slice_index=self._slice_lists,
             )
         return self._view
 
-    def _changed(self, kind: Kind, key: str, old: Stored | None, new: Stored | None) -> None:
+    def _copy(self, part: Kind | str, objects: Mapping[str, Any]) -> Mapping[str, Any]:
+        copy = self._copies.get(part)
+        if copy is None:
+            copy = self._copies[part] = MappingProxyType(dict(objects))
+        return copy
+
+    def _changed(
+        self,
+        kind: Kind,
+        key: str,
+        old: Stored | None,
+        new: Stored | None,
+        part: Kind | str | None = None,
+    ) -> None:
+        """Record a change of `key` (`part`: what changed, when not `kind`'s objects)."""
         self._view = None
+        self._copies.pop(kind if part is None else part, None)
         self.generation += 1
         if kind is Kind.ENDPOINT_SLICE and key != EVERY_KEY:
             self._index_slice(key, old, new)
