@@ -18,8 +18,8 @@ from model.builders import (
     service,
     vip_advertisement,
 )
-from teapot_lb.announce.cache import PlanCache
-from teapot_lb.announce.election import EXCLUDE_LABEL
+from teapot_lb.announce.cache import NodeDependencies, PlanCache
+from teapot_lb.announce.election import EXCLUDE_LABEL, score, suffix
 from teapot_lb.announce.plan import (
     Mode,
     PlanOptions,
@@ -592,3 +592,19 @@ def test_a_node_change_re_decides_only_the_services_of_vip_pools() -> None:
     store.put_object(parse(service_doc("v", ["198.51.100.3"], local=False, handled=True)))
     vip_memberships(store.view(), cache=cache)
     assert cache.vip.computed - before == 6
+
+
+def test_a_leaving_node_finds_the_services_whose_elections_chose_it_now() -> None:
+    deps = NodeDependencies()
+    ip = suffix(parse_ip("192.0.2.1"))
+    deps.note("default/s0", [(ip, ("node-a",), score("node-a", "192.0.2.1"))], every=False)
+    deps.note("default/s1", [(ip, ("node-a", "node-b"), None)], every=False)
+    assert deps.affected(set(), {"node-a"}) == {"default/s0", "default/s1"}
+    # Planned again, s0's election chose node-b: node-a's leaving no longer concerns it.
+    deps.note("default/s0", [(ip, ("node-b",), score("node-b", "192.0.2.1"))], every=False)
+    assert deps.affected(set(), {"node-a"}) == {"default/s1"}
+    assert deps.affected(set(), {"node-b"}) == {"default/s0", "default/s1"}
+    deps.forget("default/s1")
+    deps.note("default/s0", [], every=True)  # (VRRP: lists every candidate)
+    assert deps.affected(set(), {"node-a"}) == {"default/s0"}
+    assert deps.affected(set(), {"node-c"}) == {"default/s0"}

@@ -640,43 +640,56 @@ class _Chained(Sequence["Decision"]):
 class NodeDependencies:
     """What each kept Service plan read of the other nodes, so that a node coming, going or
     changing replans only the Services whose decisions it can change: those that ran an
-    election the node was chosen in, or would now win (rendezvous hashing: one hash per
-    election decides it), and those that list every candidate (VRRP)."""
+    election the node was chosen in (found by node: each chosen node indexes the Services
+    that chose it), or would now win (rendezvous hashing: one hash per election decides
+    it), and those that list every candidate (VRRP)."""
 
     def __init__(self) -> None:
         self._elections: dict[str, list[Election]] = {}
         self._every: set[str] = set()
+        self._chosen: dict[str, set[str]] = {}  # node name → keys whose elections chose it
 
     def note(self, key: str, elections: list[Election], every: bool) -> None:
+        self._unindex(key)
         if elections:
             self._elections[key] = elections
-        else:
-            self._elections.pop(key, None)
+            for _, chosen, _ in elections:
+                for name in chosen:
+                    self._chosen.setdefault(name, set()).add(key)
         if every:
             self._every.add(key)
         else:
             self._every.discard(key)
 
     def forget(self, key: str) -> None:
-        self._elections.pop(key, None)
+        self._unindex(key)
         self._every.discard(key)
+
+    def _unindex(self, key: str) -> None:
+        for _, chosen, _ in self._elections.pop(key, ()):
+            for name in chosen:
+                keys = self._chosen.get(name)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._chosen[name]
 
     def affected(self, entering: set[str], leaving: set[str]) -> set[str]:
         """The Services whose elections `entering` nodes (or nodes that changed: they may
         enter) and `leaving` nodes can change."""
         out = set(self._every)
-        nodes = entering | leaving
-        # One hash per election and entering node (their names encoded once); nodes only
-        # leaving change only the elections that chose them (no hash).
-        names = [n.encode() for n in entering]
-        for key, elections in self._elections.items():
-            for ip, chosen, to_beat in elections:
-                if not nodes.isdisjoint(chosen) or (
-                    names
-                    and (to_beat is None or any(scored_as(name, ip) < to_beat for name in names))
-                ):
-                    out.add(key)
-                    break
+        for node in entering | leaving:
+            out.update(self._chosen.get(node, ()))
+        # Nodes only leaving change only the elections that chose them (no hash); each
+        # entering one, those whose chosen it now beats: one hash per election (its name
+        # encoded once).
+        for entering_node in entering:
+            name = entering_node.encode()
+            for key, elections in self._elections.items():
+                for ip, _, to_beat in elections:
+                    if to_beat is None or scored_as(name, ip) < to_beat:
+                        out.add(key)
+                        break
         return out
 
 
