@@ -608,3 +608,35 @@ def test_a_leaving_node_finds_the_services_whose_elections_chose_it_now() -> Non
     deps.note("default/s0", [], every=True)  # (VRRP: lists every candidate)
     assert deps.affected(set(), {"node-a"}) == {"default/s0"}
     assert deps.affected(set(), {"node-c"}) == {"default/s0"}
+
+
+def test_a_service_planned_again_for_another_node_elects_only_among_its_candidates() -> None:
+    """Planned again only because another node changed, a Service's election starts from
+    what it chose last time and the nodes that changed: one that changed but is still no
+    candidate never gets in, however well it ranks for the IP."""
+    ip = "198.51.100.7"
+    best = min(score("node-a", ip), score("node-b", ip))
+    x = next(n for n in (f"node-x{i}" for i in range(1000)) if score(n, ip) < best)
+    store = Store()
+    for name, rack in (("node-a", "r1"), ("node-b", "r1"), (x, "r2")):
+        store.put_object(parse(node_doc(name, {"rack": rack})))
+    store.put_object(parse(pool("p2", *POOL_ADDRESSES["p2"][0])))
+    store.put_object(parse(l2_advertisement("l1", "p2", nodeSelectors=selectors("r1"))))
+    store.put_object(parse(peer("tor1", nodeSelectors=selectors("r3"))))
+    store.put_object(parse(service_doc("s0", [ip], local=False, handled=True)))
+    cache = PlanCache()
+    plan(store.view(), "node-a", cache=cache)
+    # x now matches the peer's selector (so it may enter), and still not the L2 one.
+    store.put_object(parse(node_doc(x, {"rack": "r3"})))
+    cached = plan(store.view(), "node-a", cache=cache)
+    assert cache.plans.by_other_nodes == {"default/s0"}  # (from its last election)
+    assert cached.decisions == plan(store.view(), "node-a").decisions
+    (l2,) = [d for d in cached.decisions if d.mode is Mode.L2]
+    assert x not in l2.reason and "owner is node-" in l2.reason
+    # x becomes a candidate: it wins, from the last election and the nodes that changed.
+    store.put_object(parse(node_doc(x, {"rack": "r1"})))
+    cached = plan(store.view(), "node-a", cache=cache)
+    assert cache.plans.by_other_nodes == {"default/s0"}
+    assert cached.decisions == plan(store.view(), "node-a").decisions
+    (l2,) = [d for d in cached.decisions if d.mode is Mode.L2]
+    assert f"owner is {x}" in l2.reason

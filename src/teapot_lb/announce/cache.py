@@ -153,6 +153,9 @@ class _PerService(Generic[_T]):
         # when it walked every Service (a consumer then starts again from the results).
         self.delta: list[tuple[str, _T | None, _T | None]] | None = None
         self.computed = 0
+        # The keys the last call planned again only because other nodes came, went or
+        # changed (their own inputs the same): a result may then start from its last one.
+        self.by_other_nodes: set[str] = set()
 
     def _computed(
         self,
@@ -205,6 +208,7 @@ class _PerService(Generic[_T]):
         the Services whose results that may change; without it such a change (as any
         change of a shared input) has every Service planned again."""
         forced: set[str] = set()
+        self.by_other_nodes = set()
         touched = self._touched(view, scope, kinds, live, affected, forced)
         if touched is None:
             self.delta = None
@@ -274,6 +278,7 @@ class _PerService(Generic[_T]):
             more = affected(entering, leaving)
             if more is None:
                 return None
+            self.by_other_nodes = more - touched
             forced |= more
             touched |= more
         if shared_changed:
@@ -648,6 +653,18 @@ class NodeDependencies:
         self._elections: dict[str, list[Election]] = {}
         self._every: set[str] = set()
         self._chosen: dict[str, set[str]] = {}  # node name → keys whose elections chose it
+        # The nodes that entered (or changed) at the last :meth:`affected`.
+        self.entering: frozenset[str] = frozenset()
+
+    def chosen_before(self, key: str) -> dict[bytes, tuple[str, ...]] | None:
+        """What each of the Service's elections chose when it was last planned, by the IP's
+        :func:`~teapot_lb.announce.election.suffix` (None: none, or an IP elected twice,
+        under two advertisements)."""
+        elections = self._elections.get(key)
+        if not elections:
+            return None
+        out = {ip: chosen for ip, chosen, _ in elections}
+        return out if len(out) == len(elections) else None
 
     def note(self, key: str, elections: list[Election], every: bool) -> None:
         self._unindex(key)
@@ -677,6 +694,7 @@ class NodeDependencies:
     def affected(self, entering: set[str], leaving: set[str]) -> set[str]:
         """The Services whose elections `entering` nodes (or nodes that changed: they may
         enter) and `leaving` nodes can change."""
+        self.entering = frozenset(entering)
         out = set(self._every)
         for node in entering | leaving:
             out.update(self._chosen.get(node, ()))

@@ -348,6 +348,11 @@ class _Planner:
         # it read every candidate (a VRRP instance lists them all).
         self.elections: list[Election] | None = None
         self.reads_every_node = False
+        # When the Service is planned again only because other nodes came, went or changed
+        # (`entering`: those that came or changed): what its elections chose last time,
+        # by IP (:meth:`_elect`).
+        self.chosen_before: Mapping[bytes, tuple[str, ...]] | None = None
+        self.entering: frozenset[str] = frozenset()
 
     def eligible(self, key: str, svc: Service) -> Mapping[str, str | None]:
         """Every node → None when it may announce the Service, else why not (mode-independent)."""
@@ -588,6 +593,19 @@ class _Planner:
         )
         return inside, why
 
+    def _elect(self, ip: IPAddress, candidates: Sequence[str], k: int) -> tuple[str, ...]:
+        """The first `k` of `candidates` in `ip`'s rendezvous order. When only other nodes
+        changed since the last election of `ip` (:attr:`chosen_before`), and every node it
+        chose is still a candidate, the new first `k` are among those and the nodes that
+        came or changed: a node that was ranked below the `k` chosen still has `k` chosen
+        nodes above it, so only those few are scored, not every candidate."""
+        before = self.chosen_before.get(suffix(ip)) if self.chosen_before else None
+        if before is not None:
+            present = set(candidates)
+            if present.issuperset(before):
+                return chosen(ip, [*before, *(self.entering & present)], k)
+        return chosen(ip, candidates, k)
+
     def _elected(self, ip: IPAddress, chosen: tuple[str, ...], last: str | None) -> None:
         """Note, for the plan cache, which nodes an IP's election chose and the score a
         newcomer must beat to change it (None: any newcomer changes it)."""
@@ -623,7 +641,7 @@ class _Planner:
             and matches_any(adv.spec.node_selectors, nodes[name].labels)
             and (self._node_peers[name] & wanted if wanted else self._node_peers[name])
         ]
-        return chosen(ip, candidates, k), len(candidates)
+        return self._elect(ip, candidates, k), len(candidates)
 
     def _l2(
         self,
@@ -641,7 +659,7 @@ class _Planner:
                 say(Mode.L2, False, "speaker not alive (membership)")
                 return
             candidates = [n for n in candidates if n in live]
-        first = chosen(ip, candidates, 1)  # (the owner: no need to order the others)
+        first = self._elect(ip, candidates, 1)  # (the owner: no need to order the others)
         self._elected(ip, first, first[0] if first else None)
         # The reason names the owner only: a rank or a count would change with every node
         # that comes or goes, and so would every L2 decision of every node (issue 19).
@@ -826,9 +844,12 @@ def _plan_kept(
             deps.forget(key)
             return (), ()
         planner.elections, planner.reads_every_node = [], False
+        again = key in cache.plans.by_other_nodes
+        planner.chosen_before = deps.chosen_before(key) if again else None
+        planner.entering = deps.entering
         anns, decs = planner.decide(node, key, svc, planner.eligible(key, svc))
         deps.note(key, planner.elections, planner.reads_every_node)
-        planner.elections = None
+        planner.elections, planner.chosen_before = None, None
         return tuple(anns), tuple(decs)  # anns is a set: each once
 
     def affected(entering: set[str], leaving: set[str]) -> set[str] | None:
