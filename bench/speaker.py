@@ -294,11 +294,14 @@ async def change_cost(docs: list[dict[str, Any]], nodes: int, repeats: int) -> t
     return statistics.median(reloads), statistics.median(steps)
 
 
-async def node_change_steps(speaker: NodeSpeaker, l2: FakeL2, nodes: int) -> dict[str, float]:
+async def node_change_steps(
+    speaker: NodeSpeaker, l2: FakeL2, nodes: int, round_: int = 1
+) -> dict[str, float]:
     """One ``NodeSpeaker.step()`` after each Node-side change, in turn (node n1's view,
     ``nodes`` Nodes n1..nN, every speaker alive at the start): another node's speaker dies
-    (L2 membership) and comes back, a label nothing selects is put on that Node, and a new
-    Node joins (its speaker alive) and leaves. Seconds per step, by change."""
+    (L2 membership) and comes back, a label nothing selects is put on that Node (its value
+    `round_`: each round changes it), and a new Node joins (its speaker alive) and leaves.
+    Seconds per step, by change."""
     store = speaker.store
     victim = f"n{nodes // 2 + 1}"
     everyone = l2.nodes
@@ -317,7 +320,7 @@ async def node_change_steps(speaker: NodeSpeaker, l2: FakeL2, nodes: int) -> dic
     assert isinstance(node, Node)
     labelled = node.model_copy(
         update={"metadata": node.metadata.model_copy(
-            update={"labels": {**node.labels, "bench.teapot.io/touched": "1"}})}
+            update={"labels": {**node.labels, "bench.teapot.io/touched": str(round_)}})}
     )  # fmt: skip
     store.put_object(labelled)
     await timed_step("node_label_s")
