@@ -28,30 +28,38 @@ class Kept(Generic[T]):
 
     def __init__(self) -> None:
         self._context: tuple[Sequence[object], ...] | None = None
-        self._held: dict[int, tuple[object, T]] = {}
-        self._used: dict[int, tuple[object, T]] = {}
+        # Results by id of their object, and the objects themselves (kept alive, so that
+        # an id is never another object's while its result is held): a pair per object
+        # weighed more than its dict entry (100k Services).
+        self._held: dict[int, T] = {}
+        self._objects: list[object] = []
+        self._used: dict[int, T] = {}
+        self._using: list[object] = []
 
     def begin(self, *context: Sequence[object]) -> None:
         """Start a pass; results of another context are dropped."""
         if self._context is None or not _same(self._context, context):
-            self._held = {}
+            self._held, self._objects = {}, []
         self._context = context
-        self._used = {}
+        self._used, self._using = {}, []
 
     def get(self, obj: object) -> T | None:
         """What was kept for this very object (None: nothing)."""
         hit = self._held.get(id(obj))
-        if hit is None or hit[0] is not obj:
-            return None
-        self._used[id(obj)] = hit
-        return hit[1]
+        if hit is not None and id(obj) not in self._used:
+            self._used[id(obj)] = hit
+            self._using.append(obj)
+        return hit
 
     def put(self, obj: object, result: T) -> None:
-        self._used[id(obj)] = (obj, result)
+        if id(obj) not in self._used:
+            self._using.append(obj)
+        self._used[id(obj)] = result
 
     def end(self) -> None:
         """Keep only what this pass used (objects gone are let go)."""
-        self._held, self._used = self._used, {}
+        self._held, self._objects = self._used, self._using
+        self._used, self._using = {}, []
 
 
 def _same(a: tuple[Sequence[object], ...], b: tuple[Sequence[object], ...]) -> bool:

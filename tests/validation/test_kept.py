@@ -42,3 +42,21 @@ def test_kept_results_follow_the_services_and_the_pools() -> None:
     objects[0] = parse(pool("p1", "203.0.113.8/30"))
     again = messages(objects, kept)
     assert again == messages(objects) and any("203.0.113.1" in m for m in again)
+
+
+def test_a_result_is_held_only_for_its_own_object() -> None:
+    kept: Kept[str] = Kept()
+    a = svc("a")
+    kept.begin()
+    kept.put(a, "a's")
+    kept.end()
+    kept.begin()
+    assert kept.get(a) == "a's" and kept.get(svc("a")) is None  # (an equal object: no)
+    kept.end()
+    kept.begin()  # a pass that does not ask for a: its result is let go, and a with it
+    kept.end()
+    del a
+    b = svc("b")  # (may well be where a was)
+    kept.begin()
+    assert kept.get(b) is None
+    kept.end()

@@ -136,14 +136,23 @@ class _PerService(Generic[_T]):
     the previous that are equal, so that what other holders kept of it stays the one
     copy (None: the new result as computed)."""
 
-    def __init__(self, versions: _Versions, reuse: Callable[[_T, _T], _T] | None = None) -> None:
+    def __init__(
+        self,
+        versions: _Versions,
+        reuse: Callable[[_T, _T], _T] | None = None,
+        empty: _T | None = None,
+    ) -> None:
         self._versions = versions
         self._reuse = reuse
+        # The result most Services have (`()`: no L2 IP, no VRRP instance): an entry with it
+        # (not Local) is held as its version token alone, not as an _Entry (at 100k
+        # Services, most of two tables).
+        self._empty = empty
         self._scope: tuple[object, ...] | None = None
         self._live: frozenset[str] | None = None
         self._shared: tuple[tuple[tuple[str, object], ...], ...] | None = None
         self._nodes: dict[str, tuple[object, object]] = {}  # for _shared_of
-        self._entries: dict[str, _Entry[_T]] = {}
+        self._entries: dict[str, _Entry[_T] | object] = {}
         # The held keys in order, and their results in the same order.
         self._keys: list[str] = []
         self._results: list[_T] = []
@@ -176,8 +185,25 @@ class _PerService(Generic[_T]):
     def ready_of(self, key: str) -> frozenset[str] | None:
         """The nodes with a ready endpoint of a held Local Service (None: not Local, or not
         held)."""
-        entry = self._entries.get(key)
+        entry = self._held(key)
         return None if entry is None else entry.ready
+
+    def _held(
+        self, key: str, entries: dict[str, _Entry[_T] | object] | None = None
+    ) -> _Entry[_T] | None:
+        """The entry held for `key` (in `entries`, else the current table)."""
+        held = (self._entries if entries is None else entries).get(key)
+        if held is None or isinstance(held, _Entry):
+            return held
+        assert self._empty is not None  # (only then is a token held alone)
+        return _Entry(held, None, None, self._empty)
+
+    def _kept(self, entry: _Entry[_T]) -> _Entry[_T] | object:
+        """What the table holds of `entry` (see `_empty`)."""
+        empty = self._empty
+        if empty is not None and entry.slices is None and entry.result == empty:
+            return entry.version
+        return entry
 
     def kept(self) -> Iterator[_T]:
         """The last call's results, in key order."""
@@ -291,7 +317,7 @@ class _PerService(Generic[_T]):
         scope: tuple[object, ...],
         kinds: tuple[Kind, ...],
         compute: Callable[[str, Service], _T],
-        previous: dict[str, _Entry[_T]],
+        previous: dict[str, _Entry[_T] | object],
     ) -> None:
         shared = _shared_of(view, kinds, self._nodes)
         if scope != self._scope or not _same_shared(self._shared, shared):
@@ -299,16 +325,19 @@ class _PerService(Generic[_T]):
         self._scope, self._shared = scope, shared
         services = view.services
         old = self._entries
-        entries: dict[str, _Entry[_T]] = {}
+        entries: dict[str, _Entry[_T] | object] = {}
+        results: list[_T] = []
         keys = sorted(services)
         for key in keys:
-            entries[key] = self._entry(
-                view, key, services[key], old.get(key), compute, previous.get(key)
+            entry = self._entry(
+                view, key, services[key], self._held(key, old), compute, self._held(key, previous)
             )
+            entries[key] = self._kept(entry)
+            results.append(entry.result)
         # Services that disappeared are dropped with the old table.
         self._entries = entries
         self._keys = keys
-        self._results = [entries[key].result for key in keys]
+        self._results = results
         self._versions.keep(services)
 
     def _update(
@@ -331,9 +360,9 @@ class _PerService(Generic[_T]):
                     del self._keys[at], self._results[at], self._entries[key]
                 self._versions.forget(key)
                 continue
-            kept = self._entries.get(key)
+            kept = self._held(key)
             entry = self._entry(view, key, svc, None if key in forced else kept, compute, kept)
-            self._entries[key] = entry
+            self._entries[key] = self._kept(entry)
             if held:
                 if self._results[at] is not entry.result:
                     delta.append((key, self._results[at], entry.result))
@@ -781,7 +810,7 @@ class PlanCache:
         versions = _Versions()
         self.plans: _PerService[_PlanResult] = _PerService(versions, _same_announcements)
         self.orders: _PerService[tuple[tuple[str, Sequence[str] | SharedCandidates], ...]] = (
-            _PerService(versions)
+            _PerService(versions, empty=())
         )
         # The Services whose L2 candidates are their own (Local): a Node change replans them.
         self.orders_local: set[str] = set()
@@ -794,7 +823,7 @@ class PlanCache:
         self.dependencies = NodeDependencies()
         # Every Service's VRRP instances on every node (vip_memberships), those that have
         # some (by key), and the Services with an IP in a pool a VIPAdvertisement selects.
-        self.vip: _PerService[tuple[VIPMembership, ...]] = _PerService(versions)
+        self.vip: _PerService[tuple[VIPMembership, ...]] = _PerService(versions, empty=())
         self.vip_table: dict[str, tuple[VIPMembership, ...]] = {}
         self.vip_selected: set[str] = set()
         # Route mode's announcements in the last plan (not per Service: see plan()).
