@@ -95,11 +95,7 @@ class _Versions:
 
     def of(self, key: str, svc: Service, assigned: Assigned | None) -> object:
         seen = self._seen.get(key)
-        if (
-            seen is not None
-            and _same(seen.service, svc)
-            and (seen.assigned is assigned or seen.assigned == assigned)
-        ):
+        if seen is not None and _same(seen.service, svc) and _same(seen.assigned, assigned):
             seen.service, seen.assigned = svc, assigned
             return seen
         token = self._seen[key] = _Version(svc, assigned)
@@ -329,9 +325,9 @@ class _PerService(Generic[_T]):
         results: list[_T] = []
         keys = sorted(services)
         for key in keys:
-            entry = self._entry(
-                view, key, services[key], self._held(key, old), compute, self._held(key, previous)
-            )
+            held = self._held(key, old)
+            before = held if previous is old else self._held(key, previous)
+            entry = self._entry(view, key, services[key], held, compute, before)
             entries[key] = self._kept(entry)
             results.append(entry.result)
         # Services that disappeared are dropped with the old table.

@@ -62,6 +62,9 @@ class Manifest:
     # `v1` Secrets (BGP passwords): `namespace/name` → decoded data, as the speaker keeps
     # them (standalone mode reads them here; a cluster serves them from the API).
     secrets: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    # The objects defined again (same kind, namespace and name) after the first, which
+    # `objects` holds: reported as problems, and left out.
+    duplicates: list[ApiObject] = field(default_factory=list)
 
     def with_sources(self, problems: Iterable[Problem]) -> list[Problem]:
         """The problems, each marked with the file its object was read from."""
@@ -351,6 +354,7 @@ def combine(documents: Iterable[ParsedDocument]) -> Manifest:
                     source=doc.source,
                 )
             )
+            manifest.duplicates.append(obj)
             continue
         manifest.sources[ref] = doc.source
         manifest.objects.append(obj)

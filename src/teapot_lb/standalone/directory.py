@@ -233,9 +233,7 @@ def read(
     manifest.problems[:0] = file_problems + unknown
     manifest.files = [str(f) for f in files]
     if stamp is not None:
-        kept = {id(o) for o in manifest.objects}
-        duplicates = [d.obj for d in documents if d.obj is not None and id(d.obj) not in kept]
-        manifest.objects = stamp(manifest.objects, duplicates)
+        manifest.objects = stamp(manifest.objects, manifest.duplicates)
     # The manifests are standalone mode's only source of Secrets: a BGPPeer's missing
     # passwordSecret is a problem of the peer.
     problems = validate_manifest(
