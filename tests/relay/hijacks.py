@@ -98,6 +98,7 @@ BLACKHOLE = WELL_KNOWN_COMMUNITIES["blackhole"]
 NO_EXPORT = WELL_KNOWN_COMMUNITIES["no-export"]
 OUT, AGG, NH_OUT = "outside-allocation", "aggregate-not-held", "next-hop-outside-node-networks"
 PROT, PATH = "next-hop-protected", "as-path-not-tenant"
+NOT_NODE = "next-hop-not-registered-node"
 
 
 def _h(name: str, prefix: str, reason: str, **kw: object) -> Hijack:
@@ -115,6 +116,10 @@ ROUTE_HIJACKS = (
     _h("v4-next-hop-another-tenants-node", "203.0.113.1/32", NH_OUT, next_hop="192.0.2.17"),
     _h("v4-next-hop-the-router", "203.0.113.2/32", PROT, next_hop="192.0.2.1"),
     _h("v4-next-hop-a-management-node", "203.0.113.3/32", PROT, next_hop="192.0.2.60"),
+    # Inside acme's node networks but no registered node's: an unused address, and the
+    # router's own leg there (not a BGPPeer address, nobody listed it in --protect).
+    _h("v4-next-hop-an-unregistered-address", "203.0.113.11/32", NOT_NODE, next_hop="192.0.2.49"),
+    _h("v4-next-hop-the-routers-leg", "203.0.113.12/32", NOT_NODE, next_hop="192.0.2.50"),
     _h("v4-foreign-asn-in-path", "203.0.113.4/32", PATH, path=(ACME, BOLT)),
     _h("v4-prepends-of-another", "203.0.113.6/32", PATH, path=(ACME, BOLT, BOLT)),
     _h("v4-private-asn-behind", "203.0.113.7/32", PATH, path=(ACME, 65001)),
@@ -128,6 +133,8 @@ ROUTE_HIJACKS = (
     _h("v6-next-hop-another-tenants-node", "2001:db8:100::1/128", NH_OUT, next_hop="2001:db8::11"),
     _h("v6-next-hop-the-router", "2001:db8:100::2/128", PROT, next_hop="2001:db8::1"),
     _h("v6-next-hop-a-management-node", "2001:db8:100::3/128", PROT, next_hop="2001:db8::60"),
+    _h("v6-next-hop-unregistered", "2001:db8:100::9/128", NOT_NODE, next_hop="2001:db8::31"),
+    _h("v6-next-hop-the-routers-leg", "2001:db8:100::a/128", NOT_NODE, next_hop="2001:db8::32"),
     _h("v6-foreign-asn-in-path", "2001:db8:100::4/128", PATH, path=(ACME, BOLT)),
     _h("v6-as-set", "2001:db8:100::6/128", "as-set", sets=(BOLT,)),
 )

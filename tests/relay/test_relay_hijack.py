@@ -31,9 +31,12 @@ from .world import (
     BOLT_PASSWORD,
     BOLT_V4,
     BOLT_V6,
+    REGISTERED,
     GtsmTeapot,
     World,
+    acme_doc,
     build,
+    manifests,
     tenant_speaker,
     v4,
     v6,
@@ -243,6 +246,25 @@ def test_a_session_from_an_address_of_no_tenant_is_refused_at_open(
     assert monitor.deviations == []
 
 
+@pytest.mark.parametrize("family", ["v4", "v6"])
+def test_a_session_from_an_unregistered_address_in_a_tenants_subnet_is_refused_at_open(
+    world: World, monitor: Monitor, family: str
+) -> None:
+    src, dst = (v4("au"), v4("relay")) if family == "v4" else (v6("au"), v6("relay"))
+    labels = {"tenant": "acme", "reason": "unregistered-address"}
+    before = world.metric("teapot_lb_relay_sessions_refused_total", **labels)
+    attacker = Attacker(world.hosts["au"], src=src, dst=dst, asn=64601)
+    try:
+        note = attacker.wait("notification")
+        assert (note["code"], note["subcode"]) == (6, 5)  # Cease / Connection Rejected
+    finally:
+        attacker.close()
+    assert world.metric("teapot_lb_relay_sessions_refused_total", **labels) == before + 1
+    assert f"BGP connection from {src} refused" in world.relay_log()
+    assert "SessionRefusedUnregistered" in world.relay_log()
+    assert monitor.deviations == []
+
+
 def test_a_session_with_another_asn_from_a_tenants_address_is_refused_bad_peer_as(
     world: World, monitor: Monitor
 ) -> None:
@@ -335,3 +357,25 @@ def test_the_explain_relay_command_prints_the_filtered_routes_with_their_rules(
     )
     line = next(ln for ln in out.splitlines() if ln.startswith("203.0.113.20/32"))
     assert "filtered by rule 3 (outside-allocation)" in line
+
+
+def test_a_node_deregistered_loses_its_session_and_its_paths_at_the_routers(
+    world: World, monitor: Monitor
+) -> None:
+    # Last in the module: ah's sessions (the route attempts' too) go with its registration.
+    prefix = "2001:db8:100::b/128"
+    speaker = Attacker(world.hosts["ah"], src=v6("ah"), dst=v6("relay"), asn=64601)
+    try:
+        speaker.wait("established")
+        speaker.send(announce(prefix, next_hop=v6("ah")))
+        world.wait_fib(prefix, frozenset({v6("ah")}))
+        still = [n for n in REGISTERED["acme"] if n != "ah"]
+        world.write_manifests(manifests(acme_doc(registered=still)))
+        note = speaker.wait("notification", timeout=30)
+        assert (note["code"], note["subcode"]) == (6, 3)  # Cease / Peer De-configured
+        world.wait_fib(prefix, None)
+        assert "SessionClosedNodeDeregistered" in world.relay_log()
+    finally:
+        speaker.close()
+        world.write_manifests(manifests())
+    assert monitor.deviations == []

@@ -11,7 +11,7 @@ from ipaddress import ip_network
 
 import pytest
 from tests.relay.builders import ASN, OPTIONS, path, relay_tenant
-from tests.tenancy.builders import pools, tenant
+from tests.tenancy.builders import pools
 
 from teapot_lb.bgp.policy import Accepted, Filter, Rejected
 from teapot_lb.bgp.rib import encode_prefix
@@ -54,6 +54,10 @@ CASES = [
     ("2001:db8:100::5/128", "2001:db8:a::1", (ACME_AS,), Reason.NEXT_HOP_PROTECTED),
     ("198.51.100.5/32", "192.0.2.71", (ACME_AS,), Reason.NEXT_HOP_OUTSIDE),  # bolt's node
     ("2001:db8:100::5/128", "2001:db8:b::71", (ACME_AS,), Reason.NEXT_HOP_OUTSIDE),
+    # Inside acme's node networks, but no registered node's: an unused address, or a
+    # router's own leg in the subnet that nobody listed in --protect.
+    ("198.51.100.5/32", "192.0.2.40", (ACME_AS,), Reason.NEXT_HOP_NOT_NODE),
+    ("2001:db8:100::5/128", "2001:db8:a::40", (ACME_AS,), Reason.NEXT_HOP_NOT_NODE),
     ("198.51.100.5/32", NODE4, (ACME_AS, 64602), Reason.AS_PATH),  # transit of bolt
     ("198.51.100.5/32", NODE4, (64602,), Reason.AS_PATH),  # foreign ASN
     ("198.51.100.5/32", NODE4, (ACME_AS, 65000), Reason.AS_PATH),  # private ASN behind
@@ -107,7 +111,7 @@ def test_communities_are_scrubbed_to_the_allowlist_and_med_removed() -> None:
 
 
 def test_a_tenant_without_asn_gets_nothing_through() -> None:
-    flt = tenant_policy(tenant("acme", asn=None), pools(), OPTIONS).filter
+    flt = tenant_policy(relay_tenant("acme", asn=None), pools(), OPTIONS).filter
     verdict = flt.judge(ip_network("198.51.100.5/32"), path(NODE4, ACME_AS))
     assert isinstance(verdict, Rejected) and verdict.reason == Reason.AS_PATH
 
@@ -153,3 +157,20 @@ def test_a_prefixs_remembered_verdict_is_per_family_and_the_same_for_every_path(
     assert [w.reason for w, _ in first.rejected] == [Reason.BOGON.value]
     assert [w.reason for w, _ in second.rejected] == [Reason.OUTSIDE_ALLOCATION.value]
     assert f == _acme()  # what it remembers is no part of the filter's value
+
+
+def test_a_tenant_without_registered_nodes_gets_no_next_hop_through() -> None:
+    flt = tenant_policy(relay_tenant("acme", nodes=[]), pools(), OPTIONS).filter
+    for prefix, hop in (("198.51.100.5/32", NODE4), ("2001:db8:100::5/128", NODE6)):
+        verdict = flt.judge(ip_network(prefix), path(hop, ACME_AS))
+        assert isinstance(verdict, Rejected) and verdict.reason == Reason.NEXT_HOP_NOT_NODE
+
+
+def test_a_registered_address_outside_the_node_networks_is_never_a_next_hop() -> None:
+    # nodeNetworks stay the outer bound: validation refuses such an address, and the
+    # policy does not count it either.
+    outside = [{"name": "n9", "addresses": ["203.0.113.9"]}]
+    policy = tenant_policy(relay_tenant("acme", nodes=outside), pools(), OPTIONS)
+    assert policy.nodes == ()
+    verdict = policy.filter.judge(ip_network("198.51.100.5/32"), path("203.0.113.9", ACME_AS))
+    assert isinstance(verdict, Rejected) and verdict.reason == Reason.NEXT_HOP_OUTSIDE

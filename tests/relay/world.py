@@ -6,9 +6,13 @@ into their kernel FIBs), the relay, and tenant speakers (ours, BIRD, FRR, GoBGP)
     192.0.2.3   rfrr    router, FRR (AS 64496)         2001:db8::3
     192.0.2.9-12   acme's nodes a1..a4: ours, BIRD, FRR, GoBGP (AS 64601)   2001:db8::9-c
     192.0.2.17-18  bolt's nodes b1, b2: ours, with TCP MD5 (AS 64602)       2001:db8::11-12
-    192.0.2.13-14  ah, ah2: hostile speakers in acme's node network          2001:db8::d-e
+    192.0.2.13-14  ah, ah2: hostile speakers, registered nodes of acme       2001:db8::d-e
     192.0.2.19     bh: in bolt's node network, without bolt's MD5 key       2001:db8::13
     192.0.2.40     x: nobody's, for sessions that must be refused            2001:db8::28
+    192.0.2.49     au: in acme's node networks, no registered node's         2001:db8::31
+    192.0.2.50     rbird's second leg, inside acme's node networks           2001:db8::32
+
+Registered nodes (the Tenants' spec.nodes): acme a1..a4, ah, ah2; bolt b1, b2.
 
 acme holds 203.0.113.0/28 and 2001:db8:100::/124, bolt 203.0.113.16/28 and
 2001:db8:100::10/124; 192.0.2.60 / 2001:db8::60 stand for a management node (protected).
@@ -53,8 +57,10 @@ HOSTS: dict[str, int] = {
     "rbird": 1, "relay": 2, "rfrr": 3,
     "a1": 9, "a2": 10, "a3": 11, "a4": 12,
     "ah": 13, "ah2": 14,  # in acme's node network: hostile speakers of acme
-    "b1": 17, "b2": 18, "bh": 19, "x": 40,
+    "b1": 17, "b2": 18, "bh": 19, "x": 40, "au": 49,
 }  # fmt: skip
+ROUTER_LEG = 50  # rbird's address in acme's node networks (not a BGPPeer's: not protected)
+REGISTERED = {"acme": (*("a1", "a2", "a3", "a4"), "ah", "ah2"), "bolt": ("b1", "b2")}
 MANAGEMENT = ("192.0.2.60", "2001:db8::60")
 
 
@@ -128,7 +134,15 @@ def config(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
             "spec": spec}  # fmt: skip
 
 
-def tenant_doc(name: str, v4_cidr: str, v6_cidr: str, nodes: list[str]) -> dict[str, Any]:
+def node_docs(tenant: str, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """``spec.nodes``: the tenant's registered hosts (default: all of REGISTERED's)."""
+    chosen = REGISTERED[tenant] if names is None else names
+    return [{"name": n, "addresses": [v4(n), v6(n)]} for n in chosen]
+
+
+def tenant_doc(
+    name: str, v4_cidr: str, v6_cidr: str, nodes: list[str], registered: Sequence[str] | None = None
+) -> dict[str, Any]:
     spec = {
         "namespace": f"tenant-{name}",
         "allocations": [
@@ -136,16 +150,22 @@ def tenant_doc(name: str, v4_cidr: str, v6_cidr: str, nodes: list[str]) -> dict[
             {"addressPool": "tenants-v6", "cidrs": [v6_cidr]},
         ],
         "nodeNetworks": nodes,
+        "nodes": node_docs(name, registered),
         "asn": ASN[name],
     }
     return {"apiVersion": API, "kind": "Tenant", "metadata": {"name": name}, "spec": spec}
 
 
-def acme_doc(v4_cidr: str = "203.0.113.0/28") -> dict[str, Any]:
-    return tenant_doc("acme", v4_cidr, "2001:db8:100::/124", ["192.0.2.8/29", "2001:db8::8/125"])
+ACME_NETWORKS = ["192.0.2.8/29", "192.0.2.48/29", "2001:db8::8/125", "2001:db8::30/125"]
 
 
-def manifests() -> list[dict[str, Any]]:
+def acme_doc(
+    v4_cidr: str = "203.0.113.0/28", registered: Sequence[str] | None = None
+) -> dict[str, Any]:
+    return tenant_doc("acme", v4_cidr, "2001:db8:100::/124", ACME_NETWORKS, registered)
+
+
+def manifests(acme: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     peers = []
     for router in ("rbird", "rfrr"):
         for fam, addr in (("ipv4", v4(router)), ("ipv6", v6(router))):
@@ -158,7 +178,7 @@ def manifests() -> list[dict[str, Any]]:
     return [
         config("AddressPool", "tenants-v4", {"addresses": ["203.0.113.0/24"]}),
         config("AddressPool", "tenants-v6", {"addresses": ["2001:db8:100::/120"]}),
-        acme_doc(),
+        acme or acme_doc(),
         tenant_doc("bolt", "203.0.113.16/28", "2001:db8:100::10/124",
                    ["192.0.2.16/29", "2001:db8::10/125"]),
         {"apiVersion": "v1", "kind": "Secret",
@@ -265,7 +285,10 @@ def build(topo: Topology, workdir: Path) -> World:
     switch = topo.add_switch("lan")
     for name, i in HOSTS.items():
         host = topo.add_host(name)
-        topo.connect(host, switch, addrs=[f"192.0.2.{i}/24", f"2001:db8::{i:x}/64"])
+        addrs = [f"192.0.2.{i}/24", f"2001:db8::{i:x}/64"]
+        if name == "rbird":
+            addrs += [f"192.0.2.{ROUTER_LEG}/24", f"2001:db8::{ROUTER_LEG:x}/64"]
+        topo.connect(host, switch, addrs=addrs)
         world.hosts[name] = host
     world.write_manifests(manifests())
     for name, cls in (("rbird", Bird), ("rfrr", Frr)):

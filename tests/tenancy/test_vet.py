@@ -171,3 +171,38 @@ def test_the_webhook_denies_a_request_for_another_tenants_ip_with_the_same_messa
     )
     ok = {**request, "object": tlb_body("bolt", "fine")}
     assert review({"kind": "AdmissionReview", "request": ok}, existing)[2] is True
+
+
+def test_the_webhook_denies_a_registered_node_address_outside_the_node_networks() -> None:
+    from teapot_lb.webhook.review import review
+
+    nodes = [
+        {"name": "n0", "addresses": ["192.0.2.11", "2001:db8:a::11"]},
+        {"name": "n1", "addresses": ["203.0.113.7"]},
+    ]
+    request = {
+        "uid": "u1",
+        "kind": {"group": "lb.teapot.io", "version": "v1alpha1", "kind": "Tenant"},
+        "operation": "CREATE",
+        "object": tenant_body("acme", nodes=nodes),
+    }
+    answer, kind, allowed = review(
+        {"kind": "AdmissionReview", "request": request}, pools().values()
+    )
+    assert (kind, allowed) == ("Tenant", False)
+    assert answer["response"]["status"]["message"] == (
+        "Tenant/acme: spec.nodes[1].addresses[0]: 203.0.113.7 of node n1 is outside the"
+        " Tenant's nodeNetworks (192.0.2.0/26, 2001:db8:a::/64): the relay takes no session"
+        " and no next hop from it"
+    )
+    inside = {**request, "object": tenant_body("acme", nodes=nodes[:1])}
+    assert review({"kind": "AdmissionReview", "request": inside}, pools().values())[2] is True
+
+
+def test_validate_reports_an_address_registered_for_two_nodes() -> None:
+    twice = [
+        {"name": "n0", "addresses": ["192.0.2.11"]},
+        {"name": "n1", "addresses": ["192.0.2.11"]},
+    ]
+    text = [str(p) for p in validate([*pools().values(), parsed(tenant_body("acme", nodes=twice))])]
+    assert "Tenant/acme: spec.nodes[1].addresses[0]: 192.0.2.11 is node n0's already" in text

@@ -15,7 +15,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, WithJsonSchema
 
-from teapot_lb.addresses import IPFamily, IPFamilyPolicy, IPNetwork
+from teapot_lb.addresses import IPAddress, IPFamily, IPFamilyPolicy, IPNetwork
 from teapot_lb.model.common import (
     Condition,
     Identified,
@@ -90,6 +90,16 @@ class TenantQuotas(KubeModel):
     """Ports over all its load balancers."""
 
 
+class TenantNode(KubeModel):
+    """A registered node of the tenant: a BGP speaker of the tenant may connect to the
+    relay from one of its addresses, and a route's next hop may be one of them."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """The node's name in the tenant's cluster."""
+    addresses: list[IPAddressField] = Field(min_length=1, max_length=16)
+    """The node's addresses (each inside one of the Tenant's nodeNetworks)."""
+
+
 class TenantSpec(KubeModel):
     """What a tenant may use, written by the cloud operator."""
 
@@ -101,6 +111,9 @@ class TenantSpec(KubeModel):
     """Limits on addresses, load balancers and ports."""
     node_networks: list[CIDR] = []
     """The networks the tenant's nodes live in: every backend must be inside one."""
+    nodes: list[TenantNode] = Field(default=[], max_length=1000)
+    """The tenant's registered nodes (standalone mode): the only addresses the BGP relay
+    accepts sessions from and as next hops. Empty: no sessions."""
     asn: int | None = Field(default=None, ge=1, le=4294967295, alias="asn")
     """The tenant's AS number (for the BGP relay)."""
     dns_domains: list[str] = Field(default=[], alias="dnsDomains")
@@ -150,6 +163,17 @@ class Tenant(Identified, KubeModel):
 
     def node_networks(self) -> list[IPNetwork]:
         return [parse_cidr(text) for text in self.spec.node_networks]
+
+    def registered_addresses(self) -> dict[IPAddress, str]:
+        """The registered nodes' addresses inside the node networks (the outer bound: an
+        address outside is a validation problem and never counts), to the node's name."""
+        networks = self.node_networks()
+        return {
+            address: node.name
+            for node in self.spec.nodes
+            for address in node.addresses
+            if any(address in net for net in networks)
+        }
 
 
 # ------------------------------------------------------------------ TenantLoadBalancer

@@ -11,10 +11,11 @@ metrics count by, ``explain relay`` prints and docs/relay.md lists. The rules, i
 4. a prefix shorter than a host route only if the tenant holds all of it;
 5. host routes only, unless the relay allows aggregates;
 6. the next hop is none of the protected addresses (routers, the relay, management nodes);
-7. the next hop is inside the tenant's node networks (the announcing node is: sessions are
-   only accepted from there);
-8. no AS_SET in the AS path;
-9. the AS path is the tenant's ASN only (its own prepends allowed: no transit, no foreign or
+7. the next hop is inside the tenant's node networks;
+8. the next hop is one of the tenant's registered node addresses (sessions are only accepted
+   from those, so a router's or an unused address inside the node networks never is);
+9. no AS_SET in the AS path;
+10. the AS path is the tenant's ASN only (its own prepends allowed: no transit, no foreign or
    private ASN);
 
 then the route is accepted with its communities scrubbed to the relay's allowlist and its
@@ -29,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import collapse_addresses, ip_network, summarize_address_range
 
-from teapot_lb.addresses import AddressRange, IPNetwork
+from teapot_lb.addresses import AddressRange, IPAddress, IPNetwork
 from teapot_lb.bgp.policy import (
     BOGONS,
     AsPathHasSet,
@@ -61,6 +62,7 @@ class Reason(enum.StrEnum):
     HOST_ROUTES_ONLY = "host-routes-only"
     NEXT_HOP_PROTECTED = "next-hop-protected"
     NEXT_HOP_OUTSIDE = "next-hop-outside-node-networks"
+    NEXT_HOP_NOT_NODE = "next-hop-not-registered-node"
     AS_SET = "as-set"
     AS_PATH = "as-path-not-tenant"
     MAX_PREFIX = "max-prefix"
@@ -76,6 +78,7 @@ DESCRIPTIONS: Mapping[Reason, str] = {
     Reason.HOST_ROUTES_ONLY: "only host routes (/32, /128) are accepted",
     Reason.NEXT_HOP_PROTECTED: "the next hop is a router, the relay or a management node",
     Reason.NEXT_HOP_OUTSIDE: "the next hop is outside the tenant's node networks",
+    Reason.NEXT_HOP_NOT_NODE: "the next hop is none of the tenant's registered node addresses",
     Reason.AS_SET: "the AS path holds an AS_SET",
     Reason.AS_PATH: "the AS path is not the tenant's ASN only",
     Reason.MAX_PREFIX: "beyond the session's max-prefix limit (routes received)",
@@ -116,6 +119,7 @@ class TenantPolicy:
     allocation: tuple[IPNetwork, ...]
     node_networks: tuple[IPNetwork, ...]
     filter: Filter = field(compare=False)
+    nodes: tuple[IPAddress, ...] = ()  # the registered node addresses
 
 
 def _blocks(ranges: Iterable[AddressRange]) -> list[IPNetwork]:
@@ -152,8 +156,14 @@ def tenant_policy(
     tenant: Tenant,
     pools: Mapping[str, AddressPool],
     options: RelayOptions,
+    nodes: Iterable[IPAddress] | None = None,
 ) -> TenantPolicy:
-    """The tenant's import filter. ``pools`` by name, as Tenants name them."""
+    """The tenant's import filter. ``pools`` by name, as Tenants name them; ``nodes`` the
+    tenant's registered node addresses (None: its ``spec.nodes``)."""
+    registered = sorted(
+        tenant.registered_addresses() if nodes is None else nodes,
+        key=lambda a: (a.version, a),
+    )
     allocation = _blocks(r for rs in allocated_ranges(tenant, pools).values() for r in rs)
     networks = tenant.node_networks()
     asn = tenant.spec.asn
@@ -176,6 +186,7 @@ def tenant_policy(
         )
     rules += [
         reject(Reason.NEXT_HOP_OUTSIDE, Not(NextHopIn(_ranges(networks, None, None)))),
+        reject(Reason.NEXT_HOP_NOT_NODE, Not(NextHopIn(PrefixSet.of(*registered)))),
         reject(Reason.AS_SET, AsPathHasSet()),
         reject(Reason.AS_PATH, Not(AsPathOnly(frozenset({asn} if asn else ())))),
         accept(
@@ -191,6 +202,7 @@ def tenant_policy(
         allocation=tuple(allocation),
         node_networks=tuple(networks),
         filter=Filter(tuple(rules), name=tenant.name),
+        nodes=tuple(registered),
     )
 
 

@@ -3,20 +3,22 @@
 Two BGP speakers (:class:`teapot_lb.bgp.Speaker`) share the relay's ASN and router ID:
 
 - the *tenant side* listens; a connection is identified by its source address, which must
-  lie in exactly one Tenant's node networks, and is then a passive session expecting that
-  Tenant's ASN (Bad Peer AS otherwise, RFC 4271 §6.2); an address of no Tenant is refused
-  with Cease/Connection Rejected (RFC 4486). TCP MD5 per tenant (a key per node network
-  on the listener), GTSM (TTL 255, RFC 5082) on the listener, graceful restart helper with
-  the stale time bounded. Its import filter accepts everything: the Adj-RIB-In before
-  policy lives in :class:`~teapot_lb.relay.rib.RelayRib`, which judges it;
+  be a registered node address of exactly one Tenant (inside its node networks), and is
+  then a passive session expecting that Tenant's ASN (Bad Peer AS otherwise, RFC 4271
+  §6.2); any other address is refused with Cease/Connection Rejected (RFC 4486), and a
+  node deregistered loses its session (Cease/Peer De-configured) and its paths. TCP MD5
+  per tenant (a key per node network on the listener), GTSM (TTL 255, RFC 5082) on the
+  listener, graceful restart helper with the stale time bounded. Its import filter
+  accepts everything: the Adj-RIB-In before policy lives in
+  :class:`~teapot_lb.relay.rib.RelayRib`, which judges it;
 - the *network side* dials the BGPPeers and advertises every accepted path with its next
   hop unchanged (ADD-PATH where the BGPPeer has ``addPath: send``).
 
 :meth:`Relay.apply` takes a :class:`~teapot_lb.cluster.ClusterView` (the manifest
 directory, or the management cluster) and is level-triggered: Tenants become policies,
 BGPPeers sessions; a Tenant change re-judges that tenant's routes and sends only the
-difference, without resetting any session (unless its ASN, node networks or password
-changed, which the session itself depends on).
+difference, without resetting any session (unless its ASN, node networks, password or the
+session's node's registration changed, which the session itself depends on).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import Any
 
 from teapot_lb import log
+from teapot_lb.addresses import IPAddress
 from teapot_lb.bgp import Peer, PeerConfig, Speaker
 from teapot_lb.bgp.fsm import (
     Action,
@@ -93,6 +96,7 @@ class _TenantSide:
     asn: int | None
     networks: tuple[IPv4Network | IPv6Network, ...]
     password: str | None
+    nodes: Mapping[IPAddress, str] = field(default_factory=dict)  # address → node name
 
 
 class Relay:
@@ -177,8 +181,13 @@ class Relay:
         for key in sorted(view.secrets):
             by_name.setdefault(key.split("/")[-1], view.secrets[key])
         for tenant in sorted(view.tenants.values(), key=lambda t: t.name):
-            tenants[tenant.name] = self._side_of(tenant, view, by_name)
-            policies[tenant.name] = tenant_policy(tenant, pools, self.options)
+            side = tenants[tenant.name] = self._side_of(tenant, view, by_name)
+            policies[tenant.name] = tenant_policy(tenant, pools, self.options, side.nodes)
+            if not side.nodes:
+                self.problems.append(
+                    f"Tenant {tenant.name} has no registered nodes: no session of its"
+                    " speakers is accepted (list them in the Tenant's spec.nodes)"
+                )
         old_tenants, self.tenants = self.tenants, tenants
         self._by_address.clear()
         self._set_passwords(tenants)
@@ -187,8 +196,8 @@ class Relay:
             want = self._config_for(ip_address(address))
             have = self.tenant_side.peers[address].config
             if want != have:
-                self.rib.drop_session(address)
-                await self.tenant_side.remove_peer(address, "tenant configuration changed")
+                self._handle(self.rib.drop_session(address))
+                await self.tenant_side.remove_peer(address, self._gone(address, want))
         self._handle(self.rib.set_policies(policies, self.options))
         for name in set(old_tenants) - set(tenants):
             for gauge in (self.metrics.accepted, self.metrics.sessions):
@@ -207,7 +216,31 @@ class Relay:
         password = None
         if secret is not None and "password" in secret:
             password = secret["password"].decode()
-        return _TenantSide(tenant.name, tenant.spec.asn, tuple(tenant.node_networks()), password)
+        return _TenantSide(
+            tenant.name,
+            tenant.spec.asn,
+            tuple(tenant.node_networks()),
+            password,
+            tenant.registered_addresses(),
+        )
+
+    def _gone(self, address: str, want: PeerConfig | None) -> str:
+        """Why a session goes (its Cease's communication, RFC 8203), and an event when its
+        node was deregistered."""
+        if want is not None:
+            return "tenant configuration changed"
+        tenant = self._tenant_of(ip_address(address))
+        if tenant is None:
+            return "the address is in no Tenant's node networks any more"
+        self._event(
+            RelayEvent(
+                tenant.name,
+                "SessionClosedNodeDeregistered",
+                f"BGP session from {address} closed: no registered node of Tenant"
+                f" {tenant.name} has that address any more; its paths are withdrawn",
+            )
+        )
+        return "node deregistered"
 
     def _set_passwords(self, tenants: dict[str, _TenantSide]) -> None:
         want = {n: t.password for t in tenants.values() for n in t.networks if t.password}
@@ -242,7 +275,7 @@ class Relay:
 
     def _config_for(self, address: Address) -> PeerConfig | None:
         tenant = self._tenant_of(address)
-        if tenant is None or tenant.asn is None:
+        if tenant is None or tenant.asn is None or address not in tenant.nodes:
             return None
         opts = self.options
         return PeerConfig(
@@ -262,19 +295,21 @@ class Relay:
         if config is None:
             tenant = self._tenant_of(address)
             name = tenant.name if tenant else ""
-            why = "NoASN" if tenant else "UnknownAddress"
-            reason = "no-asn" if tenant else "unknown-address"
+            if tenant is None:
+                why, reason = "UnknownAddress", "unknown-address"
+                text = "the address is in no Tenant's node networks"
+            elif tenant.asn is None:
+                why, reason, text = "NoASN", "no-asn", f"Tenant {name} has no spec.asn"
+            else:
+                why, reason = "Unregistered", "unregistered-address"
+                text = (
+                    f"the address is in Tenant {name}'s node networks but no registered node"
+                    f" of the Tenant has it ({len(tenant.nodes)} registered addresses)"
+                )
             self.metrics.refused.labels(name, reason).inc()
             self._event(
                 RelayEvent(
-                    name,
-                    f"SessionRefused{why}",
-                    f"BGP connection from {address} refused: "
-                    + (
-                        f"Tenant {name} has no spec.asn"
-                        if tenant
-                        else "the address is in no Tenant's node networks"
-                    ),
+                    name, f"SessionRefused{why}", f"BGP connection from {address} refused: {text}"
                 )
             )
         return config
@@ -284,7 +319,7 @@ class Relay:
         tenant = self._by_address.get(address)
         if tenant is None:
             tenant = self._by_address[address] = self._tenant_of(ip_address(address))
-            if tenant is None:
+            if tenant is None or ip_address(address) not in tenant.nodes:
                 return
         if isinstance(action, RoutesLearned):
             self._handle(
@@ -445,6 +480,7 @@ class Relay:
             "asn": policy.asn,
             "allocation": [str(n) for n in policy.allocation],
             "node_networks": [str(n) for n in policy.node_networks],
+            "nodes": [str(a) for a in policy.nodes],
             "sessions": sessions,
             "filter": str(policy.filter),
             "routes": routes,

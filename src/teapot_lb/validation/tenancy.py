@@ -69,7 +69,7 @@ def tenant_problems(config: ConfigSet) -> list[Problem]:
 
 
 def _own_problems(tenant: Tenant, pools: dict[str, AddressPool]) -> list[Problem]:
-    out: list[Problem] = []
+    out = node_problems(tenant)
     for i, entry in enumerate(tenant.spec.allocations):
         pool = pools.get(entry.address_pool)
         if pool is None:
@@ -97,6 +97,31 @@ def _own_problems(tenant: Tenant, pools: dict[str, AddressPool]) -> list[Problem
                         f"{text} is not inside AddressPool {pool.name}",
                     )
                 )
+    return out
+
+
+def node_problems(tenant: Tenant) -> list[Problem]:
+    """Registered node addresses outside the Tenant's node networks (the relay never
+    counts them), and an address given to two nodes."""
+    out: list[Problem] = []
+    networks = tenant.node_networks()
+    owner: dict[str, str] = {}
+    for i, node in enumerate(tenant.spec.nodes):
+        for j, address in enumerate(node.addresses):
+            where = f"spec.nodes[{i}].addresses[{j}]"
+            if not any(address in net for net in networks):
+                inside = ", ".join(tenant.spec.node_networks) or "none"
+                out.append(
+                    problem(
+                        tenant.ref,
+                        where,
+                        f"{address} of node {node.name} is outside the Tenant's nodeNetworks"
+                        f" ({inside}): the relay takes no session and no next hop from it",
+                    )
+                )
+            other = owner.setdefault(str(address), node.name)
+            if other != node.name:
+                out.append(problem(tenant.ref, where, f"{address} is node {other}'s already"))
     return out
 
 
