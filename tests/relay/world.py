@@ -165,14 +165,23 @@ def acme_doc(
     return tenant_doc("acme", v4_cidr, "2001:db8:100::/124", ACME_NETWORKS, registered)
 
 
-def manifests(acme: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def manifests(
+    acme: dict[str, Any] | None = None, *, v6_over_v4: bool = False
+) -> list[dict[str, Any]]:
+    """The operator's directory; ``v6_over_v4``: one IPv4 session per router carrying both
+    families (else an IPv4 and an IPv6 session, one family each)."""
     peers = []
     for router in ("rbird", "rfrr"):
-        for fam, addr in (("ipv4", v4(router)), ("ipv6", v6(router))):
+        sessions = (
+            [("ipv4", v4(router), ["ipv4-unicast", "ipv6-unicast"])]
+            if v6_over_v4
+            else [("ipv4", v4(router), ["ipv4-unicast"]), ("ipv6", v6(router), ["ipv6-unicast"])]
+        )
+        for name, addr, families in sessions:
             peers.append(
-                config("BGPPeer", f"{router}-{fam}", {
+                config("BGPPeer", f"{router}-{name}", {
                     "myASN": RELAY_AS, "peerASN": ROUTER_AS, "peerAddress": addr,
-                    "holdTime": "9s", "addPath": "send", "families": [f"{fam}-unicast"],
+                    "holdTime": "9s", "addPath": "send", "families": families,
                 })
             )  # fmt: skip
     return [
@@ -280,7 +289,31 @@ class World:
         )
 
 
-def build(topo: Topology, workdir: Path) -> World:
+def router_neighbors(*, v6_over_v4: bool = False, families: Sequence[str] = ("ipv4", "ipv6")
+                     ) -> list[Neighbor]:  # fmt: skip
+    """A router's sessions with the relay (passive, ADD-PATH receive): one per family, or
+    with ``v6_over_v4`` one IPv4 session with ``families``."""
+    kw: dict[str, Any] = {"passive": True, "add_path": "receive"}
+    if v6_over_v4:
+        return [Neighbor(RELAY4, RELAY_AS, families=tuple(families), **kw)]
+    return [
+        Neighbor(RELAY4, RELAY_AS, families=("ipv4",), **kw),
+        Neighbor(RELAY6, RELAY_AS, families=("ipv6",), **kw),
+    ]
+
+
+def start_router(world: World, name: str, neighbors: list[Neighbor]) -> BgpDaemon:
+    cls = {"rbird": Bird, "rfrr": Frr}[name]
+    router = cls(
+        world.hosts[name], world.workdir / name, asn=ROUTER_AS, router_id=v4(name),
+        neighbors=neighbors, fib=True, local_addresses=[v4(name), v6(name)],
+    )  # fmt: skip
+    router.start()
+    world.routers[name] = router
+    return router
+
+
+def build(topo: Topology, workdir: Path, *, v6_over_v4: bool = False) -> World:
     world = World(topo, workdir)
     switch = topo.add_switch("lan")
     for name, i in HOSTS.items():
@@ -290,18 +323,9 @@ def build(topo: Topology, workdir: Path) -> World:
             addrs += [f"192.0.2.{ROUTER_LEG}/24", f"2001:db8::{ROUTER_LEG:x}/64"]
         topo.connect(host, switch, addrs=addrs)
         world.hosts[name] = host
-    world.write_manifests(manifests())
-    for name, cls in (("rbird", Bird), ("rfrr", Frr)):
-        router = cls(
-            world.hosts[name], workdir / name, asn=ROUTER_AS, router_id=v4(name),
-            neighbors=[
-                Neighbor(RELAY4, RELAY_AS, passive=True, add_path="receive", families=("ipv4",)),
-                Neighbor(RELAY6, RELAY_AS, passive=True, add_path="receive", families=("ipv6",)),
-            ],
-            fib=True, local_addresses=[v4(name), v6(name)],
-        )  # fmt: skip
-        router.start()
-        world.routers[name] = router
+    world.write_manifests(manifests(v6_over_v4=v6_over_v4))
+    for name in ("rbird", "rfrr"):
+        start_router(world, name, router_neighbors(v6_over_v4=v6_over_v4))
     return world
 
 

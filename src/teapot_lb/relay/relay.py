@@ -42,7 +42,7 @@ from teapot_lb.bgp.fsm import (
     StateChanged,
     UpdateProblems,
 )
-from teapot_lb.bgp.wire import AddPathMode, CeaseSubcode, Notification
+from teapot_lb.bgp.wire import IPV6_UNICAST, AddPathMode, CeaseSubcode, Notification
 from teapot_lb.bgp.wire.errors import ErrorCode, OpenSubcode
 from teapot_lb.bgp.wire.family import Address
 from teapot_lb.cluster import ClusterView
@@ -125,7 +125,10 @@ class Relay:
             listen_min_ttl=255 if config.options.gtsm else None,
         )
         self.network_side = Speaker(
-            local_as=config.local_as, router_id=config.router_id, listen_port=None
+            local_as=config.local_as,
+            router_id=config.router_id,
+            listen_port=None,
+            on_event=self._network_event,
         )
         self._upstream: dict[str, PeerConfig] = {}  # by address
         self._by_address: dict[str, _TenantSide | None] = {}  # tenant of a session
@@ -166,7 +169,9 @@ class Relay:
             if setup.config is None:
                 self.problems.append(f"BGPPeer {key}: {setup.error}")
                 continue
-            upstream[setup.config.address] = setup.config
+            # The relay never rewrites a next hop: IPv6 routes go over an IPv4 session
+            # (and IPv4 over IPv6) with the tenant node's own next hop.
+            upstream[setup.config.address] = replace(setup.config, next_hop_unchanged=True)
         mine = [a for cfg in upstream.values() for a in (cfg.address, cfg.local_address) if a]
         if self.config.listen_address:
             mine.append(self.config.listen_address)
@@ -418,6 +423,28 @@ class Relay:
             peer.start()
 
     # -- the network side -------------------------------------------------------------------
+
+    def _network_event(self, peer: Peer, action: Action) -> None:
+        """A router's session established without a family its BGPPeer asks for: that
+        family's routes never reach it, which the operator must hear of."""
+        if not isinstance(action, StateChanged) or action.new != State.ESTABLISHED:
+            return
+        neg = peer.negotiated
+        if neg is None:
+            return
+        for fam in sorted(peer.config.families - neg.families):
+            version = "IPv6" if fam == IPV6_UNICAST else "IPv4"
+            self._event(
+                RelayEvent(
+                    "",
+                    "FamilyNotNegotiated",
+                    f"router {peer.address} did not negotiate {fam}: the tenants' {version}"
+                    f" routes are not sent to it. Enable {fam} on the router's session"
+                    f" (BIRD: an {version.lower()} channel in its protocol bgp; FRR:"
+                    f" address-family {version.lower()} unicast, neighbor <relay> activate),"
+                    f" or leave {fam} out of the BGPPeer's families",
+                )
+            )
 
     def _schedule_flush(self) -> None:
         if self._flush_pending is None:
