@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from dataclasses import replace
-from ipaddress import ip_network
+from ipaddress import ip_address, ip_network
 from pathlib import Path
 
 from tests.relay.builders import OPTIONS
@@ -82,6 +82,65 @@ async def test_tenants_follow_the_cluster_and_refusals_become_events_on_the_tena
 
                 found = await wait_for_async(event, within=10, what="an Event on Tenant bolt")
                 assert found["reason"] == "SessionRefusedNoASN"  # type: ignore[index]
+            finally:
+                follow.cancel()
+                await asyncio.gather(follow, return_exceptions=True)
+    finally:
+        await relay.stop()
+        await api.stop()
+
+
+def tenant_nodes_body(
+    namespace: str, cluster: str, nodes: dict[str, list[str]]
+) -> dict[str, object]:
+    return {
+        "apiVersion": "lb.teapot.io/v1alpha1", "kind": "TenantNodes",
+        "metadata": {"name": cluster, "namespace": namespace},
+        "spec": {"cluster": cluster,
+                 "nodes": [{"name": n, "addresses": a} for n, a in nodes.items()]},
+    }  # fmt: skip
+
+
+async def test_the_nodes_a_tenants_agents_publish_in_its_namespace_are_its_registered_nodes(
+    tmp_path: Path,
+) -> None:
+    api = FakeApiServer(bookmark_interval=0.5)
+    await api.start()
+    relay = Relay(RelayConfig(local_as=64500, router_id="192.0.2.2", listen_port=0,
+                              options=replace(OPTIONS, gtsm=False)))  # fmt: skip
+    try:
+        api.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONFIG_NS}})
+        api.seed(pool_body("shared-v4", ["198.51.100.0/26"]))
+        api.seed(tenant_body("acme", asn=64601, nodes=[{"name": "n9", "addresses": ["192.0.2.9"]}]))
+        api.seed(tenant_body("bolt", asn=64602))
+        # c1's n1 and n2 (n2 has an address outside acme's node networks: not registered);
+        # bolt's namespace names an acme address: not acme's, and outside bolt's networks.
+        api.seed(
+            tenant_nodes_body(
+                "tenant-acme",
+                "c1",
+                {"n1": ["192.0.2.11", "2001:db8:a::11"], "n2": ["192.0.2.12", "203.0.113.12"]},
+            )
+        )
+        api.seed(tenant_nodes_body("tenant-bolt", "b1", {"x": ["192.0.2.13", "192.0.2.71"]}))
+        path = api.write_kubeconfig(tmp_path / "kubeconfig")
+        async with await connect(path, request_timeout_s=5.0) as client:
+            follow = asyncio.create_task(follow_cluster(relay, client, config_namespace=CONFIG_NS))
+            try:
+
+                def nodes(tenant: str) -> set[str] | None:
+                    policy = relay.rib.policies.get(tenant)
+                    return {str(a) for a in policy.nodes} if policy else None
+
+                await wait_for_async(lambda: nodes("acme") == {
+                    "192.0.2.9", "192.0.2.11", "2001:db8:a::11", "192.0.2.12"},
+                    within=10, what="acme's registered nodes")  # fmt: skip
+                assert nodes("bolt") == {"192.0.2.71"}
+                assert relay.tenants["acme"].nodes[ip_address("192.0.2.11")] == "c1/n1"
+                # c1 loses n2: its address is no longer acme's.
+                api.put(tenant_nodes_body("tenant-acme", "c1", {"n1": ["192.0.2.11"]}))
+                await wait_for_async(lambda: nodes("acme") == {"192.0.2.9", "192.0.2.11"},
+                                     within=10, what="n2 deregistered")  # fmt: skip
             finally:
                 follow.cancel()
                 await asyncio.gather(follow, return_exceptions=True)

@@ -192,8 +192,8 @@ def test_the_webhook_denies_a_registered_node_address_outside_the_node_networks(
     assert (kind, allowed) == ("Tenant", False)
     assert answer["response"]["status"]["message"] == (
         "Tenant/acme: spec.nodes[1].addresses[0]: 203.0.113.7 of node n1 is outside the"
-        " Tenant's nodeNetworks (192.0.2.0/26, 2001:db8:a::/64): the relay takes no session"
-        " and no next hop from it"
+        " nodeNetworks of Tenant acme (192.0.2.0/26, 2001:db8:a::/64): the relay takes no"
+        " session and no next hop from it"
     )
     inside = {**request, "object": tenant_body("acme", nodes=nodes[:1])}
     assert review({"kind": "AdmissionReview", "request": inside}, pools().values())[2] is True

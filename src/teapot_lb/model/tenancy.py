@@ -15,7 +15,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, WithJsonSchema
 
-from teapot_lb.addresses import IPAddress, IPFamily, IPFamilyPolicy, IPNetwork
+from teapot_lb.addresses import IPFamily, IPFamilyPolicy, IPNetwork
 from teapot_lb.model.common import (
     Condition,
     Identified,
@@ -112,8 +112,9 @@ class TenantSpec(KubeModel):
     node_networks: list[CIDR] = []
     """The networks the tenant's nodes live in: every backend must be inside one."""
     nodes: list[TenantNode] = Field(default=[], max_length=1000)
-    """The tenant's registered nodes (standalone mode): the only addresses the BGP relay
-    accepts sessions from and as next hops. Empty: no sessions."""
+    """Registered nodes written by the operator (standalone mode, or nodes of no tenant
+    agent): with the nodes the tenant's agents publish (TenantNodes), the only addresses
+    the BGP relay accepts sessions from and as next hops. None at all: no sessions."""
     asn: int | None = Field(default=None, ge=1, le=4294967295, alias="asn")
     """The tenant's AS number (for the BGP relay)."""
     dns_domains: list[str] = Field(default=[], alias="dnsDomains")
@@ -164,16 +165,44 @@ class Tenant(Identified, KubeModel):
     def node_networks(self) -> list[IPNetwork]:
         return [parse_cidr(text) for text in self.spec.node_networks]
 
-    def registered_addresses(self) -> dict[IPAddress, str]:
-        """The registered nodes' addresses inside the node networks (the outer bound: an
-        address outside is a validation problem and never counts), to the node's name."""
-        networks = self.node_networks()
-        return {
-            address: node.name
-            for node in self.spec.nodes
-            for address in node.addresses
-            if any(address in net for net in networks)
-        }
+
+# ------------------------------------------------------------------ TenantNodes
+
+
+class TenantNodesSpec(KubeModel):
+    """A tenant cluster's nodes, published by its tenant agent."""
+
+    cluster: str = Field(min_length=1, max_length=253)
+    """The tenant cluster's name (its agent's --cluster-name)."""
+    nodes: list[TenantNode] = Field(default=[], max_length=5000)
+    """The cluster's Nodes with their InternalIP addresses."""
+
+
+class TenantNodesStatus(KubeModel):
+    """What the manager made of the published nodes."""
+
+    refused: int = Field(default=0, ge=0)
+    """Addresses refused (outside the Tenant's nodeNetworks): never registered."""
+    conditions: list[Condition] = []
+    """Accepted: every address registered (True), or which were refused and why (False)."""
+
+
+class TenantNodes(Identified, KubeModel):
+    """A tenant cluster's registered nodes, in the tenant's management namespace: the
+    addresses the BGP relay takes the tenant's sessions and next hops from (each vetted
+    against the Tenant's nodeNetworks)."""
+
+    api_version: Literal["lb.teapot.io/v1alpha1"] = Field(
+        default="lb.teapot.io/v1alpha1", alias="apiVersion"
+    )
+    kind: Literal["TenantNodes"] = "TenantNodes"
+    metadata: ObjectMeta
+    spec: TenantNodesSpec
+    status: TenantNodesStatus | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
 
 
 # ------------------------------------------------------------------ TenantLoadBalancer

@@ -50,6 +50,7 @@ from teapot_lb.bgp.wire import LargeCommunity
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.tenancy import Tenant
 from teapot_lb.tenancy.allocation import allocated_ranges
+from teapot_lb.tenancy.nodes import registered_nodes
 
 
 class Reason(enum.StrEnum):
@@ -161,7 +162,7 @@ def tenant_policy(
     """The tenant's import filter. ``pools`` by name, as Tenants name them; ``nodes`` the
     tenant's registered node addresses (None: its ``spec.nodes``)."""
     registered = sorted(
-        tenant.registered_addresses() if nodes is None else nodes,
+        registered_nodes(tenant) if nodes is None else nodes,
         key=lambda a: (a.version, a),
     )
     allocation = _blocks(r for rs in allocated_ranges(tenant, pools).values() for r in rs)

@@ -49,6 +49,7 @@ from teapot_lb.cluster import ClusterView
 from teapot_lb.kube.resources import object_key
 from teapot_lb.model.tenancy import Tenant
 from teapot_lb.speaker.bgp_backend import peer_setup
+from teapot_lb.tenancy.nodes import registered_nodes
 
 from .metrics import RelayMetrics
 from .policy import DESCRIPTIONS, Reason, RelayOptions, TenantPolicy, tenant_policy
@@ -226,7 +227,7 @@ class Relay:
             tenant.spec.asn,
             tuple(tenant.node_networks()),
             password,
-            tenant.registered_addresses(),
+            registered_nodes(tenant, view.tenant_nodes.values()),
         )
 
     def _gone(self, address: str, want: PeerConfig | None) -> str:

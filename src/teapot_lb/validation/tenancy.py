@@ -10,6 +10,7 @@ from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem, problem
 from teapot_lb.model.tenancy import Tenant
 from teapot_lb.tenancy.allocation import allocated_ranges
+from teapot_lb.tenancy.nodes import refused
 from teapot_lb.tenancy.vet import vet_all
 from teapot_lb.validation.config import ConfigSet
 
@@ -104,23 +105,15 @@ def node_problems(tenant: Tenant) -> list[Problem]:
     """Registered node addresses outside the Tenant's node networks (the relay never
     counts them), and an address given to two nodes."""
     out: list[Problem] = []
-    networks = tenant.node_networks()
     owner: dict[str, str] = {}
     for i, node in enumerate(tenant.spec.nodes):
+        for r in refused(tenant, [node]):
+            where = f"spec.nodes[{i}].addresses[{node.addresses.index(r.address)}]"
+            out.append(problem(tenant.ref, where, r.message))
         for j, address in enumerate(node.addresses):
-            where = f"spec.nodes[{i}].addresses[{j}]"
-            if not any(address in net for net in networks):
-                inside = ", ".join(tenant.spec.node_networks) or "none"
-                out.append(
-                    problem(
-                        tenant.ref,
-                        where,
-                        f"{address} of node {node.name} is outside the Tenant's nodeNetworks"
-                        f" ({inside}): the relay takes no session and no next hop from it",
-                    )
-                )
             other = owner.setdefault(str(address), node.name)
             if other != node.name:
+                where = f"spec.nodes[{i}].addresses[{j}]"
                 out.append(problem(tenant.ref, where, f"{address} is node {other}'s already"))
     return out
 
