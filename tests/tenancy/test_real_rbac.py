@@ -88,7 +88,7 @@ def _service_account(plane: ControlPlane, ns: str, name: str, role: dict[str, An
 def real(kube_plane: ControlPlane) -> Iterator[Real]:
     plane = kube_plane
     suffix = uuid.uuid4().hex[:6]
-    for crd in ("tenants", "tenantloadbalancers", "addresspools"):
+    for crd in ("tenants", "tenantloadbalancers", "tenantnodes", "addresspools"):
         plane.kubectl("apply", "-f", str(ROOT / "deploy" / "crds" / f"lb.teapot.io_{crd}.yaml"))
         plane.kubectl("wait", "--for=condition=established", f"crd/{crd}.lb.teapot.io")
     config_ns, app_ns = f"teapot-{suffix}", f"apps-{suffix}"

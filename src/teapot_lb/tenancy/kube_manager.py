@@ -9,6 +9,8 @@ the IPs requests hold, so a new leader never hands out an IP twice.
 
 Every request is vetted here whether or not the webhook saw it: a request written while
 the webhook was down is refused all the same, with its reason in its status and an Event.
+The TenantNodes the tenants' agents publish are vetted against their Tenant's
+nodeNetworks (:mod:`.node_status`): the refused addresses in their status, and counted.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
     ADDRESS_POOLS,
     TENANT_LOAD_BALANCERS,
+    TENANT_NODES,
     TENANTS,
     KubeObject,
     Resource,
@@ -39,10 +42,12 @@ from teapot_lb.kube.workqueue import WorkQueue
 from teapot_lb.model import ApiObject, dump, parse_object
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_status
 from teapot_lb.tenancy.metrics import ManagerMetrics
+from teapot_lb.tenancy.node_status import tenant_nodes_status
 from teapot_lb.tenancy.routes import TenantRoute
+from teapot_lb.tenancy.vet import tenant_of
 
 COMPONENT = "teapot-lb-manager"
 
@@ -62,8 +67,13 @@ class TenantsKey:
     """Tenants or pools changed: follow the allocations, reconcile whom it moved."""
 
 
+@dataclass(frozen=True)
+class NodesKey:
+    key: str  # namespace/name of a TenantNodes
+
+
 TENANTS_KEY = TenantsKey()
-ManagerKey = RequestKey | TenantStatusKey | TenantsKey
+ManagerKey = RequestKey | TenantStatusKey | TenantsKey | NodesKey
 
 
 @dataclass(frozen=True)
@@ -97,11 +107,13 @@ class KubeManager:
         self.requests: dict[str, TenantLoadBalancer] = {}
         self.pools: dict[str, AddressPool] = {}
         self.unparsed: dict[str, list[Problem]] = {}
+        self.tenant_nodes: dict[str, TenantNodes] = {}
         self._raw: dict[str, KubeObject] = {}
         self._view: ManagementView | None = None
         self.informers = [
             self._informer(TENANTS, None, self._on_tenant, watch_timeout_s),
             self._informer(TENANT_LOAD_BALANCERS, None, self._on_request, watch_timeout_s),
+            self._informer(TENANT_NODES, None, self._on_nodes, watch_timeout_s),
             self._informer(
                 ADDRESS_POOLS, self.config.config_namespace, self._on_pool, watch_timeout_s
             ),
@@ -171,6 +183,16 @@ class KubeManager:
                 self.unparsed[key] = problems
         self._view = None
         self._enqueue(RequestKey(key))
+
+    def _on_nodes(self, event: EventType, key: str, obj: KubeObject) -> None:
+        parsed, problems = self._parse(obj)
+        self.tenant_nodes.pop(key, None)
+        if event is not EventType.DELETED:
+            if isinstance(parsed, TenantNodes):
+                self.tenant_nodes[key] = parsed
+            else:
+                self._log.warning("tenant nodes unreadable", key=key, problems=problems)
+        self._enqueue(NodesKey(key))
 
     def view(self) -> ManagementView:
         if self._view is None:
@@ -261,6 +283,10 @@ class KubeManager:
                     self._enqueue(RequestKey(moved))
                 for request_key in self._raw:
                     self._enqueue(RequestKey(request_key))
+                for nodes_key in self.tenant_nodes:
+                    self._enqueue(NodesKey(nodes_key))
+            case NodesKey(key=nodes_key):
+                await self._vet_nodes(nodes_key)
             case TenantStatusKey(name=name):
                 await self._write_tenant_status(name)
             case RequestKey(key=request_key):
@@ -294,6 +320,27 @@ class KubeManager:
             if outcome.event is not None:
                 # Sent apart from the reconcile: a status write is one round trip, not two.
                 self._events.put_nowait((written, outcome.event))
+
+    async def _vet_nodes(self, key: str) -> None:
+        nodes = self.tenant_nodes.get(key)
+        if nodes is None:
+            return
+        owner = tenant_of(nodes.namespace, self.tenants.values())
+        tenant = owner if isinstance(owner, Tenant) else None
+        status, gone = tenant_nodes_status(tenant, nodes, self._clock())
+        self.metrics.node_addresses_refused.labels(
+            tenant.name if tenant else "", nodes.namespace, nodes.name
+        ).set(len(gone))
+        current = dump(nodes.status) if nodes.status else None
+        if status == current or not self.is_leader:
+            return
+        for r in gone:
+            self._log.warning(
+                "tenant node address refused", key=key, node=r.node, address=str(r.address),
+                reason=r.reason,
+            )  # fmt: skip
+        with contextlib.suppress(NotFound):
+            await patch_status(self.client, TENANT_NODES, nodes.name, nodes.namespace, status)
 
     async def _send_events(self) -> None:
         while True:
