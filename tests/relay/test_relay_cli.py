@@ -13,6 +13,7 @@ DOC = {
     "asn": 64601,
     "allocation": ["203.0.113.0/28"],
     "node_networks": ["192.0.2.8/29"],
+    "nodes": ["192.0.2.13"],
     "sessions": [{"address": "192.0.2.13", "state": "Established"}],
     "routes": [
         {"prefix": "203.0.113.5/32", "from": "192.0.2.13", "next_hop": "192.0.2.13",
@@ -31,6 +32,12 @@ def test_explain_text_shows_accepted_and_filtered_routes_with_the_deciding_rule(
     filtered = next(line for line in text.splitlines() if line.startswith("203.0.113.20/32"))
     assert accepted.endswith("accepted")
     assert "filtered by rule 3 (outside-allocation)" in filtered
+
+
+def test_explain_text_lists_the_registered_nodes_and_says_when_there_are_none() -> None:
+    assert "Registered nodes: 192.0.2.13" in explain_text(DOC)
+    text = explain_text({**DOC, "nodes": [], "sessions": [], "routes": []})
+    assert "Registered nodes: none: no session of its speakers is accepted" in text
 
 
 def test_the_relay_command_is_registered_and_explain_relay_needs_a_tenant() -> None:

@@ -103,8 +103,9 @@ def relay(
     Tenants, AddressPools, BGPPeers and Secrets come from --manifests (standalone) or from
     the management cluster (--kubeconfig, or in-cluster when neither is given).
 
-    A tenant speaker is known by its source address (inside one Tenant's nodeNetworks) and
-    the Tenant's ASN; its routes are judged by a policy made from the Tenant (docs/relay.md)
+    A tenant speaker is known by its source address (a registered node address of one
+    Tenant: its spec.nodes and published TenantNodes, inside its nodeNetworks) and the
+    Tenant's ASN; its routes are judged by a policy made from the Tenant (docs/relay.md)
     and re-advertised with the next hop unchanged, every path (ADD-PATH).
     """
     try:
@@ -183,6 +184,11 @@ def explain_text(doc: dict[str, Any]) -> str:
     lines = [
         f"Tenant {doc['tenant']} (AS{doc['asn']}): allocation {', '.join(doc['allocation'])};"
         f" node networks {', '.join(doc['node_networks'])}",
+        "Registered nodes: "
+        + (
+            ", ".join(doc.get("nodes", []))
+            or "none: no session of its speakers is accepted (Tenant spec.nodes, TenantNodes)"
+        ),
         "Sessions: "
         + (", ".join(f"{s['address']} {s['state']}" for s in doc["sessions"]) or "none"),
     ]

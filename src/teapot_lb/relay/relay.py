@@ -192,7 +192,8 @@ class Relay:
             if not side.nodes:
                 self.problems.append(
                     f"Tenant {tenant.name} has no registered nodes: no session of its"
-                    " speakers is accepted (list them in the Tenant's spec.nodes)"
+                    " speakers is accepted (list them in the Tenant's spec.nodes, or run"
+                    " its clusters' tenant agents, which publish them as TenantNodes)"
                 )
         old_tenants, self.tenants = self.tenants, tenants
         self._by_address.clear()
