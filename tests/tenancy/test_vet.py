@@ -206,3 +206,18 @@ def test_validate_reports_an_address_registered_for_two_nodes() -> None:
     ]
     text = [str(p) for p in validate([*pools().values(), parsed(tenant_body("acme", nodes=twice))])]
     assert "Tenant/acme: spec.nodes[1].addresses[0]: 192.0.2.11 is node n0's already" in text
+
+
+def test_validate_reports_a_published_node_address_outside_its_tenants_node_networks() -> None:
+    nodes = {
+        "apiVersion": "lb.teapot.io/v1alpha1", "kind": "TenantNodes",
+        "metadata": {"name": "c1", "namespace": "tenant-acme"},
+        "spec": {"cluster": "c1", "nodes": [{"name": "n0", "addresses": ["192.0.2.11"]},
+                                            {"name": "far", "addresses": ["203.0.113.50"]}]},
+    }  # fmt: skip
+    text = [str(p) for p in validate([*pools().values(), tenant("acme"), parsed(nodes)])]
+    assert text == [
+        "TenantNodes/tenant-acme/c1: spec.nodes[1].addresses[0]: 203.0.113.50 of node far is"
+        " outside the nodeNetworks of Tenant acme (192.0.2.0/26, 2001:db8:a::/64): the relay"
+        " takes no session and no next hop from it"
+    ]
