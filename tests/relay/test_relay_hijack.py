@@ -20,10 +20,8 @@ from typing import Any
 import pytest
 
 from bgp.interop.peers import Origination
-from needs import require_binary, require_root
 from teapot_lb.bgp.wire.aspath import SegmentType
 from teapot_lb.lab.wait import wait_for
-from teapot_lb.netlab import Topology
 from teapot_lb.netlab.topology import Host
 
 from .hijacks import COUNTED, PASSED, ROUTE_HIJACKS, SCRUBBED, announce
@@ -34,10 +32,10 @@ from .world import (
     BOLT_V6,
     GtsmTeapot,
     World,
-    build,
     tenant_speaker,
     v4,
     v6,
+    world_in,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -127,25 +125,19 @@ def netstat(host: Host) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    require_root()
-    require_binary("bird", "/usr/lib/frr/bgpd")
-    with Topology("hijack") as topo:
-        w = build(topo, tmp_path_factory.mktemp("relay-hijack"))
-        try:
-            # Counting received routes: the flood of junk below trips the limit (counting
-            # accepted ones, the default, it would not: tests/relay/test_relay_max_prefix.py).
-            w.start_relay("--max-prefixes", str(MAX_PREFIXES), "--max-prefix-restart", "2",
-                          "--max-prefix-count", "received")  # fmt: skip
-            for name in BOLT_NODES:
-                tenant_speaker(
-                    w, name, GtsmTeapot, "bolt", [Origination(BOLT_V4), Origination(BOLT_V6)],
-                    password=BOLT_PASSWORD,
-                )  # fmt: skip
-            for prefix, hops in BOLT_FIB.items():
-                w.wait_fib(prefix, hops, timeout=60)
-            yield w
-        finally:
-            w.stop()
+    with world_in("hijack", tmp_path_factory.mktemp("relay-hijack")) as w:
+        # Counting received routes: the flood of junk below trips the limit (counting
+        # accepted ones, the default, it would not: tests/relay/test_relay_max_prefix.py).
+        w.start_relay("--max-prefixes", str(MAX_PREFIXES), "--max-prefix-restart", "2",
+                      "--max-prefix-count", "received")  # fmt: skip
+        for name in BOLT_NODES:
+            tenant_speaker(
+                w, name, GtsmTeapot, "bolt", [Origination(BOLT_V4), Origination(BOLT_V6)],
+                password=BOLT_PASSWORD,
+            )  # fmt: skip
+        for prefix, hops in BOLT_FIB.items():
+            w.wait_fib(prefix, hops, timeout=60)
+        yield w
 
 
 @pytest.fixture(scope="module")

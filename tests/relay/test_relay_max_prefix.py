@@ -18,13 +18,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from needs import require_binary, require_root
 from teapot_lb.lab.wait import wait_for
-from teapot_lb.netlab import Topology
 
 from .hijacks import announce
 from .test_relay_hijack import Attacker
-from .world import World, build, v4
+from .world import World, v4, world_in
 
 LIMIT = 8
 SENT = [f"203.0.113.{i}/32" for i in range(1, 13)]  # acme's own host routes, 12 of them
@@ -33,23 +31,14 @@ SPEAKER = "ah"  # a speaker in acme's node network (the hijack suite's attacker 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    require_root()
-    require_binary("bird", "/usr/lib/frr/bgpd")
-    with Topology("maxpfx") as topo:
-        w = build(topo, tmp_path_factory.mktemp("relay-max-prefix"))
-        try:
-            yield w
-        finally:
-            w.stop()
+    with world_in("maxpfx", tmp_path_factory.mktemp("relay-max-prefix")) as w:
+        yield w
 
 
 def restart_relay(world: World, action: str, *options: str) -> int:
     """The relay with this action (and options); returns where its log starts."""
-    if world.relay is not None:
-        world.relay.kill()
-        world.relay.wait(timeout=10)
     start = len(log(world))
-    world.start_relay("--max-prefixes", str(LIMIT), "--max-prefix-action", action, *options)
+    world.restart_relay("--max-prefixes", str(LIMIT), "--max-prefix-action", action, *options)
     return start
 
 
