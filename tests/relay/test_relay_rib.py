@@ -217,3 +217,20 @@ def test_max_prefix_warn_accepts_everything_and_says_so_once() -> None:
     out = r.learn(N1, IPV4_UNICAST, many(8), path(N1, A))
     assert r.prefix_count() == 8 and len(out.over_limit) == 1
     assert not r.learn(N1, IPV4_UNICAST, many(10)[8:], path(N1, A)).over_limit
+
+
+def test_a_grown_allocation_that_takes_a_session_over_its_limit_tears_it_down_once() -> None:
+    shrunk = relay_tenant(
+        "acme",
+        allocations=[
+            {"addressPool": "shared-v4", "cidrs": ["198.51.100.0/29"]},
+            {"addressPool": "shared-v6", "cidrs": ["2001:db8:100::/124"]},
+        ],
+    )
+    r = rib(max_prefixes=3, max_prefix_action=MaxPrefixAction.TEARDOWN)
+    r.set_policies(policies(acme=shrunk, bolt=relay_tenant("bolt")))
+    for prefixes in (("198.51.100.1/32",), ("198.51.100.9/32",), ("198.51.100.10/32",),
+                     ("198.51.100.11/32",)):  # fmt: skip
+        assert not r.learn(N1, IPV4_UNICAST, enc(*prefixes), path(N1, A)).teardown
+    out = r.set_policies(policies())
+    assert [t.address for t in out.teardown] == [N1]

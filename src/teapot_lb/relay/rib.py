@@ -331,6 +331,12 @@ class RelayRib:
         judged = policy.filter.judge_batch(family, encs, path, add_path=add_path)
         rejected = session.rejected[family]
         accepted = session.accepted[family]
+        for why, rencs in judged.rejected:
+            out.rejected[(tenant, str(why.reason))] += len(rencs)
+            for enc in rencs:
+                rejected[enc] = why
+                if enc in accepted:
+                    out.changed |= self._unset(family, session, enc)
         over: list[bytes] = []
         if self.options.max_prefix_count is MaxPrefixCount.ACCEPTED:
             new = [e for _, aencs in judged.accepted for e in aencs if e not in accepted]
@@ -339,12 +345,6 @@ class RelayRib:
                 return out  # torn down: the session goes, and its routes with it
             if len(kept) < len(new):
                 over = new[len(kept) :]
-        for why, rencs in judged.rejected:
-            out.rejected[(tenant, str(why.reason))] += len(rencs)
-            for enc in rencs:
-                rejected[enc] = why
-                if enc in accepted:
-                    out.changed |= self._unset(family, session, enc)
         if over:
             limited = Rejected(Reason.MAX_PREFIX.value, None, policy.filter.name)
             for enc in over:
