@@ -12,13 +12,14 @@ from ipaddress import ip_network
 
 import pytest
 from tests.relay.builders import ASN, OPTIONS, path, relay_tenant
-from tests.tenancy.builders import pools, tenant
+from tests.tenancy.builders import pools, tenant, tenant_body
 
 from teapot_lb.bgp.policy import Accepted, Filter, Rejected
 from teapot_lb.bgp.rib import encode_prefix
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
 from teapot_lb.bgp.wire.aspath import SegmentType
 from teapot_lb.model.bgp import WELL_KNOWN_COMMUNITIES
+from teapot_lb.model.manifest import parse_object
 from teapot_lb.relay.policy import Reason, RelayOptions, WellKnownCommunities, tenant_policy
 
 ACME_AS = ASN["acme"]
@@ -246,3 +247,23 @@ def test_a_prefixs_remembered_verdict_is_per_family_and_the_same_for_every_path(
     assert [w.reason for w, _ in first.rejected] == [Reason.BOGON.value]
     assert [w.reason for w, _ in second.rejected] == [Reason.OUTSIDE_ALLOCATION.value]
     assert f == _acme()  # what it remembers is no part of the filter's value
+
+
+@pytest.mark.parametrize(
+    ("community", "governed_by"),
+    [
+        ("no-export", "--well-known-communities"),
+        ("65535:65282", "--well-known-communities"),  # NO_ADVERTISE
+        ("no-export-subconfed", "--well-known-communities"),
+        ("blackhole", "RTBH"),
+    ],
+)
+def test_a_tenant_cannot_allowlist_a_community_the_relay_governs_by_an_option(
+    community: str, governed_by: str
+) -> None:
+    body = tenant_body("acme", asn=ASN["acme"], relay={"communities": ["64601:1", community]})
+    obj, problems = parse_object(body)
+    assert obj is None
+    assert [(p.field, governed_by in p.message) for p in problems] == [
+        ("spec.relay.communities[1]", True)
+    ]
