@@ -47,6 +47,7 @@ from teapot_lb.gateway.config import (
     Protocol,
     QueryParamMatch,
     Redirect,
+    Rewrite,
     RouteKind,
     RouteMatch,
     RouteSemantics,
@@ -57,8 +58,10 @@ from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.gateway_api import (
     Gateway,
+    HTTPPathModifier,
     HTTPRouteFilter,
     HTTPRouteMatch,
+    HTTPRouteRule,
     ListenerProtocol,
     ParentReference,
 )
@@ -89,6 +92,7 @@ from teapot_lb.tenancy.l7vet import (
     mirrored_name,
     served_here,
     source_of,
+    unserved_parts,
     vet_object,
 )
 from teapot_lb.tenancy.vet import tenant_of
@@ -144,10 +148,28 @@ class ObjectResult:
     notes: list[str] = field(default_factory=list)
     parents: list[ParentResult] = field(default_factory=list)
     listeners: dict[str, ListenerResult] = field(default_factory=dict)
+    dropped: list[L7Refusal] = field(default_factory=list)
+    """Parts of an accepted object not served (an Ingress rule without host): the rest is."""
+    missing: list[str] = field(default_factory=list)
+    """backendRefs that do not resolve (a Service that does not exist, or has no such
+    port): ResolvedRefs=False, BackendNotFound."""
 
     @property
     def accepted(self) -> bool:
         return not self.refusals
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Everything not served as asked, as (reason, text naming the field): the
+        refusals, the parts dropped, the parents that did not take a route, the references
+        that did not resolve, and the notes (`--check` lines, Events)."""
+        out = [(r.rule.value, str(r)) for r in (*self.refusals, *self.dropped)]
+        for pr in self.parents:
+            for c in pr.conditions:
+                if not c.status:
+                    out.append((c.reason, f"parentRefs[{pr.parent.name}]: {c.message}"))
+        out += [("BackendNotFound", m) for m in self.missing]
+        out += [("Note", n) for n in self.notes]
+        return out
 
 
 @dataclass
@@ -172,6 +194,8 @@ class _Build:
     tls_routes: list[TLSRoute] = field(default_factory=list)
     tcp_routes: list[StreamRoute] = field(default_factory=list)
     udp_routes: list[StreamRoute] = field(default_factory=list)
+    missing: set[str] = field(default_factory=set)
+    """Backends whose Service has no synced EndpointSlice, or no such port."""
 
     # ----- listeners
 
@@ -266,14 +290,17 @@ class _Build:
             and all(_labels(s).get(k, "") == v for k, v in wanted.items())
         ]
         if not mine:
+            self.missing.add(name)
             result.notes.append(
                 f"Service {source.namespace}/{service} has no synced endpoints "
                 f"({mode.value}) from cluster {source.cluster or '(none)'}"
             )
         networks = _allowed_networks(tenant, mode)
         endpoints: list[Endpoint] = []
-        for eps in mine:
-            target = _endpoint_port(eps, port)
+        ports = [(eps, _endpoint_port(eps, port)) for eps in mine]
+        if mine and all(target is None for _, target in ports):
+            self.missing.add(name)
+        for eps, target in ports:
             if target is None:
                 result.notes.append(f"Service {source.namespace}/{service} has no port {port}")
                 continue
@@ -381,8 +408,8 @@ def _ingress(build: _Build, obj: Ingress, tenant: Tenant, result: ObjectResult) 
         tls_hosts.update((h, cert) for h in tls.hosts)
     http = build.shared(Protocol.HTTP)
     for rule in obj.spec.rules:
-        if rule.host is None or rule.http is None:
-            continue
+        if not rule.host or rule.http is None:
+            continue  # (a rule without host is left out: ObjectResult.dropped)
         rules: list[HTTPRule] = []
         for path in rule.http.paths:
             service = path.backend.service
@@ -565,6 +592,42 @@ def _match(match: HTTPRouteMatch) -> RouteMatch:
     )
 
 
+def _path_change(modifier: HTTPPathModifier | None) -> dict[str, str | None]:
+    """An HTTPPathModifier as the config's fields (vetting has made sure the field of its
+    type is set)."""
+    if modifier is None:
+        return {}
+    if modifier.type == "ReplaceFullPath":
+        return {"path": modifier.replace_full_path}
+    return {"replace_prefix_match": modifier.replace_prefix_match}
+
+
+def _served_rule(rule: HTTPRouteRule, backends: tuple[BackendRef, ...]) -> HTTPRule:
+    """The rule with its filters (the served ones: vetting refused the others)."""
+    request = response = None
+    redirect = rewrite = None
+    for flt in rule.filters:
+        request = _modifier(flt, "request_header_modifier") or request
+        response = _modifier(flt, "response_header_modifier") or response
+        r = flt.request_redirect
+        if r is not None:
+            redirect = Redirect(
+                scheme=r.scheme, hostname=r.hostname, port=r.port, status_code=r.status_code,
+                **_path_change(r.path),
+            )  # fmt: skip
+        w = flt.url_rewrite
+        if w is not None:
+            rewrite = Rewrite(hostname=w.hostname, **_path_change(w.path))
+    return HTTPRule(
+        matches=tuple(_match(m) for m in rule.matches),
+        backends=backends,
+        request_headers=request,
+        response_headers=response,
+        redirect=redirect,
+        rewrite=rewrite,
+    )
+
+
 def _http_route(
     build: _Build,
     route: ApiHTTPRoute,
@@ -574,33 +637,27 @@ def _http_route(
 ) -> None:
     for listeners, hosts, _gw in _attach(build, route, gateways, result):
         rules: list[HTTPRule] = []
-        for rule in route.spec.rules:
-            request = response = None
-            redirect = None
-            for flt in rule.filters:
-                request = _modifier(flt, "request_header_modifier") or request
-                response = _modifier(flt, "response_header_modifier") or response
-                r = flt.request_redirect
-                if r is not None:
-                    path = r.path.replace_full_path if r.path else None
-                    redirect = Redirect(scheme=r.scheme, hostname=r.hostname, port=r.port,
-                                        path=path, status_code=r.status_code)  # fmt: skip
-            backends = tuple(
-                BackendRef(
-                    backend=build.backend(route, tenant, ref.name, ref.port or 0, result),
-                    weight=ref.weight,
-                )
-                for ref in rule.backend_refs
-            )
-            rules.append(
-                HTTPRule(
-                    matches=tuple(_match(m) for m in rule.matches),
-                    backends=backends,
-                    request_headers=request,
-                    response_headers=response,
-                    redirect=redirect,
-                )
-            )
+        for i, rule in enumerate(route.spec.rules):
+            backends = []
+            for j, ref in enumerate(rule.backend_refs):
+                name = build.backend(route, tenant, ref.name, ref.port or 0, result)
+                missing = name in build.missing
+                if missing:
+                    note = (
+                        f"spec.rules[{i}].backendRefs[{j}]: Service {ref.name} port {ref.port} "
+                        "does not exist (no EndpointSlice synced, or no such port): its "
+                        "requests are answered 500"
+                    )
+                    if note not in result.missing:
+                        result.missing.append(note)
+                backends.append(BackendRef(backend=name, weight=ref.weight, missing=missing))
+            served = _served_rule(rule, tuple(backends))
+            change = served.redirect or served.rewrite
+            if change is not None and change.replace_prefix_match is not None:
+                # Each PathPrefix match replaces its own prefix: one rule per match.
+                rules += [served.model_copy(update={"matches": (m,)}) for m in served.matches]
+            else:
+                rules.append(served)
         build.http_routes.append(
             HTTPRoute(
                 owner=_owner(route, tenant, RouteKind.HTTP_ROUTE),
@@ -671,6 +728,8 @@ def translate(
         if not isinstance(owner, Tenant):
             continue  # not a tenant's namespace: not the gateway's
         result = ObjectResult(obj, tenant=owner.name, refusals=vet_object(obj, world))
+        if result.accepted:
+            result.dropped = unserved_parts(obj, world)
         results[obj.ref] = result
         if isinstance(obj, Gateway):
             gateways[f"{obj.metadata.namespace}/{obj.name}"] = (obj, result)
