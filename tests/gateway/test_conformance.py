@@ -1,0 +1,296 @@
+"""Gateway API HTTPRoute and Ingress behaviours, from the tenant's objects through the
+translation to real HAProxy: redirects and rewrites of the path (the spec's
+HTTPPathModifier table), the Host rewrite, a backendRef that does not exist (500, also for
+its weighted share), an Ingress Service that does not exist (503), an Ingress rule without
+host left out while the others are served, and the route status that says so.
+
+Written from the Gateway API v1 specification; each test names the upstream conformance
+test (kubernetes-sigs/gateway-api, conformance/tests) whose behaviour it checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from ipaddress import ip_address
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from needs import require_binary, require_root
+from teapot_lb.gateway.config import GatewayConfig, problems
+from teapot_lb.gateway.haproxy import HAProxy
+from teapot_lb.gateway.translate import Translation, translate
+from teapot_lb.tenancy.l7status import route_status
+from teapot_lb.tenancy.l7vet import L7Object, L7World
+
+from .control.builders import (
+    backend,
+    gateway,
+    http_route,
+    ingress,
+    listener,
+    mirrored_slice,
+    tenant,
+)
+from .lab import GATEWAY, GatewayLab, Response, gateway_lab
+
+pytestmark = [pytest.mark.root, pytest.mark.daemon, pytest.mark.asyncio(loop_scope="module")]
+
+WEB, CANARY = "198.51.100.2", "198.51.100.3"
+NODES = {"nodeNetworks": ["198.51.100.0/24"]}
+
+# Gateway API HTTPPathModifier, ReplacePrefixMatch: (request, prefix match, replacement,
+# the path that results), the specification's own table.
+PREFIX_TABLE = [
+    ("/foo/bar", "/foo", "/xyz", "/xyz/bar"),
+    ("/foo/bar", "/foo", "/xyz/", "/xyz/bar"),
+    ("/foo/bar", "/foo/", "/xyz", "/xyz/bar"),
+    ("/foo/bar", "/foo/", "/xyz/", "/xyz/bar"),
+    ("/foo", "/foo", "/xyz", "/xyz"),
+    ("/foo/", "/foo", "/xyz", "/xyz/"),
+    ("/foo/bar", "/foo", "", "/bar"),
+    ("/foo/", "/foo", "", "/"),
+    ("/foo", "/foo", "", "/"),
+    ("/foo/", "/foo", "/", "/"),
+    ("/foo", "/foo", "/", "/"),
+]
+
+
+def _prefix_route(n: int, prefix: str, replacement: str, kind: str) -> L7Object:
+    change = {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": replacement}}
+    flt = (
+        {"type": "URLRewrite", "urlRewrite": change}
+        if kind == "rewrite"
+        else {"type": "RequestRedirect", "requestRedirect": change}
+    )
+    rule: dict[str, Any] = {
+        "matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
+        "filters": [flt],
+    }
+    if kind == "rewrite":
+        rule["backendRefs"] = [{"name": "web", "port": 80}]
+    return http_route("acme", f"{kind}{n}", [f"{kind}{n}.acme.example"], age=n, rules=[rule])
+
+
+def _routes() -> list[L7Object]:
+    redirect_path = http_route(
+        "acme", "redirect-path", ["redirect.acme.example"], age=1,
+        rules=[
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/original-prefix"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {
+                 "type": "ReplacePrefixMatch", "replacePrefixMatch": "/replacement-prefix"}}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/full"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {
+                 "type": "ReplaceFullPath", "replaceFullPath": "/full-path-replacement"}}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/path-and-host"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {
+                 "hostname": "example.org", "path": {
+                     "type": "ReplacePrefixMatch", "replacePrefixMatch": "/replacement-prefix"}}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/path-and-status"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {
+                 "statusCode": 301, "path": {
+                     "type": "ReplacePrefixMatch", "replacePrefixMatch": "/replacement-prefix"}}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/scheme-and-port"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {
+                 "scheme": "https", "port": 8443}}]},
+        ],
+    )  # fmt: skip
+    rewrite_path = http_route(
+        "acme", "rewrite-path", ["rewrite.acme.example"], age=2,
+        rules=[
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/prefix/one"}},
+                         {"path": {"type": "PathPrefix", "value": "/prefix/two"}}],
+             "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {
+                 "type": "ReplacePrefixMatch", "replacePrefixMatch": "/one"}}}],
+             "backendRefs": [{"name": "web", "port": 80}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/strip-prefix"}}],
+             "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {
+                 "type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
+             "backendRefs": [{"name": "web", "port": 80}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/full/one"}}],
+             "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {
+                 "type": "ReplaceFullPath", "replaceFullPath": "/one"}}},
+                         {"type": "RequestHeaderModifier", "requestHeaderModifier": {
+                             "set": [{"name": "X-Header-Set", "value": "set-overwrites-values"}]}}],
+             "backendRefs": [{"name": "web", "port": 80}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/host"}}],
+             "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "one.example.org"}}],
+             "backendRefs": [{"name": "web", "port": 80}]},
+        ],
+    )  # fmt: skip
+    missing = http_route(
+        "acme", "missing", ["missing.acme.example"], age=3,
+        rules=[
+            {"backendRefs": [{"name": "nonexistent", "port": 80}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/split"}}],
+             "backendRefs": [{"name": "web", "port": 80, "weight": 1},
+                             {"name": "nonexistent", "port": 80, "weight": 1}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/no-port"}}],
+             "backendRefs": [{"name": "web", "port": 81}]},
+        ],
+    )  # fmt: skip
+    mixed = ingress(
+        "acme", "mixed", "www.acme.example", age=4,
+        paths=[{"path": "/", "pathType": "Prefix", "backend": backend("web")}],
+        defaultBackend=backend("canary"),
+    )  # fmt: skip
+    no_service = ingress(
+        "acme", "no-service", "gone.acme.example", age=5,
+        paths=[{"path": "/", "pathType": "Prefix", "backend": backend("nonexistent")}],
+    )  # fmt: skip
+    table = [
+        _prefix_route(10 + n, prefix, replacement, kind)
+        for kind in ("rewrite", "redirect")
+        for n, (_request, prefix, replacement, _result) in enumerate(PREFIX_TABLE)
+    ]
+    return [redirect_path, rewrite_path, missing, mixed, no_service, *table]
+
+
+def _translation() -> Translation:
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80, hostname="*.acme.example")])
+    slices = [
+        mirrored_slice("acme", "web", [WEB], port=8080),
+        mirrored_slice("acme", "canary", [CANARY], port=8080),
+    ]
+    world = L7World([tenant("acme", **NODES), tenant("bolt")], [gw, *_routes()], {})
+    return translate(world, slices, [ip_address(GATEWAY)])
+
+
+@dataclass
+class World:
+    lab: GatewayLab
+    haproxy: HAProxy
+    translation: Translation
+
+    def get(self, host: str, path: str, *args: str) -> Response:
+        return self.lab.curl(f"http://{host}{path}", "-D", "-", *args, host=host)
+
+    def seen(self, host: str, path: str) -> dict[str, Any]:
+        """What the echo backend received for a request to host+path."""
+        r = self.lab.curl(f"http://{host}{path}", host=host)
+        assert r.code == 200, (host, path, r)
+        return r.json()
+
+
+def _location(r: Response) -> str:
+    lines = [x for x in r.body.splitlines() if x.lower().startswith("location:")]
+    assert lines, r.body
+    return lines[0].split(":", 1)[1].strip()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayLab]:
+    require_root()
+    require_binary("haproxy", "curl")
+    with gateway_lab(tmp_path_factory.mktemp("gwconf"), "gwconf") as lab:
+        lab.start_backends(f"http:web:{WEB}:8080", f"http:canary:{CANARY}:8080")
+        yield lab
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def world(lab: GatewayLab) -> AsyncIterator[World]:
+    translation = _translation()
+    config: GatewayConfig = translation.config
+    assert problems(config) == []
+    haproxy = HAProxy(lab.work / "haproxy", wrap=lab.gateway.exec_argv([]))
+    applied = await haproxy.apply(config)
+    assert applied.error is None, applied.error
+    yield World(lab, haproxy, translation)
+    await haproxy.stop()
+
+
+async def test_a_redirect_replaces_the_prefix_or_the_full_path(world: World) -> None:
+    """Mirrors HTTPRouteRedirectPath (and HTTPRouteRedirectHostAndStatus)."""
+    host = "redirect.acme.example"
+    cases = [
+        ("/original-prefix/lemon", 302, "http://redirect.acme.example/replacement-prefix/lemon"),
+        ("/full/path/original", 302, "http://redirect.acme.example/full-path-replacement"),
+        ("/path-and-host", 302, "http://example.org/replacement-prefix"),
+        ("/path-and-status", 301, "http://redirect.acme.example/replacement-prefix"),
+        ("/original-prefix/a?q=1", 302, "http://redirect.acme.example/replacement-prefix/a?q=1"),
+    ]
+    got = []
+    for path, *_expected in cases:
+        r = world.get(host, path)
+        got.append((path, r.code, _location(r)))
+    assert got == cases
+
+
+async def test_a_redirect_to_another_scheme_and_port_writes_the_port(world: World) -> None:
+    """Mirrors HTTPRouteRedirectPortAndScheme: a port that is not the scheme's own is
+    written; the path and query are the request's."""
+    r = world.get("redirect.acme.example", "/scheme-and-port/x?y=1")
+    assert (r.code, _location(r)) == (
+        302,
+        "https://redirect.acme.example:8443/scheme-and-port/x?y=1",
+    )
+
+
+@pytest.mark.parametrize(("row", "case"), list(enumerate(PREFIX_TABLE)), ids=str)
+async def test_replace_prefix_match_follows_the_specifications_table(
+    world: World, row: int, case: tuple[str, str, str, str]
+) -> None:
+    """Mirrors HTTPRouteRewritePath and HTTPRouteRedirectPath on every row of the
+    HTTPPathModifier table: the backend gets, and the Location names, the same path."""
+    request, _prefix, _replacement, expected = case
+    n = 10 + row
+    seen = world.seen(f"rewrite{n}.acme.example", request)
+    assert seen["path"] == expected
+    redirect = world.get(f"redirect{n}.acme.example", request)
+    assert _location(redirect) == f"http://redirect{n}.acme.example{expected}"
+
+
+async def test_a_rewrite_changes_what_the_backend_receives(world: World) -> None:
+    """Mirrors HTTPRouteRewritePath and HTTPRouteRewriteHost: prefix replaced by path
+    element (each of the rule's matches its own), stripped to '/', the full path replaced
+    with the query kept, the header modifier applied too, the Host rewritten."""
+    host = "rewrite.acme.example"
+    assert world.seen(host, "/prefix/one/two")["path"] == "/one/two"
+    assert world.seen(host, "/prefix/two/three")["path"] == "/one/three"
+    assert world.seen(host, "/strip-prefix/three")["path"] == "/three"
+    assert world.seen(host, "/strip-prefix")["path"] == "/"
+    full = world.seen(host, "/full/one/two?x=1")
+    assert full["path"] == "/one?x=1"
+    assert full["headers"]["x-header-set"] == "set-overwrites-values"
+    rewritten = world.seen(host, "/host/a")
+    assert (rewritten["path"], rewritten["headers"]["host"]) == ("/host/a", "one.example.org")
+
+
+async def test_a_backend_ref_that_does_not_exist_is_answered_500(world: World) -> None:
+    """Mirrors HTTPRouteInvalidNonExistentBackendRef: 500 for the requests it would get,
+    and ResolvedRefs=False, BackendNotFound (the route stays Accepted)."""
+    host = "missing.acme.example"
+    assert world.get(host, "/").code == 500
+    assert world.get(host, "/no-port").code == 500  # a Service without that port
+    codes = {world.get(host, "/split").code for _ in range(40)}
+    assert codes == {200, 500}  # only the missing backend's share fails
+    result = next(r for r in world.translation.results.values() if r.obj.name.endswith("missing"))
+    (parent,) = route_status(result, "2026-12-06T00:00:00Z")["parents"]
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in parent["conditions"]}
+    assert conditions == {
+        "Accepted": ("True", "Accepted"),
+        "ResolvedRefs": ("False", "BackendNotFound"),
+    }
+    assert any("backendRefs[0]" in m and "nonexistent" in m for m in result.missing)
+
+
+async def test_an_ingress_service_that_does_not_exist_is_answered_503(world: World) -> None:
+    """Ingress (not Gateway API): as ingress-nginx, a Service that does not exist is a
+    backend without endpoints: 503."""
+    assert world.get("gone.acme.example", "/").code == 503
+
+
+async def test_an_ingress_rule_without_host_is_left_out_and_the_others_served(
+    world: World,
+) -> None:
+    """Issue 34, 7(a): the Ingress's hosted rule is served, its defaultBackend (every
+    hostname) is not, and the result says which part was left out and why."""
+    assert world.seen("www.acme.example", "/x")["name"] == "web"
+    assert world.get("elsewhere.acme.example", "/").code == 404
+    result = next(r for r in world.translation.results.values() if r.obj.name.endswith("mixed"))
+    assert result.accepted
+    assert [(r.rule.value, r.field) for r in result.dropped] == [
+        ("HostnameNotAllowed", "spec.defaultBackend")
+    ]
