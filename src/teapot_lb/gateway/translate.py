@@ -162,7 +162,10 @@ class ObjectResult:
         """Everything not served as asked, as (reason, text naming the field): the
         refusals, the parts dropped, the parents that did not take a route, the references
         that did not resolve, and the notes (`--check` lines, Events)."""
-        out = [(r.rule.value, str(r)) for r in (*self.refusals, *self.dropped)]
+        out = [
+            (r.rule.value, f"{r.field}: {r.message}" if r.field else r.message)
+            for r in (*self.refusals, *self.dropped)
+        ]
         for pr in self.parents:
             for c in pr.conditions:
                 if not c.status:

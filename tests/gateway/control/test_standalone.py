@@ -145,3 +145,14 @@ def test_objects_without_creation_time_keep_the_order_they_were_first_seen_in(
     assert refused(FirstSeen(state), t0 + timedelta(minutes=2)) == ["acme"]  # a restart
     # Without the record, both are seen now: the namespace then decides (acme first).
     assert refused(None, t0) == ["bolt"]
+
+
+def test_validate_names_an_ingress_rule_without_host_it_leaves_out(tmp_path: Path) -> None:
+    root = manifests(tmp_path)
+    mixed = ingress_body("acme", "mixed", "www.acme.example", age=1)
+    mixed["spec"]["rules"].append({"http": mixed["spec"]["rules"][0]["http"]})
+    write(root, "mixed.yaml", mixed)
+    found = [p for p in validate_manifest(load([root])) if p.name.endswith("mixed")]
+    assert [(p.field, "[HostnameNotAllowed]" in p.message) for p in found] == [
+        ("spec.rules[1].host", True)
+    ]
