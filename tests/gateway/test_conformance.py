@@ -210,6 +210,7 @@ async def test_a_redirect_replaces_the_prefix_or_the_full_path(world: World) -> 
         ("/path-and-host", 302, "http://example.org/replacement-prefix"),
         ("/path-and-status", 301, "http://redirect.acme.example/replacement-prefix"),
         ("/original-prefix/a?q=1", 302, "http://redirect.acme.example/replacement-prefix/a?q=1"),
+        ("/full/x?q=1", 302, "http://redirect.acme.example/full-path-replacement?q=1"),
     ]
     got = []
     for path, *_expected in cases:

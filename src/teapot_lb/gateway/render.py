@@ -307,6 +307,10 @@ def _redirect_lines(rule: HTTPRule, listener: Listener, cond: str) -> list[str]:
         loc = quote(location(redirect, listener, path))
         return f"    http-request redirect location {loc} code {code} if {when}"
 
+    if redirect.path is not None:
+        # The request's query comes along (as with every other redirect).
+        full = log_format(redirect.path)
+        return [line(full + "?%[query]", f"{cond} {{ query -m found }}"), line(full, cond)]
     prefix = rule.replaced_prefix()
     if redirect.replace_prefix_match is None or prefix is None:
         return [line(None, cond)]
