@@ -145,7 +145,111 @@ def _routes() -> list[L7Object]:
         for kind in ("rewrite", "redirect")
         for n, (_request, prefix, replacement, _result) in enumerate(PREFIX_TABLE)
     ]
-    return [redirect_path, rewrite_path, missing, mixed, no_service, *table]
+    return [redirect_path, rewrite_path, missing, mixed, no_service, *table, *_core_routes()]
+
+
+def _to(service: str, weight: int = 1) -> dict[str, Any]:
+    return {"name": service, "port": 80, "weight": weight}
+
+
+def _core_routes() -> list[L7Object]:
+    """Routes for the core behaviours: matching, precedence across rules and routes,
+    hostnames met with listeners, weights, header modifiers, redirects' parts."""
+    matching = http_route(
+        "acme", "matching", ["match.acme.example"], age=40,
+        rules=[
+            {"matches": [{"path": {"type": "Exact", "value": "/"}}], "backendRefs": [_to("web")]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/v2"}},
+                         {"headers": [{"name": "version", "value": "two"}]}],
+             "backendRefs": [_to("canary")]},
+            {"matches": [{"path": {"type": "Exact", "value": "/exact"}}],
+             "backendRefs": [_to("canary")]},
+        ],
+    )  # fmt: skip
+    across_a = http_route(
+        "acme", "across-a", ["across.acme.example"], age=41,
+        rules=[{"matches": [{"path": {"type": "PathPrefix", "value": "/a"}}],
+                "backendRefs": [_to("web")]}],
+    )  # fmt: skip
+    across_b = http_route(
+        "acme", "across-b", ["across.acme.example"], age=42,
+        rules=[
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/a"},
+                          "headers": [{"name": "X-Tier", "value": "gold"}]}],
+             "backendRefs": [_to("canary")]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/a/b"}}],
+             "backendRefs": [_to("canary")]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/a"}}],
+             "backendRefs": [_to("canary")]},
+        ],
+    )  # fmt: skip
+    weights = http_route(
+        "acme", "weights", ["weights.acme.example"], age=43,
+        rules=[
+            {"backendRefs": [_to("web", 3), _to("canary", 1)]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/zero"}}],
+             "backendRefs": [_to("web", 0), _to("canary", 1)]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/none"}}]},
+        ],
+    )  # fmt: skip
+    headers = http_route(
+        "acme", "headers", ["headers.acme.example"], age=44,
+        rules=[{
+            "filters": [
+                {"type": "RequestHeaderModifier", "requestHeaderModifier": {
+                    "set": [{"name": "X-Set", "value": "new"}],
+                    "add": [{"name": "X-Add", "value": "added"}],
+                    "remove": ["X-Remove"]}},
+                {"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+                    "set": [{"name": "Content-Type", "value": "text/teapot"}],
+                    "add": [{"name": "X-Answer", "value": "added"}],
+                    "remove": ["X-Unwanted"]}},
+            ],
+            "backendRefs": [_to("web")]}],
+    )  # fmt: skip
+    redirects = http_route(
+        "acme", "redirects", ["redirects.acme.example"], age=45,
+        rules=[
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/hostname-redirect"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {
+                 "hostname": "example.org"}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/host-and-status"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {
+                 "hostname": "example.org", "statusCode": 301}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/port"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"port": 8083}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/scheme"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/https-443"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {
+                 "scheme": "https", "port": 443}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/status-307"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 307}}]},
+        ],
+    )  # fmt: skip
+
+    # Hostnames met with the listeners of Gateway "hosts" (very.acme.example,
+    # *.wild.acme.example, *.other.acme.example).
+    def on_hosts(name: str, age: int, hostnames: list[str], path: str, to: str) -> L7Object:
+        return http_route(
+            "acme", name, hostnames, age=age, gateway_name="hosts",
+            rules=[{"matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                    "backendRefs": [_to(to)]}],
+        )  # fmt: skip
+
+    intersections = [
+        on_hosts("specific", 50, ["non.acme.example", "very.acme.example"], "/s1", "web"),
+        on_hosts(
+            "under-wildcard",
+            51,
+            ["wild.acme.example", "foo.wild.acme.example", "foo.bar.wild.acme.example"],
+            "/s2",
+            "canary",
+        ),
+        on_hosts("wildcard-over-specific", 52, ["*.acme.example"], "/s3", "web"),
+        on_hosts("disjoint", 53, ["nope.acme.example", "wild.acme.example"], "/s5", "web"),
+    ]
+    return [matching, across_a, across_b, weights, headers, redirects, *intersections]
 
 
 def _translation() -> Translation:
@@ -154,7 +258,12 @@ def _translation() -> Translation:
         mirrored_slice("acme", "web", [WEB], port=8080),
         mirrored_slice("acme", "canary", [CANARY], port=8080),
     ]
-    world = L7World([tenant("acme", **NODES), tenant("bolt")], [gw, *_routes()], {})
+    hosts = gateway("acme", "hosts", [
+        listener("l1", "HTTP", 80, hostname="very.acme.example"),
+        listener("l2", "HTTP", 80, hostname="*.wild.acme.example"),
+        listener("l3", "HTTP", 80, hostname="*.other.acme.example"),
+    ])  # fmt: skip
+    world = L7World([tenant("acme", **NODES), tenant("bolt")], [gw, hosts, *_routes()], {})
     return translate(world, slices, [ip_address(GATEWAY)])
 
 
@@ -295,3 +404,110 @@ async def test_an_ingress_rule_without_host_is_left_out_and_the_others_served(
     assert [(r.rule.value, r.field) for r in result.dropped] == [
         ("HostnameNotAllowed", "spec.defaultBackend")
     ]
+
+
+def _name(r: Response) -> str | int:
+    return str(r.json()["name"]) if r.code == 200 else r.code
+
+
+async def test_matches_of_a_rule_are_ored_and_exact_paths_are_exact(world: World) -> None:
+    """Mirrors HTTPRouteMatching and HTTPRouteExactPathMatching."""
+    host = "match.acme.example"
+    cases = [
+        ("/", (), "web"),
+        ("/v2", (), "canary"),
+        ("/v2/example", (), "canary"),
+        ("/v2example", (), 404),  # by path element
+        ("/x", ("-H", "Version: two"), "canary"),  # the header match (names: any case)
+        ("/x", ("-H", "version: TWO"), 404),  # values: exact
+        ("/x", (), 404),
+        ("/exact", (), "canary"),
+        ("/exact/", (), 404),
+    ]
+    got = [
+        (path, args, _name(world.lab.curl(f"http://{host}{path}", *args, host=host)))
+        for path, args, _ in cases
+    ]
+    assert got == cases
+
+
+async def test_precedence_across_routes_of_one_hostname(world: World) -> None:
+    """Mirrors HTTPRouteMatchingAcrossRoutes and HTTPRoutePathMatchOrder: the longer
+    prefix first, then more header matches, then the older route."""
+    host = "across.acme.example"
+
+    def to(path: str, *args: str) -> str | int:
+        return _name(world.lab.curl(f"http://{host}{path}", *args, host=host))
+
+    assert to("/a/b/c") == "canary"  # the longer prefix (the newer route's)
+    assert to("/a/x", "-H", "X-Tier: gold") == "canary"  # a header match beats none
+    assert to("/a/x") == "web"  # same match: the older route
+    assert to("/ab") == 404  # prefixes match by path element
+
+
+async def test_a_route_serves_only_where_its_hostnames_meet_a_listeners(world: World) -> None:
+    """Mirrors HTTPRouteHostnameIntersection and HTTPRouteListenerHostnameMatching."""
+
+    def to(host: str, path: str) -> str | int:
+        return _name(world.lab.curl(f"http://{host}{path}", host=host))
+
+    assert to("very.acme.example", "/s1") == "web"
+    assert to("non.acme.example", "/s1") == 404  # no listener's hostname
+    assert to("foo.wild.acme.example", "/s2") == "canary"
+    assert to("foo.bar.wild.acme.example", "/s2") == "canary"
+    assert to("wild.acme.example", "/s2") == 404  # *.wild.acme.example is not its apex
+    assert to("very.acme.example", "/s3") == "web"  # *.acme.example meets very.acme.example
+    assert to("x.other.acme.example", "/s3") == "web"  # and the listener's wildcard
+    disjoint = next(
+        r for r in world.translation.results.values() if r.obj.name.endswith("disjoint")
+    )
+    (parent,) = disjoint.parents
+    (accepted,) = [c for c in parent.conditions if c.type == "Accepted"]
+    assert (accepted.status, accepted.reason) == (False, "NoMatchingListenerHostname")
+
+
+async def test_weights_split_traffic_and_a_rule_without_backends_is_500(world: World) -> None:
+    """Mirrors HTTPRouteWeight and HTTPRouteOmittedBackendRefs: 3:1 within five standard
+    deviations over 200 requests; weight 0 gets nothing; no backendRefs is a 500."""
+    host = "weights.acme.example"
+    names = [_name(world.lab.curl(f"http://{host}/", host=host)) for _ in range(200)]
+    assert set(names) == {"web", "canary"}
+    assert 120 <= names.count("web") <= 180
+    zero = {_name(world.lab.curl(f"http://{host}/zero", host=host)) for _ in range(20)}
+    assert zero == {"canary"}
+    assert world.get(host, "/none").code == 500
+
+
+async def test_header_modifiers_set_add_and_remove(world: World) -> None:
+    """Mirrors HTTPRouteRequestHeaderModifier and HTTPRouteResponseHeaderModifier."""
+    host = "headers.acme.example"
+    r = world.get(host, "/", "-H", "X-Set: old", "-H", "X-Add: original", "-H", "X-Remove: x")
+    assert r.code == 200
+    body = r.body.split("\n\n", 1)[1]
+    seen = Response(200, body).json()
+    lines = [tuple(x) for x in seen["header_list"]]
+    assert ("x-set", "new") in lines and ("x-set", "old") not in lines
+    assert ("x-add", "original") in lines and ("x-add", "added") in lines
+    assert not [x for x in lines if x[0] == "x-remove"]
+    head = r.body.split("\n\n", 1)[0].lower()
+    assert "content-type: text/teapot" in head and "application/json" not in head
+    assert "x-answer: added" in head
+
+
+async def test_redirects_change_host_port_scheme_and_status(world: World) -> None:
+    """Mirrors HTTPRouteRedirectHostAndStatus, HTTPRouteRedirectPort,
+    HTTPRouteRedirectScheme and HTTPRoute307Redirect."""
+    host = "redirects.acme.example"
+    got = {}
+    for path in ("/hostname-redirect", "/host-and-status", "/port", "/scheme", "/https-443",
+                 "/status-307"):  # fmt: skip
+        r = world.get(host, path)
+        got[path] = (r.code, _location(r))
+    assert got == {
+        "/hostname-redirect": (302, "http://example.org/hostname-redirect"),
+        "/host-and-status": (301, "http://example.org/host-and-status"),
+        "/port": (302, "http://redirects.acme.example:8083/port"),
+        "/scheme": (302, "https://redirects.acme.example/scheme"),
+        "/https-443": (302, "https://redirects.acme.example/https-443"),
+        "/status-307": (307, "http://redirects.acme.example/status-307"),
+    }

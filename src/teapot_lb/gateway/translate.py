@@ -510,6 +510,16 @@ def _hostnames_meet(route_hosts: Sequence[str], listener_host: str | None) -> li
     return met or None
 
 
+_NOT_ATTACHED = {
+    "NoMatchingParent": "the Gateway has no listener of this sectionName and port",
+    "NotAllowedByListeners": "no listener of the Gateway allows this route (protocol, "
+    "allowedRoutes namespaces or kinds)",
+    "NoMatchingListenerHostname": "none of the route's hostnames meets a listener's hostname",
+    "HostnameNotAllowed": "a route without hostnames on a listener without a hostname would "
+    "catch every hostname of the shared addresses: name hostnames",
+}
+
+
 def _attach(
     build: _Build,
     route: ApiHTTPRoute | ApiTLSRoute | ApiTCPRoute | ApiUDPRoute,
@@ -535,17 +545,23 @@ def _attach(
         gw, gw_result = found
         listeners: list[str] = []
         served_hosts: list[str] = []
-        reason = "NotAllowedByListeners"
+        # No listener of that sectionName and port: NoMatchingParent (Gateway API).
+        reason = "NoMatchingParent"
         for listener in gw.spec.listeners:
             if parent.section_name and listener.name != parent.section_name:
                 continue
             if parent.port and listener.port != parent.port:
                 continue
+            if reason == "NoMatchingParent":
+                reason = "NotAllowedByListeners"
             if listener.protocol not in _ROUTE_PROTOCOLS[route.kind]:
                 continue
             allowed = listener.allowed_routes.namespaces.from_
             if allowed != "All" and source_of(gw).namespace != source.namespace:
                 continue
+            kinds = [k.get("kind") for k in listener.allowed_routes.kinds]
+            if kinds and route.kind not in kinds:
+                continue  # allowedRoutes.kinds names other kinds
             met = _hostnames_meet(hosts, listener.hostname)
             if met is None:
                 reason = "NoMatchingListenerHostname"
@@ -560,13 +576,7 @@ def _attach(
                     build.certificate(gw, ref.name, met, result.notes)
             gw_result.listeners[listener.name].attached += 1
         if not listeners:
-            pr.conditions.append(
-                Condition("Accepted", False, reason,
-                          "no listener of the Gateway takes this route"
-                          + (" (a route without hostnames on a listener without a "
-                             "hostname would catch every hostname)"
-                             if reason == "HostnameNotAllowed" else ""))
-            )  # fmt: skip
+            pr.conditions.append(Condition("Accepted", False, reason, _NOT_ATTACHED[reason]))
             continue
         pr.conditions.append(Condition("Accepted", True, "Accepted"))
         out.append((tuple(dict.fromkeys(listeners)), sorted(set(served_hosts)), gw))

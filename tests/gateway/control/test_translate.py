@@ -277,3 +277,57 @@ def test_route_status_says_accepted_or_refused_per_parent_in_gateway_api_style()
         "Accepted": ("False", "BackendNotAllowed"),
         "ResolvedRefs": ("False", "RefNotPermitted"),
     }
+
+
+def _accepted(result: Translation, obj: L7Object) -> tuple[bool, str]:
+    (parent,) = result.results[obj.ref].parents
+    (condition,) = [c for c in parent.conditions if c.type == "Accepted"]
+    return condition.status, condition.reason
+
+
+def test_a_parent_ref_to_no_listener_is_no_matching_parent() -> None:
+    """Mirrors HTTPRouteInvalidParentRefNotMatchingSectionName,
+    HTTPRouteInvalidParentRefNotMatchingListenerPort and
+    HTTPRouteInvalidParentRefSectionNameNotMatchingPort."""
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
+
+    def parent(**ref: Any) -> L7Object:
+        name = "-".join(str(v) for v in ref.values())
+        return http_route("acme", name, [f"{name}.acme.example"], age=1,
+                          parentRefs=[{"name": "gw", **ref}])  # fmt: skip
+
+    section, port, both, good = (
+        parent(sectionName="nope"),
+        parent(port=8080),
+        parent(sectionName="http", port=8080),
+        parent(sectionName="http", port=80),
+    )
+    result = run(gw, section, port, both, good)
+    assert _accepted(result, section) == (False, "NoMatchingParent")
+    assert _accepted(result, port) == (False, "NoMatchingParent")
+    assert _accepted(result, both) == (False, "NoMatchingParent")
+    assert _accepted(result, good) == (True, "Accepted")
+
+
+def test_a_listener_allowing_other_kinds_does_not_take_an_httproute() -> None:
+    """Mirrors HTTPRouteDisallowedKind: allowedRoutes.kinds without HTTPRoute."""
+    gw = gateway("acme", "gw", [
+        listener("http", "HTTP", 80, allowedRoutes={"kinds": [{"kind": "GRPCRoute"}]}),
+    ])  # fmt: skip
+    store = http_route("acme", "store", ["store.acme.example"], age=1)
+    result = run(gw, store)
+    assert _accepted(result, store) == (False, "NotAllowedByListeners")
+    assert result.config.http_routes == ()
+
+
+def test_a_rule_replacing_two_prefixes_becomes_one_rule_per_prefix() -> None:
+    """Each PathPrefix match of a ReplacePrefixMatch rule replaces its own prefix."""
+    both = http_route("acme", "both", ["both.acme.example"], age=1, rules=[{
+        "matches": [{"path": {"type": "PathPrefix", "value": "/a"}},
+                    {"path": {"type": "PathPrefix", "value": "/b"}}],
+        "filters": [{"type": "URLRewrite", "urlRewrite": {
+            "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/c"}}}],
+        "backendRefs": [{"name": "web", "port": 80}]}])  # fmt: skip
+    (route,) = _gateway_and(both).config.http_routes
+    assert [r.replaced_prefix() for r in route.rules] == ["/a", "/b"]
+    assert {r.rewrite.replace_prefix_match for r in route.rules if r.rewrite} == {"/c"}
