@@ -331,3 +331,18 @@ def test_a_rule_replacing_two_prefixes_becomes_one_rule_per_prefix() -> None:
     (route,) = _gateway_and(both).config.http_routes
     assert [r.replaced_prefix() for r in route.rules] == ["/a", "/b"]
     assert {r.rewrite.replace_prefix_match for r in route.rules if r.rewrite} == {"/c"}
+
+
+def test_explain_shows_a_rewrite_and_a_backend_that_does_not_exist() -> None:
+    from teapot_lb.gateway.explain import explain
+
+    route = http_route("acme", "r", ["r.acme.example"], age=1, rules=[
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/old"}}],
+         "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "in.acme.example",
+             "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}}],
+         "backendRefs": [{"name": "web", "port": 80},
+                         {"name": "nonexistent", "port": 80}]}])  # fmt: skip
+    config = _gateway_and(route).config
+    text = "\n".join(explain(config, "r.acme.example", "/old/x"))
+    assert "rewrite host in.acme.example, prefix /old -> '/new'" in text
+    assert "nonexistent" in text and "does not exist: 500" in text
