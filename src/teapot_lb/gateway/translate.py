@@ -620,15 +620,18 @@ def _served_rule(rule: HTTPRouteRule, backends: tuple[BackendRef, ...]) -> HTTPR
     request = response = None
     redirect = rewrite = None
     for flt in rule.filters:
-        request = _modifier(flt, "request_header_modifier") or request
-        response = _modifier(flt, "response_header_modifier") or response
-        r = flt.request_redirect
+        # (a filter's type says which of its fields is read: vetting refused the others)
+        if flt.type == "RequestHeaderModifier":
+            request = _modifier(flt, "request_header_modifier")
+        if flt.type == "ResponseHeaderModifier":
+            response = _modifier(flt, "response_header_modifier")
+        r = flt.request_redirect if flt.type == "RequestRedirect" else None
         if r is not None:
             redirect = Redirect(
                 scheme=r.scheme, hostname=r.hostname, port=r.port, status_code=r.status_code,
                 **_path_change(r.path),
             )  # fmt: skip
-        w = flt.url_rewrite
+        w = flt.url_rewrite if flt.type == "URLRewrite" else None
         if w is not None:
             rewrite = Rewrite(hostname=w.hostname, **_path_change(w.path))
     return HTTPRule(

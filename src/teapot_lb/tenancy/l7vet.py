@@ -454,11 +454,13 @@ def _listener_refusals(obj: Gateway, world: L7World, source: Source) -> list[L7R
     return out
 
 
+# The filter types served, each with the field that holds its configuration (attribute,
+# field name); the gateway reads only that one of a filter.
 _SERVED_FILTERS = {
-    "RequestHeaderModifier",
-    "ResponseHeaderModifier",
-    "RequestRedirect",
-    "URLRewrite",
+    "RequestHeaderModifier": ("request_header_modifier", "requestHeaderModifier"),
+    "ResponseHeaderModifier": ("response_header_modifier", "responseHeaderModifier"),
+    "RequestRedirect": ("request_redirect", "requestRedirect"),
+    "URLRewrite": ("url_rewrite", "urlRewrite"),
 }
 _PATH_MODIFIERS = {"ReplaceFullPath": "replaceFullPath", "ReplacePrefixMatch": "replacePrefixMatch"}
 
@@ -574,16 +576,14 @@ def _filter_refusals(flt: HTTPRouteFilter, rule: HTTPRouteRule, where: str) -> l
                 L7Refusal(L7Rule.UNSAFE_VALUE, f"{at}.hostname", f"{host!r} is not a DNS name")
             )
         out += _path_modifier_refusals(rewrite.path, rule, at)
-    wanted = {
-        "RequestHeaderModifier": flt.request_header_modifier,
-        "ResponseHeaderModifier": flt.response_header_modifier,
-        "RequestRedirect": redirect,
-        "URLRewrite": rewrite,
-    }[flt.type]
-    if wanted is None:
-        field_name = flt.type[0].lower() + flt.type[1:]
-        field_name = "urlRewrite" if flt.type == "URLRewrite" else field_name
+    attr, field_name = _SERVED_FILTERS[flt.type]
+    if getattr(flt, attr) is None:
         out.append(_unsupported(f"{where}.{field_name}", f"a {flt.type} filter needs {field_name}"))
+    for other_attr, other in _SERVED_FILTERS.values():
+        if other_attr != attr and getattr(flt, other_attr) is not None:
+            out.append(
+                _unsupported(f"{where}.{other}", f"a {flt.type} filter has no field {other}")
+            )
     return out
 
 
@@ -623,6 +623,14 @@ def _http_route_refusals(obj: HTTPRoute) -> list[L7Refusal]:
         for k, flt in enumerate(rule.filters):
             out += _filter_refusals(flt, rule, f"spec.rules[{i}].filters[{k}]")
         types = [f.type for f in rule.filters]
+        for repeated in sorted({t for t in types if types.count(t) > 1 and t in _SERVED_FILTERS}):
+            out.append(
+                L7Refusal(
+                    L7Rule.INCOMPATIBLE_FILTERS,
+                    f"spec.rules[{i}].filters",
+                    f"{repeated} is given more than once (once per rule)",
+                )
+            )
         if "RequestRedirect" in types and "URLRewrite" in types:
             out.append(
                 L7Refusal(

@@ -224,6 +224,19 @@ CASES: list[tuple[str, Callable[[], L7Object], L7Rule, str]] = [
          "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "x.example"}},
                      {"type": "URLRewrite", "urlRewrite": {"hostname": "y.example"}}]}]),
      L7Rule.INCOMPATIBLE_FILTERS, "spec.rules[0].filters"),
+    ("a filter carrying another type's configuration",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "filters": [{"type": "RequestHeaderModifier",
+                      "requestHeaderModifier": {"set": [{"name": "X-A", "value": "b"}]},
+                      "requestRedirect": {"hostname": "x.example"}}],
+         "backendRefs": [{"name": "web", "port": 80}]}]),
+     L7Rule.UNSUPPORTED_VALUE, "spec.rules[0].filters[0].requestRedirect"),
+    ("one filter type twice on a rule",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "x.example"}},
+                     {"type": "URLRewrite", "urlRewrite": {"hostname": "y.example"}}],
+         "backendRefs": [{"name": "web", "port": 80}]}]),
+     L7Rule.INCOMPATIBLE_FILTERS, "spec.rules[0].filters"),
     ("a rewrite to a name that is not a DNS name",
      lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
          "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "a b"}}],
