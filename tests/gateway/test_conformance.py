@@ -153,12 +153,18 @@ def _routes() -> list[L7Object]:
         "acme", "no-service", "gone.acme.example", age=5,
         paths=[{"path": "/", "pathType": "Prefix", "backend": backend("nonexistent")}],
     )  # fmt: skip
+    wildcard = ingress(
+        "acme", "wildcard", "*.shop.example", age=6,
+        paths=[{"path": "/", "pathType": "Prefix", "backend": backend("canary")}],
+    )  # fmt: skip
     table = [
         _prefix_route(10 + n, prefix, replacement, kind)
         for kind in ("rewrite", "redirect")
         for n, (_request, prefix, replacement, _result) in enumerate(PREFIX_TABLE)
     ]
-    return [redirect_path, rewrite_path, missing, mixed, no_service, *table, *_core_routes()]
+    return [
+        redirect_path, rewrite_path, missing, mixed, no_service, wildcard, *table, *_core_routes()
+    ]  # fmt: skip
 
 
 def _core_routes() -> list[L7Object]:
@@ -482,4 +488,19 @@ async def test_redirects_change_host_port_scheme_and_status(world: World) -> Non
         "/scheme": (302, "https://redirects.acme.example/scheme"),
         "/https-443": (302, "https://redirects.acme.example/https-443"),
         "/status-307": (307, "http://redirects.acme.example/status-307"),
+    }
+
+
+async def test_an_ingress_wildcard_host_covers_exactly_one_label(world: World) -> None:
+    """The Kubernetes Ingress documentation's hostname table: `*.foo.com` matches
+    `bar.foo.com`, not `baz.bar.foo.com` nor `foo.com`; hosts compare in any case."""
+    got = {
+        host: _name(world.lab.curl(f"http://{host}/", host=host))
+        for host in ("bar.shop.example", "BAR.Shop.example", "baz.bar.shop.example", "shop.example")
+    }
+    assert got == {
+        "bar.shop.example": "canary",
+        "BAR.Shop.example": "canary",
+        "baz.bar.shop.example": 404,
+        "shop.example": 404,
     }
