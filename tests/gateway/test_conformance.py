@@ -143,6 +143,8 @@ def _routes() -> list[L7Object]:
         _rule(to=[_to("nonexistent")]),
         _rule(_prefix("/split"), to=[_to("web"), _to("nonexistent")]),
         _rule(_prefix("/no-port"), to=[_to("web", port=81)]),
+        _rule(_prefix("/other-namespace"), to=[_to("web") | {"namespace": "kube-system"}]),
+        _rule(_prefix("/other-kind"), to=[_to("web") | {"group": "x.example", "kind": "Web"}]),
     )  # fmt: skip
     mixed = ingress(
         "acme", "mixed", "www.acme.example", age=4,
@@ -348,10 +350,15 @@ async def test_a_rewrite_changes_what_the_backend_receives(world: World) -> None
 
 async def test_a_backend_ref_that_does_not_exist_is_answered_500(world: World) -> None:
     """Mirrors HTTPRouteInvalidNonExistentBackendRef: 500 for the requests it would get,
-    and ResolvedRefs=False, BackendNotFound (the route stays Accepted)."""
+    and ResolvedRefs=False, BackendNotFound (the route stays Accepted); the other
+    references that do not resolve are named too."""
     host = "missing.acme.example"
     assert world.get(host, "/").code == 500
     assert world.get(host, "/no-port").code == 500  # a Service without that port
+    # Mirrors HTTPRouteInvalidCrossNamespaceBackendRef and -BackendRefUnknownKind: never
+    # followed (no ReferenceGrant here; only Services), answered 500 all the same.
+    assert world.get(host, "/other-namespace").code == 500
+    assert world.get(host, "/other-kind").code == 500
     codes = {world.get(host, "/split").code for _ in range(40)}
     assert codes == {200, 500}  # only the missing backend's share fails
     result = next(r for r in world.translation.results.values() if r.obj.name.endswith("missing"))
@@ -361,7 +368,13 @@ async def test_a_backend_ref_that_does_not_exist_is_answered_500(world: World) -
         "Accepted": ("True", "Accepted"),
         "ResolvedRefs": ("False", "BackendNotFound"),
     }
-    assert any("backendRefs[0]" in m and "nonexistent" in m for m in result.missing)
+    assert [(r.rule.value, r.field) for r in result.unresolved] == [
+        ("BackendNotFound", "spec.rules[0].backendRefs[0]"),
+        ("BackendNotFound", "spec.rules[1].backendRefs[1]"),
+        ("BackendNotFound", "spec.rules[2].backendRefs[0]"),
+        ("RefNotPermitted", "spec.rules[3].backendRefs[0].namespace"),
+        ("InvalidKind", "spec.rules[4].backendRefs[0]"),
+    ]
 
 
 async def test_an_ingress_service_that_does_not_exist_is_answered_503(world: World) -> None:

@@ -86,12 +86,14 @@ from teapot_lb.tenancy.l7vet import (
     SHARED_PORTS,
     L7Object,
     L7Refusal,
+    L7Rule,
     L7World,
     Source,
     domain_holds,
     mirrored_name,
     served_here,
     source_of,
+    unresolved_backend_refs,
     unserved_parts,
     vet_object,
 )
@@ -150,9 +152,10 @@ class ObjectResult:
     listeners: dict[str, ListenerResult] = field(default_factory=dict)
     dropped: list[L7Refusal] = field(default_factory=list)
     """Parts of an accepted object not served (an Ingress rule without host): the rest is."""
-    missing: list[str] = field(default_factory=list)
-    """backendRefs that do not resolve (a Service that does not exist, or has no such
-    port): ResolvedRefs=False, BackendNotFound."""
+    unresolved: list[L7Refusal] = field(default_factory=list)
+    """An HTTPRoute's backendRefs that do not resolve (a Service that does not exist, or
+    has no such port; another namespace's; not a Service): the route is served, their
+    requests answered 500, ResolvedRefs=False with the first one's reason."""
 
     @property
     def accepted(self) -> bool:
@@ -170,7 +173,7 @@ class ObjectResult:
             for c in pr.conditions:
                 if not c.status:
                     out.append((c.reason, f"parentRefs[{pr.parent.name}]: {c.message}"))
-        out += [("BackendNotFound", m) for m in self.missing]
+        out += [(r.rule.value, f"{r.field}: {r.message}") for r in self.unresolved]
         out += [("Note", n) for n in self.notes]
         return out
 
@@ -651,22 +654,28 @@ def _http_route(
     gateways: Mapping[str, tuple[Gateway, ObjectResult]],
     result: ObjectResult,
 ) -> None:
+    never = unresolved_backend_refs(route)
     for listeners, hosts, _gw in _attach(build, route, gateways, result):
         rules: list[HTTPRule] = []
         for i, rule in enumerate(route.spec.rules):
             backends = []
             for j, ref in enumerate(rule.backend_refs):
-                name = build.backend(route, tenant, ref.name, ref.port or 0, result)
-                missing = name in build.missing
-                if missing:
-                    note = (
-                        f"spec.rules[{i}].backendRefs[{j}]: Service {ref.name} port {ref.port} "
-                        "does not exist (no EndpointSlice synced, or no such port): its "
-                        "requests are answered 500"
+                where = f"spec.rules[{i}].backendRefs[{j}]"
+                why = never.get(where)
+                if why is not None:  # never followed: no backend, its requests get 500
+                    name = config_name("unresolved", ref.namespace or "", ref.kind, ref.name)
+                else:
+                    name = build.backend(route, tenant, ref.name, ref.port or 0, result)
+                if why is None and name in build.missing:
+                    why = L7Refusal(
+                        L7Rule.BACKEND_NOT_FOUND,
+                        where,
+                        f"Service {ref.name} port {ref.port} does not exist (no EndpointSlice "
+                        "synced, or no such port): its requests are answered 500",
                     )
-                    if note not in result.missing:
-                        result.missing.append(note)
-                backends.append(BackendRef(backend=name, weight=ref.weight, missing=missing))
+                if why is not None and why not in result.unresolved:
+                    result.unresolved.append(why)
+                backends.append(BackendRef(backend=name, weight=ref.weight, missing=bool(why)))
             served = _served_rule(rule, tuple(backends))
             change = served.redirect or served.rewrite
             if change is not None and change.replace_prefix_match is not None:

@@ -128,9 +128,11 @@ def route_status(result: ObjectResult, now: str) -> dict[str, Any]:
     if not_permitted:
         why = "; ".join(f"{r.field}: {r.message}" for r in not_permitted)
         resolved = Condition("ResolvedRefs", False, "RefNotPermitted", why)
-    elif result.missing or result.notes:
-        why = "; ".join([*result.missing, *result.notes])
-        resolved = Condition("ResolvedRefs", False, "BackendNotFound", why)
+    elif result.unresolved:
+        why = "; ".join([*(f"{r.field}: {r.message}" for r in result.unresolved), *result.notes])
+        resolved = Condition("ResolvedRefs", False, result.unresolved[0].rule.value, why)
+    elif result.notes:
+        resolved = Condition("ResolvedRefs", False, "BackendNotFound", "; ".join(result.notes))
     else:
         resolved = Condition("ResolvedRefs", True, "ResolvedRefs")
     parents = []

@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from teapot_lb.model.common import ObjectRef, creation_order, dump
 from teapot_lb.model.gateway_api import (
     GATEWAY_GROUP,
+    BackendRef,
     Gateway,
     HTTPPathModifier,
     HTTPRoute,
@@ -90,6 +91,11 @@ class L7Rule(StrEnum):
     # implement; filters that cannot go together (RequestRedirect and URLRewrite).
     UNSUPPORTED_VALUE = "UnsupportedValue"
     INCOMPATIBLE_FILTERS = "IncompatibleFilters"
+    # An HTTPRoute's backendRef that does not resolve (ResolvedRefs=False, the route
+    # served, the reference's requests answered 500): Gateway API's reasons.
+    BACKEND_NOT_FOUND = "BackendNotFound"
+    REF_NOT_PERMITTED = "RefNotPermitted"  # another namespace's Service (no ReferenceGrant)
+    INVALID_KIND = "InvalidKind"  # not a Service
     PORT_NOT_ALLOWED = "PortNotAllowed"
     PORT_TAKEN = "PortTaken"  # another tenant's port on the shared gateway
     QUOTA_EXCEEDED = "QuotaExceeded"
@@ -650,6 +656,34 @@ def _http_route_refusals(obj: HTTPRoute) -> list[L7Refusal]:
     return out
 
 
+def _backend_ref_refusal(obj: Route, where: str, ref: BackendRef) -> L7Refusal | None:
+    """A backendRef the gateway never follows: not a Service, or another namespace's."""
+    if ref.group or ref.kind != "Service":
+        return L7Refusal(L7Rule.INVALID_KIND, where, f"{ref.kind} {ref.name}: only Services")
+    if ref.namespace not in (None, source_of(obj).namespace):
+        return L7Refusal(
+            L7Rule.REF_NOT_PERMITTED,
+            f"{where}.namespace",
+            f"Service {ref.namespace}/{ref.name} is in another namespace; a route reaches "
+            "only the Services of its own namespace",
+        )
+    return None
+
+
+def unresolved_backend_refs(obj: L7Object) -> dict[str, L7Refusal]:
+    """An HTTPRoute's backendRefs that are never followed, by their field path
+    (`spec.rules[i].backendRefs[j]`): Gateway API keeps the route and answers their
+    requests 500, with ResolvedRefs=False (RefNotPermitted, InvalidKind)."""
+    if not isinstance(obj, HTTPRoute):
+        return {}
+    out = {}
+    for where, ref in route_backend_refs(obj):
+        bad = _backend_ref_refusal(obj, where, ref)
+        if bad is not None:
+            out[where] = bad
+    return out
+
+
 def _route_refusals(obj: Route) -> list[L7Refusal]:
     out: list[L7Refusal] = []
     for i, parent in enumerate(obj.spec.parent_refs):
@@ -662,22 +696,11 @@ def _route_refusals(obj: Route) -> list[L7Refusal]:
                 )
             )
     for where, ref in route_backend_refs(obj):
-        if ref.group or ref.kind != "Service":
-            out.append(
-                L7Refusal(
-                    L7Rule.BACKEND_NOT_ALLOWED, where, f"{ref.kind} {ref.name}: only Services"
-                )
-            )
-        elif ref.namespace not in (None, source_of(obj).namespace):
-            out.append(
-                L7Refusal(
-                    L7Rule.BACKEND_NOT_ALLOWED,
-                    f"{where}.namespace",
-                    f"Service {ref.namespace}/{ref.name} is in another namespace; a route "
-                    "reaches only the Services of its own namespace",
-                )
-            )
-        elif ref.port is None:
+        bad = _backend_ref_refusal(obj, where, ref)
+        if bad is not None and not isinstance(obj, HTTPRoute):
+            # (an HTTPRoute is served without it: unresolved_backend_refs)
+            out.append(L7Refusal(L7Rule.BACKEND_NOT_ALLOWED, bad.field, bad.message))
+        elif bad is None and ref.port is None:
             out.append(L7Refusal(L7Rule.NOT_SERVED, f"{where}.port", "a Service needs a port"))
     if isinstance(obj, HTTPRoute):
         out += _http_route_refusals(obj)
@@ -875,6 +898,7 @@ __all__ = [
     "problems_of",
     "served_here",
     "source_of",
+    "unresolved_backend_refs",
     "unserved_parts",
     "vet_all",
     "vet_object",

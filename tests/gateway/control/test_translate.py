@@ -273,10 +273,30 @@ def test_route_status_says_accepted_or_refused_per_parent_in_gateway_api_style()
 
     assert conditions(good) == {
         "Accepted": ("True", "Accepted"), "ResolvedRefs": ("True", "ResolvedRefs")}  # fmt: skip
+    # Mirrors HTTPRouteInvalidCrossNamespaceBackendRef: the route is accepted, the reference
+    # never followed (its requests get 500).
     assert conditions(foreign) == {
-        "Accepted": ("False", "BackendNotAllowed"),
+        "Accepted": ("True", "Accepted"),
         "ResolvedRefs": ("False", "RefNotPermitted"),
     }
+    (rule,) = next(r for r in result.config.http_routes if r.owner.name.endswith("foreign")).rules
+    assert [(b.missing, result.config.backend(b.backend)) for b in rule.backends] == [(True, None)]
+
+
+def test_a_backend_ref_of_another_kind_is_invalid_kind_and_the_route_served() -> None:
+    """Mirrors HTTPRouteInvalidBackendRefUnknownKind."""
+    from teapot_lb.tenancy.l7status import route_status
+
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
+    odd = http_route("acme", "odd", ["odd.acme.example"], age=1, rules=[
+        {"backendRefs": [{"group": "unknownkind.example.com", "kind": "NonExistent",
+                          "name": "x", "port": 8080}]}])  # fmt: skip
+    result = run(gw, odd)
+    (parent,) = route_status(result.results[odd.ref], "2026-12-06T00:00:00Z")["parents"]
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in parent["conditions"]}
+    assert conditions == {
+        "Accepted": ("True", "Accepted"), "ResolvedRefs": ("False", "InvalidKind")}  # fmt: skip
+    assert result.config.backends == ()
 
 
 def _accepted(result: Translation, obj: L7Object) -> tuple[bool, str]:
