@@ -366,3 +366,19 @@ def test_explain_shows_a_rewrite_and_a_backend_that_does_not_exist() -> None:
     text = "\n".join(explain(config, "r.acme.example", "/old/x"))
     assert "rewrite host in.acme.example, prefix /old -> '/new'" in text
     assert "nonexistent" in text and "does not exist: 500" in text
+
+
+def test_route_conditions_carry_the_generation_they_were_decided_for() -> None:
+    """Mirrors HTTPRouteObservedGenerationBump: every condition's observedGeneration is
+    the route's metadata.generation, and follows it when the spec changes."""
+    from teapot_lb.tenancy.l7status import route_status
+
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
+    seen = []
+    for generation in (1, 2):
+        store = http_route("acme", "store", ["store.acme.example"], age=1)
+        meta = store.metadata.model_copy(update={"generation": generation})
+        store = store.model_copy(update={"metadata": meta})
+        (parent,) = route_status(run(gw, store).results[store.ref], "t")["parents"]
+        seen.append({c["observedGeneration"] for c in parent["conditions"]})
+    assert seen == [{1}, {2}]
