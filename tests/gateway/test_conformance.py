@@ -1,8 +1,10 @@
 """Gateway API HTTPRoute and Ingress behaviours, from the tenant's objects through the
 translation to real HAProxy: redirects and rewrites of the path (the spec's
-HTTPPathModifier table), the Host rewrite, a backendRef that does not exist (500, also for
-its weighted share), an Ingress Service that does not exist (503), an Ingress rule without
-host left out while the others are served, and the route status that says so.
+HTTPPathModifier table), the Host rewrite, a backendRef that does not resolve (500, also
+for its weighted share), an Ingress Service that does not exist (503), an Ingress rule
+without host left out while the others are served, and the status that says so; then the
+core behaviours: matching, precedence across routes, hostnames met with listeners, Ingress
+wildcards, weights, header modifiers, the parts of a redirect.
 
 Written from the Gateway API v1 specification; each test names the upstream conformance
 test (kubernetes-sigs/gateway-api, conformance/tests) whose behaviour it checks.
