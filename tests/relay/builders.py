@@ -43,9 +43,17 @@ def policies(options: RelayOptions = OPTIONS, **tenants: Tenant) -> dict[str, Te
 
 
 def path(
-    next_hop: str, *asns: int, sets: tuple[int, ...] = (), communities: tuple[int, ...] = ()
+    next_hop: str,
+    *asns: int,
+    sets: tuple[int, ...] = (),
+    communities: tuple[int, ...] = (),
+    confed: tuple[SegmentType, tuple[int, ...]] | None = None,
 ) -> ReceivedPath:
-    segs = [Segment(SegmentType.AS_SEQUENCE, asns)] if asns else []
+    """A received path: ``asns`` as a sequence, ``sets`` as an AS_SET after it, ``confed``
+    (a confederation segment's type and ASNs) before it."""
+    segs = [Segment(confed[0], confed[1])] if confed else []
+    if asns:
+        segs.append(Segment(SegmentType.AS_SEQUENCE, asns))
     if sets:
         segs.append(Segment(SegmentType.AS_SET, sets))
     attrs: list[Attribute] = [Origin(OriginCode.IGP), AsPath(tuple(segs)), MultiExitDisc(5)]

@@ -25,7 +25,8 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from bgp.interop.peers import (
     Teapot,
     fib_next_hops,
 )
+from needs import require_binary, require_root
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
 from teapot_lb.netlab.topology import Host
@@ -232,6 +234,13 @@ class World:
         wait_for(lambda: self.metrics_text() != "", timeout=30, what="the relay's metrics",
                  detail=self.relay_log)  # fmt: skip
 
+    def restart_relay(self, *extra: str) -> None:
+        """The relay again, with these options (its log goes on in the same file)."""
+        if self.relay is not None:
+            self.relay.kill()
+            self.relay.wait(timeout=10)
+        self.start_relay(*extra)
+
     def stop(self) -> None:
         """Kill every daemon and the relay (the topology removes the rest)."""
         for d in [*self.tenants.values(), *self.routers.values()]:
@@ -327,6 +336,20 @@ def build(topo: Topology, workdir: Path, *, v6_over_v4: bool = False) -> World:
     for name in ("rbird", "rfrr"):
         start_router(world, name, router_neighbors(v6_over_v4=v6_over_v4))
     return world
+
+
+@contextmanager
+def world_in(name: str, workdir: Path) -> Iterator[World]:
+    """A world in a topology of its own (skipped without root, BIRD or FRR), its daemons and
+    namespaces gone afterwards whatever happened."""
+    require_root()
+    require_binary("bird", "/usr/lib/frr/bgpd")
+    with Topology(name) as topo:
+        world = build(topo, workdir)
+        try:
+            yield world
+        finally:
+            world.stop()
 
 
 def tenant_speaker(

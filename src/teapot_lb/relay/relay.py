@@ -43,6 +43,7 @@ from teapot_lb.bgp.fsm import (
     UpdateProblems,
 )
 from teapot_lb.bgp.wire import IPV6_UNICAST, AddPathMode, CeaseSubcode, Notification
+from teapot_lb.bgp.wire.community import format_community
 from teapot_lb.bgp.wire.errors import ErrorCode, OpenSubcode
 from teapot_lb.bgp.wire.family import Address
 from teapot_lb.cluster import ClusterView
@@ -380,8 +381,8 @@ class Relay:
                 RelayEvent(
                     over.tenant,
                     "MaxPrefixReached",
-                    f"session {over.address} sent more than {over.limit} routes"
-                    f" (action {self.options.max_prefix_action})",
+                    f"session {over.address} has more than {over.limit} routes"
+                    f" {self.options.max_prefix_count} (action {self.options.max_prefix_action})",
                 )
             )
         for down in out.teardown:
@@ -398,9 +399,10 @@ class Relay:
         if peer is None or tenant is None:
             return
         restart = self.options.max_prefix_restart
+        counted = self.options.max_prefix_count
         peer.stop(
             Notification.cease(CeaseSubcode.MAXIMUM_PREFIXES_REACHED),
-            f"more than {limit} routes received",
+            f"more than {limit} routes {counted}",
         )
         self._handle(self.rib.drop_session(address))
         self.metrics.refused.labels(tenant.name, Reason.MAX_PREFIX.value).inc()
@@ -408,7 +410,7 @@ class Relay:
             RelayEvent(
                 tenant.name,
                 "MaxPrefixReached",
-                f"session {address} torn down: more than {limit} routes received"
+                f"session {address} torn down: more than {limit} routes {counted}"
                 f" (Cease/Maximum Number of Prefixes Reached); it may come back in {restart:g}s",
             )
         )
@@ -490,6 +492,7 @@ class Relay:
             side = self._tenant_of(ip_address(address))
             if side is not None and side.name == tenant:
                 sessions.append({"address": address, "state": peer.state.value})
+        opts = self.options
         routes = []
         for v in self.rib.verdicts(tenant):
             entry: dict[str, Any] = {
@@ -511,6 +514,18 @@ class Relay:
             "node_networks": [str(n) for n in policy.node_networks],
             "nodes": [str(a) for a in policy.nodes],
             "sessions": sessions,
+            "max_prefix": {
+                "limit": opts.max_prefixes,
+                "counts": str(opts.max_prefix_count),
+                "action": str(opts.max_prefix_action),
+            },
+            "max_as_path_length": opts.max_as_path_length,
+            "communities": {
+                "allowed": sorted(map(format_community, policy.communities)),
+                "large_allowed": sorted(map(str, policy.large_communities)),
+                "well_known": str(opts.well_known),
+                "rtbh": policy.rtbh,
+            },
             "filter": str(policy.filter),
             "routes": routes,
         }
