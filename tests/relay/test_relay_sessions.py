@@ -8,17 +8,22 @@ from __future__ import annotations
 from ipaddress import ip_address
 
 from tests.relay.builders import OPTIONS, relay_tenant
-from tests.tenancy.builders import pools
+from tests.tenancy.builders import parsed, pools
 
 from teapot_lb.cluster import ClusterView
+from teapot_lb.model.tenancy import Tenant, TenantNodes
 from teapot_lb.relay.relay import Relay, RelayConfig, RelayEvent
 
 
-async def relay_with(**tenants: object) -> tuple[Relay, list[RelayEvent]]:
+async def relay_with(*published: TenantNodes, **tenants: Tenant) -> tuple[Relay, list[RelayEvent]]:
     events: list[RelayEvent] = []
     relay = Relay(RelayConfig(local_as=64500, router_id="192.0.2.2", options=OPTIONS),
                   on_event=events.append)  # fmt: skip
-    view = ClusterView(pools={f"x/{n}": p for n, p in pools().items()}, tenants=tenants)  # type: ignore[arg-type]
+    view = ClusterView(
+        pools={f"x/{n}": p for n, p in pools().items()},
+        tenants=tenants,
+        tenant_nodes={f"{o.namespace}/{o.name}": o for o in published},
+    )
     await relay.apply(view)
     return relay, events
 
@@ -48,3 +53,18 @@ async def test_a_tenant_without_registered_nodes_is_a_configuration_problem() ->
         " publish them as TenantNodes)"
     ]
     assert relay._resolve(ip_address("192.0.2.11")) is None
+
+
+async def test_the_nodes_published_in_a_tenants_namespace_are_registered_beside_its_own() -> None:
+    body = {
+        "apiVersion": "lb.teapot.io/v1alpha1", "kind": "TenantNodes",
+        "metadata": {"name": "c1", "namespace": "tenant-acme"},
+        "spec": {"cluster": "c1", "nodes": [{"name": "n5", "addresses": ["192.0.2.40"]}]},
+    }  # fmt: skip
+    published = parsed(body)
+    assert isinstance(published, TenantNodes)
+    relay, events = await relay_with(published, acme=relay_tenant("acme"))
+    assert relay._resolve(ip_address("192.0.2.40")) is not None  # c1/n5
+    assert relay._resolve(ip_address("192.0.2.11")) is not None  # spec.nodes' n0
+    assert relay.tenants["acme"].nodes[ip_address("192.0.2.40")] == "c1/n5"
+    assert events == []
