@@ -176,12 +176,12 @@ CASES: list[tuple[str, Callable[[], L7Object], L7Rule, str]] = [
          "backendRefs": [{"name": "web", "port": 80}]}]),
      L7Rule.UNSAFE_VALUE, "spec.rules[0].filters[0].requestHeaderModifier.set[0].value"),
     ("a header match name with a space",
-     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, past_the_crd=True, rules=[{
          "matches": [{"headers": [{"name": "X A", "value": "b"}]}],
          "backendRefs": [{"name": "web", "port": 80}]}]),
      L7Rule.UNSAFE_VALUE, "spec.rules[0].matches[0].headers[0].name"),
     ("a redirect to a javascript: scheme",
-     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, past_the_crd=True, rules=[{
          "filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "javascript"}}]}]),
      L7Rule.UNSAFE_VALUE, "spec.rules[0].filters[0].requestRedirect.scheme"),
     ("a regular-expression path match",
