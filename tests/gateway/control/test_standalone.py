@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from model.gateway_api_cases import http_route
 from teapot_lb.model.manifest import load
 from teapot_lb.tenancy.l7standalone import translate_directory
 from teapot_lb.validation import validate_manifest
@@ -70,3 +71,28 @@ def test_the_gateway_command_explains_a_hostname_and_checks_a_directory(tmp_path
     assert checked.exit_code == 1
     assert "steal" in checked.output and "HostnameTaken" in checked.output
     assert f"{root}: 1 problem(s)" in checked.output
+
+
+def test_check_refuses_a_route_the_upstream_crd_refuses_with_its_rule_and_field(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from teapot_lb.cli.gateway import gateway
+
+    root = manifests(tmp_path)
+    route = http_route({"backendRefs": [{"name": "web"}]}, hostnames=["www.acme.example"])
+    route["metadata"] |= {"name": "portless", "namespace": "tenant-acme"}
+    write(root, "route.yaml", route)
+    translation, problems = translate_directory(root, [ip_address("203.0.113.10")])
+    assert [(p.name, p.field, p.message) for p in problems] == [
+        ("portless", "spec.rules[0].backendRefs[0]", "Must have port for Service reference")
+    ]
+    assert not any(r.name == "portless" for r in translation.results)
+    checked = CliRunner().invoke(gateway, ["--manifests", str(root), "--address",
+                                           "203.0.113.10", "--check"])  # fmt: skip
+    assert checked.exit_code == 1
+    assert (
+        "HTTPRoute/tenant-acme/portless: spec.rules[0].backendRefs[0]: Must have port for"
+        " Service reference" in checked.output
+    )
