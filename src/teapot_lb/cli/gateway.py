@@ -146,6 +146,13 @@ def gateway(
                 for ref, result in translation.results.items()
                 for refusal in result.refusals
             ]
+            # What an accepted object asks for and does not get (a backend without
+            # endpoints, a certificate not offered): its status says it in a cluster.
+            found += [
+                f"{ref}: not served as written: {note}"
+                for ref, result in translation.results.items()
+                for note in result.notes
+            ]
             for rule in unevaluable_rules():  # none today; never skipped without a word
                 click.echo(f"warning: Gateway API CRD rule not evaluated: {rule}", err=True)
         for problem in found:
@@ -199,6 +206,7 @@ def _directory_source(root: Path, ips: tuple[IPAddress, ...]) -> Source:
         wake = DirectoryWake([root])
         last: GatewayConfig | None = None
         said: dict[str, list[str]] = {}
+        said_notes: dict[str, list[str]] = {}
         try:
             while True:
                 # A wake is a hint: the translation is compared with the last one.
@@ -208,6 +216,15 @@ def _directory_source(root: Path, ips: tuple[IPAddress, ...]) -> Source:
                     for ref, result in translation.results.items()
                     if result.refusals
                 }
+                noted = {
+                    str(ref): list(result.notes)
+                    for ref, result in translation.results.items()
+                    if result.notes
+                }
+                for ref, notes in noted.items():
+                    if said_notes.get(ref) != notes:  # a backend without endpoints...
+                        logger.warning("not served as written", object=ref, notes=notes)
+                said_notes = noted
                 if translation.config != last or refused != said:
                     # A refusal is news even when it leaves the served config as it was
                     # (a tenant trying another's hostname changes nothing served).

@@ -96,3 +96,25 @@ def test_check_refuses_a_route_the_upstream_crd_refuses_with_its_rule_and_field(
         "HTTPRoute/tenant-acme/portless: spec.rules[0].backendRefs[0]: Must have port for"
         " Service reference" in checked.output
     )
+
+
+def test_check_reports_an_endpoint_slice_without_the_service_ports_annotation(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from teapot_lb.cli.gateway import gateway
+
+    root = manifests(tmp_path)
+    bare = mirrored_slice("acme", "web", ["192.0.2.11"])
+    del bare["metadata"]["annotations"]
+    write(root, "acme.yaml", ingress_body("acme", "shop", "www.apps.example", age=0), bare)
+    translation, _ = translate_directory(root, [ip_address("203.0.113.10")])
+    (backend,) = translation.config.backends
+    assert backend.endpoints == ()
+    checked = CliRunner().invoke(gateway, ["--manifests", str(root), "--address",
+                                           "203.0.113.10", "--check"])  # fmt: skip
+    assert checked.exit_code == 1
+    (line,) = [x for x in checked.output.splitlines() if "not served as written" in x]
+    assert line.startswith("Ingress/tenant-acme/")
+    assert "has no lb.teapot.io/service-ports annotation" in line and "Service port 80" in line
