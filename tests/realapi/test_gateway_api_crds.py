@@ -11,39 +11,20 @@ import copy
 import subprocess
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
 
 from model.gateway_api_cases import CASES, Case
 from teapot_lb.lab.kubeplane import ControlPlane
-from teapot_lb.lab.wait import wait_for
-from teapot_lb.model.gateway_api_schema import CRD_FILES
 from teapot_lb.model.manifest import parse_object
 
-ROOT = Path(__file__).resolve().parents[2]
-GATEWAY_API = ROOT.parent / "shared" / "gateway-api"
+from .release import install_gateway_api
 
 
 @pytest.fixture(scope="module")
 def namespace(kube_plane: ControlPlane) -> Iterator[str]:
-    if not GATEWAY_API.is_dir():
-        pytest.skip(f"the Gateway API CRDs are not in {GATEWAY_API}")
-    files = [str(GATEWAY_API / file) for file in CRD_FILES.values()]
-    for file in files:
-        kube_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", file)
-
-    def established() -> bool:
-        # A CRD just created has no conditions yet, which `kubectl wait` takes for an error.
-        lines = kube_plane.kubectl(
-            "get", *(f"-f={f}" for f in files),
-            "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type=='Established')]"
-            ".status}{'\\n'}{end}",
-        ).split()  # fmt: skip
-        return lines == ["True"] * len(files)
-
-    wait_for(established, timeout=60, what="the Gateway API CRDs established", every=0.2)
+    install_gateway_api(kube_plane)
     name = f"crd-cases-{uuid.uuid4().hex[:6]}"
     kube_plane.kubectl("create", "namespace", name)
     try:
