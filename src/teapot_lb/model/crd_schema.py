@@ -188,6 +188,8 @@ class Node:
     rules: tuple[Rule, ...] = ()
     batch: Batch | None = None
     escapes: bool = False  # a property name below is escaped for CEL (`__namespace__`)
+    cel_names: dict[str, str] = field(default_factory=dict)  # property -> its CEL name
+    ruled: bool = False  # this node or one below has rules (the CEL walk skips the rest)
 
     @classmethod
     def of(cls, schema: Mapping[str, Any]) -> Node:
@@ -220,9 +222,11 @@ class Node:
         )
         node.batch = Batch.of(node.rules)
         below = [*node.properties.values(), node.items, node.additional]
-        node.escapes = any(_escaped(name) != name for name in node.properties) or any(
+        node.cel_names = {name: _escaped(name) for name in node.properties}
+        node.escapes = any(k != v for k, v in node.cel_names.items()) or any(
             child.escapes for child in below if child is not None
         )
+        node.ruled = bool(node.rules) or any(c.ruled for c in below if c is not None)
         return node
 
     def cel_value(self, value: object) -> object:
@@ -234,7 +238,7 @@ class Node:
             for key, item in value.items():
                 child = self.properties.get(key)
                 if child is not None:
-                    out[_escaped(key)] = child.cel_value(item)
+                    out[self.cel_names[key]] = child.cel_value(item)
                 else:  # a map's key stays as it is
                     out[key] = self.additional.cel_value(item) if self.additional else item
             return out
@@ -453,10 +457,10 @@ def _rule_errors(node: Node, value: object, path: str, old: object) -> Iterator[
     if isinstance(value, Mapping):
         for key, item in value.items():
             child = node.properties.get(key) or node.additional
-            if child is not None:
+            if child is not None and child.ruled:
                 before = old.get(key, _ABSENT) if isinstance(old, Mapping) else _ABSENT
                 yield from _rule_errors(child, item, _at(path, key), before)
-    elif isinstance(value, list) and node.items is not None:
+    elif isinstance(value, list) and node.items is not None and node.items.ruled:
         for index, item in enumerate(value):
             before = _old_item(node, old, item)
             yield from _rule_errors(node.items, item, _at(path, index), before)
