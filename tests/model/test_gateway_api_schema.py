@@ -8,9 +8,10 @@ import copy
 from pathlib import Path
 
 import pytest
+import yaml
 
 from model.gateway_api_cases import CASES, GW, Case, http_route
-from teapot_lb.model.crd_schema import _is_ip
+from teapot_lb.model.crd_schema import CrdSchema, _is_ip
 from teapot_lb.model.gateway_api_schema import (
     CRD_FILES,
     crd_text,
@@ -121,3 +122,41 @@ def test_a_gateway_class_controller_cannot_change_on_update_but_is_free_on_creat
 ])  # fmt: skip
 def test_is_ip_is_the_kubernetes_library_function(text: str, ip: bool) -> None:
     assert _is_ip(text) is ip
+
+
+def _crd(*rules: dict[str, str]) -> dict[str, object]:
+    """A one-field CRD whose `spec` carries `rules`."""
+    spec = {"type": "object", "properties": {"url": {"type": "string"}},
+            "x-kubernetes-validations": list(rules)}  # fmt: skip
+    version = {"name": "v1", "schema": {"openAPIV3Schema": {"properties": {"spec": spec}}}}
+    return {"spec": {"names": {"kind": "Thing"}, "versions": [version]}}
+
+
+def test_a_rule_naming_a_function_we_lack_is_reported_and_not_taken_for_a_verdict() -> None:
+    schema = CrdSchema.of(_crd({"rule": "isURL(self.url)", "message": "must be a URL"}), "v1")
+    assert schema.unevaluable() == ["Thing spec: 'isURL(self.url)' (no function isURL)"]
+    assert schema.check({"spec": {"url": "not a url"}}) == []
+
+
+def test_a_rule_that_fails_to_evaluate_refuses_with_the_error_and_its_message() -> None:
+    schema = CrdSchema.of(_crd({"rule": "self.url.size() > 1", "message": "url is short"}), "v1")
+    [error] = schema.check({"spec": {}})
+    assert error.path == "spec"
+    assert error.message.endswith("evaluating rule: url is short")
+
+
+def test_validate_warns_of_an_unevaluable_rule(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from teapot_lb.cli import validate as command
+
+    monkeypatch.setattr(command, "unevaluable_rules", lambda: ["Thing spec: 'isURL(...)'"])
+    body = http_route()
+    body["metadata"]["namespace"] = "tenant-a"
+    (tmp_path / "route.yaml").write_text(yaml.safe_dump(body))
+    result = CliRunner().invoke(command.validate, [str(tmp_path / "route.yaml")])
+    assert "warning: Gateway API CRD rule not evaluated: Thing spec: 'isURL(...)'" in (
+        result.output
+    )
