@@ -20,15 +20,14 @@ skips them.
 from __future__ import annotations
 
 import copy
+import functools
 import ipaddress
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
-
-import cel
-from cel import stdlib as cel_stdlib
 
 
 def _is_ip(value: str) -> bool:
@@ -43,11 +42,23 @@ def _is_ip(value: str) -> bool:
     )
 
 
-# Functions of the Kubernetes CEL environment the interpreter lacks, by name.
-_EXTENSIONS: dict[str, Callable[..., Any]] = {
-    "isIP": _is_ip,
-    **cel_stdlib.EXTENSIONS["strings"],
-}
+@functools.cache
+def _cel() -> ModuleType:
+    """The interpreter, imported on first use: its package imports its command line (rich,
+    typer: 0.6 s and some MB), which only processes that meet Gateway API objects pay."""
+    import cel
+
+    return cel
+
+
+@functools.cache
+def _extensions() -> dict[str, Callable[..., Any]]:
+    """Functions of the Kubernetes CEL environment the interpreter lacks, by name."""
+    from cel import stdlib
+
+    return {"isIP": _is_ip, **stdlib.EXTENSIONS["strings"]}
+
+
 # What the interpreter evaluates itself (standard definitions; operators are `_x_`, `!_`,
 # `@in`...). Macros (`has`, `all`, `exists`, `exists_one`, `filter`, `map`) are expanded
 # when compiling and are not listed as functions.
@@ -60,7 +71,7 @@ _BUILT_IN = frozenset(
 
 
 def _evaluable(function: str) -> bool:
-    return function in _BUILT_IN or function in _EXTENSIONS or not function[0].isalpha()
+    return function in _BUILT_IN or function in _extensions() or not function[0].isalpha()
 
 
 @dataclass(frozen=True)
@@ -85,13 +96,13 @@ class Rule:
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> Rule:
         source = str(entry["rule"])
-        program = cel.compile(source)
+        program = _cel().compile(source)
         functions = tuple(program.functions())
         return cls(
             source,
             str(entry.get("message") or f"failed rule: {source}"),
             program,
-            tuple(f for f in functions if f in _EXTENSIONS),
+            tuple(f for f in functions if f in _extensions()),
             "oldSelf" in program.variables(),
             tuple(f for f in functions if not _evaluable(f)),
         )
@@ -112,7 +123,7 @@ class Batch:
         plain = tuple(r for r in rules if not r.transition and not r.missing)
         if not plain:
             return None
-        program = cel.compile("[" + ", ".join(f"({r.source})" for r in plain) + "]")
+        program = _cel().compile("[" + ", ".join(f"({r.source})" for r in plain) + "]")
         functions = tuple(sorted({f for r in plain for f in r.functions}))
         return cls(plain, program, functions)
 
@@ -123,14 +134,14 @@ _local = threading.local()
 def _run(key: str, program: Any, functions: tuple[str, ...], **variables: object) -> object:
     """`program` with `variables` bound; one Context per program and thread (a Context is
     not thread-safe, and registering its functions anew costs more than a rule)."""
-    contexts: dict[str, cel.Context] | None = getattr(_local, "contexts", None)
+    contexts: dict[str, Any] | None = getattr(_local, "contexts", None)  # cel.Context
     if contexts is None:
         contexts = _local.contexts = {}
     context = contexts.get(key)
     if context is None:
-        context = contexts[key] = cel.Context()
+        context = contexts[key] = _cel().Context()
         for name in functions:
-            context.add_function(name, _EXTENSIONS[name])
+            context.add_function(name, _extensions()[name])
     for name, value in variables.items():
         context.add_variable(name, value)
     return program.execute(context)
