@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from model.gateway_api_cases import CASES, GW, Case, http_route
-from teapot_lb.model.crd_schema import CrdSchema, _is_ip
+from teapot_lb.model.crd_schema import _BUILT_IN, CrdSchema, _is_ip
 from teapot_lb.model.gateway_api_schema import (
     CRD_FILES,
     crd_text,
@@ -160,3 +160,20 @@ def test_validate_warns_of_an_unevaluable_rule(
     assert "warning: Gateway API CRD rule not evaluated: Thing spec: 'isURL(...)'" in (
         result.output
     )
+
+
+CALLS = {
+    "size": "size([1])", "matches": "'a'.matches('a')", "contains": "'a'.contains('a')",
+    "startsWith": "'a'.startsWith('a')", "endsWith": "'a'.endsWith('a')",
+    "duration": "duration('1s')", "timestamp": "timestamp('2026-01-01T00:00:00Z')",
+    "int": "int('1')", "uint": "uint(1)", "double": "double(1)", "string": "string(1)",
+    "bytes": "bytes('a')", "type": "type(1)", "dyn": "dyn(1)",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("function", sorted(_BUILT_IN))
+def test_each_function_taken_for_built_in_is_evaluated_by_the_library(function: str) -> None:
+    call = CALLS[function]
+    schema = CrdSchema.of(_crd({"rule": f"{call} == {call}", "message": "no"}), "v1")
+    assert schema.unevaluable() == []
+    assert schema.check({"spec": {}}) == []

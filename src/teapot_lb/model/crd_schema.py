@@ -59,13 +59,13 @@ def _extensions() -> dict[str, Callable[..., Any]]:
     return {"isIP": _is_ip, **stdlib.EXTENSIONS["strings"]}
 
 
-# What the interpreter evaluates itself (standard definitions; operators are `_x_`, `!_`,
-# `@in`...). Macros (`has`, `all`, `exists`, `exists_one`, `filter`, `map`) are expanded
-# when compiling and are not listed as functions.
+# What the interpreter evaluates itself (standard definitions, each tried by a test;
+# operators are `_x_`, `!_`, `@in`...). Macros (`has`, `all`, `exists`, `exists_one`,
+# `filter`, `map`) are expanded when compiling and are not listed as functions.
 _BUILT_IN = frozenset(
     {
         "size", "matches", "contains", "startsWith", "endsWith", "duration", "timestamp",
-        "int", "uint", "double", "string", "bytes", "bool", "type", "dyn",
+        "int", "uint", "double", "string", "bytes", "type", "dyn",
     }
 )  # fmt: skip
 
