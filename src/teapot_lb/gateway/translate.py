@@ -308,7 +308,7 @@ class _Build:
             self.missing.add(name)
         for eps, target in ports:
             if target is None:
-                result.notes.append(f"Service {source.namespace}/{service} has no port {port}")
+                result.notes.append(_no_port(eps, f"{source.namespace}/{service}", port))
                 continue
             for e in eps.get("endpoints") or []:
                 ready = (e.get("conditions") or {}).get("ready") is not False
@@ -367,6 +367,20 @@ def _endpoint_port(eps: KubeObject, port: int | str) -> int | None:
         if str(p.get("name") or "") == name and isinstance(p.get("port"), int):
             return int(p["port"])
     return None
+
+
+def _no_port(eps: KubeObject, service: str, port: int | str) -> str:
+    """Why a slice gives no endpoint for `port`: the Service has no such port, or (a port
+    by number) the slice does not say the Service's ports, so none can be matched."""
+    meta = eps.get("metadata", {})
+    if isinstance(port, int) and ANNOTATION_SERVICE_PORTS not in (meta.get("annotations") or {}):
+        return (
+            f"EndpointSlice {meta.get('name', '')} of Service {service} has no"
+            f" {ANNOTATION_SERVICE_PORTS} annotation (the Service's ports, as the tenant agent"
+            f" writes it: a JSON list of name, port, protocol): Service port {port} cannot be"
+            " matched to an endpoint port; no endpoints"
+        )
+    return f"Service {service} has no port {port}"
 
 
 def _health_check(
