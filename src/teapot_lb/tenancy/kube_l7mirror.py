@@ -23,7 +23,7 @@ from teapot_lb.controller.kube_cache import newer
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, Forbidden, KubeError, NotFound
 from teapot_lb.kube.events import EventRecorder
-from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
     ENDPOINT_SLICES,
@@ -123,7 +123,7 @@ class L7Mirror:
 
     def readiness(self) -> list[str]:
         own = [*self.sources.values(), *self.mirrors.values()]
-        return [f"{i.resource} not synced" for i in own if not i.has_synced]
+        return unready(own)
 
     async def run(self) -> None:
         """Until cancelled: this mirror's informers; workers once every cache synced."""

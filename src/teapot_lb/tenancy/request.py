@@ -5,6 +5,7 @@ EndpointSlices, as a TenantLoadBalancer for the management cluster; and what to 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from teapot_lb.cluster import ClusterView
@@ -15,6 +16,7 @@ from teapot_lb.model.service import (
     Service,
 )
 from teapot_lb.model.tenancy import ACCEPTED, TenantLoadBalancer, TenantMode
+from teapot_lb.tenancy.vet import Rule
 
 # The tenant agent's default loadBalancerClass: what "cloud-provider-teapot" serves.
 TEAPOT_CLOUD_CLASS = "lb.teapot.io/teapot-cloud"
@@ -22,6 +24,12 @@ FINALIZER = "lb.teapot.io/tenant-agent"
 LABEL_CLUSTER = "lb.teapot.io/cluster"
 LABEL_SERVICE_NAMESPACE = "lb.teapot.io/service-namespace"
 LABEL_SERVICE_NAME = "lb.teapot.io/service-name"
+# The agent's component name: its Events on tenant objects, and the refusals it records in
+# the tenant's management namespace (a request the API server refused to store), which
+# the manager counts in the Tenant's status and clears when the Tenant changes.
+AGENT_COMPONENT = "teapot-lb-tenant-agent"
+REQUEST_KIND = "TenantLoadBalancer"
+DENIALS_SELECTOR = f"involvedObject.kind={REQUEST_KIND},reportingComponent={AGENT_COMPONENT}"
 
 
 def request_name(cluster: str, namespace: str, name: str) -> str:
@@ -120,3 +128,38 @@ def refusal_of(request: TenantLoadBalancer | None) -> tuple[str, str] | None:
 def source_key(request: TenantLoadBalancer) -> str:
     """The tenant Service's key (namespace/name) a request is for."""
     return f"{request.spec.source.namespace}/{request.spec.source.name}"
+
+
+# How the API server words an admission webhook's denial (k8s.io/apiserver webhookerrors).
+_DENIED = "denied the request: "
+# One problem of our webhook's denial: `Kind/ns/name: field: message [Rule]`, `; `-joined.
+_RULED = re.compile(r"(.+?) \[([A-Za-z]+)\](?:; |$)")
+_REF = re.compile(r"^[A-Za-z]+/[^:\s]+: ")
+
+
+def refusal_of_denial(code: int, message: str) -> tuple[str, str] | None:
+    """(reason, message) when the API server refused to store a request because of what it
+    asks: an admission webhook's denial (the manager's: the rule broken and the same
+    `field: message` text the manager's own vetting gives) or a 422 (the CRD's schema).
+    None for any other failure (unreachable, RBAC, a conflict), which is retried."""
+    if _DENIED in message:
+        text = message.split(_DENIED, 1)[1]
+    elif code == 422:
+        text = message
+    else:
+        return None
+    parts = _RULED.findall(text)
+    if parts and sum(len(p) + len(r) + 5 for p, r in parts) - 2 == len(text):
+        return parts[0][1], "; ".join(_REF.sub("", p) for p, _ in parts)
+    return Rule.INVALID_REQUEST.value, text
+
+
+_BACKEND = re.compile(r"spec\.backends\[(\d+)\]")
+
+
+def nodes_refused(message: str, desired: dict[str, Any]) -> list[str]:
+    """The Nodes a refusal's message names as the cause (a backend's field path), by the
+    request (`desired`, JSON) it refused."""
+    backends = desired.get("spec", {}).get("backends") or []
+    indices = sorted({int(i) for i in _BACKEND.findall(message)})
+    return [str(backends[i]["node"]) for i in indices if i < len(backends)]
