@@ -112,6 +112,7 @@ class TenantAgent:
         # Per Service key, the request the API server refused to store: not written again
         # while it is what the Service asks for (and its refusal is not cleared).
         self._denied: dict[str, KubeObject] = {}
+        self._clearing: set[str] = set()  # denials we delete ourselves (no retry)
         # Services as our own last write returned them, until the informer catches up:
         # a reconcile right after a write must not patch again from a stale version.
         self._written: dict[str, KubeObject] = {}
@@ -192,8 +193,14 @@ class TenantAgent:
         """A refusal the manager cleared (the Tenant changed): write those requests again."""
         if event is not EventType.DELETED:
             return []
+        if key in self._clearing:
+            self._clearing.discard(key)
+            return []
         name = (obj.get("involvedObject") or {}).get("name")
-        return [k for k, desired in self._denied.items() if desired["metadata"]["name"] == name]
+        again = [k for k, desired in self._denied.items() if desired["metadata"]["name"] == name]
+        for service_key in again:
+            del self._denied[service_key]
+        return again
 
     # ------------------------------------------------------------------ running
 
@@ -352,8 +359,12 @@ class TenantAgent:
     async def _clear_remote(self, remote_name: str) -> None:
         for event in self._denial_events(remote_name):
             meta = event["metadata"]
-            with contextlib.suppress(NotFound):
+            event_key = object_key(meta["namespace"], meta["name"])
+            self._clearing.add(event_key)
+            try:
                 await self.management.delete(EVENTS, meta["name"], meta["namespace"])
+            except NotFound:
+                self._clearing.discard(event_key)
 
     async def _forget_refusal(self, key: str, remote_name: str) -> None:
         self._told.pop(key, None)

@@ -170,9 +170,8 @@ class KubeManager:
         if (before.spec if before else None) != (after.spec if after else None):
             self._enqueue(TENANTS_KEY)
             self._enqueue(TenantStatusKey(key), delay=self.config.tenant_status_delay_s)
-            for tenant in {before, after} - {None}:
-                assert tenant is not None
-                self._enqueue(DenialsKey(tenant.spec.namespace))
+            for namespace in {t.spec.namespace for t in (before, after) if t is not None}:
+                self._enqueue(DenialsKey(namespace))
 
     def _on_denial(self, event: EventType, key: str, obj: KubeObject) -> None:
         self._denials.pop(key, None)
