@@ -5,10 +5,12 @@ in a request's status; other failures are not refusals (they are retried)."""
 from __future__ import annotations
 
 from teapot_lb.model.common import ObjectRef
-from teapot_lb.tenancy.request import nodes_refused, refusal_of_denial
-from teapot_lb.tenancy.vet import Refusal, Rule
+from teapot_lb.tenancy.refusal import Refusal, refusal_of_denial
+from teapot_lb.tenancy.request import nodes_refused
+from teapot_lb.tenancy.vet import Rule
 from teapot_lb.webhook.review import denial_message
 
+INVALID = Rule.INVALID_REQUEST.value
 REF = ObjectRef("TenantLoadBalancer", "tenant-acme", "c1.default.web")
 STEAL = Refusal(Rule.ADDRESS_NOT_ALLOCATED, "spec.requestedIPs[0]", "198.51.100.17 is not ours")
 PORTS = Refusal(Rule.QUOTA_EXCEEDED, "spec.ports", "quota of 3 ports reached; ask for more")
@@ -21,27 +23,27 @@ def denied(*refusals: Refusal[Rule]) -> str:
 
 
 def test_a_webhook_denial_reads_as_the_managers_own_refusal() -> None:
-    assert refusal_of_denial(422, denied(STEAL, PORTS)) == (
+    assert refusal_of_denial(422, denied(STEAL, PORTS), INVALID) == (
         "AddressNotAllocated",
         "; ".join(str(r) for r in (STEAL, PORTS)),  # as the manager's condition says it
     )
 
 
 def test_a_message_with_a_semicolon_stays_whole() -> None:
-    assert refusal_of_denial(422, denied(PORTS)) == ("QuotaExceeded", str(PORTS))
+    assert refusal_of_denial(422, denied(PORTS), INVALID) == ("QuotaExceeded", str(PORTS))
 
 
 def test_a_denial_without_rules_and_a_schema_error_are_invalid_requests() -> None:
     other = 'admission webhook "x.example" denied the request: no'
-    assert refusal_of_denial(400, other) == ("InvalidRequest", "no")
+    assert refusal_of_denial(400, other, INVALID) == ("InvalidRequest", "no")
     schema = 'TenantLoadBalancer.lb.teapot.io "w" is invalid: spec.ports: Too many: 300'
-    assert refusal_of_denial(422, schema) == ("InvalidRequest", schema)
+    assert refusal_of_denial(422, schema, INVALID) == ("InvalidRequest", schema)
 
 
 def test_failures_that_are_not_the_requests_fault_are_not_refusals() -> None:
-    assert refusal_of_denial(500, 'failed calling webhook "tenancy.lb.teapot.io"') is None
-    assert refusal_of_denial(403, "forbidden: cannot create") is None
-    assert refusal_of_denial(409, "the object has been modified") is None
+    assert refusal_of_denial(500, 'failed calling webhook "tenancy.lb.teapot.io"', INVALID) is None
+    assert refusal_of_denial(403, "forbidden: cannot create", INVALID) is None
+    assert refusal_of_denial(409, "the object has been modified", INVALID) is None
 
 
 def test_the_nodes_a_refusal_names_are_its_backends() -> None:

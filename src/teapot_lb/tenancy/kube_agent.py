@@ -52,6 +52,7 @@ from teapot_lb.model.service import SERVICE_NAME_LABEL, Service
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.speaker.kube_source import put
 from teapot_lb.tenancy.kube_l7mirror import L7Mirror
+from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import (
     AGENT_COMPONENT,
     DENIALS_SELECTOR,
@@ -65,9 +66,9 @@ from teapot_lb.tenancy.request import (
     ingress_of,
     nodes_refused,
     refusal_of,
-    refusal_of_denial,
     request_name,
 )
+from teapot_lb.tenancy.vet import Rule
 
 COMPONENT = AGENT_COMPONENT
 
@@ -288,7 +289,7 @@ class TenantAgent:
         try:
             remote = await self._write_remote(desired, remote_raw)
         except ApiStatusError as err:
-            refusal = refusal_of_denial(err.code, err.message)
+            refusal = refusal_of_denial(err.code, err.message, Rule.INVALID_REQUEST.value)
             if refusal is None:
                 raise  # not the request's fault: retried with backoff
             self._denied[key] = desired

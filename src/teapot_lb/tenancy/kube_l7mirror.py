@@ -21,7 +21,7 @@ from teapot_lb import log
 from teapot_lb.cluster import Store
 from teapot_lb.controller.kube_cache import newer
 from teapot_lb.kube.client import KubeClient
-from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, Forbidden, KubeError, NotFound
+from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, KubeError, NotFound
 from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.reconciler import ReconcileLoop
@@ -29,7 +29,6 @@ from teapot_lb.kube.resources import (
     ENDPOINT_SLICES,
     GATEWAY_API_GROUP,
     GATEWAY_CLASSES,
-    INGRESSES,
     KubeObject,
     Resource,
     object_key,
@@ -49,17 +48,10 @@ from teapot_lb.tenancy.l7mirror import (
     refusal_of,
     status_back,
 )
+from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 
 MIRROR_KEY = "mirror"
-
-
-def _is_refusal(err: ApiStatusError) -> bool:
-    """The management API server refused the object itself (its admission webhook, or
-    validation): tell the tenant instead of retrying."""
-    if isinstance(err, Forbidden):
-        return "denied the request" in err.message
-    return err.code in (400, 422)
 
 
 class L7Mirror:
@@ -180,8 +172,9 @@ class L7Mirror:
                 self._told.pop((resource, name), None)
             except ApiStatusError as err:
                 served = by_source.get((resource, name))
-                if _is_refusal(err) and served is not None:
-                    await self._tell(served, "Refused", err.message)
+                refusal = refusal_of_denial(err.code, err.message, "Refused")
+                if refusal is not None and served is not None:
+                    await self._tell(served, *refusal)
                 else:
                     failures.append(err)
             except KubeError as err:
@@ -232,12 +225,11 @@ class L7Mirror:
         if status is not None:
             with contextlib.suppress(NotFound):
                 await patch_status(self.tenant, served.resource, name, ns, status)
-        if served.resource is INGRESSES:
-            refusal = refusal_of(mirror)
-            if refusal is not None:
-                await self._tell(served, *refusal)
-            else:
-                self._told.pop((served.resource, served.mirror), None)
+        refusal = refusal_of(mirror)
+        if refusal is not None:
+            await self._tell(served, *refusal)
+        elif mirror is not None:
+            self._told.pop((served.resource, served.mirror), None)
 
     async def _tell(self, served: Served, reason: str, message: str) -> None:
         told = (reason, message)

@@ -16,7 +16,6 @@ from teapot_lb.model.service import (
     Service,
 )
 from teapot_lb.model.tenancy import ACCEPTED, TenantLoadBalancer, TenantMode
-from teapot_lb.tenancy.vet import Rule
 
 # The tenant agent's default loadBalancerClass: what "cloud-provider-teapot" serves.
 TEAPOT_CLOUD_CLASS = "lb.teapot.io/teapot-cloud"
@@ -128,30 +127,6 @@ def refusal_of(request: TenantLoadBalancer | None) -> tuple[str, str] | None:
 def source_key(request: TenantLoadBalancer) -> str:
     """The tenant Service's key (namespace/name) a request is for."""
     return f"{request.spec.source.namespace}/{request.spec.source.name}"
-
-
-# How the API server words an admission webhook's denial (k8s.io/apiserver webhookerrors).
-_DENIED = "denied the request: "
-# One problem of our webhook's denial: `Kind/ns/name: field: message [Rule]`, `; `-joined.
-_RULED = re.compile(r"(.+?) \[([A-Za-z]+)\](?:; |$)")
-_REF = re.compile(r"^[A-Za-z]+/[^:\s]+: ")
-
-
-def refusal_of_denial(code: int, message: str) -> tuple[str, str] | None:
-    """(reason, message) when the API server refused to store a request because of what it
-    asks: an admission webhook's denial (the manager's: the rule broken and the same
-    `field: message` text the manager's own vetting gives) or a 422 (the CRD's schema).
-    None for any other failure (unreachable, RBAC, a conflict), which is retried."""
-    if _DENIED in message:
-        text = message.split(_DENIED, 1)[1]
-    elif code == 422:
-        text = message
-    else:
-        return None
-    parts = _RULED.findall(text)
-    if parts and sum(len(p) + len(r) + 5 for p, r in parts) - 2 == len(text):
-        return parts[0][1], "; ".join(_REF.sub("", p) for p, _ in parts)
-    return Rule.INVALID_REQUEST.value, text
 
 
 _BACKEND = re.compile(r"spec\.backends\[(\d+)\]")
