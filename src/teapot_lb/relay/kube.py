@@ -9,10 +9,12 @@ Level-triggered: informers only wake the loop, which hands the whole consistent 
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 from teapot_lb import log
 from teapot_lb.cluster import Store
+from teapot_lb.httpserve.server import Check
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.events import EventKind, EventRecorder
 from teapot_lb.model.kinds import KINDS, Kind
@@ -56,14 +58,25 @@ class TenantEvents:
 
 
 async def follow_cluster(
-    relay: Relay, client: KubeClient, *, config_namespace: str | None = None
+    relay: Relay,
+    client: KubeClient,
+    *,
+    config_namespace: str | None = None,
+    readiness: list[Check] | None = None,
 ) -> None:
-    """Keep ``relay`` on the cluster's view, and its events on the Tenants, until cancelled."""
+    """Keep ``relay`` on the cluster's view, and its events on the Tenants, until cancelled
+    (`readiness`: where to add why the relay is not ready, its caches)."""
     store = Store()
     wake = asyncio.Event()
     source = KubeSource(
         client, store, wake.set, config_namespace=config_namespace, kinds=RELAY_KINDS
     )
+    if readiness is not None:
+        hint = (
+            f"the relay reads AddressPools and BGPPeers in namespace {config_namespace!r}"
+            " (--config-namespace) and Tenants, through --kubeconfig or the pod's ServiceAccount"
+        )
+        readiness.append(partial(source.readiness, hint))
     relay.on_event = TenantEvents(EventRecorder(client, "teapot-lb-relay"), store)
     logger = log.get("teapot_lb.relay")
     async with asyncio.TaskGroup() as group:

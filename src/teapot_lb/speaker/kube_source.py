@@ -134,9 +134,10 @@ class KubeSource:
         """Every informer's cache is current (a list completed since its last failure)."""
         return all(i.synced for i in self.informers.values())
 
-    def readiness(self) -> list[str]:
-        """Why the speaker is not ready: kinds never listed, and refusals (RBAC)."""
-        return unready(self.informers.values())
+    def readiness(self, hint: str = "") -> list[str]:
+        """Why the component is not ready: kinds never listed, and refusals (RBAC), each
+        naming where it looked (`hint`: what the operator sets to change that)."""
+        return unready(self.informers.values(), hint)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
