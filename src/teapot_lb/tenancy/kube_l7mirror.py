@@ -48,10 +48,16 @@ from teapot_lb.tenancy.l7mirror import (
     refusal_of,
     status_back,
 )
+from teapot_lb.tenancy.l7status import denied_status
 from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 
 MIRROR_KEY = "mirror"
+
+
+def _now() -> str:
+    """A condition's timestamp (RFC 3339, seconds)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class L7Mirror:
@@ -175,6 +181,7 @@ class L7Mirror:
                 refusal = refusal_of_denial(err.code, err.message, "Refused")
                 if refusal is not None and served is not None:
                     await self._tell(served, *refusal)
+                    await self._write_denied(served, *refusal)
                 else:
                     failures.append(err)
             except KubeError as err:
@@ -231,6 +238,17 @@ class L7Mirror:
         elif mirror is not None:
             self._told.pop((served.resource, served.mirror), None)
 
+    async def _write_denied(self, served: Served, reason: str, message: str) -> None:
+        """A denied Gateway or route says so in its status too (Accepted=False)."""
+        status = denied_status(served.resource.kind, served.raw, reason, message, _now())
+        if status is None or all(
+            (served.raw.get("status") or {}).get(k) == v for k, v in status.items()
+        ):
+            return
+        ns, name = split_key(served.key)
+        with contextlib.suppress(NotFound):
+            await patch_status(self.tenant, served.resource, name, ns, status)
+
     async def _tell(self, served: Served, reason: str, message: str) -> None:
         told = (reason, message)
         if self._told.get((served.resource, served.mirror)) == told:
@@ -248,7 +266,7 @@ class L7Mirror:
         informer = self.sources.get(GATEWAY_CLASSES)
         if informer is None:
             return
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = _now()
         for key in informer.list_keys():
             raw = informer.get(key)
             status = class_status(raw, now) if raw is not None else None
