@@ -19,6 +19,7 @@ from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.events import EventKind, EventRecorder
 from teapot_lb.model.kinds import KINDS, Kind
 from teapot_lb.speaker.kube_source import KubeSource
+from teapot_lb.tenancy.request import RELAY_COMPONENT, node_event_ref
 
 from .relay import Relay, RelayEvent
 
@@ -33,7 +34,9 @@ RELAY_KINDS = tuple(
 
 class TenantEvents:
     """A :class:`RelayEvent` as an Event on its Tenant (none for an address of no Tenant:
-    that one is a log line and a metric)."""
+    that one is a log line and a metric); one about a tenant node's session also in the
+    tenant's namespace (:func:`~teapot_lb.tenancy.request.node_event_ref`), where its
+    agents read it and tell the tenant on that Node."""
 
     def __init__(self, recorder: EventRecorder, store: Store) -> None:
         self.recorder = recorder
@@ -50,6 +53,11 @@ class TenantEvents:
             "metadata": {"name": tenant.name, "uid": tenant.metadata.uid or ""},
         }
         kind = EventKind.WARNING if event.warning else EventKind.NORMAL
+        self._record(involved, kind, event)
+        if event.address:
+            self._record(node_event_ref(tenant.spec.namespace, event.address), kind, event)
+
+    def _record(self, involved: dict[str, Any], kind: EventKind, event: RelayEvent) -> None:
         task = asyncio.get_running_loop().create_task(
             self.recorder.record(involved, kind, event.reason, event.message)
         )
@@ -77,7 +85,7 @@ async def follow_cluster(
             " (--config-namespace) and Tenants, through --kubeconfig or the pod's ServiceAccount"
         )
         readiness.append(partial(source.readiness, hint))
-    relay.on_event = TenantEvents(EventRecorder(client, "teapot-lb-relay"), store)
+    relay.on_event = TenantEvents(EventRecorder(client, RELAY_COMPONENT), store)
     logger = log.get("teapot_lb.relay")
     async with asyncio.TaskGroup() as group:
         group.create_task(source.run(), name="relay-informers")

@@ -83,6 +83,7 @@ class RelayEvent:
     reason: str  # CamelCase, as Kubernetes Event reasons
     message: str
     warning: bool = True
+    address: str = ""  # the tenant node whose session it is about, when one is
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,7 @@ class Relay:
                         if tenant
                         else "the address is in no Tenant's node networks"
                     ),
+                    address=str(address),
                 )
             )
         return config
@@ -316,6 +318,7 @@ class Relay:
                         tenant.name,
                         "SessionRefusedBadPeerAS",
                         f"BGP session from {address} refused: {action.reason}",
+                        address=str(address),
                     )
                 )
 
@@ -340,6 +343,7 @@ class Relay:
                     "MaxPrefixReached",
                     f"session {over.address} sent more than {over.limit} routes"
                     f" (action {self.options.max_prefix_action})",
+                    address=str(over.address),
                 )
             )
         for down in out.teardown:
@@ -368,6 +372,7 @@ class Relay:
                 "MaxPrefixReached",
                 f"session {address} torn down: more than {limit} routes received"
                 f" (Cease/Maximum Number of Prefixes Reached); it may come back in {restart:g}s",
+                address=address,
             )
         )
         old = self._restarts.pop(address, None)

@@ -60,6 +60,7 @@ from teapot_lb.tenancy.request import (
     LABEL_CLUSTER,
     LABEL_SERVICE_NAME,
     LABEL_SERVICE_NAMESPACE,
+    RELAY_SELECTOR,
     REQUEST_KIND,
     TEAPOT_CLOUD_CLASS,
     desired_request,
@@ -67,10 +68,14 @@ from teapot_lb.tenancy.request import (
     nodes_refused,
     refusal_of,
     request_name,
+    session_name,
 )
 from teapot_lb.tenancy.vet import Rule
 
 COMPONENT = AGENT_COMPONENT
+# A key of the agent's loop that is a relay Event (in the management namespace), not a
+# Service: no Service key has a colon.
+RELAY_EVENT = "relay-event:"
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,7 @@ class TenantAgent:
         # What each Service was last told: (its generation, reason, message).
         self._told: dict[str, tuple[object, ...]] = {}
         self._told_nodes: dict[str, tuple[str, str]] = {}
+        self._told_sessions: dict[str, tuple[object, ...]] = {}  # relay Events told, by Node
         # Per Service key, the request the API server refused to store: not written again
         # while it is what the Service asks for (and its refusal is not cleared).
         self._denied: dict[str, KubeObject] = {}
@@ -147,6 +153,17 @@ class TenantAgent:
             watch_timeout_s=watch_timeout_s,
         )
         self.loop.watch(self.denials, self._service_of_denial)
+        self.relay_events = Informer(
+            management,
+            EVENTS,
+            namespace=config.namespace,
+            field_selector=RELAY_SELECTOR,
+            watch_timeout_s=watch_timeout_s,
+        )
+        self.loop.watch(
+            self.relay_events,
+            lambda event, key, obj: [] if event is EventType.DELETED else [RELAY_EVENT + key],
+        )
         self.l7 = (
             L7Mirror(
                 tenant,
@@ -212,7 +229,7 @@ class TenantAgent:
             "the tenant cluster: --kubeconfig, or the pod's ServiceAccount",
         )
         management = unready(
-            (self.remote, self.denials),
+            (self.remote, self.denials, self.relay_events),
             f"the tenant's namespace in the management cluster is {self.config.namespace!r}:"
             " set it with --management-namespace or the namespace of the management"
             " kubeconfig's context",
@@ -235,6 +252,9 @@ class TenantAgent:
         return service.is_handled(self.config.load_balancer_class, self.config.unclassed)
 
     async def _reconcile(self, key: str) -> None:
+        if key.startswith(RELAY_EVENT):
+            await self._tell_session(key.removeprefix(RELAY_EVENT))
+            return
         try:
             await self._sync(key)
         except NotFound as err:
@@ -333,6 +353,28 @@ class TenantAgent:
             involved = {"apiVersion": "v1", "kind": "Node", **node_raw}
             if await self.recorder.record(involved, "Warning", *refusal):
                 self._told_nodes[node] = refusal
+
+    async def _tell_session(self, event_key: str) -> None:
+        """The relay's word about a node's BGP session (refused, over its prefix limit), on
+        the Node with that address."""
+        event = self.relay_events.get(event_key)
+        if event is None:
+            return
+        name = (event.get("involvedObject") or {}).get("name")
+        said = (str(event.get("reason", "")), str(event.get("message", "")))
+        view = self.store.view()
+        for node_name in sorted(view.nodes):
+            node_raw = self.nodes.get(node_name)
+            addresses = {session_name(str(a)) for a in view.nodes[node_name].addresses()}
+            if node_raw is None or name not in addresses:
+                continue
+            told = (event_key, event.get("count"))
+            if self._told_sessions.get(node_name) == told:
+                continue
+            involved = {"apiVersion": "v1", "kind": "Node", **node_raw}
+            kind = str(event.get("type") or "Warning")
+            if await self.recorder.record(involved, kind, *said):
+                self._told_sessions[node_name] = told
 
     # ------------------------------------------------------------------ refusals the
     # API server gave: recorded in the management namespace for the manager to count

@@ -29,6 +29,26 @@ LABEL_SERVICE_NAME = "lb.teapot.io/service-name"
 AGENT_COMPONENT = "teapot-lb-tenant-agent"
 REQUEST_KIND = "TenantLoadBalancer"
 DENIALS_SELECTOR = f"involvedObject.kind={REQUEST_KIND},reportingComponent={AGENT_COMPONENT}"
+# The relay's Events about a tenant node's BGP session (a refused session, a max-prefix
+# trip), recorded in the tenant's namespace too, where its agents tell the tenant's Node.
+RELAY_COMPONENT = "teapot-lb-relay"
+NODE_SESSION_KIND = "TenantNodeSession"
+RELAY_SELECTOR = f"involvedObject.kind={NODE_SESSION_KIND},reportingComponent={RELAY_COMPONENT}"
+
+
+def session_name(address: str) -> str:
+    """A tenant node's session as an object name (an IPv6 address's colons as dashes)."""
+    return address.replace(":", "-")
+
+
+def node_event_ref(namespace: str, address: str) -> dict[str, Any]:
+    """What a relay Event about the tenant node at `address` is about, in the tenant's
+    namespace (no object: the relay knows the session's address, the agent the Node)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": NODE_SESSION_KIND,
+        "metadata": {"name": session_name(address), "namespace": namespace},
+    }
 
 
 def request_name(cluster: str, namespace: str, name: str) -> str:
