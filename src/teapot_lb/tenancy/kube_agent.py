@@ -145,21 +145,19 @@ class TenantAgent:
         self.loop.watch(self.nodes, self._every_service)
         self.loop.watch(self.slices, self._service_of_slice)
         self.loop.watch(self.remote, self._service_of_request)
-        self.denials = Informer(
-            management,
-            EVENTS,
-            namespace=config.namespace,
-            field_selector=DENIALS_SELECTOR,
-            watch_timeout_s=watch_timeout_s,
+        # Events in the management namespace: the refusals the agent recorded there, and
+        # the relay's word about this tenant's nodes' sessions.
+        self.denials, self.relay_events = (
+            Informer(
+                management,
+                EVENTS,
+                namespace=config.namespace,
+                field_selector=selector,
+                watch_timeout_s=watch_timeout_s,
+            )
+            for selector in (DENIALS_SELECTOR, RELAY_SELECTOR)
         )
         self.loop.watch(self.denials, self._service_of_denial)
-        self.relay_events = Informer(
-            management,
-            EVENTS,
-            namespace=config.namespace,
-            field_selector=RELAY_SELECTOR,
-            watch_timeout_s=watch_timeout_s,
-        )
         self.loop.watch(
             self.relay_events,
             lambda event, key, obj: [] if event is EventType.DELETED else [RELAY_EVENT + key],
