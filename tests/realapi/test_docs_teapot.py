@@ -14,19 +14,14 @@ edits of the documented commands are in SUBSTITUTIONS.
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import json
-import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from needs import require_kube
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import connect
 from teapot_lb.lab.kubeplane import ControlPlane
@@ -35,7 +30,18 @@ from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
 from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
-from .docblocks import DocBlock, marked_blocks
+from .docblocks import (
+    DocBlock,
+    arg,
+    container_args,
+    documented,
+    fresh_planes,
+    kubectl_json,
+    mounted_secret,
+    run_block,
+    service_account_kubeconfig,
+    webhook_by_url,
+)
 from .release import ROOT
 
 DOC = ROOT / "docs" / "teapot.md"
@@ -55,64 +61,8 @@ STEPS = ["management"] * 4 + ["tenant"] * 3
 
 @pytest.fixture(scope="module")
 def planes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ControlPlane]]:
-    """A fresh management and tenant cluster: the docs' names are fixed (teapot-lb-system,
-    Tenant acme, cluster-wide webhooks), so not the session's shared control plane."""
-    require_kube()
-    planes = {
-        target: ControlPlane(tmp_path_factory.mktemp(target), controller_manager=False)
-        for target in ("management", "tenant")
-    }
-    try:
-        for plane in planes.values():
-            plane.start()
+    with fresh_planes(tmp_path_factory.mktemp("docs"), "management", "tenant") as planes:
         yield planes
-    finally:
-        for plane in planes.values():
-            plane.close()
-
-
-def _documented(doc: Path) -> list[DocBlock]:
-    blocks = marked_blocks(doc.read_text())
-    text = "".join(b.code for b in blocks)
-    for old in SUBSTITUTIONS:
-        assert text.count(old) == 1, f"{doc.name} no longer says {old!r} once"
-    return blocks
-
-
-async def _run(block: DocBlock, plane: ControlPlane, workdir: Path) -> None:
-    code = block.code
-    for old, new in SUBSTITUTIONS.items():
-        code = code.replace(old, new)
-    env = {**os.environ, "KUBECONFIG": str(plane.admin_kubeconfig)}
-    process = await asyncio.create_subprocess_exec(
-        "bash", "-euo", "pipefail", "-c", code, cwd=workdir, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), timeout=180)
-    assert process.returncode == 0, (
-        f"{block.where(DOC)} failed ({process.returncode}):\n{code}\n"
-        f"stdout:\n{out.decode()}\nstderr:\n{err.decode()}"
-    )
-
-
-def _kubectl_json(plane: ControlPlane, *args: str) -> dict[str, Any]:
-    return dict(json.loads(plane.kubectl(*args, "-o", "json")))
-
-
-def _container_args(plane: ControlPlane, namespace: str, deployment: str) -> list[str]:
-    found = _kubectl_json(plane, "-n", namespace, "get", "deployment", deployment)
-    (container,) = found["spec"]["template"]["spec"]["containers"]
-    return list(container["args"])
-
-
-def _arg(args: list[str], name: str) -> str | None:
-    prefix = f"--{name}="
-    return next((a.removeprefix(prefix) for a in args if a.startswith(prefix)), None)
-
-
-def _token_kubeconfig(plane: ControlPlane, namespace: str, account: str) -> Path:
-    token = plane.service_account_token(namespace, account)
-    return plane.token_kubeconfig(token, f"{account}-{namespace}", namespace=namespace)
 
 
 class Kubelets:
@@ -147,18 +97,14 @@ class Kubelets:
             await self._start_agent(self.planes["tenant"])
 
     async def _start_manager(self, plane: ControlPlane) -> None:
-        args = _container_args(plane, "teapot-lb-system", "teapot-lb-manager")
-        secret = _kubectl_json(plane, "-n", "teapot-lb-system", "get", "secret",
-                               "teapot-lb-manager-webhook")  # fmt: skip
-        files = []
-        for key in ("tls.crt", "tls.key"):
-            path = self.workdir / f"mounted-{key}"
-            path.write_bytes(base64.b64decode(secret["data"][key]))
-            files.append(path)
+        args = container_args(plane, "teapot-lb-system", "teapot-lb-manager")
+        files = mounted_secret(plane, "teapot-lb-system", "teapot-lb-manager-webhook", self.workdir)
         client = await self.stack.enter_async_context(
-            await connect(_token_kubeconfig(plane, "teapot-lb-system", "teapot-lb-manager"))
+            await connect(
+                service_account_kubeconfig(plane, "teapot-lb-system", "teapot-lb-manager")
+            )
         )
-        config = ManagerConfig(config_namespace=_arg(args, "config-namespace") or "")
+        config = ManagerConfig(config_namespace=arg(args, "config-namespace") or "")
         manager = await self.stack.enter_async_context(running(KubeManager(client, config)))
         # Ready, and every watch current (a CRD established a moment ago answers 429
         # until its storage is initialized; the informer then lists again a second later).
@@ -168,35 +114,26 @@ class Kubelets:
             what="the manager ready, its watches current",
         )
         webhook = WebhookServer(
-            manager.objects, certificate=ReloadingCertificate(*files), ready=manager.readiness
+            manager.objects,
+            certificate=ReloadingCertificate(files["tls.crt"], files["tls.key"]),
+            ready=manager.readiness,
         )
         port = await webhook.start("127.0.0.1", 0)
         self.stack.push_async_callback(webhook.stop)
-        # The network: the Service's address is this host's port (the CA stays the docs').
-        hook = _kubectl_json(plane, "get", "validatingwebhookconfiguration", "teapot-lb-manager")
-        client_config = hook["webhooks"][0]["clientConfig"]
-        url = {"url": f"https://127.0.0.1:{port}{client_config['service']['path']}",
-               "caBundle": client_config["caBundle"]}  # fmt: skip
-        plane.kubectl("patch", "validatingwebhookconfiguration", "teapot-lb-manager",
-                      "--type=json", "-p", json.dumps(
-                          [{"op": "replace", "path": "/webhooks/0/clientConfig",
-                            "value": url}]))  # fmt: skip
+        webhook_by_url(plane, "teapot-lb-manager", port)
 
     async def _start_agent(self, plane: ControlPlane) -> None:
-        args = _container_args(plane, "teapot-system", "teapot-tenant-agent")
-        secret = _kubectl_json(plane, "-n", "teapot-system", "get", "secret", "teapot-management")
-        mounted = self.workdir / "mounted-management.kubeconfig"
-        mounted.write_bytes(base64.b64decode(secret["data"]["kubeconfig"]))
-        tenant = await self.stack.enter_async_context(
-            await connect(_token_kubeconfig(plane, "teapot-system", "teapot-tenant-agent"))
-        )
-        management = await self.stack.enter_async_context(await connect(mounted))
-        cluster = _arg(args, "cluster-name")
+        args = container_args(plane, "teapot-system", "teapot-tenant-agent")
+        files = mounted_secret(plane, "teapot-system", "teapot-management", self.workdir)
+        identity = service_account_kubeconfig(plane, "teapot-system", "teapot-tenant-agent")
+        tenant = await self.stack.enter_async_context(await connect(identity))
+        management = await self.stack.enter_async_context(await connect(files["kubeconfig"]))
+        cluster = arg(args, "cluster-name")
         assert cluster == "web-1"
         config = AgentConfig(
             cluster=cluster,
-            namespace=_arg(args, "management-namespace") or management.namespace,
-            load_balancer_class=_arg(args, "load-balancer-class") or "",
+            namespace=arg(args, "management-namespace") or management.namespace,
+            load_balancer_class=arg(args, "load-balancer-class") or "",
         )
         agent = await self.stack.enter_async_context(
             running(TenantAgent(tenant, management, config))
@@ -215,16 +152,16 @@ async def kubelets(planes: dict[str, ControlPlane], workdir: Path) -> AsyncItera
 async def test_the_operators_and_the_tenants_steps_run_as_written(
     planes: dict[str, ControlPlane], tmp_path: Path
 ) -> None:
-    blocks = _documented(DOC)
+    blocks = documented(DOC, SUBSTITUTIONS)
     assert [b.target for b in blocks] == STEPS
     (tmp_path / "deploy").symlink_to(ROOT / "deploy")  # "from a checkout of teapot-lb"
     async with kubelets(planes, tmp_path) as stand_in:
         for block in blocks:
-            await _run(block, planes[block.target], tmp_path)
+            await run_block(DOC, block, planes[block.target], tmp_path, SUBSTITUTIONS)
             await stand_in.after(block)
     # What the docs promise at the end: the tenant's Service has its IP, from acme's
     # allocation, and the operator sees the request.
-    service = _kubectl_json(planes["tenant"], "-n", "default", "get", "service", "web")
+    service = kubectl_json(planes["tenant"], "-n", "default", "get", "service", "web")
     (entry,) = service["status"]["loadBalancer"]["ingress"]
     assert entry["ip"].startswith("198.51.100.")
     requests = yaml.safe_load(
