@@ -82,10 +82,15 @@ class Scene:
                                 "-p", json.dumps({"spec": spec}))  # fmt: skip
 
     def warning(self, kind: str, name: str) -> dict[str, Any] | None:
+        """A Warning Event on the object as it is now (by its uid: a Node of an earlier
+        test had the same name)."""
+        informer = self.agent.nodes if kind == "Node" else self.agent.services
+        current = informer.get(name if kind == "Node" else f"default/{name}") or {}
+        uid = current.get("metadata", {}).get("uid")
         for event in self.events.list_objects():
             involved = event.get("involvedObject") or {}
-            if (involved.get("kind"), involved.get("name"), event.get("type")) == (
-                kind, name, "Warning"
+            if (involved.get("kind"), involved.get("uid"), event.get("type")) == (
+                kind, uid, "Warning"
             ):  # fmt: skip
                 return event
         return None
@@ -310,4 +315,37 @@ async def test_a_refused_service_is_served_once_the_tenant_allows_it(
             )
         finally:
             world.patch_tenant({"quotas": {"ports": PORT_QUOTA}})
+            await _cleanly_deleted(world, name)
+
+
+async def test_a_node_the_webhook_refuses_leaves_the_service_served_and_says_why(
+    real: Real, tenant_plane: ControlPlane
+) -> None:
+    name = "keeps"
+    async with scene(real, tenant_plane, webhook=True) as world:
+        try:
+            await world.tenant.create(SERVICES, service(name))
+
+            def ingress() -> list[str] | None:
+                svc = world.agent.services.get(f"default/{name}") or {}
+                entries = svc.get("status", {}).get("loadBalancer", {}).get("ingress")
+                return [e["ip"] for e in entries] if entries else None
+
+            ips = await wait_for_async(ingress, within=5, what="the Service's IP")
+            add_node(tenant_plane, *OUTSIDE)  # the update of its request is denied
+            event = await wait_for_async(
+                lambda: world.warning("Service", name), within=5, what="a Warning on the Service"
+            )
+            assert event["reason"] == "BackendNotAllowed"
+            await wait_for_async(
+                lambda: world.warning("Node", OUTSIDE[0]), within=1.0, what="one on the Node"
+            )
+            assert ingress() == ips  # still served, by its last accepted backends
+            request = world.agent.remote.list_objects()[0]
+            assert [b["node"] for b in request["spec"]["backends"]] == [INSIDE[0]]
+            await wait_for_async(
+                lambda: world.refused_count() == 1 or None, within=5, what="REFUSED 1"
+            )
+        finally:
+            tenant_plane.kubectl("delete", "node", OUTSIDE[0], check=False)
             await _cleanly_deleted(world, name)
