@@ -224,7 +224,13 @@ class KubeManager:
         return self.book.routes()
 
     def readiness(self) -> list[str]:
-        return unready(self.informers)
+        """Why the manager is not ready, naming what it read where, and what sets that."""
+        return unready(
+            self.informers,
+            "the manager reads Tenants, TenantLoadBalancers and the agents' Events in every"
+            f" namespace, AddressPools in {self.config.config_namespace!r} (--config-namespace),"
+            " through --kubeconfig or the pod's ServiceAccount (deploy/teapot/management.yaml)",
+        )
 
     @property
     def is_leader(self) -> bool:
