@@ -183,6 +183,7 @@ def manifests(tenants: int, nodes: int) -> list[dict[str, Any]]:
         docs.append({
             "apiVersion": API, "kind": "Tenant", "metadata": {"name": f"t{t}"},
             "spec": {"namespace": f"tenant-{t}", "asn": asn(t), "nodeNetworks": [nodes_net(t)],
+                     "nodes": [{"name": f"n{n}", "addresses": [node(t, n)]} for n in range(nodes)],
                      "allocations": [{"addressPool": "tenants", "cidrs": [alloc(t)]}]},
         })  # fmt: skip
     return docs

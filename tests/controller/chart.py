@@ -1,220 +1,112 @@
-"""A tiny renderer for the subset of Helm's Go templates our chart uses (helm is not
-installed here). What it supports is what deploy/helm/teapot-lb/values.yaml promises:
+"""The charts, rendered by real Helm (`helm template`), for the tests that read them.
 
-- `{{ .Values.a.b }}`, `{{ .Release.Name }}`, `{{ .Release.Namespace }}`,
-  `{{ .Chart.AppVersion }}`, string and integer literals;
-- pipelines with `default X`, `quote`, `toYaml`, `nindent N`, `indent N`, and `not X`;
-- `{{ if X }}` / `{{ else }}` / `{{ end }}`, and `{{-` / `-}}` whitespace trimming;
-- `{{/* comments */}}`.
-
-Anything else raises, so a template that uses more than this fails the tests instead of
-rendering wrongly. It proves the templates render to the YAML we test with this subset's
-semantics; it does not prove helm itself renders them identically.
+Helm is not a dependency of the product: the tests use the upstream binary from
+``../shared/helm/bin/helm`` beside the project (or ``$TEAPOT_HELM``) and skip, saying so,
+where it is absent (a user's fresh clone has no ``../shared``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-import shlex
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "teapot-lb"
-_ACTION = re.compile(r"\{\{(-?)\s*(.*?)\s*(-?)\}\}", re.S)
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "teapot-lb"
+_SOURCE = re.compile(r"^# Source: [^/\n]+/templates/(?P<name>[^\n]+)$", re.M)
 
 
-class TemplateError(Exception):
-    pass
-
-
-@dataclass
-class _If:
-    condition: str
-    then: list[Any] = field(default_factory=list)
-    otherwise: list[Any] = field(default_factory=list)
-    in_else: bool = False
-
-
-def _parse(text: str) -> list[Any]:
-    """Text pieces and actions, with trimming applied; `if` blocks nested."""
-    pieces: list[Any] = []
-    pos = 0
-    for match in _ACTION.finditer(text):
-        before = text[pos : match.start()]
-        if match.group(1):
-            before = before.rstrip()
-        pieces.append(before)
-        pieces.append(("action", match.group(2)))
-        pos = match.end()
-        if match.group(3):
-            rest = text[pos:]
-            pos += len(rest) - len(rest.lstrip())
-    pieces.append(text[pos:])
-    root: list[Any] = []
-    stack: list[tuple[list[Any], _If | None]] = [(root, None)]
-    for piece in pieces:
-        current = stack[-1][0]
-        if isinstance(piece, str):
-            current.append(piece)
-            continue
-        body = piece[1]
-        if body.startswith("/*"):
-            continue
-        if body.startswith("if "):
-            block = _If(body[3:].strip())
-            current.append(block)
-            stack.append((block.then, block))
-        elif body == "else":
-            block_or_none = stack[-1][1]
-            if block_or_none is None or block_or_none.in_else:
-                raise TemplateError("else without if")
-            block_or_none.in_else = True
-            stack[-1] = (block_or_none.otherwise, block_or_none)
-        elif body == "end":
-            if len(stack) == 1:
-                raise TemplateError("end without if")
-            stack.pop()
-        else:
-            current.append(("expr", body))
-    if len(stack) != 1:
-        raise TemplateError("if without end")
-    return root
-
-
-def _truthy(value: Any) -> bool:
-    return value not in (None, False, 0, "") and not (
-        isinstance(value, Mapping | list) and not value
+def helm_binary() -> Path | None:
+    """``$TEAPOT_HELM``, else ``../shared/helm/bin/helm`` beside the project, else the
+    virtualenv's (``TEAPOT_INSTALL_HELM=1 scripts/setup.sh``) or one on PATH."""
+    named = os.environ.get("TEAPOT_HELM")
+    on_path = shutil.which("helm")
+    candidates = (
+        [Path(named)]
+        if named
+        else [
+            ROOT.parent / "shared" / "helm" / "bin" / "helm",
+            ROOT / ".venv" / "bin" / "helm",
+            *([Path(on_path)] if on_path else []),
+        ]
     )
+    return next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
 
 
-def _to_yaml(value: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=False, sort_keys=False).rstrip("\n")
+def helm(*args: str, kubeconfig: Path | None = None) -> str:
+    """Run helm with ``args`` and return its standard output; skip the test without helm."""
+    binary = helm_binary()
+    if binary is None:
+        pytest.skip(
+            "helm not found: put ../shared/helm/bin/helm beside the project, set TEAPOT_HELM, "
+            "or run TEAPOT_INSTALL_HELM=1 scripts/setup.sh"
+        )
+    cmd = [str(binary), *args]
+    if kubeconfig is not None:
+        cmd.append(f"--kubeconfig={kubeconfig}")
+    # Helm keeps caches and its repository configuration under these: a test must not
+    # read or write the user's.
+    home = Path(tempfile.gettempdir()) / "teapot-lb-helm"
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+    return done.stdout
 
 
-def _indent(n: int, text: str) -> str:
-    return "\n".join(" " * n + line if line else line for line in str(text).split("\n"))
-
-
-class Renderer:
-    def __init__(self, context: Mapping[str, Any]) -> None:
-        self.context = context
-
-    def term(self, token: str) -> Any:
-        if token.startswith("."):
-            value: Any = self.context
-            for part in token[1:].split("."):
-                if not isinstance(value, Mapping):
-                    raise TemplateError(f"{token}: {part} of a non-map")
-                value = value.get(part)
-            return value
-        if token.startswith('"'):
-            return json.loads(token)
-        if token.isdigit():
-            return int(token)
-        raise TemplateError(f"unsupported term {token!r}")
-
-    def call(self, name: str, args: list[Any]) -> Any:
-        match name, args:
-            case "default", [fallback, value]:
-                return value if _truthy(value) else fallback
-            case "quote", [value]:
-                return json.dumps("" if value is None else str(value))
-            case "toYaml", [value]:
-                return _to_yaml(value)
-            case "nindent", [int() as n, value]:
-                return "\n" + _indent(n, value)
-            case "indent", [int() as n, value]:
-                return _indent(n, value)
-            case "not", [value]:
-                return not _truthy(value)
-        raise TemplateError(f"unsupported function {name} with {len(args)} argument(s)")
-
-    def pipeline(self, text: str) -> Any:
-        value: Any = None
-        for i, stage in enumerate(part.strip() for part in text.split("|")):
-            tokens = shlex.split(stage, posix=False)
-            if i == 0 and len(tokens) == 1:
-                value = self.term(tokens[0])
-                continue
-            args = [self.term(t) for t in tokens[1:]]
-            value = self.call(tokens[0], args if i == 0 else [*args, value])
-        return value
-
-    def render(self, nodes: list[Any]) -> str:
-        out: list[str] = []
-        for node in nodes:
-            if isinstance(node, str):
-                out.append(node)
-            elif isinstance(node, _If):
-                branch = node.then if _truthy(self.pipeline(node.condition)) else node.otherwise
-                out.append(self.render(branch))
-            else:
-                value = self.pipeline(node[1])
-                if isinstance(value, Mapping | list):
-                    raise TemplateError(f"{node[1]!r} prints a map or list; use toYaml")
-                out.append("" if value is None else _scalar(value))
-        return "".join(out)
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _merge(base: Any, override: Any) -> Any:
-    if isinstance(base, Mapping) and isinstance(override, Mapping):
-        merged = dict(base)
-        for key, value in override.items():
-            merged[key] = _merge(base.get(key), value)
-        return merged
-    return override
-
-
-def render_chart(
-    values: Mapping[str, Any] | None = None,
+def _run_chart(
+    command: tuple[str, ...],
+    values: Mapping[str, Any] | None,
     *,
     namespace: str = "teapot-lb-system",
     release: str = "teapot-lb",
     chart: Path = CHART,
-) -> dict[str, str]:
-    """Every template rendered: `{template file name: YAML text}`."""
-    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
-    defaults = yaml.safe_load((chart / "values.yaml").read_text())
-    context = {
-        "Values": _merge(defaults, values or {}),
-        "Release": {"Name": release, "Namespace": namespace, "Service": "Helm"},
-        "Chart": {
-            "Name": meta["name"],
-            "Version": meta["version"],
-            "AppVersion": meta["appVersion"],
-        },
-    }
-    renderer = Renderer(context)
-    return {
-        path.name: renderer.render(_parse(path.read_text()))
-        for path in sorted((chart / "templates").glob("*.yaml"))
-    }
+) -> str:
+    """helm ``command`` RELEASE CHART -n NAMESPACE, with ``values`` as a values file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        given: list[str] = []
+        if values:
+            path = Path(tmp) / "values.json"  # JSON is YAML: helm reads it with -f
+            path.write_text(json.dumps(values))
+            given = ["-f", str(path)]
+        return helm(command[0], release, str(chart), "-n", namespace, *command[1:], *given)
+
+
+def render_manifest(values: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+    """`helm template RELEASE CHART -n NAMESPACE` with ``values``: one multi-document file."""
+    return _run_chart(("template",), values, **kwargs)
+
+
+def render_chart(values: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, str]:
+    """Every template rendered: `{template file name: YAML text}` (its documents joined)."""
+    rendered: dict[str, list[str]] = {}
+    for doc in re.split(r"^---\s*$", render_manifest(values, **kwargs), flags=re.M):
+        found = _SOURCE.search(doc)
+        if found:
+            rendered.setdefault(found["name"], []).append(doc.strip() + "\n")
+    return {name: "---\n" + "---\n".join(docs) for name, docs in sorted(rendered.items())}
 
 
 def render_objects(values: Mapping[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
     """The rendered chart as Kubernetes objects (empty documents dropped)."""
-    objects: list[dict[str, Any]] = []
-    for text in render_chart(values, **kwargs).values():
-        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
-    return objects
+    return [doc for doc in yaml.safe_load_all(render_manifest(values, **kwargs)) if doc]
 
 
-def render_manifest(values: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-    """One multi-document YAML file, as `helm template` would print it."""
-    parts = []
-    for name, text in render_chart(values, **kwargs).items():
-        for doc in re.split(r"^---\s*$", text, flags=re.M):
-            if doc.strip():
-                parts.append(f"---\n# Source: teapot-lb/templates/{name}\n{doc.strip()}\n")
-    return "".join(parts)
+def render_notes(values: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+    """The install notes (NOTES.txt) as `helm install` prints them (a client-side dry run)."""
+    out = _run_chart(("install", "--dry-run=client"), values, **kwargs)
+    return out.split("\nNOTES:\n", 1)[1] if "\nNOTES:\n" in out else ""

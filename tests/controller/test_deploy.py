@@ -1,11 +1,10 @@
-"""The Helm chart, rendered with tests/controller/chart.py, and the plain manifests.
+"""The Helm chart, rendered by real Helm (tests/controller/chart.py), and the plain manifests.
 
-What this proves: the templates render (with the subset of Go templates chart.py
-implements) to objects with the properties below; the controller's rendered arguments are
-accepted by the real command; the rendered RBAC allows every request the controller makes
-against the fake API server in a realistic run, and nothing broad. What it does not
-prove: that helm renders byte-identically, or that a real API server accepts the objects
-(no schema validation of built-in kinds here).
+What this proves: `helm lint` passes on both charts; the templates render to objects with
+the properties below; the controller's rendered arguments are accepted by the real
+command; the rendered RBAC allows every request the controller makes against the fake API
+server in a realistic run, and nothing broad. The real control plane tier
+(tests/realapi) applies what Helm renders to a real API server.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from teapot_lb.kube.leader import LeaseConfig
 from teapot_lb.model.kinds import KINDS
 from teapot_lb.webhook import VALIDATE_PATH
 
-from .chart import CHART, render_manifest, render_objects
+from .chart import CHART, helm, render_manifest, render_notes, render_objects
 from .test_kube_controller import ips_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -258,16 +257,20 @@ def test_no_role_grants_wildcards_or_deletes_and_the_speaker_writes_only_reports
 
 
 def test_the_install_notes_render() -> None:
-    from .chart import Renderer, _parse
-
-    template = _parse((CHART / "templates" / "NOTES.txt").read_text())
-    values = {"configNamespace": "", "speaker": {"memberlistSecret": "teapot-lb-memberlist"}}
-    notes = Renderer({"Values": values, "Release": {"Namespace": "lb"}}).render(template)
+    keyed = {"speaker": {"memberlistSecret": "teapot-lb-memberlist"}}
+    notes = render_notes(keyed, namespace="lb")
     assert "kubectl get addresspools -n lb" in notes and "{{" not in notes
     assert "kubectl -n lb create secret generic teapot-lb-memberlist" in notes
-    values["speaker"] = {"memberlistSecret": ""}
-    unkeyed = Renderer({"Values": values, "Release": {"Namespace": "lb"}}).render(template)
+    unkeyed = render_notes({"speaker": {"memberlistSecret": ""}}, namespace="lb")
     assert "secret" not in unkeyed
+
+
+@pytest.mark.parametrize(
+    "chart", [CHART, CHART.parent / "teapot-tenant-agent"], ids=lambda c: c.name
+)
+def test_helm_lint_passes_on_the_chart(chart: Path) -> None:
+    out = helm("lint", str(chart), "--strict")
+    assert "0 chart(s) failed" in out, out
 
 
 def test_the_chart_ships_the_generated_crds() -> None:

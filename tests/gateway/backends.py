@@ -2,7 +2,8 @@
 
     python backends.py KIND:NAME:ADDR:PORT[:CERT:KEY] ...
 
-- http: answers every request with JSON: its name, the path, the request headers
+- http: answers every request with JSON: its name, the path, the request headers (by
+  name, and as a list of every line: repeated headers)
   (`/slow/<ms>` answers after that many milliseconds: a request in flight);
 - proxyhttp: the same, after reading a PROXY protocol v2 header (reports the source it
   carried as `proxied_from`);
@@ -40,6 +41,7 @@ def _http_handler(name: str) -> type[BaseHTTPRequestHandler]:
                     "path": self.path,
                     "method": self.command,
                     "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "header_list": [[k.lower(), v] for k, v in self.headers.items()],
                     "proxied_from": self.proxied_from,
                 }
             ).encode()

@@ -123,3 +123,40 @@ def test_hostnames_are_dns_names_or_wildcards() -> None:
     HTTPRoute(listeners=("web",), hostnames=("*.a.example", "B.example"))
     with pytest.raises(ValidationError):
         HTTPRoute(listeners=("web",), hostnames=("a.example v0",))
+
+
+def test_a_prefix_replacement_needs_one_prefix_match_and_excludes_a_rewrite() -> None:
+    def config(**rule: object) -> GatewayConfig:
+        return GatewayConfig.model_validate({
+            "listeners": [{"name": "web", "address": "192.0.2.10", "port": 80, "protocol": "HTTP"}],
+            "httpRoutes": [{"listeners": ["web"], "hostnames": ["a.example"], "rules": [rule]}],
+        })  # fmt: skip
+
+    exact = {"matches": [{"path": {"type": "Exact", "value": "/a"}}]}
+    both = {"matches": [{"path": {"value": "/a"}}, {"path": {"value": "/b"}}]}
+    prefix = {"redirect": {"replacePrefixMatch": "/b"}}
+    (why,) = problems(config(**exact, **prefix))
+    assert "rules[0]: replacePrefixMatch needs every match" in why
+    assert problems(config(**both, rewrite={"replacePrefixMatch": ""}, backends=[]))
+    assert problems(config(matches=[{"path": {"value": "/a"}}], **prefix)) == []
+    assert problems(config(**prefix)) == []  # no matches: the prefix '/'
+    (why,) = problems(config(redirect={"hostname": "b.example"}, rewrite={"path": "/x"}))
+    assert "a redirect and a rewrite exclude each other" in why
+    with pytest.raises(ValidationError, match="either path or replacePrefixMatch"):
+        config(rewrite={"path": "/x", "replacePrefixMatch": "/y"})
+    with pytest.raises(ValidationError, match="must be empty or start with '/'"):
+        config(redirect={"replacePrefixMatch": "x"})
+
+
+def test_a_missing_backend_reference_needs_no_backend() -> None:
+    cfg = GatewayConfig(
+        listeners=(_http(),),
+        http_routes=(
+            HTTPRoute(
+                listeners=("web",),
+                hostnames=("a.example",),
+                rules=(HTTPRule(backends=(BackendRef(backend="gone", missing=True),)),),
+            ),
+        ),
+    )
+    assert problems(cfg) == []

@@ -37,11 +37,15 @@ def announce(
     *,
     sets: tuple[int, ...] = (),
     communities: tuple[int, ...] = (),
+    confed: SegmentType | None = None,
 ) -> bytes:
+    """``confed``: a confederation segment of that type, holding the tenant's ASN, leads
+    the path (where a confederation member puts it, RFC 5065 §4.1)."""
     net = ip_network(prefix)
     v6 = net.version == 6
     hop = ip_address(next_hop or (SELF6 if v6 else SELF4))
-    segs = [Segment(SegmentType.AS_SEQUENCE, path)]
+    segs = [Segment(confed, (ACME,))] if confed else []
+    segs.append(Segment(SegmentType.AS_SEQUENCE, path))
     if sets:
         segs.append(Segment(SegmentType.AS_SET, sets))
     attrs: list[object] = [Origin(OriginCode.IGP), AsPath(tuple(segs))]
@@ -98,6 +102,8 @@ BLACKHOLE = WELL_KNOWN_COMMUNITIES["blackhole"]
 NO_EXPORT = WELL_KNOWN_COMMUNITIES["no-export"]
 OUT, AGG, NH_OUT = "outside-allocation", "aggregate-not-held", "next-hop-outside-node-networks"
 PROT, PATH = "next-hop-protected", "as-path-not-tenant"
+NOT_NODE = "next-hop-not-registered-node"
+CONFED = "as-confed-segment"  # RFC 5065 §5: malformed from a non-member, treat-as-withdraw
 
 
 def _h(name: str, prefix: str, reason: str, **kw: object) -> Hijack:
@@ -115,6 +121,10 @@ ROUTE_HIJACKS = (
     _h("v4-next-hop-another-tenants-node", "203.0.113.1/32", NH_OUT, next_hop="192.0.2.17"),
     _h("v4-next-hop-the-router", "203.0.113.2/32", PROT, next_hop="192.0.2.1"),
     _h("v4-next-hop-a-management-node", "203.0.113.3/32", PROT, next_hop="192.0.2.60"),
+    # Inside acme's node networks but no registered node's: an unused address, and the
+    # router's own leg there (not a BGPPeer address, nobody listed it in --protect).
+    _h("v4-next-hop-an-unregistered-address", "203.0.113.13/32", NOT_NODE, next_hop="192.0.2.49"),
+    _h("v4-next-hop-the-routers-leg", "203.0.113.15/32", NOT_NODE, next_hop="192.0.2.50"),
     _h("v4-foreign-asn-in-path", "203.0.113.4/32", PATH, path=(ACME, BOLT)),
     _h("v4-prepends-of-another", "203.0.113.6/32", PATH, path=(ACME, BOLT, BOLT)),
     _h("v4-private-asn-behind", "203.0.113.7/32", PATH, path=(ACME, 65001)),
@@ -128,16 +138,30 @@ ROUTE_HIJACKS = (
     _h("v6-next-hop-another-tenants-node", "2001:db8:100::1/128", NH_OUT, next_hop="2001:db8::11"),
     _h("v6-next-hop-the-router", "2001:db8:100::2/128", PROT, next_hop="2001:db8::1"),
     _h("v6-next-hop-a-management-node", "2001:db8:100::3/128", PROT, next_hop="2001:db8::60"),
+    _h("v6-next-hop-unregistered", "2001:db8:100::c/128", NOT_NODE, next_hop="2001:db8::31"),
+    _h("v6-next-hop-the-routers-leg", "2001:db8:100::d/128", NOT_NODE, next_hop="2001:db8::32"),
     _h("v6-foreign-asn-in-path", "2001:db8:100::4/128", PATH, path=(ACME, BOLT)),
     _h("v6-as-set", "2001:db8:100::6/128", "as-set", sets=(BOLT,)),
-)
+    _h("v4-as-confed-sequence", "203.0.113.11/32", CONFED, confed=SegmentType.AS_CONFED_SEQUENCE),
+    _h("v6-as-confed-set", "2001:db8:100::9/128", CONFED, confed=SegmentType.AS_CONFED_SET),
+    _h("v4-as-path-longer-than-32", "203.0.113.12/32", "as-path-too-long", path=(ACME,) * 33),
+    _h("v6-as-path-longer-than-32", "2001:db8:100::a/128", "as-path-too-long",
+       path=(ACME,) * 40),
+)  # fmt: skip
 
-# Accepted, but with the communities a tenant must not set removed.
+# Accepted, the communities a tenant must not set removed (BLACKHOLE without RTBH), those
+# that only narrow a route's reach passed on to the routers (NO_EXPORT: the default).
 SCRUBBED = (
-    Hijack("v4-blackhole-community", announce("203.0.113.9/32", communities=(BLACKHOLE,)),
-           "203.0.113.9/32", "scrubbed"),
+    Hijack(
+        "v4-blackhole-community",
+        announce("203.0.113.9/32", communities=(BLACKHOLE,)),
+        "203.0.113.9/32",
+        "scrubbed",
+    ),
+)
+PASSED = (
     Hijack("v6-no-export-community", announce("2001:db8:100::7/128", communities=(NO_EXPORT,)),
-           "2001:db8:100::7/128", "scrubbed"),
+           "2001:db8:100::7/128", "passed"),
 )  # fmt: skip
 
 # Changes nothing, counted by reason.

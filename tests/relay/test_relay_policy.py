@@ -7,17 +7,20 @@ acme (ASN 64601) holds 198.51.100.0/28 and 2001:db8:100::/124, nodes in 192.0.2.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from ipaddress import ip_network
 
 import pytest
 from tests.relay.builders import ASN, OPTIONS, path, relay_tenant
-from tests.tenancy.builders import pools, tenant
+from tests.tenancy.builders import pools, tenant_body
 
 from teapot_lb.bgp.policy import Accepted, Filter, Rejected
 from teapot_lb.bgp.rib import encode_prefix
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
+from teapot_lb.bgp.wire.aspath import SegmentType
 from teapot_lb.model.bgp import WELL_KNOWN_COMMUNITIES
-from teapot_lb.relay.policy import Reason, RelayOptions, tenant_policy
+from teapot_lb.model.manifest import parse_object
+from teapot_lb.relay.policy import Reason, RelayOptions, WellKnownCommunities, tenant_policy
 
 ACME_AS = ASN["acme"]
 
@@ -54,6 +57,10 @@ CASES = [
     ("2001:db8:100::5/128", "2001:db8:a::1", (ACME_AS,), Reason.NEXT_HOP_PROTECTED),
     ("198.51.100.5/32", "192.0.2.71", (ACME_AS,), Reason.NEXT_HOP_OUTSIDE),  # bolt's node
     ("2001:db8:100::5/128", "2001:db8:b::71", (ACME_AS,), Reason.NEXT_HOP_OUTSIDE),
+    # Inside acme's node networks, but no registered node's: an unused address, or a
+    # router's own leg in the subnet that nobody listed in --protect.
+    ("198.51.100.5/32", "192.0.2.40", (ACME_AS,), Reason.NEXT_HOP_NOT_NODE),
+    ("2001:db8:100::5/128", "2001:db8:a::40", (ACME_AS,), Reason.NEXT_HOP_NOT_NODE),
     ("198.51.100.5/32", NODE4, (ACME_AS, 64602), Reason.AS_PATH),  # transit of bolt
     ("198.51.100.5/32", NODE4, (64602,), Reason.AS_PATH),  # foreign ASN
     ("198.51.100.5/32", NODE4, (ACME_AS, 65000), Reason.AS_PATH),  # private ASN behind
@@ -95,19 +102,110 @@ def test_an_aggregate_held_in_full_passes_when_aggregates_are_allowed(
     assert isinstance(half, Rejected) and half.reason == Reason.AGGREGATE_NOT_HELD
 
 
+BLACKHOLE = WELL_KNOWN_COMMUNITIES["blackhole"]
+NO_EXPORT = WELL_KNOWN_COMMUNITIES["no-export"]
+NO_ADVERTISE = WELL_KNOWN_COMMUNITIES["no-advertise"]
+NO_EXPORT_SUBCONFED = WELL_KNOWN_COMMUNITIES["no-export-subconfed"]
+ALLOWED = (ACME_AS << 16) | 100  # the relay-wide allowlist of OPTIONS
+
+
+def _communities(flt: Filter, *sent: int) -> tuple[int, ...] | Rejected:
+    verdict = flt.judge(ip_network("198.51.100.5/32"), path(NODE4, ACME_AS, communities=sent))
+    return verdict.path.communities if isinstance(verdict, Accepted) else verdict
+
+
 def test_communities_are_scrubbed_to_the_allowlist_and_med_removed() -> None:
-    blackhole = WELL_KNOWN_COMMUNITIES["blackhole"]
-    no_export = WELL_KNOWN_COMMUNITIES["no-export"]
-    allowed = (ACME_AS << 16) | 100
-    sent = path(NODE4, ACME_AS, communities=(blackhole, no_export, allowed))
+    other = (64999 << 16) | 1
+    sent = path(NODE4, ACME_AS, communities=(other, ALLOWED))
     verdict = _acme().judge(ip_network("198.51.100.5/32"), sent)
     assert isinstance(verdict, Accepted)
-    assert verdict.path.communities == (allowed,)
+    assert verdict.path.communities == (ALLOWED,)
     assert verdict.path.med is None
 
 
+@pytest.mark.parametrize("reach", [NO_EXPORT, NO_ADVERTISE, NO_EXPORT_SUBCONFED])
+def test_rfc1997_reach_limits_are_passed_on_by_default(reach: int) -> None:
+    assert _communities(_acme(), reach, ALLOWED) == (reach, ALLOWED)
+
+
+@pytest.mark.parametrize("reach", [NO_EXPORT, NO_ADVERTISE, NO_EXPORT_SUBCONFED])
+def test_rfc1997_reach_limits_honoured_keep_the_route_from_the_routers(reach: int) -> None:
+    verdict = _communities(_acme(well_known=WellKnownCommunities.HONOUR), reach)
+    assert isinstance(verdict, Rejected) and verdict.reason == Reason.NO_EXPORT_HONOURED
+    assert _communities(_acme(well_known=WellKnownCommunities.HONOUR), ALLOWED) == (ALLOWED,)
+
+
+def test_blackhole_is_removed_without_rtbh() -> None:
+    assert _communities(_acme(), BLACKHOLE, ALLOWED) == (ALLOWED,)
+
+
+def test_blackhole_with_rtbh_passes_with_no_export_added() -> None:
+    assert _communities(_acme(rtbh=True), BLACKHOLE) == (BLACKHOLE, NO_EXPORT)
+    # Honouring reach limits does not refuse the NO_EXPORT the relay added itself.
+    honour = _acme(rtbh=True, well_known=WellKnownCommunities.HONOUR)
+    assert _communities(honour, BLACKHOLE) == (BLACKHOLE, NO_EXPORT)
+    # Still only inside the tenant's allocation: a blackhole for bolt's prefix is refused.
+    theirs = honour.judge(
+        ip_network("198.51.100.20/32"), path(NODE4, ACME_AS, communities=(BLACKHOLE,))
+    )
+    assert isinstance(theirs, Rejected) and theirs.reason == Reason.OUTSIDE_ALLOCATION
+
+
+def test_a_tenants_rtbh_setting_wins_over_the_relays() -> None:
+    on = relay_tenant("acme", relay={"rtbh": True})
+    off = relay_tenant("acme", relay={"rtbh": False})
+    relay_off, relay_on = OPTIONS, replace(OPTIONS, rtbh=True)
+    assert _communities(tenant_policy(on, pools(), relay_off).filter, BLACKHOLE) == (
+        BLACKHOLE,
+        NO_EXPORT,
+    )
+    assert _communities(tenant_policy(off, pools(), relay_on).filter, BLACKHOLE) == ()
+
+
+def test_a_tenants_allowlist_extends_the_relays() -> None:
+    mine = (ACME_AS << 16) | 7
+    acme = relay_tenant("acme", relay={"communities": ["64601:7"], "largeCommunities": ["1:2:3"]})
+    policy = tenant_policy(acme, pools(), OPTIONS)
+    assert policy.communities == {ALLOWED, mine} and policy.rtbh is False
+    assert _communities(policy.filter, mine, ALLOWED, (64999 << 16) | 1) == (mine, ALLOWED)
+    # bolt keeps the relay's allowlist only.
+    bolt = tenant_policy(relay_tenant("bolt"), pools(), OPTIONS)
+    assert bolt.communities == {ALLOWED}
+
+
+@pytest.mark.parametrize("kind", [SegmentType.AS_CONFED_SEQUENCE, SegmentType.AS_CONFED_SET])
+@pytest.mark.parametrize(
+    ("prefix", "hop"), [("198.51.100.5/32", NODE4), ("2001:db8:100::5/128", NODE6)]
+)
+def test_a_confederation_segment_from_a_tenant_is_treated_as_withdraw(
+    kind: SegmentType, prefix: str, hop: str
+) -> None:
+    sent = path(hop, ACME_AS, confed=(kind, (ACME_AS,)))
+    verdict = _acme().judge(ip_network(prefix), sent)
+    assert isinstance(verdict, Rejected) and verdict.reason == Reason.AS_CONFED
+
+
+@pytest.mark.parametrize(("length", "accepted"), [(32, True), (33, False)])
+def test_the_as_path_is_capped_at_32_asns_prepends_included(length: int, accepted: bool) -> None:
+    verdict = _acme().judge(ip_network("198.51.100.5/32"), path(NODE4, *[ACME_AS] * length))
+    if accepted:
+        assert isinstance(verdict, Accepted)
+    else:
+        assert isinstance(verdict, Rejected) and verdict.reason == Reason.AS_PATH_TOO_LONG
+
+
+def test_the_as_path_cap_is_an_option() -> None:
+    long = path(NODE4, *[ACME_AS] * 40)
+    assert isinstance(_acme(max_as_path_length=None).judge(ip_network("198.51.100.5/32"), long),
+                      Accepted)  # fmt: skip
+    short = _acme(max_as_path_length=2).judge(
+        ip_network("198.51.100.5/32"), path(NODE4, *[ACME_AS] * 3)
+    )
+    assert isinstance(short, Rejected) and short.reason == Reason.AS_PATH_TOO_LONG
+
+
 def test_a_tenant_without_asn_gets_nothing_through() -> None:
-    flt = tenant_policy(tenant("acme", asn=None), pools(), OPTIONS).filter
+    flt = tenant_policy(relay_tenant("acme", asn=None), pools(), OPTIONS).filter
     verdict = flt.judge(ip_network("198.51.100.5/32"), path(NODE4, ACME_AS))
     assert isinstance(verdict, Rejected) and verdict.reason == Reason.AS_PATH
 
@@ -153,3 +251,40 @@ def test_a_prefixs_remembered_verdict_is_per_family_and_the_same_for_every_path(
     assert [w.reason for w, _ in first.rejected] == [Reason.BOGON.value]
     assert [w.reason for w, _ in second.rejected] == [Reason.OUTSIDE_ALLOCATION.value]
     assert f == _acme()  # what it remembers is no part of the filter's value
+
+
+def test_a_tenant_without_registered_nodes_gets_no_next_hop_through() -> None:
+    flt = tenant_policy(relay_tenant("acme", nodes=[]), pools(), OPTIONS).filter
+    for prefix, hop in (("198.51.100.5/32", NODE4), ("2001:db8:100::5/128", NODE6)):
+        verdict = flt.judge(ip_network(prefix), path(hop, ACME_AS))
+        assert isinstance(verdict, Rejected) and verdict.reason == Reason.NEXT_HOP_NOT_NODE
+
+
+def test_a_registered_address_outside_the_node_networks_is_never_a_next_hop() -> None:
+    # nodeNetworks stay the outer bound: validation refuses such an address, and the
+    # policy does not count it either.
+    outside = [{"name": "n9", "addresses": ["203.0.113.9"]}]
+    policy = tenant_policy(relay_tenant("acme", nodes=outside), pools(), OPTIONS)
+    assert policy.nodes == ()
+    verdict = policy.filter.judge(ip_network("198.51.100.5/32"), path("203.0.113.9", ACME_AS))
+    assert isinstance(verdict, Rejected) and verdict.reason == Reason.NEXT_HOP_OUTSIDE
+
+
+@pytest.mark.parametrize(
+    ("community", "governed_by"),
+    [
+        ("no-export", "--well-known-communities"),
+        ("65535:65282", "--well-known-communities"),  # NO_ADVERTISE
+        ("no-export-subconfed", "--well-known-communities"),
+        ("blackhole", "RTBH"),
+    ],
+)
+def test_a_tenant_cannot_allowlist_a_community_the_relay_governs_by_an_option(
+    community: str, governed_by: str
+) -> None:
+    body = tenant_body("acme", asn=ASN["acme"], relay={"communities": ["64601:1", community]})
+    obj, problems = parse_object(body)
+    assert obj is None
+    assert [(p.field, governed_by in p.message) for p in problems] == [
+        ("spec.relay.communities[1]", True)
+    ]

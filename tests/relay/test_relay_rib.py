@@ -12,8 +12,9 @@ from tests.relay.builders import ASN, OPTIONS, path, policies, relay_tenant
 
 from teapot_lb.bgp.rib import encode_prefix
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, pack_path_id
+from teapot_lb.bgp.wire.aspath import SegmentType
 from teapot_lb.model.bgp import WELL_KNOWN_COMMUNITIES
-from teapot_lb.relay.policy import MaxPrefixAction, Reason
+from teapot_lb.relay.policy import MaxPrefixAction, MaxPrefixCount, Reason, WellKnownCommunities
 from teapot_lb.relay.rib import RelayRib
 
 A, B = ASN["acme"], ASN["bolt"]
@@ -123,38 +124,92 @@ def test_a_tenant_removed_loses_its_routes() -> None:
     assert hops(r, "198.51.100.20/32") == {BOLT1}
 
 
-def test_blackhole_and_no_export_are_scrubbed_and_counted() -> None:
+def test_blackhole_is_scrubbed_and_counted_and_no_export_passed_on() -> None:
     r = rib()
-    bad = (WELL_KNOWN_COMMUNITIES["blackhole"], WELL_KNOWN_COMMUNITIES["no-export"])
-    out = r.learn(N1, IPV4_UNICAST, enc("198.51.100.5/32"), path(N1, A, communities=bad))
+    sent = (WELL_KNOWN_COMMUNITIES["blackhole"], WELL_KNOWN_COMMUNITIES["no-export"])
+    out = r.learn(N1, IPV4_UNICAST, enc("198.51.100.5/32"), path(N1, A, communities=sent))
     assert out.scrubbed == {"acme": 1}
     (attrs,) = r.paths_of(ip_network("198.51.100.5/32")).values()
-    assert attrs.communities == () and attrs.as_path == (A,)
-    assert attrs.next_hop == ip_address(N1)
+    assert attrs.communities == (WELL_KNOWN_COMMUNITIES["no-export"],)
+    assert attrs.as_path == (A,) and attrs.next_hop == ip_address(N1)
+
+
+def test_rtbh_adds_no_export_and_scrubs_nothing() -> None:
+    r = rib(rtbh=True)
+    blackhole = WELL_KNOWN_COMMUNITIES["blackhole"]
+    out = r.learn(N1, IPV4_UNICAST, enc("198.51.100.5/32"), path(N1, A, communities=(blackhole,)))
+    assert not out.scrubbed
+    (attrs,) = r.paths_of(ip_network("198.51.100.5/32")).values()
+    assert attrs.communities == (blackhole, WELL_KNOWN_COMMUNITIES["no-export"])
+
+
+def test_a_route_the_policy_now_refuses_withdraws_the_sessions_earlier_path() -> None:
+    """Treat-as-withdraw of a confederation segment (RFC 7606 §7.2), and a NO_EXPORT
+    honoured: the session's earlier path for the prefix leaves the network's table."""
+    r = rib(well_known=WellKnownCommunities.HONOUR)
+    good = path(N1, A)
+    for later, reason in (
+        (path(N1, A, confed=(SegmentType.AS_CONFED_SEQUENCE, (A,))), Reason.AS_CONFED),
+        (path(N1, A, communities=(WELL_KNOWN_COMMUNITIES["no-export"],)),
+         Reason.NO_EXPORT_HONOURED),
+    ):  # fmt: skip
+        r.learn(N1, IPV4_UNICAST, enc("198.51.100.5/32"), good)
+        assert hops(r, "198.51.100.5/32") == {N1}
+        out = r.learn(N1, IPV4_UNICAST, enc("198.51.100.5/32"), later)
+        assert out.changed and out.rejected == {("acme", reason.value): 1}
+        assert hops(r, "198.51.100.5/32") == set()
+        assert [v.reason for v in r.verdicts("acme")] == [reason.value]
 
 
 def many(n: int) -> list[bytes]:
     return [encode_prefix(ip_network(f"198.51.100.{i}/32")) for i in range(n)]
 
 
+def junk(n: int) -> list[bytes]:
+    return [encode_prefix(ip_network(f"10.0.0.{i}/32")) for i in range(n)]  # bogons
+
+
 def test_max_prefix_drop_rejects_the_excess_with_its_reason() -> None:
-    r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.DROP)
-    out = r.learn(N1, IPV4_UNICAST, many(8), path(N1, A))
-    assert r.prefix_count() == 5
-    assert out.rejected == {("acme", "max-prefix"): 3}
-    assert len(out.over_limit) == 1 and not out.teardown
+    for counts in MaxPrefixCount:
+        r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.DROP, max_prefix_count=counts)
+        out = r.learn(N1, IPV4_UNICAST, many(8), path(N1, A))
+        assert r.prefix_count() == 5, counts
+        assert out.rejected == {("acme", "max-prefix"): 3}, counts
+        assert len(out.over_limit) == 1 and not out.teardown
 
 
 def test_max_prefix_teardown_asks_for_the_session_to_go() -> None:
-    r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.TEARDOWN)
-    out = r.learn(N1, IPV4_UNICAST, many(8), path(N1, A))
-    assert [t.address for t in out.teardown] == [N1]
+    for counts in MaxPrefixCount:
+        r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.TEARDOWN, max_prefix_count=counts)
+        out = r.learn(N1, IPV4_UNICAST, many(8), path(N1, A))
+        assert [t.address for t in out.teardown] == [N1], counts
 
 
-def test_max_prefix_counts_routes_received_rejected_ones_too() -> None:
+def test_max_prefix_counts_accepted_routes_by_default_so_junk_costs_no_valid_route() -> None:
     r = rib(max_prefixes=5, max_prefix_action=MaxPrefixAction.TEARDOWN)
-    flood = [encode_prefix(ip_network(f"10.0.0.{i}/32")) for i in range(8)]  # all bogons
-    assert r.learn(N1, IPV4_UNICAST, flood, path(N1, A)).teardown
+    assert r.options.max_prefix_count is MaxPrefixCount.ACCEPTED
+    assert not r.learn(N1, IPV4_UNICAST, many(5), path(N1, A)).teardown
+    out = r.learn(N1, IPV4_UNICAST, junk(50), path(N1, A))
+    assert not out.teardown and out.rejected == {("acme", "bogon"): 50}
+    assert r.prefix_count() == 5
+    # The sixth accepted route is one too many.
+    assert r.learn(N1, IPV4_UNICAST, many(6)[5:], path(N1, A)).teardown
+
+
+def test_max_prefix_counting_received_routes_counts_rejected_ones_too() -> None:
+    r = rib(
+        max_prefixes=5,
+        max_prefix_action=MaxPrefixAction.TEARDOWN,
+        max_prefix_count=MaxPrefixCount.RECEIVED,
+    )
+    assert r.learn(N1, IPV4_UNICAST, junk(8), path(N1, A)).teardown
+
+
+def test_max_prefix_drop_of_accepted_routes_is_explained() -> None:
+    r = rib(max_prefixes=2, max_prefix_action=MaxPrefixAction.DROP)
+    r.learn(N1, IPV4_UNICAST, many(3) + junk(2), path(N1, A))
+    verdicts = {str(v.prefix): v.reason for v in r.verdicts("acme")}
+    assert sorted(verdicts.values(), key=str) == [None, None, "bogon", "bogon", "max-prefix"]
 
 
 def test_max_prefix_warn_accepts_everything_and_says_so_once() -> None:
@@ -162,3 +217,20 @@ def test_max_prefix_warn_accepts_everything_and_says_so_once() -> None:
     out = r.learn(N1, IPV4_UNICAST, many(8), path(N1, A))
     assert r.prefix_count() == 8 and len(out.over_limit) == 1
     assert not r.learn(N1, IPV4_UNICAST, many(10)[8:], path(N1, A)).over_limit
+
+
+def test_a_grown_allocation_that_takes_a_session_over_its_limit_tears_it_down_once() -> None:
+    shrunk = relay_tenant(
+        "acme",
+        allocations=[
+            {"addressPool": "shared-v4", "cidrs": ["198.51.100.0/29"]},
+            {"addressPool": "shared-v6", "cidrs": ["2001:db8:100::/124"]},
+        ],
+    )
+    r = rib(max_prefixes=3, max_prefix_action=MaxPrefixAction.TEARDOWN)
+    r.set_policies(policies(acme=shrunk, bolt=relay_tenant("bolt")))
+    for prefixes in (("198.51.100.1/32",), ("198.51.100.9/32",), ("198.51.100.10/32",),
+                     ("198.51.100.11/32",)):  # fmt: skip
+        assert not r.learn(N1, IPV4_UNICAST, enc(*prefixes), path(N1, A)).teardown
+    out = r.set_policies(policies())
+    assert [t.address for t in out.teardown] == [N1]

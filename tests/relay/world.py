@@ -6,9 +6,13 @@ into their kernel FIBs), the relay, and tenant speakers (ours, BIRD, FRR, GoBGP)
     192.0.2.3   rfrr    router, FRR (AS 64496)         2001:db8::3
     192.0.2.9-12   acme's nodes a1..a4: ours, BIRD, FRR, GoBGP (AS 64601)   2001:db8::9-c
     192.0.2.17-18  bolt's nodes b1, b2: ours, with TCP MD5 (AS 64602)       2001:db8::11-12
-    192.0.2.13-14  ah, ah2: hostile speakers in acme's node network          2001:db8::d-e
+    192.0.2.13-14  ah, ah2: hostile speakers, registered nodes of acme       2001:db8::d-e
     192.0.2.19     bh: in bolt's node network, without bolt's MD5 key       2001:db8::13
     192.0.2.40     x: nobody's, for sessions that must be refused            2001:db8::28
+    192.0.2.49     au: in acme's node networks, no registered node's         2001:db8::31
+    192.0.2.50     rbird's second leg, inside acme's node networks           2001:db8::32
+
+Registered nodes (the Tenants' spec.nodes): acme a1..a4, ah, ah2; bolt b1, b2.
 
 acme holds 203.0.113.0/28 and 2001:db8:100::/124, bolt 203.0.113.16/28 and
 2001:db8:100::10/124; 192.0.2.60 / 2001:db8::60 stand for a management node (protected).
@@ -21,7 +25,8 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +43,7 @@ from bgp.interop.peers import (
     Teapot,
     fib_next_hops,
 )
+from needs import require_binary, require_root
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
 from teapot_lb.netlab.topology import Host
@@ -53,8 +59,10 @@ HOSTS: dict[str, int] = {
     "rbird": 1, "relay": 2, "rfrr": 3,
     "a1": 9, "a2": 10, "a3": 11, "a4": 12,
     "ah": 13, "ah2": 14,  # in acme's node network: hostile speakers of acme
-    "b1": 17, "b2": 18, "bh": 19, "x": 40,
+    "b1": 17, "b2": 18, "bh": 19, "x": 40, "au": 49,
 }  # fmt: skip
+ROUTER_LEG = 50  # rbird's address in acme's node networks (not a BGPPeer's: not protected)
+REGISTERED = {"acme": (*("a1", "a2", "a3", "a4"), "ah", "ah2"), "bolt": ("b1", "b2")}
 MANAGEMENT = ("192.0.2.60", "2001:db8::60")
 
 
@@ -128,7 +136,15 @@ def config(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
             "spec": spec}  # fmt: skip
 
 
-def tenant_doc(name: str, v4_cidr: str, v6_cidr: str, nodes: list[str]) -> dict[str, Any]:
+def node_docs(tenant: str, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """``spec.nodes``: the tenant's registered hosts (default: all of REGISTERED's)."""
+    chosen = REGISTERED[tenant] if names is None else names
+    return [{"name": n, "addresses": [v4(n), v6(n)]} for n in chosen]
+
+
+def tenant_doc(
+    name: str, v4_cidr: str, v6_cidr: str, nodes: list[str], registered: Sequence[str] | None = None
+) -> dict[str, Any]:
     spec = {
         "namespace": f"tenant-{name}",
         "allocations": [
@@ -136,29 +152,44 @@ def tenant_doc(name: str, v4_cidr: str, v6_cidr: str, nodes: list[str]) -> dict[
             {"addressPool": "tenants-v6", "cidrs": [v6_cidr]},
         ],
         "nodeNetworks": nodes,
+        "nodes": node_docs(name, registered),
         "asn": ASN[name],
     }
     return {"apiVersion": API, "kind": "Tenant", "metadata": {"name": name}, "spec": spec}
 
 
-def acme_doc(v4_cidr: str = "203.0.113.0/28") -> dict[str, Any]:
-    return tenant_doc("acme", v4_cidr, "2001:db8:100::/124", ["192.0.2.8/29", "2001:db8::8/125"])
+ACME_NETWORKS = ["192.0.2.8/29", "192.0.2.48/29", "2001:db8::8/125", "2001:db8::30/125"]
 
 
-def manifests() -> list[dict[str, Any]]:
+def acme_doc(
+    v4_cidr: str = "203.0.113.0/28", registered: Sequence[str] | None = None
+) -> dict[str, Any]:
+    return tenant_doc("acme", v4_cidr, "2001:db8:100::/124", ACME_NETWORKS, registered)
+
+
+def manifests(
+    acme: dict[str, Any] | None = None, *, v6_over_v4: bool = False
+) -> list[dict[str, Any]]:
+    """The operator's directory; ``v6_over_v4``: one IPv4 session per router carrying both
+    families (else an IPv4 and an IPv6 session, one family each)."""
     peers = []
     for router in ("rbird", "rfrr"):
-        for fam, addr in (("ipv4", v4(router)), ("ipv6", v6(router))):
+        sessions = (
+            [("ipv4", v4(router), ["ipv4-unicast", "ipv6-unicast"])]
+            if v6_over_v4
+            else [("ipv4", v4(router), ["ipv4-unicast"]), ("ipv6", v6(router), ["ipv6-unicast"])]
+        )
+        for name, addr, families in sessions:
             peers.append(
-                config("BGPPeer", f"{router}-{fam}", {
+                config("BGPPeer", f"{router}-{name}", {
                     "myASN": RELAY_AS, "peerASN": ROUTER_AS, "peerAddress": addr,
-                    "holdTime": "9s", "addPath": "send", "families": [f"{fam}-unicast"],
+                    "holdTime": "9s", "addPath": "send", "families": families,
                 })
             )  # fmt: skip
     return [
         config("AddressPool", "tenants-v4", {"addresses": ["203.0.113.0/24"]}),
         config("AddressPool", "tenants-v6", {"addresses": ["2001:db8:100::/120"]}),
-        acme_doc(),
+        acme or acme_doc(),
         tenant_doc("bolt", "203.0.113.16/28", "2001:db8:100::10/124",
                    ["192.0.2.16/29", "2001:db8::10/125"]),
         {"apiVersion": "v1", "kind": "Secret",
@@ -202,6 +233,13 @@ class World:
         )  # fmt: skip
         wait_for(lambda: self.metrics_text() != "", timeout=30, what="the relay's metrics",
                  detail=self.relay_log)  # fmt: skip
+
+    def restart_relay(self, *extra: str) -> None:
+        """The relay again, with these options (its log goes on in the same file)."""
+        if self.relay is not None:
+            self.relay.kill()
+            self.relay.wait(timeout=10)
+        self.start_relay(*extra)
 
     def stop(self) -> None:
         """Kill every daemon and the relay (the topology removes the rest)."""
@@ -260,26 +298,58 @@ class World:
         )
 
 
-def build(topo: Topology, workdir: Path) -> World:
+def router_neighbors(*, v6_over_v4: bool = False, families: Sequence[str] = ("ipv4", "ipv6")
+                     ) -> list[Neighbor]:  # fmt: skip
+    """A router's sessions with the relay (passive, ADD-PATH receive): one per family, or
+    with ``v6_over_v4`` one IPv4 session with ``families``."""
+    kw: dict[str, Any] = {"passive": True, "add_path": "receive"}
+    if v6_over_v4:
+        return [Neighbor(RELAY4, RELAY_AS, families=tuple(families), **kw)]
+    return [
+        Neighbor(RELAY4, RELAY_AS, families=("ipv4",), **kw),
+        Neighbor(RELAY6, RELAY_AS, families=("ipv6",), **kw),
+    ]
+
+
+def start_router(world: World, name: str, neighbors: list[Neighbor]) -> BgpDaemon:
+    cls = {"rbird": Bird, "rfrr": Frr}[name]
+    router = cls(
+        world.hosts[name], world.workdir / name, asn=ROUTER_AS, router_id=v4(name),
+        neighbors=neighbors, fib=True, local_addresses=[v4(name), v6(name)],
+    )  # fmt: skip
+    router.start()
+    world.routers[name] = router
+    return router
+
+
+def build(topo: Topology, workdir: Path, *, v6_over_v4: bool = False) -> World:
     world = World(topo, workdir)
     switch = topo.add_switch("lan")
     for name, i in HOSTS.items():
         host = topo.add_host(name)
-        topo.connect(host, switch, addrs=[f"192.0.2.{i}/24", f"2001:db8::{i:x}/64"])
+        addrs = [f"192.0.2.{i}/24", f"2001:db8::{i:x}/64"]
+        if name == "rbird":
+            addrs += [f"192.0.2.{ROUTER_LEG}/24", f"2001:db8::{ROUTER_LEG:x}/64"]
+        topo.connect(host, switch, addrs=addrs)
         world.hosts[name] = host
-    world.write_manifests(manifests())
-    for name, cls in (("rbird", Bird), ("rfrr", Frr)):
-        router = cls(
-            world.hosts[name], workdir / name, asn=ROUTER_AS, router_id=v4(name),
-            neighbors=[
-                Neighbor(RELAY4, RELAY_AS, passive=True, add_path="receive", families=("ipv4",)),
-                Neighbor(RELAY6, RELAY_AS, passive=True, add_path="receive", families=("ipv6",)),
-            ],
-            fib=True, local_addresses=[v4(name), v6(name)],
-        )  # fmt: skip
-        router.start()
-        world.routers[name] = router
+    world.write_manifests(manifests(v6_over_v4=v6_over_v4))
+    for name in ("rbird", "rfrr"):
+        start_router(world, name, router_neighbors(v6_over_v4=v6_over_v4))
     return world
+
+
+@contextmanager
+def world_in(name: str, workdir: Path) -> Iterator[World]:
+    """A world in a topology of its own (skipped without root, BIRD or FRR), its daemons and
+    namespaces gone afterwards whatever happened."""
+    require_root()
+    require_binary("bird", "/usr/lib/frr/bgpd")
+    with Topology(name) as topo:
+        world = build(topo, workdir)
+        try:
+            yield world
+        finally:
+            world.stop()
 
 
 def tenant_speaker(

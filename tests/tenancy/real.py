@@ -88,7 +88,7 @@ def management(plane: ControlPlane, **tenant_spec: Any) -> Iterator[Real]:
     """The management side on `plane` (`tenant_spec`: more of both Tenants' spec); its
     namespaces and Tenants deleted after."""
     suffix = uuid.uuid4().hex[:6]
-    for crd in ("tenants", "tenantloadbalancers", "addresspools"):
+    for crd in ("tenants", "tenantloadbalancers", "tenantnodes", "addresspools"):
         plane.kubectl("apply", "-f", str(ROOT / "deploy" / "crds" / f"lb.teapot.io_{crd}.yaml"))
         plane.kubectl("wait", "--for=condition=established", f"crd/{crd}.lb.teapot.io")
     config_ns, app_ns = f"teapot-{suffix}", f"apps-{suffix}"

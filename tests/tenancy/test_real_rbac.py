@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.errors import ApiStatusError
-from teapot_lb.kube.resources import SERVICES, TENANT_LOAD_BALANCERS, TENANTS
+from teapot_lb.kube.resources import SERVICES, TENANT_LOAD_BALANCERS, TENANT_NODES, TENANTS
 from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
 from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
+from teapot_lb.tenancy.nodes import desired_tenant_nodes
 
 from .builders import tlb_body
 from .real import Real, add_node, apply, management, webhook_configuration
@@ -36,7 +38,7 @@ def real(kube_plane: ControlPlane) -> Iterator[Real]:
 @pytest.mark.parametrize(
     "attempt",
     ["list-victim-requests", "create-in-victim-namespace", "read-victim-tenant",
-     "raise-own-quota", "list-every-namespace"],
+     "raise-own-quota", "list-every-namespace", "register-nodes-in-victim-namespace"],
 )  # fmt: skip
 async def test_an_agents_credentials_reach_only_its_namespace(real: Real, attempt: str) -> None:
     acme_ns, bolt_ns = real.ns("acme"), real.ns("bolt")
@@ -50,6 +52,8 @@ async def test_an_agents_credentials_reach_only_its_namespace(real: Real, attemp
             "raise-own-quota": lambda: bolt.patch(
                 TENANTS, real.tenant("bolt"), {"spec": {"quotas": {"addresses": 999}}}),
             "list-every-namespace": lambda: bolt.list(TENANT_LOAD_BALANCERS),
+            "register-nodes-in-victim-namespace": lambda: bolt.create(
+                TENANT_NODES, desired_tenant_nodes({}, "c9", acme_ns)),
         }  # fmt: skip
         with pytest.raises(ApiStatusError) as refused:
             await calls[attempt]()
@@ -85,6 +89,17 @@ async def test_a_service_round_trips_its_status_through_the_real_apiserver(real:
                     TENANT_LOAD_BALANCERS, f"c1.{real.app_ns}.web", real.ns("acme")
                 )
                 assert request["status"]["nextHops"] == ["192.0.2.11"]
+
+                # The agent registered its nodes with its own credentials, and the manager
+                # wrote its verdict with its own (the plane's other Nodes may be anywhere).
+                def verdict() -> dict[str, Any] | None:
+                    nodes = agent.published_nodes.remote.get(f"{real.ns('acme')}/c1") or {}
+                    conditions = (nodes.get("status") or {}).get("conditions")
+                    return nodes if conditions else None
+
+                nodes = await wait_for_async(verdict, within=30, what="TenantNodes c1 vetted")
+                published = {n["name"]: n["addresses"] for n in nodes["spec"]["nodes"]}
+                assert published[node_name] == ["192.0.2.11"]
                 await tenant.delete(SERVICES, "web", real.app_ns)
                 await wait_for_async(
                     lambda: not [r for r in manager.requests if r.endswith(".web")] or None,

@@ -171,3 +171,53 @@ def test_the_webhook_denies_a_request_for_another_tenants_ip_with_the_same_messa
     )
     ok = {**request, "object": tlb_body("bolt", "fine")}
     assert review({"kind": "AdmissionReview", "request": ok}, existing)[2] is True
+
+
+def test_the_webhook_denies_a_registered_node_address_outside_the_node_networks() -> None:
+    from teapot_lb.webhook.review import review
+
+    nodes = [
+        {"name": "n0", "addresses": ["192.0.2.11", "2001:db8:a::11"]},
+        {"name": "n1", "addresses": ["203.0.113.7"]},
+    ]
+    request = {
+        "uid": "u1",
+        "kind": {"group": "lb.teapot.io", "version": "v1alpha1", "kind": "Tenant"},
+        "operation": "CREATE",
+        "object": tenant_body("acme", nodes=nodes),
+    }
+    answer, kind, allowed = review(
+        {"kind": "AdmissionReview", "request": request}, pools().values()
+    )
+    assert (kind, allowed) == ("Tenant", False)
+    assert answer["response"]["status"]["message"] == (
+        "Tenant/acme: spec.nodes[1].addresses[0]: 203.0.113.7 of node n1 is outside the"
+        " nodeNetworks of Tenant acme (192.0.2.0/26, 2001:db8:a::/64): the relay takes no"
+        " session and no next hop from it"
+    )
+    inside = {**request, "object": tenant_body("acme", nodes=nodes[:1])}
+    assert review({"kind": "AdmissionReview", "request": inside}, pools().values())[2] is True
+
+
+def test_validate_reports_an_address_registered_for_two_nodes() -> None:
+    twice = [
+        {"name": "n0", "addresses": ["192.0.2.11"]},
+        {"name": "n1", "addresses": ["192.0.2.11"]},
+    ]
+    text = [str(p) for p in validate([*pools().values(), parsed(tenant_body("acme", nodes=twice))])]
+    assert "Tenant/acme: spec.nodes[1].addresses[0]: 192.0.2.11 is node n0's already" in text
+
+
+def test_validate_reports_a_published_node_address_outside_its_tenants_node_networks() -> None:
+    nodes = {
+        "apiVersion": "lb.teapot.io/v1alpha1", "kind": "TenantNodes",
+        "metadata": {"name": "c1", "namespace": "tenant-acme"},
+        "spec": {"cluster": "c1", "nodes": [{"name": "n0", "addresses": ["192.0.2.11"]},
+                                            {"name": "far", "addresses": ["203.0.113.50"]}]},
+    }  # fmt: skip
+    text = [str(p) for p in validate([*pools().values(), tenant("acme"), parsed(nodes)])]
+    assert text == [
+        "TenantNodes/tenant-acme/c1: spec.nodes[1].addresses[0]: 203.0.113.50 of node far is"
+        " outside the nodeNetworks of Tenant acme (192.0.2.0/26, 2001:db8:a::/64): the relay"
+        " takes no session and no next hop from it"
+    ]

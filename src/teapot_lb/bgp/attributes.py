@@ -49,6 +49,8 @@ class Path(Protocol):
     def med(self) -> int | None: ...
     @property
     def has_as_set(self) -> bool: ...
+    @property
+    def has_confed(self) -> bool: ...
 
     def evolve(self, **changes: object) -> Path: ...
 
@@ -68,6 +70,10 @@ class RouteAttributes:
     @property
     def has_as_set(self) -> bool:
         return False  # a sequence only
+
+    @property
+    def has_confed(self) -> bool:
+        return False
 
     def evolve(self, **changes: object) -> RouteAttributes:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -144,6 +150,12 @@ class ReceivedPath:
         """An AS_SET or AS_CONFED_SET segment is in the path (RFC 6472)."""
         a = self.get(AsPath)
         return isinstance(a, AsPath) and any(s.type in (1, 4) for s in a.segments)
+
+    @property
+    def has_confed(self) -> bool:
+        """An AS_CONFED_SEQUENCE or AS_CONFED_SET segment is in the path (RFC 5065)."""
+        a = self.get(AsPath)
+        return isinstance(a, AsPath) and a.has_confed()
 
     @property
     def communities(self) -> tuple[int, ...]:

@@ -37,6 +37,10 @@ class PeerConfig:
     stale_limit: int | None = None
     next_hop_v4: IPv4Address | None = None  # default: the session's local address
     next_hop_v6: IPv6Address | None = None
+    # Every route keeps its own next hop (a route server, RFC 7947 §2.2.2): a family is
+    # advertised even over a session with no local address of that family (IPv6 routes
+    # over an IPv4 session, MP_REACH_NLRI with the route's IPv6 next hop, RFC 4760 §3).
+    next_hop_unchanged: bool = False
     connect_retry: float = 2.0  # first ConnectRetry interval; doubles up to connect_retry_max
     connect_retry_max: float = 60.0  # equal to connect_retry: a fixed interval
     max_prefixes: int | None = None  # Cease/Maximum Number of Prefixes Reached beyond it

@@ -674,7 +674,7 @@ class Neighbor:
         nh6 = self.config.next_hop_v6 or (local if isinstance(local, IPv6Address) else None)
         families = set(neg.families)
         for fam, nh in ((IPV4_UNICAST, nh4), (IPV6_UNICAST, nh6)):
-            if fam in families and nh is None:
+            if fam in families and nh is None and not self.config.next_hop_unchanged:
                 families.discard(fam)
                 if fam not in self._warned_next_hop:
                     self._warned_next_hop.add(fam)

@@ -313,6 +313,18 @@ class AsPathHasSet(Condition):
 
 
 @dataclass(frozen=True, slots=True)
+class AsPathHasConfed(Condition):
+    """The AS path holds an AS_CONFED_SEQUENCE or AS_CONFED_SET segment (RFC 5065): from a
+    peer outside our confederation that makes the AS_PATH malformed (§5)."""
+
+    def on_path(self, path: Path) -> bool:
+        return path.has_confed
+
+    def __str__(self) -> str:
+        return "bgp_path has AS_CONFED segment"
+
+
+@dataclass(frozen=True, slots=True)
 class AsPathContains(Condition):
     """Any of these ASNs appears in the AS path."""
 

@@ -31,9 +31,11 @@ from teapot_lb.gateway import explain, metrics, report
 from teapot_lb.gateway.config import GatewayConfig
 from teapot_lb.gateway.service import Gateway
 from teapot_lb.gateway.source import load_config, watch_config
+from teapot_lb.gateway.translate import ObjectResult
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.model.common import IPAddress, parse_ip
+from teapot_lb.standalone.first_seen import FirstSeen
 from teapot_lb.tenancy.kube_l7gateway import GatewayControl
 from teapot_lb.tenancy.l7standalone import translate_directory
 from teapot_lb.tenancy.standalone import DirectoryWake
@@ -141,9 +143,7 @@ def gateway(
             translation, problems = translate_directory(manifests, list(ips))
             config, what = translation.config, str(manifests)
             found = [str(p) for p in problems] + [
-                f"{ref}: refused: {refusal}"
-                for ref, result in translation.results.items()
-                for refusal in result.refusals
+                line for result in translation.results.values() for line in report_lines(result)
             ]
         for problem in found:
             click.echo(problem, err=True)
@@ -166,7 +166,7 @@ def gateway(
     if config_path is not None:
         source: Source = _file_source(config_path)
     elif manifests is not None:
-        source = _directory_source(manifests, ips)
+        source = _directory_source(manifests, ips, state_dir)
     else:
         source = _cluster_source(kubeconfig, context, ips)
     asyncio.run(_serve(source, state_dir, metrics_addr, wrap))
@@ -187,23 +187,38 @@ def _file_source(path: Path) -> Source:
     return run
 
 
-def _directory_source(root: Path, ips: tuple[IPAddress, ...]) -> Source:
+def report_lines(result: ObjectResult) -> list[str]:
+    """What `--check` prints of one object: each refusal, part left out, parent that did
+    not take it, reference that does not resolve and note, with its field and reason."""
+    ref = result.obj.ref
+    lines = [f"{ref}: refused: {r}" for r in result.refusals]
+    lines += [f"{ref}: not served: {r}" for r in result.dropped]
+    for reason, text in result.problems()[len(result.refusals) + len(result.dropped) :]:
+        lines.append(f"{ref}: {text}" + (f" [{reason}]" if reason != "Note" else ""))
+    return lines
+
+
+def _directory_source(root: Path, ips: tuple[IPAddress, ...], state_dir: Path) -> Source:
     """Translate the directory now and whenever it changes (inotify, as the standalone
-    manager watches its directories; polled where inotify is unavailable)."""
+    manager watches its directories; polled where inotify is unavailable). Objects without
+    a creationTimestamp are given the time first seen, kept in the state directory."""
 
     async def run(apply: Apply, readiness: list[Callable[[], list[str]]]) -> None:
         logger = log.get("gateway.manifests")
         wake = DirectoryWake([root])
+        first_seen = FirstSeen(state_dir)
         last: GatewayConfig | None = None
         said: dict[str, list[str]] = {}
         try:
             while True:
                 # A wake is a hint: the translation is compared with the last one.
-                translation, problems = await asyncio.to_thread(translate_directory, root, ips)
+                translation, problems = await asyncio.to_thread(
+                    translate_directory, root, ips, first_seen
+                )
                 refused = {
-                    str(ref): [str(p) for p in result.refusals]
+                    str(ref): lines
                     for ref, result in translation.results.items()
-                    if result.refusals
+                    if (lines := report_lines(result))
                 }
                 if translation.config != last or refused != said:
                     # A refusal is news even when it leaves the served config as it was

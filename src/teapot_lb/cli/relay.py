@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
+from collections.abc import Callable
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from aiohttp import web
@@ -23,10 +25,19 @@ from teapot_lb.cli.serve import (
 )
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.model.bgp import parse_community, parse_large_community
+from teapot_lb.model.tenancy import check_relay_community
 from teapot_lb.relay.metrics import RelayMetrics
-from teapot_lb.relay.policy import MaxPrefixAction, RelayOptions, protected_addresses
+from teapot_lb.relay.policy import (
+    MaxPrefixAction,
+    MaxPrefixCount,
+    RelayOptions,
+    WellKnownCommunities,
+    protected_addresses,
+)
 from teapot_lb.relay.relay import Relay, RelayConfig
 from teapot_lb.relay.standalone import follow_manifests
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class RelayServer(MonitoringServer):
@@ -46,6 +57,17 @@ class RelayServer(MonitoringServer):
         return web.json_response(doc, status=404 if "error" in doc else 200)
 
 
+def _enum_option(name: str, default: StrEnum, help: str) -> Callable[[_F], _F]:
+    """An option taking one of ``default``'s enum's values."""
+    return click.option(
+        name,
+        type=click.Choice([v.value for v in type(default)]),
+        default=default.value,
+        show_default=True,
+        help=help,
+    )
+
+
 @click.command("relay")
 @click.option(
     "--manifests",
@@ -59,14 +81,42 @@ class RelayServer(MonitoringServer):
 @click.option("--listen", default=":179", show_default=True, help="Tenant side: HOST:PORT.")
 @click.option("--peer", "peers", multiple=True, help="BGPPeer names towards the network (all).")
 @click.option("--protect", multiple=True, help="Never a next hop: address or CIDR (repeat).")
-@click.option("--community", multiple=True, help="Allowlisted community (repeat); others go.")
+@click.option(
+    "--community",
+    multiple=True,
+    help="Allowlisted community, every tenant's (repeat; a Tenant's spec.relay adds its own); "
+    "others go.",
+)
+@_enum_option(
+    "--well-known-communities",
+    WellKnownCommunities.PASS,
+    "NO_EXPORT, NO_ADVERTISE, NO_EXPORT_SUBCONFED: passed on to the routers, or honoured "
+    "(such a route is not advertised to them).",
+)
+@click.option(
+    "--rtbh/--no-rtbh",
+    default=False,
+    show_default=True,
+    help="BLACKHOLE (RFC 7999) passed on with NO_EXPORT added; else removed. A Tenant's "
+    "spec.relay.rtbh wins.",
+)
 @click.option("--aggregates/--host-routes", default=False, show_default=True)
 @click.option("--max-prefixes", default=1000, show_default=True, help="Per session; 0: none.")
+@_enum_option(
+    "--max-prefix-count",
+    MaxPrefixCount.ACCEPTED,
+    "What the limit counts: routes the policy accepted (BIRD's import limit) or every "
+    "route received (its receive limit).",
+)
+@_enum_option(
+    "--max-prefix-action", MaxPrefixAction.TEARDOWN, "What a session over its limit gets."
+)
 @click.option(
-    "--max-prefix-action",
-    type=click.Choice([a.value for a in MaxPrefixAction]),
-    default=MaxPrefixAction.TEARDOWN.value,
+    "--max-as-path-length",
+    default=32,
     show_default=True,
+    type=click.IntRange(0),
+    help="Longest AS path accepted, prepends included; 0: no cap.",
 )
 @click.option("--max-prefix-restart", default=60.0, show_default=True, help="Seconds.")
 @click.option("--stale-time", default=120, show_default=True, help="Longest GR stale time (s).")
@@ -89,9 +139,13 @@ def relay(
     peers: tuple[str, ...],
     protect: tuple[str, ...],
     community: tuple[str, ...],
+    well_known_communities: str,
+    rtbh: bool,
     aggregates: bool,
     max_prefixes: int,
+    max_prefix_count: str,
     max_prefix_action: str,
+    max_as_path_length: int,
     max_prefix_restart: float,
     stale_time: int,
     gtsm: bool,
@@ -103,8 +157,9 @@ def relay(
     Tenants, AddressPools, BGPPeers and Secrets come from --manifests (standalone) or from
     the management cluster (--kubeconfig, or in-cluster when neither is given).
 
-    A tenant speaker is known by its source address (inside one Tenant's nodeNetworks) and
-    the Tenant's ASN; its routes are judged by a policy made from the Tenant (docs/relay.md)
+    A tenant speaker is known by its source address (a registered node address of one
+    Tenant: its spec.nodes and published TenantNodes, inside its nodeNetworks) and the
+    Tenant's ASN; its routes are judged by a policy made from the Tenant (docs/relay.md)
     and re-advertised with the next hop unchanged, every path (ADD-PATH).
     """
     try:
@@ -112,15 +167,20 @@ def relay(
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
     try:
+        standard = [check_relay_community(c) for c in community if c.count(":") < 2]
         options = RelayOptions(
             aggregates=aggregates,
-            communities=frozenset(parse_community(c) for c in community if c.count(":") < 2),
+            communities=frozenset(parse_community(c) for c in standard),
             large_communities=frozenset(
                 LargeCommunity(*parse_large_community(c)) for c in community if c.count(":") == 2
             ),
+            well_known=WellKnownCommunities(well_known_communities),
+            rtbh=rtbh,
             protected=protected_addresses(protect),
             max_prefixes=max_prefixes or None,
+            max_prefix_count=MaxPrefixCount(max_prefix_count),
             max_prefix_action=MaxPrefixAction(max_prefix_action),
+            max_as_path_length=max_as_path_length or None,
             max_prefix_restart=max_prefix_restart,
             stale_time=stale_time,
             gtsm=gtsm,
@@ -185,9 +245,25 @@ def explain_text(doc: dict[str, Any]) -> str:
     lines = [
         f"Tenant {doc['tenant']} (AS{doc['asn']}): allocation {', '.join(doc['allocation'])};"
         f" node networks {', '.join(doc['node_networks'])}",
+        "Registered nodes: "
+        + (
+            ", ".join(doc.get("nodes", []))
+            or "none: no session of its speakers is accepted (Tenant spec.nodes, TenantNodes)"
+        ),
         "Sessions: "
         + (", ".join(f"{s['address']} {s['state']}" for s in doc["sessions"]) or "none"),
     ]
+    limit = doc.get("max_prefix")
+    if limit:
+        counted = f"{limit['limit']} routes {limit['counts']}" if limit["limit"] else "none"
+        lines.append(f"Max prefix per session: {counted} (then {limit['action']})")
+    comms = doc.get("communities")
+    if comms:
+        allowed = ", ".join([*comms["allowed"], *comms["large_allowed"]]) or "none"
+        lines.append(
+            f"Communities: allowed {allowed}; NO_EXPORT and kin {comms['well_known']};"
+            f" RTBH {'on' if comms['rtbh'] else 'off'}"
+        )
     rows = [("PREFIX", "FROM", "NEXT HOP", "AS PATH", "VERDICT")]
     for r in doc["routes"]:
         verdict = (

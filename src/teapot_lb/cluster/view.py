@@ -35,7 +35,7 @@ from teapot_lb.model.gateway_api import (
 from teapot_lb.model.ingress import Ingress, IngressClass
 from teapot_lb.model.kinds import REGISTRY, ApiObject, Kind, object_key
 from teapot_lb.model.service import ANNOTATION_VRIDS
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 
 # What a view (and the Store) holds of each kind: typed objects, or a Secret's data.
 Stored = ApiObject | Mapping[str, bytes]
@@ -89,6 +89,7 @@ class ClusterView:
     secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=_empty)
     tenants: Mapping[str, Tenant] = field(default_factory=_empty)
     tenant_load_balancers: Mapping[str, TenantLoadBalancer] = field(default_factory=_empty)
+    tenant_nodes: Mapping[str, TenantNodes] = field(default_factory=_empty)
     # The Teapot gateway's kinds (the tenants' mirrored Ingresses and Gateway API objects).
     ingresses: Mapping[str, Ingress] = field(default_factory=_empty)
     ingress_classes: Mapping[str, IngressClass] = field(default_factory=_empty)

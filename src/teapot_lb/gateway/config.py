@@ -15,8 +15,8 @@ Shape (every collection is a tuple; names are ids referenced by other parts)::
                             healthCheck, proxyProtocol, slots, owner)
       httpRoutes:   HTTPRoute(owner, listeners, hostnames, semantics=Ingress|HTTPRoute,
                               created, rules=[HTTPRule(matches=[RouteMatch(path, headers,
-                              queryParams, method)], backends=[BackendRef(backend, weight)],
-                              requestHeaders, responseHeaders, redirect)])
+                              queryParams, method)], backends=[BackendRef(backend, weight,
+                              missing)], requestHeaders, responseHeaders, redirect, rewrite)])
       tlsRoutes:    TLSRoute(owner, listeners, hostnames, backends)   # passthrough by SNI
       tcpRoutes:    StreamRoute(owner, listeners, backends)           # a TCP listener
       udpRoutes:    StreamRoute(owner, listeners, backends)           # a UDP listener (nginx)
@@ -193,6 +193,10 @@ class BackendRef(KubeModel):
 
     backend: Name
     weight: Annotated[int, Field(ge=0, le=1_000_000)] = 1
+    missing: bool = False
+    """The reference does not resolve (an HTTPRoute's Service that does not exist, or has
+    no such port): the requests its weight picks are answered 500, as Gateway API says
+    (TCP: the connection is closed); no backend of that name is needed."""
 
 
 # --- HTTP routes ----------------------------------------------------------------------------
@@ -268,6 +272,17 @@ class HeaderModifier(KubeModel):
     remove: tuple[HeaderName, ...] = ()
 
 
+def _one_path_change(full: str | None, prefix: str | None) -> None:
+    """HTTPPathModifier: a full path starts with '/'; a prefix replacement is '' (the
+    matched prefix removed) or starts with '/'; never both."""
+    if full is not None and prefix is not None:
+        raise ValueError("give either path or replacePrefixMatch, not both")
+    if full is not None and not full.startswith("/"):
+        raise ValueError(f"path {full!r} must start with '/'")
+    if prefix not in (None, "") and not prefix.startswith("/"):
+        raise ValueError(f"replacePrefixMatch {prefix!r} must be empty or start with '/'")
+
+
 class Redirect(KubeModel):
     """HTTPRoute RequestRedirect: unset parts keep the request's own."""
 
@@ -275,25 +290,60 @@ class Redirect(KubeModel):
     hostname: Hostname | None = None
     port: Port | None = None
     path: Text | None = None
-    """Replace the full path with this one."""
+    """Replace the full path with this one (ReplaceFullPath)."""
+    replace_prefix_match: Text | None = None
+    """Replace the rule's Prefix match (by path element) with this (ReplacePrefixMatch):
+    match `/foo`, replacement `/xyz`: `/foo/bar` -> `/xyz/bar`; '' removes the prefix
+    (`/foo/bar` -> `/bar`, `/foo` -> `/`). Every match of the rule must be that one
+    Prefix path (`problems` says so otherwise)."""
     status_code: int = 302
 
     @model_validator(mode="after")
     def _status(self) -> Self:
         if self.status_code not in (301, 302, 303, 307, 308):
             raise ValueError(f"statusCode {self.status_code} is not a redirect")
+        _one_path_change(self.path, self.replace_prefix_match)
+        return self
+
+
+class Rewrite(KubeModel):
+    """HTTPRoute URLRewrite: what the backend is sent instead of the request's Host and
+    path (routing has been decided by then; the client sees nothing of it). The path
+    fields mean what they mean in :class:`Redirect`; the query string is kept."""
+
+    hostname: Hostname | None = None
+    path: Text | None = None
+    replace_prefix_match: Text | None = None
+
+    @model_validator(mode="after")
+    def _path(self) -> Self:
+        _one_path_change(self.path, self.replace_prefix_match)
         return self
 
 
 class HTTPRule(KubeModel):
     """One rule: any of `matches` (empty: every request) sends to `backends` (weighted),
-    after the header modifiers, unless `redirect` answers first."""
+    after the header modifiers and the rewrite, unless `redirect` answers first."""
 
     matches: tuple[RouteMatch, ...] = ()
     backends: tuple[BackendRef, ...] = ()
     request_headers: HeaderModifier | None = None
     response_headers: HeaderModifier | None = None
     redirect: Redirect | None = None
+    rewrite: Rewrite | None = None
+
+    def replaced_prefix(self) -> str | None:
+        """The Prefix path a ReplacePrefixMatch (of the redirect or the rewrite) replaces:
+        the one Prefix value of every match ('/' without matches); None when the rule has
+        no such replacement or its matches are not one Prefix path."""
+        change = self.redirect or self.rewrite
+        if change is None or change.replace_prefix_match is None:
+            return None
+        paths = {m.path for m in self.matches} or {PathMatch()}
+        if len(paths) != 1:
+            return None
+        (path,) = paths
+        return path.value if path.type == PathType.PREFIX else None
 
 
 class RouteSemantics(StrEnum):
@@ -444,8 +494,10 @@ def _problems(config: GatewayConfig) -> Iterator[str]:
                 if isinstance(route, StreamRoute):
                     stream_listeners[name] += 1
             for ref in _backend_refs(route):
-                if ref.backend not in backend_names:
+                if ref.backend not in backend_names and not ref.missing:
                     yield f"{where}: no backend named {ref.backend!r}"
+            for j, rule in enumerate(route.rules if isinstance(route, HTTPRoute) else ()):
+                yield from _rule_problems(rule, f"{where}.rules[{j}]")
     http_backends = {r.backend for route in config.http_routes for r in _backend_refs(route)}
     for field in ("tlsRoutes", "tcpRoutes", "udpRoutes"):
         for i, route in enumerate(routes[field]):
@@ -458,6 +510,18 @@ def _problems(config: GatewayConfig) -> Iterator[str]:
     for name, n in stream_listeners.items():
         if n > 1:
             yield f"listeners ({name}): {n} TCP/UDP routes on one listener (one only)"
+
+
+def _rule_problems(rule: HTTPRule, where: str) -> Iterator[str]:
+    if rule.redirect is not None and rule.rewrite is not None:
+        yield f"{where}: a redirect and a rewrite exclude each other"
+    change = rule.redirect or rule.rewrite
+    prefixed = change is not None and change.replace_prefix_match is not None
+    if prefixed and rule.replaced_prefix() is None:
+        yield (
+            f"{where}: replacePrefixMatch needs every match of the rule to be one Prefix"
+            " path (the prefix it replaces)"
+        )
 
 
 def _backend_refs(route: HTTPRoute | TLSRoute | StreamRoute) -> Iterator[BackendRef]:

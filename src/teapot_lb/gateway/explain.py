@@ -12,6 +12,9 @@ def _backends(config: GatewayConfig, refs: tuple[BackendRef, ...]) -> list[str]:
     out = []
     for ref in refs:
         b = config.backend(ref.backend)
+        if ref.missing:
+            out.append(f"      backend {ref.backend} (weight {ref.weight}): does not exist: 500")
+            continue
         if b is None:
             out.append(f"      backend {ref.backend} (weight {ref.weight}): missing")
             continue
@@ -43,6 +46,13 @@ def explain(config: GatewayConfig, hostname: str, path: str = "/") -> list[str]:
             )
             if entry.rule.redirect is not None:
                 lines.append(f"      redirect {entry.rule.redirect.status_code}")
+            if entry.rule.rewrite is not None:
+                rw = entry.rule.rewrite
+                parts = [f"host {rw.hostname}"] if rw.hostname else []
+                parts += [f"path {rw.path}"] if rw.path is not None else []
+                if rw.replace_prefix_match is not None:
+                    parts.append(f"prefix {entry.match.path.value} -> {rw.replace_prefix_match!r}")
+                lines.append(f"      rewrite {', '.join(parts)}")
             lines += _backends(config, entry.rule.backends)
         elif listener.protocol == Protocol.TLS_PASSTHROUGH:
             for route in config.tls_routes:

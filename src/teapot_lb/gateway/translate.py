@@ -47,6 +47,7 @@ from teapot_lb.gateway.config import (
     Protocol,
     QueryParamMatch,
     Redirect,
+    Rewrite,
     RouteKind,
     RouteMatch,
     RouteSemantics,
@@ -57,8 +58,10 @@ from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.gateway_api import (
     Gateway,
+    HTTPPathModifier,
     HTTPRouteFilter,
     HTTPRouteMatch,
+    HTTPRouteRule,
     ListenerProtocol,
     ParentReference,
 )
@@ -83,12 +86,15 @@ from teapot_lb.tenancy.l7vet import (
     SHARED_PORTS,
     L7Object,
     L7Refusal,
+    L7Rule,
     L7World,
     Source,
     domain_holds,
     mirrored_name,
     served_here,
     source_of,
+    unresolved_backend_refs,
+    unserved_parts,
     vet_object,
 )
 from teapot_lb.tenancy.vet import tenant_of
@@ -144,10 +150,32 @@ class ObjectResult:
     notes: list[str] = field(default_factory=list)
     parents: list[ParentResult] = field(default_factory=list)
     listeners: dict[str, ListenerResult] = field(default_factory=dict)
+    dropped: list[L7Refusal] = field(default_factory=list)
+    """Parts of an accepted object not served (an Ingress rule without host): the rest is."""
+    unresolved: list[L7Refusal] = field(default_factory=list)
+    """An HTTPRoute's backendRefs that do not resolve (a Service that does not exist, or
+    has no such port; another namespace's; not a Service): the route is served, their
+    requests answered 500, ResolvedRefs=False with the first one's reason."""
 
     @property
     def accepted(self) -> bool:
         return not self.refusals
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Everything not served as asked, as (reason, text naming the field): the
+        refusals, the parts dropped, the parents that did not take a route, the references
+        that did not resolve, and the notes (`--check` lines, Events)."""
+        out = [
+            (r.rule.value, f"{r.field}: {r.message}" if r.field else r.message)
+            for r in (*self.refusals, *self.dropped)
+        ]
+        for pr in self.parents:
+            for c in pr.conditions:
+                if not c.status:
+                    out.append((c.reason, f"parentRefs[{pr.parent.name}]: {c.message}"))
+        out += [(r.rule.value, f"{r.field}: {r.message}") for r in self.unresolved]
+        out += [("Note", n) for n in self.notes]
+        return out
 
 
 @dataclass
@@ -172,6 +200,8 @@ class _Build:
     tls_routes: list[TLSRoute] = field(default_factory=list)
     tcp_routes: list[StreamRoute] = field(default_factory=list)
     udp_routes: list[StreamRoute] = field(default_factory=list)
+    missing: set[str] = field(default_factory=set)
+    """Backends whose Service has no synced EndpointSlice, or no such port."""
 
     # ----- listeners
 
@@ -266,14 +296,17 @@ class _Build:
             and all(_labels(s).get(k, "") == v for k, v in wanted.items())
         ]
         if not mine:
+            self.missing.add(name)
             result.notes.append(
                 f"Service {source.namespace}/{service} has no synced endpoints "
                 f"({mode.value}) from cluster {source.cluster or '(none)'}"
             )
         networks = _allowed_networks(tenant, mode)
         endpoints: list[Endpoint] = []
-        for eps in mine:
-            target = _endpoint_port(eps, port)
+        ports = [(eps, _endpoint_port(eps, port)) for eps in mine]
+        if mine and all(target is None for _, target in ports):
+            self.missing.add(name)
+        for eps, target in ports:
             if target is None:
                 result.notes.append(f"Service {source.namespace}/{service} has no port {port}")
                 continue
@@ -381,8 +414,8 @@ def _ingress(build: _Build, obj: Ingress, tenant: Tenant, result: ObjectResult) 
         tls_hosts.update((h, cert) for h in tls.hosts)
     http = build.shared(Protocol.HTTP)
     for rule in obj.spec.rules:
-        if rule.host is None or rule.http is None:
-            continue
+        if not rule.host or rule.http is None:
+            continue  # (a rule without host is left out: ObjectResult.dropped)
         rules: list[HTTPRule] = []
         for path in rule.http.paths:
             service = path.backend.service
@@ -480,6 +513,16 @@ def _hostnames_meet(route_hosts: Sequence[str], listener_host: str | None) -> li
     return met or None
 
 
+_NOT_ATTACHED = {
+    "NoMatchingParent": "the Gateway has no listener of this sectionName and port",
+    "NotAllowedByListeners": "no listener of the Gateway allows this route (protocol, "
+    "allowedRoutes namespaces or kinds)",
+    "NoMatchingListenerHostname": "none of the route's hostnames meets a listener's hostname",
+    "HostnameNotAllowed": "a route without hostnames on a listener without a hostname would "
+    "catch every hostname of the shared addresses: name hostnames",
+}
+
+
 def _attach(
     build: _Build,
     route: ApiHTTPRoute | ApiTLSRoute | ApiTCPRoute | ApiUDPRoute,
@@ -505,17 +548,23 @@ def _attach(
         gw, gw_result = found
         listeners: list[str] = []
         served_hosts: list[str] = []
-        reason = "NotAllowedByListeners"
+        # No listener of that sectionName and port: NoMatchingParent (Gateway API).
+        reason = "NoMatchingParent"
         for listener in gw.spec.listeners:
             if parent.section_name and listener.name != parent.section_name:
                 continue
             if parent.port and listener.port != parent.port:
                 continue
+            if reason == "NoMatchingParent":
+                reason = "NotAllowedByListeners"
             if listener.protocol not in _ROUTE_PROTOCOLS[route.kind]:
                 continue
             allowed = listener.allowed_routes.namespaces.from_
             if allowed != "All" and source_of(gw).namespace != source.namespace:
                 continue
+            kinds = [k.get("kind") for k in listener.allowed_routes.kinds]
+            if kinds and route.kind not in kinds:
+                continue  # allowedRoutes.kinds names other kinds
             met = _hostnames_meet(hosts, listener.hostname)
             if met is None:
                 reason = "NoMatchingListenerHostname"
@@ -530,13 +579,7 @@ def _attach(
                     build.certificate(gw, ref.name, met, result.notes)
             gw_result.listeners[listener.name].attached += 1
         if not listeners:
-            pr.conditions.append(
-                Condition("Accepted", False, reason,
-                          "no listener of the Gateway takes this route"
-                          + (" (a route without hostnames on a listener without a "
-                             "hostname would catch every hostname)"
-                             if reason == "HostnameNotAllowed" else ""))
-            )  # fmt: skip
+            pr.conditions.append(Condition("Accepted", False, reason, _NOT_ATTACHED[reason]))
             continue
         pr.conditions.append(Condition("Accepted", True, "Accepted"))
         out.append((tuple(dict.fromkeys(listeners)), sorted(set(served_hosts)), gw))
@@ -565,6 +608,45 @@ def _match(match: HTTPRouteMatch) -> RouteMatch:
     )
 
 
+def _path_change(modifier: HTTPPathModifier | None) -> dict[str, str | None]:
+    """An HTTPPathModifier as the config's fields (vetting has made sure the field of its
+    type is set)."""
+    if modifier is None:
+        return {}
+    if modifier.type == "ReplaceFullPath":
+        return {"path": modifier.replace_full_path}
+    return {"replace_prefix_match": modifier.replace_prefix_match}
+
+
+def _served_rule(rule: HTTPRouteRule, backends: tuple[BackendRef, ...]) -> HTTPRule:
+    """The rule with its filters (the served ones: vetting refused the others)."""
+    request = response = None
+    redirect = rewrite = None
+    for flt in rule.filters:
+        # (a filter's type says which of its fields is read: vetting refused the others)
+        if flt.type == "RequestHeaderModifier":
+            request = _modifier(flt, "request_header_modifier")
+        if flt.type == "ResponseHeaderModifier":
+            response = _modifier(flt, "response_header_modifier")
+        r = flt.request_redirect if flt.type == "RequestRedirect" else None
+        if r is not None:
+            redirect = Redirect(
+                scheme=r.scheme, hostname=r.hostname, port=r.port, status_code=r.status_code,
+                **_path_change(r.path),
+            )  # fmt: skip
+        w = flt.url_rewrite if flt.type == "URLRewrite" else None
+        if w is not None:
+            rewrite = Rewrite(hostname=w.hostname, **_path_change(w.path))
+    return HTTPRule(
+        matches=tuple(_match(m) for m in rule.matches),
+        backends=backends,
+        request_headers=request,
+        response_headers=response,
+        redirect=redirect,
+        rewrite=rewrite,
+    )
+
+
 def _http_route(
     build: _Build,
     route: ApiHTTPRoute,
@@ -572,35 +654,35 @@ def _http_route(
     gateways: Mapping[str, tuple[Gateway, ObjectResult]],
     result: ObjectResult,
 ) -> None:
+    never = unresolved_backend_refs(route)
     for listeners, hosts, _gw in _attach(build, route, gateways, result):
         rules: list[HTTPRule] = []
-        for rule in route.spec.rules:
-            request = response = None
-            redirect = None
-            for flt in rule.filters:
-                request = _modifier(flt, "request_header_modifier") or request
-                response = _modifier(flt, "response_header_modifier") or response
-                r = flt.request_redirect
-                if r is not None:
-                    path = r.path.replace_full_path if r.path else None
-                    redirect = Redirect(scheme=r.scheme, hostname=r.hostname, port=r.port,
-                                        path=path, status_code=r.status_code)  # fmt: skip
-            backends = tuple(
-                BackendRef(
-                    backend=build.backend(route, tenant, ref.name, ref.port or 0, result),
-                    weight=ref.weight,
-                )
-                for ref in rule.backend_refs
-            )
-            rules.append(
-                HTTPRule(
-                    matches=tuple(_match(m) for m in rule.matches),
-                    backends=backends,
-                    request_headers=request,
-                    response_headers=response,
-                    redirect=redirect,
-                )
-            )
+        for i, rule in enumerate(route.spec.rules):
+            backends = []
+            for j, ref in enumerate(rule.backend_refs):
+                where = f"spec.rules[{i}].backendRefs[{j}]"
+                why = never.get(where)
+                if why is not None:  # never followed: no backend, its requests get 500
+                    name = config_name("unresolved", ref.namespace or "", ref.kind, ref.name)
+                else:
+                    name = build.backend(route, tenant, ref.name, ref.port or 0, result)
+                if why is None and name in build.missing:
+                    why = L7Refusal(
+                        L7Rule.BACKEND_NOT_FOUND,
+                        where,
+                        f"Service {ref.name} port {ref.port} does not exist (no EndpointSlice "
+                        "synced, or no such port): its requests are answered 500",
+                    )
+                if why is not None and why not in result.unresolved:
+                    result.unresolved.append(why)
+                backends.append(BackendRef(backend=name, weight=ref.weight, missing=bool(why)))
+            served = _served_rule(rule, tuple(backends))
+            change = served.redirect or served.rewrite
+            if change is not None and change.replace_prefix_match is not None:
+                # Each PathPrefix match replaces its own prefix: one rule per match.
+                rules += [served.model_copy(update={"matches": (m,)}) for m in served.matches]
+            else:
+                rules.append(served)
         build.http_routes.append(
             HTTPRoute(
                 owner=_owner(route, tenant, RouteKind.HTTP_ROUTE),
@@ -671,6 +753,8 @@ def translate(
         if not isinstance(owner, Tenant):
             continue  # not a tenant's namespace: not the gateway's
         result = ObjectResult(obj, tenant=owner.name, refusals=vet_object(obj, world))
+        if result.accepted:
+            result.dropped = unserved_parts(obj, world)
         results[obj.ref] = result
         if isinstance(obj, Gateway):
             gateways[f"{obj.metadata.namespace}/{obj.name}"] = (obj, result)

@@ -64,6 +64,7 @@ OVN_ADVERTISEMENTS = Resource(
 BFD_PROFILES = Resource(LB_GROUP, LB_VERSION, "bfdprofiles", "BFDProfile", True, True)
 # Teapot tenancy (management cluster only).
 TENANTS = Resource(LB_GROUP, LB_VERSION, "tenants", "Tenant", False, True)
+TENANT_NODES = Resource(LB_GROUP, LB_VERSION, "tenantnodes", "TenantNodes", True, True)
 TENANT_LOAD_BALANCERS = Resource(
     LB_GROUP, LB_VERSION, "tenantloadbalancers", "TenantLoadBalancer", True, True
 )

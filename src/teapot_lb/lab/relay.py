@@ -104,8 +104,11 @@ def _doc(kind: str, name: str, spec: dict[str, Any], ns: str = CONFIG_NS) -> dic
 def relay_docs() -> list[dict[str, Any]]:
     """The operator's directory for ``teapot-lb relay``: two Tenants, the router."""
 
-    def tenant(name: str, asn: int, cidr: str, nodes: str) -> dict[str, Any]:
+    def tenant(
+        name: str, asn: int, cidr: str, nodes: str, registered: Mapping[str, str]
+    ) -> dict[str, Any]:
         spec = {"namespace": f"tenant-{name}", "asn": asn, "nodeNetworks": [nodes],
+                "nodes": [{"name": n, "addresses": [a]} for n, a in registered.items()],
                 "allocations": [{"addressPool": "tenants", "cidrs": [cidr]}]}  # fmt: skip
         return {"apiVersion": API, "kind": "Tenant", "metadata": {"name": name}, "spec": spec}
 
@@ -113,8 +116,8 @@ def relay_docs() -> list[dict[str, Any]]:
             "holdTime": "9s", "addPath": "send", "families": ["ipv4-unicast"]}  # fmt: skip
     return [
         _doc("AddressPool", "tenants", {"addresses": ["203.0.113.0/24"]}),
-        tenant("acme", ACME_AS, "203.0.113.0/28", "192.0.2.8/29"),
-        tenant("bolt", BOLT_AS, "203.0.113.16/28", "192.0.2.16/29"),
+        tenant("acme", ACME_AS, "203.0.113.0/28", "192.0.2.8/29", {}),
+        tenant("bolt", BOLT_AS, "203.0.113.16/28", "192.0.2.16/29", NODES),
         _doc("BGPPeer", "router", peer),
     ]
 

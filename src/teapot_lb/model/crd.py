@@ -24,7 +24,7 @@ from teapot_lb.model.kinds import REGISTRY, Kind
 from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.ovn import OVNAdvertisement
 from teapot_lb.model.pool import AddressPool
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.model.vip import VIPAdvertisement
 
 HEADER = "# Generated from teapot_lb.model by scripts/gen-crds.sh; do not edit.\n"
@@ -169,6 +169,16 @@ CUSTOM_RESOURCES: tuple[CustomResource, ...] = (
             Column("Load Balancers", "integer", ".status.usage.loadBalancers"),
             Column("Refused", "integer", ".status.refused", priority=10),
             Column("Node Networks", "string", ".spec.nodeNetworks", priority=10),
+            _AGE,
+        ),
+    ),
+    CustomResource(
+        TenantNodes,
+        ("tnodes",),
+        (
+            Column("Cluster", "string", ".spec.cluster"),
+            Column("Refused", "integer", ".status.refused"),
+            Column("Accepted", "string", '.status.conditions[?(@.type=="Accepted")].status'),
             _AGE,
         ),
     ),

@@ -40,6 +40,7 @@ from teapot_lb.kube.resources import (
     SERVICES,
     TCP_ROUTES,
     TENANT_LOAD_BALANCERS,
+    TENANT_NODES,
     TENANTS,
     TLS_ROUTES,
     UDP_ROUTES,
@@ -63,7 +64,7 @@ from teapot_lb.model.l2 import L2Advertisement
 from teapot_lb.model.ovn import OVNAdvertisement
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.model.vip import VIPAdvertisement
 
 # Every typed object the registry's models parse to.
@@ -81,6 +82,7 @@ ApiObject = (
     | Namespace
     | Tenant
     | TenantLoadBalancer
+    | TenantNodes
     | Ingress
     | IngressClass
     | GatewayClass
@@ -109,6 +111,7 @@ class Kind(StrEnum):
     SECRET = "Secret"
     TENANT = "Tenant"
     TENANT_LOAD_BALANCER = "TenantLoadBalancer"
+    TENANT_NODES = "TenantNodes"
     INGRESS = "Ingress"
     INGRESS_CLASS = "IngressClass"
     GATEWAY_CLASS = "GatewayClass"
@@ -132,6 +135,8 @@ class KindInfo:
     the kind plans every Service again (the plan cache's invalidation).
     `management`: a Teapot management-cluster kind (Tenant, TenantLoadBalancer), read by
     the manager only; clusters without Teapot do not have its CRD.
+    `relay`: a Teapot kind the BGP relay reads (the tenants' registered nodes, written by
+    their agents, vetted by the manager); speakers never read it.
     `gateway`: a kind the Teapot gateway serves (Ingress, Gateway API), mirrored by tenant
     agents into the management cluster; read by the gateway's reconcile, never by the
     speaker (a cluster may not have the Gateway API CRDs).
@@ -145,6 +150,7 @@ class KindInfo:
     controller: bool = False
     planned: bool = False
     management: bool = False
+    relay: bool = False
     gateway: bool = False
 
     @property
@@ -211,6 +217,9 @@ KINDS: tuple[KindInfo, ...] = (
         "tenant_load_balancers",
         management=True,
     ),
+    KindInfo(
+        Kind.TENANT_NODES, TenantNodes, TENANT_NODES, "tenant_nodes", management=True, relay=True
+    ),
     # The Teapot gateway's kinds (management cluster: the tenants' mirrored objects).
     *(
         KindInfo(kind, model, resource, field, management=True, gateway=True)
@@ -229,8 +238,11 @@ KINDS: tuple[KindInfo, ...] = (
 
 # The kinds of one cluster (what the speaker watches and `explain` reads).
 ONE_CLUSTER_KINDS: tuple[KindInfo, ...] = tuple(info for info in KINDS if not info.management)
-# The kinds a speaker of a management cluster watches (`--tenancy`): all but the gateway's.
-TENANCY_KINDS: tuple[KindInfo, ...] = tuple(info for info in KINDS if not info.gateway)
+# The kinds a speaker of a management cluster watches (`--tenancy`): all but the gateway's
+# and the relay's.
+TENANCY_KINDS: tuple[KindInfo, ...] = tuple(
+    info for info in KINDS if not info.gateway and not info.relay
+)
 # The gateway's kinds (what its reconcile and the tenant agent's mirror read).
 GATEWAY_KINDS: tuple[KindInfo, ...] = tuple(info for info in KINDS if info.gateway)
 

@@ -16,6 +16,12 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, Field, WithJsonSchema
 
 from teapot_lb.addresses import IPFamily, IPFamilyPolicy, IPNetwork
+from teapot_lb.model.bgp import (
+    WELL_KNOWN_COMMUNITIES,
+    Community,
+    LargeCommunity,
+    parse_community,
+)
 from teapot_lb.model.common import (
     Condition,
     Identified,
@@ -90,6 +96,57 @@ class TenantQuotas(KubeModel):
     """Ports over all its load balancers."""
 
 
+class TenantNode(KubeModel):
+    """A registered node of the tenant: a BGP speaker of the tenant may connect to the
+    relay from one of its addresses, and a route's next hop may be one of them."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """The node's name in the tenant's cluster."""
+    addresses: list[IPAddressField] = Field(min_length=1, max_length=16)
+    """The node's addresses (each inside one of the Tenant's nodeNetworks)."""
+
+
+# Communities no allowlist may name: the relay governs them by options of their own
+# (docs/relay.md): NO_EXPORT, NO_ADVERTISE, NO_EXPORT_SUBCONFED (RFC 1997) pass or are
+# honoured (`--well-known-communities`); BLACKHOLE (RFC 7999) passes with RTBH only, and
+# then with NO_EXPORT added (`spec.relay.rtbh`, `--rtbh`).
+RELAY_GOVERNED_COMMUNITIES: dict[int, str] = {
+    WELL_KNOWN_COMMUNITIES[name]: why
+    for name, why in (
+        ("no-export", "--well-known-communities"),
+        ("no-advertise", "--well-known-communities"),
+        ("no-export-subconfed", "--well-known-communities"),
+        ("blackhole", "RTBH (spec.relay.rtbh or the relay's --rtbh)"),
+    )
+}
+
+
+def check_relay_community(text: str) -> str:
+    """A community a relay may allowlist; ValueError says which option governs it if not."""
+    governed = RELAY_GOVERNED_COMMUNITIES.get(parse_community(text))
+    if governed is not None:
+        raise ValueError(f"{text!r} is not allowlisted: the relay governs it by {governed}")
+    return text
+
+
+RelayCommunity = Annotated[Community, AfterValidator(check_relay_community)]
+
+
+class TenantRelay(KubeModel):
+    """How the BGP relay treats the tenant's routes beyond what the Tenant already says
+    (allocations, nodeNetworks, asn)."""
+
+    communities: list[RelayCommunity] = []
+    """Standard communities the tenant may set, besides the relay's own allowlist
+    (`--community`); every other one is removed. NO_EXPORT, NO_ADVERTISE,
+    NO_EXPORT_SUBCONFED and BLACKHOLE are governed by the relay's options, not listed."""
+    large_communities: list[LargeCommunity] = []
+    """Large communities (RFC 8092) the tenant may set, besides the relay's allowlist."""
+    rtbh: bool | None = None
+    """Remotely triggered black hole (RFC 7999): a route of the tenant's allocation with
+    BLACKHOLE (65535:666) is passed on with NO_EXPORT added; unset: the relay's --rtbh."""
+
+
 class TenantSpec(KubeModel):
     """What a tenant may use, written by the cloud operator."""
 
@@ -101,8 +158,14 @@ class TenantSpec(KubeModel):
     """Limits on addresses, load balancers and ports."""
     node_networks: list[CIDR] = []
     """The networks the tenant's nodes live in: every backend must be inside one."""
+    nodes: list[TenantNode] = Field(default=[], max_length=1000)
+    """Registered nodes written by the operator (standalone mode, or nodes of no tenant
+    agent): with the nodes the tenant's agents publish (TenantNodes), the only addresses
+    the BGP relay accepts sessions from and as next hops. None at all: no sessions."""
     asn: int | None = Field(default=None, ge=1, le=4294967295, alias="asn")
     """The tenant's AS number (for the BGP relay)."""
+    relay: TenantRelay = Field(default_factory=TenantRelay)
+    """How the BGP relay treats the tenant's routes (communities, RTBH)."""
     dns_domains: list[str] = Field(default=[], alias="dnsDomains")
     """DNS domains the tenant may serve (for the gateway)."""
     modes: list[TenantMode] = [TenantMode.ROUTE]
@@ -150,6 +213,45 @@ class Tenant(Identified, KubeModel):
 
     def node_networks(self) -> list[IPNetwork]:
         return [parse_cidr(text) for text in self.spec.node_networks]
+
+
+# ------------------------------------------------------------------ TenantNodes
+
+
+class TenantNodesSpec(KubeModel):
+    """A tenant cluster's nodes, published by its tenant agent."""
+
+    cluster: str = Field(min_length=1, max_length=253)
+    """The tenant cluster's name (its agent's --cluster-name)."""
+    nodes: list[TenantNode] = Field(default=[], max_length=5000)
+    """The cluster's Nodes with their InternalIP addresses."""
+
+
+class TenantNodesStatus(KubeModel):
+    """What the manager made of the published nodes."""
+
+    refused: int = Field(default=0, ge=0)
+    """Addresses refused (outside the Tenant's nodeNetworks): never registered."""
+    conditions: list[Condition] = []
+    """Accepted: every address registered (True), or which were refused and why (False)."""
+
+
+class TenantNodes(Identified, KubeModel):
+    """A tenant cluster's registered nodes, in the tenant's management namespace: the
+    addresses the BGP relay takes the tenant's sessions and next hops from (each vetted
+    against the Tenant's nodeNetworks)."""
+
+    api_version: Literal["lb.teapot.io/v1alpha1"] = Field(
+        default="lb.teapot.io/v1alpha1", alias="apiVersion"
+    )
+    kind: Literal["TenantNodes"] = "TenantNodes"
+    metadata: ObjectMeta
+    spec: TenantNodesSpec
+    status: TenantNodesStatus | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
 
 
 # ------------------------------------------------------------------ TenantLoadBalancer

@@ -1,6 +1,7 @@
-"""The relay on a management cluster: Tenants, AddressPools, BGPPeers and Secrets from the
-API (the speaker's informers, :class:`~teapot_lb.speaker.kube_source.KubeSource`, on
-these kinds only), and the relay's events as Events on the Tenant.
+"""The relay on a management cluster: Tenants, TenantNodes, AddressPools, BGPPeers and
+Secrets from the API (the speaker's informers,
+:class:`~teapot_lb.speaker.kube_source.KubeSource`, on these kinds only), and the relay's
+events as Events on the Tenant.
 
 Level-triggered: informers only wake the loop, which hands the whole consistent view to
 :meth:`Relay.apply` (changes are coalesced while it runs).
@@ -24,11 +25,12 @@ from teapot_lb.tenancy.request import RELAY_COMPONENT, node_event_ref
 from .relay import Relay, RelayEvent
 
 # What the relay reads, and nothing else (its RBAC grants just these: deploy/teapot/relay.yaml):
-# Tenants; AddressPools, BGPPeers and Secrets in the configuration namespace.
+# Tenants and the TenantNodes their agents publish; AddressPools, BGPPeers and Secrets in the
+# configuration namespace.
 RELAY_KINDS = tuple(
     info
     for info in KINDS
-    if info.kind in (Kind.TENANT, Kind.ADDRESS_POOL, Kind.BGP_PEER, Kind.SECRET)
+    if info.kind in (Kind.TENANT, Kind.ADDRESS_POOL, Kind.BGP_PEER, Kind.SECRET) or info.relay
 )
 
 

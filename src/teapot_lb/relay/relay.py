@@ -3,20 +3,22 @@
 Two BGP speakers (:class:`teapot_lb.bgp.Speaker`) share the relay's ASN and router ID:
 
 - the *tenant side* listens; a connection is identified by its source address, which must
-  lie in exactly one Tenant's node networks, and is then a passive session expecting that
-  Tenant's ASN (Bad Peer AS otherwise, RFC 4271 §6.2); an address of no Tenant is refused
-  with Cease/Connection Rejected (RFC 4486). TCP MD5 per tenant (a key per node network
-  on the listener), GTSM (TTL 255, RFC 5082) on the listener, graceful restart helper with
-  the stale time bounded. Its import filter accepts everything: the Adj-RIB-In before
-  policy lives in :class:`~teapot_lb.relay.rib.RelayRib`, which judges it;
+  be a registered node address of exactly one Tenant (inside its node networks), and is
+  then a passive session expecting that Tenant's ASN (Bad Peer AS otherwise, RFC 4271
+  §6.2); any other address is refused with Cease/Connection Rejected (RFC 4486), and a
+  node deregistered loses its session (Cease/Peer De-configured) and its paths. TCP MD5
+  per tenant (a key per node network on the listener), GTSM (TTL 255, RFC 5082) on the
+  listener, graceful restart helper with the stale time bounded. Its import filter
+  accepts everything: the Adj-RIB-In before policy lives in
+  :class:`~teapot_lb.relay.rib.RelayRib`, which judges it;
 - the *network side* dials the BGPPeers and advertises every accepted path with its next
   hop unchanged (ADD-PATH where the BGPPeer has ``addPath: send``).
 
 :meth:`Relay.apply` takes a :class:`~teapot_lb.cluster.ClusterView` (the manifest
 directory, or the management cluster) and is level-triggered: Tenants become policies,
 BGPPeers sessions; a Tenant change re-judges that tenant's routes and sends only the
-difference, without resetting any session (unless its ASN, node networks or password
-changed, which the session itself depends on).
+difference, without resetting any session (unless its ASN, node networks, password or the
+session's node's registration changed, which the session itself depends on).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import Any
 
 from teapot_lb import log
+from teapot_lb.addresses import IPAddress
 from teapot_lb.bgp import Peer, PeerConfig, Speaker
 from teapot_lb.bgp.fsm import (
     Action,
@@ -39,13 +42,15 @@ from teapot_lb.bgp.fsm import (
     StateChanged,
     UpdateProblems,
 )
-from teapot_lb.bgp.wire import AddPathMode, CeaseSubcode, Notification
+from teapot_lb.bgp.wire import IPV6_UNICAST, AddPathMode, CeaseSubcode, Notification
+from teapot_lb.bgp.wire.community import format_community
 from teapot_lb.bgp.wire.errors import ErrorCode, OpenSubcode
 from teapot_lb.bgp.wire.family import Address
 from teapot_lb.cluster import ClusterView
 from teapot_lb.kube.resources import object_key
 from teapot_lb.model.tenancy import Tenant
 from teapot_lb.speaker.bgp_backend import peer_setup
+from teapot_lb.tenancy.nodes import registered_nodes
 
 from .metrics import RelayMetrics
 from .policy import DESCRIPTIONS, Reason, RelayOptions, TenantPolicy, tenant_policy
@@ -94,6 +99,7 @@ class _TenantSide:
     asn: int | None
     networks: tuple[IPv4Network | IPv6Network, ...]
     password: str | None
+    nodes: Mapping[IPAddress, str] = field(default_factory=dict)  # address → node name
 
 
 class Relay:
@@ -122,7 +128,10 @@ class Relay:
             listen_min_ttl=255 if config.options.gtsm else None,
         )
         self.network_side = Speaker(
-            local_as=config.local_as, router_id=config.router_id, listen_port=None
+            local_as=config.local_as,
+            router_id=config.router_id,
+            listen_port=None,
+            on_event=self._network_event,
         )
         self._upstream: dict[str, PeerConfig] = {}  # by address
         self._by_address: dict[str, _TenantSide | None] = {}  # tenant of a session
@@ -163,7 +172,9 @@ class Relay:
             if setup.config is None:
                 self.problems.append(f"BGPPeer {key}: {setup.error}")
                 continue
-            upstream[setup.config.address] = setup.config
+            # The relay never rewrites a next hop: IPv6 routes go over an IPv4 session
+            # (and IPv4 over IPv6) with the tenant node's own next hop.
+            upstream[setup.config.address] = replace(setup.config, next_hop_unchanged=True)
         mine = [a for cfg in upstream.values() for a in (cfg.address, cfg.local_address) if a]
         if self.config.listen_address:
             mine.append(self.config.listen_address)
@@ -178,8 +189,14 @@ class Relay:
         for key in sorted(view.secrets):
             by_name.setdefault(key.split("/")[-1], view.secrets[key])
         for tenant in sorted(view.tenants.values(), key=lambda t: t.name):
-            tenants[tenant.name] = self._side_of(tenant, view, by_name)
-            policies[tenant.name] = tenant_policy(tenant, pools, self.options)
+            side = tenants[tenant.name] = self._side_of(tenant, view, by_name)
+            policies[tenant.name] = tenant_policy(tenant, pools, self.options, side.nodes)
+            if not side.nodes:
+                self.problems.append(
+                    f"Tenant {tenant.name} has no registered nodes: no session of its"
+                    " speakers is accepted (list them in the Tenant's spec.nodes, or run"
+                    " its clusters' tenant agents, which publish them as TenantNodes)"
+                )
         old_tenants, self.tenants = self.tenants, tenants
         self._by_address.clear()
         self._set_passwords(tenants)
@@ -188,8 +205,8 @@ class Relay:
             want = self._config_for(ip_address(address))
             have = self.tenant_side.peers[address].config
             if want != have:
-                self.rib.drop_session(address)
-                await self.tenant_side.remove_peer(address, "tenant configuration changed")
+                self._handle(self.rib.drop_session(address))
+                await self.tenant_side.remove_peer(address, self._gone(address, want))
         self._handle(self.rib.set_policies(policies, self.options))
         for name in set(old_tenants) - set(tenants):
             for gauge in (self.metrics.accepted, self.metrics.sessions):
@@ -208,7 +225,32 @@ class Relay:
         password = None
         if secret is not None and "password" in secret:
             password = secret["password"].decode()
-        return _TenantSide(tenant.name, tenant.spec.asn, tuple(tenant.node_networks()), password)
+        return _TenantSide(
+            tenant.name,
+            tenant.spec.asn,
+            tuple(tenant.node_networks()),
+            password,
+            registered_nodes(tenant, view.tenant_nodes.values()),
+        )
+
+    def _gone(self, address: str, want: PeerConfig | None) -> str:
+        """Why a session goes (its Cease's communication, RFC 8203), and an event when its
+        node was deregistered."""
+        if want is not None:
+            return "tenant configuration changed"
+        tenant = self._tenant_of(ip_address(address))
+        if tenant is None:
+            return "the address is in no Tenant's node networks any more"
+        self._event(
+            RelayEvent(
+                tenant.name,
+                "SessionClosedNodeDeregistered",
+                f"BGP session from {address} closed: no registered node of Tenant"
+                f" {tenant.name} has that address any more; its paths are withdrawn",
+                address=str(address),
+            )
+        )
+        return "node deregistered"
 
     def _set_passwords(self, tenants: dict[str, _TenantSide]) -> None:
         want = {n: t.password for t in tenants.values() for n in t.networks if t.password}
@@ -243,7 +285,7 @@ class Relay:
 
     def _config_for(self, address: Address) -> PeerConfig | None:
         tenant = self._tenant_of(address)
-        if tenant is None or tenant.asn is None:
+        if tenant is None or tenant.asn is None or address not in tenant.nodes:
             return None
         opts = self.options
         return PeerConfig(
@@ -263,19 +305,23 @@ class Relay:
         if config is None:
             tenant = self._tenant_of(address)
             name = tenant.name if tenant else ""
-            why = "NoASN" if tenant else "UnknownAddress"
-            reason = "no-asn" if tenant else "unknown-address"
+            if tenant is None:
+                why, reason = "UnknownAddress", "unknown-address"
+                text = "the address is in no Tenant's node networks"
+            elif tenant.asn is None:
+                why, reason, text = "NoASN", "no-asn", f"Tenant {name} has no spec.asn"
+            else:
+                why, reason = "Unregistered", "unregistered-address"
+                text = (
+                    f"the address is in Tenant {name}'s node networks but no registered node"
+                    f" of the Tenant has it ({len(tenant.nodes)} registered addresses)"
+                )
             self.metrics.refused.labels(name, reason).inc()
             self._event(
                 RelayEvent(
                     name,
                     f"SessionRefused{why}",
-                    f"BGP connection from {address} refused: "
-                    + (
-                        f"Tenant {name} has no spec.asn"
-                        if tenant
-                        else "the address is in no Tenant's node networks"
-                    ),
+                    f"BGP connection from {address} refused: {text}",
                     address=str(address),
                 )
             )
@@ -286,7 +332,7 @@ class Relay:
         tenant = self._by_address.get(address)
         if tenant is None:
             tenant = self._by_address[address] = self._tenant_of(ip_address(address))
-            if tenant is None:
+            if tenant is None or ip_address(address) not in tenant.nodes:
                 return
         if isinstance(action, RoutesLearned):
             self._handle(
@@ -341,8 +387,8 @@ class Relay:
                 RelayEvent(
                     over.tenant,
                     "MaxPrefixReached",
-                    f"session {over.address} sent more than {over.limit} routes"
-                    f" (action {self.options.max_prefix_action})",
+                    f"session {over.address} has more than {over.limit} routes"
+                    f" {self.options.max_prefix_count} (action {self.options.max_prefix_action})",
                     address=str(over.address),
                 )
             )
@@ -360,9 +406,10 @@ class Relay:
         if peer is None or tenant is None:
             return
         restart = self.options.max_prefix_restart
+        counted = self.options.max_prefix_count
         peer.stop(
             Notification.cease(CeaseSubcode.MAXIMUM_PREFIXES_REACHED),
-            f"more than {limit} routes received",
+            f"more than {limit} routes {counted}",
         )
         self._handle(self.rib.drop_session(address))
         self.metrics.refused.labels(tenant.name, Reason.MAX_PREFIX.value).inc()
@@ -370,7 +417,7 @@ class Relay:
             RelayEvent(
                 tenant.name,
                 "MaxPrefixReached",
-                f"session {address} torn down: more than {limit} routes received"
+                f"session {address} torn down: more than {limit} routes {counted}"
                 f" (Cease/Maximum Number of Prefixes Reached); it may come back in {restart:g}s",
                 address=address,
             )
@@ -388,6 +435,28 @@ class Relay:
             peer.start()
 
     # -- the network side -------------------------------------------------------------------
+
+    def _network_event(self, peer: Peer, action: Action) -> None:
+        """A router's session established without a family its BGPPeer asks for: that
+        family's routes never reach it, which the operator must hear of."""
+        if not isinstance(action, StateChanged) or action.new != State.ESTABLISHED:
+            return
+        neg = peer.negotiated
+        if neg is None:
+            return
+        for fam in sorted(peer.config.families - neg.families):
+            version = "IPv6" if fam == IPV6_UNICAST else "IPv4"
+            self._event(
+                RelayEvent(
+                    "",
+                    "FamilyNotNegotiated",
+                    f"router {peer.address} did not negotiate {fam}: the tenants' {version}"
+                    f" routes are not sent to it. Enable {fam} on the router's session"
+                    f" (BIRD: an {version.lower()} channel in its protocol bgp; FRR:"
+                    f" address-family {version.lower()} unicast, neighbor <relay> activate),"
+                    f" or leave {fam} out of the BGPPeer's families",
+                )
+            )
 
     def _schedule_flush(self) -> None:
         if self._flush_pending is None:
@@ -431,6 +500,7 @@ class Relay:
             side = self._tenant_of(ip_address(address))
             if side is not None and side.name == tenant:
                 sessions.append({"address": address, "state": peer.state.value})
+        opts = self.options
         routes = []
         for v in self.rib.verdicts(tenant):
             entry: dict[str, Any] = {
@@ -450,7 +520,20 @@ class Relay:
             "asn": policy.asn,
             "allocation": [str(n) for n in policy.allocation],
             "node_networks": [str(n) for n in policy.node_networks],
+            "nodes": [str(a) for a in policy.nodes],
             "sessions": sessions,
+            "max_prefix": {
+                "limit": opts.max_prefixes,
+                "counts": str(opts.max_prefix_count),
+                "action": str(opts.max_prefix_action),
+            },
+            "max_as_path_length": opts.max_as_path_length,
+            "communities": {
+                "allowed": sorted(map(format_community, policy.communities)),
+                "large_allowed": sorted(map(str, policy.large_communities)),
+                "well_known": str(opts.well_known),
+                "rtbh": policy.rtbh,
+            },
             "filter": str(policy.filter),
             "routes": routes,
         }

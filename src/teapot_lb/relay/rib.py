@@ -27,7 +27,7 @@ from teapot_lb.bgp.rib import CompiledRoutes, decode_encodings, encode_prefix
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST, Family, Prefix
 from teapot_lb.bgp.wire.nlri import PATH_ID_LENGTH
 
-from .policy import MaxPrefixAction, Reason, RelayOptions, TenantPolicy
+from .policy import MaxPrefixAction, MaxPrefixCount, Reason, RelayOptions, TenantPolicy
 
 _FAMILIES = (IPV4_UNICAST, IPV6_UNICAST)
 
@@ -180,8 +180,10 @@ class RelayRib:
         path: ReceivedPath,
         add_path: bool = False,
     ) -> Outcome:
-        """Routes announced by a session: kept as received (up to the session's max-prefix
-        limit, which counts what it sent, like BIRD's ``receive limit``), then judged."""
+        """Routes announced by a session: kept as received, then judged. The session's
+        max-prefix limit counts what ``options.max_prefix_count`` says: routes received
+        (BIRD's ``receive limit``: checked here, before policy) or routes accepted (its
+        ``import limit``: checked in :meth:`_judge`)."""
         out = Outcome()
         session = self.sessions.get(address)
         if session is None:
@@ -189,27 +191,45 @@ class RelayRib:
         session.add_path[family] = add_path
         encs = list(encodings)
         received = session.received[family]
-        limit = self.options.max_prefixes
-        if limit is not None:
-            room = limit - session.received_count()
+        if self.options.max_prefix_count is MaxPrefixCount.RECEIVED:
             new = [e for e in encs if e not in received]
-            if len(new) > room:
-                over = Teardown(session.address, session.tenant, limit)
-                action = self.options.max_prefix_action
-                if action is MaxPrefixAction.TEARDOWN:
-                    out.teardown.append(over)
-                    return out  # the session goes, and its routes with it
-                if not session.over_limit:
-                    session.over_limit = True
-                    out.over_limit.append(over)
-                if action is MaxPrefixAction.DROP:
-                    dropped = set(new[max(room, 0) :])
-                    encs = [e for e in encs if e not in dropped]
-                    out.rejected[(session.tenant, Reason.MAX_PREFIX.value)] += len(dropped)
+            kept = self._limit(session, new, session.received_count(), out)
+            if kept is None:
+                return out  # torn down: the session goes, and its routes with it
+            if len(kept) < len(new):
+                dropped = set(new) - set(kept)
+                encs = [e for e in encs if e not in dropped]
         for enc in encs:
             received[enc] = path
         out.add(self._judge(session, family, encs, path))
         return out
+
+    def _limit(
+        self, session: _Session, new: list[bytes], held: int, out: Outcome
+    ) -> list[bytes] | None:
+        """``new`` routes coming on top of ``held`` counted ones: those within the limit
+        (all of them unless the action is drop), or None for a teardown (in ``out``)."""
+        limit = self.options.max_prefixes
+        if limit is None or held + len(new) <= limit:
+            return new
+        over = Teardown(session.address, session.tenant, limit)
+        action = self.options.max_prefix_action
+        if action is MaxPrefixAction.TEARDOWN:
+            out.teardown.append(over)
+            return None
+        if not session.over_limit:
+            session.over_limit = True
+            out.over_limit.append(over)
+        if action is MaxPrefixAction.DROP:
+            room = max(limit - held, 0)
+            out.rejected[(session.tenant, Reason.MAX_PREFIX.value)] += len(new) - room
+            return new[:room]
+        return new
+
+    def _counted(self, session: _Session) -> int:
+        if self.options.max_prefix_count is MaxPrefixCount.RECEIVED:
+            return session.received_count()
+        return session.accepted_count()
 
     def withdraw(self, address: str, family: Family, encodings: Iterable[bytes]) -> Outcome:
         """Routes withdrawn by a session; one it never sent (another tenant's) is counted
@@ -227,7 +247,7 @@ class RelayRib:
             if enc in session.accepted[family]:
                 out.changed |= self._unset(family, session, enc)
         limit = self.options.max_prefixes
-        if session.over_limit and (limit is None or session.received_count() < limit):
+        if session.over_limit and (limit is None or self._counted(session) < limit):
             session.over_limit = False
         return out
 
@@ -295,6 +315,8 @@ class RelayRib:
                 by_path.setdefault(id(path), (path, []))[1].append(enc)
             for path, encs in by_path.values():
                 out.add(self._judge(session, fam, encs, path))
+                if out.teardown:
+                    return out  # over its limit under the new policy: the session goes
         return out
 
     def _judge(
@@ -315,10 +337,28 @@ class RelayRib:
                 rejected[enc] = why
                 if enc in accepted:
                     out.changed |= self._unset(family, session, enc)
+        over: list[bytes] = []
+        if self.options.max_prefix_count is MaxPrefixCount.ACCEPTED:
+            new = [e for _, aencs in judged.accepted for e in aencs if e not in accepted]
+            kept = self._limit(session, new, session.accepted_count(), out)
+            if kept is None:
+                return out  # torn down: the session goes, and its routes with it
+            if len(kept) < len(new):
+                over = new[len(kept) :]
+        if over:
+            limited = Rejected(Reason.MAX_PREFIX.value, None, policy.filter.name)
+            for enc in over:
+                rejected[enc] = limited
+        dropped = set(over)
+        sent = set(path.communities)
+        sent_large = set(path.large_communities)
         for new_path, aencs in judged.accepted:
             attrs = new_path.to_attributes()
-            if new_path.communities != path.communities or (
-                new_path.large_communities != path.large_communities
+            if dropped:
+                aencs = [e for e in aencs if e not in dropped]
+            # Scrubbed: a community the tenant sent is gone (RTBH's NO_EXPORT is added).
+            if not sent.issubset(new_path.communities) or not sent_large.issubset(
+                new_path.large_communities
             ):
                 out.scrubbed[tenant] += len(aencs)
             for enc in aencs:

@@ -67,7 +67,7 @@ class Outcome:
     refusals: tuple[Refusal[Rule], ...] = ()
 
 
-def _condition(
+def condition(
     kind: str,
     ok: bool,
     reason: str,
@@ -309,8 +309,8 @@ class TenantBook:
         if accepted and not message:
             message = f"vetted for Tenant {tenant}"
         conditions = [
-            _condition(ACCEPTED, accepted, reason, message, old, now, generation),
-            _condition(PROGRAMMED, *programmed, old, now, generation),
+            condition(ACCEPTED, accepted, reason, message, old, now, generation),
+            condition(PROGRAMMED, *programmed, old, now, generation),
         ]
         status = TenantLoadBalancerStatus(
             addresses=[str(ip) for ip in assigned.ips] if assigned else [],
@@ -355,7 +355,7 @@ def tenant_status(tenant: Tenant, usage: Usage, refused: int, now: datetime) -> 
         ),
         refused=refused,
         conditions=[
-            _condition(
+            condition(
                 "Ready",
                 True,
                 "Serving",
@@ -369,4 +369,4 @@ def tenant_status(tenant: Tenant, usage: Usage, refused: int, now: datetime) -> 
     return dump(status)
 
 
-__all__ = ["ManagementView", "Outcome", "TenantBook", "tenant_status"]
+__all__ = ["ManagementView", "Outcome", "TenantBook", "condition", "tenant_status"]

@@ -3,7 +3,8 @@ Services, fulfilled through the management cluster.
 
 Two API servers: the tenant cluster's (Services, Nodes, EndpointSlices in; Service status,
 finalizers and Events out) and the management cluster's, through credentials that allow
-only the tenant's namespace there (TenantLoadBalancers of this cluster in and out).
+only the tenant's namespace there (TenantLoadBalancers of this cluster in and out; its
+Nodes published as its TenantNodes, :mod:`.kube_nodes`, for the BGP relay).
 
 One level-triggered reconcile per Service key: the Service, its nodes and ready endpoints
 become a TenantLoadBalancer (:mod:`.request`); its assigned IPs come back into
@@ -52,6 +53,7 @@ from teapot_lb.model.service import SERVICE_NAME_LABEL, Service
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.speaker.kube_source import put
 from teapot_lb.tenancy.kube_l7mirror import L7Mirror
+from teapot_lb.tenancy.kube_nodes import NodePublisher
 from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import (
     AGENT_COMPONENT,
@@ -162,6 +164,14 @@ class TenantAgent:
             self.relay_events,
             lambda event, key, obj: [] if event is EventType.DELETED else [RELAY_EVENT + key],
         )
+        self.published_nodes = NodePublisher(
+            management,
+            config.cluster,
+            config.namespace,
+            store=self.store,
+            nodes=self.nodes,
+            watch_timeout_s=watch_timeout_s,
+        )
         self.l7 = (
             L7Mirror(
                 tenant,
@@ -232,17 +242,19 @@ class TenantAgent:
             " set it with --management-namespace or the namespace of the management"
             " kubeconfig's context",
         )
-        return tenant + management + (self.l7.readiness() if self.l7 is not None else [])
+        published = self.published_nodes.readiness()
+        return (
+            tenant + management + published + (self.l7.readiness() if self.l7 is not None else [])
+        )
 
     async def run(self) -> None:
         """Until cancelled. Workers start once every cache has synced, so the first keys
         (every Service and every remote request of this cluster) clean up orphans."""
-        if self.l7 is None:
-            await self.loop.run()
-            return
         async with asyncio.TaskGroup() as group:
             group.create_task(self.loop.run())
-            group.create_task(self.l7.run())
+            group.create_task(self.published_nodes.run())
+            if self.l7 is not None:
+                group.create_task(self.l7.run())
 
     # ------------------------------------------------------------------ reconcile
 

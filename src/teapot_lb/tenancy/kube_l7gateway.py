@@ -229,16 +229,18 @@ class GatewayControl:
     async def _tell(self, raw: KubeObject, outcome: ObjectResult) -> None:
         meta = raw.get("metadata", {})
         key = (str(raw.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
-        if outcome.accepted:
+        # A refusal, a part left out, a parent that did not take a route, a reference that
+        # does not resolve (not the notes: endpoints still syncing are no news).
+        told = [(reason, text) for reason, text in outcome.problems() if reason != "Note"]
+        if not told:
             self._told.pop(key, None)
             return
-        first = outcome.refusals[0]
-        message = f"{first.field}: {first.message}" if first.field else first.message
+        reason, message = told[0]
         if self._told.get(key) == message:
             return
         resource = next(r for r in OBJECT_RESOURCES if r.kind == outcome.obj.kind)
         involved = {"apiVersion": resource.api_version, "kind": resource.kind, **raw}
-        if await self.recorder.record(involved, "Warning", first.rule.value, message):
+        if await self.recorder.record(involved, "Warning", reason, message):
             self._told[key] = message
 
 

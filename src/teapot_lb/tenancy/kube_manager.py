@@ -14,6 +14,8 @@ in the tenant's namespace (:data:`~teapot_lb.tenancy.request.DENIALS_SELECTOR`),
 Tenant's status counts with the requests refused here (by the Event's namespace, so a
 tenant can move only its own count), and which is deleted when the Tenant changes, so
 that its agents ask again.
+The TenantNodes the tenants' agents publish are vetted against their Tenant's
+nodeNetworks (:mod:`.node_status`): the refused addresses in their status, and counted.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from teapot_lb.kube.resources import (
     ADDRESS_POOLS,
     EVENTS,
     TENANT_LOAD_BALANCERS,
+    TENANT_NODES,
     TENANTS,
     KubeObject,
     Resource,
@@ -45,11 +48,13 @@ from teapot_lb.kube.workqueue import WorkQueue
 from teapot_lb.model import ApiObject, dump, parse_object
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_status
 from teapot_lb.tenancy.metrics import ManagerMetrics
+from teapot_lb.tenancy.node_status import tenant_nodes_status
 from teapot_lb.tenancy.request import DENIALS_SELECTOR
 from teapot_lb.tenancy.routes import TenantRoute
+from teapot_lb.tenancy.vet import tenant_of
 
 COMPONENT = "teapot-lb-manager"
 
@@ -76,8 +81,13 @@ class TenantsKey:
     """Tenants or pools changed: follow the allocations, reconcile whom it moved."""
 
 
+@dataclass(frozen=True)
+class NodesKey:
+    key: str  # namespace/name of a TenantNodes
+
+
 TENANTS_KEY = TenantsKey()
-ManagerKey = RequestKey | TenantStatusKey | TenantsKey | DenialsKey
+ManagerKey = RequestKey | TenantStatusKey | TenantsKey | NodesKey | DenialsKey
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,7 @@ class KubeManager:
         self.requests: dict[str, TenantLoadBalancer] = {}
         self.pools: dict[str, AddressPool] = {}
         self.unparsed: dict[str, list[Problem]] = {}
+        self.tenant_nodes: dict[str, TenantNodes] = {}
         self._raw: dict[str, KubeObject] = {}
         # Agents' denials (Events by key), and the requests each names, by namespace.
         self._denials: dict[str, KubeObject] = {}
@@ -118,6 +129,7 @@ class KubeManager:
         self.informers = [
             self._informer(TENANTS, None, self._on_tenant, watch_timeout_s),
             self._informer(TENANT_LOAD_BALANCERS, None, self._on_request, watch_timeout_s),
+            self._informer(TENANT_NODES, None, self._on_nodes, watch_timeout_s),
             self._informer(
                 ADDRESS_POOLS, self.config.config_namespace, self._on_pool, watch_timeout_s
             ),
@@ -207,6 +219,16 @@ class KubeManager:
                 self.unparsed[key] = problems
         self._view = None
         self._enqueue(RequestKey(key))
+
+    def _on_nodes(self, event: EventType, key: str, obj: KubeObject) -> None:
+        parsed, problems = self._parse(obj)
+        self.tenant_nodes.pop(key, None)
+        if event is not EventType.DELETED:
+            if isinstance(parsed, TenantNodes):
+                self.tenant_nodes[key] = parsed
+            else:
+                self._log.warning("tenant nodes unreadable", key=key, problems=problems)
+        self._enqueue(NodesKey(key))
 
     def view(self) -> ManagementView:
         if self._view is None:
@@ -303,6 +325,10 @@ class KubeManager:
                     self._enqueue(RequestKey(moved))
                 for request_key in self._raw:
                     self._enqueue(RequestKey(request_key))
+                for nodes_key in self.tenant_nodes:
+                    self._enqueue(NodesKey(nodes_key))
+            case NodesKey(key=nodes_key):
+                await self._vet_nodes(nodes_key)
             case TenantStatusKey(name=name):
                 await self._write_tenant_status(name)
             case DenialsKey(namespace=namespace):
@@ -338,6 +364,27 @@ class KubeManager:
             if outcome.event is not None:
                 # Sent apart from the reconcile: a status write is one round trip, not two.
                 self._events.put_nowait((written, outcome.event))
+
+    async def _vet_nodes(self, key: str) -> None:
+        nodes = self.tenant_nodes.get(key)
+        if nodes is None:
+            return
+        owner = tenant_of(nodes.namespace, self.tenants.values())
+        tenant = owner if isinstance(owner, Tenant) else None
+        status, gone = tenant_nodes_status(tenant, nodes, self._clock())
+        self.metrics.node_addresses_refused.labels(
+            tenant.name if tenant else "", nodes.namespace, nodes.name
+        ).set(len(gone))
+        current = dump(nodes.status) if nodes.status else None
+        if status == current or not self.is_leader:
+            return
+        for r in gone:
+            self._log.warning(
+                "tenant node address refused", key=key, node=r.node, address=str(r.address),
+                reason=r.reason,
+            )  # fmt: skip
+        with contextlib.suppress(NotFound):
+            await patch_status(self.client, TENANT_NODES, nodes.name, nodes.namespace, status)
 
     async def _send_events(self) -> None:
         while True:

@@ -49,11 +49,10 @@ def _conditions(
 
 
 def refusal_text(result: ObjectResult) -> str:
-    """`Reason: field: message; ...` of a refused object (reason: the first rule broken)."""
-    first = result.refusals[0].rule.value
-    return f"{first}: " + "; ".join(
-        f"{r.field}: {r.message}" if r.field else r.message for r in result.refusals
-    )
+    """`Reason: field: message; ...` of a refused object (reason: the first rule broken),
+    or of the parts an accepted one has left out."""
+    refusals = result.refusals or result.dropped
+    return f"{refusals[0].rule.value}: " + "; ".join(str(r) for r in refusals)
 
 
 def _refused(result: ObjectResult) -> Condition:
@@ -66,8 +65,9 @@ def ingress_status(result: ObjectResult, addresses: Sequence[IPAddress]) -> dict
 
 
 def ingress_refusal(result: ObjectResult) -> str | None:
-    """The annotation's value: None when the Ingress is served."""
-    return None if result.accepted else refusal_text(result)
+    """The annotation's value: None when the Ingress is served whole; what was refused
+    otherwise (the Ingress, or its rules without host while the others are served)."""
+    return None if result.accepted and not result.dropped else refusal_text(result)
 
 
 def gateway_status(
@@ -128,6 +128,9 @@ def route_status(result: ObjectResult, now: str) -> dict[str, Any]:
     if not_permitted:
         why = "; ".join(f"{r.field}: {r.message}" for r in not_permitted)
         resolved = Condition("ResolvedRefs", False, "RefNotPermitted", why)
+    elif result.unresolved:
+        why = "; ".join([*(f"{r.field}: {r.message}" for r in result.unresolved), *result.notes])
+        resolved = Condition("ResolvedRefs", False, result.unresolved[0].rule.value, why)
     elif result.notes:
         resolved = Condition("ResolvedRefs", False, "BackendNotFound", "; ".join(result.notes))
     else:

@@ -26,11 +26,17 @@ from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
 
+from pydantic import BaseModel
+
 from teapot_lb.model.common import ObjectRef, creation_order, dump
 from teapot_lb.model.gateway_api import (
     GATEWAY_GROUP,
+    BackendRef,
     Gateway,
+    HTTPPathModifier,
     HTTPRoute,
+    HTTPRouteFilter,
+    HTTPRouteRule,
     ListenerProtocol,
     MatchType,
     PathMatchType,
@@ -81,6 +87,15 @@ class L7Rule(StrEnum):
     SNIPPET_NOT_ALLOWED = "SnippetNotAllowed"  # annotations that carry raw proxy config
     UNSAFE_VALUE = "UnsafeValue"  # a value that could break out of the rendered config
     NOT_SERVED = "NotServed"  # a feature the gateway does not serve
+    # Gateway API's route reasons: a filter, match or field the gateway does not
+    # implement; filters that cannot go together (RequestRedirect and URLRewrite).
+    UNSUPPORTED_VALUE = "UnsupportedValue"
+    INCOMPATIBLE_FILTERS = "IncompatibleFilters"
+    # An HTTPRoute's backendRef that does not resolve (ResolvedRefs=False, the route
+    # served, the reference's requests answered 500): Gateway API's reasons.
+    BACKEND_NOT_FOUND = "BackendNotFound"
+    REF_NOT_PERMITTED = "RefNotPermitted"  # another namespace's Service (no ReferenceGrant)
+    INVALID_KIND = "InvalidKind"  # not a Service
     PORT_NOT_ALLOWED = "PortNotAllowed"
     PORT_TAKEN = "PortTaken"  # another tenant's port on the shared gateway
     QUOTA_EXCEEDED = "QuotaExceeded"
@@ -445,21 +460,150 @@ def _listener_refusals(obj: Gateway, world: L7World, source: Source) -> list[L7R
     return out
 
 
-_SERVED_FILTERS = {"RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect"}
+# The filter types served, each with the field that holds its configuration (attribute,
+# field name); the gateway reads only that one of a filter.
+_SERVED_FILTERS = {
+    "RequestHeaderModifier": ("request_header_modifier", "requestHeaderModifier"),
+    "ResponseHeaderModifier": ("response_header_modifier", "responseHeaderModifier"),
+    "RequestRedirect": ("request_redirect", "requestRedirect"),
+    "URLRewrite": ("url_rewrite", "urlRewrite"),
+}
+_PATH_MODIFIERS = {"ReplaceFullPath": "replaceFullPath", "ReplacePrefixMatch": "replacePrefixMatch"}
+
+
+def _unsupported(where: str, message: str) -> L7Refusal:
+    return L7Refusal(L7Rule.UNSUPPORTED_VALUE, where, message)
+
+
+def _unserved_fields(part: object, where: str) -> list[L7Refusal]:
+    """Every field of a route's spec that the gateway does not implement (kept by the
+    views as extra fields): refused by name, never silently ignored. A filter of a type
+    not served is refused as such, not field by field."""
+    out: list[L7Refusal] = []
+    if isinstance(part, list):
+        for i, item in enumerate(part):
+            out += _unserved_fields(item, f"{where}[{i}]")
+        return out
+    if not isinstance(part, BaseModel):
+        return out
+    if isinstance(part, HTTPRouteFilter) and part.type not in _SERVED_FILTERS:
+        return out
+    for key in sorted(part.model_extra or {}):
+        out.append(_unsupported(f"{where}.{key}", f"{key} is not implemented by the gateway"))
+    for name, info in type(part).model_fields.items():
+        out += _unserved_fields(getattr(part, name), f"{where}.{info.alias or name}")
+    return out
+
+
+def _path_modifier_refusals(
+    modifier: HTTPPathModifier | None, rule: HTTPRouteRule, where: str
+) -> list[L7Refusal]:
+    """Gateway API HTTPPathModifier: the field of its type, a safe path, and for
+    ReplacePrefixMatch only PathPrefix matches (the spec: Accepted=False otherwise)."""
+    if modifier is None:
+        return []
+    at = f"{where}.path"
+    wanted = _PATH_MODIFIERS.get(modifier.type)
+    if wanted is None:
+        return [_unsupported(f"{at}.type", f"path modifier {modifier.type} is not implemented "
+                             f"({', '.join(_PATH_MODIFIERS)})")]  # fmt: skip
+    value = (
+        modifier.replace_full_path if wanted == "replaceFullPath" else modifier.replace_prefix_match
+    )
+    if value is None:
+        return [_unsupported(f"{at}.{wanted}", f"{modifier.type} needs {wanted}")]
+    out: list[L7Refusal] = []
+    if value != "" or wanted == "replaceFullPath":  # (an empty prefix replacement removes it)
+        bad = _unsafe_path(value, f"{at}.{wanted}")
+        out += [bad] if bad else []
+    if wanted == "replacePrefixMatch":
+        for j, match in enumerate(rule.matches):
+            if match.path is not None and match.path.type is not PathMatchType.PATH_PREFIX:
+                out.append(
+                    _unsupported(
+                        f"{at}.type",
+                        f"ReplacePrefixMatch is only compatible with a PathPrefix match; "
+                        f"matches[{j}] is {match.path.type.value}",
+                    )
+                )
+    return out
+
+
+def _filter_refusals(flt: HTTPRouteFilter, rule: HTTPRouteRule, where: str) -> list[L7Refusal]:
+    if flt.type not in _SERVED_FILTERS:
+        return [_unsupported(f"{where}.type", f"filter {flt.type} is not implemented "
+                             f"({', '.join(sorted(_SERVED_FILTERS))})")]  # fmt: skip
+    out: list[L7Refusal] = []
+    for attr, name in (
+        ("request_header_modifier", "requestHeaderModifier"),
+        ("response_header_modifier", "responseHeaderModifier"),
+    ):
+        modifier = getattr(flt, attr)
+        if modifier is None:
+            continue
+        for op in ("set", "add"):
+            for m, header in enumerate(getattr(modifier, op)):
+                at = f"{where}.{name}.{op}[{m}]"
+                for bad in (
+                    _unsafe_token(header.name, f"{at}.name"),
+                    _unsafe_value(header.value, f"{at}.value"),
+                ):
+                    out += [bad] if bad else []
+        for m, header_name in enumerate(modifier.remove):
+            bad = _unsafe_token(header_name, f"{where}.{name}.remove[{m}]")
+            out += [bad] if bad else []
+    redirect = flt.request_redirect
+    if redirect is not None:
+        at = f"{where}.requestRedirect"
+        if redirect.scheme not in (None, "http", "https"):
+            out.append(L7Refusal(L7Rule.UNSAFE_VALUE, f"{at}.scheme", "scheme http or https"))
+        if redirect.hostname is not None and not _HOSTNAME_RE.match(redirect.hostname):
+            out.append(
+                L7Refusal(
+                    L7Rule.UNSAFE_VALUE,
+                    f"{at}.hostname",
+                    f"{redirect.hostname!r} is not a DNS name",
+                )
+            )
+        out += _path_modifier_refusals(redirect.path, rule, at)
+        if redirect.status_code not in (301, 302, 303, 307, 308):
+            out.append(
+                _unsupported(
+                    f"{at}.statusCode",
+                    f"status {redirect.status_code}: 301, 302, 303, 307 or 308",
+                )
+            )
+    rewrite = flt.url_rewrite
+    if rewrite is not None:
+        at = f"{where}.urlRewrite"
+        host = rewrite.hostname
+        if host is not None and (host.startswith("*.") or not _HOSTNAME_RE.match(host)):
+            out.append(
+                L7Refusal(L7Rule.UNSAFE_VALUE, f"{at}.hostname", f"{host!r} is not a DNS name")
+            )
+        out += _path_modifier_refusals(rewrite.path, rule, at)
+    attr, field_name = _SERVED_FILTERS[flt.type]
+    if getattr(flt, attr) is None:
+        out.append(_unsupported(f"{where}.{field_name}", f"a {flt.type} filter needs {field_name}"))
+    for other_attr, other in _SERVED_FILTERS.values():
+        if other_attr != attr and getattr(flt, other_attr) is not None:
+            out.append(
+                _unsupported(f"{where}.{other}", f"a {flt.type} filter has no field {other}")
+            )
+    return out
 
 
 def _http_route_refusals(obj: HTTPRoute) -> list[L7Refusal]:
-    out: list[L7Refusal] = []
+    out: list[L7Refusal] = _unserved_fields(obj.spec, "spec")
     for i, rule in enumerate(obj.spec.rules):
         for j, match in enumerate(rule.matches):
             where = f"spec.rules[{i}].matches[{j}]"
             if match.path is not None:
                 if match.path.type is PathMatchType.REGULAR_EXPRESSION:
                     out.append(
-                        L7Refusal(
-                            L7Rule.NOT_SERVED,
+                        _unsupported(
                             f"{where}.path.type",
-                            "RegularExpression path matches are not served",
+                            "RegularExpression path matches are not implemented",
                         )
                     )
                 else:
@@ -470,10 +614,8 @@ def _http_route_refusals(obj: HTTPRoute) -> list[L7Refusal]:
                     at = f"{where}.{kind}[{k}]"
                     if entry.type is MatchType.REGULAR_EXPRESSION:
                         out.append(
-                            L7Refusal(
-                                L7Rule.NOT_SERVED,
-                                f"{at}.type",
-                                "RegularExpression matches are not served",
+                            _unsupported(
+                                f"{at}.type", "RegularExpression matches are not implemented"
                             )
                         )
                     for bad in (
@@ -484,67 +626,61 @@ def _http_route_refusals(obj: HTTPRoute) -> list[L7Refusal]:
             if match.method is not None:
                 bad = _unsafe_token(match.method, f"{where}.method")
                 out += [bad] if bad else []
-        filters = [(f"spec.rules[{i}].filters[{k}]", f) for k, f in enumerate(rule.filters)]
+        for k, flt in enumerate(rule.filters):
+            out += _filter_refusals(flt, rule, f"spec.rules[{i}].filters[{k}]")
+        types = [f.type for f in rule.filters]
+        for repeated in sorted({t for t in types if types.count(t) > 1 and t in _SERVED_FILTERS}):
+            out.append(
+                L7Refusal(
+                    L7Rule.INCOMPATIBLE_FILTERS,
+                    f"spec.rules[{i}].filters",
+                    f"{repeated} is given more than once (once per rule)",
+                )
+            )
+        if "RequestRedirect" in types and "URLRewrite" in types:
+            out.append(
+                L7Refusal(
+                    L7Rule.INCOMPATIBLE_FILTERS,
+                    f"spec.rules[{i}].filters",
+                    "RequestRedirect and URLRewrite cannot be used together",
+                )
+            )
         for k, backend in enumerate(rule.backend_refs):
-            filters += [
-                (f"spec.rules[{i}].backendRefs[{k}].filters[{m}]", f)
-                for m, f in enumerate(backend.filters)
-            ]
-        for where, flt in filters:
-            if flt.type not in _SERVED_FILTERS:
+            if backend.filters:
                 out.append(
-                    L7Refusal(
-                        L7Rule.NOT_SERVED,
-                        f"{where}.type",
-                        f"filter {flt.type} is not served ({', '.join(sorted(_SERVED_FILTERS))})",
+                    _unsupported(
+                        f"spec.rules[{i}].backendRefs[{k}].filters",
+                        "filters on a backendRef are not implemented; put them on the rule",
                     )
                 )
-                continue
-            for attr, name in (
-                ("request_header_modifier", "requestHeaderModifier"),
-                ("response_header_modifier", "responseHeaderModifier"),
-            ):
-                modifier = getattr(flt, attr)
-                if modifier is None:
-                    continue
-                for op in ("set", "add"):
-                    for m, header in enumerate(getattr(modifier, op)):
-                        at = f"{where}.{name}.{op}[{m}]"
-                        for bad in (
-                            _unsafe_token(header.name, f"{at}.name"),
-                            _unsafe_value(header.value, f"{at}.value"),
-                        ):
-                            out += [bad] if bad else []
-                for m, header_name in enumerate(modifier.remove):
-                    bad = _unsafe_token(header_name, f"{where}.{name}.remove[{m}]")
-                    out += [bad] if bad else []
-            redirect = flt.request_redirect
-            if redirect is not None:
-                at = f"{where}.requestRedirect"
-                if redirect.scheme not in (None, "http", "https"):
-                    out.append(
-                        L7Refusal(L7Rule.UNSAFE_VALUE, f"{at}.scheme", "scheme http or https")
-                    )
-                if redirect.hostname is not None and not _HOSTNAME_RE.match(redirect.hostname):
-                    out.append(
-                        L7Refusal(
-                            L7Rule.UNSAFE_VALUE,
-                            f"{at}.hostname",
-                            f"{redirect.hostname!r} is not a DNS name",
-                        )
-                    )
-                path = redirect.path
-                for value in (path.replace_full_path, path.replace_prefix_match) if path else ():
-                    bad = _unsafe_path(value, f"{at}.path") if value is not None else None
-                    out += [bad] if bad else []
-                if redirect.status_code not in (301, 302, 303, 307, 308):
-                    out.append(
-                        L7Refusal(
-                            L7Rule.NOT_SERVED,
-                            f"{at}.statusCode",
-                            f"status {redirect.status_code}: 301, 302, 303, 307 or 308",
-                        )
-                    )
+    return out
+
+
+def _backend_ref_refusal(obj: Route, where: str, ref: BackendRef) -> L7Refusal | None:
+    """A backendRef the gateway never follows: not a Service, or another namespace's."""
+    if ref.group or ref.kind != "Service":
+        return L7Refusal(L7Rule.INVALID_KIND, where, f"{ref.kind} {ref.name}: only Services")
+    if ref.namespace not in (None, source_of(obj).namespace):
+        return L7Refusal(
+            L7Rule.REF_NOT_PERMITTED,
+            f"{where}.namespace",
+            f"Service {ref.namespace}/{ref.name} is in another namespace; a route reaches "
+            "only the Services of its own namespace",
+        )
+    return None
+
+
+def unresolved_backend_refs(obj: L7Object) -> dict[str, L7Refusal]:
+    """An HTTPRoute's backendRefs that are never followed, by their field path
+    (`spec.rules[i].backendRefs[j]`): Gateway API keeps the route and answers their
+    requests 500, with ResolvedRefs=False (RefNotPermitted, InvalidKind)."""
+    if not isinstance(obj, HTTPRoute):
+        return {}
+    out = {}
+    for where, ref in route_backend_refs(obj):
+        bad = _backend_ref_refusal(obj, where, ref)
+        if bad is not None:
+            out[where] = bad
     return out
 
 
@@ -560,25 +696,16 @@ def _route_refusals(obj: Route) -> list[L7Refusal]:
                 )
             )
     for where, ref in route_backend_refs(obj):
-        if ref.group or ref.kind != "Service":
-            out.append(
-                L7Refusal(
-                    L7Rule.BACKEND_NOT_ALLOWED, where, f"{ref.kind} {ref.name}: only Services"
-                )
-            )
-        elif ref.namespace not in (None, source_of(obj).namespace):
-            out.append(
-                L7Refusal(
-                    L7Rule.BACKEND_NOT_ALLOWED,
-                    f"{where}.namespace",
-                    f"Service {ref.namespace}/{ref.name} is in another namespace; a route "
-                    "reaches only the Services of its own namespace",
-                )
-            )
-        elif ref.port is None:
+        bad = _backend_ref_refusal(obj, where, ref)
+        if bad is not None and not isinstance(obj, HTTPRoute):
+            # (an HTTPRoute is served without it: unresolved_backend_refs)
+            out.append(L7Refusal(L7Rule.BACKEND_NOT_ALLOWED, bad.field, bad.message))
+        elif bad is None and ref.port is None:
             out.append(L7Refusal(L7Rule.NOT_SERVED, f"{where}.port", "a Service needs a port"))
     if isinstance(obj, HTTPRoute):
         out += _http_route_refusals(obj)
+    else:
+        out += _unserved_fields(obj.spec, "spec")
     return out
 
 
@@ -698,7 +825,10 @@ def vet_object(obj: L7Object, world: L7World) -> list[L7Refusal]:
     if any(r.rule is L7Rule.OVERSIZED for r in out):
         return out  # nothing more is read of an oversized object
     out += _annotation_refusals(obj)
+    hostless = set(_hostless_parts(obj))
     for where, host in claimed_hostnames(obj):
+        if where in hostless:
+            continue  # left out, the rest served (unserved_parts)
         bad = hostname_refusal(host, tenant, where)
         out += [bad] if bad else []
     source = source_of(obj)
@@ -711,6 +841,38 @@ def vet_object(obj: L7Object, world: L7World) -> list[L7Refusal]:
         out += _route_refusals(obj)
     out += _theft_refusals(obj, tenant, world)
     return out
+
+
+def _hostless_parts(obj: L7Object) -> list[str]:
+    """The fields of an Ingress's parts without a host (rules, the defaultBackend) when it
+    has rules with one too: those are served and these left out. (An Ingress with no host
+    at all serves nothing on the shared addresses: it is refused as a whole.)"""
+    if not isinstance(obj, Ingress):
+        return []
+    rules = [(f"spec.rules[{i}].host", r.host) for i, r in enumerate(obj.spec.rules)]
+    if not any(host for _, host in rules):
+        return []
+    out = [where for where, host in rules if not host]
+    return out + (["spec.defaultBackend"] if obj.spec.default_backend is not None else [])
+
+
+def unserved_parts(obj: L7Object, world: L7World) -> list[L7Refusal]:
+    """The parts of an object the gateway leaves out while it serves the rest: an
+    Ingress's rules without host and its defaultBackend, which on the shared addresses
+    would catch every hostname (status, an Event and `gateway --check` say so)."""
+    owner = _tenant_of_object(obj, world.tenants)
+    if not served_here(obj) or isinstance(owner, L7Refusal):
+        return []
+    return [
+        L7Refusal(
+            L7Rule.HOSTNAME_NOT_ALLOWED,
+            where,
+            "without a host it would catch every hostname of the shared gateway: not "
+            f"served (the Ingress's rules with a host are); name a host within the DNS "
+            f"domains of Tenant {owner.name}",
+        )
+        for where in _hostless_parts(obj)
+    ]
 
 
 def vet_all(world: L7World) -> dict[ObjectRef, list[L7Refusal]]:
@@ -736,6 +898,8 @@ __all__ = [
     "problems_of",
     "served_here",
     "source_of",
+    "unresolved_backend_refs",
+    "unserved_parts",
     "vet_all",
     "vet_object",
 ]

@@ -24,6 +24,11 @@ class ManagerMetrics:
         self.refusals = t.counter(
             "refusals", "Reconciles that refused a request, by tenant and rule.", ["tenant", "rule"]
         )
+        self.node_addresses_refused = t.gauge(
+            "tenant_node_addresses_refused",
+            "Addresses of a published TenantNodes refused (outside the Tenant's nodeNetworks).",
+            ["tenant", "namespace", "name"],
+        )
         self.routes = t.gauge("routes", "Route-mode routes wanted, over all tenants.")
         self.reconcile_duration = t.histogram(
             "reconcile_duration_seconds",

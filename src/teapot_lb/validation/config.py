@@ -27,7 +27,7 @@ from teapot_lb.model.ovn import OVNAdvertisement
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import EndpointSlice, Namespace, Node, Service
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.model.vip import VIPAdvertisement
 
 OwnChecks = tuple[list[IPAddress] | None, list[Problem]]
@@ -61,6 +61,7 @@ class ConfigSet:
     namespaces: list[Namespace] = field(default_factory=list)
     tenants: list[Tenant] = field(default_factory=list)
     tenant_load_balancers: list[TenantLoadBalancer] = field(default_factory=list)
+    tenant_nodes: list[TenantNodes] = field(default_factory=list)
     ingresses: list[Ingress] = field(default_factory=list)
     ingress_classes: list[IngressClass] = field(default_factory=list)
     gateway_classes: list[GatewayClass] = field(default_factory=list)

@@ -19,7 +19,11 @@ from teapot_lb.validation.gateway import gateway_problems
 from teapot_lb.validation.names import name_problems
 from teapot_lb.validation.pools import pool_problems
 from teapot_lb.validation.services import service_problems
-from teapot_lb.validation.tenancy import tenant_load_balancer_problems, tenant_problems
+from teapot_lb.validation.tenancy import (
+    tenant_load_balancer_problems,
+    tenant_nodes_problems,
+    tenant_problems,
+)
 
 RULES = (
     name_problems,
@@ -33,6 +37,7 @@ RULES = (
     service_problems,
     tenant_problems,
     tenant_load_balancer_problems,
+    tenant_nodes_problems,
     gateway_problems,
 )
 

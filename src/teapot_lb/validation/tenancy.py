@@ -3,14 +3,17 @@ TenantLoadBalancers vetted against their Tenant (:mod:`teapot_lb.tenancy.vet`)."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import combinations
 
 from teapot_lb.addresses import AddressRange, parse_address_entry
+from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem, problem
-from teapot_lb.model.tenancy import Tenant
+from teapot_lb.model.tenancy import Tenant, TenantNode
 from teapot_lb.tenancy.allocation import allocated_ranges
-from teapot_lb.tenancy.vet import vet_all
+from teapot_lb.tenancy.nodes import refused
+from teapot_lb.tenancy.vet import tenant_of, vet_all
 from teapot_lb.validation.config import ConfigSet
 
 
@@ -69,7 +72,7 @@ def tenant_problems(config: ConfigSet) -> list[Problem]:
 
 
 def _own_problems(tenant: Tenant, pools: dict[str, AddressPool]) -> list[Problem]:
-    out: list[Problem] = []
+    out = node_problems(tenant)
     for i, entry in enumerate(tenant.spec.allocations):
         pool = pools.get(entry.address_pool)
         if pool is None:
@@ -97,6 +100,42 @@ def _own_problems(tenant: Tenant, pools: dict[str, AddressPool]) -> list[Problem
                         f"{text} is not inside AddressPool {pool.name}",
                     )
                 )
+    return out
+
+
+def node_problems(tenant: Tenant) -> list[Problem]:
+    """The Tenant's ``spec.nodes``: see :func:`_registered_problems`."""
+    return _registered_problems(tenant.ref, tenant, tenant.spec.nodes)
+
+
+def tenant_nodes_problems(config: ConfigSet) -> list[Problem]:
+    """Each published TenantNodes against the Tenant of its namespace (the manager writes
+    the same verdict in its status; the webhook does not see this kind, so that one bad
+    address never keeps a cluster's other nodes from registering)."""
+    out: list[Problem] = []
+    for nodes in config.tenant_nodes:
+        owner = tenant_of(nodes.namespace, config.tenants)
+        if isinstance(owner, Tenant):
+            out += _registered_problems(nodes.ref, owner, nodes.spec.nodes)
+    return out
+
+
+def _registered_problems(
+    ref: ObjectRef, tenant: Tenant, nodes: Sequence[TenantNode]
+) -> list[Problem]:
+    """Registered node addresses outside the Tenant's node networks (the relay never
+    counts them), and an address given to two nodes."""
+    out: list[Problem] = []
+    owner: dict[str, str] = {}
+    for i, node in enumerate(nodes):
+        for r in refused(tenant, [node]):
+            where = f"spec.nodes[{i}].addresses[{node.addresses.index(r.address)}]"
+            out.append(problem(ref, where, r.message))
+        for j, address in enumerate(node.addresses):
+            other = owner.setdefault(str(address), node.name)
+            if other != node.name:
+                where = f"spec.nodes[{i}].addresses[{j}]"
+                out.append(problem(ref, where, f"{address} is node {other}'s already"))
     return out
 
 

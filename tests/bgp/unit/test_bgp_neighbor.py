@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 
 from teapot_lb.bgp.config import PeerConfig
 from teapot_lb.bgp.fsm import RoutesFiltered, RoutesLearned, RoutesWithdrawn, State, Timer
@@ -27,6 +27,7 @@ from teapot_lb.bgp.wire import (
     GracefulRestartFamily,
     Keepalive,
     Message,
+    MpReachNlri,
     Multiprotocol,
     NextHop,
     Notification,
@@ -35,7 +36,7 @@ from teapot_lb.bgp.wire import (
     Update,
     decode_stream,
 )
-from teapot_lb.bgp.wire.family import IPV4_UNICAST
+from teapot_lb.bgp.wire.family import IPV4_UNICAST, IPV6_UNICAST
 from teapot_lb.timers import ArmTimer, CancelTimer
 
 US = IPv4Address("192.0.2.10")
@@ -204,3 +205,19 @@ def test_bfd_down_before_the_session_is_connected_changes_nothing() -> None:
     n = neighbor()
     n.start()
     assert sent(n.bfd_down("CONTROL_DETECTION_TIME_EXPIRED")) == []
+
+
+def test_routes_keeping_their_next_hops_carry_ipv6_over_an_ipv4_session() -> None:
+    # RFC 4760: IPv6 NLRI in MP_REACH_NLRI over a session on IPv4 transport, with the
+    # route's own next hop (a route server's: it never rewrites one).
+    v6, hop = IPv6Network("2001:db8:100::5/128"), IPv6Address("2001:db8::9")
+    both = (Multiprotocol(IPV4_UNICAST), Multiprotocol(IPV6_UNICAST))
+    for unchanged, want in ((True, [(hop,)]), (False, [])):
+        n = neighbor(next_hop_unchanged=unchanged)
+        n.set_desired(compile_routes({v6: RouteAttributes(next_hop=hop)}))
+        (dial,) = [o for o in n.start() if isinstance(o, Dial)]
+        n.connection_made(dial.link, US)
+        opened = Open.build(65000, 90, LOW_ID, both).pack() + Keepalive().pack()
+        updates = [m for m in sent(n.data_received(dial.link, opened)) if isinstance(m, Update)]
+        reach = [u.get(MpReachNlri) for u in updates if u.get(MpReachNlri)]
+        assert [r.next_hops for r in reach if r is not None and r.nlri] == want

@@ -220,3 +220,36 @@ async def test_the_webhook_check_refuses_a_theft_and_admits_the_owner(tmp_path: 
             own = world.management.get("ingresses", "c1.web.shop", NS)
             parsed_own, _ = parse_object(own)
             assert parsed_own is not None and control.admission(parsed_own) == []
+
+
+async def test_an_ingress_rule_without_host_is_left_out_with_an_event_and_the_rest_served(
+    tmp_path: Path,
+) -> None:
+    """Issue 34, 7(a), in Kubernetes mode: the Ingress keeps its address (its hosted rule
+    is served), the annotation and a Warning Event name the rule left out."""
+    async with tenant_world(tmp_path, *seed()) as world:
+        for body in tenants():
+            world.management.seed(body)
+        async with with_control(world) as (control, _):
+            mixed = copy.deepcopy(ingress("mixed", "www.bolt.example"))
+            mixed["metadata"] = {"name": "mixed", "namespace": "tenant-bolt"}
+            mixed["spec"]["rules"].append({"http": mixed["spec"]["rules"][0]["http"]})
+            world.management.seed(mixed)
+
+            def annotation() -> str | None:
+                raw = world.management.get("ingresses", "mixed", "tenant-bolt") or {}
+                return (raw.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_REFUSED)
+
+            left_out = await wait_for_async(annotation, within=WITHIN, what="the annotation")
+            assert left_out.startswith("HostnameNotAllowed: spec.rules[1].host")
+            events = await wait_for_async(
+                lambda: [e for e in world.management.list("events", "tenant-bolt")
+                         if e.get("reason") == "HostnameNotAllowed"],
+                within=WITHIN, what="the Event",
+            )  # fmt: skip
+            assert events[0]["involvedObject"]["name"] == "mixed"
+            assert "spec.rules[1].host" in events[0]["message"]
+            raw = world.management.get("ingresses", "mixed", "tenant-bolt") or {}
+            assert raw["status"]["loadBalancer"]["ingress"] == [{"ip": GATEWAY_IP}]
+            assert control.config is not None
+            assert any("www.bolt.example" in r.hostnames for r in control.config.http_routes)

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from teapot_lb.model.common import dump
 from teapot_lb.model.manifest import load
 from teapot_lb.tenancy.l7standalone import translate_directory
 from teapot_lb.validation import validate_manifest
@@ -70,3 +71,88 @@ def test_the_gateway_command_explains_a_hostname_and_checks_a_directory(tmp_path
     assert checked.exit_code == 1
     assert "steal" in checked.output and "HostnameTaken" in checked.output
     assert f"{root}: 1 problem(s)" in checked.output
+
+
+def test_check_names_every_part_not_served_not_only_refused_objects(tmp_path: Path) -> None:
+    """Issue 34, 4 and 7(a): `--check` says what status alone would (nowhere to read it
+    without Kubernetes): a hostname-less route no listener takes, an Ingress rule without
+    host left out, an unimplemented filter, a backendRef that does not exist."""
+    from click.testing import CliRunner
+
+    from teapot_lb.cli.gateway import gateway as command
+
+    from .builders import gateway, http_route, listener
+
+    root = manifests(tmp_path)
+    mixed = ingress_body("acme", "mixed", "www.acme.example", age=1)
+    mixed["spec"]["rules"].append({"http": mixed["spec"]["rules"][0]["http"]})
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80)], age=1)
+    everything = http_route("acme", "everything", [], age=2)
+    mirror = http_route("acme", "mirror", ["m.acme.example"], age=3, rules=[{
+        "filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "web"}}}],
+        "backendRefs": [{"name": "web", "port": 80}]}])  # fmt: skip
+    gone = http_route("acme", "gone", ["g.acme.example"], age=4,
+                      rules=[{"backendRefs": [{"name": "nonexistent", "port": 80}]}])  # fmt: skip
+    write(root, "more.yaml", mixed, *(dump(o) for o in (gw, everything, mirror, gone)))
+    checked = CliRunner().invoke(
+        command, ["--manifests", str(root), "--address", "203.0.113.10", "--check"]
+    )
+    assert checked.exit_code == 1
+    lines = checked.output.splitlines()
+
+    def line(*words: str) -> str:
+        found = [x for x in lines if all(w in x for w in words)]
+        assert found, (words, checked.output)
+        return found[0]
+
+    assert "not served: spec.rules[1].host" in line("mixed", "[HostnameNotAllowed]")
+    assert "parentRefs[gw]" in line("everything", "[HostnameNotAllowed]")
+    assert "spec.rules[0].filters[0].type" in line("mirror", "refused", "[UnsupportedValue]")
+    assert "spec.rules[0].backendRefs[0]" in line("gone", "[BackendNotFound]")
+
+
+def test_objects_without_creation_time_keep_the_order_they_were_first_seen_in(
+    tmp_path: Path,
+) -> None:
+    """Issue 34, 9: as standalone Services, manifests without creationTimestamp get the
+    time first seen (kept in the state directory): the Ingress that named a hostname
+    first keeps it, whatever the names, also after a restart."""
+    from datetime import UTC, datetime, timedelta
+
+    from teapot_lb.standalone.first_seen import FirstSeen
+
+    root, state = tmp_path / "m", tmp_path / "state"
+    root.mkdir()
+    for name in ("acme", "bolt"):
+        body = tenant_body(name, dnsDomains=["apps.example"], modes=["Route", "Gateway"])
+        write(root, f"tenant-{name}.yaml", body)
+    first = ingress_body("bolt", "first", "www.apps.example")
+    second = ingress_body("acme", "second", "www.apps.example")
+    for body in (first, second):
+        del body["metadata"]["creationTimestamp"]
+    write(root, "bolt.yaml", first)
+    address = [ip_address("203.0.113.10")]
+    t0 = datetime(2026, 12, 6, tzinfo=UTC)
+    translate_directory(root, address, FirstSeen(state), t0)
+    write(root, "acme.yaml", second)
+
+    def refused(seen: FirstSeen | None, now: datetime) -> list[str]:
+        result, _ = translate_directory(root, address, seen, now)
+        return [r.tenant for r in result.results.values() if r.refusals]
+
+    # bolt's was seen first: acme's (the older by name order alone) is the newcomer.
+    assert refused(FirstSeen(state), t0 + timedelta(minutes=1)) == ["acme"]
+    assert refused(FirstSeen(state), t0 + timedelta(minutes=2)) == ["acme"]  # a restart
+    # Without the record, both are seen now: the namespace then decides (acme first).
+    assert refused(None, t0) == ["bolt"]
+
+
+def test_validate_names_an_ingress_rule_without_host_it_leaves_out(tmp_path: Path) -> None:
+    root = manifests(tmp_path)
+    mixed = ingress_body("acme", "mixed", "www.acme.example", age=1)
+    mixed["spec"]["rules"].append({"http": mixed["spec"]["rules"][0]["http"]})
+    write(root, "mixed.yaml", mixed)
+    found = [p for p in validate_manifest(load([root])) if p.name.endswith("mixed")]
+    assert [(p.field, "[HostnameNotAllowed]" in p.message) for p in found] == [
+        ("spec.rules[1].host", True)
+    ]

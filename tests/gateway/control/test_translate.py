@@ -273,10 +273,115 @@ def test_route_status_says_accepted_or_refused_per_parent_in_gateway_api_style()
 
     assert conditions(good) == {
         "Accepted": ("True", "Accepted"), "ResolvedRefs": ("True", "ResolvedRefs")}  # fmt: skip
+    # Mirrors HTTPRouteInvalidCrossNamespaceBackendRef: the route is accepted, the reference
+    # never followed (its requests get 500).
     assert conditions(foreign) == {
-        "Accepted": ("False", "BackendNotAllowed"),
+        "Accepted": ("True", "Accepted"),
         "ResolvedRefs": ("False", "RefNotPermitted"),
     }
+    (rule,) = next(r for r in result.config.http_routes if r.owner.name.endswith("foreign")).rules
+    assert [(b.missing, result.config.backend(b.backend)) for b in rule.backends] == [(True, None)]
+
+
+def test_a_backend_ref_of_another_kind_is_invalid_kind_and_the_route_served() -> None:
+    """Mirrors HTTPRouteInvalidBackendRefUnknownKind."""
+    from teapot_lb.tenancy.l7status import route_status
+
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
+    odd = http_route("acme", "odd", ["odd.acme.example"], age=1, rules=[
+        {"backendRefs": [{"group": "unknownkind.example.com", "kind": "NonExistent",
+                          "name": "x", "port": 8080}]}])  # fmt: skip
+    result = run(gw, odd)
+    (parent,) = route_status(result.results[odd.ref], "2026-12-06T00:00:00Z")["parents"]
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in parent["conditions"]}
+    assert conditions == {
+        "Accepted": ("True", "Accepted"), "ResolvedRefs": ("False", "InvalidKind")}  # fmt: skip
+    assert result.config.backends == ()
+
+
+def _accepted(result: Translation, obj: L7Object) -> tuple[bool, str]:
+    (parent,) = result.results[obj.ref].parents
+    (condition,) = [c for c in parent.conditions if c.type == "Accepted"]
+    return condition.status, condition.reason
+
+
+def test_a_parent_ref_to_no_listener_is_no_matching_parent() -> None:
+    """Mirrors HTTPRouteInvalidParentRefNotMatchingSectionName,
+    HTTPRouteInvalidParentRefNotMatchingListenerPort and
+    HTTPRouteInvalidParentRefSectionNameNotMatchingPort."""
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
+
+    def parent(**ref: Any) -> L7Object:
+        name = "-".join(str(v) for v in ref.values())
+        return http_route("acme", name, [f"{name}.acme.example"], age=1,
+                          parentRefs=[{"name": "gw", **ref}])  # fmt: skip
+
+    section, port, both, good = (
+        parent(sectionName="nope"),
+        parent(port=8080),
+        parent(sectionName="http", port=8080),
+        parent(sectionName="http", port=80),
+    )
+    result = run(gw, section, port, both, good)
+    assert _accepted(result, section) == (False, "NoMatchingParent")
+    assert _accepted(result, port) == (False, "NoMatchingParent")
+    assert _accepted(result, both) == (False, "NoMatchingParent")
+    assert _accepted(result, good) == (True, "Accepted")
+
+
+def test_a_listener_allowing_other_kinds_does_not_take_an_httproute() -> None:
+    """Mirrors HTTPRouteDisallowedKind: allowedRoutes.kinds without HTTPRoute."""
+    gw = gateway("acme", "gw", [
+        listener("http", "HTTP", 80, allowedRoutes={"kinds": [{"kind": "GRPCRoute"}]}),
+    ])  # fmt: skip
+    store = http_route("acme", "store", ["store.acme.example"], age=1)
+    result = run(gw, store)
+    assert _accepted(result, store) == (False, "NotAllowedByListeners")
+    assert result.config.http_routes == ()
+
+
+def test_a_rule_replacing_two_prefixes_becomes_one_rule_per_prefix() -> None:
+    """Each PathPrefix match of a ReplacePrefixMatch rule replaces its own prefix."""
+    both = http_route("acme", "both", ["both.acme.example"], age=1, rules=[{
+        "matches": [{"path": {"type": "PathPrefix", "value": "/a"}},
+                    {"path": {"type": "PathPrefix", "value": "/b"}}],
+        "filters": [{"type": "URLRewrite", "urlRewrite": {
+            "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/c"}}}],
+        "backendRefs": [{"name": "web", "port": 80}]}])  # fmt: skip
+    (route,) = _gateway_and(both).config.http_routes
+    assert [r.replaced_prefix() for r in route.rules] == ["/a", "/b"]
+    assert {r.rewrite.replace_prefix_match for r in route.rules if r.rewrite} == {"/c"}
+
+
+def test_explain_shows_a_rewrite_and_a_backend_that_does_not_exist() -> None:
+    from teapot_lb.gateway.explain import explain
+
+    route = http_route("acme", "r", ["r.acme.example"], age=1, rules=[
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/old"}}],
+         "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "in.acme.example",
+             "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}}],
+         "backendRefs": [{"name": "web", "port": 80},
+                         {"name": "nonexistent", "port": 80}]}])  # fmt: skip
+    config = _gateway_and(route).config
+    text = "\n".join(explain(config, "r.acme.example", "/old/x"))
+    assert "rewrite host in.acme.example, prefix /old -> '/new'" in text
+    assert "nonexistent" in text and "does not exist: 500" in text
+
+
+def test_route_conditions_carry_the_generation_they_were_decided_for() -> None:
+    """Mirrors HTTPRouteObservedGenerationBump: every condition's observedGeneration is
+    the route's metadata.generation, and follows it when the spec changes."""
+    from teapot_lb.tenancy.l7status import route_status
+
+    gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
+    seen = []
+    for generation in (1, 2):
+        store = http_route("acme", "store", ["store.acme.example"], age=1)
+        meta = store.metadata.model_copy(update={"generation": generation})
+        store = store.model_copy(update={"metadata": meta})
+        (parent,) = route_status(run(gw, store).results[store.ref], "t")["parents"]
+        seen.append({c["observedGeneration"] for c in parent["conditions"]})
+    assert seen == [{1}, {2}]
 
 
 def test_a_route_or_gateway_the_webhook_denied_says_not_accepted_with_the_rule() -> None:

@@ -11,7 +11,15 @@ import pytest
 
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.tenancy.l7cert import certificate_problem
-from teapot_lb.tenancy.l7vet import L7Object, L7Rule, L7World, domain_holds, vet_all, vet_object
+from teapot_lb.tenancy.l7vet import (
+    L7Object,
+    L7Rule,
+    L7World,
+    domain_holds,
+    unserved_parts,
+    vet_all,
+    vet_object,
+)
 from tenancy.builders import parsed
 
 from .builders import (
@@ -135,8 +143,8 @@ CASES: list[tuple[str, Callable[[], L7Object], L7Rule, str]] = [
      "spec.rules[0].host"),
     ("an Ingress rule without host (every hostname)",
      lambda: _bolt_ingress(None), L7Rule.HOSTNAME_NOT_ALLOWED, "spec.rules[0].host"),
-    ("a default backend (every hostname)",
-     lambda: _bolt_ingress("www.bolt.example", defaultBackend=backend()),
+    ("an Ingress with only a default backend (every hostname)",
+     lambda: _bolt_ingress(None, defaultBackend=backend()),
      L7Rule.HOSTNAME_NOT_ALLOWED, "spec.defaultBackend"),
     ("an invalid hostname",
      lambda: _bolt_ingress("WWW.bolt..example"), L7Rule.INVALID_HOSTNAME, "spec.rules[0].host"),
@@ -188,13 +196,52 @@ CASES: list[tuple[str, Callable[[], L7Object], L7Rule, str]] = [
      lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
          "matches": [{"path": {"type": "RegularExpression", "value": ".*"}}],
          "backendRefs": [{"name": "web", "port": 80}]}]),
-     L7Rule.NOT_SERVED, "spec.rules[0].matches[0].path.type"),
+     L7Rule.UNSUPPORTED_VALUE, "spec.rules[0].matches[0].path.type"),
     ("an ExtensionRef filter",
      lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
          "filters": [{"type": "ExtensionRef", "extensionRef": {"group": "x", "kind": "Y",
                                                                "name": "z"}}],
          "backendRefs": [{"name": "web", "port": 80}]}]),
-     L7Rule.NOT_SERVED, "spec.rules[0].filters[0].type"),
+     L7Rule.UNSUPPORTED_VALUE, "spec.rules[0].filters[0].type"),
+    ("ReplacePrefixMatch on an Exact match (the spec: only PathPrefix)",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "matches": [{"path": {"type": "Exact", "value": "/a"}}],
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {
+             "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/b"}}}]}]),
+     L7Rule.UNSUPPORTED_VALUE, "spec.rules[0].filters[0].requestRedirect.path.type"),
+    ("a rule field the gateway does not implement (timeouts)",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "timeouts": {"request": "1s"}, "backendRefs": [{"name": "web", "port": 80}]}]),
+     L7Rule.UNSUPPORTED_VALUE, "spec.rules[0].timeouts"),
+    ("a filter on a backendRef",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "backendRefs": [{"name": "web", "port": 80, "filters": [
+             {"type": "RequestHeaderModifier",
+              "requestHeaderModifier": {"set": [{"name": "X-A", "value": "b"}]}}]}]}]),
+     L7Rule.UNSUPPORTED_VALUE, "spec.rules[0].backendRefs[0].filters"),
+    ("a redirect and a rewrite on one rule",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "x.example"}},
+                     {"type": "URLRewrite", "urlRewrite": {"hostname": "y.example"}}]}]),
+     L7Rule.INCOMPATIBLE_FILTERS, "spec.rules[0].filters"),
+    ("a filter carrying another type's configuration",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "filters": [{"type": "RequestHeaderModifier",
+                      "requestHeaderModifier": {"set": [{"name": "X-A", "value": "b"}]},
+                      "requestRedirect": {"hostname": "x.example"}}],
+         "backendRefs": [{"name": "web", "port": 80}]}]),
+     L7Rule.UNSUPPORTED_VALUE, "spec.rules[0].filters[0].requestRedirect"),
+    ("one filter type twice on a rule",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "x.example"}},
+                     {"type": "URLRewrite", "urlRewrite": {"hostname": "y.example"}}],
+         "backendRefs": [{"name": "web", "port": 80}]}]),
+     L7Rule.INCOMPATIBLE_FILTERS, "spec.rules[0].filters"),
+    ("a rewrite to a name that is not a DNS name",
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+         "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "a b"}}],
+         "backendRefs": [{"name": "web", "port": 80}]}]),
+     L7Rule.UNSAFE_VALUE, "spec.rules[0].filters[0].urlRewrite.hostname"),
     ("an oversized object (too many rules)",
      lambda: _acme(ingress_body("bolt", "evil", "www.bolt.example", age=9) | {"spec": {
          "ingressClassName": "teapot",
@@ -332,3 +379,31 @@ def test_a_wildcard_certificate_name_covers_one_label_only() -> None:
         "x.a.example",
         "b.example",
     )
+
+
+def test_an_ingress_rule_without_host_is_left_out_and_its_other_rules_are_served(
+    certs: dict[str, tuple[bytes, bytes]],
+) -> None:
+    """Issue 34, 7(a): on the shared addresses a rule without host (and a defaultBackend)
+    would catch every hostname; only that part is refused, the Ingress is admitted."""
+    body = ingress_body("bolt", "mixed", "www.bolt.example", age=9, defaultBackend=backend())
+    body["spec"]["rules"].append({"http": body["spec"]["rules"][0]["http"]})
+    mixed = parsed(body)
+    world = world_with(certs, mixed)  # type: ignore[arg-type]
+    assert vet_object(mixed, world) == []  # type: ignore[arg-type]
+    left_out = unserved_parts(mixed, world)  # type: ignore[arg-type]
+    assert [(r.rule, r.field) for r in left_out] == [
+        (L7Rule.HOSTNAME_NOT_ALLOWED, "spec.rules[1].host"),
+        (L7Rule.HOSTNAME_NOT_ALLOWED, "spec.defaultBackend"),
+    ]
+    assert all("Tenant bolt" in r.message for r in left_out)
+
+
+def test_an_empty_replace_prefix_match_is_valid(certs: dict[str, tuple[bytes, bytes]]) -> None:
+    """The spec's `replacePrefixMatch: ""` removes the prefix: it is served, not unsafe."""
+    strip = http_route("bolt", "strip", ["s.bolt.example"], age=9, rules=[{
+        "matches": [{"path": {"type": "PathPrefix", "value": "/strip"}}],
+        "filters": [{"type": "URLRewrite", "urlRewrite": {
+            "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": ""}}}],
+        "backendRefs": [{"name": "web", "port": 80}]}])  # fmt: skip
+    assert vet_object(strip, world_with(certs, strip)) == []

@@ -25,6 +25,9 @@ class SegmentType(enum.IntEnum):
     AS_CONFED_SET = 4
 
 
+_CONFED = (SegmentType.AS_CONFED_SEQUENCE, SegmentType.AS_CONFED_SET)
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     type: int
@@ -104,6 +107,11 @@ class AsPath(Attribute):
     def asns(self) -> tuple[int, ...]:
         return tuple(a for s in self.segments for a in s.asns)
 
+    def has_confed(self) -> bool:
+        """Whether a confederation segment is in the path: only a member of the same
+        confederation may send one (RFC 5065 §5)."""
+        return any(s.type in _CONFED for s in self.segments)
+
 
 @dataclass(frozen=True, slots=True)
 class As4Path(Attribute):
@@ -119,7 +127,7 @@ class As4Path(Attribute):
     @classmethod
     def unpack_value(cls, data: bytes, ctx: Context) -> As4Path:
         segs = _unpack_segments(data, True, "AS4_PATH")
-        if any(s.type in (3, 4) for s in segs):
+        if any(s.type in _CONFED for s in segs):
             raise Malformed("AS4_PATH with confederation segments")  # RFC 6793 §6
         return cls(segs)
 
