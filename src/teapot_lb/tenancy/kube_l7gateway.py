@@ -26,7 +26,7 @@ from teapot_lb.gateway.translate import ObjectResult, Translation, translate
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.events import EventRecorder
-from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
     ENDPOINT_SLICES,
@@ -127,7 +127,7 @@ class GatewayControl:
         return [KEY]
 
     def readiness(self) -> list[str]:
-        return [f"{i.resource} not synced" for i in self._informers() if not i.has_synced]
+        return unready(self._informers())
 
     async def run(self) -> None:
         await self.loop.run()

@@ -384,3 +384,33 @@ def test_route_conditions_carry_the_generation_they_were_decided_for() -> None:
         (parent,) = route_status(run(gw, store).results[store.ref], "t")["parents"]
         seen.append({c["observedGeneration"] for c in parent["conditions"]})
     assert seen == [{1}, {2}]
+
+
+def test_a_route_or_gateway_the_webhook_denied_says_not_accepted_with_the_rule() -> None:
+    from teapot_lb.tenancy.l7status import denied_status
+
+    now, why = "2026-12-03T00:00:00Z", "spec.hostnames[0]: outside the DNS domains"
+    other = {"parentRef": {"name": "eg"}, "controllerName": "example.com/other", "conditions": []}
+    route = {
+        "metadata": {"name": "r", "generation": 3},
+        "spec": {"parentRefs": [{"name": "gw"}, {"name": "gw", "sectionName": "https"}]},
+        "status": {"parents": [other]},
+    }
+    status = denied_status("HTTPRoute", route, "HostnameNotAllowed", why, now)
+    assert status is not None
+    assert status["parents"][0] == other  # another controller's entry is kept
+    for parent, ref in zip(status["parents"][1:], route["spec"]["parentRefs"], strict=True):
+        (accepted,) = parent["conditions"]
+        assert (parent["parentRef"], parent["controllerName"]) == (ref, "lb.teapot.io/gateway")
+        assert (accepted["type"], accepted["status"], accepted["reason"]) == (
+            "Accepted", "False", "HostnameNotAllowed")  # fmt: skip
+        assert (accepted["message"], accepted["observedGeneration"]) == (why, 3)
+    # Written again later, the same decision is the same status (nothing to patch).
+    again = denied_status("HTTPRoute", {**route, "status": status}, "HostnameNotAllowed", why,
+                          "2026-12-03T00:05:00Z")  # fmt: skip
+    assert again == status
+    gateway_status = denied_status("Gateway", {"metadata": {}}, "ModeNotAllowed", "no", now)
+    assert gateway_status is not None
+    assert [(c["type"], c["status"]) for c in gateway_status["conditions"]] == [
+        ("Accepted", "False"), ("Programmed", "False")]  # fmt: skip
+    assert denied_status("Ingress", {"metadata": {}}, "HostnameTaken", "taken", now) is None
