@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from needs import require_binary
-from teapot_lb.gateway import nginx, plan, render, runtime, slots
+from teapot_lb.gateway import nginx, plan, render, runtime, selfsigned, slots
 from teapot_lb.gateway.config import (
     Certificate,
     Endpoint,
@@ -22,7 +22,13 @@ from teapot_lb.gateway.config import (
     StreamRoute,
     TLSRoute,
 )
-from teapot_lb.gateway.plan import ServerState, SetCertificate, SetServer
+from teapot_lb.gateway.plan import (
+    AddCertificate,
+    AddMapEntry,
+    ServerState,
+    SetCertificate,
+    SetServer,
+)
 
 from .builders import E, P, backend, ingress, listener
 
@@ -66,39 +72,15 @@ def _render(
 
 
 def test_the_rendered_configuration_is_accepted_by_haproxy(tmp_path: Path) -> None:
-    require_binary("haproxy")
+    require_binary("haproxy", "openssl")
     paths = render.Paths(tmp_path)
     cfg = _config()
-    out = render.render(cfg, slots.assign(cfg), paths, {})
-    for path, text in out.files.items():
+    # real certificates are needed for -c: the gateway's own kind will do for both
+    pems = {"a": selfsigned.generate(), render.DEFAULT_CERTIFICATE: selfsigned.generate()}
+    out = render.render(cfg, slots.assign(cfg), paths, pems)
+    for path, text in {**out.files, **out.certificates}.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text)
-    (tmp_path / "certs").mkdir()
-    # a real certificate is needed for -c: make one
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-subj",
-            "/CN=a.example",
-            "-keyout",
-            str(tmp_path / "k"),
-            "-out",
-            str(tmp_path / "c"),
-            "-days",
-            "1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    pem = (tmp_path / "c").read_text() + (tmp_path / "k").read_text()
-    Path(paths.certificate("a")).write_text(pem)
     check = subprocess.run(
         ["haproxy", "-c", "-f", str(paths.config)], capture_output=True, text=True
     )
@@ -258,3 +240,83 @@ def test_redirect_locations_follow_the_httproute_port_rules(
 ) -> None:
     where = listener("web", listener_port, Protocol.HTTP)
     assert render.location(Redirect.model_validate(redirect), where) == expected
+
+
+def _tls_config(*certs: tuple[str, tuple[str, ...]]) -> GatewayConfig:
+    """_config() whose HTTPS listener offers `certs` (name, hostnames), in that order."""
+    cfg = _config()
+    tls = cfg.listener("tls")
+    assert tls is not None
+    return cfg.model_copy(
+        update={
+            "listeners": tuple(
+                x.model_copy(update={"certificates": tuple(n for n, _ in certs)})
+                if x.name == "tls"
+                else x
+                for x in cfg.listeners
+            ),
+            "certificates": tuple(
+                Certificate(name=n, hostnames=h, cert_file=f"/{n}.pem") for n, h in certs
+            ),
+        }
+    )
+
+
+PEMS = {"a": "PEM-A", "b": "PEM-B", render.DEFAULT_CERTIFICATE: "PEM-DEFAULT"}
+
+
+def test_the_crt_list_starts_with_the_gateways_own_certificate_and_offers_each_name_once() -> None:
+    cfg = _tls_config(("a", ("a.example", "*.w.example")), ("b", ("A.example", "b.example")))
+    out = _render(cfg, pems=PEMS)
+    crt_list = out.crt_lists[str(PATHS.crt_list("tls"))].splitlines()
+    assert crt_list == [
+        f"{PATHS.certificate('_default')} {render.DEFAULT_SNI}",
+        f"{PATHS.certificate('a')} a.example *.w.example",
+        f"{PATHS.certificate('b')} b.example",  # a.example is a's: HAProxy would pick either
+    ]
+    assert out.certificates[str(PATHS.certificate("_default"))] == "PEM-DEFAULT"
+    assert out.certificate_maps == {
+        str(PATHS.map("tls", "certs")): "a.example a\nb.example b\n",
+        str(PATHS.map("tls", "certs-wild")): ".w.example a\n",
+    }
+
+
+def test_only_https_frontends_compare_the_certificates_of_sni_and_host() -> None:
+    text = _render(_tls_config(("a", ("a.example",))), pems=PEMS).files[str(PATHS.config)]
+    frontends = dict(render.sections(text))
+    tls, web = frontends["frontend fe_tls"], frontends["frontend fe_web"]
+    certs = f"'{PATHS.map('tls', 'certs')}'"
+    assert f"set-var(txn.sni_crt) ssl_fc_sni,lower,map_str({certs})" in tls
+    assert f"set-var(txn.host_crt) var(txn.host),map_str({certs})" in tls
+    check = "return status 421 unless { var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }"
+    assert check in tls
+    # before any routing: a misdirected request is neither redirected nor routed
+    assert tls.index(check) < tls.index("set-var(txn.vh)")
+    assert "421" not in web and "ssl_fc_sni" not in web
+
+
+def test_a_tenant_certificate_added_or_reordered_needs_no_reload_and_one_removed_does() -> None:
+    old = _render(_tls_config(("a", ("a.example",))), pems=PEMS)
+    both = _render(_tls_config(("a", ("a.example",)), ("b", ("*.b.example",))), old, PEMS)
+    change = plan.plan(old, both)
+    assert not change.reload, change.reasons
+    assert change.actions == (
+        AddCertificate(
+            str(PATHS.certificate("b")),
+            "PEM-B",
+            str(PATHS.crt_list("tls")),
+            f"{PATHS.certificate('b')} *.b.example",
+        ),
+        AddMapEntry(str(PATHS.map("tls", "certs-wild")), ".b.example", "b"),
+    )
+    assert [c.text for c in runtime.commands(change.actions[1])] == [
+        f"add map {PATHS.map('tls', 'certs-wild')} .b.example b"
+    ]
+    # the default line stays first: the order of the tenants' lines changes nothing
+    reordered = _render(_tls_config(("b", ("*.b.example",)), ("a", ("a.example",))), both, PEMS)
+    assert plan.plan(both, reordered).empty
+    gone = plan.plan(both, _render(_tls_config(("b", ("*.b.example",))), both, PEMS))
+    assert gone.reload and gone.reasons == (
+        f"crt-list {PATHS.crt_list('tls')} changed",
+        f"map {PATHS.map('tls', 'certs')} changed",
+    )

@@ -3,8 +3,11 @@ written here (the driver does both), certificate PEMs come in as text.
 
 Layout of the rendered configuration:
 - one frontend per HAProxy listener (`fe_<listener>`): HTTP and HTTPS in http mode, TLS
-  passthrough and TCP in tcp mode; HTTPS binds with a crt-list (SNI picks the certificate)
-  and ALPN (h2, http/1.1); an HTTPS and a TLS passthrough listener may share one IP:port:
+  passthrough and TCP in tcp mode; HTTPS binds with a crt-list (SNI picks the certificate;
+  its first line, the default, is the gateway's own certificate, never a tenant's) and
+  ALPN (h2, http/1.1); an HTTPS request whose Host would not have chosen the certificate
+  its connection's SNI chose is answered 421 (two maps, name -> certificate, looked up
+  for both; see `_misdirected`); an HTTPS and a TLS passthrough listener may share one IP:port:
   the passthrough frontend binds it, sends its SNIs to their backends and every other
   connection through an internal hop (an abstract socket, PROXY v2 so the client's
   address survives) to the terminating frontend, which binds the hop;
@@ -46,6 +49,16 @@ from teapot_lb.gateway.slots import Slot, SlotTable
 HAPROXY_PROTOCOLS = (Protocol.HTTP, Protocol.HTTPS, Protocol.TLS_PASSTHROUGH, Protocol.TCP)
 EMPTY_SLOT = "127.0.0.1:1"  # an empty slot's address; it is in maintenance, never used
 SLOT_MASK = "<slot>"
+DEFAULT_CERTIFICATE = "_default"
+"""The gateway's own certificate's name among the PEMs (a config name cannot start with
+'_', so no tenant's certificate can take it)."""
+DEFAULT_SNI = "teapot-lb-gateway-default.invalid"
+"""The default certificate's one SNI filter (RFC 6761 `.invalid`: no client's real name):
+with a filter, HAProxy offers it by no name of its own (an operator's certificate naming a
+tenant's hostname would otherwise compete for it); as the crt-list's first line it stays
+the default."""
+NO_CERTIFICATE = "-"
+"""What the certificate maps give for a name no certificate is offered for."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,10 @@ class Rendered:
     crt_lists: dict[str, str] = field(default_factory=dict)
     """Each HTTPS listener's crt-list by path (not in `structure`: a certificate added to
     one can go over the runtime API)."""
+    certificate_maps: dict[str, str] = field(default_factory=dict)
+    """Each HTTPS listener's name -> certificate maps by path (not in `structure`: the
+    names of a certificate added without a reload are added to them over the runtime
+    API)."""
 
 
 def quote(text: str) -> str:
@@ -356,6 +373,7 @@ def _http_frontend(
         lines.append("    http-request set-header X-Forwarded-Proto https")
     else:
         lines.append("    http-request set-header X-Forwarded-Proto http")
+    tls = listener.protocol == Protocol.HTTPS
     vhosts = routing.table(config, listener.name)
     host_of_request = "req.hdr(host),field(1,:),lower"
     hosts_map, rules_map, backends_map = (
@@ -371,11 +389,13 @@ def _http_frontend(
     fast_ids = {v.vhost_id for v in fast}  # (ids: comparing the dataclasses is slow)
     # Only the fast path: no host variable, no rule variable (fewer steps per request).
     only_fast = len(fast) == len(vhosts) > 0
-    if not only_fast:
+    if not only_fast or tls:
         lines.append(f"    http-request set-var(txn.host) {host_of_request}")
+    if tls:
+        lines += _misdirected(listener, paths)
     skip = ""
     if fast:
-        host = host_of_request if only_fast else "var(txn.host)"
+        host = host_of_request if only_fast and not tls else "var(txn.host)"
         lines.append(f"    http-request set-var(txn.be) {host},map_str({quote(str(fast_map))})")
         skip = "!{ var(txn.be) -m found }"
     exact = [v for v in exact if v.vhost_id not in fast_ids]
@@ -456,6 +476,33 @@ def _http_frontend(
         str(backends_map): _map_file(direct),
     }
     return lines, maps
+
+
+def _misdirected(listener: Listener, paths: Paths) -> list[str]:
+    """421 Misdirected Request (RFC 9110 section 15.5.20) for a request whose Host would
+    not have chosen the certificate its connection's SNI chose (another tenant's name over
+    a tenant's connection, HTTP/2 reuse across names, a tenant's name without SNI).
+
+    The certificate a name chooses, found the way HAProxy picks one by SNI: the exact name,
+    else the wildcard of its first label's parent (`*.a.example` covers one label, as in
+    TLS), else none (the gateway's own). The SNI and the Host each get theirs from the same
+    two maps (each name in one only: see `offered`), and the two are compared: a few map
+    lookups per request, and the maps take a new certificate's names over the runtime API.
+    """
+    exact = quote(str(paths.map(listener.name, "certs")))
+    wild = quote(str(paths.map(listener.name, "certs-wild")))
+    lines: list[str] = []
+    for var, name in (("txn.sni_crt", "ssl_fc_sni,lower"), ("txn.host_crt", "var(txn.host)")):
+        # (a fetch or lookup that finds nothing leaves the variable as it was)
+        lines += [
+            f"    http-request set-var({var}) str({NO_CERTIFICATE})",
+            f"    http-request set-var({var}) {name},regsub(^[^.]*,),map_str({wild})",
+            f"    http-request set-var({var}) {name},map_str({exact})",
+        ]
+    lines.append(
+        "    http-request return status 421 unless { var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }"
+    )
+    return lines
 
 
 def _sni_condition(hostname: str) -> str:
@@ -568,16 +615,48 @@ def _http_backends(config: GatewayConfig) -> set[str]:
     return names
 
 
-def crt_list(config: GatewayConfig, listener: Listener, paths: Paths) -> str:
-    """The crt-list of an HTTPS listener: one certificate per line, with its SNI names."""
-    lines = []
+def offered(config: GatewayConfig, listener: Listener) -> list[tuple[str, tuple[str, ...]]]:
+    """The certificates of an HTTPS listener, each with the names (SNI) it is offered for,
+    in the listener's order. A name goes to the first certificate that has it, so that
+    the certificate HAProxy picks for it is the one the certificate maps say; a
+    certificate left with no name is not offered (it would never be picked)."""
+    taken: set[str] = set()
+    out: list[tuple[str, tuple[str, ...]]] = []
     for name in listener.certificates:
         cert = config.certificate(name)
         if cert is None:
             continue
-        snis = " ".join(h.lower() for h in cert.hostnames)
-        lines.append(f"{paths.certificate(name)} {snis}".rstrip())
+        names = tuple(h for h in dict.fromkeys(h.lower() for h in cert.hostnames) if h not in taken)
+        taken.update(names)
+        if names:
+            out.append((name, names))
+    return out
+
+
+def crt_list(config: GatewayConfig, listener: Listener, paths: Paths) -> str:
+    """The crt-list of an HTTPS listener: the gateway's own certificate first (the
+    default), then one certificate per line with the names it is offered for."""
+    lines = [f"{paths.certificate(DEFAULT_CERTIFICATE)} {DEFAULT_SNI}"]
+    for name, names in offered(config, listener):
+        lines.append(f"{paths.certificate(name)} {' '.join(names)}")
     return "\n".join(lines) + "\n"
+
+
+def certificate_maps(config: GatewayConfig, listener: Listener, paths: Paths) -> dict[str, str]:
+    """The two maps `_misdirected` looks names up in: exact name -> certificate, and the
+    parent of a wildcard (`.a.example` for `*.a.example`) -> certificate."""
+    exact: list[tuple[str, str]] = []
+    wild: list[tuple[str, str]] = []
+    for name, names in offered(config, listener):
+        for host in names:
+            if hosts.is_wildcard(host):
+                wild.append((host[1:], name))
+            else:
+                exact.append((host, name))
+    return {
+        str(paths.map(listener.name, "certs")): _map_file(exact),
+        str(paths.map(listener.name, "certs-wild")): _map_file(wild),
+    }
 
 
 def render(
@@ -617,14 +696,19 @@ def render(
     files = {str(paths.config): "\n".join(text), **map_files}
     certificates: dict[str, str] = {}
     crt_lists: dict[str, str] = {}
+    cert_maps: dict[str, str] = {}
     for listener in config.listeners:
         if listener.protocol == Protocol.HTTPS:
             listing = crt_list(config, listener, paths)
             files[str(paths.crt_list(listener.name))] = listing
             crt_lists[str(paths.crt_list(listener.name))] = listing
-            for name in listener.certificates:
+            cert_maps.update(certificate_maps(config, listener, paths))
+            default = paths.certificate(DEFAULT_CERTIFICATE)
+            certificates[str(default)] = pems.get(DEFAULT_CERTIFICATE, "")
+            for name, _names in offered(config, listener):
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
-    return Rendered(files, "\n".join(structure), slots, certificates, crt_lists)
+    files.update(cert_maps)
+    return Rendered(files, "\n".join(structure), slots, certificates, crt_lists, cert_maps)
 
 
 def sections(text: str) -> Iterator[tuple[str, str]]:
