@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from needs import require_binary
-from teapot_lb.gateway import nginx, plan, render, runtime, selfsigned, slots
+from teapot_lb.gateway import default_certificate, nginx, plan, render, runtime, slots
 from teapot_lb.gateway.config import (
     Certificate,
     Endpoint,
@@ -76,7 +76,10 @@ def test_the_rendered_configuration_is_accepted_by_haproxy(tmp_path: Path) -> No
     paths = render.Paths(tmp_path)
     cfg = _config()
     # real certificates are needed for -c: the gateway's own kind will do for both
-    pems = {"a": selfsigned.generate(), render.DEFAULT_CERTIFICATE: selfsigned.generate()}
+    pems = {
+        "a": default_certificate.generate(),
+        render.DEFAULT_CERTIFICATE: default_certificate.generate(),
+    }
     out = render.render(cfg, slots.assign(cfg), paths, pems)
     for path, text in {**out.files, **out.certificates}.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)

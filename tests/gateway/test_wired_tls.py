@@ -29,9 +29,9 @@ from teapot_lb.gateway.config import (
     Protocol,
     TLSRoute,
 )
+from teapot_lb.gateway.default_certificate import SUBJECT_CN, from_files
 from teapot_lb.gateway.haproxy import HAProxy
-from teapot_lb.gateway.plan import AddCertificate, AddMapEntry
-from teapot_lb.gateway.selfsigned import SUBJECT_CN
+from teapot_lb.gateway.plan import AddCertificate, AddMapEntry, SetCertificate
 from teapot_lb.gateway.translate import translate
 from teapot_lb.tenancy.l7vet import L7World
 
@@ -305,3 +305,28 @@ async def test_with_nothing_served_the_shared_listeners_answer_404(world: World)
     assert plain.code == 404
     assert request(world, "nobody.example", "nobody.example") == (404, "")
     assert GATEWAYS_OWN in world.lab.peer_certificate_subject(443, "nobody.example")
+
+
+async def test_the_operators_certificate_is_the_default_and_rotates_without_a_reload(
+    world: World,
+) -> None:
+    certs = world.lab.work / "operator"
+    first = make_certificate(certs, "gw1.operator.example")
+    second = make_certificate(certs, "gw2.operator.example")
+    cfg = two_tenants(world)
+    applied = await world.haproxy.apply(
+        cfg.model_copy(update={"default_certificate": from_files(first[0], first[1])})
+    )
+    assert applied.error is None, applied.error
+    for sni in (None, "unknown.example"):
+        assert "CN = gw1.operator.example" in world.lab.peer_certificate_subject(443, sni)
+    assert request(world, None, "a.example") == (421, "")
+    reloads = world.haproxy.counters.reloads
+    applied = await world.haproxy.apply(
+        cfg.model_copy(update={"default_certificate": from_files(second[0], second[1])})
+    )
+    assert not applied.change.reload, applied.change.reasons
+    assert [type(a) for a in applied.change.actions] == [SetCertificate]
+    assert "CN = gw2.operator.example" in world.lab.peer_certificate_subject(443, None)
+    assert "CN = a.example" in world.lab.peer_certificate_subject(443, "a.example")
+    assert world.haproxy.counters.reloads == reloads

@@ -30,8 +30,8 @@ from teapot_lb.gateway.config import (
     Protocol,
     problems,
 )
+from teapot_lb.gateway.default_certificate import generate
 from teapot_lb.gateway.process import Daemon, DaemonFailed, check_config, until, write_atomic
-from teapot_lb.gateway.selfsigned import generate
 from teapot_lb.tenancy.l7cert import certificate_names
 
 _HOSTNAME = re.compile(HOSTNAME_PATTERN)
