@@ -27,6 +27,9 @@ third. Phases, in one run:
   5. certificate rotation under load: 4 client threads open a new TLS connection per
      request (SNI a.example, verified against a CA) while --rotations rotations alternate
      two CA-signed certificates over the runtime API; failed handshakes counted.
+  5b. the 421 check's cost (SNI and Host must choose the same certificate): HAProxy worker
+     CPU per request, h2load through our HTTPS listener and through a second HAProxy
+     running the same rendered configuration without the check's lines, alternated.
   6. render + apply of --ingresses Ingress-equivalents (one host, one path, a backend of
      2 endpoints each) into the running HAProxy (a reload): pure render time and total.
 
@@ -37,7 +40,11 @@ failed_during_churn, reloads_during_churn, endpoint_change_p50_s, endpoint_chang
 nginx_failed_during_churn, nginx_reloads_during_churn, nginx_endpoint_change_p50_s,
 failed_during_reloads, requests_during_reloads, reloads,
 h2_rps_ours, h2_rps_minimal, h2_rps_ratio_vs_minimal, h2_failed_ours, h2_failed_minimal,
-cert_rotation_failed, cert_rotation_handshakes, cert_rotations, render_1000_s (render +
+cert_rotation_failed, cert_rotation_handshakes, cert_rotations,
+sni_check_{same,other}_cpu_us_per_request, sni_check_{same,other}_off_cpu_us_per_request,
+sni_check_{same,other}_cpu_overhead (with / without - 1, median of paired rounds; same:
+:authority equal to the SNI, other: another name of the same certificate),
+sni_check_failed, render_1000_s (render +
 apply), render_only_1000_s, changes, cpus.
 
 Run as root: .venv/bin/python bench/gateway.py [--changes 1000] [--quick]
@@ -92,6 +99,7 @@ CLIENT = "192.0.2.20"
 BACKENDS = [f"198.51.100.{i}" for i in range(2, 10)]
 PORT = 8080
 HOST = "bench.example"
+ALT = "alt.a.example"
 OURS_PORT, MINIMAL_PORT, NGINX_PORT, TLS_PORT = 80, 81, 82, 443
 
 
@@ -193,11 +201,14 @@ def gateway_config(endpoints: Sequence[str], others: int, pem: str | None = None
     if pem is not None:
         listeners.append(Listener(name="tls", address=GW, port=TLS_PORT,
                                   protocol=Protocol.HTTPS, certificates=("a",)))  # fmt: skip
-        certificates.append(Certificate(name="a", hostnames=("a.example",), cert_pem=pem,
+        # (ALT: the same certificate offered for another name, whose requests over an
+        # a.example connection the 421 check looks up in full)
+        certificates.append(Certificate(name="a", hostnames=("a.example", ALT), cert_pem=pem,
                                         key_pem=""))  # fmt: skip
     names = tuple(x.name for x in listeners)
     backends = [_backend("bench", endpoints, owner)]
-    routes = [_ingress(0, HOST, "bench", names), _ingress(0, "a.example", "bench", names)]
+    routes = [_ingress(0, HOST, "bench", names), _ingress(0, "a.example", "bench", names),
+              _ingress(0, ALT, "bench", names)]  # fmt: skip
     for i in range(1, others + 1):
         pair = (BACKENDS[i % 8], BACKENDS[(i + 1) % 8])
         backends.append(_backend(f"b{i}", pair, Owner(tenant=f"t{i % 10}")))
@@ -596,10 +607,12 @@ def parse_h2load(text: str) -> H2Result:
     return H2Result(float(rps.group(1)), ok, failed)
 
 
-def run_h2load(lab: Lab, port: int, requests: int) -> H2Result:
+def run_h2load(lab: Lab, port: int, requests: int, authority: str = "") -> H2Result:
+    """h2load to https://a.example (SNI a.example); `authority`: another :authority."""
+    other = ["-H", f":authority: {authority}"] if authority else []
     argv = lab.client.exec_argv(
         ["h2load", "-n", str(requests), "-c", "8", "-m", "10", f"--connect-to={GW}:{port}",
-         f"https://a.example:{port}/"]
+         *other, f"https://a.example:{port}/"]
     )  # fmt: skip
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     return parse_h2load(out.stdout)
@@ -650,6 +663,83 @@ async def phase_h2(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dict
     return out
 
 
+def _without_421_check(text: str, base: Path) -> str:
+    """Our rendered haproxy.cfg without the 421 check's lines (issue 34: SNI and Host must
+    agree), for a second HAProxy: its own admin socket and pid file, each bind moved from
+    port N to N + 8000 (the same maps, crt-list and certificates)."""
+    out = []
+    for line in text.splitlines():
+        if "txn.sni_crt" in line or "txn.host_crt" in line:
+            continue
+        if line.startswith("    stats socket "):
+            line = f"    stats socket {base / 'admin.sock'} mode 600 level admin"
+        elif line.startswith("    pidfile "):
+            line = f"    pidfile {base / 'haproxy.pid'}"
+        elif m := re.match(rf"^(    bind {re.escape(GW)}):(\d+)(.*)$", line):
+            line = f"{m.group(1)}:{int(m.group(2)) + 8000}{m.group(3)}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+async def phase_sni_check(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
+    """What the 421 check costs: HAProxy worker CPU per request (h2load, HTTP/2 over TLS,
+    SNI a.example) through our HTTPS listener and through a second HAProxy running the
+    same rendered configuration without the check, alternated; :authority a.example (the
+    common case: equal to the SNI, one comparison) and alt.a.example (the same certificate
+    by another name: every lookup of the check, then served)."""
+    _ca, pems = make_ca_and_leaves(lab.work)
+    applied = await gateway.apply(gateway_config(BACKENDS[:4], args.ingresses_rps, pems[0]))
+    assert not applied.errors, applied.errors
+    base = lab.work / "without-421"
+    base.mkdir()
+    running = gateway.haproxy.running
+    assert running is not None
+    ours_text = running.files[str(gateway.haproxy.paths.config)]
+    assert "status 421" in ours_text
+    (base / "haproxy.cfg").write_text(_without_421_check(ours_text, base))
+    other = lab.gw.popen(
+        ["haproxy", "-W", "-f", str(base / "haproxy.cfg")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    plain_port = TLS_PORT + 8000
+    sides = [(TLS_PORT, ""), (plain_port, ""), (TLS_PORT, ALT), (plain_port, ALT)]
+    cpu: dict[tuple[int, str], list[float]] = {side: [] for side in sides}
+    failed = 0
+    try:
+        workers = {TLS_PORT: await gateway.haproxy.worker_pid(), plain_port: _child(other.pid)}
+        # h2load's :authority reaches the check: a name a.example's certificate is not
+        # offered for is misdirected (421, counted as failed) through ours only
+        probe_421 = run_h2load(lab, TLS_PORT, 100, HOST)
+        assert (probe_421.succeeded, probe_421.failed) == (0, 100), probe_421
+        assert run_h2load(lab, plain_port, 100, HOST).succeeded == 100
+        for i in range(args.h2_rounds):
+            for port, authority in sides if i % 2 == 0 else sides[::-1]:
+                before = _cpu_s(workers[port])
+                result = run_h2load(lab, port, args.h2_requests, authority)
+                spent = (_cpu_s(workers[port]) - before) / max(result.succeeded, 1) * 1e6
+                cpu[port, authority].append(spent)
+                failed += result.failed
+    finally:
+        other.terminate()
+        other.wait(10)
+    out: dict[str, Any] = {"sni_check_failed": failed}
+    for authority, label in (("", "same"), (ALT, "other")):
+        with_check, without = cpu[TLS_PORT, authority], cpu[plain_port, authority]
+        # each round's runs share the machine's load: the median of the rounds' ratios
+        paired = statistics.median(a / b for a, b in zip(with_check, without, strict=True))
+        out |= {
+            f"sni_check_{label}_cpu_us_per_request": round(statistics.median(with_check), 2),
+            f"sni_check_{label}_off_cpu_us_per_request": round(statistics.median(without), 2),
+            f"sni_check_{label}_cpu_overhead": round(paired - 1, 4),
+        }
+        print(f"421 check, :authority {authority or 'a.example'} (h2load, TLS, 8 clients x 10"
+              f" streams): HAProxy CPU per request µs with {[round(x, 2) for x in with_check]}"
+              f" without {[round(x, 2) for x in without]}; overhead (median of paired rounds)"
+              f" {paired - 1:.1%}")  # fmt: skip
+    print(f"421 check: failed {failed}")
+    return out
+
+
 async def phase_render(lab: Lab, gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
     cfg = gateway_config(BACKENDS[:4], args.ingresses)
     t0 = time.perf_counter()
@@ -689,6 +779,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results |= await phase_h2(lab, gateway, args)
             if "cert" in args.phases:
                 results |= await phase_cert_rotation(lab, gateway, args)
+            if "sni" in args.phases:
+                results |= await phase_sni_check(lab, gateway, args)
             if "render" in args.phases:
                 results |= await phase_render(lab, gateway, args)
         finally:
@@ -717,7 +809,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--h2-requests", type=int, default=40000)
     parser.add_argument(
         "--phases",
-        default="rps,churn,reloads,nginx,h2,cert,render",
+        default="rps,churn,reloads,nginx,h2,cert,sni,render",
         help="comma-separated phases to run (default: all)",
     )
     args = parser.parse_args(argv)

@@ -280,7 +280,7 @@ def test_the_crt_list_starts_with_the_gateways_own_certificate_and_offers_each_n
     assert out.certificates[str(PATHS.certificate("_default"))] == "PEM-DEFAULT"
     assert out.certificate_maps == {
         str(PATHS.map("tls", "certs")): "a.example a\nb.example b\n",
-        str(PATHS.map("tls", "certs-wild")): ".w.example a\n",
+        str(PATHS.map("tls", "certs-wild")): "w.example a\n",
     }
 
 
@@ -289,9 +289,10 @@ def test_only_https_frontends_compare_the_certificates_of_sni_and_host() -> None
     frontends = dict(render.sections(text))
     tls, web = frontends["frontend fe_tls"], frontends["frontend fe_web"]
     certs = f"'{PATHS.map('tls', 'certs')}'"
-    assert f"set-var(txn.sni_crt) ssl_fc_sni,lower,map_str({certs})" in tls
-    assert f"set-var(txn.host_crt) var(txn.host),map_str({certs})" in tls
-    check = "return status 421 unless { var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }"
+    differ = "if !{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }"
+    assert f"set-var(txn.sni_crt) ssl_fc_sni,lower,map_str({certs}) {differ}" in tls
+    assert f"set-var(txn.host_crt) var(txn.host),map_str({certs}) {differ}" in tls
+    check = f"return status 421 {differ} !{{ var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }}"
     assert check in tls
     # before any routing: a misdirected request is neither redirected nor routed
     assert tls.index(check) < tls.index("set-var(txn.vh)")
@@ -310,10 +311,10 @@ def test_a_tenant_certificate_added_or_reordered_needs_no_reload_and_one_removed
             str(PATHS.crt_list("tls")),
             f"{PATHS.certificate('b')} *.b.example",
         ),
-        AddMapEntry(str(PATHS.map("tls", "certs-wild")), ".b.example", "b"),
+        AddMapEntry(str(PATHS.map("tls", "certs-wild")), "b.example", "b"),
     )
     assert [c.text for c in runtime.commands(change.actions[1])] == [
-        f"add map {PATHS.map('tls', 'certs-wild')} .b.example b"
+        f"add map {PATHS.map('tls', 'certs-wild')} b.example b"
     ]
     # the default line stays first: the order of the tenants' lines changes nothing
     reordered = _render(_tls_config(("b", ("*.b.example",)), ("a", ("a.example",))), both, PEMS)

@@ -7,10 +7,11 @@ Layout of the rendered configuration:
   its first line, the default, is the gateway's own certificate, never a tenant's) and
   ALPN (h2, http/1.1); an HTTPS request whose Host would not have chosen the certificate
   its connection's SNI chose is answered 421 (two maps, name -> certificate, looked up
-  for both; see `_misdirected`); an HTTPS and a TLS passthrough listener may share one IP:port:
-  the passthrough frontend binds it, sends its SNIs to their backends and every other
-  connection through an internal hop (an abstract socket, PROXY v2 so the client's
-  address survives) to the terminating frontend, which binds the hop;
+  for both when they differ; see `_misdirected`); an HTTPS and a TLS passthrough
+  listener may share one IP:port: the passthrough frontend binds it, sends its SNIs to
+  their backends and every other connection through an internal hop (an abstract socket,
+  PROXY v2 so the client's address survives) to the terminating frontend, which binds
+  the hop;
 - HTTP routing in three steps, so that precedence is data rather than nested ifs:
   `txn.vh` := the first virtual host that covers the Host header (routing.table's order);
   `txn.rule` := the first entry of that virtual host whose conditions hold; then every
@@ -486,22 +487,24 @@ def _misdirected(listener: Listener, paths: Paths) -> list[str]:
     The certificate a name chooses, found the way HAProxy picks one by SNI: the exact name,
     else the wildcard of its first label's parent (`*.a.example` covers one label, as in
     TLS), else none (the gateway's own). The SNI and the Host each get theirs from the same
-    two maps (each name in one only: see `offered`), and the two are compared: a few map
-    lookups per request, and the maps take a new certificate's names over the runtime API.
+    two maps (each name in one only: see `offered`), and the two are compared; the maps take
+    a new certificate's names over the runtime API. A Host equal to the SNI chose the same
+    certificate: then (most requests) nothing is looked up, one comparison per rule.
     """
     exact = quote(str(paths.map(listener.name, "certs")))
     wild = quote(str(paths.map(listener.name, "certs-wild")))
+    differ = "!{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }"
     lines: list[str] = []
     for var, name in (("txn.sni_crt", "ssl_fc_sni,lower"), ("txn.host_crt", "var(txn.host)")):
-        # (a fetch or lookup that finds nothing leaves the variable as it was)
+        # (a fetch or lookup that finds nothing leaves the variable as it was; a wildcard's
+        # map key is its parent, `a.example` for `*.a.example`)
         lines += [
-            f"    http-request set-var({var}) str({NO_CERTIFICATE})",
-            f"    http-request set-var({var}) {name},regsub(^[^.]*,),map_str({wild})",
-            f"    http-request set-var({var}) {name},map_str({exact})",
+            f"    http-request set-var({var}) str({NO_CERTIFICATE}) if {differ}",
+            f"    http-request set-var({var}) {name},field(2,.,0),map_str({wild}) if {differ}",
+            f"    http-request set-var({var}) {name},map_str({exact}) if {differ}",
         ]
-    lines.append(
-        "    http-request return status 421 unless { var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }"
-    )
+    same = "{ var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }"
+    lines.append(f"    http-request return status 421 if {differ} !{same}")
     return lines
 
 
@@ -619,8 +622,9 @@ def offered(config: GatewayConfig, listener: Listener) -> list[tuple[str, tuple[
     """The certificates of an HTTPS listener, each with the names (SNI) it is offered for,
     in the listener's order. A name goes to the first certificate that has it, so that
     the certificate HAProxy picks for it is the one the certificate maps say; a
-    certificate left with no name is not offered (it would never be picked)."""
-    taken: set[str] = set()
+    certificate left with no name is not offered (it would never be picked). The default
+    certificate's own filter is nobody else's."""
+    taken = {DEFAULT_SNI}
     out: list[tuple[str, tuple[str, ...]]] = []
     for name in listener.certificates:
         cert = config.certificate(name)
@@ -644,13 +648,13 @@ def crt_list(config: GatewayConfig, listener: Listener, paths: Paths) -> str:
 
 def certificate_maps(config: GatewayConfig, listener: Listener, paths: Paths) -> dict[str, str]:
     """The two maps `_misdirected` looks names up in: exact name -> certificate, and the
-    parent of a wildcard (`.a.example` for `*.a.example`) -> certificate."""
+    parent of a wildcard (`a.example` for `*.a.example`) -> certificate."""
     exact: list[tuple[str, str]] = []
     wild: list[tuple[str, str]] = []
     for name, names in offered(config, listener):
         for host in names:
             if hosts.is_wildcard(host):
-                wild.append((host[1:], name))
+                wild.append((host[2:], name))
             else:
                 exact.append((host, name))
     return {
