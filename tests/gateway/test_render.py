@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from needs import require_binary
-from teapot_lb.gateway import default_certificate, nginx, plan, render, runtime, slots
+from teapot_lb.gateway import default_certificate, explain, nginx, plan, render, runtime, slots
 from teapot_lb.gateway.config import (
     Certificate,
     Endpoint,
@@ -323,4 +323,19 @@ def test_a_tenant_certificate_added_or_reordered_needs_no_reload_and_one_removed
     assert gone.reload and gone.reasons == (
         f"crt-list {PATHS.crt_list('tls')} changed",
         f"map {PATHS.map('tls', 'certs')} changed",
+    )
+
+
+def test_a_name_chooses_its_exact_certificate_else_its_parents_wildcard_else_the_gateways() -> None:
+    cfg = _tls_config(("a", ("a.example", "*.w.example")), ("b", ("x.w.example",)))
+    tls = cfg.listener("tls")
+    assert tls is not None
+    names = ["a.example", "A.EXAMPLE", "x.w.example", "y.w.example", "z.y.w.example", "w.example"]
+    assert [render.chosen_certificate(cfg, tls, n) for n in names] == [
+        "a", "a", "b", "a", None, None,
+    ]  # fmt: skip
+    assert "      TLS: certificate a (tenant -)" in explain.explain(cfg, "a.example")
+    no_cert = _tls_config(("b", ("b.example",)))
+    assert "      TLS: the gateway's own certificate (none is offered for this name)" in (
+        explain.explain(no_cert, "a.example")
     )

@@ -4,8 +4,8 @@ Pure: a GatewayConfig in, lines of text out."""
 
 from __future__ import annotations
 
-from teapot_lb.gateway import hosts, routing
-from teapot_lb.gateway.config import BackendRef, GatewayConfig, Protocol, RouteSemantics
+from teapot_lb.gateway import hosts, render, routing
+from teapot_lb.gateway.config import BackendRef, GatewayConfig, Listener, Protocol, RouteSemantics
 
 
 def _backends(config: GatewayConfig, refs: tuple[BackendRef, ...]) -> list[str]:
@@ -20,6 +20,16 @@ def _backends(config: GatewayConfig, refs: tuple[BackendRef, ...]) -> list[str]:
         )
         out.append(f"      backend {b.name} (weight {ref.weight}): {eps or 'no endpoints'}")
     return out
+
+
+def _certificate(config: GatewayConfig, listener: Listener, hostname: str) -> str:
+    """Which certificate the name gets (and so which connections its requests are not
+    misdirected on: those whose SNI chose the same one)."""
+    name = render.chosen_certificate(config, listener, hostname)
+    cert = config.certificate(name) if name else None
+    if cert is None:
+        return "      TLS: the gateway's own certificate (none is offered for this name)"
+    return f"      TLS: certificate {cert.name} (tenant {cert.owner.tenant or '-'})"
 
 
 def explain(config: GatewayConfig, hostname: str, path: str = "/") -> list[str]:
@@ -44,6 +54,8 @@ def explain(config: GatewayConfig, hostname: str, path: str = "/") -> list[str]:
             if entry.rule.redirect is not None:
                 lines.append(f"      redirect {entry.rule.redirect.status_code}")
             lines += _backends(config, entry.rule.backends)
+            if listener.protocol == Protocol.HTTPS:
+                lines.append(_certificate(config, listener, hostname))
         elif listener.protocol == Protocol.TLS_PASSTHROUGH:
             for route in config.tls_routes:
                 if listener.name in route.listeners and any(

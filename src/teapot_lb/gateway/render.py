@@ -637,6 +637,16 @@ def offered(config: GatewayConfig, listener: Listener) -> list[tuple[str, tuple[
     return out
 
 
+def chosen_certificate(config: GatewayConfig, listener: Listener, name: str) -> str | None:
+    """The certificate an HTTPS listener presents for SNI `name`, as HAProxy picks it from
+    the crt-list and as the 421 check's maps say: the exact name, else the wildcard of its
+    parent; None: the gateway's own."""
+    name = name.lower()
+    by_name = {h: cert for cert, names in offered(config, listener) for h in names}
+    _, dot, parent = name.partition(".")
+    return by_name.get(name) or (by_name.get(f"*.{parent}") if dot else None)
+
+
 def crt_list(config: GatewayConfig, listener: Listener, paths: Paths) -> str:
     """The crt-list of an HTTPS listener: the gateway's own certificate first (the
     default), then one certificate per line with the names it is offered for."""
