@@ -292,8 +292,11 @@ def test_only_https_frontends_compare_the_certificates_of_sni_and_host() -> None
     differ = "if !{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }"
     assert f"set-var(txn.sni_crt) ssl_fc_sni,lower,map_str({certs}) {differ}" in tls
     assert f"set-var(txn.host_crt) var(txn.host),map_str({certs}) {differ}" in tls
-    check = f"return status 421 {differ} !{{ var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }}"
+    check = "421 if { var(txn.sni_crt) -m found } !{ var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }"
     assert check in tls
+    assert (
+        f"421 {differ} !{{ var(txn.sni_crt) -m found }} !{{ var(txn.host_crt) -m str -- - }}" in tls
+    )
     # before any routing: a misdirected request is neither redirected nor routed
     assert tls.index(check) < tls.index("set-var(txn.vh)")
     assert "421" not in web and "ssl_fc_sni" not in web

@@ -257,7 +257,8 @@ class HAProxy:
         for path, pem in staged.certificates.items():
             write_atomic(Path(path), pem)
         error = await check_config(
-            [self.binary, "-c", "-q", "-f", str(self._staging.config)],
+            # (not -q: it silences the ALERT lines that say what is wrong)
+            [self.binary, "-c", "-f", str(self._staging.config)],
             str(self._staging.base),
             str(self.paths.base),
         )

@@ -493,18 +493,25 @@ def _misdirected(listener: Listener, paths: Paths) -> list[str]:
     """
     exact = quote(str(paths.map(listener.name, "certs")))
     wild = quote(str(paths.map(listener.name, "certs-wild")))
-    differ = "!{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }"
+    differ = "!{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }"  # (true without SNI too)
     lines: list[str] = []
     for var, name in (("txn.sni_crt", "ssl_fc_sni,lower"), ("txn.host_crt", "var(txn.host)")):
-        # (a fetch or lookup that finds nothing leaves the variable as it was; a wildcard's
-        # map key is its parent, `a.example` for `*.a.example`)
+        # the wildcard's certificate or none ('-'), then the exact name's over it (a lookup
+        # that finds nothing leaves the variable as it was); a wildcard's map key is its
+        # parent, `a.example` for `*.a.example`. Without SNI the variable stays unset.
         lines += [
-            f"    http-request set-var({var}) str({NO_CERTIFICATE}) if {differ}",
-            f"    http-request set-var({var}) {name},field(2,.,0),map_str({wild}) if {differ}",
+            f"    http-request set-var({var}) {name},field(2,.,0),map_str({wild},"
+            f"{NO_CERTIFICATE}) if {differ}",
             f"    http-request set-var({var}) {name},map_str({exact}) if {differ}",
         ]
+    sni = "{ var(txn.sni_crt) -m found }"  # (only set when they differ)
     same = "{ var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }"
-    lines.append(f"    http-request return status 421 if {differ} !{same}")
+    unnamed = f"!{{ var(txn.host_crt) -m str -- {NO_CERTIFICATE} }}"
+    lines += [
+        f"    http-request return status 421 if {sni} !{same}",
+        # no SNI: the gateway's own certificate, misdirected for a name that has another
+        f"    http-request return status 421 if {differ} !{sni} {unnamed}",
+    ]
     return lines
 
 
