@@ -674,7 +674,7 @@ def _checked(text: str, base: Path, shift: int, times: int) -> str:
     out: list[str] = []
     check: list[str] = []
     for line in text.splitlines():
-        if "txn.sni_crt" in line or "txn.host_crt" in line:
+        if any(v in line for v in ("txn.tls_other", "sess.sni_crt", "txn.host_crt")):
             check.append(line)
             continue
         out += check * times

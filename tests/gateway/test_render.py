@@ -289,13 +289,19 @@ def test_only_https_frontends_compare_the_certificates_of_sni_and_host() -> None
     frontends = dict(render.sections(text))
     tls, web = frontends["frontend fe_tls"], frontends["frontend fe_web"]
     certs = f"'{PATHS.map('tls', 'certs')}'"
-    differ = "if !{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }"
-    assert f"set-var(txn.sni_crt) ssl_fc_sni,lower,map_str({certs}) {differ}" in tls
+    assert "set-var(txn.tls_other) bool(1) if !{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }" in tls
+    differ = "if { var(txn.tls_other) -m found }"
+    # the SNI's certificate once per connection, the Host's per request
+    assert f"tcp-request session set-var(sess.sni_crt) ssl_fc_sni,lower,map_str({certs})\n" in tls
     assert f"set-var(txn.host_crt) var(txn.host),map_str({certs}) {differ}" in tls
-    check = "421 if { var(txn.sni_crt) -m found } !{ var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }"
+    check = (
+        f"421 {differ} {{ var(sess.sni_crt) -m found }}"
+        " !{ var(sess.sni_crt),strcmp(txn.host_crt) eq 0 }"
+    )
     assert check in tls
     assert (
-        f"421 {differ} !{{ var(txn.sni_crt) -m found }} !{{ var(txn.host_crt) -m str -- - }}" in tls
+        f"421 {differ} !{{ var(sess.sni_crt) -m found }} !{{ var(txn.host_crt) -m str -- - }}"
+        in tls
     )
     # before any routing: a misdirected request is neither redirected nor routed
     assert tls.index(check) < tls.index("set-var(txn.vh)")

@@ -371,6 +371,8 @@ def _http_frontend(
         "    option forwardfor",
     ]
     if listener.protocol == Protocol.HTTPS:
+        lines += _sni_certificate(listener, paths)
+    if listener.protocol == Protocol.HTTPS:
         lines.append("    http-request set-header X-Forwarded-Proto https")
     else:
         lines.append("    http-request set-header X-Forwarded-Proto http")
@@ -479,40 +481,56 @@ def _http_frontend(
     return lines, maps
 
 
+def _certificate_of(
+    listener: Listener, paths: Paths, var: str, name: str, action: str, cond: str = ""
+) -> list[str]:
+    """Rules that set `var` to the certificate `name` (a sample) chooses, found the way
+    HAProxy picks one by SNI: the exact name, else the wildcard of its first label's parent
+    (`*.a.example` covers one label, as in TLS), else none ('-': the gateway's own). Two
+    maps (each name in one only: see `offered`): the wildcard's lookup first, with '-' as
+    its default, then the exact name's over it (a lookup that finds nothing leaves the
+    variable as it was); a wildcard's key is its parent, `a.example` for `*.a.example`."""
+    exact = quote(str(paths.map(listener.name, "certs")))
+    wild = quote(str(paths.map(listener.name, "certs-wild")))
+    return [
+        _when(f"    {action} set-var({var}) {name},field(2,.,0),"
+              f"map_str({wild},{NO_CERTIFICATE})", cond),
+        _when(f"    {action} set-var({var}) {name},map_str({exact})", cond),
+    ]  # fmt: skip
+
+
+def _sni_certificate(listener: Listener, paths: Paths) -> list[str]:
+    """The certificate the connection's SNI chose, once per connection (`tcp-request
+    session`: after the handshake, before any request), in `sess.sni_crt`; without SNI it
+    stays unset. Computed then, it is the one the connection got, also while a new
+    certificate's names are being added to the maps."""
+    return _certificate_of(
+        listener, paths, "sess.sni_crt", "ssl_fc_sni,lower", "tcp-request session"
+    )
+
+
 def _misdirected(listener: Listener, paths: Paths) -> list[str]:
     """421 Misdirected Request (RFC 9110 section 15.5.20) for a request whose Host would
     not have chosen the certificate its connection's SNI chose (another tenant's name over
-    a tenant's connection, HTTP/2 reuse across names, a tenant's name without SNI).
+    a tenant's connection, HTTP/2 reuse across names, a tenant's name without SNI): the
+    Host's certificate found as the SNI's was (`_sni_certificate`) and the two compared.
 
-    The certificate a name chooses, found the way HAProxy picks one by SNI: the exact name,
-    else the wildcard of its first label's parent (`*.a.example` covers one label, as in
-    TLS), else none (the gateway's own). The SNI and the Host each get theirs from the same
-    two maps (each name in one only: see `offered`), and the two are compared; the maps take
-    a new certificate's names over the runtime API. A Host equal to the SNI chose the same
-    certificate: then (most requests) nothing is looked up, one comparison per rule.
+    A Host equal to the SNI chose the same certificate: then (most requests) nothing is
+    looked up: one comparison, then a variable found or not per rule (cheaper than fetching
+    and comparing again).
     """
-    exact = quote(str(paths.map(listener.name, "certs")))
-    wild = quote(str(paths.map(listener.name, "certs-wild")))
-    differ = "!{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }"  # (true without SNI too)
-    lines: list[str] = []
-    for var, name in (("txn.sni_crt", "ssl_fc_sni,lower"), ("txn.host_crt", "var(txn.host)")):
-        # the wildcard's certificate or none ('-'), then the exact name's over it (a lookup
-        # that finds nothing leaves the variable as it was); a wildcard's map key is its
-        # parent, `a.example` for `*.a.example`. Without SNI the variable stays unset.
-        lines += [
-            f"    http-request set-var({var}) {name},field(2,.,0),map_str({wild},"
-            f"{NO_CERTIFICATE}) if {differ}",
-            f"    http-request set-var({var}) {name},map_str({exact}) if {differ}",
-        ]
-    sni = "{ var(txn.sni_crt) -m found }"  # (only set when they differ)
-    same = "{ var(txn.sni_crt),strcmp(txn.host_crt) eq 0 }"
+    differ = "{ var(txn.tls_other) -m found }"
+    sni = "{ var(sess.sni_crt) -m found }"
+    same = "{ var(sess.sni_crt),strcmp(txn.host_crt) eq 0 }"
     unnamed = f"!{{ var(txn.host_crt) -m str -- {NO_CERTIFICATE} }}"
-    lines += [
-        f"    http-request return status 421 if {sni} !{same}",
+    return [
+        "    http-request set-var(txn.tls_other) bool(1)"
+        " if !{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }",  # (true without SNI too)
+        *_certificate_of(listener, paths, "txn.host_crt", "var(txn.host)", "http-request", differ),
+        f"    http-request return status 421 if {differ} {sni} !{same}",
         # no SNI: the gateway's own certificate, misdirected for a name that has another
         f"    http-request return status 421 if {differ} !{sni} {unnamed}",
     ]
-    return lines
 
 
 def _sni_condition(hostname: str) -> str:
