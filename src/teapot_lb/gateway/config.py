@@ -20,6 +20,7 @@ Shape (every collection is a tuple; names are ids referenced by other parts)::
       tlsRoutes:    TLSRoute(owner, listeners, hostnames, backends)   # passthrough by SNI
       tcpRoutes:    StreamRoute(owner, listeners, backends)           # a TCP listener
       udpRoutes:    StreamRoute(owner, listeners, backends)           # a UDP listener (nginx)
+      defaultCertificate: Certificate  # the gateway's own (HTTPS default); None: generated
 
 `problems(config)` lists what is inconsistent (unknown names, two listeners on one
 IP:port, a route on a listener of the wrong protocol), each naming the part and field.
