@@ -22,6 +22,7 @@ from teapot_lb.gateway.config import (
     StreamRoute,
     TLSRoute,
 )
+from teapot_lb.gateway.haproxy import load_pems, with_certificate_names
 from teapot_lb.gateway.plan import (
     AddCertificate,
     AddMapEntry,
@@ -31,6 +32,7 @@ from teapot_lb.gateway.plan import (
 )
 
 from .builders import E, P, backend, ingress, listener
+from .lab import make_certificate
 
 PATHS = render.Paths(Path("/run/gw-test"))
 
@@ -348,3 +350,25 @@ def test_a_name_chooses_its_exact_certificate_else_its_parents_wildcard_else_the
     assert "      TLS: the gateway's own certificate (none is offered for this name)" in (
         explain.explain(no_cert, "a.example")
     )
+
+
+def test_a_certificate_without_hostnames_is_offered_for_the_dns_names_in_it(
+    tmp_path: Path,
+) -> None:
+    """The driver reads them from the PEM, so that the crt-list and the 421 check's maps
+    say the same names (HAProxy alone would read them from the certificate)."""
+    require_binary("openssl")
+    cert, key, _ = make_certificate(tmp_path, "san.example")
+    cfg = _tls_config(("s", ()))
+    cfg = cfg.model_copy(
+        update={"certificates": (Certificate(name="s", cert_file=str(cert), key_file=str(key)),)}
+    )
+    pems, errors = load_pems(cfg)
+    assert errors == [] and set(pems) == {"s"}
+    named = with_certificate_names(cfg, pems)
+    assert named.certificate("s") == cfg.certificates[0].model_copy(
+        update={"hostnames": ("san.example",)}
+    )
+    assert render.certificate_maps(named, named.listeners[1], PATHS)[
+        str(PATHS.map("tls", "certs"))
+    ] == ("san.example s\n")
