@@ -6,10 +6,11 @@ Gateway API objects (:mod:`teapot_lb.tenancy.l7mirror`), the mirrored EndpointSl
 TLS Secrets, and the gateway's own addresses. Every object is vetted here again
 (:func:`teapot_lb.tenancy.l7vet.vet_object`): a refused object contributes nothing.
 
-Shared listeners per gateway address: HTTP on 80, HTTPS on 443 (every accepted
-certificate, each offered for the hostnames it was vetted for only), TLS passthrough on
-443 too (the data plane dispatches by SNI); a tenant's TCP and UDP Gateway listeners
-get a listener of their own port.
+Shared listeners per gateway address, always there (with nothing served they answer
+404): HTTP on 80, HTTPS on 443 (every accepted certificate, each offered for the
+hostnames it was vetted for only; the gateway's own certificate for every other name),
+TLS passthrough on 443 too (the data plane dispatches by SNI); a tenant's TCP and UDP
+Gateway listeners get a listener of their own port.
 Backends are a Service port of one source cluster: the pod IPs (EndpointSlice ports) or
 the nodes at the nodePorts, as the Tenant's `gatewayBackends` says; an endpoint outside
 the tenant's pod or node networks is never served (reported).
@@ -755,6 +756,10 @@ def translate(
     """The config the gateway serves and every object's result. Objects are taken oldest
     first (creationTimestamp, then namespace and name), Gateways before routes."""
     build = _Build(world, list(slices), tuple(addresses))
+    # Bound whatever is served: a name nobody serves gets the gateway's 404 (HTTPS: behind
+    # the gateway's own certificate), not a refused connection.
+    build.shared(Protocol.HTTP)
+    build.shared(Protocol.HTTPS)
     results: dict[ObjectRef, ObjectResult] = {}
     tenants = list(world.tenants)
     ordered = sorted(
@@ -783,22 +788,16 @@ def translate(
         else:
             _stream_route(build, obj, owner, gateways, result)
     certs = tuple(sorted(build.certificates))
-    # HTTPS listeners offer every certificate (SNI picks); without any there is no HTTPS.
+    # HTTPS listeners offer every certificate (SNI picks, the gateway's own by default).
     listeners = {
         name: x.model_copy(update={"certificates": certs}) if x.protocol is Protocol.HTTPS else x
         for name, x in build.listeners.items()
-        if x.protocol is not Protocol.HTTPS or certs
     }
-    http_routes = [
-        r.model_copy(update={"listeners": kept})
-        for r in build.http_routes
-        if (kept := tuple(n for n in r.listeners if n in listeners))
-    ]
     config = GatewayConfig(
         listeners=tuple(listeners.values()),
         certificates=tuple(build.certificates.values()),
         backends=tuple(build.backends.values()),
-        http_routes=tuple(http_routes),
+        http_routes=tuple(build.http_routes),
         tls_routes=tuple(build.tls_routes),
         tcp_routes=tuple(build.tcp_routes),
         udp_routes=tuple(build.udp_routes),

@@ -21,7 +21,8 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress
-from teapot_lb.gateway.config import GatewayConfig
+from teapot_lb.gateway.config import Certificate, GatewayConfig
+from teapot_lb.gateway.default_certificate import from_secret
 from teapot_lb.gateway.translate import ObjectResult, Translation, translate
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
@@ -64,7 +65,10 @@ OBJECT_RESOURCES: tuple[Resource, ...] = (INGRESSES, GATEWAYS, *ROUTES)
 class GatewayControl:
     """`addresses`: the gateway's IPs (what Ingresses and Gateways are given);
     `on_config`: called with every new config (the data plane's apply); `statuses`: whether
-    to write status and Events now (one replica does when several run: the leader's)."""
+    to write status and Events now (one replica does when several run: the leader's);
+    `default_certificate`: the namespace and name of the TLS Secret holding the gateway's
+    own certificate (followed; while it is missing or unusable, the gateway's generated one
+    is shown, and the log says why)."""
 
     def __init__(
         self,
@@ -77,6 +81,7 @@ class GatewayControl:
         watch_timeout_s: float = 300.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         registry: CollectorRegistry | None = None,
+        default_certificate: tuple[str, str] | None = None,
     ) -> None:
         self.client = client
         self.registry = registry or CollectorRegistry()
@@ -111,6 +116,16 @@ class GatewayControl:
         self.secrets = Informer(
             client, SECRETS, label_selector=LABEL_CLUSTER, watch_timeout_s=watch_timeout_s
         )
+        self.default_secret = default_certificate
+        self._default_problem: str | None = None
+        self.default_secrets: list[Informer] = []
+        if default_certificate is not None:
+            namespace, name = default_certificate
+            only = f"metadata.name={name}"
+            self.default_secrets.append(
+                Informer(client, SECRETS, namespace=namespace, field_selector=only,
+                         watch_timeout_s=watch_timeout_s)
+            )  # fmt: skip
         self.loop: ReconcileLoop[str] = ReconcileLoop(
             "gateway-control",
             self._reconcile,
@@ -121,7 +136,13 @@ class GatewayControl:
             self.loop.watch(informer, self._key)
 
     def _informers(self) -> list[Informer]:
-        return [*self.objects.values(), self.tenants, self.slices, self.secrets]
+        return [
+            *self.objects.values(),
+            self.tenants,
+            self.slices,
+            self.secrets,
+            *self.default_secrets,
+        ]
 
     def _key(self, event: EventType, key: str, obj: KubeObject) -> list[str]:
         return [KEY]
@@ -169,21 +190,40 @@ class GatewayControl:
             result = translate(self.world(), slices, self.addresses)
         self.translation = result
         self._count(result)
-        if result.config != self.config:
+        config = result.config.model_copy(update={"default_certificate": self._default()})
+        if config != self.config:
             if self.on_config is not None:
-                await self.on_config(result.config)
-            self.config = result.config
+                await self.on_config(config)
+            self.config = config
             self._log.info(
                 "config",
-                listeners=len(result.config.listeners),
-                backends=len(result.config.backends),
-                http_routes=len(result.config.http_routes),
+                listeners=len(config.listeners),
+                backends=len(config.backends),
+                http_routes=len(config.http_routes),
             )
         if not self.statuses():
             return
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         for outcome in result.results.values():
             await self._write(outcome, now)
+
+    def _default(self) -> Certificate | None:
+        """The operator's certificate from its Secret; None (the generated one) without
+        one, or while it is missing or unusable (said once per problem)."""
+        if self.default_secret is None:
+            return None
+        namespace, name = self.default_secret
+        obj = next((o for i in self.default_secrets for k in i.list_keys()
+                    if (o := i.get(k)) is not None), None)  # fmt: skip
+        try:
+            found = from_secret(secret_data(obj)[0] if obj else None, f"{namespace}/{name}")
+        except ValueError as err:
+            if self._default_problem != str(err):
+                self._log.error("default certificate not used", problem=str(err))
+            self._default_problem = str(err)
+            return None
+        self._default_problem = None
+        return found
 
     def _count(self, result: Translation) -> None:
         counts: dict[tuple[str, str, str], int] = {}

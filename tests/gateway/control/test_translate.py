@@ -218,7 +218,9 @@ def test_a_gateway_certificate_is_offered_only_for_the_hostnames_routed_through_
     alone = translate(L7World(tenants, [gw], secrets), slices(), [GATEWAY])
     # No route yet: no hostname vetted for the certificate, so it is not offered at all.
     assert alone.config.certificates == () and problems(alone.config) == []
-    assert not [x for x in alone.config.listeners if x.protocol is Protocol.HTTPS]
+    # The shared HTTPS listener is there all the same, with no tenant's certificate.
+    (https,) = [x for x in alone.config.listeners if x.protocol is Protocol.HTTPS]
+    assert https.certificates == ()
     routed = translate(L7World(tenants, [gw, store], secrets), slices(), [GATEWAY])
     (certificate,) = routed.config.certificates
     assert certificate.hostnames == ("store.acme.example",)
