@@ -269,6 +269,7 @@ class Stack:
     management_url: str = ""
     kubeconfig: Path = Path()
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    commands: dict[str, tuple[list[str], dict[str, str] | None]] = field(default_factory=dict)
 
     def log(self, name: str) -> Any:
         return (self.work / f"{name}.log").open("ab")
@@ -284,6 +285,7 @@ class Stack:
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         popen: Any = self.host.popen if self.host is not None else subprocess.Popen
+        self.commands[name] = (argv, env)
         self.procs[name] = popen(
             argv,
             stdout=self.log(name),
@@ -291,6 +293,22 @@ class Stack:
             cwd=self.work,
             env={**os.environ, **(env or {})},
         )
+
+    @contextlib.contextmanager
+    def down(self, name: str) -> Iterator[None]:
+        """Process `name` stopped (SIGTERM, as a service manager stops it) for the block,
+        then started again with the same command."""
+        proc = self.procs[name]
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        try:
+            yield
+        finally:
+            self.start(name, *self.commands[name])
 
     def alive(self) -> None:
         for name, proc in self.procs.items():
