@@ -41,6 +41,8 @@ from teapot_lb.kube.resources import (
     TENANTS,
     Resource,
 )
+from teapot_lb.lab import neutron as neutron_standin
+from teapot_lb.lab.keystone import Keystone, octavia_auth, openrc
 from teapot_lb.lab.netns import in_netns
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host
@@ -417,8 +419,19 @@ def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -
     return rest
 
 
+def _with_auth(auth: str | None, conf: str) -> str:
+    """`conf` checking Keystone tokens with these sections (None: noauth)."""
+    if auth is None:
+        return conf
+    conf = conf.replace("auth_strategy = noauth\n", "auth_strategy = keystone\n")
+    return conf.replace("[teapot]\n", auth + "\n[teapot]\n")
+
+
 def _database(
-    stack: Stack, agent: dict[str, str] | None = None, teapot: dict[str, str] | None = None
+    stack: Stack,
+    agent: dict[str, str] | None = None,
+    teapot: dict[str, str] | None = None,
+    auth: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """Write octavia.conf and start making the database while the management side
     starts."""
@@ -426,7 +439,8 @@ def _database(
     port = free_port()
     stack.octavia_url = f"http://127.0.0.1:{port}"
     kubeconfig = stack.work / "management.kubeconfig"
-    conf.write_text(_with_agent(agent, _octavia_conf(stack.work, port, kubeconfig, teapot)))
+    text = _octavia_conf(stack.work, port, kubeconfig, teapot)
+    conf.write_text(_with_auth(auth, _with_agent(agent, text)))
     url = f"sqlite:///{stack.work / 'octavia.db'}"
     return subprocess.Popen([str(OCTAVIA_BIN / "python"), "-c", _CREATE_SCHEMA, url],
                             stdout=stack.log("database"), stderr=subprocess.STDOUT)  # fmt: skip
@@ -495,20 +509,66 @@ def running(
     objects: Iterable[dict[str, Any]] | None = None,
     agent: dict[str, str] | None = None,
     teapot: dict[str, str] | None = None,
+    auth: str | None = None,
 ) -> Iterator[tuple[Stack, Rest]]:
     """The whole stack in `work` (logs there), stopped on exit: in lab namespace `host`
     when given (the management API listening on `address`), with these `objects` in the
     management API (default: default_objects()); `agent`: the teapot provider agent
     runs in the driver agent, with these `[teapot]` options; `teapot`: more driver
-    options."""
+    options; `auth`: octavia.conf's Keystone sections (lab.keystone.octavia_auth; None:
+    noauth)."""
     stack = Stack(work, host)
     try:
-        database = _database(stack, agent, teapot)
+        database = _database(stack, agent, teapot, auth)
         rest = _management(stack, address, default_objects() if objects is None else objects)
         _octavia(stack, database)
         yield stack, rest
     finally:
         stack.stop()
+
+
+def cli_missing() -> str | None:
+    """Why the stack the `openstack` CLI works against cannot run here (None: it can)."""
+    for tool in ("openstack", "keystone-manage"):
+        if not (OCTAVIA_BIN / tool).exists():
+            return (f"{OCTAVIA_BIN / tool} is missing: run scripts/setup.sh (the openstack "
+                    "CLI and Keystone in Octavia's virtualenv)")  # fmt: skip
+    return missing()
+
+
+CLI_PROJECT = "acme"
+"""The Keystone project (and Tenant) of the CLI stack."""
+
+
+@contextlib.contextmanager
+def cli_stack(work: Path) -> Iterator[tuple[Stack, Rest, Keystone]]:
+    """The stack the `openstack` CLI works against as documented (docs/octavia.md,
+    "Trying it"): Keystone from PyPI on SQLite (project acme; the admin in
+    `work/openrc`), the Neutron stand-in (lab.neutron: the "teapot VIPs" network and
+    subnet the CLI looks up), and the whole stack above with Octavia checking Keystone
+    tokens, Tenant acme labelled with Keystone's project acme (Route and Gateway, DNS
+    domain acme.example, node network 192.0.2.0/24, addresses 203.0.113.0/29)."""
+    keystone = Keystone(work / "keystone", OCTAVIA_BIN, free_port())
+    neutron: Any = None
+    try:
+        keystone.start()
+        project = keystone.project(CLI_PROJECT)
+        neutron_port = free_port()
+        neutron = neutron_standin.serve(neutron_port)
+        objects = [
+            config("AddressPool", "octavia", {"addresses": [POOL_CIDR], "autoAssign": False}),
+            tenant(CLI_PROJECT, TENANT_NS, project, "203.0.113.0/29",
+                   dnsDomains=["acme.example"]),
+        ]  # fmt: skip
+        with running(work, objects=objects, auth=octavia_auth(keystone)) as (stack, rest):
+            keystone.register("load-balancer", "octavia", stack.octavia_url)
+            keystone.register("network", "neutron", f"http://127.0.0.1:{neutron_port}")
+            (work / "openrc").write_text(openrc(keystone))
+            yield stack, rest, keystone
+    finally:
+        if neutron is not None:
+            neutron.shutdown()
+        keystone.stop()
 
 
 @contextlib.contextmanager
