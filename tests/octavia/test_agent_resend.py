@@ -1,7 +1,7 @@
 """The provider agent re-sends what never reached Octavia: a request the manager answered
 whose generation the driver did not mark reported (the driver agent was down, the API
 process went away mid-report) is sent whole, provisioning statuses included, once the
-driver has had a round to do it, then marked; a reported one is not sent again."""
+driver has had its time to do it, then marked; a reported one is not sent again."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 
 
 # Rounds of the agent in Octavia's environment (octavia-lib is there only), with a
-# recording DriverLibrary and no gateway; prints each round's status updates.
+# recording DriverLibrary, no gateway and its clock moved on by each argument's seconds
+# before each round (a live driver has answer_timeout + 2 request_timeout = 20 s to
+# report); prints each round's status updates.
 _ROUNDS = """
 import asyncio, json, sys, types
 import aiohttp
@@ -42,13 +44,15 @@ class Lib:
 options = types.SimpleNamespace(
     gateway_status_urls=[], gateway_service="", gateway_status_port="7475",
     status_interval=5.0, resync_interval=300.0,
-    kubeconfig=sys.argv[1], context=None, request_timeout=5.0)
+    kubeconfig=sys.argv[1], context=None, request_timeout=5.0, answer_timeout=10.0)
 lib = Lib()
-agent = Agent(options, lib)
+now = [0.0]
+agent = Agent(options, lib, clock=lambda: now[0])
 rounds = []
 async def main():
     async with aiohttp.ClientSession() as session:
-        for _ in range(int(sys.argv[2])):
+        for step in sys.argv[2:]:
+            now[0] += float(step)
             await agent.round(session)
             rounds.append(lib.calls[:])
             lib.calls.clear()
@@ -58,10 +62,12 @@ print(json.dumps(rounds))
 """
 
 
-def agent_rounds(api: FakeApiServer, n: int) -> list[list[dict[str, Any]]]:
-    """The status updates the provider agent sends in each of `n` rounds."""
+def agent_rounds(api: FakeApiServer, *steps: float) -> list[list[dict[str, Any]]]:
+    """The status updates the provider agent sends in each round, one round after each
+    of `steps` (seconds its clock moves on)."""
     ran = subprocess.run(
-        [str(OCTAVIA_BIN / "python"), "-c", _ROUNDS, str(api.kubeconfig_path), str(n)],
+        [str(OCTAVIA_BIN / "python"), "-c", _ROUNDS, str(api.kubeconfig_path),
+         *(str(s) for s in steps)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -89,16 +95,17 @@ def sent_provisioning(updates: list[dict[str, Any]]) -> set[str]:
             for e in entries if "provisioning_status" in e}  # fmt: skip
 
 
-async def test_an_unreported_generation_is_resent_whole_after_a_round_then_marked(
+async def test_an_unreported_generation_is_resent_whole_after_the_drivers_time_then_marked(
     fake_api: FakeApiServer,
 ) -> None:
     seeded(fake_api)
     async with await connect(fake_api.kubeconfig_path) as client:
         written = await answered_request(client)
-    first, second, third = await asyncio.to_thread(agent_rounds, fake_api, 3)
-    # The first round leaves it to the driver (its report may be on its way): operating
+    first, early, second, third = await asyncio.to_thread(agent_rounds, fake_api, 0, 19, 2, 5)
+    # While the driver may still be reporting it (20 s), it is the driver's: operating
     # statuses only, as for any request.
     assert first and sent_provisioning(first) == set()
+    assert sent_provisioning(early) == set()
     [resent] = second
     assert sent_provisioning([resent]) == {"ACTIVE"}
     assert resent["loadbalancers"][0]["id"] == LB_ID
@@ -115,5 +122,5 @@ async def test_a_generation_the_driver_reported_is_never_resent(fake_api: FakeAp
     async with await connect(fake_api.kubeconfig_path) as client:
         written = await answered_request(client)
         await Management(client).mark_reported(TENANT_NS, LB_ID, written.metadata.generation or 0)
-    rounds = await asyncio.to_thread(agent_rounds, fake_api, 3)
+    rounds = await asyncio.to_thread(agent_rounds, fake_api, 0, 30, 30)
     assert sent_provisioning([u for r in rounds for u in r]) == set()

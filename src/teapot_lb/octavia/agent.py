@@ -16,10 +16,11 @@ level-triggered, it reads:
 
 and sends Octavia the operating statuses that changed (octavia-lib's
 ``update_loadbalancer_status``, operating statuses only) and the listener statistics
-that changed (``update_listener_statistics``). A request the manager answered whose
+that changed (``update_listener_statistics``). A request the manager accepted whose
 statuses the driver never delivered (no ``octavia.lb.teapot.io/reported`` mark for its
-generation two rounds running: the driver agent was down, the API process went away) is
-sent whole, provisioning statuses included, so no load balancer stays ``PENDING_*``.
+generation for longer than the driver takes to report a change: the API process went
+away mid-report) is sent whole, provisioning statuses included, so no load balancer
+stays ``PENDING_*``.
 With the agent enabled the driver leaves operating statuses to it: one writer. A
 gateway that does not answer is logged by name and its members keep their statuses;
 the agent never stops over a failed read or send.
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -97,14 +99,19 @@ def _register(conf: Any) -> Any:
 class Agent:
     """One round at a time: read, decide (:mod:`.health`), send what changed."""
 
-    def __init__(self, options: Any, lib: Any) -> None:
+    def __init__(self, options: Any, lib: Any, clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options
+        self.clock = clock
         self.lib = lib
         self.sent: dict[Key, str] = {}
         self.sent_stats: dict[str, dict[str, int | str]] = {}
         self.totals = CounterTotals()
         self.unreachable: set[str] = set()
-        self.unreported: dict[str, int] = {}  # request name -> generation, last round
+        # request name -> (generation, when first seen unreported)
+        self.unreported: dict[str, tuple[int, float]] = {}
+        # A live driver reports a change within its own deadlines (write, answer, report):
+        # only a generation unreported for longer is the agent's to send.
+        self.resend_after = options.answer_timeout + 2 * options.request_timeout
         self.client: KubeClient | None = None
         o = options
         self.gateways = GatewayFinder(
@@ -158,7 +165,7 @@ class Agent:
             return
         reports = await self.reports(session)
         seen: set[str] = set()
-        unreported_now: dict[str, int] = {}
+        unreported_now: dict[str, tuple[int, float]] = {}
         for request in requests:
             lb = tree_of(request)
             answer = Answer.of(request.status)
@@ -168,10 +175,12 @@ class Agent:
             statuses = operating_statuses(lb, answer, namespace, reports, last=self.sent)
             seen.update(ident for _, ident in statuses)
             pending = unreported(request)
-            if pending is not None and self.unreported.get(request.name) != pending:
-                unreported_now[request.name] = pending  # the driver's report may be on its way
-            elif pending is not None and not await self._resend(request, lb, statuses, pending):
-                unreported_now[request.name] = pending
+            if pending is not None:
+                seen_at = self.unreported.get(request.name)
+                since = seen_at[1] if seen_at and seen_at[0] == pending else self.clock()
+                due = self.clock() - since >= self.resend_after
+                if not due or not await self._resend(request, lb, statuses, pending):
+                    unreported_now[request.name] = (pending, since)
             changes = status_changes(statuses, self.sent)
             if changes and await self._send(
                 "statuses", lb.id, self.lib.update_loadbalancer_status, changes

@@ -55,6 +55,7 @@ from teapot_lb.octavia.l7 import (
 )
 from teapot_lb.octavia.management import LoopThread, Management, ManagementError
 from teapot_lb.octavia.mapping import (
+    ANNOTATION_REPORTED,
     Answer,
     deleted_update,
     desired_request,
@@ -603,8 +604,15 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._check(tenant, lb)
         management = self._rt.management
 
+        # Nothing of this first write is Octavia's to hear: loadbalancer_create's change
+        # reports the load balancer (the provider agent must not re-send it meanwhile).
+        request = desired_request(lb, tenant.spec.namespace)
+        annotations = {**(request.metadata.annotations or {}), ANNOTATION_REPORTED: "1"}
+        meta = request.metadata.model_copy(update={"annotations": annotations})
+        request = request.model_copy(update={"metadata": meta})
+
         async def allocate() -> Answer:
-            written = await management.write(desired_request(lb, tenant.spec.namespace))
+            written = await management.write(request)
             return await management.answer(written)
 
         try:

@@ -48,9 +48,10 @@ LABEL_PROJECT = "octavia.lb.teapot.io/project"
 ANNOTATION_TREE = "octavia.lb.teapot.io/tree"
 """On a TenantLoadBalancer: the Octavia tree it was mapped from (JSON)."""
 ANNOTATION_REPORTED = "octavia.lb.teapot.io/reported"
-"""On a TenantLoadBalancer: the generation whose statuses Octavia has been sent (written
-once the driver agent took them; a write of the request drops it). A generation answered
-and not reported is re-sent by the provider agent."""
+"""On a TenantLoadBalancer: the generation whose statuses Octavia has been sent, or needs
+none (the VIP's first write: loadbalancer_create's change reports it). Written once the
+driver agent took them; a write of the request drops it. A generation accepted and not
+reported is re-sent by the provider agent."""
 
 MODES = {Mode.ROUTE: TenantMode.ROUTE, Mode.PROXY: TenantMode.GATEWAY}
 
