@@ -81,4 +81,10 @@ if [ ! -x .venv-octavia/bin/octavia-api ]; then
   .venv-octavia/bin/python -m pip install -q 'octavia==19.*'
 fi
 .venv-octavia/bin/python -m pip install -q -e '.[octavia]'
+# The `openstack` CLI and Keystone (on SQLite) for the stack users try the driver with
+# (scripts/octavia-stack, docs/octavia.md "Trying it"; tests/octavia/test_openstack_cli.py).
+if [ ! -x .venv-octavia/bin/openstack ] || [ ! -x .venv-octavia/bin/keystone-manage ]; then
+  .venv-octavia/bin/python -m pip install -q 'python-openstackclient==10.5.*' \
+    'python-octaviaclient==3.15.*' 'keystone==30.*'
+fi
 echo "setup: done ($(.venv/bin/teapot-lb --version))"

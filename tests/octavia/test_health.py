@@ -19,6 +19,7 @@ from teapot_lb.octavia.health import (
     CounterTotals,
     operating_statuses,
     provisioning_only,
+    resent,
     server_status,
     status_changes,
 )
@@ -202,6 +203,22 @@ def test_with_the_agent_the_driver_reports_provisioning_and_a_failure_only() -> 
         "pools": [{"id": "p", "provisioning_status": "ACTIVE"}],
         "members": [{"id": "m", "provisioning_status": "ERROR", "operating_status": "ERROR"}],
     }
+
+
+def test_an_unreported_tree_is_resent_whole_active_with_the_agents_operating_statuses() -> None:
+    """The driver agent was down when the driver reported: the provider agent sends the
+    whole tree, provisioning ACTIVE (nothing left PENDING_*), and the operating statuses
+    it decided from the gateways' checks, not the driver's guesses."""
+    lb = probed_lb()
+    statuses = operating_statuses(lb, ANSWER, NAMESPACE, [report((M0, "UP"), (M1, "DOWN"))])
+    update = resent(lb, ANSWER, statuses)
+    assert {e["provisioning_status"] for entries in update.values() for e in entries} == {"ACTIVE"}
+    assert update["loadbalancers"] == [
+        {"id": LB_ID, "provisioning_status": "ACTIVE", "operating_status": "DEGRADED"}
+    ]
+    member_status = {e["id"]: e["operating_status"] for e in update["members"]}
+    assert member_status == {lb.pools[0].members[0].id: "ONLINE",
+                             lb.pools[0].members[1].id: "ERROR"}  # fmt: skip
 
 
 # ------------------------------------------------------------------ statistics

@@ -99,7 +99,7 @@ class Lib:
 options = types.SimpleNamespace(
     gateway_status_urls=["http://127.0.0.1:9"], gateway_service="", gateway_status_port="7475",
     status_interval=0.3, resync_interval=300.0,
-    kubeconfig=sys.argv[1], context=None, request_timeout=5.0)
+    kubeconfig=sys.argv[1], context=None, request_timeout=5.0, answer_timeout=10.0)
 lib = Lib()
 agent = Agent(options, lib)
 async def main():

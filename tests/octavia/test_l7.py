@@ -292,13 +292,29 @@ def test_policy_and_rule_edits_keep_octavias_position_order() -> None:
     assert l7.listener_hostnames(lb.listener(LISTENER_ID)) == []  # type: ignore[arg-type]
 
 
-def test_a_policy_naming_two_hostnames_matches_nothing_and_adds_no_hostname() -> None:
-    never = policy(1, "REDIRECT_TO_POOL", [rule(1, "HOST_NAME", "EQUAL_TO", HOST),
-                                           rule(2, "HOST_NAME", "EQUAL_TO", "b.acme.example")],
-                   redirect_pool_id=API_POOL)  # fmt: skip
-    lb = http_lb([never])
-    assert l7.listener_hostnames(lb.listeners[0]) == []
-    assert "HTTPRoute" not in {b["kind"] for b in l7.gateway_objects(lb, NAMESPACE)}
+def test_a_second_hostname_on_a_policy_is_refused_by_its_rules_and_never_served_silently() -> None:
+    """Octavia ANDs a policy's rules: two HOST_NAME names never match together. Such a
+    policy would be served as nothing (and its second name vetted by nobody), so it is
+    refused in the call, naming both hostnames."""
+    two = policy(1, "REDIRECT_TO_POOL", [rule(1, "HOST_NAME", "EQUAL_TO", HOST),
+                                         rule(2, "HOST_NAME", "EQUAL_TO", "www.bolt.example")],
+                 redirect_pool_id=API_POOL)  # fmt: skip
+    [refused] = [u for u in l7.l7_refusals(http_lb([two])) if u.kind is ObjectKind.L7POLICY]
+    assert refused.option == "rules"
+    assert "www.acme.example, www.bolt.example" in str(refused)
+    assert "give each hostname its own policy" in str(refused)
+    # The same name twice, or a second one disabled, is one hostname: served.
+    same = policy(1, "REDIRECT_TO_POOL", [rule(1, "HOST_NAME", "EQUAL_TO", HOST),
+                                          rule(2, "HOST_NAME", "EQUAL_TO", HOST.upper())],
+                  redirect_pool_id=API_POOL)  # fmt: skip
+    off = policy(1, "REDIRECT_TO_POOL",
+                 [rule(1, "HOST_NAME", "EQUAL_TO", HOST),
+                  rule(2, "HOST_NAME", "EQUAL_TO", "www.bolt.example", admin_state_up=False)],
+                 redirect_pool_id=API_POOL)  # fmt: skip
+    for served in (same, off):
+        lb = http_lb([served])
+        assert l7.l7_refusals(lb) == []
+        assert l7.listener_hostnames(lb.listeners[0]) == [HOST]
 
 
 def test_a_policy_inserted_at_a_taken_position_moves_the_others_down_as_octavia_does() -> None:

@@ -7,19 +7,28 @@ from ipaddress import ip_address
 
 from teapot_lb.model.common import Condition, ConditionStatus
 from teapot_lb.model.service import ExternalTrafficPolicy, Protocol
-from teapot_lb.model.tenancy import TenantLoadBalancerStatus, TenantMode
+from teapot_lb.model.tenancy import (
+    Tenant,
+    TenantLoadBalancer,
+    TenantLoadBalancerStatus,
+    TenantMode,
+)
 from teapot_lb.octavia import tree as t
 from teapot_lb.octavia.l7 import l7_refusals
 from teapot_lb.octavia.mapping import (
+    ANNOTATION_REPORTED,
     LABEL_LOADBALANCER,
     Answer,
     deleted_update,
     desired_request,
     failed_update,
+    refusal_text,
     status_update,
     tree_of,
+    unreported,
 )
 from teapot_lb.octavia.unsupported import ObjectKind, tree_refusals
+from teapot_lb.tenancy.vet import vet
 
 from .builders import (
     LB_ID,
@@ -177,3 +186,42 @@ def test_a_cascade_delete_reports_every_object_deleted() -> None:
         "listeners": 1, "pools": 1, "members": 3, "healthmonitors": 1, "loadbalancers": 1,
     }  # fmt: skip
     assert all(e["provisioning_status"] == "DELETED" for v in update.values() for e in v)
+
+
+def answered(generation: int, observed: int, *, reported: str | None = None) -> TenantLoadBalancer:
+    """The request of tree() at `generation`, its conditions observing `observed`."""
+    request = desired_request(tree(), "tenant-acme")
+    conditions = [
+        c.model_copy(update={"observed_generation": observed})
+        for c in (condition("Accepted", True), condition("Programmed", True))
+    ]
+    annotations = dict(request.metadata.annotations or {})
+    if reported is not None:
+        annotations[ANNOTATION_REPORTED] = reported
+    meta = request.metadata.model_copy(
+        update={"generation": generation, "annotations": annotations}
+    )
+    status = TenantLoadBalancerStatus(addresses=["198.51.100.1"], conditions=conditions)
+    return request.model_copy(update={"metadata": meta, "status": status})
+
+
+def test_an_answered_generation_not_marked_reported_is_to_be_resent() -> None:
+    assert unreported(answered(3, 3)) == 3
+    assert unreported(answered(3, 3, reported="3")) is None
+    assert unreported(answered(3, 3, reported="2")) == 3  # a newer change, never delivered
+    assert unreported(answered(3, 2)) is None  # not answered yet: the driver is on it
+
+
+def test_a_member_outside_the_node_networks_is_refused_naming_the_member_and_the_rule() -> None:
+    outside = member(0, "203.0.113.77")
+    request = desired_request(tree(pools=[pool([outside, member(1)])]), "tenant-acme")
+    tenant = Tenant.model_validate(
+        {"apiVersion": "lb.teapot.io/v1alpha1", "kind": "Tenant", "metadata": {"name": "acme"},
+         "spec": {"namespace": "tenant-acme", "nodeNetworks": ["192.0.2.0/24"],
+                  "modes": ["Route"]}}
+    )  # fmt: skip
+    [refused] = [r for r in vet(request, tenant, {}) if r.rule == "BackendNotAllowed"]
+    text = refusal_text(request, refused)
+    assert text.startswith(f"member {outside['member_id']}: ")
+    assert "203.0.113.77 is outside the node networks of Tenant acme (192.0.2.0/24)" in text
+    assert text.endswith("[BackendNotAllowed]")

@@ -259,7 +259,9 @@ def test_each_unsupported_option_is_refused_with_its_name(
             pool_id, address="192.0.2.52", protocol_port=8080, project_id=PROJECT),
         "option action='REJECT'": lambda: lbs.create_l7_policy(
             listener_id=listener_id, action="REJECT", project_id=PROJECT),
-        "outside the node networks": lambda: lbs.create_member(
+        # (which member, and the rule the manager's conditions would name)
+        "198.51.100.7 is outside the node networks of Tenant acme (192.0.2.0/24) "
+        "[BackendNotAllowed]": lambda: lbs.create_member(
             pool_id, address="198.51.100.7", protocol_port=80, project_id=PROJECT),
         "belongs to no Tenant": lambda: lbs.create_load_balancer(
             vip_subnet_id=SUBNET, project_id="99999999999999999999999999999999",
@@ -316,6 +318,13 @@ def test_an_http_listener_with_an_l7_policy_becomes_active_and_writes_the_gatewa
         policy.id, type="HOST_NAME", compare_type="EQUAL_TO", value="www.acme.example",
         project_id=PROJECT,
     )  # fmt: skip
+    active(conn, lb.id)
+    # A second hostname on the same policy (ANDed: it would never match, and its name,
+    # outside acme.example, would be vetted by nobody) is refused in the call too.
+    second = refusal(lambda: lbs.create_l7_rule(
+        policy.id, type="HOST_NAME", compare_type="EQUAL_TO", value="www.bolt.example",
+        project_id=PROJECT))  # fmt: skip
+    assert "www.acme.example, www.bolt.example" in second and policy.id in second, second
     active(conn, lb.id)
     path = lbs.create_l7_rule(
         policy.id, type="PATH", compare_type="STARTS_WITH", value="/api", project_id=PROJECT

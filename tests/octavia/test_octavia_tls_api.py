@@ -232,6 +232,50 @@ def test_the_manager_silent_during_a_change_puts_the_object_in_error_not_pending
     assert "did not answer" in st.tail("octavia-api", 400)
 
 
+AGENT_DOWN_S = 5.0  # how long the driver agent stays down (the outage of issue 39)
+
+
+def test_a_create_while_the_driver_agent_is_down_ends_active_once_it_is_back_and_deletes(
+    stack: tuple[Stack, Rest, Any],
+) -> None:
+    """Octavia keeps a PENDING_* load balancer immutable (a delete is refused, 409): the
+    driver's status update waits for the driver agent instead of giving up, so a create
+    made while the agent is down ends ACTIVE once it is back, and deletes."""
+    st, rest, conn = stack
+    lbs = conn.load_balancer
+    with st.down("driver-agent"):
+        lb = lbs.create_load_balancer(
+            name="agent-down", vip_subnet_id=SUBNET, project_id=PROJECT,
+            listeners=[{"name": "agent-down-l", "protocol": "TCP", "protocol_port": 80,
+                        "default_pool": {"name": "agent-down-p", "protocol": "TCP",
+                                         "lb_algorithm": "ROUND_ROBIN",
+                                         "members": [{"address": "192.0.2.71",
+                                                      "protocol_port": 80}]}}],
+        )  # fmt: skip
+        # The request is written and answered; the statuses wait for the agent.
+        wait_for(lambda: (rest.tlb(lb.id) or {}).get("status", {}).get("addresses"),
+                 timeout=WITHIN, what="the VIP assigned")  # fmt: skip
+        wait_for(lambda: "driver agent not answering" in st.tail("octavia-api", 400),
+                 timeout=WITHIN, what="the driver trying the stopped driver agent")  # fmt: skip
+        outage = time.monotonic() + AGENT_DOWN_S
+        while time.monotonic() < outage:  # (the outage itself: nothing to wait on)
+            assert lbs.get_load_balancer(lb.id).provisioning_status == "PENDING_CREATE"
+            time.sleep(0.5)
+    found = active(conn, lb.id, within=WITHIN + 30)
+    assert found.operating_status == "ONLINE"
+    [member] = lbs.members(lb.pools[0]["id"])
+    assert member.provisioning_status == "ACTIVE"
+    assert "driver agent answering again" in st.tail("octavia-api", 400)
+    # Octavia has the statuses of the request's generation: recorded on the request.
+    tlb = rest.tlb(lb.id) or {}
+    reported = tlb["metadata"]["annotations"].get("octavia.lb.teapot.io/reported")
+    assert reported == str(tlb["metadata"]["generation"])
+    lbs.delete_load_balancer(lb.id, cascade=True)
+    wait_for(lambda: rest.tlb(lb.id) is None, timeout=WITHIN, what="the VIP's request deleted")
+    wait_for(lambda: not [x for x in lbs.load_balancers() if x.id == lb.id],
+             timeout=WITHIN, what="the load balancer gone from Octavia")  # fmt: skip
+
+
 def test_the_managers_refusals_are_errors_with_the_reason(
     stack: tuple[Stack, Rest, Any],
 ) -> None:

@@ -55,7 +55,9 @@ itself does connect to a Service's ClusterIP when a webhook is registered by Ser
 reference: register test webhooks by URL."""
 
 
-def _project_root() -> Path:
+def project_root() -> Path:
+    """The checkout this module runs from (where pyproject.toml is), else the working
+    directory."""
     here = Path(__file__).resolve()
     for parent in here.parents:
         if (parent / "pyproject.toml").is_file():
@@ -70,7 +72,7 @@ def kube_bin_dir() -> Path | None:
     if os.environ.get(KUBE_BIN_ENV):
         candidates.append(Path(os.environ[KUBE_BIN_ENV]))
     candidates += [
-        _project_root().parent / "shared" / "kube" / "bin",
+        project_root().parent / "shared" / "kube" / "bin",
         Path.cwd().parent / "shared" / "kube" / "bin",
     ]
     for directory in candidates:

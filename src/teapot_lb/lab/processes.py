@@ -20,6 +20,18 @@ from teapot_lb.lab.manifests import SERVICE_PORT
 from teapot_lb.netlab import Host
 
 
+def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
+    """Stop a lab process: SIGTERM, SIGKILL when it has not exited within `timeout`."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
 def start_run(
     host: Host,
     name: str,

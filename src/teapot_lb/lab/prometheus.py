@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from teapot_lb.lab.netns import in_netns
+from teapot_lb.lab.processes import terminate
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host
 
@@ -146,10 +147,4 @@ class Prometheus:
         return alerts
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        terminate(self.proc)

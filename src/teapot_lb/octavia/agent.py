@@ -16,9 +16,14 @@ level-triggered, it reads:
 
 and sends Octavia the operating statuses that changed (octavia-lib's
 ``update_loadbalancer_status``, operating statuses only) and the listener statistics
-that changed (``update_listener_statistics``). With the agent enabled the driver leaves
-operating statuses to it: one writer. A gateway that does not answer is logged by name
-and its members keep their statuses; the agent never stops over a failed read or send.
+that changed (``update_listener_statistics``). A request the manager accepted whose
+statuses the driver never delivered (no ``octavia.lb.teapot.io/reported`` mark for its
+generation for longer than the driver takes to report a change: the API process went
+away mid-report) is sent whole, provisioning statuses included, so no load balancer
+stays ``PENDING_*``.
+With the agent enabled the driver leaves operating statuses to it: one writer. A
+gateway that does not answer is logged by name and its members keep their statuses;
+the agent never stops over a failed read or send.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -39,9 +45,17 @@ from teapot_lb.kube.errors import KubeError
 from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.octavia.gateways import DEFAULT_PORT, GatewayFinder
-from teapot_lb.octavia.health import CounterTotals, Key, operating_statuses, status_changes
+from teapot_lb.octavia.health import (
+    CounterTotals,
+    Key,
+    operating_statuses,
+    resent,
+    status_changes,
+)
 from teapot_lb.octavia.l7 import LABEL_LOADBALANCER
-from teapot_lb.octavia.mapping import Answer, tree_of
+from teapot_lb.octavia.management import Management
+from teapot_lb.octavia.mapping import Answer, answer_to, tree_of, unreported
+from teapot_lb.octavia.tree import LoadBalancer
 
 _log = log.get("octavia.agent")
 
@@ -85,13 +99,19 @@ def _register(conf: Any) -> Any:
 class Agent:
     """One round at a time: read, decide (:mod:`.health`), send what changed."""
 
-    def __init__(self, options: Any, lib: Any) -> None:
+    def __init__(self, options: Any, lib: Any, clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options
+        self.clock = clock
         self.lib = lib
         self.sent: dict[Key, str] = {}
         self.sent_stats: dict[str, dict[str, int | str]] = {}
         self.totals = CounterTotals()
         self.unreachable: set[str] = set()
+        # request name -> (generation, when first seen unreported)
+        self.unreported: dict[str, tuple[int, float]] = {}
+        # A live driver reports a change within its own deadlines (write, answer, report):
+        # only a generation unreported for longer is the agent's to send.
+        self.resend_after = options.answer_timeout + 2 * options.request_timeout
         self.client: KubeClient | None = None
         o = options
         self.gateways = GatewayFinder(
@@ -145,6 +165,7 @@ class Agent:
             return
         reports = await self.reports(session)
         seen: set[str] = set()
+        unreported_now: dict[str, tuple[int, float]] = {}
         for request in requests:
             lb = tree_of(request)
             answer = Answer.of(request.status)
@@ -153,6 +174,13 @@ class Agent:
             namespace = request.metadata.namespace or ""
             statuses = operating_statuses(lb, answer, namespace, reports, last=self.sent)
             seen.update(ident for _, ident in statuses)
+            pending = unreported(request)
+            if pending is not None:
+                seen_at = self.unreported.get(request.name)
+                since = seen_at[1] if seen_at and seen_at[0] == pending else self.clock()
+                due = self.clock() - since >= self.resend_after
+                if not due or not await self._resend(request, lb, statuses, pending):
+                    unreported_now[request.name] = (pending, since)
             changes = status_changes(statuses, self.sent)
             if changes and await self._send(
                 "statuses", lb.id, self.lib.update_loadbalancer_status, changes
@@ -167,9 +195,34 @@ class Agent:
                 "statistics", lb.id, self.lib.update_listener_statistics, {"listeners": stats}
             ):
                 self.sent_stats.update({str(s["id"]): s for s in stats})
+        self.unreported = unreported_now
         # Objects gone from every tree are forgotten (bounded memory).
         self.sent = {k: v for k, v in self.sent.items() if k[1] in seen}
         self.sent_stats = {k: v for k, v in self.sent_stats.items() if k in seen}
+
+    async def _resend(
+        self,
+        request: TenantLoadBalancer,
+        lb: LoadBalancer,
+        statuses: dict[Key, str],
+        generation: int,
+    ) -> bool:
+        """Send the whole tree of a generation the driver never reported, and mark it."""
+        answer = answer_to(request)
+        if answer is None or self.client is None:
+            return False
+        update = resent(lb, answer, statuses)
+        if not await self._send("unreported statuses", lb.id,
+                                self.lib.update_loadbalancer_status, update):  # fmt: skip
+            return False
+        _log.info("unreported statuses sent", lb=lb.id, generation=generation)
+        self.sent.update(statuses)
+        namespace = request.metadata.namespace or ""
+        try:
+            await Management(self.client).mark_reported(namespace, lb.id, generation)
+        except (KubeError, OSError, TimeoutError) as err:  # sent again next round: harmless
+            _log.warning("reported mark not written", lb=lb.id, error=str(err) or repr(err))
+        return True
 
     async def _send(self, what: str, lb_id: str, call: Any, body: dict[str, Any]) -> bool:
         try:

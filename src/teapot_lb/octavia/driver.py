@@ -55,10 +55,12 @@ from teapot_lb.octavia.l7 import (
 )
 from teapot_lb.octavia.management import LoopThread, Management, ManagementError
 from teapot_lb.octavia.mapping import (
+    ANNOTATION_REPORTED,
     Answer,
     deleted_update,
     desired_request,
     failed_update,
+    refusal_text,
     status_update,
     tree_of,
 )
@@ -97,6 +99,7 @@ _EARLY_RULES = frozenset({Rule.MODE_NOT_ALLOWED, Rule.BACKEND_NOT_ALLOWED, Rule.
 Update = dict[str, list[dict[str, str]]]
 _REPORT_ATTEMPTS = 8  # ~10 s of backoff: the driver agent's database may be locked a while
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 Certificates = Mapping[str, list[Mapping[str, Any]]]
 """TLS containers given with a call, per listener id (their PEM goes to Secrets only)."""
 
@@ -205,6 +208,16 @@ def _refuse(found: Iterable[Unsupported]) -> None:
 _L7_PROTOCOLS = ("HTTP", "TERMINATED_HTTPS")
 
 
+def _agent_silent(err: BaseException) -> bool:
+    """Whether a DriverLibrary call failed because the driver agent did not answer (its
+    socket missing or refusing, no answer in time), not because it answered an error:
+    octavia-lib wraps the socket's error in its own exception."""
+    if isinstance(err, lib_exceptions.DriverAgentTimeout):
+        return True
+    inner = err.__cause__ or err.__context__
+    return isinstance(inner, (OSError, lib_exceptions.DriverAgentTimeout))
+
+
 def _fault(message: str) -> lib_exceptions.DriverError:
     return lib_exceptions.DriverError(user_fault_string=message, operator_fault_string=message)
 
@@ -287,7 +300,9 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         refuse for the Tenant (its modes, its node networks)."""
         _refuse([*tree_refusals(lb), *l7_refusals(lb)])
         request = desired_request(lb, tenant.spec.namespace)
-        early = [str(r) for r in vet(request, tenant, {}) if r.rule in _EARLY_RULES]
+        early = [
+            refusal_text(request, r) for r in vet(request, tenant, {}) if r.rule in _EARLY_RULES
+        ]
         early += gateway_refusals(lb, tenant)
         if early:
             text = "; ".join(early)
@@ -373,7 +388,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         (the load balancer reported in ERROR)."""
         for listener_id in listener_ids:
             await self._committed(lb.id, (ObjectKind.LISTENER, listener_id))
-            found = await asyncio.to_thread(self._rt.lib.get_listener, listener_id)
+            found = await self._answered("get", lb.id, self._rt.lib.get_listener, listener_id)
             if found is None:
                 continue
             policies = _dict(found).get("l7policies") or []
@@ -395,7 +410,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         for listener_id in listener_ids:
             subject = (ObjectKind.LISTENER, listener_id)
             await self._committed(lb.id, subject)
-            found = await asyncio.to_thread(self._rt.lib.get_listener, listener_id)
+            found = await self._answered("get", lb.id, self._rt.lib.get_listener, listener_id)
             d = {"listener_id": listener_id, **(_dict(found) if found is not None else {})}
             refused = await asyncio.to_thread(certificate_refusals, d, tenant)
             containers = t.certificates_in(d)
@@ -432,7 +447,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             if not answer.accepted:
                 _log.warning("change refused", lb=new.id, reason=answer.message)
                 if old is not None:
-                    await management.write(desired_request(old, namespace))
+                    written = await management.write(desired_request(old, namespace))
             else:
                 # The L7 listeners' objects, for the gateway's control plane to vet and
                 # serve (its own refusals show there, as for a tenant's objects).
@@ -445,26 +460,71 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             _log.warning("change not answered", lb=new.id, error=str(err))
             await self._report(new.id, subject, failed_update(new.id, subject))
             return
+        reported = (namespace, written.metadata.generation or 0)
         if not answer.accepted:
-            await self._report(new.id, subject, failed_update(new.id, subject))
+            await self._report(new.id, subject, failed_update(new.id, subject), reported)
             return
         update = status_update(new, answer, gone=gone)
         # With the provider agent running, operating statuses are its (what is probed).
-        await self._report(new.id, subject, provisioning_only(update) if self._rt.agent else update)
+        update = provisioning_only(update) if self._rt.agent else update
+        await self._report(new.id, subject, update, reported)
 
-    async def _report(self, lb_id: str, subject: tuple[ObjectKind, str], update: Update) -> None:
+    async def _report(
+        self,
+        lb_id: str,
+        subject: tuple[ObjectKind, str],
+        update: Update,
+        reported: tuple[str, int] | None = None,
+    ) -> None:
         """Send a status update once Octavia has committed the call's transaction (the
-        subject is readable through the driver agent)."""
+        subject is readable through the driver agent). While the driver agent does not
+        answer (down, restarting) the update waits for it, however long: an object left
+        PENDING_* cannot be changed or deleted. An error the agent answers with is tried
+        again a few times (a locked database), then logged. `reported`: the (namespace,
+        generation) of the request whose statuses these are, recorded once they are sent
+        (the provider agent re-sends a generation never recorded)."""
         await self._committed(lb_id, subject)
         backoff = Backoff(0.1, 2.0)
-        for attempt in range(1, _REPORT_ATTEMPTS + 1):
+        attempt = 0
+        while True:
             try:
-                await asyncio.to_thread(self._rt.lib.update_loadbalancer_status, update)
-                return
-            except Exception as err:  # the driver agent busy or down (a locked database)
+                await self._answered("status update", lb_id,
+                                     self._rt.lib.update_loadbalancer_status, update)  # fmt: skip
+                break
+            except Exception as err:  # the driver agent answered with an error
+                attempt += 1
                 _log.warning("status update failed", lb=lb_id, attempt=attempt, error=repr(err))
+                if attempt >= _REPORT_ATTEMPTS:
+                    _log.error("status update given up", lb=lb_id, attempts=attempt)
+                    return
                 await asyncio.sleep(backoff.next())
-        _log.error("status update given up", lb=lb_id, attempts=_REPORT_ATTEMPTS)
+        if reported is not None:
+            namespace, generation = reported
+            try:
+                await self._rt.management.mark_reported(namespace, lb_id, generation)
+            except KubeError as err:  # the provider agent sends them again: harmless
+                _log.warning("reported mark not written", lb=lb_id, error=str(err))
+
+    async def _answered(self, what: str, lb_id: str, call: Callable[..., T], *args: Any) -> T:
+        """`call(*args)` through the driver agent's sockets, made again (backing off to 5 s)
+        for as long as the agent does not answer; an error it answers with is raised."""
+        backoff = Backoff(0.1, 5.0)
+        silent = False
+        while True:
+            try:
+                result = await asyncio.to_thread(call, *args)
+            except Exception as err:
+                if not _agent_silent(err):
+                    raise
+                if not silent:
+                    _log.warning("driver agent not answering", what=what, lb=lb_id,
+                                 error=repr(err.__cause__ or err.__context__ or err))  # fmt: skip
+                silent = True
+                await asyncio.sleep(backoff.next())
+                continue
+            if silent:
+                _log.info("driver agent answering again", what=what, lb=lb_id)
+            return result
 
     async def _committed(self, lb_id: str, subject: tuple[ObjectKind, str]) -> None:
         kind, ident = subject
@@ -481,7 +541,15 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         if get is None:
             return
         deadline = asyncio.get_running_loop().time() + self._rt.management.answer_within_s
-        while await asyncio.to_thread(get, ident) is None:
+        while True:
+            try:
+                found = await self._answered("get", lb_id, get, ident)
+            except Exception as err:  # the agent answered with an error: report anyway
+                _log.warning("object not readable in Octavia", lb=lb_id, id=ident,
+                             error=repr(err))  # fmt: skip
+                return
+            if found is not None:
+                return
             if asyncio.get_running_loop().time() > deadline:
                 _log.warning("object not visible in Octavia", lb=lb_id, id=ident)
                 return
@@ -536,8 +604,15 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._check(tenant, lb)
         management = self._rt.management
 
+        # Nothing of this first write is Octavia's to hear: loadbalancer_create's change
+        # reports the load balancer (the provider agent must not re-send it meanwhile).
+        request = desired_request(lb, tenant.spec.namespace)
+        annotations = {**(request.metadata.annotations or {}), ANNOTATION_REPORTED: "1"}
+        meta = request.metadata.model_copy(update={"annotations": annotations})
+        request = request.model_copy(update={"metadata": meta})
+
         async def allocate() -> Answer:
-            written = await management.write(desired_request(lb, tenant.spec.namespace))
+            written = await management.write(request)
             return await management.answer(written)
 
         try:

@@ -194,6 +194,20 @@ def provisioning_only(
     return out
 
 
+def resent(lb: LoadBalancer, answer: Answer, statuses: Mapping[Key, str]) -> Update:
+    """The update of a whole tree whose statuses never reached Octavia (the provider
+    agent re-sends it): every object ACTIVE, as the driver reports it after a change, with
+    the agent's own operating statuses (`statuses`, from :func:`operating_statuses`)."""
+    out: Update = {}
+    for kind, entries in provisioning_only(status_update(lb, answer)).items():
+        out[kind] = [
+            {**e, "operating_status": statuses[(kind, e["id"])]}
+            if (kind, e["id"]) in statuses else e
+            for e in entries
+        ]  # fmt: skip
+    return out
+
+
 # ------------------------------------------------------------------ statistics
 
 _TOTALS = ("bytes_in", "bytes_out", "sessions", "errors")

@@ -138,6 +138,15 @@ def _policy_refusals(policy: L7Policy) -> list[Unsupported]:
     if len(paths) > 1:
         out.append(Unsupported(ObjectKind.L7POLICY, policy.id, "rules", len(paths),
                                "one PATH rule per policy"))  # fmt: skip
+    hosts = sorted(_hosts_of(policy))
+    if len(hosts) > 1:
+        # Octavia ANDs a policy's rules: a request names one host, so two never match.
+        # Served as written it would be a policy that never applies (and a hostname
+        # nothing vets): give each hostname its own policy.
+        out.append(Unsupported(ObjectKind.L7POLICY, policy.id, "rules", ", ".join(hosts),
+                               "one hostname per policy (its HOST_NAME rules are ANDed, so "
+                               "two names never match together): give each hostname its own "
+                               "policy"))  # fmt: skip
     for rule in policy.rules:
         found_rule = _rule_refusal(rule)
         out += [found_rule] if found_rule else []

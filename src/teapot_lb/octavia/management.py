@@ -31,7 +31,13 @@ from teapot_lb.kube.resources import (
 from teapot_lb.model.common import dump
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.octavia.l7 import LABEL_LOADBALANCER
-from teapot_lb.octavia.mapping import LABEL_PROJECT, Answer, request_name
+from teapot_lb.octavia.mapping import (
+    ANNOTATION_REPORTED,
+    LABEL_PROJECT,
+    Answer,
+    answer_to,
+    request_name,
+)
 from teapot_lb.tenancy.l7mirror import ANNOTATION_DIGEST, current_digest, digest
 
 T = TypeVar("T")
@@ -99,6 +105,13 @@ class Management:
                 continue
         raise ManagementError(f"TenantLoadBalancer {namespace}/{request.name} keeps changing")
 
+    async def mark_reported(self, namespace: str, lb_id: str, generation: int) -> None:
+        """Record that Octavia has the statuses of this generation of the request."""
+        patch = {"metadata": {"annotations": {ANNOTATION_REPORTED: str(generation)}}}
+        await self.client.patch(
+            TENANT_LOAD_BALANCERS, request_name(lb_id), patch, namespace=namespace
+        )
+
     async def delete(self, namespace: str, lb_id: str) -> bool:
         """Delete the load balancer's request; False when there was none."""
         try:
@@ -157,12 +170,7 @@ class Management:
         name, namespace = written.name, written.namespace
 
         def current(request: TenantLoadBalancer) -> Answer | None:
-            status = request.status
-            if status is None or not status.conditions:
-                return None
-            if any((c.observed_generation or 0) < generation for c in status.conditions):
-                return None
-            return Answer.of(status)
+            return answer_to(request, generation)
 
         try:
             async with asyncio.timeout(self.answer_within_s):

@@ -17,6 +17,7 @@ rather than reading Octavia's database mid-transaction.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from ipaddress import ip_address
@@ -39,11 +40,18 @@ from teapot_lb.octavia.l7 import LABEL_LOADBALANCER, SOURCE_CLUSTER, gateway_poo
 from teapot_lb.octavia.monitor import probed
 from teapot_lb.octavia.tree import LoadBalancer, Member, Mode, Pool
 from teapot_lb.octavia.unsupported import ObjectKind
+from teapot_lb.tenancy.refusal import Refusal
+from teapot_lb.tenancy.vet import Rule
 
 LABEL_PROJECT = "octavia.lb.teapot.io/project"
 """On a Tenant: the OpenStack project (id) whose load balancers it holds."""
 ANNOTATION_TREE = "octavia.lb.teapot.io/tree"
 """On a TenantLoadBalancer: the Octavia tree it was mapped from (JSON)."""
+ANNOTATION_REPORTED = "octavia.lb.teapot.io/reported"
+"""On a TenantLoadBalancer: the generation whose statuses Octavia has been sent, or needs
+none (the VIP's first write: loadbalancer_create's change reports it). Written once the
+driver agent took them; a write of the request drops it. A generation accepted and not
+reported is re-sent by the provider agent."""
 
 MODES = {Mode.ROUTE: TenantMode.ROUTE, Mode.PROXY: TenantMode.GATEWAY}
 
@@ -126,6 +134,28 @@ def desired_request(lb: LoadBalancer, namespace: str) -> TenantLoadBalancer:
     )
 
 
+_FIELD = re.compile(r"^spec\.(backends|ports|requestedIPs)\[(\d+)\]")
+
+
+def refusal_text(request: TenantLoadBalancer, refusal: Refusal[Rule]) -> str:
+    """A vetting refusal of the driver's request in Octavia's terms, for the API's answer:
+    the Octavia object its field comes from (a backend is a member, a port a listener, the
+    mode the flavor's), what is wrong, and the rule in brackets (the reason the manager's
+    conditions and Events give for the same refusal)."""
+    subject = {"spec.mode": "flavor mode"}.get(refusal.field, refusal.field)
+    found = _FIELD.match(refusal.field)
+    if found is not None:
+        kind, index = found.group(1), int(found.group(2))
+        spec = request.spec
+        if kind == "backends" and index < len(spec.backends):
+            subject = f"member {spec.backends[index].node}"
+        elif kind == "ports" and index < len(spec.ports):
+            subject = f"listener {spec.ports[index].name}"
+        elif kind == "requestedIPs":
+            subject = "vip_address"
+    return f"{subject}: {refusal.message} [{refusal.rule}]"
+
+
 def tree_of(request: TenantLoadBalancer) -> LoadBalancer | None:
     """The tree a TenantLoadBalancer was mapped from (None: not one of the driver's)."""
     text = (request.metadata.annotations or {}).get(ANNOTATION_TREE)
@@ -163,6 +193,32 @@ class Answer:
             next_hops=frozenset(status.next_hops),
             programmed=programmed is not None and programmed.status is ConditionStatus.TRUE,
         )
+
+
+def answer_to(request: TenantLoadBalancer, generation: int | None = None) -> Answer | None:
+    """The manager's answer to `generation` of the request (default: its current one):
+    every condition observed it; None while the manager has not answered it."""
+    status = request.status
+    if generation is None:
+        generation = request.metadata.generation or 0
+    if status is None or not status.conditions:
+        return None
+    if any((c.observed_generation or 0) < generation for c in status.conditions):
+        return None
+    return Answer.of(status)
+
+
+def unreported(request: TenantLoadBalancer) -> int | None:
+    """The generation of one of the driver's requests that the manager answered and whose
+    statuses never reached Octavia (the driver agent was down, the API process went away
+    mid-report); None when there is nothing to re-send. A refused generation is the
+    driver's to roll back and report, never re-sent as it stands."""
+    answer = answer_to(request)
+    if tree_of(request) is None or answer is None or not answer.accepted:
+        return None
+    generation = request.metadata.generation or 0
+    reported = (request.metadata.annotations or {}).get(ANNOTATION_REPORTED)
+    return None if reported == str(generation) else generation
 
 
 Gone = Iterable[tuple[ObjectKind, str]]
