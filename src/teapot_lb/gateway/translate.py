@@ -208,8 +208,12 @@ class _Build:
     udp_routes: list[StreamRoute] = field(default_factory=list)
     missing: set[str] = field(default_factory=set)
     """Backends whose Service has no synced EndpointSlice, or no such port."""
-    dedicated: dict[str, str] = field(default_factory=dict)
-    """Listeners on a dedicated address: the namespace (tenant) they belong to."""
+    dedicated: dict[str, IPAddress] = field(default_factory=dict)
+    """Listeners on a dedicated address, and that address."""
+    placed: dict[ObjectRef, IPAddress] = field(default_factory=dict)
+    """The objects with a dedicated address (ObjectResult.address)."""
+    offered: dict[str, set[IPAddress | None]] = field(default_factory=dict)
+    """Where each certificate is offered: dedicated addresses, None for the shared ones."""
 
     # ----- listeners
 
@@ -227,7 +231,7 @@ class _Build:
         if where.address is None:
             return tuple(self.listener(protocol, port, a) for a in self.addresses)
         name = self.listener(protocol, port, where.address)
-        self.dedicated[name] = where.obj.metadata.namespace or ""
+        self.dedicated[name] = where.address
         return (name,)
 
     def listener(self, protocol: Protocol, port: int, address: IPAddress) -> str:
@@ -261,6 +265,7 @@ class _Build:
         if data is None or CERT_KEY not in data or KEY_KEY not in data:
             return None
         name = config_name(namespace, mirror)
+        self.offered.setdefault(name, set()).add(self.placed.get(obj.ref))
         asked = tuple(hostnames)
         covered = covered_hostnames(certificate_names(data[CERT_KEY]), asked)
         if asked and not covered and notes is not None:
@@ -824,6 +829,7 @@ def translate(
         if result.accepted and isinstance(obj, Ingress | Gateway) and isinstance(want, Wanted):
             wanted.append((obj, owner, want))
     dedicated = assign(wanted, world.pools, world.held, build.addresses)
+    build.placed.update(dedicated.addresses)
     for ref, refusal in dedicated.refused.items():
         results[ref].refusals.append(
             L7Refusal(L7Rule(refusal.reason), refusal.field, refusal.message)
@@ -845,20 +851,17 @@ def translate(
             _http_route(build, obj, owner, gateways, result)
         else:
             _stream_route(build, obj, owner, gateways, result)
-    # HTTPS listeners offer every certificate (SNI picks), a dedicated address only its
-    # tenant's (the first the default: the address is the tenant's); without any
-    # certificate there is no HTTPS.
+    # HTTPS listeners offer every certificate of their objects (SNI picks): the shared
+    # ones every tenant's on the shared addresses, a dedicated one its tenant's objects'
+    # there (the first the default: the address is the tenant's); without any certificate
+    # there is no HTTPS.
     listeners: dict[str, Listener] = {}
     for name, x in build.listeners.items():
         if x.protocol is not Protocol.HTTPS:
             listeners[name] = x
             continue
-        certs = tuple(
-            c
-            for c in sorted(build.certificates)
-            if name not in build.dedicated
-            or build.certificates[c].owner.namespace == build.dedicated[name]
-        )
+        place = build.dedicated.get(name)
+        certs = tuple(c for c in sorted(build.certificates) if place in build.offered[c])
         if certs:
             listeners[name] = x.model_copy(update={"certificates": certs})
     http_routes = [

@@ -91,16 +91,21 @@ def listener(name: str, protocol: str, port: int, **extra: Any) -> dict[str, Any
 
 
 def gateway(
-    tenant_name: str, name: str, listeners: list[dict[str, Any]], *, age: int = 0
+    tenant_name: str,
+    name: str,
+    listeners: list[dict[str, Any]],
+    *,
+    age: int = 0,
+    addresses: list[dict[str, Any]] | None = None,
 ) -> Gateway:
+    """A Gateway of class teapot; `addresses`: its spec.addresses (a dedicated address)."""
+    spec: dict[str, Any] = {"gatewayClassName": "teapot", "listeners": listeners}
+    if addresses is not None:
+        spec["addresses"] = addresses
     obj = parsed(
-        {
-            "apiVersion": GW,
-            "kind": "Gateway",
-            "metadata": meta(tenant_name, name, age=age),
-            "spec": {"gatewayClassName": "teapot", "listeners": listeners},
-        }
-    )
+        {"apiVersion": GW, "kind": "Gateway", "metadata": meta(tenant_name, name, age=age),
+         "spec": spec}
+    )  # fmt: skip
     assert isinstance(obj, Gateway)
     return obj
 
