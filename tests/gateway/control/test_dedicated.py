@@ -21,14 +21,15 @@ from teapot_lb.gateway import routing
 from teapot_lb.gateway.config import GatewayConfig, Protocol, problems
 from teapot_lb.gateway.routing import Request
 from teapot_lb.gateway.translate import ObjectResult, Translation, translate
+from teapot_lb.model.ingress import Ingress
 from teapot_lb.model.tenancy import TenantLoadBalancer, TenantLoadBalancerStatus
 from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS, held_addresses
 from teapot_lb.tenancy.l7status import gateway_status, ingress_status
 from teapot_lb.tenancy.l7vet import L7Object, L7Rule, L7World, vet_object
-from tenancy.builders import pools, tlb
+from tenancy.builders import parsed, pools, tlb
 
 from . import builders
-from .builders import backend, gateway, http_route, ingress, listener, mirrored_slice, tenant
+from .builders import backend, gateway, http_route, ingress, listener, tenant
 
 SHARED = ip_address("203.0.113.10")
 WEB, OTHER, BOLT_WEB = "192.0.2.11", "192.0.2.12", "192.0.2.71"
@@ -37,9 +38,9 @@ NOW = "2026-01-01T00:00:00Z"
 
 def slices() -> list[dict[str, Any]]:
     return [
-        mirrored_slice("acme", "web", [WEB]),
-        mirrored_slice("acme", "other", [OTHER]),
-        mirrored_slice("bolt", "web", [BOLT_WEB]),
+        builders.mirrored_slice("acme", "web", [WEB]),
+        builders.mirrored_slice("acme", "other", [OTHER]),
+        builders.mirrored_slice("bolt", "web", [BOLT_WEB]),
     ]
 
 
@@ -90,15 +91,16 @@ def addresses_of(config: GatewayConfig) -> set[str]:
     return {str(x.address) for x in config.listeners}
 
 
-def host_less(tenant_name: str, name: str, **kwargs: Any) -> Any:
+def host_less(tenant_name: str, name: str, **kwargs: Any) -> Ingress:
     """An Ingress with a hosted rule (www), a rule without host for /app, a defaultBackend."""
-    obj = ingress(tenant_name, name, f"www.{tenant_name}.example", defaultBackend=backend("other"),
-                  **kwargs)  # fmt: skip
-    body = obj.model_dump(by_alias=True, exclude_none=True)
+    body = builders.ingress_body(tenant_name, name, f"www.{tenant_name}.example",
+                        defaultBackend=backend("other"), **kwargs)  # fmt: skip
     body["spec"]["rules"].append(
         {"http": {"paths": [{"path": "/app", "pathType": "Prefix", "backend": backend()}]}}
     )
-    return type(obj).model_validate(body)
+    obj = parsed(body)
+    assert isinstance(obj, Ingress)
+    return obj
 
 
 # --------------------------------------------------------------------------- asking
