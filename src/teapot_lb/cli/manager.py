@@ -101,7 +101,11 @@ async def _setup(
     runner = KubeManager(client, config, metrics=metrics)
     control = (
         GatewayControl(
-            client, gateway, statuses=lambda: runner.is_leader, registry=metrics.registry
+            client,
+            gateway,
+            statuses=lambda: runner.is_leader,
+            registry=metrics.registry,
+            config_namespace=config.config_namespace,
         )
         if gateway
         else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,11 +30,13 @@ from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
+    ADDRESS_POOLS,
     ENDPOINT_SLICES,
     GATEWAY_API_GROUP,
     GATEWAYS,
     INGRESSES,
     SECRETS,
+    TENANT_LOAD_BALANCERS,
     TENANTS,
     KubeObject,
     Resource,
@@ -44,8 +47,10 @@ from teapot_lb.model import ApiObject, parse_object
 from teapot_lb.model.gateway_api import Gateway, HTTPRoute, TCPRoute, TLSRoute, UDPRoute
 from teapot_lb.model.ingress import Ingress
 from teapot_lb.model.manifest import secret_data
+from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem, problem
-from teapot_lb.model.tenancy import Tenant
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.tenancy.l7address import held_addresses
 from teapot_lb.tenancy.l7mirror import AGENT, ANNOTATION_REFUSED, MANAGED_BY, ROUTES
 from teapot_lb.tenancy.l7status import (
     gateway_status,
@@ -64,7 +69,9 @@ OBJECT_RESOURCES: tuple[Resource, ...] = (INGRESSES, GATEWAYS, *ROUTES)
 class GatewayControl:
     """`addresses`: the gateway's IPs (what Ingresses and Gateways are given);
     `on_config`: called with every new config (the data plane's apply); `statuses`: whether
-    to write status and Events now (one replica does when several run: the leader's)."""
+    to write status and Events now (one replica does when several run: the leader's);
+    `config_namespace`: where the AddressPools are (tenants' dedicated addresses come from
+    their allocations, and count with what their TenantLoadBalancers hold)."""
 
     def __init__(
         self,
@@ -74,6 +81,7 @@ class GatewayControl:
         on_config: Callable[[GatewayConfig], Awaitable[None]] | None = None,
         statuses: Callable[[], bool] = lambda: True,
         gateway_api: bool = True,
+        config_namespace: str = "teapot-lb-system",
         watch_timeout_s: float = 300.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         registry: CollectorRegistry | None = None,
@@ -104,6 +112,10 @@ class GatewayControl:
         resources = [r for r in OBJECT_RESOURCES if gateway_api or r.group != GATEWAY_API_GROUP]
         self.objects = {r: Informer(client, r, watch_timeout_s=watch_timeout_s) for r in resources}
         self.tenants = Informer(client, TENANTS, watch_timeout_s=watch_timeout_s)
+        self.pools = Informer(
+            client, ADDRESS_POOLS, namespace=config_namespace, watch_timeout_s=watch_timeout_s
+        )
+        self.requests = Informer(client, TENANT_LOAD_BALANCERS, watch_timeout_s=watch_timeout_s)
         self.slices = Informer(
             client, ENDPOINT_SLICES, label_selector=f"{MANAGED_BY}={AGENT}",
             watch_timeout_s=watch_timeout_s,
@@ -121,7 +133,10 @@ class GatewayControl:
             self.loop.watch(informer, self._key)
 
     def _informers(self) -> list[Informer]:
-        return [*self.objects.values(), self.tenants, self.slices, self.secrets]
+        return [
+            *self.objects.values(), self.tenants, self.pools, self.requests, self.slices,
+            self.secrets,
+        ]  # fmt: skip
 
     def _key(self, event: EventType, key: str, obj: KubeObject) -> list[str]:
         return [KEY]
@@ -144,7 +159,11 @@ class GatewayControl:
             for key in self.secrets.list_keys()
             if (obj := self.secrets.get(key)) is not None
         }
-        return L7World(tenants, objects, secrets)
+        pools = {p.name: p for p in _parsed(self.pools) if isinstance(p, AddressPool)}
+        requests = [r for r in _parsed(self.requests) if isinstance(r, TenantLoadBalancer)]
+        return L7World(
+            tenants, objects, secrets, pools=pools, held=held_addresses(tenants, requests)
+        )
 
     def admission(self, obj: ApiObject) -> list[Problem]:
         """The webhook's verdict on a create or update of `obj` (empty: admitted)."""
@@ -158,7 +177,7 @@ class GatewayControl:
             return [problem(obj.ref, "", why)]
         world = self.world()
         others = [o for o in world.objects if o.ref != obj.ref]
-        seen = L7World(world.tenants, [*others, obj], world.secrets)
+        seen = replace(world, objects=[*others, obj])
         return problems_of(obj, vet_object(obj, seen))
 
     # ------------------------------------------------------------------ reconcile

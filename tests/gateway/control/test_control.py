@@ -19,8 +19,9 @@ from teapot_lb.gateway.config import GatewayConfig
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
 from teapot_lb.tenancy.kube_l7gateway import GatewayControl
+from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
 from teapot_lb.tenancy.l7mirror import ANNOTATION_REFUSED
-from tenancy.builders import tenant_body
+from tenancy.builders import pool_body, tenant_body, tlb_body
 
 from .builders import DOMAINS, make_certificate
 from .tenant_world import (
@@ -253,3 +254,49 @@ async def test_an_ingress_rule_without_host_is_left_out_with_an_event_and_the_re
             assert raw["status"]["loadBalancer"]["ingress"] == [{"ip": GATEWAY_IP}]
             assert control.config is not None
             assert any("www.bolt.example" in r.hostnames for r in control.config.http_routes)
+
+
+async def test_a_dedicated_address_reaches_the_tenants_ingress_and_a_refusal_is_told(
+    tmp_path: Path,
+) -> None:
+    """Issue 34, 7(b) through the agent: an Ingress asking for any address of its tenant's
+    allocation gets the first one its TenantLoadBalancers do not hold (read from the
+    management cluster's AddressPools and requests), in its status in the tenant cluster;
+    one asking for another tenant's address is told why (annotation, Event)."""
+    own = ingress("own", "own.apps.example")
+    own["metadata"]["annotations"][ANNOTATION_DEDICATED_ADDRESS] = "true"
+    stolen = ingress("stolen", "stolen.apps.example")
+    stolen["metadata"]["annotations"][ANNOTATION_DEDICATED_ADDRESS] = "198.51.100.20"  # bolt's
+    async with tenant_world(tmp_path, service("web"), slice_of("web", ["10.1.0.1"]),
+                            own, stolen) as world:  # fmt: skip
+        for body in [*tenants(), pool_body("shared-v4", ["198.51.100.0/26"])]:
+            world.management.seed(body)
+        held = tlb_body("acme", "lb")
+        held["status"] = {"addresses": ["198.51.100.0"]}
+        world.management.seed(held)
+        async with with_control(world):
+            ip = await wait_for_async(
+                lambda: ((world.tenant.get("ingresses", "own", "web") or {}).get("status", {})
+                         .get("loadBalancer", {}).get("ingress")),
+                within=WITHIN, what="the dedicated address in the tenant Ingress's status",
+            )  # fmt: skip
+            assert ip == [{"ip": "198.51.100.1"}]
+            refused = await wait_for_async(
+                lambda: (
+                    (world.management.get("ingresses", "c1.web.stolen", NS) or {})
+                    .get("metadata", {})
+                    .get("annotations", {})
+                    .get(ANNOTATION_REFUSED)
+                ),
+                within=WITHIN,
+                what="the refusal annotation",
+            )
+            assert refused.startswith(
+                f"AddressNotUsable: metadata.annotations[{ANNOTATION_DEDICATED_ADDRESS}]"
+            )
+            assert "outside the allocation of Tenant acme" in refused
+            await wait_for_async(
+                lambda: [e for e in world.management.list("events", NS)
+                         if e.get("reason") == "AddressNotUsable"],
+                within=WITHIN, what="the refusal Event",
+            )  # fmt: skip
