@@ -36,6 +36,7 @@ from teapot_lb.kube.resources import (
     GATEWAYS,
     INGRESSES,
     SECRETS,
+    SERVICES,
     TENANT_LOAD_BALANCERS,
     TENANTS,
     KubeObject,
@@ -52,6 +53,7 @@ from teapot_lb.model.problem import Problem, problem
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.tenancy.l7address import held_addresses
 from teapot_lb.tenancy.l7mirror import AGENT, ANNOTATION_REFUSED, MANAGED_BY, ROUTES
+from teapot_lb.tenancy.l7services import LABEL_ADDRESS_OF, address_services, differs
 from teapot_lb.tenancy.l7status import (
     gateway_status,
     ingress_refusal,
@@ -71,7 +73,10 @@ class GatewayControl:
     `on_config`: called with every new config (the data plane's apply); `statuses`: whether
     to write status and Events now (one replica does when several run: the leader's);
     `config_namespace`: where the AddressPools are (tenants' dedicated addresses come from
-    their allocations, and count with what their TenantLoadBalancers hold)."""
+    their allocations, and count with what their TenantLoadBalancers hold);
+    `address_service`: NAMESPACE/NAME of the shared gateway's LoadBalancer Service, copied
+    with each dedicated address pinned so the speakers announce it (:mod:`.l7services`;
+    None: not written)."""
 
     def __init__(
         self,
@@ -82,6 +87,7 @@ class GatewayControl:
         statuses: Callable[[], bool] = lambda: True,
         gateway_api: bool = True,
         config_namespace: str = "teapot-lb-system",
+        address_service: str | None = None,
         watch_timeout_s: float = 300.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         registry: CollectorRegistry | None = None,
@@ -116,6 +122,17 @@ class GatewayControl:
             client, ADDRESS_POOLS, namespace=config_namespace, watch_timeout_s=watch_timeout_s
         )
         self.requests = Informer(client, TENANT_LOAD_BALANCERS, watch_timeout_s=watch_timeout_s)
+        self.address_service = address_service
+        self.services = (
+            Informer(
+                client,
+                SERVICES,
+                namespace=address_service.partition("/")[0],
+                watch_timeout_s=watch_timeout_s,
+            )
+            if address_service
+            else None
+        )
         self.slices = Informer(
             client, ENDPOINT_SLICES, label_selector=f"{MANAGED_BY}={AGENT}",
             watch_timeout_s=watch_timeout_s,
@@ -135,7 +152,7 @@ class GatewayControl:
     def _informers(self) -> list[Informer]:
         return [
             *self.objects.values(), self.tenants, self.pools, self.requests, self.slices,
-            self.secrets,
+            self.secrets, *([self.services] if self.services is not None else []),
         ]  # fmt: skip
 
     def _key(self, event: EventType, key: str, obj: KubeObject) -> list[str]:
@@ -200,9 +217,43 @@ class GatewayControl:
             )
         if not self.statuses():
             return
+        await self._announce(result)
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         for outcome in result.results.values():
             await self._write(outcome, now)
+
+    async def _announce(self, result: Translation) -> None:
+        """One Service per dedicated address (a copy of the shared gateway's), so the
+        speakers announce it; those of addresses no longer served are deleted."""
+        if self.services is None or self.address_service is None:
+            return
+        template = self.services.get(self.address_service)
+        dedicated = {(r.address, r.tenant) for r in result.results.values() if r.address}
+        if template is None:
+            if dedicated:
+                self._log.warning(
+                    "gateway service missing: dedicated addresses are not announced",
+                    service=self.address_service,
+                    addresses=sorted(str(a) for a, _ in dedicated),
+                )
+            return
+        wanted = address_services(dedicated, template)
+        namespace = self.address_service.partition("/")[0]
+        for key in self.services.list_keys():
+            current = self.services.get(key)
+            if current is None or LABEL_ADDRESS_OF not in _labels_of(current):
+                continue
+            name = current["metadata"]["name"]
+            want = wanted.pop(name, None)
+            if want is None:
+                with contextlib.suppress(NotFound):
+                    await self.client.delete(SERVICES, name, namespace)
+            elif differs(current, want):
+                merged = {**current, "metadata": {**current["metadata"], **want["metadata"]},
+                          "spec": {**current.get("spec", {}), **want["spec"]}}  # fmt: skip
+                await self.client.replace(SERVICES, merged)
+        for body in wanted.values():
+            await self.client.create(SERVICES, body)
 
     def _count(self, result: Translation) -> None:
         counts: dict[tuple[str, str, str], int] = {}
@@ -261,6 +312,10 @@ class GatewayControl:
         involved = {"apiVersion": resource.api_version, "kind": resource.kind, **raw}
         if await self.recorder.record(involved, "Warning", reason, message):
             self._told[key] = message
+
+
+def _labels_of(obj: KubeObject) -> dict[str, str]:
+    return dict(obj.get("metadata", {}).get("labels") or {})
 
 
 def _parsed(informer: Informer) -> list[Any]:

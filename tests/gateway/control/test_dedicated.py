@@ -3,7 +3,7 @@ for one (Gateway `spec.addresses`, the Ingress annotation, the Tenant's default)
 address it gets from the tenant's allocation, what is refused with Gateway API's reasons
 (UnsupportedAddress, AddressNotUsable, AddressNotAssigned), the quota, and what is served
 there that the shared addresses refuse (host-less rules, defaultBackend, hostname-less
-HTTPRoutes), for the tenant only.
+HTTPRoutes), for the tenant only; and the Service by which the speakers announce it.
 
 acme's allocation is 198.51.100.0/28 (pool shared-v4), bolt's 198.51.100.16/28; the
 shared gateway address is 203.0.113.10.
@@ -24,6 +24,7 @@ from teapot_lb.gateway.translate import ObjectResult, Translation, translate
 from teapot_lb.model.ingress import Ingress
 from teapot_lb.model.tenancy import TenantLoadBalancer, TenantLoadBalancerStatus
 from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS, held_addresses
+from teapot_lb.tenancy.l7services import address_services, differs
 from teapot_lb.tenancy.l7status import gateway_status, ingress_status
 from teapot_lb.tenancy.l7vet import L7Object, L7Rule, L7World, vet_object
 from tenancy.builders import parsed, pools, tlb
@@ -322,3 +323,35 @@ def test_the_dedicated_address_serves_its_tenant_only_and_its_certificates_only(
     owners = {c.name: c.owner.namespace for c in config.certificates}
     assert {owners[c] for c in https["198.51.100.5"]} == {"tenant-acme"}
     assert {owners[c] for c in https["203.0.113.10"]} == {"tenant-bolt"}
+
+
+# --------------------------------------------------------------------------- announced
+
+
+def test_each_dedicated_address_gets_a_copy_of_the_gateway_service_with_it_pinned() -> None:
+    """The Service the speakers announce the address by: the shared gateway Service's
+    selector, ports, class and traffic policy, the address pinned, one family; what the API
+    server adds (clusterIP, nodePorts) is no difference, a changed address is."""
+    template = {
+        "metadata": {"name": "teapot-lb-gateway", "namespace": "teapot-lb-system",
+                     "annotations": {"lb.teapot.io/ips": "203.0.113.10"}, "uid": "u1"},
+        "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "clusterIP": "10.0.0.9",
+                 "selector": {"app": "gw"}, "ipFamilies": ["IPv4"],
+                 "ports": [{"name": "http", "port": 80, "protocol": "TCP", "nodePort": 31000}]},
+    }  # fmt: skip
+    wanted = address_services(
+        [(ip_address("198.51.100.5"), "acme"), (ip_address("2001:db8:100::5"), "acme")], template
+    )
+    v4 = wanted["teapot-lb-gateway-198-51-100-5"]
+    assert v4["metadata"]["annotations"] == {"lb.teapot.io/ips": "198.51.100.5"}
+    assert v4["spec"] == {
+        "type": "LoadBalancer", "externalTrafficPolicy": "Local", "selector": {"app": "gw"},
+        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+        "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+    }  # fmt: skip
+    assert wanted["teapot-lb-gateway-2001-db8-100--5"]["spec"]["ipFamilies"] == ["IPv6"]
+    served = {**v4, "spec": {**v4["spec"], "clusterIP": "10.0.0.7",
+                             "ports": [{**v4["spec"]["ports"][0], "nodePort": 31001}]}}  # fmt: skip
+    assert not differs(served, v4)
+    moved = address_services([(ip_address("198.51.100.6"), "acme")], template)
+    assert differs(served, {**v4, "metadata": next(iter(moved.values()))["metadata"]})
