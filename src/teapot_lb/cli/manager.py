@@ -85,7 +85,12 @@ def manager(
         return
     cert = webhook_certificate(webhook_cert, webhook_key)
     lease = lease_config(leader_elect, lease_namespace, config_namespace, lease_name, identity)
-    config = ManagerConfig(config_namespace=config_namespace, lease=lease, workers=workers)
+    config = ManagerConfig(
+        config_namespace=config_namespace,
+        lease=lease,
+        workers=workers,
+        gateway_services=gateway_service is not None,
+    )
     try:
         gateway = tuple(parse_ip(a) for a in gateway_addresses)
     except ValueError as err:
