@@ -70,9 +70,6 @@ class AddressRefusal:
     field: str
     message: str
 
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message} [{self.reason}]"
-
 
 def wanted_address(obj: Ingress | Gateway, tenant: Tenant) -> Wanted | AddressRefusal | None:
     """What `obj` asks for (None: the shared addresses); an AddressRefusal with reason
@@ -142,11 +139,6 @@ class Dedicated:
 
     addresses: Mapping[ObjectRef, IPAddress]
     refused: Mapping[ObjectRef, AddressRefusal]
-
-    def of(self, ref: ObjectRef) -> IPAddress | AddressRefusal | None:
-        """The object's address, why it has none, or None: it asked for none."""
-        ip = self.addresses.get(ref)
-        return ip if ip is not None else self.refused.get(ref)
 
 
 def assign(
