@@ -1,12 +1,13 @@
 """A tenant's dedicated gateway address through real HAProxy (issue 34, 7(b)).
 
-acme has two dedicated addresses of its allocation (pool `gw`, 192.0.2.32/29): on
+acme has three dedicated addresses of its allocation (pool `gw`, 192.0.2.32/29): on
 192.0.2.33 an Ingress with a hosted rule, a rule without host for /app and a
 defaultBackend, and a TLS certificate; on 192.0.2.34 an Ingress with only a rule without
-host for /app. bolt is on the shared address 192.0.2.10 with its own hostname, and acme has
-one more Ingress there whose defaultBackend is left out.
+host for /app; on 192.0.2.35 a Gateway with an HTTPRoute without hostnames. bolt is on the
+shared address 192.0.2.10 with its own hostname, and acme has one more Ingress there whose
+defaultBackend is left out.
 
-    client 192.0.2.20 ── lan ── gateway 192.0.2.10 (shared), .33 and .34 (acme's)
+    client 192.0.2.20 ── lan ── gateway 192.0.2.10 (shared), .33, .34, .35 (acme's)
                                 backends: acme web .2, other .3; bolt .9 (198.51.100.x)
 """
 
@@ -30,13 +31,23 @@ from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
 from teapot_lb.tenancy.l7vet import L7World
 from tenancy.builders import parsed, pool_body
 
-from .control.builders import backend, ingress, ingress_body, mirrored_slice, secret_key, tenant
+from .control.builders import (
+    backend,
+    gateway,
+    http_route,
+    ingress,
+    ingress_body,
+    listener,
+    mirrored_slice,
+    secret_key,
+    tenant,
+)
 from .lab import GATEWAY, GatewayLab, gateway_lab, make_certificate
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon, pytest.mark.asyncio(loop_scope="module")]
 
 WEB, OTHER, BOLT = "198.51.100.2", "198.51.100.3", "198.51.100.9"
-OWN, STRICT = "192.0.2.33", "192.0.2.34"
+OWN, STRICT, GW = "192.0.2.33", "192.0.2.34", "192.0.2.35"
 
 
 def _tenant(name: str, nodes: str, cidr: str) -> Any:
@@ -76,6 +87,13 @@ def _translation(lab: GatewayLab) -> Translation:
         paths=_host_less("/only")["http"]["paths"], defaultBackend=backend("other"),
     )  # fmt: skip
     bolt = ingress("bolt", "web", "www.bolt.example", age=3)
+    own_gw = gateway("acme", "gw", [listener("http", "HTTP", 80)], age=4,
+                     addresses=[{"type": "IPAddress", "value": GW}])  # fmt: skip
+    every_host = http_route("acme", "every-host", [], age=5, rules=[
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/other"}}],
+         "backendRefs": [{"name": "other", "port": 80}]},
+        {"backendRefs": [{"name": "web", "port": 80}]},
+    ])  # fmt: skip
     tenants = [
         _tenant("acme", "198.51.100.0/29", "192.0.2.32/29"),
         _tenant("bolt", "198.51.100.8/29", "192.0.2.40/29"),
@@ -85,7 +103,8 @@ def _translation(lab: GatewayLab) -> Translation:
         mirrored_slice("acme", "other", [OTHER], port=8080),
         mirrored_slice("bolt", "web", [BOLT], port=8080),
     ]
-    world = L7World(tenants, [own, strict, shared, bolt], secrets, pools={"gw": pool})
+    objects = [own, strict, shared, bolt, own_gw, every_host]
+    world = L7World(tenants, objects, secrets, pools={"gw": pool})
     return translate(world, slices, [ip_address(GATEWAY)])
 
 
@@ -105,7 +124,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayLab]:
     require_root()
     require_binary("haproxy", "curl", "openssl")
     with gateway_lab(tmp_path_factory.mktemp("gwded"), "gwded") as lab:
-        for address in (OWN, STRICT):
+        for address in (OWN, STRICT, GW):
             lab.gateway.add_address("eth0", f"{address}/32")
         lab.start_backends(f"http:web:{WEB}:8080", f"http:other:{OTHER}:8080",
                            f"http:bolt:{BOLT}:8080")  # fmt: skip
@@ -134,6 +153,17 @@ async def test_a_dedicated_address_serves_host_less_rules_and_the_default_backen
     assert world.answer(OWN, "anything.example", "/") == "other"
     assert world.answer(OWN, OWN, "/") == "other"
     assert world.answer(STRICT, "anything.example", "/app") == "web"
+
+
+async def test_a_gateway_with_its_address_serves_an_httproute_without_hostnames(
+    world: World,
+) -> None:
+    """Gateway API: a route without hostnames takes every hostname of its listener, on the
+    Gateway's own address (bolt's hostname there included: it is acme's address)."""
+    assert world.answer(GW, "anything.example", "/") == "web"
+    assert world.answer(GW, "anything.example", "/other/x") == "other"
+    assert world.answer(GW, "www.bolt.example", "/") == "web"
+    assert world.answer(GATEWAY, "anything.example", "/") == 404
 
 
 async def test_another_tenants_host_on_the_dedicated_address_never_reaches_its_backend(
