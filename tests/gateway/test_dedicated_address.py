@@ -31,17 +31,8 @@ from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
 from teapot_lb.tenancy.l7vet import L7World
 from tenancy.builders import parsed, pool_body
 
-from .control.builders import (
-    backend,
-    gateway,
-    http_route,
-    ingress,
-    ingress_body,
-    listener,
-    mirrored_slice,
-    secret_key,
-    tenant,
-)
+from .control import builders
+from .control.builders import backend, gateway, http_route, ingress, listener, tenant
 from .lab import GATEWAY, GatewayLab, gateway_lab, make_certificate
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon, pytest.mark.asyncio(loop_scope="module")]
@@ -65,11 +56,14 @@ def _host_less(path: str = "/app", service: str = "web") -> dict[str, Any]:
 def _translation(lab: GatewayLab) -> Translation:
     cert, key, _ = make_certificate(lab.work / "tls", "www.acme.example")
     secrets = {
-        secret_key("acme", "a-tls"): {"tls.crt": cert.read_bytes(), "tls.key": key.read_bytes()}
+        builders.secret_key("acme", "a-tls"): {
+            "tls.crt": cert.read_bytes(),
+            "tls.key": key.read_bytes(),
+        }
     }
     pool = parsed(pool_body("gw", ["192.0.2.32/28"]))
     assert isinstance(pool, AddressPool)
-    body = ingress_body(
+    body = builders.ingress_body(
         "acme", "own", "www.acme.example",
         annotations={ANNOTATION_DEDICATED_ADDRESS: OWN},
         defaultBackend=backend("other"),
@@ -99,9 +93,9 @@ def _translation(lab: GatewayLab) -> Translation:
         _tenant("bolt", "198.51.100.8/29", "192.0.2.40/29"),
     ]
     slices = [
-        mirrored_slice("acme", "web", [WEB], port=8080),
-        mirrored_slice("acme", "other", [OTHER], port=8080),
-        mirrored_slice("bolt", "web", [BOLT], port=8080),
+        builders.mirrored_slice("acme", "web", [WEB], port=8080),
+        builders.mirrored_slice("acme", "other", [OTHER], port=8080),
+        builders.mirrored_slice("bolt", "web", [BOLT], port=8080),
     ]
     objects = [own, strict, shared, bolt, own_gw, every_host]
     world = L7World(tenants, objects, secrets, pools={"gw": pool})
