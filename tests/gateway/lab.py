@@ -25,6 +25,7 @@ GATEWAY = "192.0.2.10"
 CLIENT = "192.0.2.20"
 BACKEND_IPS = [f"198.51.100.{i}" for i in range(2, 10)]
 BACKENDS_SCRIPT = Path(__file__).with_name("backends.py")
+H2_CLIENT = Path(__file__).with_name("h2client.py")
 
 
 @dataclass(frozen=True)
@@ -78,13 +79,25 @@ class GatewayLab:
         r = self.curl(f"http://{host}:{port}{path}", host=host, port=port)
         return r.json()["name"] if r.code == 200 else None
 
-    def peer_certificate_subject(self, port: int, servername: str) -> str:
+    def peer_certificate_subject(self, port: int, servername: str | None) -> str:
+        """The subject and SHA-256 fingerprint of the certificate the gateway presents
+        for `servername` (None: a ClientHello without SNI)."""
+        sni = f"-servername {servername}" if servername else "-noservername"
         out = self.client.run(
             "sh", "-c",
-            f"openssl s_client -connect {GATEWAY}:{port} -servername {servername}"
+            f"openssl s_client -connect {GATEWAY}:{port} {sni}"
             " </dev/null 2>/dev/null | openssl x509 -noout -subject -fingerprint -sha256",
         )  # fmt: skip
         return out.strip()
+
+    def h2(self, port: int, sni: str | None, *authorities: str) -> list[dict[str, Any]]:
+        """GET / for each authority, in turn, over one HTTP/2 connection (TLS, ALPN h2)
+        with `sni` (None: none): [{"authority", "status", "body"}] (h2client.py)."""
+        out = self.client.run(
+            sys.executable, str(H2_CLIENT), GATEWAY, str(port), sni or "-", *authorities
+        )
+        answers: list[dict[str, Any]] = json.loads(out)
+        return answers
 
     def tcp_exchange(self, address: str, port: int, line: str, udp: bool = False) -> str:
         """Send one line over TCP (or one datagram over UDP) and return the answer."""

@@ -21,7 +21,7 @@ from teapot_lb.lab.kubeplane import free_port
 from teapot_lb.lab.wait import wait_for
 
 from .builders import backend, ingress, listener
-from .lab import GatewayLab, gateway_lab
+from .lab import GatewayLab, gateway_lab, make_certificate
 
 TENANT = Owner(tenant="acme", kind="Ingress", namespace="shop", name="web")
 
@@ -166,3 +166,18 @@ def test_the_example_in_docs_gateway_md_is_a_valid_config() -> None:
     config, found = parse_config(example, "docs/gateway.md")
     assert found == [] and config is not None
     assert config.http_routes[0].owner.tenant == "a"
+
+
+def test_an_unusable_default_certificate_is_refused_before_the_gateway_starts(
+    tmp_path: Path,
+) -> None:
+    cert, _key, _ = make_certificate(tmp_path, "gw.operator.example")
+    _, other_key, _ = make_certificate(tmp_path, "other.operator.example")
+    args = ["gateway", "--manifests", str(tmp_path), "--address", "192.0.2.10", "--check"]
+    wrong = [*args, "--default-certificate", str(cert), "--default-key", str(other_key)]
+    result = CliRunner().invoke(main, wrong)
+    assert result.exit_code == 2
+    assert f"{other_key} is not the key of the certificate in {cert}" in result.output
+    with_config = ["gateway", "--config", str(cert), "--default-certificate", str(cert)]
+    result = CliRunner().invoke(main, with_config)
+    assert result.exit_code == 2 and "the config file sets defaultCertificate" in result.output

@@ -132,8 +132,11 @@ def _routes() -> list[L7Object]:
     }
     rewrite_path = _route(
         "rewrite-path", "rewrite.acme.example", 2,
-        _rule(_prefix("/prefix/one"), _prefix("/prefix/two"),
-              filters=[_rewrite(path=_replace_prefix("/one"))], to=[_to("web")]),
+        # One PathPrefix match per ReplacePrefixMatch rule (the CRD's own rule).
+        _rule(_prefix("/prefix/one"), filters=[_rewrite(path=_replace_prefix("/one"))],
+              to=[_to("web")]),
+        _rule(_prefix("/prefix/two"), filters=[_rewrite(path=_replace_prefix("/one"))],
+              to=[_to("web")]),
         _rule(_prefix("/strip-prefix"), filters=[_rewrite(path=_replace_prefix("/"))],
               to=[_to("web")]),
         _rule(_prefix("/full/one"), filters=[_rewrite(path=_replace_full("/one")), set_header],

@@ -23,6 +23,7 @@ import pytest_asyncio
 
 from needs import require_binary, require_root
 from teapot_lb.gateway.config import problems
+from teapot_lb.gateway.default_certificate import SUBJECT_CN
 from teapot_lb.gateway.haproxy import HAProxy
 from teapot_lb.gateway.translate import Translation, translate
 from teapot_lb.model.ingress import Ingress
@@ -183,13 +184,42 @@ async def test_the_shared_address_still_refuses_host_less_parts(world: World) ->
     ]
 
 
-async def test_a_client_without_sni_on_the_dedicated_address_gets_the_tenants_certificate(
-    world: World,
-) -> None:
-    """The address is the tenant's: its first certificate is the default there."""
-    out = world.lab.client.run(
+def _subject(world: World, address: str, servername: str | None) -> str:
+    sni = f"-servername {servername}" if servername else "-noservername"
+    return world.lab.client.run(
         "sh", "-c",
-        f"openssl s_client -connect {OWN}:443 -noservername </dev/null 2>/dev/null"
+        f"openssl s_client -connect {address}:443 {sni} </dev/null 2>/dev/null"
         " | openssl x509 -noout -subject",
     )  # fmt: skip
-    assert "CN = www.acme.example" in out or "CN=www.acme.example" in out
+
+
+def _https(world: World, sni: str | None, host: str, path: str = "/") -> str | int:
+    """The backend that answers Host `host` over TLS with `sni` (None: none) on acme's
+    address (else the status code)."""
+    target = f"https://{sni}{path}" if sni else f"https://{OWN}{path}"
+    resolve = ["--resolve", f"{sni}:443:{OWN}"] if sni else []
+    r = world.lab.curl(target, "-k", *resolve, "-H", f"Host: {host}")
+    return str(r.json()["name"]) if r.code == 200 else r.code
+
+
+async def test_the_dedicated_https_listener_defaults_to_the_gateways_own_certificate(
+    world: World,
+) -> None:
+    """As on every HTTPS listener: a client without SNI, or with a name no certificate
+    there covers, is shown the gateway's own certificate, never the tenant's; the tenant's
+    is offered for its name."""
+    assert f"CN = {SUBJECT_CN}" in _subject(world, OWN, None)
+    assert f"CN = {SUBJECT_CN}" in _subject(world, OWN, "anything.example")
+    assert "CN = www.acme.example" in _subject(world, OWN, "www.acme.example")
+
+
+async def test_the_dedicated_https_listener_answers_421_for_a_host_its_sni_did_not_choose(
+    world: World,
+) -> None:
+    """RFC 9110 section 15.5.20 there too: a Host the SNI's certificate does not cover is
+    misdirected, before the rule without host could take it; without SNI, a Host with a
+    certificate of its own is misdirected, one without is served by the rules."""
+    assert _https(world, "www.acme.example", "www.acme.example") == "web"
+    assert _https(world, "www.acme.example", "anything.example", "/app") == 421
+    assert _https(world, None, "www.acme.example") == 421
+    assert _https(world, None, "anything.example", "/app") == "web"

@@ -433,6 +433,7 @@ async def test_a_config_haproxy_refuses_is_not_installed_and_the_last_keeps_serv
         cfg.model_copy(update={"http_routes": (*cfg.http_routes, bad)})
     )
     assert applied.error is not None and "haproxy refused the configuration" in applied.error
+    assert "regex" in applied.error  # HAProxy's own words on what is wrong
     assert await world.haproxy.worker_pid() == pid
     assert world.lab.served_by("/", "a.example") == "echo"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from needs import require_binary
-from teapot_lb.gateway import nginx, plan, render, runtime, slots
+from teapot_lb.gateway import default_certificate, explain, nginx, plan, render, runtime, slots
 from teapot_lb.gateway.config import (
     Certificate,
     Endpoint,
@@ -22,9 +22,17 @@ from teapot_lb.gateway.config import (
     StreamRoute,
     TLSRoute,
 )
-from teapot_lb.gateway.plan import ServerState, SetCertificate, SetServer
+from teapot_lb.gateway.haproxy import load_pems, with_certificate_names
+from teapot_lb.gateway.plan import (
+    AddCertificate,
+    AddMapEntry,
+    ServerState,
+    SetCertificate,
+    SetServer,
+)
 
 from .builders import E, P, backend, ingress, listener
+from .lab import make_certificate
 
 PATHS = render.Paths(Path("/run/gw-test"))
 
@@ -66,39 +74,18 @@ def _render(
 
 
 def test_the_rendered_configuration_is_accepted_by_haproxy(tmp_path: Path) -> None:
-    require_binary("haproxy")
+    require_binary("haproxy", "openssl")
     paths = render.Paths(tmp_path)
     cfg = _config()
-    out = render.render(cfg, slots.assign(cfg), paths, {})
-    for path, text in out.files.items():
+    # real certificates are needed for -c: the gateway's own kind will do for both
+    pems = {
+        "a": default_certificate.generate(),
+        render.DEFAULT_CERTIFICATE: default_certificate.generate(),
+    }
+    out = render.render(cfg, slots.assign(cfg), paths, pems)
+    for path, text in {**out.files, **out.certificates}.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text)
-    (tmp_path / "certs").mkdir()
-    # a real certificate is needed for -c: make one
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-subj",
-            "/CN=a.example",
-            "-keyout",
-            str(tmp_path / "k"),
-            "-out",
-            str(tmp_path / "c"),
-            "-days",
-            "1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    pem = (tmp_path / "c").read_text() + (tmp_path / "k").read_text()
-    Path(paths.certificate("a")).write_text(pem)
     check = subprocess.run(
         ["haproxy", "-c", "-f", str(paths.config)], capture_output=True, text=True
     )
@@ -258,3 +245,130 @@ def test_redirect_locations_follow_the_httproute_port_rules(
 ) -> None:
     where = listener("web", listener_port, Protocol.HTTP)
     assert render.location(Redirect.model_validate(redirect), where) == expected
+
+
+def _tls_config(*certs: tuple[str, tuple[str, ...]]) -> GatewayConfig:
+    """_config() whose HTTPS listener offers `certs` (name, hostnames), in that order."""
+    cfg = _config()
+    tls = cfg.listener("tls")
+    assert tls is not None
+    return cfg.model_copy(
+        update={
+            "listeners": tuple(
+                x.model_copy(update={"certificates": tuple(n for n, _ in certs)})
+                if x.name == "tls"
+                else x
+                for x in cfg.listeners
+            ),
+            "certificates": tuple(
+                Certificate(name=n, hostnames=h, cert_file=f"/{n}.pem") for n, h in certs
+            ),
+        }
+    )
+
+
+PEMS = {"a": "PEM-A", "b": "PEM-B", render.DEFAULT_CERTIFICATE: "PEM-DEFAULT"}
+
+
+def test_the_crt_list_starts_with_the_gateways_own_certificate_and_offers_each_name_once() -> None:
+    cfg = _tls_config(("a", ("a.example", "*.w.example")), ("b", ("A.example", "b.example")))
+    out = _render(cfg, pems=PEMS)
+    crt_list = out.crt_lists[str(PATHS.crt_list("tls"))].splitlines()
+    assert crt_list == [
+        f"{PATHS.certificate('_default')} {render.DEFAULT_SNI}",
+        f"{PATHS.certificate('a')} a.example *.w.example",
+        f"{PATHS.certificate('b')} b.example",  # a.example is a's: HAProxy would pick either
+    ]
+    assert out.certificates[str(PATHS.certificate("_default"))] == "PEM-DEFAULT"
+    assert out.certificate_maps == {
+        str(PATHS.map("tls", "certs")): "a.example a\nb.example b\n",
+        str(PATHS.map("tls", "certs-wild")): "w.example a\n",
+    }
+
+
+def test_only_https_frontends_compare_the_certificates_of_sni_and_host() -> None:
+    text = _render(_tls_config(("a", ("a.example",))), pems=PEMS).files[str(PATHS.config)]
+    frontends = dict(render.sections(text))
+    tls, web = frontends["frontend fe_tls"], frontends["frontend fe_web"]
+    certs = f"'{PATHS.map('tls', 'certs')}'"
+    assert "set-var(txn.tls_other) bool(1) if !{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }" in tls
+    differ = "if { var(txn.tls_other) -m found }"
+    # the SNI's certificate once per connection, the Host's per request
+    assert f"tcp-request session set-var(sess.sni_crt) ssl_fc_sni,lower,map_str({certs})\n" in tls
+    assert f"set-var(txn.host_crt) var(txn.host),map_str({certs}) {differ}" in tls
+    check = (
+        f"421 {differ} {{ var(sess.sni_crt) -m found }}"
+        " !{ var(sess.sni_crt),strcmp(txn.host_crt) eq 0 }"
+    )
+    assert check in tls
+    assert (
+        f"421 {differ} !{{ var(sess.sni_crt) -m found }} !{{ var(txn.host_crt) -m str -- - }}"
+        in tls
+    )
+    # before any routing: a misdirected request is neither redirected nor routed
+    assert tls.index(check) < tls.index("set-var(txn.vh)")
+    assert "421" not in web and "ssl_fc_sni" not in web
+
+
+def test_a_tenant_certificate_added_or_reordered_needs_no_reload_and_one_removed_does() -> None:
+    old = _render(_tls_config(("a", ("a.example",))), pems=PEMS)
+    both = _render(_tls_config(("a", ("a.example",)), ("b", ("*.b.example",))), old, PEMS)
+    change = plan.plan(old, both)
+    assert not change.reload, change.reasons
+    assert change.actions == (
+        AddCertificate(
+            str(PATHS.certificate("b")),
+            "PEM-B",
+            str(PATHS.crt_list("tls")),
+            f"{PATHS.certificate('b')} *.b.example",
+        ),
+        AddMapEntry(str(PATHS.map("tls", "certs-wild")), "b.example", "b"),
+    )
+    assert [c.text for c in runtime.commands(change.actions[1])] == [
+        f"add map {PATHS.map('tls', 'certs-wild')} b.example b"
+    ]
+    # the default line stays first: the order of the tenants' lines changes nothing
+    reordered = _render(_tls_config(("b", ("*.b.example",)), ("a", ("a.example",))), both, PEMS)
+    assert plan.plan(both, reordered).empty
+    gone = plan.plan(both, _render(_tls_config(("b", ("*.b.example",))), both, PEMS))
+    assert gone.reload and gone.reasons == (
+        f"crt-list {PATHS.crt_list('tls')} changed",
+        f"map {PATHS.map('tls', 'certs')} changed",
+    )
+
+
+def test_a_name_chooses_its_exact_certificate_else_its_parents_wildcard_else_the_gateways() -> None:
+    cfg = _tls_config(("a", ("a.example", "*.w.example")), ("b", ("x.w.example",)))
+    tls = cfg.listener("tls")
+    assert tls is not None
+    names = ["a.example", "A.EXAMPLE", "x.w.example", "y.w.example", "z.y.w.example", "w.example"]
+    assert [render.chosen_certificate(cfg, tls, n) for n in names] == [
+        "a", "a", "b", "a", None, None,
+    ]  # fmt: skip
+    assert "      TLS: certificate a (tenant -)" in explain.explain(cfg, "a.example")
+    no_cert = _tls_config(("b", ("b.example",)))
+    assert "      TLS: the gateway's own certificate (none is offered for this name)" in (
+        explain.explain(no_cert, "a.example")
+    )
+
+
+def test_a_certificate_without_hostnames_is_offered_for_the_dns_names_in_it(
+    tmp_path: Path,
+) -> None:
+    """The driver reads them from the PEM, so that the crt-list and the 421 check's maps
+    say the same names (HAProxy alone would read them from the certificate)."""
+    require_binary("openssl")
+    cert, key, _ = make_certificate(tmp_path, "san.example")
+    cfg = _tls_config(("s", ()))
+    cfg = cfg.model_copy(
+        update={"certificates": (Certificate(name="s", cert_file=str(cert), key_file=str(key)),)}
+    )
+    pems, errors = load_pems(cfg)
+    assert errors == [] and set(pems) == {"s"}
+    named = with_certificate_names(cfg, pems)
+    assert named.certificate("s") == cfg.certificates[0].model_copy(
+        update={"hostnames": ("san.example",)}
+    )
+    assert render.certificate_maps(named, named.listeners[1], PATHS)[
+        str(PATHS.map("tls", "certs"))
+    ] == ("san.example s\n")

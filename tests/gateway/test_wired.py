@@ -8,6 +8,7 @@ refused and the victim keeps being served. Plus `--manifests DIR` (standalone)."
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import signal
 import subprocess
@@ -291,6 +292,40 @@ async def test_a_manifest_directory_is_served_and_followed(lab: GatewayLab) -> N
         await eventually(lambda: https_served_by(lab, ca) == "acme-b", "the new endpoint")
     finally:
         await asyncio.to_thread(stop_gateway, lab, proc, "dir")
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "gateway"
+
+
+def _example_certificate(lab: GatewayLab, file: str) -> Path:
+    """The example Secret's certificate (self-signed: its own CA for curl)."""
+    (secret,) = yaml.safe_load_all((EXAMPLES / file).read_text())
+    path = lab.work / f"{file}.crt"
+    path.write_bytes(base64.b64decode(secret["data"]["tls.crt"]))
+    return path
+
+
+@pytest.mark.root
+@pytest.mark.daemon
+async def test_the_shipped_gateway_example_serves_each_tenant(lab: GatewayLab) -> None:
+    """examples/gateway as it is (two tenants: an Ingress over TLS, a Gateway with an
+    HTTPRoute over HTTP and HTTPS); the lab's backends are at its EndpointSlices' IPs."""
+    acme_ca, bolt_ca = (_example_certificate(lab, f) for f in ("acme-tls.yaml", "bolt-tls.yaml"))
+    proc, port = start_gateway(lab, ["--manifests", str(EXAMPLES)], "examples")
+
+    def https(host: str, ca: Path) -> str | None:
+        r = lab.curl(f"https://{host}/", "--cacert", str(ca), host=host, port=443)
+        return r.json()["name"] if r.code == 200 else None
+
+    try:
+        await eventually(lambda: ready(port), "the gateway ready")
+        acme = "www.acme.example.com"
+        assert await eventually(lambda: https(acme, acme_ca), "acme over HTTPS") == "acme-a"
+        bolt = "www.bolt.test"
+        assert await eventually(lambda: https(bolt, bolt_ca), "bolt over HTTPS") == "bolt"
+        assert await asyncio.to_thread(lab.served_by, "/", bolt) == "bolt"
+    finally:
+        await asyncio.to_thread(stop_gateway, lab, proc, "examples")
 
 
 def test_the_deployed_gateway_arguments_are_accepted_and_its_ip_is_the_services() -> None:

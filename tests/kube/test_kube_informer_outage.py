@@ -12,7 +12,7 @@ from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from teapot_lb.kube.backoff import Backoff, Retry
 from teapot_lb.kube.client import KubeClient
-from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.resources import SERVICES, KubeObject
 
 # After the server answers again the informer must be current within this (generous for
@@ -141,6 +141,35 @@ async def test_a_refused_list_says_which_verb_resource_and_namespace(
         fake_api.faults.clear()
         await until(lambda: informer.synced, within=10, what="synced once allowed")
         assert informer.forbidden is None
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_not_ready_says_what_was_tried_where_how_it_failed_and_what_to_set(
+    fake_api: FakeApiServer, kube: KubeClient
+) -> None:
+    hint = "set --namespace"
+    fake_api.faults.fail_for(60, code=500, method="GET", path_contains="/services")
+    informer = Informer(kube, SERVICES, namespace="tenant-acme")
+    assert unready([informer], hint) == [
+        "services in namespace tenant-acme not synced yet (set --namespace)"
+    ]
+    task = asyncio.create_task(informer.run())
+    try:
+        await until(lambda: informer.last_error is not None, what="a failure recorded")
+        (reason,) = unready([informer], hint)
+        assert reason.startswith("services in namespace tenant-acme not synced: list failed: 500")
+        assert reason.endswith("(set --namespace)")
+        fake_api.faults.clear()
+        fake_api.faults.fail_for(60, code=403, method="GET", path_contains="/services")
+        await until(lambda: informer.forbidden is not None, what="the refusal recorded")
+        (reason,) = unready([informer], hint)
+        assert reason.startswith("forbidden: list services in namespace tenant-acme: ")
+        fake_api.faults.clear()
+        await until(lambda: informer.synced, within=10, what="synced once allowed")
+        assert unready([informer], hint) == []
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -21,9 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from controller.chart import render_objects
 from teapot_lb.lab.kubeplane import ControlPlane, Daemon, free_port
 from teapot_lb.lab.wait import wait_for
+from teapot_lb.model.gateway_api_schema import CRD_FILES
 from teapot_lb.netlab import Host
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,6 +61,30 @@ def install_shipped(plane: ControlPlane) -> None:
     plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crds)
     plane.kubectl("apply", "-f", str(ROOT / "deploy" / "teapot-lb.yaml"))
     plane.kubectl("delete", "validatingwebhookconfiguration", "teapot-lb")
+
+
+GATEWAY_API = ROOT.parent / "shared" / "gateway-api"
+
+
+def install_gateway_api(plane: ControlPlane) -> None:
+    """The upstream Gateway API CRDs the gateway reads (../shared/gateway-api) applied as
+    they are and established; skips the test when they are absent."""
+    if not GATEWAY_API.is_dir():
+        pytest.skip(f"the Gateway API CRDs are not in {GATEWAY_API}")
+    files = [str(GATEWAY_API / file) for file in CRD_FILES.values()]
+    for file in files:
+        plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", file)
+
+    def established() -> bool:
+        # A CRD just created has no conditions yet, which `kubectl wait` takes for an error.
+        lines = plane.kubectl(
+            "get", *(f"-f={f}" for f in files),
+            "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type=='Established')]"
+            ".status}{'\\n'}{end}",
+        ).split()  # fmt: skip
+        return lines == ["True"] * len(files)
+
+    wait_for(established, timeout=60, what="the Gateway API CRDs established", every=0.2)
 
 
 class Release:

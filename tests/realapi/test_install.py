@@ -14,7 +14,7 @@ import yaml
 from controller.chart import render_manifest
 from teapot_lb.lab.kubeplane import ControlPlane
 
-from .release import ROOT, SHIPPED_NAMESPACE, unique
+from .release import ROOT, SHIPPED_NAMESPACE, install_gateway_api, unique
 
 CERT_MANAGER_KINDS = {"Issuer", "Certificate"}
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -95,6 +95,8 @@ def test_the_examples_pass_the_crd_schemas_and_the_server(
     installed: ControlPlane, example: str
 ) -> None:
     docs = [d for d in yaml.safe_load_all((ROOT / example).read_text()) if d]
+    if any(d["apiVersion"].startswith("gateway.networking.k8s.io/") for d in docs):
+        install_gateway_api(installed)  # examples/gateway: an operator installs them first
     for namespace in {d["metadata"].get("namespace") for d in docs} - {None}:
         installed.kubectl("create", "namespace", str(namespace), check=False)
     done = dry_run(installed, (ROOT / example).read_text())

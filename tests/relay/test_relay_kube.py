@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from ipaddress import ip_address, ip_network
 from pathlib import Path
+from typing import Any
 
 from tests.relay.builders import OPTIONS
 from tests.tenancy.builders import CONFIG_NS, pool_body, tenant_body
@@ -40,6 +41,7 @@ async def test_tenants_follow_the_cluster_and_refusals_become_events_on_the_tena
         api.seed(tenant_body("acme", asn=64601))
         # bolt's nodes are on this host's loopback, and bolt has no ASN: refused.
         api.seed(tenant_body("bolt", asn=None, nodeNetworks=["127.0.0.0/8"]))
+        api.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-bolt"}})
         # acme's MD5 key, written by the operator in the configuration namespace (the relay
         # reads Secrets there only; a tenant cannot write there).
         api.seed({"apiVersion": "v1", "kind": "Secret",
@@ -81,6 +83,22 @@ async def test_tenants_follow_the_cluster_and_refusals_become_events_on_the_tena
 
             found = await wait_for_async(event, within=10, what="an Event on Tenant bolt")
             assert found["reason"] == "SessionRefusedNoASN"  # type: ignore[index]
+
+            # The same in bolt's namespace, about the node's session (its agents tell the
+            # tenant on that Node).
+            def in_bolts_namespace() -> list[dict[str, Any]] | None:
+                found = [
+                    e for e in api.list("events", "tenant-bolt")
+                    if e["involvedObject"]["kind"] == "TenantNodeSession"
+                ]  # fmt: skip
+                return found or None
+
+            (session,) = await wait_for_async(
+                in_bolts_namespace, within=10, what="an Event in bolt's namespace"
+            )
+            assert session["involvedObject"]["name"] == "127.0.0.1"
+            assert (session["reason"], session["message"]) == (
+                found["reason"], found["message"])  # type: ignore[index]  # fmt: skip
     finally:
         await relay.stop()
         await api.stop()

@@ -46,11 +46,13 @@ def test_the_deployment_arguments_are_accepted_by_the_command(
     command.make_context(name, rest, resilient_parsing=True)
 
 
-def test_the_agent_role_is_namespaced_and_covers_only_its_requests_and_nodes() -> None:
+def test_the_agent_role_is_namespaced_and_covers_only_its_requests_nodes_and_events() -> None:
     objs = objects("tenant-namespace.yaml")
     role = one(objs, "Role")
     assert role["metadata"]["namespace"] == one(objs, "Tenant")["spec"]["namespace"]
-    assert [r["resources"] for r in role["rules"]] == [["tenantloadbalancers"], ["tenantnodes"]]
+    # Events: the refusals it records for the manager, the relay's about its nodes.
+    resources = [r["resources"] for r in role["rules"]]
+    assert resources == [["tenantloadbalancers"], ["tenantnodes"], ["events"]]
     assert "delete" not in role["rules"][1]["verbs"]
     assert not [o for o in objs if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
 

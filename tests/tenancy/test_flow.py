@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.resources import SERVICES
 from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.tenancy.request import RELAY_COMPONENT, node_event_ref
 
-from .builders import tlb_body
+from .builders import TENANTS, tlb_body
 from .world import WITHIN, endpoints, service, teapot_world
 
 
@@ -120,3 +122,22 @@ async def test_a_request_written_while_the_webhook_was_down_is_refused_at_reconc
         world.management.seed(tlb_body("bolt", "sneak", requestedIPs=["198.51.100.3"]))
         accepted = await world.accepted("tenant-bolt", "sneak")
         assert (accepted["status"], accepted["reason"]) == ("False", "AddressNotAllocated")
+
+
+async def test_a_relay_event_about_a_nodes_session_reaches_that_node(tmp_path: Path) -> None:
+    async with teapot_world(tmp_path, ("acme",)) as world:
+        acme = world.tenants["acme"]
+        recorder = EventRecorder(world.admin, RELAY_COMPONENT)
+        address = TENANTS["acme"]["node_ips"][1]
+        why = f"session {address} torn down: more than 100 routes received"
+        # The relay, on a max-prefix trip of acme's node-1 (relay/kube.py TenantEvents).
+        assert await recorder.record(
+            node_event_ref(acme.namespace, address), "Warning", "MaxPrefixReached", why
+        )
+        told = await wait_for_async(
+            lambda: acme.events("MaxPrefixReached"), within=WITHIN, what="an Event on the Node"
+        )
+        assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in told] == [
+            ("Node", "acme-n1")
+        ]
+        assert (told[0]["type"], told[0]["message"]) == ("Warning", why)

@@ -15,7 +15,7 @@ from model.builders import bgp_advertisement, parse, peer
 from teapot_lb.announce.election import EXCLUDE_LABEL
 from teapot_lb.announce.plan import BGPRoute, Mode, plan
 from teapot_lb.cluster import ClusterView, Store
-from teapot_lb.model.kinds import KINDS
+from teapot_lb.model.kinds import TENANCY_KINDS
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.tenancy.book import ManagementView, TenantBook
@@ -191,8 +191,9 @@ def test_the_speaker_tenancy_rbac_reads_exactly_the_management_kinds_for_the_spe
     [role] = [d for d in docs if d["kind"] == "ClusterRole"]
     [binding] = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
     [rule] = role["rules"]
-    # The gateway's kinds are management kinds the speaker never watches (TENANCY_KINDS).
-    watched = {info.resource.plural for info in KINDS if info.management and not info.gateway}
+    # The gateway's and the relay's kinds are management kinds the speaker never watches.
+    watched = {info.resource.plural for info in TENANCY_KINDS if info.management}
+    assert "tenantnodes" not in watched and "httproutes" not in watched
     assert set(rule["resources"]) == watched and rule["verbs"] == ["get", "list", "watch"]
     speakers = [
         d

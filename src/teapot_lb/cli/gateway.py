@@ -28,13 +28,15 @@ from prometheus_client import CollectorRegistry
 from teapot_lb import log
 from teapot_lb.cli import cancel_on_signals
 from teapot_lb.gateway import explain, metrics, report
-from teapot_lb.gateway.config import GatewayConfig
+from teapot_lb.gateway.config import Certificate, GatewayConfig
+from teapot_lb.gateway.default_certificate import from_files
 from teapot_lb.gateway.service import Gateway
 from teapot_lb.gateway.source import load_config, watch_config
 from teapot_lb.gateway.translate import ObjectResult
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.model.common import IPAddress, parse_ip
+from teapot_lb.model.gateway_api_schema import unevaluable_rules
 from teapot_lb.standalone.first_seen import FirstSeen
 from teapot_lb.tenancy.kube_l7gateway import GatewayControl
 from teapot_lb.tenancy.l7standalone import translate_directory
@@ -62,6 +64,9 @@ class GatewayServer(MonitoringServer):
         age = time.monotonic() - stats.taken_at if stats.taken_at else None
         doc = report.backends_report(self.node.config, stats.rows, age)
         return web.json_response(text=doc.model_dump_json(by_alias=True))
+
+
+_PEM_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.command("gateway")
@@ -97,6 +102,21 @@ class GatewayServer(MonitoringServer):
     type=click.Path(file_okay=False, path_type=Path),
     help="Where haproxy.cfg, certificates, sockets and nginx.conf live.",
 )
+@click.option("--default-certificate", "default_cert", type=_PEM_FILE,
+              help="The gateway's own certificate (PEM: the chain, and the key unless "
+              "--default-key), shown to TLS clients without SNI or with a name no tenant's "
+              "certificate is offered for. Default: one made at start (self-signed, CN "
+              "'teapot-lb gateway default'). With --manifests or a cluster (a --config file "
+              "sets defaultCertificate).")  # fmt: skip
+@click.option("--default-key", type=_PEM_FILE,
+              help="The key of --default-certificate, in a file of its own.")  # fmt: skip
+@click.option(
+    "--default-certificate-secret",
+    "default_secret",
+    metavar="NAMESPACE/NAME",
+    help="A cluster: the TLS Secret (tls.crt, tls.key) holding the gateway's own certificate, "
+    "followed when it changes (instead of --default-certificate).",
+)
 @click.option("--metrics-addr", default=":7475", show_default=True, help="HOST:PORT ('' off).")
 @click.option("--netns", help="Run HAProxy and nginx in this network namespace (labs).")
 @click.option(
@@ -111,6 +131,9 @@ def gateway(
     kubeconfig: Path | None,
     context: str | None,
     state_dir: Path,
+    default_cert: Path | None,
+    default_key: Path | None,
+    default_secret: str | None,
     metrics_addr: str,
     netns: str | None,
     check: bool,
@@ -132,6 +155,9 @@ def gateway(
         raise click.UsageError("--address is needed with --manifests or a cluster")
     if (check or explain_host) and config_path is None and manifests is None:
         raise click.UsageError("--check and --explain read --config or --manifests")
+    default, secret = _default_certificate(
+        config_path, manifests, default_cert, default_key, default_secret
+    )
     if check or explain_host:
         if config_path is not None:
             config, found = load_config(config_path)
@@ -145,6 +171,8 @@ def gateway(
             found = [str(p) for p in problems] + [
                 line for result in translation.results.values() for line in report_lines(result)
             ]
+            for rule in unevaluable_rules():  # none today; never skipped without a word
+                click.echo(f"warning: Gateway API CRD rule not evaluated: {rule}", err=True)
         for problem in found:
             click.echo(problem, err=True)
         if config is None:
@@ -166,10 +194,45 @@ def gateway(
     if config_path is not None:
         source: Source = _file_source(config_path)
     elif manifests is not None:
-        source = _directory_source(manifests, ips, state_dir)
+        source = _directory_source(manifests, ips, state_dir, default)
     else:
-        source = _cluster_source(kubeconfig, context, ips)
+        source = _cluster_source(kubeconfig, context, ips, default, secret)
     asyncio.run(_serve(source, state_dir, metrics_addr, wrap))
+
+
+def _default_certificate(
+    config_path: Path | None,
+    manifests: Path | None,
+    cert: Path | None,
+    key: Path | None,
+    secret: str | None,
+) -> tuple[Certificate | None, tuple[str, str] | None]:
+    """The operator's default certificate from the options (checked now: a wrong one is
+    a usage error, not a gateway that cannot start), or the Secret to follow."""
+    if key is not None and cert is None:
+        raise click.UsageError("--default-key goes with --default-certificate")
+    if config_path is not None and (cert is not None or secret is not None):
+        raise click.UsageError(
+            "with --config, the config file sets defaultCertificate (certFile, keyFile)"
+        )
+    if secret is not None:
+        if cert is not None:
+            raise click.UsageError("--default-certificate and --default-certificate-secret "
+                                   "exclude each other")  # fmt: skip
+        if manifests is not None:
+            raise click.UsageError("--default-certificate-secret is for a cluster; with "
+                                   "--manifests use --default-certificate")  # fmt: skip
+        namespace, slash, name = secret.partition("/")
+        if not (namespace and slash and name):
+            raise click.BadParameter(f"{secret!r} is not NAMESPACE/NAME",
+                                     param_hint="--default-certificate-secret")  # fmt: skip
+        return None, (namespace, name)
+    if cert is None:
+        return None, None
+    try:
+        return from_files(cert, key), None
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--default-certificate") from None
 
 
 Apply = Callable[[GatewayConfig], Awaitable[None]]
@@ -194,14 +257,25 @@ def report_lines(result: ObjectResult) -> list[str]:
     lines = [f"{ref}: refused: {r}" for r in result.refusals]
     lines += [f"{ref}: not served: {r}" for r in result.dropped]
     for reason, text in result.problems()[len(result.refusals) + len(result.dropped) :]:
-        lines.append(f"{ref}: {text}" + (f" [{reason}]" if reason != "Note" else ""))
+        # A note: what an accepted object asks for and does not get (a backend without
+        # endpoints, a certificate not offered); its status says it in a cluster.
+        note = reason == "Note"
+        lines.append(
+            f"{ref}: " + (f"not served as written: {text}" if note else f"{text} [{reason}]")
+        )
     return lines
 
 
-def _directory_source(root: Path, ips: tuple[IPAddress, ...], state_dir: Path) -> Source:
+def _directory_source(
+    root: Path,
+    ips: tuple[IPAddress, ...],
+    state_dir: Path,
+    default: Certificate | None = None,
+) -> Source:
     """Translate the directory now and whenever it changes (inotify, as the standalone
     manager watches its directories; polled where inotify is unavailable). Objects without
-    a creationTimestamp are given the time first seen, kept in the state directory."""
+    a creationTimestamp are given the time first seen, kept in the state directory;
+    `default`: the operator's certificate for the shared HTTPS listeners."""
 
     async def run(apply: Apply, readiness: list[Callable[[], list[str]]]) -> None:
         logger = log.get("gateway.manifests")
@@ -231,7 +305,7 @@ def _directory_source(root: Path, ips: tuple[IPAddress, ...], state_dir: Path) -
                     said = refused
                 if translation.config != last:
                     last = translation.config
-                    await apply(translation.config)
+                    await apply(last.model_copy(update={"default_certificate": default}))
                 await wake.next(2.0)
         finally:
             wake.close()
@@ -240,14 +314,26 @@ def _directory_source(root: Path, ips: tuple[IPAddress, ...], state_dir: Path) -
 
 
 def _cluster_source(
-    kubeconfig: Path | None, context: str | None, ips: tuple[IPAddress, ...]
+    kubeconfig: Path | None,
+    context: str | None,
+    ips: tuple[IPAddress, ...],
+    default: Certificate | None = None,
+    secret: tuple[str, str] | None = None,
 ) -> Source:
     async def run(apply: Apply, readiness: list[Callable[[], list[str]]]) -> None:
         client = await connect(kubeconfig, context=context, user_agent="teapot-lb-gateway")
         try:
             # Status and Events are the manager's (`--gateway-address`): every gateway
             # replica only serves.
-            control = GatewayControl(client, ips, on_config=apply, statuses=lambda: False)
+            async def serve(config: GatewayConfig) -> None:
+                # the Secret's certificate is the control's; the files' are the process's
+                await apply(
+                    config if secret else config.model_copy(update={"default_certificate": default})
+                )
+
+            control = GatewayControl(
+                client, ips, on_config=serve, statuses=lambda: False, default_certificate=secret
+            )
             readiness.append(control.readiness)
             await control.run()
         finally:
@@ -259,6 +345,8 @@ def _cluster_source(
 
 async def _serve(source: Source, state_dir: Path, metrics_addr: str, wrap: list[str]) -> None:
     logger = log.get("gateway")
+    for rule in unevaluable_rules():
+        logger.warning("gateway api rule not evaluated", rule=rule)
     cancel_on_signals()
     node = Gateway(state_dir, wrap=wrap)
     registry = CollectorRegistry()

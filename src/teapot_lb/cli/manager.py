@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from teapot_lb import log
 from teapot_lb.cli.serve import (
     Served,
     config_namespace_option,
@@ -23,6 +24,7 @@ from teapot_lb.cli.serve import (
 from teapot_lb.httpserve import MonitoringServer
 from teapot_lb.kube.client import connect
 from teapot_lb.model.common import IPAddress, parse_ip
+from teapot_lb.model.gateway_api_schema import unevaluable_rules
 from teapot_lb.tenancy.kube_l7gateway import GatewayControl
 from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
 from teapot_lb.tenancy.metrics import ManagerMetrics
@@ -132,6 +134,8 @@ async def _setup(
 
     def webhook() -> WebhookServer:
         assert cert is not None
+        for rule in unevaluable_rules() if control else []:
+            log.get("manager").warning("gateway api rule not evaluated", rule=rule)
         return WebhookServer(
             runner.objects,
             certificate=ReloadingCertificate(*cert),

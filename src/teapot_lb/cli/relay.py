@@ -218,7 +218,9 @@ async def _setup(
         from teapot_lb.relay.kube import follow_cluster
 
         async with await connect(kubeconfig, user_agent="teapot-lb-relay") as client:
-            await follow_cluster(relay_, client, config_namespace=config_namespace)
+            await follow_cluster(
+                relay_, client, config_namespace=config_namespace, readiness=server.readiness
+            )
 
     return Served(run=run, monitoring=server, stop=[relay_.stop])
 

@@ -34,7 +34,7 @@ from teapot_lb.controller.pools import UnparsedPool
 from teapot_lb.kube.backoff import Backoff
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import KubeError
-from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.resources import SERVICES, KubeObject, key_of, resource_version
 from teapot_lb.model import AddressPoolStatus, ObjectMeta, ObjectRef, parse_object
 from teapot_lb.model.kinds import KINDS, REGISTRY
@@ -90,11 +90,7 @@ class ControllerCache:
 
     def readiness(self) -> list[str]:
         """Why the controller is not ready: kinds never listed, and refusals (RBAC)."""
-        problems = [inf.forbidden for inf in self.informers.values() if inf.forbidden]
-        problems += [
-            f"{inf.resource} not synced" for inf in self.informers.values() if not inf.has_synced
-        ]
-        return problems
+        return unready(self.informers.values())
 
     async def wait_synced(self) -> None:
         for informer in self.informers.values():

@@ -20,6 +20,7 @@ Shape (every collection is a tuple; names are ids referenced by other parts)::
       tlsRoutes:    TLSRoute(owner, listeners, hostnames, backends)   # passthrough by SNI
       tcpRoutes:    StreamRoute(owner, listeners, backends)           # a TCP listener
       udpRoutes:    StreamRoute(owner, listeners, backends)           # a UDP listener (nginx)
+      defaultCertificate: Certificate  # the gateway's own (HTTPS default); None: generated
 
 `problems(config)` lists what is inconsistent (unknown names, two listeners on one
 IP:port, a route on a listener of the wrong protocol), each naming the part and field.
@@ -43,13 +44,10 @@ Name = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9]
 '-', '_', '.'; it appears in haproxy.cfg, so nothing else is allowed."""
 
 
-Hostname = Annotated[
-    str,
-    Field(
-        max_length=253,
-        pattern=r"^(\*\.)?[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*$",
-    ),
-]
+HOSTNAME_PATTERN = (
+    r"^(\*\.)?[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*$"
+)
+Hostname = Annotated[str, Field(max_length=253, pattern=HOSTNAME_PATTERN)]
 """A DNS name, or `*.` and a DNS name (a wildcard): nothing else reaches HAProxy's maps."""
 
 Text = Annotated[str, Field(max_length=4096, pattern=r"^[^\x00-\x1f\x7f]*$")]
@@ -103,8 +101,9 @@ class Listener(KubeModel):
     port: Port
     protocol: Protocol
     certificates: tuple[Name, ...] = ()
-    """HTTPS: the certificates offered (by SNI); the first is the default one (a client
-    without SNI, or with a name no certificate covers, gets it)."""
+    """HTTPS: the certificates offered, each for its hostnames (SNI picks). A client
+    without SNI, or with a name none of them is offered for, gets the gateway's own
+    certificate (`GatewayConfig.default_certificate`), never one of these."""
     alpn: tuple[Annotated[str, Field(pattern=r"^[a-z0-9./-]+$")], ...] = ("h2", "http/1.1")
     """HTTPS: protocols offered by ALPN, in order of preference."""
 
@@ -113,7 +112,8 @@ class Certificate(KubeModel):
     """A certificate and its key, either inline PEM or paths to PEM files.
 
     `hostnames` are the SNI names it answers (exact or `*.suffix`); empty means the names
-    in the certificate itself (HAProxy reads its SANs).
+    in the certificate itself (its subjectAltName DNS names, else its subject CN, read by
+    the driver when it loads the PEM).
     """
 
     name: Name
@@ -406,6 +406,11 @@ class GatewayConfig(KubeModel):
     tls_routes: tuple[TLSRoute, ...] = ()
     tcp_routes: tuple[StreamRoute, ...] = ()
     udp_routes: tuple[StreamRoute, ...] = ()
+    default_certificate: Certificate | None = None
+    """The gateway's own certificate, the one every HTTPS listener presents to a client
+    without SNI or with a name no certificate is offered for (its `hostnames` must be
+    empty: it is offered for no name). None: one generated when the gateway starts,
+    self-signed, subject `CN=teapot-lb gateway default`."""
 
     def listener(self, name: str) -> Listener | None:
         return next((x for x in self.listeners if x.name == name), None)
@@ -466,8 +471,12 @@ def _problems(config: GatewayConfig) -> Iterator[str]:
         for cert in listener.certificates:
             if cert not in cert_names:
                 yield f"listeners[{i}].certificates: no certificate named {cert!r}"
-        if listener.protocol == Protocol.HTTPS and not listener.certificates:
-            yield f"listeners[{i}] ({listener.name}): HTTPS needs at least one certificate"
+    default = config.default_certificate
+    if default is not None and default.hostnames:
+        yield (
+            "defaultCertificate.hostnames: the default certificate is offered for no name"
+            " (it answers clients whose SNI no other certificate is offered for); remove them"
+        )
     backend_names = {b.name for b in config.backends}
     for b in config.backends:
         if b.slots is not None and len(b.endpoints) > b.slots:

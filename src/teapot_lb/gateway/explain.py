@@ -4,8 +4,8 @@ Pure: a GatewayConfig in, lines of text out."""
 
 from __future__ import annotations
 
-from teapot_lb.gateway import hosts, routing
-from teapot_lb.gateway.config import BackendRef, GatewayConfig, Protocol, RouteSemantics
+from teapot_lb.gateway import hosts, render, routing
+from teapot_lb.gateway.config import BackendRef, GatewayConfig, Listener, Protocol, RouteSemantics
 
 
 def _backends(config: GatewayConfig, refs: tuple[BackendRef, ...]) -> list[str]:
@@ -23,6 +23,16 @@ def _backends(config: GatewayConfig, refs: tuple[BackendRef, ...]) -> list[str]:
         )
         out.append(f"      backend {b.name} (weight {ref.weight}): {eps or 'no endpoints'}")
     return out
+
+
+def _certificate(config: GatewayConfig, listener: Listener, hostname: str) -> str:
+    """Which certificate the name gets (and so which connections its requests are not
+    misdirected on: those whose SNI chose the same one)."""
+    name = render.chosen_certificate(config, listener, hostname)
+    cert = config.certificate(name) if name else None
+    if cert is None:
+        return "      TLS: the gateway's own certificate (none is offered for this name)"
+    return f"      TLS: certificate {cert.name} (tenant {cert.owner.tenant or '-'})"
 
 
 def explain(config: GatewayConfig, hostname: str, path: str = "/") -> list[str]:
@@ -54,6 +64,8 @@ def explain(config: GatewayConfig, hostname: str, path: str = "/") -> list[str]:
                     parts.append(f"prefix {entry.match.path.value} -> {rw.replace_prefix_match!r}")
                 lines.append(f"      rewrite {', '.join(parts)}")
             lines += _backends(config, entry.rule.backends)
+            if listener.protocol == Protocol.HTTPS:
+                lines.append(_certificate(config, listener, hostname))
         elif listener.protocol == Protocol.TLS_PASSTHROUGH:
             for route in config.tls_routes:
                 if listener.name in route.listeners and any(

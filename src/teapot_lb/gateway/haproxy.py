@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,18 @@ from typing import Any
 from teapot_lb import log
 from teapot_lb.gateway import plan as planning
 from teapot_lb.gateway import render, runtime, slots
-from teapot_lb.gateway.config import Certificate, GatewayConfig, Protocol, problems
+from teapot_lb.gateway.config import (
+    HOSTNAME_PATTERN,
+    Certificate,
+    GatewayConfig,
+    Protocol,
+    problems,
+)
+from teapot_lb.gateway.default_certificate import generate
 from teapot_lb.gateway.process import Daemon, DaemonFailed, check_config, until, write_atomic
+from teapot_lb.tenancy.l7cert import certificate_names
+
+_HOSTNAME = re.compile(HOSTNAME_PATTERN)
 
 
 def _log() -> Any:
@@ -56,19 +67,39 @@ async def send(
 
 
 def load_pems(config: GatewayConfig) -> tuple[dict[str, str], list[str]]:
-    """Each HTTPS certificate's PEM (chain then key) by name, and the problems found
-    (an unreadable file names the certificate and the file)."""
+    """Each HTTPS certificate's PEM (chain then key) by name, the gateway's own default
+    one (when the config gives it) as `render.DEFAULT_CERTIFICATE`, and the problems
+    found (an unreadable file names the certificate and the file)."""
     used = {n for x in config.listeners if x.protocol == Protocol.HTTPS for n in x.certificates}
     pems: dict[str, str] = {}
     errors: list[str] = []
-    for cert in config.certificates:
-        if cert.name not in used:
+    wanted = [(c.name, f"certificates ({c.name})", c) for c in config.certificates]
+    default = config.default_certificate
+    if default is not None:
+        wanted.append((render.DEFAULT_CERTIFICATE, "defaultCertificate", default))
+        used.add(render.DEFAULT_CERTIFICATE)
+    for name, where, cert in wanted:
+        if name not in used:
             continue
         try:
-            pems[cert.name] = _pem(cert)
+            pems[name] = _pem(cert)
         except OSError as exc:
-            errors.append(f"certificates ({cert.name}): cannot read {exc.filename}: {exc.strerror}")
+            errors.append(f"{where}: cannot read {exc.filename}: {exc.strerror}")
     return pems, errors
+
+
+def with_certificate_names(config: GatewayConfig, pems: Mapping[str, str]) -> GatewayConfig:
+    """`config` with each certificate without `hostnames` given the DNS names of its PEM
+    (the renderer offers a certificate for its listed names only: the crt-list and the
+    421 check's maps must say the same)."""
+    certificates = []
+    for cert in config.certificates:
+        if not cert.hostnames and cert.name in pems:
+            found = certificate_names(pems[cert.name].encode())
+            names = tuple(n for n in found if len(n) <= 253 and _HOSTNAME.match(n))
+            cert = cert.model_copy(update={"hostnames": names})
+        certificates.append(cert)
+    return config.model_copy(update={"certificates": tuple(certificates)})
 
 
 def _pem(cert: Certificate) -> str:
@@ -120,6 +151,7 @@ class HAProxy:
         )
         self.counters = Counters()
         self.running: render.Rendered | None = None
+        self._default_pem: str | None = None
         self._lock = asyncio.Lock()
         Path(state_dir).mkdir(parents=True, exist_ok=True)
         argv = [*wrap, self.binary, "-W", "-S", f"{self.paths.master_socket},mode,600"]
@@ -158,6 +190,9 @@ class HAProxy:
             found += unreadable
             if found:
                 return self._refuse("; ".join(found))
+            if render.DEFAULT_CERTIFICATE not in pems:
+                pems[render.DEFAULT_CERTIFICATE] = await self._generated_default()
+            config = with_certificate_names(config, pems)
             previous = self.running.slots if self.running else None
             table = slots.assign(config, previous)
             new = render.render(config, table, self.paths, pems)
@@ -201,6 +236,13 @@ class HAProxy:
 
     # --- internals --------------------------------------------------------------------------
 
+    async def _generated_default(self) -> str:
+        """The default certificate made at start (once per driver) when the config gives
+        none."""
+        if self._default_pem is None:
+            self._default_pem = await asyncio.to_thread(generate)
+        return self._default_pem
+
     def _refuse(self, error: str, change: planning.Change | None = None) -> Applied:
         self.counters.refused += 1
         _log().error("gateway config refused", error=error)
@@ -215,7 +257,8 @@ class HAProxy:
         for path, pem in staged.certificates.items():
             write_atomic(Path(path), pem)
         error = await check_config(
-            [self.binary, "-c", "-q", "-f", str(self._staging.config)],
+            # (not -q: it silences the ALERT lines that say what is wrong)
+            [self.binary, "-c", "-f", str(self._staging.config)],
             str(self._staging.base),
             str(self.paths.base),
         )

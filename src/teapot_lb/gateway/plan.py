@@ -1,12 +1,15 @@
 """From one rendering to the next: a reload, or runtime API actions, and why.
 
-A reload is needed when the structure changes (frontends, routes, backends, slot counts)
-or a crt-list loses or changes a line or its first (default) one. Everything else goes
-over the runtime API without one: an endpoint moving in or out of a slot (`set server
-addr`, `set server state`), a certificate's new PEM (`set ssl cert` + `commit ssl cert`)
-and a certificate added to a crt-list (`new ssl cert`, `set`, `commit`, `add ssl
-crt-list`; HAProxy picks a certificate by SNI, whatever the place of its line after the
-first). Pure: two renderings in, a `Change` out.
+A reload is needed when the structure changes (frontends, routes, backends, slot counts),
+a crt-list loses or changes a line, or a certificate map loses or changes a row.
+Everything else goes over the runtime API without one: an endpoint moving in or out of a
+slot (`set server addr`, `set server state`), a certificate's new PEM (`set ssl cert` +
+`commit ssl cert`, the gateway's own default one too), a certificate added to a crt-list
+(`new ssl cert`, `set`, `commit`, `add ssl crt-list`; HAProxy picks a certificate by SNI,
+whatever the place of its line after the first, which is always the gateway's own), and
+its names added to the certificate maps of the 421 check (`add map`). Tenant lines
+reordered change nothing HAProxy does (each name is in one line only). Pure: two
+renderings in, a `Change` out.
 """
 
 from __future__ import annotations
@@ -53,7 +56,16 @@ class AddCertificate:
     loaded: bool = False
 
 
-RuntimeAction = SetServer | SetCertificate | AddCertificate
+@dataclass(frozen=True)
+class AddMapEntry:
+    """Add `key` -> `value` to the loaded map file `path` (a certificate map's new name)."""
+
+    path: str
+    key: str
+    value: str
+
+
+RuntimeAction = SetServer | SetCertificate | AddCertificate | AddMapEntry
 
 
 @dataclass(frozen=True)
@@ -97,8 +109,9 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
     if old.structure != new.structure:
         return Change(True, tuple(_section_changes(old.structure, new.structure)) or ("?",))
     added, why = _crt_list_additions(old, new)
-    if why:
-        return Change(True, tuple(why))
+    rows, why_maps = _map_additions(old.certificate_maps, new.certificate_maps)
+    if why or why_maps:
+        return Change(True, (*why, *why_maps))
     actions: list[RuntimeAction] = []
     for backend, slots in new.slots.items():
         previous = old.slots.get(backend, ())
@@ -118,7 +131,30 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
         elif path not in old.certificates and path not in fresh:
             return Change(True, (f"certificate {path} added",))
     actions += added
+    # After the certificates: either order is consistent (both names of a request are
+    # looked up in the same maps), this one also matches what HAProxy presents.
+    actions += rows
     return Change(False, (), tuple(actions))
+
+
+def _map_additions(old: dict[str, str], new: dict[str, str]) -> tuple[list[AddMapEntry], list[str]]:
+    """The rows added to maps (as actions), or why that is not enough (a reload)."""
+    added: list[AddMapEntry] = []
+    why: list[str] = []
+    for path in sorted(old.keys() | new.keys()):
+        if path not in old or path not in new:
+            why.append(f"map {path} " + ("added" if path in new else "removed"))
+            continue
+        before, after = old[path].splitlines(), new[path].splitlines()
+        if not set(before) <= set(after):
+            why.append(f"map {path} changed")
+            continue
+        kept = set(before)
+        for line in after:
+            if line not in kept:
+                key, _, value = line.partition(" ")
+                added.append(AddMapEntry(path, key, value))
+    return added, why
 
 
 def _crt_list_additions(old: Rendered, new: Rendered) -> tuple[list[AddCertificate], list[str]]:

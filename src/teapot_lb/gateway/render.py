@@ -3,11 +3,15 @@ written here (the driver does both), certificate PEMs come in as text.
 
 Layout of the rendered configuration:
 - one frontend per HAProxy listener (`fe_<listener>`): HTTP and HTTPS in http mode, TLS
-  passthrough and TCP in tcp mode; HTTPS binds with a crt-list (SNI picks the certificate)
-  and ALPN (h2, http/1.1); an HTTPS and a TLS passthrough listener may share one IP:port:
-  the passthrough frontend binds it, sends its SNIs to their backends and every other
-  connection through an internal hop (an abstract socket, PROXY v2 so the client's
-  address survives) to the terminating frontend, which binds the hop;
+  passthrough and TCP in tcp mode; HTTPS binds with a crt-list (SNI picks the certificate;
+  its first line, the default, is the gateway's own certificate, never a tenant's) and
+  ALPN (h2, http/1.1); an HTTPS request whose Host would not have chosen the certificate
+  its connection's SNI chose is answered 421 (two maps, name -> certificate, looked up
+  for both when they differ; see `_misdirected`); an HTTPS and a TLS passthrough
+  listener may share one IP:port: the passthrough frontend binds it, sends its SNIs to
+  their backends and every other connection through an internal hop (an abstract socket,
+  PROXY v2 so the client's address survives) to the terminating frontend, which binds
+  the hop;
 - HTTP routing in three steps, so that precedence is data rather than nested ifs:
   `txn.vh` := the first virtual host that covers the Host header (routing.table's order);
   `txn.rule` := the first entry of that virtual host whose conditions hold; then every
@@ -46,6 +50,16 @@ from teapot_lb.gateway.slots import Slot, SlotTable
 HAPROXY_PROTOCOLS = (Protocol.HTTP, Protocol.HTTPS, Protocol.TLS_PASSTHROUGH, Protocol.TCP)
 EMPTY_SLOT = "127.0.0.1:1"  # an empty slot's address; it is in maintenance, never used
 SLOT_MASK = "<slot>"
+DEFAULT_CERTIFICATE = "_default"
+"""The gateway's own certificate's name among the PEMs (a config name cannot start with
+'_', so no tenant's certificate can take it)."""
+DEFAULT_SNI = "teapot-lb-gateway-default.invalid"
+"""The default certificate's one SNI filter (RFC 6761 `.invalid`: no client's real name):
+with a filter, HAProxy offers it by no name of its own (an operator's certificate naming a
+tenant's hostname would otherwise compete for it); as the crt-list's first line it stays
+the default."""
+NO_CERTIFICATE = "-"
+"""What the certificate maps give for a name no certificate is offered for."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,10 @@ class Rendered:
     crt_lists: dict[str, str] = field(default_factory=dict)
     """Each HTTPS listener's crt-list by path (not in `structure`: a certificate added to
     one can go over the runtime API)."""
+    certificate_maps: dict[str, str] = field(default_factory=dict)
+    """Each HTTPS listener's name -> certificate maps by path (not in `structure`: the
+    names of a certificate added without a reload are added to them over the runtime
+    API)."""
 
 
 def quote(text: str) -> str:
@@ -427,9 +445,12 @@ def _http_frontend(
         "    option forwardfor",
     ]
     if listener.protocol == Protocol.HTTPS:
+        lines += _sni_certificate(listener, paths)
+    if listener.protocol == Protocol.HTTPS:
         lines.append("    http-request set-header X-Forwarded-Proto https")
     else:
         lines.append("    http-request set-header X-Forwarded-Proto http")
+    tls = listener.protocol == Protocol.HTTPS
     vhosts = routing.table(config, listener.name)
     host_of_request = "req.hdr(host),field(1,:),lower"
     hosts_map, rules_map, backends_map = (
@@ -445,11 +466,13 @@ def _http_frontend(
     fast_ids = {v.vhost_id for v in fast}  # (ids: comparing the dataclasses is slow)
     # Only the fast path: no host variable, no rule variable (fewer steps per request).
     only_fast = len(fast) == len(vhosts) > 0
-    if not only_fast:
+    if not only_fast or tls:
         lines.append(f"    http-request set-var(txn.host) {host_of_request}")
+    if tls:
+        lines += _misdirected(listener, paths)
     skip = ""
     if fast:
-        host = host_of_request if only_fast else "var(txn.host)"
+        host = host_of_request if only_fast and not tls else "var(txn.host)"
         lines.append(f"    http-request set-var(txn.be) {host},map_str({quote(str(fast_map))})")
         skip = "!{ var(txn.be) -m found }"
     exact = [v for v in exact if v.vhost_id not in fast_ids]
@@ -527,6 +550,58 @@ def _http_frontend(
         str(backends_map): _map_file(direct),
     }
     return lines, maps
+
+
+def _certificate_of(
+    listener: Listener, paths: Paths, var: str, name: str, action: str, cond: str = ""
+) -> list[str]:
+    """Rules that set `var` to the certificate `name` (a sample) chooses, found the way
+    HAProxy picks one by SNI: the exact name, else the wildcard of its first label's parent
+    (`*.a.example` covers one label, as in TLS), else none ('-': the gateway's own). Two
+    maps (each name in one only: see `offered`): the wildcard's lookup first, with '-' as
+    its default, then the exact name's over it (a lookup that finds nothing leaves the
+    variable as it was); a wildcard's key is its parent, `a.example` for `*.a.example`."""
+    exact = quote(str(paths.map(listener.name, "certs")))
+    wild = quote(str(paths.map(listener.name, "certs-wild")))
+    return [
+        _when(f"    {action} set-var({var}) {name},field(2,.,0),"
+              f"map_str({wild},{NO_CERTIFICATE})", cond),
+        _when(f"    {action} set-var({var}) {name},map_str({exact})", cond),
+    ]  # fmt: skip
+
+
+def _sni_certificate(listener: Listener, paths: Paths) -> list[str]:
+    """The certificate the connection's SNI chose, once per connection (`tcp-request
+    session`: after the handshake, before any request), in `sess.sni_crt`; without SNI it
+    stays unset. Computed then, it is the one the connection got, also while a new
+    certificate's names are being added to the maps."""
+    return _certificate_of(
+        listener, paths, "sess.sni_crt", "ssl_fc_sni,lower", "tcp-request session"
+    )
+
+
+def _misdirected(listener: Listener, paths: Paths) -> list[str]:
+    """421 Misdirected Request (RFC 9110 section 15.5.20) for a request whose Host would
+    not have chosen the certificate its connection's SNI chose (another tenant's name over
+    a tenant's connection, HTTP/2 reuse across names, a tenant's name without SNI): the
+    Host's certificate found as the SNI's was (`_sni_certificate`) and the two compared.
+
+    A Host equal to the SNI chose the same certificate: then (most requests) nothing is
+    looked up: one comparison, then a variable found or not per rule (cheaper than fetching
+    and comparing again).
+    """
+    differ = "{ var(txn.tls_other) -m found }"
+    sni = "{ var(sess.sni_crt) -m found }"
+    same = "{ var(sess.sni_crt),strcmp(txn.host_crt) eq 0 }"
+    unnamed = f"!{{ var(txn.host_crt) -m str -- {NO_CERTIFICATE} }}"
+    return [
+        "    http-request set-var(txn.tls_other) bool(1)"
+        " if !{ ssl_fc_sni,lower,strcmp(txn.host) eq 0 }",  # (true without SNI too)
+        *_certificate_of(listener, paths, "txn.host_crt", "var(txn.host)", "http-request", differ),
+        f"    http-request return status 421 if {differ} {sni} !{same}",
+        # no SNI: the gateway's own certificate, misdirected for a name that has another
+        f"    http-request return status 421 if {differ} !{sni} {unnamed}",
+    ]
 
 
 def _sni_condition(hostname: str) -> str:
@@ -639,16 +714,59 @@ def _http_backends(config: GatewayConfig) -> set[str]:
     return names
 
 
-def crt_list(config: GatewayConfig, listener: Listener, paths: Paths) -> str:
-    """The crt-list of an HTTPS listener: one certificate per line, with its SNI names."""
-    lines = []
+def offered(config: GatewayConfig, listener: Listener) -> list[tuple[str, tuple[str, ...]]]:
+    """The certificates of an HTTPS listener, each with the names (SNI) it is offered for,
+    in the listener's order. A name goes to the first certificate that has it, so that
+    the certificate HAProxy picks for it is the one the certificate maps say; a
+    certificate left with no name is not offered (it would never be picked). The default
+    certificate's own filter is nobody else's."""
+    taken = {DEFAULT_SNI}
+    out: list[tuple[str, tuple[str, ...]]] = []
     for name in listener.certificates:
         cert = config.certificate(name)
         if cert is None:
             continue
-        snis = " ".join(h.lower() for h in cert.hostnames)
-        lines.append(f"{paths.certificate(name)} {snis}".rstrip())
+        names = tuple(h for h in dict.fromkeys(h.lower() for h in cert.hostnames) if h not in taken)
+        taken.update(names)
+        if names:
+            out.append((name, names))
+    return out
+
+
+def chosen_certificate(config: GatewayConfig, listener: Listener, name: str) -> str | None:
+    """The certificate an HTTPS listener presents for SNI `name`, as HAProxy picks it from
+    the crt-list and as the 421 check's maps say: the exact name, else the wildcard of its
+    parent; None: the gateway's own."""
+    name = name.lower()
+    by_name = {h: cert for cert, names in offered(config, listener) for h in names}
+    _, dot, parent = name.partition(".")
+    return by_name.get(name) or (by_name.get(f"*.{parent}") if dot else None)
+
+
+def crt_list(config: GatewayConfig, listener: Listener, paths: Paths) -> str:
+    """The crt-list of an HTTPS listener: the gateway's own certificate first (the
+    default), then one certificate per line with the names it is offered for."""
+    lines = [f"{paths.certificate(DEFAULT_CERTIFICATE)} {DEFAULT_SNI}"]
+    for name, names in offered(config, listener):
+        lines.append(f"{paths.certificate(name)} {' '.join(names)}")
     return "\n".join(lines) + "\n"
+
+
+def certificate_maps(config: GatewayConfig, listener: Listener, paths: Paths) -> dict[str, str]:
+    """The two maps `_misdirected` looks names up in: exact name -> certificate, and the
+    parent of a wildcard (`a.example` for `*.a.example`) -> certificate."""
+    exact: list[tuple[str, str]] = []
+    wild: list[tuple[str, str]] = []
+    for name, names in offered(config, listener):
+        for host in names:
+            if hosts.is_wildcard(host):
+                wild.append((host[2:], name))
+            else:
+                exact.append((host, name))
+    return {
+        str(paths.map(listener.name, "certs")): _map_file(exact),
+        str(paths.map(listener.name, "certs-wild")): _map_file(wild),
+    }
 
 
 def render(
@@ -688,14 +806,19 @@ def render(
     files = {str(paths.config): "\n".join(text), **map_files}
     certificates: dict[str, str] = {}
     crt_lists: dict[str, str] = {}
+    cert_maps: dict[str, str] = {}
     for listener in config.listeners:
         if listener.protocol == Protocol.HTTPS:
             listing = crt_list(config, listener, paths)
             files[str(paths.crt_list(listener.name))] = listing
             crt_lists[str(paths.crt_list(listener.name))] = listing
-            for name in listener.certificates:
+            cert_maps.update(certificate_maps(config, listener, paths))
+            default = paths.certificate(DEFAULT_CERTIFICATE)
+            certificates[str(default)] = pems.get(DEFAULT_CERTIFICATE, "")
+            for name, _names in offered(config, listener):
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
-    return Rendered(files, "\n".join(structure), slots, certificates, crt_lists)
+    files.update(cert_maps)
+    return Rendered(files, "\n".join(structure), slots, certificates, crt_lists, cert_maps)
 
 
 def sections(text: str) -> Iterator[tuple[str, str]]:

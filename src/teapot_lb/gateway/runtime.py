@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from teapot_lb.gateway.plan import AddCertificate, RuntimeAction, SetCertificate, SetServer
+from teapot_lb.gateway.plan import (
+    AddCertificate,
+    AddMapEntry,
+    RuntimeAction,
+    SetCertificate,
+    SetServer,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,9 @@ def commands(action: RuntimeAction) -> list[Command]:
         return out
     if isinstance(action, AddCertificate):
         return _added(action)
+    if isinstance(action, AddMapEntry):
+        # (map keys and values are names and ids: no space, nothing to escape)
+        return [Command(f"add map {action.path} {action.key} {action.value}")]
     return _certificate(action)
 
 

@@ -68,9 +68,13 @@ class Gateway:
         """Why the gateway is not ready: nothing applied yet, HAProxy not running."""
         reasons = []
         if self.haproxy.running is None:
-            reasons.append("no configuration applied yet")
+            reasons.append(
+                "no configuration applied yet (it comes from --config, --manifests or the"
+                " management cluster's gateway objects through --kubeconfig; a refused one"
+                " is logged as `gateway config refused`)"
+            )
         elif self.haproxy.master_pid is None:
-            reasons.append("haproxy is not running")
+            reasons.append(f"haproxy is not running (its files: {self.haproxy.paths.base})")
         if self.config is not None and nginx.has_udp(self.config) and self.nginx.daemon.pid is None:
             reasons.append("nginx (UDP) is not running")
         return reasons

@@ -6,13 +6,15 @@ Gateway API objects (:mod:`teapot_lb.tenancy.l7mirror`), the mirrored EndpointSl
 TLS Secrets, and the gateway's own addresses. Every object is vetted here again
 (:func:`teapot_lb.tenancy.l7vet.vet_object`): a refused object contributes nothing.
 
-Shared listeners per gateway address: HTTP on 80, HTTPS on 443 (every accepted
-certificate, each offered for the hostnames it was vetted for only), TLS passthrough on
-443 too (the data plane dispatches by SNI); a tenant's TCP and UDP Gateway listeners
-get a listener of their own port. An Ingress or Gateway with a dedicated address
-(:mod:`teapot_lb.tenancy.l7address`) gets the same listeners on that address instead,
-for its tenant only: its host-less rules, defaultBackend and hostname-less HTTPRoutes are
-served there, and its HTTPS listener offers the tenant's certificates only.
+Shared listeners per gateway address, always there (with nothing served they answer
+404): HTTP on 80, HTTPS on 443 (every accepted certificate, each offered for the
+hostnames it was vetted for only; the gateway's own certificate for every other name),
+TLS passthrough on 443 too (the data plane dispatches by SNI); a tenant's TCP and UDP
+Gateway listeners get a listener of their own port. An Ingress or Gateway with a
+dedicated address (:mod:`teapot_lb.tenancy.l7address`) gets the same listeners on that
+address instead, for its tenant only: its host-less rules, defaultBackend and
+hostname-less HTTPRoutes are served there, and its HTTPS listener offers the tenant's
+certificates only (the gateway's own the default there too).
 Backends are a Service port of one source cluster: the pod IPs (EndpointSlice ports) or
 the nodes at the nodePorts, as the Tenant's `gatewayBackends` says; an endpoint outside
 the tenant's pod or node networks is never served (reported).
@@ -217,9 +219,9 @@ class _Build:
 
     # ----- listeners
 
-    def shared(self, protocol: Protocol, where: ObjectResult) -> tuple[str, ...]:
+    def shared(self, protocol: Protocol, where: ObjectResult | None = None) -> tuple[str, ...]:
         """The listeners of `protocol` on its shared port for the object of `where`: on
-        its dedicated address, or on every shared address."""
+        its dedicated address, or on every shared address (no object: the shared ones)."""
         port = {
             Protocol.HTTP: SHARED_PORTS[ListenerProtocol.HTTP],
             Protocol.HTTPS: SHARED_PORTS[ListenerProtocol.HTTPS],
@@ -227,8 +229,10 @@ class _Build:
         }[protocol]
         return self.exclusive(protocol, port, where)
 
-    def exclusive(self, protocol: Protocol, port: int, where: ObjectResult) -> tuple[str, ...]:
-        if where.address is None:
+    def exclusive(
+        self, protocol: Protocol, port: int, where: ObjectResult | None
+    ) -> tuple[str, ...]:
+        if where is None or where.address is None:
             return tuple(self.listener(protocol, port, a) for a in self.addresses)
         name = self.listener(protocol, port, where.address)
         self.dedicated[name] = where.address
@@ -327,7 +331,7 @@ class _Build:
             self.missing.add(name)
         for eps, target in ports:
             if target is None:
-                result.notes.append(f"Service {source.namespace}/{service} has no port {port}")
+                result.notes.append(_no_port(eps, f"{source.namespace}/{service}", port))
                 continue
             for e in eps.get("endpoints") or []:
                 ready = (e.get("conditions") or {}).get("ready") is not False
@@ -386,6 +390,20 @@ def _endpoint_port(eps: KubeObject, port: int | str) -> int | None:
         if str(p.get("name") or "") == name and isinstance(p.get("port"), int):
             return int(p["port"])
     return None
+
+
+def _no_port(eps: KubeObject, service: str, port: int | str) -> str:
+    """Why a slice gives no endpoint for `port`: the Service has no such port, or (a port
+    by number) the slice does not say the Service's ports, so none can be matched."""
+    meta = eps.get("metadata", {})
+    if isinstance(port, int) and ANNOTATION_SERVICE_PORTS not in (meta.get("annotations") or {}):
+        return (
+            f"EndpointSlice {meta.get('name', '')} of Service {service} has no"
+            f" {ANNOTATION_SERVICE_PORTS} annotation (the Service's ports, as the tenant agent"
+            f" writes it: a JSON list of name, port, protocol): Service port {port} cannot be"
+            " matched to an endpoint port; no endpoints"
+        )
+    return f"Service {service} has no port {port}"
 
 
 def _health_check(
@@ -807,6 +825,10 @@ def translate(
     """The config the gateway serves and every object's result. Objects are taken oldest
     first (creationTimestamp, then namespace and name), Gateways before routes."""
     build = _Build(world, list(slices), tuple(addresses))
+    # Bound whatever is served: a name nobody serves gets the gateway's 404 (HTTPS: behind
+    # the gateway's own certificate), not a refused connection.
+    build.shared(Protocol.HTTP)
+    build.shared(Protocol.HTTPS)
     results: dict[ObjectRef, ObjectResult] = {}
     tenants = list(world.tenants)
     ordered = sorted(
@@ -851,10 +873,9 @@ def translate(
             _http_route(build, obj, owner, gateways, result)
         else:
             _stream_route(build, obj, owner, gateways, result)
-    # HTTPS listeners offer every certificate of their objects (SNI picks): the shared
-    # ones every tenant's on the shared addresses, a dedicated one its tenant's objects'
-    # there (the first the default: the address is the tenant's); without any certificate
-    # there is no HTTPS.
+    # HTTPS listeners offer every certificate of their objects (SNI picks; the gateway's
+    # own by default, a dedicated listener's too): the shared ones every tenant's on the
+    # shared addresses, a dedicated one its tenant's objects' there.
     listeners: dict[str, Listener] = {}
     for name, x in build.listeners.items():
         if x.protocol is not Protocol.HTTPS:
@@ -862,18 +883,12 @@ def translate(
             continue
         place = build.dedicated.get(name)
         certs = tuple(c for c in sorted(build.certificates) if place in build.offered[c])
-        if certs:
-            listeners[name] = x.model_copy(update={"certificates": certs})
-    http_routes = [
-        r.model_copy(update={"listeners": kept})
-        for r in build.http_routes
-        if (kept := tuple(n for n in r.listeners if n in listeners))
-    ]
+        listeners[name] = x.model_copy(update={"certificates": certs})
     config = GatewayConfig(
         listeners=tuple(listeners.values()),
         certificates=tuple(build.certificates.values()),
         backends=tuple(build.backends.values()),
-        http_routes=tuple(http_routes),
+        http_routes=tuple(build.http_routes),
         tls_routes=tuple(build.tls_routes),
         tcp_routes=tuple(build.tcp_routes),
         udp_routes=tuple(build.udp_routes),

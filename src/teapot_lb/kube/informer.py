@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 
 from .. import log
 from ..cluster.compact import detached
@@ -146,6 +146,8 @@ class Informer:
         self.resource_version = ""
         # The refusal (403) of the last failed request, cleared by the next success.
         self.forbidden: str | None = None
+        # The last failed request's error (any kind), cleared by the next complete list.
+        self.last_error: str | None = None
         # Counters for tests and metrics.
         self.lists = 0
         self.watches = 0
@@ -221,6 +223,7 @@ class Informer:
         """Any failed request: the cache is no longer known to be current."""
         self._set_current(False)
         self.forbidden = self._refusal(verb, err) if isinstance(err, Forbidden) else None
+        self.last_error = self.forbidden or f"{verb} failed: {err}"
         delay = self.retry.delay(err)
         if isinstance(err, Gone):
             self._log.info("watch expired, re-listing", rv=self.resource_version, wait=delay)
@@ -240,9 +243,13 @@ class Informer:
         if delay > 0:
             await asyncio.sleep(delay)
 
+    @property
+    def where(self) -> str:
+        """Where this informer lists: `namespace N` or `all namespaces`."""
+        return f"namespace {self.namespace}" if self.namespace else "all namespaces"
+
     def _refusal(self, verb: str, err: Forbidden) -> str:
-        where = f"namespace {self.namespace}" if self.namespace else "all namespaces"
-        return f"forbidden: {verb} {self.resource} in {where}: {err.message}"
+        return f"forbidden: {verb} {self.resource} in {self.where}: {err.message}"
 
     def _set_current(self, current: bool) -> None:
         if current == self._current:
@@ -303,6 +310,7 @@ class Informer:
             await pace.turn()
         self.retry.listed()
         self.forbidden = None
+        self.last_error = None
         if self.lists > 1:
             self._log.info("re-listed", objects=len(listed), changes=changes)
         self._synced.set()
@@ -350,6 +358,20 @@ class Informer:
                 handler(type_, key, obj)
             except Exception:
                 self._log.exception("event handler failed", key=key, event_type=type_.value)
+
+
+def unready(informers: Iterable[Informer], hint: str = "") -> list[str]:
+    """Why these informers keep a component unready, each reason naming what was tried
+    (the resource, where) and how it failed: refusals (RBAC) first, then caches never
+    listed. `hint` (what the operator sets to change what is tried) ends each reason."""
+    informers = list(informers)
+    tail = f" ({hint})" if hint else ""
+    reasons = [f"{i.forbidden}{tail}" for i in informers if i.forbidden]
+    for i in informers:
+        if not i.has_synced and not i.forbidden:
+            why = f": {i.last_error}" if i.last_error else " yet"
+            reasons.append(f"{i.resource} in {i.where} not synced{why}{tail}")
+    return reasons
 
 
 def _trimmed(obj: KubeObject) -> KubeObject:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from teapot_lb.model.common import ObjectRef
+from teapot_lb.model.gateway_api_schema import upstream_problems
 from teapot_lb.model.kinds import KINDS, ApiObject
 from teapot_lb.model.problem import FILE, Problem
 
@@ -83,12 +84,14 @@ def _ref_of_body(body: Mapping[str, Any]) -> ObjectRef:
 
 
 def parse_object(
-    body: object, *, ignore_unknown_kinds: bool = False
+    body: object, *, ignore_unknown_kinds: bool = False, old: Mapping[str, Any] | None = None
 ) -> tuple[ApiObject | None, list[Problem]]:
     """A typed object from one decoded document, or the problems that prevent it.
 
     With `ignore_unknown_kinds`, documents of kinds teapot-lb does not read give
-    `(None, [])` instead of a problem.
+    `(None, [])` instead of a problem. A Gateway API object is first held to its upstream
+    CRD's schema and CEL rules, as a kube-apiserver holds it (`old`: the object it
+    replaces, for the rules that compare with it).
     """
     if not isinstance(body, Mapping):
         what = type(body).__name__
@@ -107,6 +110,9 @@ def parse_object(
         return None, [
             _at(ref, "kind", f"{api_version}/{kind} is not a kind teapot-lb reads ({known})")
         ]
+    refused = upstream_problems(body, old)
+    if refused:
+        return None, refused
     try:
         obj = cls.model_validate(body)
     except ValidationError as err:

@@ -257,20 +257,35 @@ def _sni_split(listener: Listener) -> bool:
     return listener.certificates > 1 and len(hosts) == listener.certificates
 
 
-def section_name(listener: Listener, index: int) -> str:
-    """The Gateway listener of a listener's certificate `index` (0: the default one, under
-    the listener's own id)."""
-    return listener.id if index == 0 else f"{listener.id}-sni{index}"
+def _sni_sections(listener: Listener) -> dict[str, tuple[str, int]]:
+    """Each hostname an SNI certificate serves (the first naming it: Octavia's SNI choice)
+    -> its Gateway listener and that certificate's index. One Gateway listener per such
+    hostname, with it as `hostname`: listeners on one port and protocol differ by
+    hostname (the Gateway CRD refuses two alike), and each certificate is offered for its
+    own names only. The certificate's first hostname's listener is `ID-sniN`, the next
+    ones `ID-sniN-K`; the default certificate's is the listener's own id, hostname-less."""
+    if not _sni_split(listener):
+        return {}
+    sections: dict[str, tuple[str, int]] = {}
+    for host in listener_hostnames(listener):
+        for index, names in enumerate(listener.certificate_hosts[1:], start=1):
+            if covered_hostnames(names, [host]):
+                taken = sum(1 for _, i in sections.values() if i == index)
+                name = f"{listener.id}-sni{index}" + (f"-{taken + 1}" if taken else "")
+                sections[host] = (name, index)
+                break
+    return sections
+
+
+def _terminate(listener: Listener, index: int) -> dict[str, Any]:
+    """A Gateway listener's `tls`: terminated with the listener's certificate `index`."""
+    return {"mode": "Terminate", "certificateRefs": [{"name": secret_name(listener.id, index)}]}
 
 
 def section_of(listener: Listener, host: str) -> str:
     """The Gateway listener a hostname's route attaches to: that of the first SNI
     certificate naming it, else the default certificate's (Octavia's SNI choice)."""
-    if _sni_split(listener):
-        for index, names in enumerate(listener.certificate_hosts[1:], start=1):
-            if covered_hostnames(names, [host]):
-                return section_name(listener, index)
-    return listener.id
+    return _sni_sections(listener).get(host, (listener.id, 0))[0]
 
 
 def _short(*parts: str) -> str:
@@ -461,11 +476,13 @@ def gateway_objects(
             "protocol": protocol.value,
         }
         if protocol is ListenerProtocol.HTTPS and _sni_split(listener):
-            # One Gateway listener per certificate: each offered for its own hostnames.
-            for i in range(listener.certificates):
-                refs = [{"name": secret_name(listener.id, i)}]
-                tls = {"mode": "Terminate", "certificateRefs": refs}
-                gw_listeners.append({**entry, "name": section_name(listener, i), "tls": tls})
+            # The default certificate's listener, and one per hostname an SNI certificate
+            # serves (_sni_sections): each certificate offered for its own hostnames.
+            gw_listeners.append({**entry, "tls": _terminate(listener, 0)})
+            for host, (name, index) in _sni_sections(listener).items():
+                gw_listeners.append(
+                    {**entry, "name": name, "hostname": host, "tls": _terminate(listener, index)}
+                )
             continue
         if protocol is ListenerProtocol.HTTPS:
             refs = [{"name": secret_name(listener.id, i)} for i in range(listener.certificates)]

@@ -10,14 +10,17 @@ Level-triggered: informers only wake the loop, which hands the whole consistent 
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 from teapot_lb import log
 from teapot_lb.cluster import Store
+from teapot_lb.httpserve.server import Check
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.events import EventKind, EventRecorder
 from teapot_lb.model.kinds import KINDS, Kind
 from teapot_lb.speaker.kube_source import KubeSource
+from teapot_lb.tenancy.request import RELAY_COMPONENT, node_event_ref
 
 from .relay import Relay, RelayEvent
 
@@ -33,7 +36,9 @@ RELAY_KINDS = tuple(
 
 class TenantEvents:
     """A :class:`RelayEvent` as an Event on its Tenant (none for an address of no Tenant:
-    that one is a log line and a metric)."""
+    that one is a log line and a metric); one about a tenant node's session also in the
+    tenant's namespace (:func:`~teapot_lb.tenancy.request.node_event_ref`), where its
+    agents read it and tell the tenant on that Node."""
 
     def __init__(self, recorder: EventRecorder, store: Store) -> None:
         self.recorder = recorder
@@ -50,6 +55,11 @@ class TenantEvents:
             "metadata": {"name": tenant.name, "uid": tenant.metadata.uid or ""},
         }
         kind = EventKind.WARNING if event.warning else EventKind.NORMAL
+        self._record(involved, kind, event)
+        if event.address:
+            self._record(node_event_ref(tenant.spec.namespace, event.address), kind, event)
+
+    def _record(self, involved: dict[str, Any], kind: EventKind, event: RelayEvent) -> None:
         task = asyncio.get_running_loop().create_task(
             self.recorder.record(involved, kind, event.reason, event.message)
         )
@@ -58,15 +68,26 @@ class TenantEvents:
 
 
 async def follow_cluster(
-    relay: Relay, client: KubeClient, *, config_namespace: str | None = None
+    relay: Relay,
+    client: KubeClient,
+    *,
+    config_namespace: str | None = None,
+    readiness: list[Check] | None = None,
 ) -> None:
-    """Keep ``relay`` on the cluster's view, and its events on the Tenants, until cancelled."""
+    """Keep ``relay`` on the cluster's view, and its events on the Tenants, until cancelled
+    (`readiness`: where to add why the relay is not ready, its caches)."""
     store = Store()
     wake = asyncio.Event()
     source = KubeSource(
         client, store, wake.set, config_namespace=config_namespace, kinds=RELAY_KINDS
     )
-    relay.on_event = TenantEvents(EventRecorder(client, "teapot-lb-relay"), store)
+    if readiness is not None:
+        hint = (
+            f"the relay reads AddressPools and BGPPeers in namespace {config_namespace!r}"
+            " (--config-namespace) and Tenants, through --kubeconfig or the pod's ServiceAccount"
+        )
+        readiness.append(partial(source.readiness, hint))
+    relay.on_event = TenantEvents(EventRecorder(client, RELAY_COMPONENT), store)
     logger = log.get("teapot_lb.relay")
     async with asyncio.TaskGroup() as group:
         group.create_task(source.run(), name="relay-informers")

@@ -88,6 +88,7 @@ class RelayEvent:
     reason: str  # CamelCase, as Kubernetes Event reasons
     message: str
     warning: bool = True
+    address: str = ""  # the tenant node whose session it is about, when one is
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,7 @@ class Relay:
                 "SessionClosedNodeDeregistered",
                 f"BGP session from {address} closed: no registered node of Tenant"
                 f" {tenant.name} has that address any more; its paths are withdrawn",
+                address=str(address),
             )
         )
         return "node deregistered"
@@ -317,7 +319,10 @@ class Relay:
             self.metrics.refused.labels(name, reason).inc()
             self._event(
                 RelayEvent(
-                    name, f"SessionRefused{why}", f"BGP connection from {address} refused: {text}"
+                    name,
+                    f"SessionRefused{why}",
+                    f"BGP connection from {address} refused: {text}",
+                    address=str(address),
                 )
             )
         return config
@@ -359,6 +364,7 @@ class Relay:
                         tenant.name,
                         "SessionRefusedBadPeerAS",
                         f"BGP session from {address} refused: {action.reason}",
+                        address=str(address),
                     )
                 )
 
@@ -383,6 +389,7 @@ class Relay:
                     "MaxPrefixReached",
                     f"session {over.address} has more than {over.limit} routes"
                     f" {self.options.max_prefix_count} (action {self.options.max_prefix_action})",
+                    address=str(over.address),
                 )
             )
         for down in out.teardown:
@@ -412,6 +419,7 @@ class Relay:
                 "MaxPrefixReached",
                 f"session {address} torn down: more than {limit} routes {counted}"
                 f" (Cease/Maximum Number of Prefixes Reached); it may come back in {restart:g}s",
+                address=address,
             )
         )
         old = self._restarts.pop(address, None)

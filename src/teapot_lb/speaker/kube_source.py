@@ -24,7 +24,7 @@ from teapot_lb.cluster import ClusterView, Kind, Store
 from teapot_lb.cluster.projection import Projection
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.errors import NotFound
-from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.resources import KubeObject, key_of
 from teapot_lb.model import parse_object
 from teapot_lb.model.kinds import ONE_CLUSTER_KINDS, TENANCY_KINDS, KindInfo
@@ -134,13 +134,10 @@ class KubeSource:
         """Every informer's cache is current (a list completed since its last failure)."""
         return all(i.synced for i in self.informers.values())
 
-    def readiness(self) -> list[str]:
-        """Why the speaker is not ready: kinds never listed, and refusals (RBAC)."""
-        problems = [i.forbidden for i in self.informers.values() if i.forbidden]
-        problems += [
-            f"{i.resource} not synced" for i in self.informers.values() if not i.has_synced
-        ]
-        return problems
+    def readiness(self, hint: str = "") -> list[str]:
+        """Why the component is not ready: kinds never listed, and refusals (RBAC), each
+        naming where it looked (`hint`: what the operator sets to change that)."""
+        return unready(self.informers.values(), hint)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:

@@ -8,7 +8,12 @@ Nodes published as its TenantNodes, :mod:`.kube_nodes`, for the BGP relay).
 
 One level-triggered reconcile per Service key: the Service, its nodes and ready endpoints
 become a TenantLoadBalancer (:mod:`.request`); its assigned IPs come back into
-`status.loadBalancer.ingress`; a refusal becomes an Event on the Service. A finalizer on
+`status.loadBalancer.ingress`; a refusal becomes a Warning Event on the Service (and on
+each Node it names as the cause), once per refusal, whichever side decided it: the
+manager (the request's `Accepted=False`) or the API server (the manager's webhook
+denying the write, or the CRD's schema). A request the API server refused is not written
+again until the Service, its nodes or endpoints change, or the manager clears the
+refusal the agent recorded in the management namespace (the Tenant changed). A finalizer on
 the Service makes its deletion wait until the remote request is gone. Every remote
 request of this cluster is a key too, so an orphan (its Service gone while the agent was
 down) is deleted once the Service cache has synced: deletions follow only what the tenant
@@ -26,12 +31,13 @@ from teapot_lb import log
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.controller.kube_cache import newer
 from teapot_lb.kube.client import KubeClient
-from teapot_lb.kube.errors import AlreadyExists, NotFound
+from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, NotFound
 from teapot_lb.kube.events import EventRecorder
-from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
     ENDPOINT_SLICES,
+    EVENTS,
     NODES,
     SERVICES,
     TENANT_LOAD_BALANCERS,
@@ -42,24 +48,36 @@ from teapot_lb.kube.resources import (
 from teapot_lb.kube.status import patch_status
 from teapot_lb.kube.workqueue import WorkQueue
 from teapot_lb.model import parse_object
+from teapot_lb.model.common import API_VERSION
 from teapot_lb.model.service import SERVICE_NAME_LABEL, Service
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.speaker.kube_source import put
 from teapot_lb.tenancy.kube_l7mirror import L7Mirror
 from teapot_lb.tenancy.kube_nodes import NodePublisher
+from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import (
+    AGENT_COMPONENT,
+    DENIALS_SELECTOR,
     FINALIZER,
     LABEL_CLUSTER,
     LABEL_SERVICE_NAME,
     LABEL_SERVICE_NAMESPACE,
+    RELAY_SELECTOR,
+    REQUEST_KIND,
     TEAPOT_CLOUD_CLASS,
     desired_request,
     ingress_of,
+    nodes_refused,
     refusal_of,
     request_name,
+    session_name,
 )
+from teapot_lb.tenancy.vet import Rule
 
-COMPONENT = "teapot-lb-tenant-agent"
+COMPONENT = AGENT_COMPONENT
+# A key of the agent's loop that is a relay Event (in the management namespace), not a
+# Service: no Service key has a colon.
+RELAY_EVENT = "relay-event:"
 
 
 @dataclass(frozen=True)
@@ -93,7 +111,17 @@ class TenantAgent:
         self.config = config
         self.store = Store()
         self.recorder = EventRecorder(tenant, COMPONENT, instance=config.cluster)
-        self._told: dict[str, tuple[str, str]] = {}
+        # Refusals the API server gave, recorded in the management namespace for the
+        # manager to count (RBAC: the tenant's namespace only, so only its own count).
+        self.remote_recorder = EventRecorder(management, COMPONENT, instance=config.cluster)
+        # What each Service was last told: (its generation, reason, message).
+        self._told: dict[str, tuple[object, ...]] = {}
+        self._told_nodes: dict[str, tuple[str, str]] = {}
+        self._told_sessions: dict[str, tuple[object, ...]] = {}  # relay Events told, by Node
+        # Per Service key, the request the API server refused to store: not written again
+        # while it is what the Service asks for (and its refusal is not cleared).
+        self._denied: dict[str, KubeObject] = {}
+        self._clearing: set[str] = set()  # denials we delete ourselves (no retry)
         # Services as our own last write returned them, until the informer catches up:
         # a reconcile right after a write must not patch again from a stale version.
         self._written: dict[str, KubeObject] = {}
@@ -119,6 +147,23 @@ class TenantAgent:
         self.loop.watch(self.nodes, self._every_service)
         self.loop.watch(self.slices, self._service_of_slice)
         self.loop.watch(self.remote, self._service_of_request)
+        # Events in the management namespace: the refusals the agent recorded there, and
+        # the relay's word about this tenant's nodes' sessions.
+        self.denials, self.relay_events = (
+            Informer(
+                management,
+                EVENTS,
+                namespace=config.namespace,
+                field_selector=selector,
+                watch_timeout_s=watch_timeout_s,
+            )
+            for selector in (DENIALS_SELECTOR, RELAY_SELECTOR)
+        )
+        self.loop.watch(self.denials, self._service_of_denial)
+        self.loop.watch(
+            self.relay_events,
+            lambda event, key, obj: [] if event is EventType.DELETED else [RELAY_EVENT + key],
+        )
         self.published_nodes = NodePublisher(
             management,
             config.cluster,
@@ -170,13 +215,37 @@ class TenantAgent:
         ns, name = labels.get(LABEL_SERVICE_NAMESPACE), labels.get(LABEL_SERVICE_NAME)
         return [object_key(ns, name)] if ns and name else []
 
+    def _service_of_denial(self, event: EventType, key: str, obj: KubeObject) -> Iterable[str]:
+        """A refusal the manager cleared (the Tenant changed): write those requests again."""
+        if event is not EventType.DELETED:
+            return []
+        if key in self._clearing:
+            self._clearing.discard(key)
+            return []
+        name = (obj.get("involvedObject") or {}).get("name")
+        again = [k for k, desired in self._denied.items() if desired["metadata"]["name"] == name]
+        for service_key in again:
+            del self._denied[service_key]
+        return again
+
     # ------------------------------------------------------------------ running
 
     def readiness(self) -> list[str]:
-        informers = (self.services, self.nodes, self.slices, self.remote)
-        waiting = [f"{i.resource} not synced" for i in informers if not i.has_synced]
-        waiting += self.published_nodes.readiness()
-        return waiting + (self.l7.readiness() if self.l7 is not None else [])
+        """Why the agent is not ready, naming what it tried and what sets it."""
+        tenant = unready(
+            (self.services, self.nodes, self.slices),
+            "the tenant cluster: --kubeconfig, or the pod's ServiceAccount",
+        )
+        management = unready(
+            (self.remote, self.denials, self.relay_events),
+            f"the tenant's namespace in the management cluster is {self.config.namespace!r}:"
+            " set it with --management-namespace or the namespace of the management"
+            " kubeconfig's context",
+        )
+        published = self.published_nodes.readiness()
+        return (
+            tenant + management + published + (self.l7.readiness() if self.l7 is not None else [])
+        )
 
     async def run(self) -> None:
         """Until cancelled. Workers start once every cache has synced, so the first keys
@@ -193,6 +262,9 @@ class TenantAgent:
         return service.is_handled(self.config.load_balancer_class, self.config.unclassed)
 
     async def _reconcile(self, key: str) -> None:
+        if key.startswith(RELAY_EVENT):
+            await self._tell_session(key.removeprefix(RELAY_EVENT))
+            return
         try:
             await self._sync(key)
         except NotFound as err:
@@ -219,6 +291,7 @@ class TenantAgent:
         if raw is None or service is None:
             # The tenant API server said the Service is gone: an orphan.
             await self._delete_remote(remote_name, remote_raw)
+            await self._forget_refusal(key, remote_name)
             return
         meta = raw.get("metadata", {})
         finalizers = list(meta.get("finalizers") or [])
@@ -229,7 +302,7 @@ class TenantAgent:
                     await patch_status(self.tenant, SERVICES, name, ns, {"loadBalancer": {}})
                 finalizers.remove(FINALIZER)
                 await self._set_finalizers(raw, finalizers)
-            self._told.pop(key, None)
+            await self._forget_refusal(key, remote_name)
             return
         if FINALIZER not in finalizers:
             raw = await self._set_finalizers(raw, [*finalizers, FINALIZER])
@@ -240,7 +313,21 @@ class TenantAgent:
         except ValueError as err:
             await self._tell(key, raw, ("InvalidRequest", str(err)))
             return
-        remote = await self._write_remote(desired, remote_raw)
+        denied = self._denied.get(key)
+        if denied is not None and _same_request(denied, desired):
+            return  # refused as it is: nothing changed that could change the answer
+        try:
+            remote = await self._write_remote(desired, remote_raw)
+        except ApiStatusError as err:
+            refusal = refusal_of_denial(err.code, err.message, Rule.INVALID_REQUEST.value)
+            if refusal is None:
+                raise  # not the request's fault: retried with backoff
+            self._denied[key] = desired
+            await self._tell(key, raw, refusal, desired)
+            await self._record_remote(remote_name, refusal)
+            return
+        if self._denied.pop(key, None) is not None or self._denial_events(remote_name):
+            await self._clear_remote(remote_name)
         parsed, _ = parse_object(remote)
         request = parsed if isinstance(parsed, TenantLoadBalancer) else None
         ingress = ingress_of(request)
@@ -251,16 +338,91 @@ class TenantAgent:
             )
         refusal = refusal_of(request)
         if refusal is not None:
-            await self._tell(key, raw, refusal)
+            await self._tell(key, raw, refusal, desired)
         else:
             self._told.pop(key, None)
 
-    async def _tell(self, key: str, service: KubeObject, refusal: tuple[str, str]) -> None:
-        if self._told.get(key) == refusal:
+    async def _tell(
+        self,
+        key: str,
+        service: KubeObject,
+        refusal: tuple[str, str],
+        desired: KubeObject | None = None,
+    ) -> None:
+        """A Warning Event on the Service, and on each Node the refusal names as its cause;
+        once per refusal and change of the Service (not per retry)."""
+        told = (service.get("metadata", {}).get("generation"), *refusal)
+        if self._told.get(key) != told:
+            involved = {"apiVersion": "v1", "kind": "Service", **service}
+            if await self.recorder.record(involved, "Warning", *refusal):
+                self._told[key] = told
+        for node in nodes_refused(refusal[1], desired or {}):
+            node_raw = self.nodes.get(node)
+            if node_raw is None or self._told_nodes.get(node) == refusal:
+                continue
+            involved = {"apiVersion": "v1", "kind": "Node", **node_raw}
+            if await self.recorder.record(involved, "Warning", *refusal):
+                self._told_nodes[node] = refusal
+
+    async def _tell_session(self, event_key: str) -> None:
+        """The relay's word about a node's BGP session (refused, over its prefix limit), on
+        the Node with that address."""
+        event = self.relay_events.get(event_key)
+        if event is None:
             return
-        involved = {"apiVersion": "v1", "kind": "Service", **service}
-        if await self.recorder.record(involved, "Warning", *refusal):
-            self._told[key] = refusal
+        name = (event.get("involvedObject") or {}).get("name")
+        said = (str(event.get("reason", "")), str(event.get("message", "")))
+        view = self.store.view()
+        for node_name in sorted(view.nodes):
+            node_raw = self.nodes.get(node_name)
+            addresses = {session_name(str(a)) for a in view.nodes[node_name].addresses()}
+            if node_raw is None or name not in addresses:
+                continue
+            told = (event_key, event.get("count"))
+            if self._told_sessions.get(node_name) == told:
+                continue
+            involved = {"apiVersion": "v1", "kind": "Node", **node_raw}
+            kind = str(event.get("type") or "Warning")
+            if await self.recorder.record(involved, kind, *said):
+                self._told_sessions[node_name] = told
+
+    # ------------------------------------------------------------------ refusals the
+    # API server gave: recorded in the management namespace for the manager to count
+
+    def _denial_events(self, remote_name: str) -> list[KubeObject]:
+        return [
+            e
+            for e in self.denials.list_objects()
+            if (e.get("involvedObject") or {}).get("name") == remote_name
+        ]
+
+    async def _record_remote(self, remote_name: str, refusal: tuple[str, str]) -> None:
+        if any(
+            (e.get("reason"), e.get("message")) == refusal for e in self._denial_events(remote_name)
+        ):
+            return
+        await self._clear_remote(remote_name)  # one refusal per request: the latest
+        involved = {
+            "apiVersion": API_VERSION,
+            "kind": REQUEST_KIND,
+            "metadata": {"name": remote_name, "namespace": self.config.namespace},
+        }
+        await self.remote_recorder.record(involved, "Warning", *refusal)
+
+    async def _clear_remote(self, remote_name: str) -> None:
+        for event in self._denial_events(remote_name):
+            meta = event["metadata"]
+            event_key = object_key(meta["namespace"], meta["name"])
+            self._clearing.add(event_key)
+            try:
+                await self.management.delete(EVENTS, meta["name"], meta["namespace"])
+            except NotFound:
+                self._clearing.discard(event_key)
+
+    async def _forget_refusal(self, key: str, remote_name: str) -> None:
+        self._told.pop(key, None)
+        self._denied.pop(key, None)
+        await self._clear_remote(remote_name)
 
     async def _set_finalizers(self, raw: KubeObject, finalizers: list[str]) -> KubeObject:
         meta = raw["metadata"]
@@ -321,6 +483,10 @@ class TenantAgent:
             await self.management.delete(
                 TENANT_LOAD_BALANCERS, name, self.config.namespace, uid=uid
             )
+
+
+def _same_request(a: KubeObject, b: KubeObject) -> bool:
+    return bool(a["spec"] == b["spec"] and a["metadata"]["labels"] == b["metadata"]["labels"])
 
 
 __all__ = ["AgentConfig", "TenantAgent"]

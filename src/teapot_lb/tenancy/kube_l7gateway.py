@@ -22,12 +22,13 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress
-from teapot_lb.gateway.config import GatewayConfig
+from teapot_lb.gateway.config import Certificate, GatewayConfig
+from teapot_lb.gateway.default_certificate import from_secret
 from teapot_lb.gateway.translate import ObjectResult, Translation, translate
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.events import EventRecorder
-from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
     ADDRESS_POOLS,
@@ -76,7 +77,9 @@ class GatewayControl:
     their allocations, and count with what their TenantLoadBalancers hold);
     `address_service`: NAMESPACE/NAME of the shared gateway's LoadBalancer Service, copied
     with each dedicated address pinned so the speakers announce it (:mod:`.l7services`;
-    None: not written)."""
+    None: not written); `default_certificate`: the namespace and name of the TLS Secret
+    holding the gateway's own certificate (followed; while it is missing or unusable, the
+    gateway's generated one is shown, and the log says why)."""
 
     def __init__(
         self,
@@ -91,6 +94,7 @@ class GatewayControl:
         watch_timeout_s: float = 300.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         registry: CollectorRegistry | None = None,
+        default_certificate: tuple[str, str] | None = None,
     ) -> None:
         self.client = client
         self.registry = registry or CollectorRegistry()
@@ -140,6 +144,16 @@ class GatewayControl:
         self.secrets = Informer(
             client, SECRETS, label_selector=LABEL_CLUSTER, watch_timeout_s=watch_timeout_s
         )
+        self.default_secret = default_certificate
+        self._default_problem: str | None = None
+        self.default_secrets: list[Informer] = []
+        if default_certificate is not None:
+            namespace, name = default_certificate
+            only = f"metadata.name={name}"
+            self.default_secrets.append(
+                Informer(client, SECRETS, namespace=namespace, field_selector=only,
+                         watch_timeout_s=watch_timeout_s)
+            )  # fmt: skip
         self.loop: ReconcileLoop[str] = ReconcileLoop(
             "gateway-control",
             self._reconcile,
@@ -152,14 +166,15 @@ class GatewayControl:
     def _informers(self) -> list[Informer]:
         return [
             *self.objects.values(), self.tenants, self.pools, self.requests, self.slices,
-            self.secrets, *([self.services] if self.services is not None else []),
+            self.secrets, *self.default_secrets,
+            *([self.services] if self.services is not None else []),
         ]  # fmt: skip
 
     def _key(self, event: EventType, key: str, obj: KubeObject) -> list[str]:
         return [KEY]
 
     def readiness(self) -> list[str]:
-        return [f"{i.resource} not synced" for i in self._informers() if not i.has_synced]
+        return unready(self._informers())
 
     async def run(self) -> None:
         await self.loop.run()
@@ -205,15 +220,16 @@ class GatewayControl:
             result = translate(self.world(), slices, self.addresses)
         self.translation = result
         self._count(result)
-        if result.config != self.config:
+        config = result.config.model_copy(update={"default_certificate": self._default()})
+        if config != self.config:
             if self.on_config is not None:
-                await self.on_config(result.config)
-            self.config = result.config
+                await self.on_config(config)
+            self.config = config
             self._log.info(
                 "config",
-                listeners=len(result.config.listeners),
-                backends=len(result.config.backends),
-                http_routes=len(result.config.http_routes),
+                listeners=len(config.listeners),
+                backends=len(config.backends),
+                http_routes=len(config.http_routes),
             )
         if not self.statuses():
             return
@@ -254,6 +270,24 @@ class GatewayControl:
                 await self.client.replace(SERVICES, merged)
         for body in wanted.values():
             await self.client.create(SERVICES, body)
+
+    def _default(self) -> Certificate | None:
+        """The operator's certificate from its Secret; None (the generated one) without
+        one, or while it is missing or unusable (said once per problem)."""
+        if self.default_secret is None:
+            return None
+        namespace, name = self.default_secret
+        obj = next((o for i in self.default_secrets for k in i.list_keys()
+                    if (o := i.get(k)) is not None), None)  # fmt: skip
+        try:
+            found = from_secret(secret_data(obj)[0] if obj else None, f"{namespace}/{name}")
+        except ValueError as err:
+            if self._default_problem != str(err):
+                self._log.error("default certificate not used", problem=str(err))
+            self._default_problem = str(err)
+            return None
+        self._default_problem = None
+        return found
 
     def _count(self, result: Translation) -> None:
         counts: dict[tuple[str, str, str], int] = {}

@@ -21,15 +21,14 @@ from teapot_lb import log
 from teapot_lb.cluster import Store
 from teapot_lb.controller.kube_cache import newer
 from teapot_lb.kube.client import KubeClient
-from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, Forbidden, KubeError, NotFound
+from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, KubeError, NotFound
 from teapot_lb.kube.events import EventRecorder
-from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
     ENDPOINT_SLICES,
     GATEWAY_API_GROUP,
     GATEWAY_CLASSES,
-    INGRESSES,
     KubeObject,
     Resource,
     object_key,
@@ -49,17 +48,16 @@ from teapot_lb.tenancy.l7mirror import (
     refusal_of,
     status_back,
 )
+from teapot_lb.tenancy.l7status import denied_status
+from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 
 MIRROR_KEY = "mirror"
 
 
-def _is_refusal(err: ApiStatusError) -> bool:
-    """The management API server refused the object itself (its admission webhook, or
-    validation): tell the tenant instead of retrying."""
-    if isinstance(err, Forbidden):
-        return "denied the request" in err.message
-    return err.code in (400, 422)
+def _now() -> str:
+    """A condition's timestamp (RFC 3339, seconds)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class L7Mirror:
@@ -123,7 +121,7 @@ class L7Mirror:
 
     def readiness(self) -> list[str]:
         own = [*self.sources.values(), *self.mirrors.values()]
-        return [f"{i.resource} not synced" for i in own if not i.has_synced]
+        return unready(own)
 
     async def run(self) -> None:
         """Until cancelled: this mirror's informers; workers once every cache synced."""
@@ -180,8 +178,10 @@ class L7Mirror:
                 self._told.pop((resource, name), None)
             except ApiStatusError as err:
                 served = by_source.get((resource, name))
-                if _is_refusal(err) and served is not None:
-                    await self._tell(served, "Refused", err.message)
+                refusal = refusal_of_denial(err.code, err.message, "Refused")
+                if refusal is not None and served is not None:
+                    await self._tell(served, *refusal)
+                    await self._write_denied(served, *refusal)
                 else:
                     failures.append(err)
             except KubeError as err:
@@ -232,12 +232,22 @@ class L7Mirror:
         if status is not None:
             with contextlib.suppress(NotFound):
                 await patch_status(self.tenant, served.resource, name, ns, status)
-        if served.resource is INGRESSES:
-            refusal = refusal_of(mirror)
-            if refusal is not None:
-                await self._tell(served, *refusal)
-            else:
-                self._told.pop((served.resource, served.mirror), None)
+        refusal = refusal_of(mirror)
+        if refusal is not None:
+            await self._tell(served, *refusal)
+        elif mirror is not None:
+            self._told.pop((served.resource, served.mirror), None)
+
+    async def _write_denied(self, served: Served, reason: str, message: str) -> None:
+        """A denied Gateway or route says so in its status too (Accepted=False)."""
+        status = denied_status(served.resource.kind, served.raw, reason, message, _now())
+        if status is None or all(
+            (served.raw.get("status") or {}).get(k) == v for k, v in status.items()
+        ):
+            return
+        ns, name = split_key(served.key)
+        with contextlib.suppress(NotFound):
+            await patch_status(self.tenant, served.resource, name, ns, status)
 
     async def _tell(self, served: Served, reason: str, message: str) -> None:
         told = (reason, message)
@@ -256,7 +266,7 @@ class L7Mirror:
         informer = self.sources.get(GATEWAY_CLASSES)
         if informer is None:
             return
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = _now()
         for key in informer.list_keys():
             raw = informer.get(key)
             status = class_status(raw, now) if raw is not None else None

@@ -9,6 +9,11 @@ the IPs requests hold, so a new leader never hands out an IP twice.
 
 Every request is vetted here whether or not the webhook saw it: a request written while
 the webhook was down is refused all the same, with its reason in its status and an Event.
+A request the webhook denied never exists here: its agent records the denial as an Event
+in the tenant's namespace (:data:`~teapot_lb.tenancy.request.DENIALS_SELECTOR`), which the
+Tenant's status counts with the requests refused here (by the Event's namespace, so a
+tenant can move only its own count), and which is deleted when the Tenant changes, so
+that its agents ask again.
 The TenantNodes the tenants' agents publish are vetted against their Tenant's
 nodeNetworks (:mod:`.node_status`): the refused addresses in their status, and counted.
 With `gateway_services`, the Services that announce the tenants' dedicated gateway
@@ -30,11 +35,12 @@ from teapot_lb.controller.options import Event
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.events import EventRecorder
-from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
     ADDRESS_POOLS,
+    EVENTS,
     SERVICES,
     TENANT_LOAD_BALANCERS,
     TENANT_NODES,
@@ -53,6 +59,7 @@ from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_s
 from teapot_lb.tenancy.l7services import LABEL_ADDRESS_OF
 from teapot_lb.tenancy.metrics import ManagerMetrics
 from teapot_lb.tenancy.node_status import tenant_nodes_status
+from teapot_lb.tenancy.request import DENIALS_SELECTOR
 from teapot_lb.tenancy.routes import TenantRoute
 from teapot_lb.tenancy.vet import tenant_of
 
@@ -70,6 +77,13 @@ class TenantStatusKey:
 
 
 @dataclass(frozen=True)
+class DenialsKey:
+    """A Tenant changed: clear the denials its agents recorded in `namespace`."""
+
+    namespace: str
+
+
+@dataclass(frozen=True)
 class TenantsKey:
     """Tenants or pools changed: follow the allocations, reconcile whom it moved."""
 
@@ -80,7 +94,7 @@ class NodesKey:
 
 
 TENANTS_KEY = TenantsKey()
-ManagerKey = RequestKey | TenantStatusKey | TenantsKey | NodesKey
+ManagerKey = RequestKey | TenantStatusKey | TenantsKey | NodesKey | DenialsKey
 
 
 @dataclass(frozen=True)
@@ -118,6 +132,8 @@ class KubeManager:
         self.tenant_nodes: dict[str, TenantNodes] = {}
         self.gateway_addresses: dict[str, tuple[str, IPAddress]] = {}  # Service key -> ...
         self._raw: dict[str, KubeObject] = {}
+        # Agents' denials (Events by key), and the requests each names, by namespace.
+        self._denials: dict[str, KubeObject] = {}
         self._view: ManagementView | None = None
         self.informers = [
             self._informer(TENANTS, None, self._on_tenant, watch_timeout_s),
@@ -125,6 +141,9 @@ class KubeManager:
             self._informer(TENANT_NODES, None, self._on_nodes, watch_timeout_s),
             self._informer(
                 ADDRESS_POOLS, self.config.config_namespace, self._on_pool, watch_timeout_s
+            ),
+            self._informer(
+                EVENTS, None, self._on_denial, watch_timeout_s, field_selector=DENIALS_SELECTOR
             ),
         ]
         if self.config.gateway_services:
@@ -154,9 +173,15 @@ class KubeManager:
         namespace: str | None,
         handler: Callable[[EventType, str, KubeObject], None],
         watch_timeout_s: float,
+        *,
+        field_selector: str | None = None,
     ) -> Informer:
         informer = Informer(
-            self.client, resource, namespace=namespace, watch_timeout_s=watch_timeout_s
+            self.client,
+            resource,
+            namespace=namespace,
+            field_selector=field_selector,
+            watch_timeout_s=watch_timeout_s,
         )
         informer.add_handler(handler)
         return informer
@@ -176,6 +201,17 @@ class KubeManager:
         if (before.spec if before else None) != (after.spec if after else None):
             self._enqueue(TENANTS_KEY)
             self._enqueue(TenantStatusKey(key), delay=self.config.tenant_status_delay_s)
+            for namespace in {t.spec.namespace for t in (before, after) if t is not None}:
+                self._enqueue(DenialsKey(namespace))
+
+    def _on_denial(self, event: EventType, key: str, obj: KubeObject) -> None:
+        self._denials.pop(key, None)
+        if event is not EventType.DELETED:
+            self._denials[key] = obj
+        namespace = key.partition("/")[0]
+        for name, tenant in self.tenants.items():
+            if tenant.spec.namespace == namespace:
+                self._enqueue(TenantStatusKey(name), delay=self.config.tenant_status_delay_s)
 
     def _on_pool(self, event: EventType, key: str, obj: KubeObject) -> None:
         parsed, _ = self._parse(obj)
@@ -251,7 +287,13 @@ class KubeManager:
         return self.book.routes()
 
     def readiness(self) -> list[str]:
-        return [f"{i.resource} not synced" for i in self.informers if not i.has_synced]
+        """Why the manager is not ready, naming what it read where, and what sets that."""
+        return unready(
+            self.informers,
+            "the manager reads Tenants, TenantLoadBalancers and the agents' Events in every"
+            f" namespace, AddressPools in {self.config.config_namespace!r} (--config-namespace),"
+            " through --kubeconfig or the pod's ServiceAccount (deploy/teapot/management.yaml)",
+        )
 
     @property
     def is_leader(self) -> bool:
@@ -330,6 +372,8 @@ class KubeManager:
                 await self._vet_nodes(nodes_key)
             case TenantStatusKey(name=name):
                 await self._write_tenant_status(name)
+            case DenialsKey(namespace=namespace):
+                await self._clear_denials(namespace)
             case RequestKey(key=request_key):
                 before = self.book.holder_tenant(request_key)
                 outcome = self.book.decide(self.view(), request_key, self._clock())
@@ -396,10 +440,19 @@ class KubeManager:
         self.book.reserve(self.view())
         usage = self.book.usage(name)
         namespace = tenant.spec.namespace
-        refused = sum(
-            1
-            for key in self._raw
-            if key.startswith(namespace + "/") and self.book.holder_tenant(key) != name
+        # Requests refused here, and those the API server refused to store (denials
+        # recorded by the agents in the tenant's namespace: their latest change refused).
+        refused = len(
+            {
+                key
+                for key in self._raw
+                if key.startswith(namespace + "/") and self.book.holder_tenant(key) != name
+            }
+            | {
+                f"{namespace}/{(event.get('involvedObject') or {}).get('name')}"
+                for key, event in self._denials.items()
+                if key.startswith(namespace + "/")
+            }
         )
         self.metrics.addresses.labels(name).set(usage.addresses)
         self.metrics.load_balancers.labels(name).set(usage.load_balancers)
@@ -410,6 +463,13 @@ class KubeManager:
             return
         with contextlib.suppress(NotFound):
             await patch_status(self.client, TENANTS, name, None, status)
+
+    async def _clear_denials(self, namespace: str) -> None:
+        if not self.is_leader:
+            return
+        for key in [k for k in self._denials if k.startswith(namespace + "/")]:
+            with contextlib.suppress(NotFound):
+                await self.client.delete(EVENTS, key.partition("/")[2], namespace)
 
 
 __all__ = ["KubeManager", "ManagerConfig"]

@@ -431,14 +431,25 @@ def status_back(served: Served, mirror: KubeObject | None) -> dict[str, Any] | N
 
 
 def refusal_of(mirror: KubeObject | None) -> tuple[str, str] | None:
-    """(reason, message) the gateway's reconcile left on a mirror, or None."""
+    """(reason, message) of a refusal the gateway's reconcile left on a mirror (an
+    Ingress's annotation; a Gateway's, or a route's parent's of our controller,
+    Accepted=False condition), or None."""
     if mirror is None:
         return None
     text = (mirror.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_REFUSED)
-    if not text:
-        return None
-    reason, _, message = text.partition(": ")
-    return reason, message
+    if text:
+        reason, _, message = text.partition(": ")
+        return reason, message
+    status = mirror.get("status") or {}
+    conditions = list(status.get("conditions") or [])
+    for parent in status.get("parents") or []:
+        if parent.get("controllerName") == GATEWAY_CONTROLLER:
+            conditions += parent.get("conditions") or []
+    for c in conditions:
+        if c.get("type") == "Accepted" and c.get("status") == "False":
+            reason = str(c.get("reason", ""))
+            return reason, str(c.get("message", "")).removeprefix(f"{reason}: ")
+    return None
 
 
 def class_status(raw: KubeObject, now: str) -> dict[str, Any] | None:

@@ -171,6 +171,43 @@ def route_status(result: ObjectResult, now: str) -> dict[str, Any]:
     return {"parents": others + parents}
 
 
+def denied_status(
+    kind: str, raw: dict[str, Any], reason: str, message: str, now: str
+) -> dict[str, Any] | None:
+    """The status of a tenant's Gateway or route whose mirror the management API server
+    refused (the webhook): `Accepted=False` with the rule and its message (a route: one
+    entry of our controller per parentRef, other controllers' kept). None for other kinds
+    (an Ingress has no conditions: its Event says it)."""
+    generation = (raw.get("metadata") or {}).get("generation")
+    status = raw.get("status") or {}
+    refused = Condition("Accepted", False, reason, message)
+    if kind == "Gateway":
+        wanted = [refused, Condition("Programmed", False, "Invalid", "not accepted")]
+        return {
+            "addresses": [],
+            "conditions": _conditions(wanted, status.get("conditions") or [], now, generation),
+        }
+    if not kind.endswith("Route"):
+        return None
+    ours = {
+        _ref_key(p.get("parentRef") or {}): p.get("conditions") or []
+        for p in status.get("parents") or []
+        if p.get("controllerName") == GATEWAY_CONTROLLER
+    }
+    others = [
+        p for p in status.get("parents") or [] if p.get("controllerName") != GATEWAY_CONTROLLER
+    ]
+    parents = [
+        {
+            "parentRef": ref,
+            "controllerName": GATEWAY_CONTROLLER,
+            "conditions": _conditions([refused], ours.get(_ref_key(ref), []), now, generation),
+        }
+        for ref in (raw.get("spec") or {}).get("parentRefs") or []
+    ]
+    return {"parents": others + parents}
+
+
 def _ref_key(ref: dict[str, Any]) -> tuple[str, ...]:
     return tuple(
         str(ref.get(k, "")) for k in ("group", "kind", "namespace", "name", "sectionName", "port")
@@ -179,6 +216,7 @@ def _ref_key(ref: dict[str, Any]) -> tuple[str, ...]:
 
 __all__ = [
     "ANNOTATION_REFUSED",
+    "denied_status",
     "gateway_status",
     "ingress_refusal",
     "ingress_status",

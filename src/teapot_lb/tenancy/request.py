@@ -5,6 +5,7 @@ EndpointSlices, as a TenantLoadBalancer for the management cluster; and what to 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from teapot_lb.cluster import ClusterView
@@ -22,6 +23,32 @@ FINALIZER = "lb.teapot.io/tenant-agent"
 LABEL_CLUSTER = "lb.teapot.io/cluster"
 LABEL_SERVICE_NAMESPACE = "lb.teapot.io/service-namespace"
 LABEL_SERVICE_NAME = "lb.teapot.io/service-name"
+# The agent's component name: its Events on tenant objects, and the refusals it records in
+# the tenant's management namespace (a request the API server refused to store), which
+# the manager counts in the Tenant's status and clears when the Tenant changes.
+AGENT_COMPONENT = "teapot-lb-tenant-agent"
+REQUEST_KIND = "TenantLoadBalancer"
+DENIALS_SELECTOR = f"involvedObject.kind={REQUEST_KIND},reportingComponent={AGENT_COMPONENT}"
+# The relay's Events about a tenant node's BGP session (a refused session, a max-prefix
+# trip), recorded in the tenant's namespace too, where its agents tell the tenant's Node.
+RELAY_COMPONENT = "teapot-lb-relay"
+NODE_SESSION_KIND = "TenantNodeSession"
+RELAY_SELECTOR = f"involvedObject.kind={NODE_SESSION_KIND},reportingComponent={RELAY_COMPONENT}"
+
+
+def session_name(address: str) -> str:
+    """A tenant node's session as an object name (an IPv6 address's colons as dashes)."""
+    return address.replace(":", "-")
+
+
+def node_event_ref(namespace: str, address: str) -> dict[str, Any]:
+    """What a relay Event about the tenant node at `address` is about, in the tenant's
+    namespace (no object: the relay knows the session's address, the agent the Node)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": NODE_SESSION_KIND,
+        "metadata": {"name": session_name(address), "namespace": namespace},
+    }
 
 
 def request_name(cluster: str, namespace: str, name: str) -> str:
@@ -120,3 +147,14 @@ def refusal_of(request: TenantLoadBalancer | None) -> tuple[str, str] | None:
 def source_key(request: TenantLoadBalancer) -> str:
     """The tenant Service's key (namespace/name) a request is for."""
     return f"{request.spec.source.namespace}/{request.spec.source.name}"
+
+
+_BACKEND = re.compile(r"spec\.backends\[(\d+)\]")
+
+
+def nodes_refused(message: str, desired: dict[str, Any]) -> list[str]:
+    """The Nodes a refusal's message names as the cause (a backend's field path), by the
+    request (`desired`, JSON) it refused."""
+    backends = desired.get("spec", {}).get("backends") or []
+    indices = sorted({int(i) for i in _BACKEND.findall(message)})
+    return [str(backends[i]["node"]) for i in indices if i < len(backends)]

@@ -68,7 +68,8 @@ def review(
     if not isinstance(obj, Mapping):
         raise BadReview("a CREATE or UPDATE review needs the object")
     document = _with_identity(obj, request)
-    parsed, problems = parse_object(document)
+    old = request.get("oldObject") if request.get("operation") == "UPDATE" else None
+    parsed, problems = parse_object(document, old=old if isinstance(old, Mapping) else None)
     if l7 is not None and group in L7_GROUPS:
         if _only_gateway_notes(obj, request.get("oldObject")):
             return _response(uid, True), kind, True

@@ -5,6 +5,7 @@ annotation, Event) and nothing of the other tenant is disturbed."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 from collections.abc import AsyncIterator
@@ -339,3 +340,56 @@ async def test_a_dedicated_address_reaches_the_tenants_ingress_and_a_refusal_is_
                 within=WITHIN, what="the Service gone with the Ingress",
             )  # fmt: skip
             assert world.management.get("services", "teapot-lb-gateway", "teapot-lb-system")
+
+
+def tls_secret(namespace: str, name: str, cert: bytes, key: bytes) -> dict[str, Any]:
+    data = {"tls.crt": base64.b64encode(cert).decode(), "tls.key": base64.b64encode(key).decode()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    }
+
+
+async def test_the_gateways_own_certificate_follows_its_secret(tmp_path: Path) -> None:
+    """`--default-certificate-secret`: the Secret's certificate is the config's default
+    one; while the Secret is missing or unusable, none (the gateway's generated one)."""
+    mine = make_certificate(tmp_path, "gateway.operator.example")
+    other = make_certificate(tmp_path, "other.operator.example")
+    where = ("teapot-lb-system", "gateway-tls")
+    async with tenant_world(tmp_path, *seed()) as world:
+        for body in tenants():
+            world.management.seed(body)
+        control = GatewayControl(
+            world.admin,
+            [ip_address(GATEWAY_IP)],
+            watch_timeout_s=30,
+            default_certificate=where,
+        )
+        async with running(control):
+
+            def default_pem() -> str | None:
+                config = control.config
+                if config is None or config.default_certificate is None:
+                    return None
+                return config.default_certificate.cert_pem
+
+            await wait_for_async(lambda: control.config, within=WITHIN, what="a config")
+            assert default_pem() is None  # no Secret yet: the generated one
+            world.management.seed(tls_secret(*where, *mine))
+            await wait_for_async(
+                lambda: default_pem() == mine[0].decode(), within=WITHIN, what="the Secret's"
+            )
+            # A key that is not the certificate's: not used (the log says why).
+            world.management.put(tls_secret(*where, mine[0], other[1]))
+            await wait_for_async(
+                lambda: control.config is not None and control.config.default_certificate is None,
+                within=WITHIN,
+                what="the broken Secret dropped",
+            )
+            world.management.put(tls_secret(*where, *other))
+            await wait_for_async(
+                lambda: default_pem() == other[0].decode(), within=WITHIN, what="the rotated one"
+            )

@@ -21,7 +21,9 @@ from teapot_lb.gateway import routing
 from teapot_lb.gateway.config import GatewayConfig, Protocol, problems
 from teapot_lb.gateway.routing import Request
 from teapot_lb.gateway.translate import ObjectResult, Translation, translate
+from teapot_lb.model import dump
 from teapot_lb.model.ingress import Ingress
+from teapot_lb.model.manifest import parse_object
 from teapot_lb.model.tenancy import TenantLoadBalancer, TenantLoadBalancerStatus
 from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS, held_addresses
 from teapot_lb.tenancy.l7services import address_services, differs
@@ -89,7 +91,10 @@ def served(config: GatewayConfig, address: str, host: str, path: str = "/") -> s
 
 
 def addresses_of(config: GatewayConfig) -> set[str]:
-    return {str(x.address) for x in config.listeners}
+    """The addresses something is served on (the shared listeners are always bound)."""
+    routes = (*config.http_routes, *config.tls_routes, *config.tcp_routes, *config.udp_routes)
+    used = {name for r in routes for name in r.listeners}
+    return {str(x.address) for x in config.listeners if x.name in used}
 
 
 def host_less(tenant_name: str, name: str, **kwargs: Any) -> Ingress:
@@ -201,7 +206,8 @@ def test_an_address_the_tenant_may_not_use_is_not_programmed_and_nothing_is_serv
     result = run(gw, route, requests=(holding("acme", "lb", "198.51.100.3"),))
     reason, message = _not_programmed(result, gw)
     assert reason == "AddressNotUsable" and why in message and "spec.addresses[0].value" in message
-    assert result.config.listeners == () and result.config.http_routes == ()
+    assert result.config.http_routes == ()
+    assert {str(x.address) for x in result.config.listeners} == {str(SHARED)}  # always bound
     (parent,) = result_of(result, route).parents
     assert parent.conditions[0].reason == "NoMatchingParent"
     assert "has no address" in parent.conditions[0].message
@@ -242,13 +248,22 @@ def test_an_address_held_by_another_tenants_gateway_is_not_usable() -> None:
 def test_an_address_asked_in_a_way_not_served_refuses_the_gateway(
     addresses: list[dict[str, Any]], where: str
 ) -> None:
-    """UnsupportedAddress (Accepted=False), in the webhook as at reconcile."""
-    gw = gateway("acme", "gw", [listener("web", "HTTP", 80)], addresses=addresses)
+    """UnsupportedAddress (Accepted=False), in the webhook as at reconcile (a value that is
+    no IP as stored past older CRDs: the upstream CRD refuses it first, below)."""
+    gw = gateway("acme", "gw", [listener("web", "HTTP", 80)], addresses=addresses,
+                 past_the_crd=True)  # fmt: skip
     world = L7World([tenant("acme"), tenant("bolt")], [gw])
     (refusal,) = vet_object(gw, world)
     assert (refusal.rule, refusal.field) == (L7Rule.UNSUPPORTED_ADDRESS, where)
     status = gateway_status(result_of(run(gw), gw), [SHARED], NOW)
     assert status["conditions"][0]["reason"] == "UnsupportedAddress"
+
+
+def test_the_upstream_crd_refuses_an_address_value_that_is_no_ip_first() -> None:
+    gw = gateway("acme", "gw", [listener("web", "HTTP", 80)], past_the_crd=True,
+                 addresses=[{"type": "IPAddress", "value": "not-an-ip"}])  # fmt: skip
+    obj, problems = parse_object(dump(gw))
+    assert obj is None and [p.field for p in problems] == ["spec.addresses[0]"]
 
 
 def test_an_ingress_annotation_that_is_no_address_is_refused() -> None:

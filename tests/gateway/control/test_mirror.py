@@ -250,3 +250,36 @@ async def test_status_and_refusals_come_back_to_the_tenant(
         await wait_for_async(
             changed_and_kept, within=WITHIN, what="the mirror updated, refusal kept"
         )
+
+
+async def test_a_route_the_gateway_refused_gets_a_warning_event_with_the_rule(
+    tmp_path: Path, cert: tuple[bytes, bytes]
+) -> None:
+    async with tenant_world(tmp_path, *seed(cert)) as world:
+        await mirrored(world, "httproutes", {"c1.web.store"})
+        why = "spec.hostnames[0]: store.bolt.example is outside the DNS domains of Tenant acme"
+        parent = {
+            "parentRef": {"name": "gw"},
+            "controllerName": GATEWAY_CONTROLLER,
+            "conditions": [
+                {"type": "Accepted", "status": "False", "reason": "HostnameNotAllowed",
+                 "message": f"HostnameNotAllowed: {why}",
+                 "lastTransitionTime": "2026-12-03T00:00:00Z"},
+            ],
+        }  # fmt: skip
+        # The gateway's reconcile (played here by the management admin) refuses the route.
+        await patch_status(world.admin, HTTP_ROUTES, "c1.web.store", NS, {"parents": [parent]})
+        events = await wait_for_async(
+            lambda: [
+                e
+                for e in world.tenant.list("events", "web")
+                if e.get("reason") == "HostnameNotAllowed"
+            ],
+            within=WITHIN,
+            what="the refusal as an Event on the route",
+        )
+        assert [(e["type"], e["involvedObject"]["kind"], e["message"]) for e in events] == [
+            ("Warning", "HTTPRoute", why)
+        ]
+        parents = (world.tenant.get("httproutes", "store", "web") or {})["status"]["parents"]
+        assert parents[0]["conditions"][0]["status"] == "False"  # the condition, copied back

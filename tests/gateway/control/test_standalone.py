@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from model.gateway_api_cases import http_route
 from teapot_lb.model.common import dump
 from teapot_lb.model.manifest import load
 from teapot_lb.tenancy.l7standalone import translate_directory
@@ -88,8 +89,9 @@ def test_check_names_every_part_not_served_not_only_refused_objects(tmp_path: Pa
     mixed["spec"]["rules"].append({"http": mixed["spec"]["rules"][0]["http"]})
     gw = gateway("acme", "gw", [listener("http", "HTTP", 80)], age=1)
     everything = http_route("acme", "everything", [], age=2)
+    mirrored = {"backendRef": {"name": "web", "port": 80}}
     mirror = http_route("acme", "mirror", ["m.acme.example"], age=3, rules=[{
-        "filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "web"}}}],
+        "filters": [{"type": "RequestMirror", "requestMirror": mirrored}],
         "backendRefs": [{"name": "web", "port": 80}]}])  # fmt: skip
     gone = http_route("acme", "gone", ["g.acme.example"], age=4,
                       rules=[{"backendRefs": [{"name": "nonexistent", "port": 80}]}])  # fmt: skip
@@ -204,3 +206,50 @@ def test_a_dedicated_address_in_the_manifests_is_vetted_against_the_allocation(
     (bolts_line,) = [x for x in lines if "bolts" in x and "[AddressNotUsable]" in x]
     assert "spec.addresses[0].value" in bolts_line and "outside the allocation" in bolts_line
     assert not [x for x in lines if "everything" in x]
+
+
+def test_check_refuses_a_route_the_upstream_crd_refuses_with_its_rule_and_field(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from teapot_lb.cli.gateway import gateway
+
+    root = manifests(tmp_path)
+    route = http_route({"backendRefs": [{"name": "web"}]}, hostnames=["www.acme.example"])
+    route["metadata"] |= {"name": "portless", "namespace": "tenant-acme"}
+    write(root, "route.yaml", route)
+    translation, problems = translate_directory(root, [ip_address("203.0.113.10")])
+    assert [(p.name, p.field, p.message) for p in problems] == [
+        ("portless", "spec.rules[0].backendRefs[0]", "Must have port for Service reference")
+    ]
+    assert not any(r.name == "portless" for r in translation.results)
+    checked = CliRunner().invoke(gateway, ["--manifests", str(root), "--address",
+                                           "203.0.113.10", "--check"])  # fmt: skip
+    assert checked.exit_code == 1
+    assert (
+        "HTTPRoute/tenant-acme/portless: spec.rules[0].backendRefs[0]: Must have port for"
+        " Service reference" in checked.output
+    )
+
+
+def test_check_reports_an_endpoint_slice_without_the_service_ports_annotation(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from teapot_lb.cli.gateway import gateway
+
+    root = manifests(tmp_path)
+    bare = mirrored_slice("acme", "web", ["192.0.2.11"])
+    del bare["metadata"]["annotations"]
+    write(root, "acme.yaml", ingress_body("acme", "shop", "www.apps.example", age=0), bare)
+    translation, _ = translate_directory(root, [ip_address("203.0.113.10")])
+    (backend,) = translation.config.backends
+    assert backend.endpoints == ()
+    checked = CliRunner().invoke(gateway, ["--manifests", str(root), "--address",
+                                           "203.0.113.10", "--check"])  # fmt: skip
+    assert checked.exit_code == 1
+    (line,) = [x for x in checked.output.splitlines() if "not served as written" in x]
+    assert line.startswith("Ingress/tenant-acme/")
+    assert "has no lb.teapot.io/service-ports annotation" in line and "Service port 80" in line

@@ -218,7 +218,9 @@ def test_a_gateway_certificate_is_offered_only_for_the_hostnames_routed_through_
     alone = translate(L7World(tenants, [gw], secrets), slices(), [GATEWAY])
     # No route yet: no hostname vetted for the certificate, so it is not offered at all.
     assert alone.config.certificates == () and problems(alone.config) == []
-    assert not [x for x in alone.config.listeners if x.protocol is Protocol.HTTPS]
+    # The shared HTTPS listener is there all the same, with no tenant's certificate.
+    (https,) = [x for x in alone.config.listeners if x.protocol is Protocol.HTTPS]
+    assert https.certificates == ()
     routed = translate(L7World(tenants, [gw, store], secrets), slices(), [GATEWAY])
     (certificate,) = routed.config.certificates
     assert certificate.hostnames == ("store.acme.example",)
@@ -341,8 +343,10 @@ def test_a_listener_allowing_other_kinds_does_not_take_an_httproute() -> None:
 
 
 def test_a_rule_replacing_two_prefixes_becomes_one_rule_per_prefix() -> None:
-    """Each PathPrefix match of a ReplacePrefixMatch rule replaces its own prefix."""
-    both = http_route("acme", "both", ["both.acme.example"], age=1, rules=[{
+    """Each PathPrefix match of a ReplacePrefixMatch rule replaces its own prefix. The
+    upstream CRDs refuse such a rule (exactly one PathPrefix match); one stored past older
+    CRDs is still served as each match would be alone."""
+    both = http_route("acme", "both", ["both.acme.example"], age=1, past_the_crd=True, rules=[{
         "matches": [{"path": {"type": "PathPrefix", "value": "/a"}},
                     {"path": {"type": "PathPrefix", "value": "/b"}}],
         "filters": [{"type": "URLRewrite", "urlRewrite": {
@@ -382,3 +386,33 @@ def test_route_conditions_carry_the_generation_they_were_decided_for() -> None:
         (parent,) = route_status(run(gw, store).results[store.ref], "t")["parents"]
         seen.append({c["observedGeneration"] for c in parent["conditions"]})
     assert seen == [{1}, {2}]
+
+
+def test_a_route_or_gateway_the_webhook_denied_says_not_accepted_with_the_rule() -> None:
+    from teapot_lb.tenancy.l7status import denied_status
+
+    now, why = "2026-12-03T00:00:00Z", "spec.hostnames[0]: outside the DNS domains"
+    other = {"parentRef": {"name": "eg"}, "controllerName": "example.com/other", "conditions": []}
+    route = {
+        "metadata": {"name": "r", "generation": 3},
+        "spec": {"parentRefs": [{"name": "gw"}, {"name": "gw", "sectionName": "https"}]},
+        "status": {"parents": [other]},
+    }
+    status = denied_status("HTTPRoute", route, "HostnameNotAllowed", why, now)
+    assert status is not None
+    assert status["parents"][0] == other  # another controller's entry is kept
+    for parent, ref in zip(status["parents"][1:], route["spec"]["parentRefs"], strict=True):
+        (accepted,) = parent["conditions"]
+        assert (parent["parentRef"], parent["controllerName"]) == (ref, "lb.teapot.io/gateway")
+        assert (accepted["type"], accepted["status"], accepted["reason"]) == (
+            "Accepted", "False", "HostnameNotAllowed")  # fmt: skip
+        assert (accepted["message"], accepted["observedGeneration"]) == (why, 3)
+    # Written again later, the same decision is the same status (nothing to patch).
+    again = denied_status("HTTPRoute", {**route, "status": status}, "HostnameNotAllowed", why,
+                          "2026-12-03T00:05:00Z")  # fmt: skip
+    assert again == status
+    gateway_status = denied_status("Gateway", {"metadata": {}}, "ModeNotAllowed", "no", now)
+    assert gateway_status is not None
+    assert [(c["type"], c["status"]) for c in gateway_status["conditions"]] == [
+        ("Accepted", "False"), ("Programmed", "False")]  # fmt: skip
+    assert denied_status("Ingress", {"metadata": {}}, "HostnameTaken", "taken", now) is None

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from teapot_lb.model.common import ObjectRef
+from teapot_lb.model.common import ObjectRef, dump
+from teapot_lb.model.manifest import parse_object
 from teapot_lb.tenancy.l7cert import certificate_problem
 from teapot_lb.tenancy.l7vet import (
     L7Object,
@@ -184,12 +185,12 @@ CASES: list[tuple[str, Callable[[], L7Object], L7Rule, str]] = [
          "backendRefs": [{"name": "web", "port": 80}]}]),
      L7Rule.UNSAFE_VALUE, "spec.rules[0].filters[0].requestHeaderModifier.set[0].value"),
     ("a header match name with a space",
-     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, past_the_crd=True, rules=[{
          "matches": [{"headers": [{"name": "X A", "value": "b"}]}],
          "backendRefs": [{"name": "web", "port": 80}]}]),
      L7Rule.UNSAFE_VALUE, "spec.rules[0].matches[0].headers[0].name"),
     ("a redirect to a javascript: scheme",
-     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, past_the_crd=True, rules=[{
          "filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "javascript"}}]}]),
      L7Rule.UNSAFE_VALUE, "spec.rules[0].filters[0].requestRedirect.scheme"),
     ("a regular-expression path match",
@@ -204,7 +205,7 @@ CASES: list[tuple[str, Callable[[], L7Object], L7Rule, str]] = [
          "backendRefs": [{"name": "web", "port": 80}]}]),
      L7Rule.UNSUPPORTED_VALUE, "spec.rules[0].filters[0].type"),
     ("ReplacePrefixMatch on an Exact match (the spec: only PathPrefix)",
-     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, past_the_crd=True, rules=[{
          "matches": [{"path": {"type": "Exact", "value": "/a"}}],
          "filters": [{"type": "RequestRedirect", "requestRedirect": {
              "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/b"}}}]}]),
@@ -220,25 +221,25 @@ CASES: list[tuple[str, Callable[[], L7Object], L7Rule, str]] = [
               "requestHeaderModifier": {"set": [{"name": "X-A", "value": "b"}]}}]}]}]),
      L7Rule.UNSUPPORTED_VALUE, "spec.rules[0].backendRefs[0].filters"),
     ("a redirect and a rewrite on one rule",
-     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, past_the_crd=True, rules=[{
          "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "x.example"}},
                      {"type": "URLRewrite", "urlRewrite": {"hostname": "y.example"}}]}]),
      L7Rule.INCOMPATIBLE_FILTERS, "spec.rules[0].filters"),
     ("a filter carrying another type's configuration",
-     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, past_the_crd=True, rules=[{
          "filters": [{"type": "RequestHeaderModifier",
                       "requestHeaderModifier": {"set": [{"name": "X-A", "value": "b"}]},
                       "requestRedirect": {"hostname": "x.example"}}],
          "backendRefs": [{"name": "web", "port": 80}]}]),
      L7Rule.UNSUPPORTED_VALUE, "spec.rules[0].filters[0].requestRedirect"),
     ("one filter type twice on a rule",
-     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, past_the_crd=True, rules=[{
          "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "x.example"}},
                      {"type": "URLRewrite", "urlRewrite": {"hostname": "y.example"}}],
          "backendRefs": [{"name": "web", "port": 80}]}]),
      L7Rule.INCOMPATIBLE_FILTERS, "spec.rules[0].filters"),
     ("a rewrite to a name that is not a DNS name",
-     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, rules=[{
+     lambda: http_route("bolt", "evil", ["h.bolt.example"], age=9, past_the_crd=True, rules=[{
          "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "a b"}}],
          "backendRefs": [{"name": "web", "port": 80}]}]),
      L7Rule.UNSAFE_VALUE, "spec.rules[0].filters[0].urlRewrite.hostname"),
@@ -302,6 +303,25 @@ def test_an_attempt_is_refused_with_its_reason_and_nothing_else_disturbed(
     assert all(r.message for r in refusals)
     disturbed = {ref: r for ref, r in verdicts.items() if r}
     assert disturbed == {}, f"{name}: others refused too: {disturbed}"
+
+
+# The upstream CRDs' own rules refuse these first (docs/gateway.md, "The upstream CRDs' own
+# validation"); the cases above hold them as a cluster with older CRDs would store them.
+PAST_THE_CRD = [c for c in CASES if c[0] in {
+    "ReplacePrefixMatch on an Exact match (the spec: only PathPrefix)",
+    "a redirect and a rewrite on one rule",
+    "a filter carrying another type's configuration",
+    "one filter type twice on a rule",
+    "a rewrite to a name that is not a DNS name",
+}]  # fmt: skip
+
+
+@pytest.mark.parametrize("attempt", [c[1] for c in PAST_THE_CRD], ids=[c[0] for c in PAST_THE_CRD])
+def test_the_crds_own_rules_refuse_it_before_the_gateway_vets_it(
+    attempt: Callable[[], L7Object],
+) -> None:
+    obj, problems = parse_object(dump(attempt()))
+    assert obj is None and problems and all(p.field.startswith("spec.rules[0]") for p in problems)
 
 
 def test_a_tenant_without_the_gateway_mode_is_refused(

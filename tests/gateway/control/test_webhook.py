@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from model.gateway_api_cases import http_route
 from teapot_lb.model import ApiObject
+from teapot_lb.model.gateway_api import GATEWAY_GROUP
 from teapot_lb.model.problem import Problem
 from teapot_lb.tenancy.l7vet import L7World, problems_of, vet_object
 from teapot_lb.webhook import review
@@ -22,7 +24,7 @@ def admission_review(obj: dict[str, Any], group: str, kind: str) -> dict[str, An
             "uid": "u1",
             "kind": {"group": group, "version": "v1", "kind": kind},
             "operation": "CREATE",
-            "namespace": obj["metadata"]["namespace"],
+            "namespace": obj["metadata"].get("namespace"),
             "object": obj,
         },
     }
@@ -78,3 +80,33 @@ def test_the_gateways_own_refusal_note_on_a_refused_ingress_is_admitted() -> Non
     # Any other change of the refused object is vetted again (and refused).
     noted["metadata"]["annotations"]["team"] = "x"
     assert not review(body, [], l7=check)[2]
+
+
+def test_a_route_the_upstream_crd_refuses_is_denied_with_the_rule_message_and_field() -> None:
+    route = http_route(
+        {"matches": [{"path": {"type": "Exact", "value": "/old"}}],
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {
+             "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}}]})  # fmt: skip
+    route["metadata"]["namespace"] = "tenant-acme"
+    answer, kind, allowed = review(
+        admission_review(route, GATEWAY_GROUP, "HTTPRoute"), [], l7=lambda _: []
+    )
+    assert (kind, allowed) == ("HTTPRoute", False)
+    message = answer["response"]["status"]["message"]
+    assert message.startswith("HTTPRoute/tenant-acme/r: spec.rules[0]: When using RequestRedirect")
+
+
+def test_a_gateway_class_update_changing_its_controller_is_denied_as_immutable() -> None:
+    def gateway_class(controller: str) -> dict[str, Any]:
+        return {"apiVersion": f"{GATEWAY_GROUP}/v1", "kind": "GatewayClass",
+                "metadata": {"name": "teapot"}, "spec": {"controllerName": controller}}  # fmt: skip
+
+    body = admission_review(gateway_class("example.com/other"), GATEWAY_GROUP, "GatewayClass")
+    body["request"].update(operation="UPDATE", namespace=None,
+                           oldObject=gateway_class("lb.teapot.io/gateway"))  # fmt: skip
+    answer, _, allowed = review(body, [], l7=lambda _: [])
+    assert not allowed
+    assert "spec.controllerName: Value is immutable" in answer["response"]["status"]["message"]
+    body["request"]["operation"] = "CREATE"
+    del body["request"]["oldObject"]
+    assert review(body, [], l7=lambda _: [])[2]

@@ -1,0 +1,166 @@
+"""The commands a document tells a user to run: fenced ```sh blocks marked for a test with
+an HTML comment on the line before them (`<!-- test: TARGET -->`, blank lines between
+allowed), in the order written, with the indentation of a list item taken off; and the
+files it tells the user to write (`<!-- test: file NAME -->` before any fenced block)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import textwrap
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from needs import require_kube
+from teapot_lb.lab.kubeplane import ControlPlane
+
+_MARK = re.compile(r"^\s*<!-- test: ([\w-]+)(?: ([\w./-]+))? -->\s*$")
+_FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
+
+
+@dataclass(frozen=True)
+class DocBlock:
+    target: str  # what the block runs against (`management`, `tenant`...), or `file`
+    code: str
+    line: int  # of its first command, 1-based
+    file: str | None = None  # for a `file` block: the name to write it as
+
+    def where(self, doc: Path) -> str:
+        return f"{doc.name}:{self.line}"
+
+
+def marked_blocks(text: str) -> list[DocBlock]:
+    """Every marked block of `text`; a mark not followed by a ```sh block (any fenced
+    block for a file) is an error."""
+    lines = text.splitlines()
+    blocks = []
+    i = 0
+    while i < len(lines):
+        mark = _MARK.match(lines[i])
+        i += 1
+        if not mark:
+            continue
+        while i < len(lines) and not lines[i].strip():
+            i += 1
+        fence = _FENCE.match(lines[i]) if i < len(lines) else None
+        is_file = mark.group(1) == "file"
+        if fence is None or (fence.group(2) != "sh" and not is_file):
+            raise ValueError(f"line {i}: a test mark must be followed by a ```sh block")
+        start = i + 1
+        end = start
+        while end < len(lines) and lines[end].strip() != "```":
+            end += 1
+        body = textwrap.dedent("\n".join(lines[start:end])) + "\n"
+        blocks.append(DocBlock(mark.group(1), body, start + 1, mark.group(2) if is_file else None))
+        i = end + 1
+    return blocks
+
+
+def documented(doc: Path, substitutions: Mapping[str, str]) -> list[DocBlock]:
+    """The marked blocks of `doc`; each substitution's text must be in them once (a docs
+    change that drops it fails here, not later)."""
+    blocks = marked_blocks(doc.read_text())
+    text = "".join(b.code for b in blocks)
+    for old in substitutions:
+        assert text.count(old) == 1, f"{doc.name} no longer says {old!r} once"
+    return blocks
+
+
+async def run_block(
+    doc: Path,
+    block: DocBlock,
+    plane: ControlPlane,
+    workdir: Path,
+    substitutions: Mapping[str, str],
+) -> None:
+    """Run one block as the user would (`bash -euo pipefail`, `kubectl` at `plane`, in
+    `workdir`), or write its file there; a failure names the block's line in `doc`."""
+    code = block.code
+    for old, new in substitutions.items():
+        code = code.replace(old, new)
+    if block.file is not None:
+        (workdir / block.file).write_text(code)
+        return
+    env = {**os.environ, "KUBECONFIG": str(plane.admin_kubeconfig)}
+    process = await asyncio.create_subprocess_exec(
+        "bash", "-euo", "pipefail", "-c", code, cwd=workdir, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout=180)
+    assert process.returncode == 0, (
+        f"{block.where(doc)} failed ({process.returncode}):\n{code}\n"
+        f"stdout:\n{out.decode()}\nstderr:\n{err.decode()}"
+    )
+
+
+@contextmanager
+def fresh_planes(workdir: Path, *names: str) -> Iterator[dict[str, ControlPlane]]:
+    """A kube-apiserver of its own per name (the docs' names are fixed: teapot-lb-system,
+    cluster-wide webhooks; so not the session's shared control plane), stopped after."""
+    require_kube()
+    planes = {n: ControlPlane(workdir / n, controller_manager=False) for n in names}
+    try:
+        for plane in planes.values():
+            plane.start()
+        yield planes
+    finally:
+        for plane in planes.values():
+            plane.close()
+
+
+# --- what a kubelet would read of what the docs applied --------------------------------
+
+
+def kubectl_json(plane: ControlPlane, *args: str) -> dict[str, Any]:
+    return dict(json.loads(plane.kubectl(*args, "-o", "json")))
+
+
+def container_args(plane: ControlPlane, namespace: str, deployment: str) -> list[str]:
+    """The one container's arguments of a Deployment as applied."""
+    found = kubectl_json(plane, "-n", namespace, "get", "deployment", deployment)
+    (container,) = found["spec"]["template"]["spec"]["containers"]
+    return list(container["args"])
+
+
+def arg(args: list[str], name: str) -> str | None:
+    prefix = f"--{name}="
+    return next((a.removeprefix(prefix) for a in args if a.startswith(prefix)), None)
+
+
+def mounted_secret(
+    plane: ControlPlane, namespace: str, name: str, workdir: Path
+) -> dict[str, Path]:
+    """A Secret's keys as files (as its volume mounts them), by key."""
+    secret = kubectl_json(plane, "-n", namespace, "get", "secret", name)
+    files = {}
+    for key, value in secret["data"].items():
+        path = workdir / f"mounted-{name}-{key}"
+        path.write_bytes(base64.b64decode(value))
+        files[key] = path
+    return files
+
+
+def service_account_kubeconfig(plane: ControlPlane, namespace: str, account: str) -> Path:
+    """A kubeconfig with a TokenRequest token of the ServiceAccount (as its pod gets)."""
+    token = plane.service_account_token(namespace, account)
+    return plane.token_kubeconfig(token, f"{account}-{namespace}", namespace=namespace)
+
+
+def webhook_by_url(plane: ControlPlane, name: str, port: int) -> None:
+    """The cluster network's stand-in: the configuration's webhooks reach this host's
+    `port` by URL instead of through their Service (the CA stays what the docs set)."""
+    config = kubectl_json(plane, "get", "validatingwebhookconfiguration", name)
+    patch = []
+    for i, hook in enumerate(config["webhooks"]):
+        client = hook["clientConfig"]
+        url = {"url": f"https://127.0.0.1:{port}{client['service'].get('path', '/')}",
+               "caBundle": client["caBundle"]}  # fmt: skip
+        patch.append({"op": "replace", "path": f"/webhooks/{i}/clientConfig", "value": url})
+    plane.kubectl("patch", "validatingwebhookconfiguration", name, "--type=json",
+                  "-p", json.dumps(patch))  # fmt: skip

@@ -1,0 +1,351 @@
+"""Real tier: what a tenant sees of a refusal (skipped when ../shared/kube is absent).
+
+A tenant cluster (its own kube-apiserver) and the management cluster (the session's), the
+manager with its webhook registered as deploy/teapot/management.yaml ships it
+(`failurePolicy: Fail`) or with none, and the tenant agent with its ServiceAccount's RBAC.
+Whichever side refuses (the webhook when the agent writes the request, or the manager's
+own vetting), the tenant reads the same rule and message in a Warning Event on its own
+Service (`kubectl describe service`) within a second, the Tenant's REFUSED counts it, the
+agent does not write the refused request again, and a change of the Tenant lets it ask
+again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from needs import require_kube
+from teapot_lb.controller.kube_runner import running
+from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.kube.informer import Informer
+from teapot_lb.kube.resources import EVENTS, SERVICES
+from teapot_lb.lab.kubeplane import ControlPlane
+from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.model.service import ANNOTATION_IPS
+from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
+from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
+from teapot_lb.webhook import ReloadingCertificate, WebhookServer
+
+from .builders import TENANTS as FACTS
+from .builders import tlb_body
+from .real import Real, add_node, apply, management, webhook_configuration
+from .world import service
+
+PORT_QUOTA = 3
+INSIDE = ("n0", FACTS["acme"]["node_ips"][0])  # in acme's node networks
+OUTSIDE = ("n1-outside", "192.0.2.200")  # in none of acme's
+
+
+@pytest.fixture(scope="module")
+def tenant_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """acme's tenant cluster: a kube-apiserver of its own, with one node in its networks."""
+    require_kube()
+    plane = ControlPlane(tmp_path_factory.mktemp("tenant-kube"), controller_manager=False)
+    try:
+        plane.start()
+        add_node(plane, *INSIDE)
+        yield plane
+    finally:
+        plane.close()
+
+
+@pytest.fixture(scope="module")
+def real(kube_plane: ControlPlane) -> Iterator[Real]:
+    quotas = {"addresses": 6, "loadBalancers": 5, "ports": PORT_QUOTA}
+    with management(kube_plane, quotas=quotas) as world:
+        yield world
+
+
+@dataclass
+class Scene:
+    real: Real
+    tenant_plane: ControlPlane
+    tenant: KubeClient
+    manager: KubeManager
+    agent: TenantAgent
+    events: Informer
+    webhook_denials: list[str] = field(default_factory=list)
+
+    @property
+    def acme(self) -> str:
+        return self.real.tenant("acme")
+
+    def patch_tenant(self, spec: dict[str, Any]) -> None:
+        self.real.plane.kubectl("patch", "tenant", self.acme, "--type=merge",
+                                "-p", json.dumps({"spec": spec}))  # fmt: skip
+
+    def warning(self, kind: str, name: str) -> dict[str, Any] | None:
+        """A Warning Event on the object as it is now (by its uid: a Node of an earlier
+        test had the same name)."""
+        informer = self.agent.nodes if kind == "Node" else self.agent.services
+        current = informer.get(name if kind == "Node" else f"default/{name}") or {}
+        uid = current.get("metadata", {}).get("uid")
+        for event in self.events.list_objects():
+            involved = event.get("involvedObject") or {}
+            if (involved.get("kind"), involved.get("uid"), event.get("type")) == (
+                kind, uid, "Warning"
+            ):  # fmt: skip
+                return event
+        return None
+
+    def refused_count(self) -> int | None:
+        tenant = self.manager.tenants.get(self.acme)
+        return tenant.status.refused if tenant is not None and tenant.status else None
+
+
+async def _until_denied(plane: ControlPlane, namespace: str) -> None:
+    """Until the apiserver calls the newly registered webhook (a dry run it denies)."""
+    probe = tlb_body("acme", "probe", namespace=namespace, requestedIPs=["198.51.100.17"])
+
+    async def denied() -> bool:
+        try:
+            await asyncio.to_thread(
+                plane.kubectl, "create", "--dry-run=server", "-f", "-", input=json.dumps(probe)
+            )
+        except RuntimeError as err:
+            return "denied the request" in str(err)
+        return False
+
+    for _ in range(300):  # 30 s
+        if await denied():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the apiserver never called the webhook")
+
+
+@asynccontextmanager
+async def scene(real: Real, tenant_plane: ControlPlane, *, webhook: bool) -> AsyncIterator[Scene]:
+    plane, acme_ns = real.plane, real.ns("acme")
+    async with (
+        await connect(real.manager, request_timeout_s=10.0) as manager_client,
+        await connect(real.agents["acme"], request_timeout_s=10.0) as remote,
+        await connect(tenant_plane.admin_kubeconfig, request_timeout_s=10.0) as tenant,
+    ):
+        config = ManagerConfig(config_namespace=real.config_ns, tenant_status_delay_s=0.1)
+        manager = KubeManager(manager_client, config)
+        agent = TenantAgent(tenant, remote, AgentConfig("c1", acme_ns))
+        events = Informer(tenant, EVENTS)
+        world = Scene(real, tenant_plane, tenant, manager, agent, events)
+        server = None
+        name = f"teapot-manager-refusals-{real.suffix}"
+        try:
+            async with running(manager), running(agent), running(events):
+                await wait_for_async(
+                    lambda: (not manager.readiness() and not agent.readiness()) or None,
+                    within=30,
+                    what="the manager and the agent synced",
+                )
+                if webhook:
+                    cert, key = plane.pki.issue(name, san="IP:127.0.0.1")
+                    server = WebhookServer(
+                        manager.objects,
+                        certificate=ReloadingCertificate(cert, key),
+                        observe=lambda kind, allowed: (
+                            None if allowed else world.webhook_denials.append(kind)
+                        ),
+                    )
+                    port = await server.start("127.0.0.1", 0)
+                    apply(plane, webhook_configuration(name, port, plane, acme_ns))
+                    await _until_denied(plane, acme_ns)
+                    world.webhook_denials.clear()
+                yield world
+        finally:
+            plane.kubectl("delete", "validatingwebhookconfiguration", name, check=False)
+            if server is not None:
+                await server.stop()
+
+
+async def _cleanly_deleted(world: Scene, name: str) -> None:
+    """Delete the Service with the agent running: its request and refusals go with it."""
+    await world.tenant.delete(SERVICES, name, "default")
+    await wait_for_async(
+        lambda: (
+            (
+                not world.agent.services.get(f"default/{name}")
+                and not world.agent.remote.list_keys()
+                and not world.agent.denials.list_objects()
+            )
+            or None
+        ),
+        within=10,
+        what="the Service, its request and its refusals gone",
+    )
+
+
+def _ports(count: int) -> list[dict[str, Any]]:
+    return [
+        {"name": f"p{i}", "protocol": "TCP", "port": 8000 + i, "nodePort": 30100 + i}
+        for i in range(count)
+    ]
+
+
+@dataclass(frozen=True)
+class Case:
+    service: dict[str, Any]
+    reason: str
+    message: Callable[[Scene], str]
+    tenant_spec: dict[str, Any] | None = None  # acme's Tenant during the case
+    node: tuple[str, str] | None = None  # a node the case adds to the tenant cluster
+
+
+CASES = {
+    "another tenant's IP": Case(
+        {"annotations": {ANNOTATION_IPS: "198.51.100.17"}},
+        "AddressNotAllocated",
+        lambda w: f"spec.requestedIPs[0]: 198.51.100.17 is not allocated to Tenant {w.acme}",
+    ),
+    "too many ports": Case(
+        {"ports": _ports(PORT_QUOTA + 1)},
+        "QuotaExceeded",
+        lambda w: (
+            f"spec.ports: quota of {PORT_QUOTA} ports of Tenant {w.acme} reached "
+            f"(0 held, this request needs {PORT_QUOTA + 1})"
+        ),
+    ),
+    "a forbidden mode": Case(
+        {},
+        "ModeNotAllowed",
+        lambda w: f"spec.mode: Tenant {w.acme} may not use mode Route (allowed: Gateway)",
+        tenant_spec={"modes": ["Gateway"]},
+    ),
+    "a backend outside its networks": Case(
+        {},
+        "BackendNotAllowed",
+        lambda w: (
+            f"spec.backends[1].addresses[0]: node {OUTSIDE[0]} address {OUTSIDE[1]} is "
+            f"outside the node networks of Tenant {w.acme} ({', '.join(FACTS['acme']['nodes'])})"
+        ),
+        node=OUTSIDE,
+    ),
+}
+
+
+@pytest.mark.parametrize("webhook", [True, False], ids=["webhook on", "webhook off"])
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_a_tenant_reads_a_refusal_on_its_own_service_within_a_second(
+    real: Real, tenant_plane: ControlPlane, case: str, webhook: bool
+) -> None:
+    spec = CASES[case]
+    name = f"web-{len(case)}-{int(webhook)}"
+    async with scene(real, tenant_plane, webhook=webhook) as world:
+        try:
+            if spec.tenant_spec:
+                world.patch_tenant(spec.tenant_spec)
+                await wait_for_async(
+                    lambda: (
+                        world.manager.tenants[world.acme].spec.modes[0].value == "Gateway" or None
+                    ),
+                    within=10,
+                    what="the manager read the Tenant",
+                )
+            if spec.node:
+                add_node(tenant_plane, *spec.node)
+                await wait_for_async(
+                    lambda: (
+                        (
+                            world.agent.store.view().nodes.get(spec.node[0])
+                            and world.agent.store.view().nodes[spec.node[0]].addresses()
+                        )
+                        or None
+                    ),
+                    within=10,
+                    what="the agent saw the node",
+                )
+            await world.tenant.create(SERVICES, service(name, **spec.service))
+            event = await wait_for_async(
+                lambda: world.warning("Service", name), within=1.0, what="a Warning on the Service"
+            )
+            assert (event["reason"], event["message"]) == (spec.reason, spec.message(world))
+            if spec.node:
+                on_node = await wait_for_async(
+                    lambda: world.warning("Node", OUTSIDE[0]), within=1.0, what="one on the Node"
+                )
+                assert (on_node["reason"], on_node["message"]) == (spec.reason, spec.message(world))
+            await wait_for_async(
+                lambda: world.refused_count() == 1 or None, within=5, what="REFUSED 1"
+            )
+            if webhook:
+                # Refused by the webhook once; the agent does not write it again
+                # (it retried at 0.2, 0.4, 0.8 s... before).
+                assert world.webhook_denials == ["TenantLoadBalancer"]
+                await asyncio.sleep(1.5)
+                assert world.webhook_denials == ["TenantLoadBalancer"]
+            service_events = [
+                e for e in world.events.list_objects() if e["involvedObject"]["name"] == name
+            ]
+            assert [e["count"] for e in service_events] == [1]
+        finally:
+            if spec.node:
+                tenant_plane.kubectl("delete", "node", spec.node[0], check=False)
+            if spec.tenant_spec:
+                world.patch_tenant({"modes": ["Route"]})  # as management() made it
+            await _cleanly_deleted(world, name)
+
+
+@pytest.mark.parametrize("webhook", [True, False], ids=["webhook on", "webhook off"])
+async def test_a_refused_service_is_served_once_the_tenant_allows_it(
+    real: Real, tenant_plane: ControlPlane, webhook: bool
+) -> None:
+    name = f"grow-{int(webhook)}"
+    async with scene(real, tenant_plane, webhook=webhook) as world:
+        try:
+            await world.tenant.create(SERVICES, service(name, ports=_ports(PORT_QUOTA + 1)))
+            await wait_for_async(
+                lambda: world.warning("Service", name), within=1.0, what="a Warning on the Service"
+            )
+            world.patch_tenant({"quotas": {"ports": PORT_QUOTA + 1}})
+
+            def ingress() -> list[str] | None:
+                svc = world.agent.services.get(f"default/{name}") or {}
+                entries = svc.get("status", {}).get("loadBalancer", {}).get("ingress")
+                return [e["ip"] for e in entries] if entries else None
+
+            assert await wait_for_async(ingress, within=5, what="the Service's IP") == [
+                "198.51.100.0"
+            ]
+            await wait_for_async(
+                lambda: world.refused_count() == 0 or None, within=5, what="REFUSED 0"
+            )
+        finally:
+            world.patch_tenant({"quotas": {"ports": PORT_QUOTA}})
+            await _cleanly_deleted(world, name)
+
+
+async def test_a_node_the_webhook_refuses_leaves_the_service_served_and_says_why(
+    real: Real, tenant_plane: ControlPlane
+) -> None:
+    name = "keeps"
+    async with scene(real, tenant_plane, webhook=True) as world:
+        try:
+            await world.tenant.create(SERVICES, service(name))
+
+            def ingress() -> list[str] | None:
+                svc = world.agent.services.get(f"default/{name}") or {}
+                entries = svc.get("status", {}).get("loadBalancer", {}).get("ingress")
+                return [e["ip"] for e in entries] if entries else None
+
+            ips = await wait_for_async(ingress, within=5, what="the Service's IP")
+            add_node(tenant_plane, *OUTSIDE)  # the update of its request is denied
+            event = await wait_for_async(
+                lambda: world.warning("Service", name), within=5, what="a Warning on the Service"
+            )
+            assert event["reason"] == "BackendNotAllowed"
+            await wait_for_async(
+                lambda: world.warning("Node", OUTSIDE[0]), within=1.0, what="one on the Node"
+            )
+            assert ingress() == ips  # still served, by its last accepted backends
+            request = world.agent.remote.list_objects()[0]
+            assert [b["node"] for b in request["spec"]["backends"]] == [INSIDE[0]]
+            await wait_for_async(
+                lambda: world.refused_count() == 1 or None, within=5, what="REFUSED 1"
+            )
+        finally:
+            tenant_plane.kubectl("delete", "node", OUTSIDE[0], check=False)
+            await _cleanly_deleted(world, name)
