@@ -53,6 +53,12 @@ from teapot_lb.webhook import ReloadingCertificate, WebhookServer
     help="The shared gateway's IP (repeat per family): also vet the tenants' mirrored "
     "Ingresses and Gateway API objects (webhook and reconcile) and write their status.",
 )
+@click.option(
+    "--gateway-service",
+    metavar="NAMESPACE/NAME",
+    help="With --gateway-address: the shared gateway's LoadBalancer Service, copied with "
+    "each tenant's dedicated gateway address pinned so the speakers announce it too.",
+)
 def manager(
     kubeconfig: Path | None,
     context: str | None,
@@ -69,6 +75,7 @@ def manager(
     once: bool,
     workers: int,
     gateway_addresses: tuple[str, ...] = (),
+    gateway_service: str | None = None,
 ) -> None:
     """Vet, allocate and report tenants' TenantLoadBalancers (Teapot management cluster).
 
@@ -80,12 +87,21 @@ def manager(
         return
     cert = webhook_certificate(webhook_cert, webhook_key)
     lease = lease_config(leader_elect, lease_namespace, config_namespace, lease_name, identity)
-    config = ManagerConfig(config_namespace=config_namespace, lease=lease, workers=workers)
+    config = ManagerConfig(
+        config_namespace=config_namespace,
+        lease=lease,
+        workers=workers,
+        gateway_services=gateway_service is not None,
+    )
     try:
         gateway = tuple(parse_ip(a) for a in gateway_addresses)
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="--gateway-address") from None
-    setup = partial(_setup, kubeconfig, context, config, cert, gateway)
+    if gateway_service is not None and not all(gateway_service.partition("/")[::2]):
+        raise click.BadParameter(
+            f"{gateway_service!r} is not NAMESPACE/NAME", param_hint="--gateway-service"
+        )
+    setup = partial(_setup, kubeconfig, context, config, cert, gateway, gateway_service)
     asyncio.run(
         serve_component("manager", setup, metrics_addr=metrics_addr, webhook_addr=webhook_addr)
     )
@@ -97,13 +113,19 @@ async def _setup(
     config: ManagerConfig,
     cert: tuple[Path, Path] | None,
     gateway: tuple[IPAddress, ...] = (),
+    gateway_service: str | None = None,
 ) -> Served:
     client = await connect(kubeconfig, context=context, user_agent="teapot-lb-manager")
     metrics = ManagerMetrics()
     runner = KubeManager(client, config, metrics=metrics)
     control = (
         GatewayControl(
-            client, gateway, statuses=lambda: runner.is_leader, registry=metrics.registry
+            client,
+            gateway,
+            statuses=lambda: runner.is_leader,
+            registry=metrics.registry,
+            config_namespace=config.config_namespace,
+            address_service=gateway_service,
         )
         if gateway
         else None

@@ -10,7 +10,11 @@ Shared listeners per gateway address, always there (with nothing served they ans
 404): HTTP on 80, HTTPS on 443 (every accepted certificate, each offered for the
 hostnames it was vetted for only; the gateway's own certificate for every other name),
 TLS passthrough on 443 too (the data plane dispatches by SNI); a tenant's TCP and UDP
-Gateway listeners get a listener of their own port.
+Gateway listeners get a listener of their own port. An Ingress or Gateway with a
+dedicated address (:mod:`teapot_lb.tenancy.l7address`) gets the same listeners on that
+address instead, for its tenant only: its host-less rules, defaultBackend and
+hostname-less HTTPRoutes are served there, and its HTTPS listener offers the tenant's
+certificates only (the gateway's own the default there too).
 Backends are a Service port of one source cluster: the pod IPs (EndpointSlice ports) or
 the nodes at the nodePorts, as the Tenant's `gatewayBackends` says; an endpoint outside
 the tenant's pod or node networks is never served (reported).
@@ -71,9 +75,10 @@ from teapot_lb.model.gateway_api import Listener as ApiListener
 from teapot_lb.model.gateway_api import TCPRoute as ApiTCPRoute
 from teapot_lb.model.gateway_api import TLSRoute as ApiTLSRoute
 from teapot_lb.model.gateway_api import UDPRoute as ApiUDPRoute
-from teapot_lb.model.ingress import Ingress
+from teapot_lb.model.ingress import Ingress, IngressServiceBackend
 from teapot_lb.model.ingress import PathType as IngressPathType
 from teapot_lb.model.tenancy import GatewayBackends, Tenant, parse_cidr
+from teapot_lb.tenancy.l7address import Wanted, assign, wanted_address
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY, certificate_names, covered_hostnames
 from teapot_lb.tenancy.l7mirror import (
     ANNOTATION_HEALTH_CHECK,
@@ -157,6 +162,8 @@ class ObjectResult:
     """An HTTPRoute's backendRefs that do not resolve (a Service that does not exist, or
     has no such port; another namespace's; not a Service): the route is served, their
     requests answered 500, ResolvedRefs=False with the first one's reason."""
+    address: IPAddress | None = None
+    """An Ingress's or Gateway's dedicated address (None: the shared addresses)."""
 
     @property
     def accepted(self) -> bool:
@@ -203,19 +210,33 @@ class _Build:
     udp_routes: list[StreamRoute] = field(default_factory=list)
     missing: set[str] = field(default_factory=set)
     """Backends whose Service has no synced EndpointSlice, or no such port."""
+    dedicated: dict[str, IPAddress] = field(default_factory=dict)
+    """Listeners on a dedicated address, and that address."""
+    placed: dict[ObjectRef, IPAddress] = field(default_factory=dict)
+    """The objects with a dedicated address (ObjectResult.address)."""
+    offered: dict[str, set[IPAddress | None]] = field(default_factory=dict)
+    """Where each certificate is offered: dedicated addresses, None for the shared ones."""
 
     # ----- listeners
 
-    def shared(self, protocol: Protocol) -> tuple[str, ...]:
+    def shared(self, protocol: Protocol, where: ObjectResult | None = None) -> tuple[str, ...]:
+        """The listeners of `protocol` on its shared port for the object of `where`: on
+        its dedicated address, or on every shared address (no object: the shared ones)."""
         port = {
             Protocol.HTTP: SHARED_PORTS[ListenerProtocol.HTTP],
             Protocol.HTTPS: SHARED_PORTS[ListenerProtocol.HTTPS],
             Protocol.TLS_PASSTHROUGH: SHARED_PORTS[ListenerProtocol.TLS],
         }[protocol]
-        return tuple(self.listener(protocol, port, a) for a in self.addresses)
+        return self.exclusive(protocol, port, where)
 
-    def exclusive(self, protocol: Protocol, port: int) -> tuple[str, ...]:
-        return tuple(self.listener(protocol, port, a) for a in self.addresses)
+    def exclusive(
+        self, protocol: Protocol, port: int, where: ObjectResult | None
+    ) -> tuple[str, ...]:
+        if where is None or where.address is None:
+            return tuple(self.listener(protocol, port, a) for a in self.addresses)
+        name = self.listener(protocol, port, where.address)
+        self.dedicated[name] = where.address
+        return (name,)
 
     def listener(self, protocol: Protocol, port: int, address: IPAddress) -> str:
         name = config_name(protocol.value.lower(), str(port), str(address))
@@ -248,6 +269,7 @@ class _Build:
         if data is None or CERT_KEY not in data or KEY_KEY not in data:
             return None
         name = config_name(namespace, mirror)
+        self.offered.setdefault(name, set()).add(self.placed.get(obj.ref))
         asked = tuple(hostnames)
         covered = covered_hostnames(certificate_names(data[CERT_KEY]), asked)
         if asked and not covered and notes is not None:
@@ -427,19 +449,21 @@ def _ingress(build: _Build, obj: Ingress, tenant: Tenant, result: ObjectResult) 
             result.notes.append(f"Secret {tls.secret_name} is not synced: HTTPS not served")
             continue
         tls_hosts.update((h, cert) for h in tls.hosts)
-    http = build.shared(Protocol.HTTP)
+    http = build.shared(Protocol.HTTP, result)
+    # On a dedicated address (the tenant's own) the defaultBackend takes every request no
+    # rule matches, the rules' hosts included (Ingress: "requests that don't match any
+    # rule"), and the rules without host are served for every host, over HTTPS too.
+    default = _ingress_default(build, obj, tenant, result) if result.address else ()
+    hostless: list[HTTPRule] = []
     for rule in obj.spec.rules:
-        if not rule.host or rule.http is None:
+        if rule.http is None or not (rule.host or result.address):
             continue  # (a rule without host is left out: ObjectResult.dropped)
         rules: list[HTTPRule] = []
         for path in rule.http.paths:
             service = path.backend.service
             if service is None:
                 continue
-            port: int | str = (
-                service.port.number if service.port.number else service.port.name or ""
-            )
-            backend = build.backend(obj, tenant, service.name, port, result)
+            backend = build.backend(obj, tenant, service.name, _port(service), result)
             kind = PathType.EXACT if path.path_type is IngressPathType.EXACT else PathType.PREFIX
             rules.append(
                 HTTPRule(
@@ -447,9 +471,12 @@ def _ingress(build: _Build, obj: Ingress, tenant: Tenant, result: ObjectResult) 
                     backends=(BackendRef(backend=backend),),
                 )
             )
+        if not rule.host:
+            hostless += rules
+            continue
         listeners = http
         if rule.host in tls_hosts:
-            listeners = http + build.shared(Protocol.HTTPS)
+            listeners = http + build.shared(Protocol.HTTPS, result)
         build.http_routes.append(
             HTTPRoute(
                 owner=_owner(obj, tenant, RouteKind.INGRESS),
@@ -457,9 +484,41 @@ def _ingress(build: _Build, obj: Ingress, tenant: Tenant, result: ObjectResult) 
                 hostnames=(rule.host,),
                 semantics=RouteSemantics.INGRESS,
                 created=_created(obj),
-                rules=tuple(rules),
+                rules=(*rules, *default),
             )
         )
+    if hostless or default:
+        build.http_routes.append(
+            HTTPRoute(
+                owner=_owner(obj, tenant, RouteKind.INGRESS),
+                listeners=http + build.shared(Protocol.HTTPS, result),
+                hostnames=(),
+                semantics=RouteSemantics.INGRESS,
+                created=_created(obj),
+                rules=(*hostless, *default),
+            )
+        )
+
+
+def _port(service: IngressServiceBackend) -> int | str:
+    return service.port.number if service.port.number else service.port.name or ""
+
+
+def _ingress_default(
+    build: _Build, obj: Ingress, tenant: Tenant, result: ObjectResult
+) -> tuple[HTTPRule, ...]:
+    """The defaultBackend as a rule that matches every path (Prefix `/`, the least
+    specific match: every rule of the Ingress goes first)."""
+    service = obj.spec.default_backend.service if obj.spec.default_backend else None
+    if service is None:
+        return ()
+    backend = build.backend(obj, tenant, service.name, _port(service), result)
+    return (
+        HTTPRule(
+            matches=(RouteMatch(path=PathMatch(type=PathType.PREFIX, value="/")),),
+            backends=(BackendRef(backend=backend),),
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- Gateway API
@@ -480,11 +539,13 @@ _ROUTE_PROTOCOLS = {
 }
 
 
-def _config_listeners(build: _Build, listener: ApiListener) -> tuple[str, ...]:
+def _config_listeners(
+    build: _Build, listener: ApiListener, gateway: ObjectResult
+) -> tuple[str, ...]:
     protocol = _PROTOCOL[ListenerProtocol(listener.protocol)]
     if protocol in (Protocol.TCP, Protocol.UDP):
-        return build.exclusive(protocol, listener.port)
-    return build.shared(protocol)
+        return build.exclusive(protocol, listener.port, gateway)
+    return build.shared(protocol, gateway)
 
 
 def _gateway(build: _Build, obj: Gateway, tenant: Tenant, result: ObjectResult) -> None:
@@ -503,7 +564,7 @@ def _gateway(build: _Build, obj: Gateway, tenant: Tenant, result: ObjectResult) 
                 )  # fmt: skip
         if refs_ok:
             lr.conditions.append(Condition("ResolvedRefs", True, "ResolvedRefs"))
-        _config_listeners(build, listener)
+        _config_listeners(build, listener, result)
         lr.conditions += [
             Condition("Accepted", True, "Accepted"),
             Condition("Programmed", refs_ok, "Programmed" if refs_ok else "Invalid"),
@@ -528,13 +589,16 @@ def _hostnames_meet(route_hosts: Sequence[str], listener_host: str | None) -> li
     return met or None
 
 
+_ADDRESS_RULES = (L7Rule.ADDRESS_NOT_USABLE, L7Rule.ADDRESS_NOT_ASSIGNED)
+
 _NOT_ATTACHED = {
     "NoMatchingParent": "the Gateway has no listener of this sectionName and port",
     "NotAllowedByListeners": "no listener of the Gateway allows this route (protocol, "
     "allowedRoutes namespaces or kinds)",
     "NoMatchingListenerHostname": "none of the route's hostnames meets a listener's hostname",
     "HostnameNotAllowed": "a route without hostnames on a listener without a hostname would "
-    "catch every hostname of the shared addresses: name hostnames",
+    "catch every hostname of the shared addresses: name hostnames (or give the Gateway a "
+    "dedicated address: spec.addresses)",
 }
 
 
@@ -555,10 +619,12 @@ def _attach(
         gw_name = mirrored_name(source.cluster, parent.namespace or source.namespace, parent.name)
         found = gateways.get(f"{namespace}/{gw_name}")
         if found is None or not found[1].accepted:
+            why = "is not an accepted Teapot Gateway"
+            if found is not None and found[1].refusals[0].rule in _ADDRESS_RULES:
+                why = f"has no address ({found[1].refusals[0]})"
             pr.conditions.append(
-                Condition("Accepted", False, "NoMatchingParent",
-                          f"Gateway {parent.name} is not an accepted Teapot Gateway")
-            )  # fmt: skip
+                Condition("Accepted", False, "NoMatchingParent", f"Gateway {parent.name} {why}")
+            )
             continue
         gw, gw_result = found
         listeners: list[str] = []
@@ -584,10 +650,13 @@ def _attach(
             if met is None:
                 reason = "NoMatchingListenerHostname"
                 continue
-            if route.kind in ("HTTPRoute", "TLSRoute") and not met:
+            # A hostname-less HTTPRoute takes every hostname: on the Gateway's own
+            # address as Gateway API says, never on the shared addresses.
+            own = route.kind == "HTTPRoute" and gw_result.address is not None
+            if route.kind in ("HTTPRoute", "TLSRoute") and not met and not own:
                 reason = "HostnameNotAllowed"
                 continue
-            listeners += _config_listeners(build, listener)
+            listeners += _config_listeners(build, listener, gw_result)
             served_hosts += met
             if listener.protocol == ListenerProtocol.HTTPS and listener.tls is not None:
                 for ref in listener.tls.certificate_refs:
@@ -767,6 +836,8 @@ def translate(
         key=lambda o: (0 if isinstance(o, Gateway) else 1, _order(o)),
     )
     gateways: dict[str, tuple[Gateway, ObjectResult]] = {}
+    owners: dict[ObjectRef, Tenant] = {}
+    wanted: list[tuple[Ingress | Gateway, Tenant, Wanted]] = []
     for obj in ordered:
         owner = tenant_of(obj.metadata.namespace or "", tenants)
         if not isinstance(owner, Tenant):
@@ -775,6 +846,21 @@ def translate(
         if result.accepted:
             result.dropped = unserved_parts(obj, world)
         results[obj.ref] = result
+        owners[obj.ref] = owner
+        want = wanted_address(obj, owner) if isinstance(obj, Ingress | Gateway) else None
+        if result.accepted and isinstance(obj, Ingress | Gateway) and isinstance(want, Wanted):
+            wanted.append((obj, owner, want))
+    dedicated = assign(wanted, world.pools, world.held, build.addresses)
+    build.placed.update(dedicated.addresses)
+    for ref, refusal in dedicated.refused.items():
+        results[ref].refusals.append(
+            L7Refusal(L7Rule(refusal.reason), refusal.field, refusal.message)
+        )
+    for obj in ordered:
+        if obj.ref not in results:
+            continue
+        result, owner = results[obj.ref], owners[obj.ref]
+        result.address = dedicated.addresses.get(obj.ref)
         if isinstance(obj, Gateway):
             gateways[f"{obj.metadata.namespace}/{obj.name}"] = (obj, result)
         if not result.accepted:
@@ -787,12 +873,17 @@ def translate(
             _http_route(build, obj, owner, gateways, result)
         else:
             _stream_route(build, obj, owner, gateways, result)
-    certs = tuple(sorted(build.certificates))
-    # HTTPS listeners offer every certificate (SNI picks, the gateway's own by default).
-    listeners = {
-        name: x.model_copy(update={"certificates": certs}) if x.protocol is Protocol.HTTPS else x
-        for name, x in build.listeners.items()
-    }
+    # HTTPS listeners offer every certificate of their objects (SNI picks; the gateway's
+    # own by default, a dedicated listener's too): the shared ones every tenant's on the
+    # shared addresses, a dedicated one its tenant's objects' there.
+    listeners: dict[str, Listener] = {}
+    for name, x in build.listeners.items():
+        if x.protocol is not Protocol.HTTPS:
+            listeners[name] = x
+            continue
+        place = build.dedicated.get(name)
+        certs = tuple(c for c in sorted(build.certificates) if place in build.offered[c])
+        listeners[name] = x.model_copy(update={"certificates": certs})
     config = GatewayConfig(
         listeners=tuple(listeners.values()),
         certificates=tuple(build.certificates.values()),

@@ -147,6 +147,16 @@ class TenantRelay(KubeModel):
     BLACKHOLE (65535:666) is passed on with NO_EXPORT added; unset: the relay's --rtbh."""
 
 
+class TenantGateway(KubeModel):
+    """How the shared gateway serves the tenant, beyond its DNS domains."""
+
+    dedicated_address: bool = False
+    """Every Ingress and Gateway of the tenant that does not say otherwise (Gateway
+    `spec.addresses`, Ingress annotation `lb.teapot.io/dedicated-address`) is served on
+    the tenant's own gateway address, taken from its allocation and counted in its quota,
+    instead of the shared addresses."""
+
+
 class TenantSpec(KubeModel):
     """What a tenant may use, written by the cloud operator."""
 
@@ -174,6 +184,8 @@ class TenantSpec(KubeModel):
     """Gateway mode: NodePorts (the tenant's nodes) or PodIPs (routed pod networks)."""
     pod_networks: list[CIDR] = []
     """Gateway mode with PodIPs: the networks of the tenant's pods (every pod IP must be in one)."""
+    gateway: TenantGateway = Field(default_factory=TenantGateway)
+    """Gateway mode: the tenant's defaults on the shared gateway (a dedicated address)."""
 
 
 class TenantUsage(KubeModel):

@@ -7,7 +7,10 @@ compute the routes route mode wants (:mod:`.routes`). The Kubernetes adapter
 (:mod:`.kube_manager`) and standalone mode only read objects and write what it returns.
 
 State is only what requests hold (their IPs, in their status); :meth:`TenantBook.rebuild`
-takes it back from the requests after a restart or a change of leader.
+takes it back from the requests after a restart or a change of leader. The tenants'
+dedicated gateway addresses (:mod:`.l7address`, in the view as the gateway announces
+them) are held too, under keys of their own: no request is given one, and they count in
+the tenant's `quotas.addresses`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from teapot_lb import ipam
-from teapot_lb.addresses import parse_ip
+from teapot_lb.addresses import IPAddress, IPFamily, parse_ip
 from teapot_lb.controller.options import Event, EventType
 from teapot_lb.model.common import Condition, ConditionStatus, dump
 from teapot_lb.model.pool import AddressPool
@@ -52,6 +55,11 @@ class ManagementView:
     requests: Mapping[str, TenantLoadBalancer] = field(default_factory=dict)
     pools: Mapping[str, AddressPool] = field(default_factory=dict)
     unparsed: Mapping[str, list[Problem]] = field(default_factory=dict)
+    gateway_addresses: Mapping[str, frozenset[IPAddress]] = field(default_factory=dict)
+    """Per Tenant name, its dedicated gateway addresses."""
+
+
+_GATEWAY = ":gateway"  # the namespace of a dedicated gateway address's key (no real one)
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,7 @@ class TenantBook:
         self._ports: dict[str, int] = {}
         self._sharing: dict[str, str | None] = {}
         self._routes: dict[str, tuple[TenantRoute, ...]] = {}
+        self._gateway: dict[str, tuple[str, IPAddress]] = {}  # key -> (tenant, address)
 
     # ------------------------------------------------------------------ state
 
@@ -121,7 +130,36 @@ class TenantBook:
             elif self._configs.get(name) != pools:
                 requeue += [change.key for change in allocator.reconfigure(pools)]
             self._configs[name] = pools
-        return requeue
+        self.reserve(view)
+        return [k for k in requeue if k not in self._gateway]
+
+    def reserve(self, view: ManagementView) -> None:
+        """Hold the tenants' dedicated gateway addresses (and let go of those gone). One a
+        request holds already stays the request's: the gateway gives that one up."""
+        wanted = {
+            f"{_GATEWAY}/{tenant}/{ip}": (tenant, ip)
+            for tenant, ips in view.gateway_addresses.items()
+            if tenant in self._allocators
+            for ip in ips
+        }
+        for key, (tenant, _) in list(self._gateway.items()):
+            allocator = self._allocators.get(tenant)
+            if key not in wanted or allocator is None or allocator.assignment(key) is None:
+                if allocator is not None:
+                    allocator.release(key)
+                del self._gateway[key]
+        for key, (tenant, ip) in wanted.items():
+            if key in self._gateway:
+                continue
+            request = ipam.ServiceRequest(
+                namespace=_GATEWAY,
+                name=f"{tenant}/{ip}",
+                ip_families=(IPFamily.of(ip),),
+                requested_ips=(ip,),
+                key=key,
+            )
+            if isinstance(self._allocators[tenant].assign(request), ipam.Assigned):
+                self._gateway[key] = (tenant, ip)
 
     def rebuild(self, view: ManagementView) -> None:
         """Forget everything and take it from the requests' statuses (on taking the lease),
@@ -142,6 +180,8 @@ class TenantBook:
             self._hold(key, owner.name, request)
         for name, holdings in by_tenant.items():
             self._allocators[name].rebuild(holdings)
+        self._gateway = {}
+        self.reserve(view)
         for key in [k for k, t in self._owner.items() if self._allocators[t].assignment(k) is None]:
             self._forget(key)
 
@@ -185,6 +225,7 @@ class TenantBook:
             return Usage()
         keys = [k for k in self._held.get(tenant, ()) if k != without]
         ips = {ip for k in keys if (a := allocator.assignment(k)) is not None for ip in a.ips}
+        ips |= {ip for t, ip in self._gateway.values() if t == tenant}
         return Usage(len(ips), len(keys), sum(self._ports[k] for k in keys))
 
     def _shares(self, tenant: str, key: str, sharing_key: str | None) -> bool:
@@ -225,6 +266,7 @@ class TenantBook:
             self.release(key)  # the namespace moved to another tenant
         if tenant not in self._allocators:
             self.sync(view)
+        self.reserve(view)
         spec = request.spec
         others = self.usage(tenant, without=key)
         refusals = vet(

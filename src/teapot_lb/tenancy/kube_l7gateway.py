@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,11 +31,14 @@ from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
+    ADDRESS_POOLS,
     ENDPOINT_SLICES,
     GATEWAY_API_GROUP,
     GATEWAYS,
     INGRESSES,
     SECRETS,
+    SERVICES,
+    TENANT_LOAD_BALANCERS,
     TENANTS,
     KubeObject,
     Resource,
@@ -45,9 +49,12 @@ from teapot_lb.model import ApiObject, parse_object
 from teapot_lb.model.gateway_api import Gateway, HTTPRoute, TCPRoute, TLSRoute, UDPRoute
 from teapot_lb.model.ingress import Ingress
 from teapot_lb.model.manifest import secret_data
+from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem, problem
-from teapot_lb.model.tenancy import Tenant
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.tenancy.l7address import held_addresses
 from teapot_lb.tenancy.l7mirror import AGENT, ANNOTATION_REFUSED, MANAGED_BY, ROUTES
+from teapot_lb.tenancy.l7services import LABEL_ADDRESS_OF, address_services, differs
 from teapot_lb.tenancy.l7status import (
     gateway_status,
     ingress_refusal,
@@ -66,9 +73,13 @@ class GatewayControl:
     """`addresses`: the gateway's IPs (what Ingresses and Gateways are given);
     `on_config`: called with every new config (the data plane's apply); `statuses`: whether
     to write status and Events now (one replica does when several run: the leader's);
-    `default_certificate`: the namespace and name of the TLS Secret holding the gateway's
-    own certificate (followed; while it is missing or unusable, the gateway's generated one
-    is shown, and the log says why)."""
+    `config_namespace`: where the AddressPools are (tenants' dedicated addresses come from
+    their allocations, and count with what their TenantLoadBalancers hold);
+    `address_service`: NAMESPACE/NAME of the shared gateway's LoadBalancer Service, copied
+    with each dedicated address pinned so the speakers announce it (:mod:`.l7services`;
+    None: not written); `default_certificate`: the namespace and name of the TLS Secret
+    holding the gateway's own certificate (followed; while it is missing or unusable, the
+    gateway's generated one is shown, and the log says why)."""
 
     def __init__(
         self,
@@ -78,6 +89,8 @@ class GatewayControl:
         on_config: Callable[[GatewayConfig], Awaitable[None]] | None = None,
         statuses: Callable[[], bool] = lambda: True,
         gateway_api: bool = True,
+        config_namespace: str = "teapot-lb-system",
+        address_service: str | None = None,
         watch_timeout_s: float = 300.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         registry: CollectorRegistry | None = None,
@@ -109,6 +122,21 @@ class GatewayControl:
         resources = [r for r in OBJECT_RESOURCES if gateway_api or r.group != GATEWAY_API_GROUP]
         self.objects = {r: Informer(client, r, watch_timeout_s=watch_timeout_s) for r in resources}
         self.tenants = Informer(client, TENANTS, watch_timeout_s=watch_timeout_s)
+        self.pools = Informer(
+            client, ADDRESS_POOLS, namespace=config_namespace, watch_timeout_s=watch_timeout_s
+        )
+        self.requests = Informer(client, TENANT_LOAD_BALANCERS, watch_timeout_s=watch_timeout_s)
+        self.address_service = address_service
+        self.services = (
+            Informer(
+                client,
+                SERVICES,
+                namespace=address_service.partition("/")[0],
+                watch_timeout_s=watch_timeout_s,
+            )
+            if address_service
+            else None
+        )
         self.slices = Informer(
             client, ENDPOINT_SLICES, label_selector=f"{MANAGED_BY}={AGENT}",
             watch_timeout_s=watch_timeout_s,
@@ -137,12 +165,10 @@ class GatewayControl:
 
     def _informers(self) -> list[Informer]:
         return [
-            *self.objects.values(),
-            self.tenants,
-            self.slices,
-            self.secrets,
-            *self.default_secrets,
-        ]
+            *self.objects.values(), self.tenants, self.pools, self.requests, self.slices,
+            self.secrets, *self.default_secrets,
+            *([self.services] if self.services is not None else []),
+        ]  # fmt: skip
 
     def _key(self, event: EventType, key: str, obj: KubeObject) -> list[str]:
         return [KEY]
@@ -165,7 +191,11 @@ class GatewayControl:
             for key in self.secrets.list_keys()
             if (obj := self.secrets.get(key)) is not None
         }
-        return L7World(tenants, objects, secrets)
+        pools = {p.name: p for p in _parsed(self.pools) if isinstance(p, AddressPool)}
+        requests = [r for r in _parsed(self.requests) if isinstance(r, TenantLoadBalancer)]
+        return L7World(
+            tenants, objects, secrets, pools=pools, held=held_addresses(tenants, requests)
+        )
 
     def admission(self, obj: ApiObject) -> list[Problem]:
         """The webhook's verdict on a create or update of `obj` (empty: admitted)."""
@@ -179,7 +209,7 @@ class GatewayControl:
             return [problem(obj.ref, "", why)]
         world = self.world()
         others = [o for o in world.objects if o.ref != obj.ref]
-        seen = L7World(world.tenants, [*others, obj], world.secrets)
+        seen = replace(world, objects=[*others, obj])
         return problems_of(obj, vet_object(obj, seen))
 
     # ------------------------------------------------------------------ reconcile
@@ -203,9 +233,43 @@ class GatewayControl:
             )
         if not self.statuses():
             return
+        await self._announce(result)
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         for outcome in result.results.values():
             await self._write(outcome, now)
+
+    async def _announce(self, result: Translation) -> None:
+        """One Service per dedicated address (a copy of the shared gateway's), so the
+        speakers announce it; those of addresses no longer served are deleted."""
+        if self.services is None or self.address_service is None:
+            return
+        template = self.services.get(self.address_service)
+        dedicated = {(r.address, r.tenant) for r in result.results.values() if r.address}
+        if template is None:
+            if dedicated:
+                self._log.warning(
+                    "gateway service missing: dedicated addresses are not announced",
+                    service=self.address_service,
+                    addresses=sorted(str(a) for a, _ in dedicated),
+                )
+            return
+        wanted = address_services(dedicated, template)
+        namespace = self.address_service.partition("/")[0]
+        for key in self.services.list_keys():
+            current = self.services.get(key)
+            if current is None or LABEL_ADDRESS_OF not in _labels_of(current):
+                continue
+            name = current["metadata"]["name"]
+            want = wanted.pop(name, None)
+            if want is None:
+                with contextlib.suppress(NotFound):
+                    await self.client.delete(SERVICES, name, namespace)
+            elif differs(current, want):
+                merged = {**current, "metadata": {**current["metadata"], **want["metadata"]},
+                          "spec": {**current.get("spec", {}), **want["spec"]}}  # fmt: skip
+                await self.client.replace(SERVICES, merged)
+        for body in wanted.values():
+            await self.client.create(SERVICES, body)
 
     def _default(self) -> Certificate | None:
         """The operator's certificate from its Secret; None (the generated one) without
@@ -282,6 +346,10 @@ class GatewayControl:
         involved = {"apiVersion": resource.api_version, "kind": resource.kind, **raw}
         if await self.recorder.record(involved, "Warning", reason, message):
             self._told[key] = message
+
+
+def _labels_of(obj: KubeObject) -> dict[str, str]:
+    return dict(obj.get("metadata", {}).get("labels") or {})
 
 
 def _parsed(informer: Informer) -> list[Any]:

@@ -16,6 +16,9 @@ tenant can move only its own count), and which is deleted when the Tenant change
 that its agents ask again.
 The TenantNodes the tenants' agents publish are vetted against their Tenant's
 nodeNetworks (:mod:`.node_status`): the refused addresses in their status, and counted.
+With `gateway_services`, the Services that announce the tenants' dedicated gateway
+addresses (:mod:`.l7services`, in the configuration namespace) are read too: the book
+holds those addresses and counts them in the tenants' quotas.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from teapot_lb import log
+from teapot_lb.addresses import IPAddress, parse_ip
 from teapot_lb.controller.options import Event
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
@@ -37,6 +41,7 @@ from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import (
     ADDRESS_POOLS,
     EVENTS,
+    SERVICES,
     TENANT_LOAD_BALANCERS,
     TENANT_NODES,
     TENANTS,
@@ -48,8 +53,10 @@ from teapot_lb.kube.workqueue import WorkQueue
 from teapot_lb.model import ApiObject, dump, parse_object
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
+from teapot_lb.model.service import ANNOTATION_IPS
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_status
+from teapot_lb.tenancy.l7services import LABEL_ADDRESS_OF
 from teapot_lb.tenancy.metrics import ManagerMetrics
 from teapot_lb.tenancy.node_status import tenant_nodes_status
 from teapot_lb.tenancy.request import DENIALS_SELECTOR
@@ -97,6 +104,7 @@ class ManagerConfig:
     workers: int = 32
     event_senders: int = 4
     tenant_status_delay_s: float = 0.5
+    gateway_services: bool = False
 
 
 class KubeManager:
@@ -122,6 +130,7 @@ class KubeManager:
         self.pools: dict[str, AddressPool] = {}
         self.unparsed: dict[str, list[Problem]] = {}
         self.tenant_nodes: dict[str, TenantNodes] = {}
+        self.gateway_addresses: dict[str, tuple[str, IPAddress]] = {}  # Service key -> ...
         self._raw: dict[str, KubeObject] = {}
         # Agents' denials (Events by key), and the requests each names, by namespace.
         self._denials: dict[str, KubeObject] = {}
@@ -137,6 +146,16 @@ class KubeManager:
                 EVENTS, None, self._on_denial, watch_timeout_s, field_selector=DENIALS_SELECTOR
             ),
         ]
+        if self.config.gateway_services:
+            informer = Informer(
+                client,
+                SERVICES,
+                namespace=self.config.config_namespace,
+                label_selector=LABEL_ADDRESS_OF,
+                watch_timeout_s=watch_timeout_s,
+            )
+            informer.add_handler(self._on_gateway_service)
+            self.informers.append(informer)
         self.elector = (
             LeaderElector(client, self.config.lease, on_change=self._on_leadership)
             if self.config.lease
@@ -220,6 +239,21 @@ class KubeManager:
         self._view = None
         self._enqueue(RequestKey(key))
 
+    def _on_gateway_service(self, event: EventType, key: str, obj: KubeObject) -> None:
+        before = self.gateway_addresses.pop(key, None)
+        meta = obj.get("metadata", {})
+        tenant = (meta.get("labels") or {}).get(LABEL_ADDRESS_OF)
+        text = (meta.get("annotations") or {}).get(ANNOTATION_IPS, "")
+        if event is not EventType.DELETED and tenant:
+            with contextlib.suppress(ValueError):
+                self.gateway_addresses[key] = (tenant, parse_ip(text))
+        after = self.gateway_addresses.get(key)
+        if before != after:
+            self._view = None
+            for held in (before, after):
+                if held is not None:
+                    self._enqueue(TenantStatusKey(held[0]), delay=self.config.tenant_status_delay_s)
+
     def _on_nodes(self, event: EventType, key: str, obj: KubeObject) -> None:
         parsed, problems = self._parse(obj)
         self.tenant_nodes.pop(key, None)
@@ -232,8 +266,15 @@ class KubeManager:
 
     def view(self) -> ManagementView:
         if self._view is None:
+            gateway: dict[str, set[IPAddress]] = {}
+            for tenant, ip in self.gateway_addresses.values():
+                gateway.setdefault(tenant, set()).add(ip)
             self._view = ManagementView(
-                dict(self.tenants), dict(self.requests), dict(self.pools), dict(self.unparsed)
+                dict(self.tenants),
+                dict(self.requests),
+                dict(self.pools),
+                dict(self.unparsed),
+                {t: frozenset(ips) for t, ips in gateway.items()},
             )
         return self._view
 
@@ -396,6 +437,7 @@ class KubeManager:
         tenant = self.tenants.get(name)
         if tenant is None:
             return
+        self.book.reserve(self.view())
         usage = self.book.usage(name)
         namespace = tenant.spec.namespace
         # Requests refused here, and those the API server refused to store (denials

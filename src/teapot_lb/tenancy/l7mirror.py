@@ -63,6 +63,7 @@ from teapot_lb.model.ingress import (
 )
 from teapot_lb.model.service import SERVICE_NAME_LABEL, ExternalTrafficPolicy, Node, Service
 from teapot_lb.model.tenancy import GatewayBackends
+from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY
 from teapot_lb.tenancy.l7vet import (
     GATEWAY_CLASS,
@@ -90,6 +91,8 @@ ANNOTATION_HEALTH_CHECK = "lb.teapot.io/health-check"
 ANNOTATION_REFUSED = "gateway.lb.teapot.io/refused"
 _OURS = ("lb.teapot.io/", "gateway.lb.teapot.io/")
 _DROPPED_ANNOTATIONS = {"kubectl.kubernetes.io/last-applied-configuration"}
+# Our annotations a tenant writes as a request (vetted by the gateway, like the spec).
+_TENANTS_OWN = {ANNOTATION_DEDICATED_ADDRESS}
 
 ROUTES: tuple[Resource, ...] = (HTTP_ROUTES, TLS_ROUTES, TCP_ROUTES, UDP_ROUTES)
 # What the agent reads of the tenant cluster for the gateway (besides Services, Nodes and
@@ -208,7 +211,7 @@ class _Builder:
         annotations = {
             k: v
             for k, v in (meta.get("annotations") or {}).items()
-            if k not in _DROPPED_ANNOTATIONS and not k.startswith(_OURS)
+            if k not in _DROPPED_ANNOTATIONS and (k in _TENANTS_OWN or not k.startswith(_OURS))
         }
         if resource is INGRESSES:
             annotations.pop(CLASS_ANNOTATION, None)

@@ -1,7 +1,10 @@
 """The gateway's control plane without Kubernetes: a manifest directory (Tenants, the
 tenants' Ingresses and Gateway API objects, their EndpointSlices and TLS Secrets, as the
 tenant agent would have mirrored them) translated into the data plane's GatewayConfig,
-with the same vetting (a refused object is left out and reported).
+with the same vetting (a refused object is left out and reported). A dedicated address
+(:mod:`.l7address`) is vetted against the Tenant's allocation in the AddressPools of the
+directory, and counted in its quota with the addresses its TenantLoadBalancers there hold
+(their status).
 
 For standalone mode and the lab: ``translate_directory(path, addresses)``. Objects without
 `creationTimestamp` get the time this gateway first saw them (`first_seen`, as standalone
@@ -21,9 +24,11 @@ from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.gateway_api import Gateway, HTTPRoute, TCPRoute, TLSRoute, UDPRoute
 from teapot_lb.model.ingress import Ingress
 from teapot_lb.model.manifest import parse_documents, read_documents
+from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
-from teapot_lb.model.tenancy import Tenant
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.standalone.first_seen import FirstSeen
+from teapot_lb.tenancy.l7address import held_addresses
 from teapot_lb.tenancy.l7vet import L7Object, L7World, served_here
 
 _SLICE = ("discovery.k8s.io/v1", "EndpointSlice")
@@ -61,5 +66,9 @@ def translate_directory(
         for o in stamps.stamp(found, now or datetime.now(UTC))
         if isinstance(o, Ingress | Gateway | HTTPRoute | TLSRoute | TCPRoute | UDPRoute)
     ]
-    world = L7World(tenants, objects, manifest.secrets)
+    pools = {o.name: o for o in manifest.objects if isinstance(o, AddressPool)}
+    requests = [o for o in manifest.objects if isinstance(o, TenantLoadBalancer)]
+    world = L7World(
+        tenants, objects, manifest.secrets, pools=pools, held=held_addresses(tenants, requests)
+    )
     return translate(world, slices, addresses), [*problems, *manifest.problems]

@@ -59,8 +59,21 @@ def _refused(result: ObjectResult) -> Condition:
     return Condition("Accepted", False, result.refusals[0].rule.value, refusal_text(result))
 
 
+# A dedicated address that cannot be had: the Gateway is accepted, not programmed
+# (Gateway API's Programmed reasons).
+_NOT_PROGRAMMED = (L7Rule.ADDRESS_NOT_USABLE, L7Rule.ADDRESS_NOT_ASSIGNED)
+
+
+def served_addresses(result: ObjectResult, addresses: Sequence[IPAddress]) -> tuple[IPAddress, ...]:
+    """Where an object is served: its dedicated address, the shared `addresses`, or
+    nowhere (refused)."""
+    if not result.accepted:
+        return ()
+    return (result.address,) if result.address is not None else tuple(addresses)
+
+
 def ingress_status(result: ObjectResult, addresses: Sequence[IPAddress]) -> dict[str, Any]:
-    ips = [{"ip": str(a)} for a in addresses] if result.accepted else []
+    ips = [{"ip": str(a)} for a in served_addresses(result, addresses)]
     return {"loadBalancer": {"ingress": ips}}
 
 
@@ -77,7 +90,14 @@ def gateway_status(
     assert isinstance(obj, Gateway)
     previous = obj.status
     generation = obj.metadata.generation
-    if not result.accepted:
+    addresses = served_addresses(result, addresses)
+    first = result.refusals[0] if result.refusals else None
+    if first is not None and all(r.rule in _NOT_PROGRAMMED for r in result.refusals):
+        wanted = [
+            Condition("Accepted", True, "Accepted"),
+            Condition("Programmed", False, first.rule.value, refusal_text(result)),
+        ]
+    elif not result.accepted:
         wanted = [_refused(result), Condition("Programmed", False, "Invalid", "not accepted")]
     else:
         wanted = [
@@ -105,9 +125,7 @@ def gateway_status(
             }
         )
     return {
-        "addresses": [{"type": "IPAddress", "value": str(a)} for a in addresses]
-        if result.accepted
-        else [],
+        "addresses": [{"type": "IPAddress", "value": str(a)} for a in addresses],
         "conditions": _conditions(wanted, previous.conditions, now, generation),
         "listeners": listeners,
     }
@@ -204,4 +222,5 @@ __all__ = [
     "ingress_status",
     "refusal_text",
     "route_status",
+    "served_addresses",
 ]

@@ -28,6 +28,7 @@ from functools import cached_property
 
 from pydantic import BaseModel
 
+from teapot_lb.addresses import IPAddress
 from teapot_lb.model.common import ObjectRef, creation_order, dump
 from teapot_lb.model.gateway_api import (
     GATEWAY_GROUP,
@@ -47,8 +48,10 @@ from teapot_lb.model.gateway_api import (
     route_hostnames,
 )
 from teapot_lb.model.ingress import INGRESS_CLASS, Ingress
+from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import Tenant, TenantMode
+from teapot_lb.tenancy.l7address import AddressRefusal, Wanted, is_dedicated, wanted_address
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY, certificate_problem
 from teapot_lb.tenancy.refusal import Refusal
 from teapot_lb.tenancy.request import LABEL_CLUSTER, request_name
@@ -101,6 +104,11 @@ class L7Rule(StrEnum):
     QUOTA_EXCEEDED = "QuotaExceeded"
     BACKEND_NOT_ALLOWED = "BackendNotAllowed"  # not a Service of the same namespace
     OVERSIZED = "Oversized"
+    # A dedicated gateway address (tenancy.l7address), Gateway API's Gateway reasons:
+    # asked in a way not served (refused); not usable or not assigned (not programmed).
+    UNSUPPORTED_ADDRESS = "UnsupportedAddress"
+    ADDRESS_NOT_USABLE = "AddressNotUsable"
+    ADDRESS_NOT_ASSIGNED = "AddressNotAssigned"
 
 
 class L7Refusal(Refusal[L7Rule]):
@@ -117,12 +125,16 @@ CertificateCheck = Callable[[bytes, bytes], str | None]
 class L7World:
     """What vetting reads: the Tenants, every gateway object of every tenant (for stolen
     hostnames and ports), and the mirrored Secrets by key (None: not known, as in a
-    webhook without a Secret cache; certificates are then vetted at reconcile)."""
+    webhook without a Secret cache; certificates are then vetted at reconcile).
+    Dedicated addresses (:mod:`.l7address`) also read the AddressPools by name and, per
+    Tenant name, the addresses its TenantLoadBalancers hold."""
 
     tenants: Sequence[Tenant]
     objects: Sequence[L7Object] = ()
     secrets: Mapping[str, Mapping[str, bytes]] | None = None
     check_certificate: CertificateCheck = field(default=certificate_problem)
+    pools: Mapping[str, AddressPool] = field(default_factory=dict)
+    held: Mapping[str, frozenset[IPAddress]] = field(default_factory=dict)
 
     @cached_property
     def claims(self) -> _Claims:
@@ -826,9 +838,15 @@ def vet_object(obj: L7Object, world: L7World) -> list[L7Refusal]:
         return out  # nothing more is read of an oversized object
     out += _annotation_refusals(obj)
     hostless = set(_hostless_parts(obj))
+    dedicated = False
+    if isinstance(obj, Ingress | Gateway):
+        want = wanted_address(obj, tenant)
+        if isinstance(want, AddressRefusal):
+            out.append(L7Refusal(L7Rule.UNSUPPORTED_ADDRESS, want.field, want.message))
+        dedicated = isinstance(want, Wanted)
     for where, host in claimed_hostnames(obj):
-        if where in hostless:
-            continue  # left out, the rest served (unserved_parts)
+        if where in hostless or (dedicated and not host):
+            continue  # left out, the rest served (unserved_parts); or its own address
         bad = hostname_refusal(host, tenant, where)
         out += [bad] if bad else []
     source = source_of(obj)
@@ -861,7 +879,7 @@ def unserved_parts(obj: L7Object, world: L7World) -> list[L7Refusal]:
     Ingress's rules without host and its defaultBackend, which on the shared addresses
     would catch every hostname (status, an Event and `gateway --check` say so)."""
     owner = _tenant_of_object(obj, world.tenants)
-    if not served_here(obj) or isinstance(owner, L7Refusal):
+    if not served_here(obj) or isinstance(owner, L7Refusal) or is_dedicated(obj, owner):
         return []
     return [
         L7Refusal(

@@ -92,16 +92,22 @@ def listener(name: str, protocol: str, port: int, **extra: Any) -> dict[str, Any
 
 
 def gateway(
-    tenant_name: str, name: str, listeners: list[dict[str, Any]], *, age: int = 0
+    tenant_name: str,
+    name: str,
+    listeners: list[dict[str, Any]],
+    *,
+    age: int = 0,
+    addresses: list[dict[str, Any]] | None = None,
+    past_the_crd: bool = False,
 ) -> Gateway:
-    obj = parsed(
-        {
-            "apiVersion": GW,
-            "kind": "Gateway",
-            "metadata": meta(tenant_name, name, age=age),
-            "spec": {"gatewayClassName": "teapot", "listeners": listeners},
-        }
-    )
+    """A Gateway of class teapot; `addresses`: its spec.addresses (a dedicated address);
+    `past_the_crd` as for :func:`route`."""
+    spec: dict[str, Any] = {"gatewayClassName": "teapot", "listeners": listeners}
+    if addresses is not None:
+        spec["addresses"] = addresses
+    body = {"apiVersion": GW, "kind": "Gateway", "metadata": meta(tenant_name, name, age=age)}
+    body["spec"] = spec
+    obj = MODELS[GW, "Gateway"].model_validate(body) if past_the_crd else parsed(body)
     assert isinstance(obj, Gateway)
     return obj
 

@@ -17,11 +17,14 @@ import pytest
 
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.gateway.config import GatewayConfig
+from teapot_lb.kube.resources import INGRESSES
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
 from teapot_lb.tenancy.kube_l7gateway import GatewayControl
+from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
 from teapot_lb.tenancy.l7mirror import ANNOTATION_REFUSED
-from tenancy.builders import tenant_body
+from teapot_lb.tenancy.l7services import LABEL_ADDRESS_OF
+from tenancy.builders import pool_body, tenant_body, tlb_body
 
 from .builders import DOMAINS, make_certificate
 from .tenant_world import (
@@ -38,6 +41,20 @@ from .tenant_world import (
 
 WITHIN = 15.0
 GATEWAY_IP = "203.0.113.10"
+# The shared gateway's Service (deploy/teapot/gateway-node.yaml's shape).
+GATEWAY_SERVICE: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "teapot-lb-gateway", "namespace": "teapot-lb-system",
+                 "annotations": {"lb.teapot.io/ips": GATEWAY_IP}},
+    "spec": {
+        "type": "LoadBalancer", "loadBalancerClass": "lb.teapot.io/teapot",
+        "externalTrafficPolicy": "Local",
+        "selector": {"app.kubernetes.io/component": "gateway"},
+        "ports": [{"name": "http", "port": 80, "protocol": "TCP"},
+                  {"name": "https", "port": 443, "protocol": "TCP"}],
+    },
+}  # fmt: skip
 
 
 def tenants() -> list[dict[str, Any]]:
@@ -52,7 +69,7 @@ def tenants() -> list[dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def with_control(
-    world: TenantWorld,
+    world: TenantWorld, **options: Any
 ) -> AsyncIterator[tuple[GatewayControl, list[GatewayConfig]]]:
     configs: list[GatewayConfig] = []
 
@@ -60,7 +77,7 @@ async def with_control(
         configs.append(config)
 
     control = GatewayControl(
-        world.admin, [ip_address(GATEWAY_IP)], on_config=applied, watch_timeout_s=30
+        world.admin, [ip_address(GATEWAY_IP)], on_config=applied, watch_timeout_s=30, **options
     )
     async with running(control):
         yield control, configs
@@ -254,6 +271,75 @@ async def test_an_ingress_rule_without_host_is_left_out_with_an_event_and_the_re
             assert raw["status"]["loadBalancer"]["ingress"] == [{"ip": GATEWAY_IP}]
             assert control.config is not None
             assert any("www.bolt.example" in r.hostnames for r in control.config.http_routes)
+
+
+async def test_a_dedicated_address_reaches_the_tenants_ingress_and_a_refusal_is_told(
+    tmp_path: Path,
+) -> None:
+    """Issue 34, 7(b) through the agent: an Ingress asking for any address of its tenant's
+    allocation gets the first one its TenantLoadBalancers do not hold (read from the
+    management cluster's AddressPools and requests), in its status in the tenant cluster,
+    and a copy of the shared gateway's Service with that address pinned, which the
+    speakers announce like the shared one (gone with the Ingress); one asking for another
+    tenant's address is told why (annotation, Event)."""
+    own = ingress("own", "own.apps.example")
+    own["metadata"]["annotations"][ANNOTATION_DEDICATED_ADDRESS] = "true"
+    stolen = ingress("stolen", "stolen.apps.example")
+    stolen["metadata"]["annotations"][ANNOTATION_DEDICATED_ADDRESS] = "198.51.100.20"  # bolt's
+    async with tenant_world(tmp_path, service("web"), slice_of("web", ["10.1.0.1"]),
+                            own, stolen) as world:  # fmt: skip
+        for body in [*tenants(), pool_body("shared-v4", ["198.51.100.0/26"])]:
+            world.management.seed(body)
+        held = tlb_body("acme", "lb")
+        held["status"] = {"addresses": ["198.51.100.0"]}
+        world.management.seed(held)
+        world.management.seed(GATEWAY_SERVICE)
+        async with with_control(world, address_service="teapot-lb-system/teapot-lb-gateway"):
+            ip = await wait_for_async(
+                lambda: ((world.tenant.get("ingresses", "own", "web") or {}).get("status", {})
+                         .get("loadBalancer", {}).get("ingress")),
+                within=WITHIN, what="the dedicated address in the tenant Ingress's status",
+            )  # fmt: skip
+            assert ip == [{"ip": "198.51.100.1"}]
+            refused = await wait_for_async(
+                lambda: (
+                    (world.management.get("ingresses", "c1.web.stolen", NS) or {})
+                    .get("metadata", {})
+                    .get("annotations", {})
+                    .get(ANNOTATION_REFUSED)
+                ),
+                within=WITHIN,
+                what="the refusal annotation",
+            )
+            assert refused.startswith(
+                f"AddressNotUsable: metadata.annotations[{ANNOTATION_DEDICATED_ADDRESS}]"
+            )
+            assert "outside the allocation of Tenant acme" in refused
+            await wait_for_async(
+                lambda: [e for e in world.management.list("events", NS)
+                         if e.get("reason") == "AddressNotUsable"],
+                within=WITHIN, what="the refusal Event",
+            )  # fmt: skip
+            copy_ = await wait_for_async(
+                lambda: world.management.get(
+                    "services", "teapot-lb-gateway-198-51-100-1", "teapot-lb-system"
+                ),
+                within=WITHIN, what="the Service of the dedicated address",
+            )  # fmt: skip
+            assert copy_["metadata"]["annotations"] == {"lb.teapot.io/ips": "198.51.100.1"}
+            assert copy_["metadata"]["labels"][LABEL_ADDRESS_OF] == "acme"
+            spec = copy_["spec"]
+            assert (spec["type"], spec["externalTrafficPolicy"]) == ("LoadBalancer", "Local")
+            assert spec["selector"] == GATEWAY_SERVICE["spec"]["selector"]
+            assert [p["port"] for p in spec["ports"]] == [80, 443]
+            await world.client.delete(INGRESSES, "own", "web")
+            await wait_for_async(
+                lambda: world.management.get(
+                    "services", "teapot-lb-gateway-198-51-100-1", "teapot-lb-system"
+                ) is None or None,
+                within=WITHIN, what="the Service gone with the Ingress",
+            )  # fmt: skip
+            assert world.management.get("services", "teapot-lb-gateway", "teapot-lb-system")
 
 
 def tls_secret(namespace: str, name: str, cert: bytes, key: bytes) -> dict[str, Any]:

@@ -85,8 +85,13 @@ def real(kube_plane: ControlPlane) -> Iterator[Real]:
     for crd in CRDS:
         plane.kubectl("apply", "--server-side", "-f",
                       str(GATEWAY_API / f"gateway.networking.k8s.io_{crd}.yaml"))  # fmt: skip
-    plane.kubectl("apply", "-f", str(ROOT / "deploy" / "crds" / "lb.teapot.io_tenants.yaml"))
-    for crd in [f"{c}.gateway.networking.k8s.io" for c in CRDS] + ["tenants.lb.teapot.io"]:
+    # (the gateway also reads AddressPools and TenantLoadBalancers: dedicated addresses)
+    ours = ("tenants", "addresspools", "tenantloadbalancers")
+    for kind in ours:
+        plane.kubectl("apply", "-f", str(ROOT / "deploy" / "crds" / f"lb.teapot.io_{kind}.yaml"))
+    for crd in [f"{c}.gateway.networking.k8s.io" for c in CRDS] + [
+        f"{k}.lb.teapot.io" for k in ours
+    ]:
         plane.kubectl("wait", "--for=condition=established", f"crd/{crd}")
     suffix = uuid.uuid4().hex[:6]
     real = Real(plane, suffix, f"web-{suffix}", {})

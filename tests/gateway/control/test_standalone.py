@@ -160,6 +160,54 @@ def test_validate_names_an_ingress_rule_without_host_it_leaves_out(tmp_path: Pat
     ]
 
 
+def test_a_dedicated_address_in_the_manifests_is_vetted_against_the_allocation(
+    tmp_path: Path,
+) -> None:
+    """Issue 34, 7(b) without Kubernetes: a Gateway's address of its tenant's allocation
+    (the AddressPools of the directory) is served there with its hostname-less route; an
+    Ingress naming an address a TenantLoadBalancer of the directory holds, and a Gateway
+    naming another tenant's, are `--check` lines with Gateway API's reason."""
+    from click.testing import CliRunner
+
+    from teapot_lb.cli.gateway import gateway as command
+    from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
+    from tenancy.builders import pool_body, tlb_body
+
+    from .builders import gateway, http_route, listener
+
+    root = manifests(tmp_path)
+    held = tlb_body("acme", "lb")
+    held["status"] = {"addresses": ["198.51.100.3"]}
+    write(root, "pools.yaml", pool_body("shared-v4", ["198.51.100.0/26"]),
+          pool_body("shared-v6", ["2001:db8:100::/120"]), held)  # fmt: skip
+    own = gateway("acme", "own", [listener("http", "HTTP", 80)], age=1,
+                  addresses=[{"type": "IPAddress", "value": "198.51.100.5"}])  # fmt: skip
+    everything = http_route("acme", "everything", [], age=2, gateway_name="own")
+    taken = ingress_body("acme", "taken", "taken.acme.example", age=3,
+                         annotations={ANNOTATION_DEDICATED_ADDRESS: "198.51.100.3"})  # fmt: skip
+    bolts = gateway("acme", "bolts", [listener("http", "HTTP", 80)], age=4,
+                    addresses=[{"type": "IPAddress", "value": "198.51.100.20"}])  # fmt: skip
+    write(root, "dedicated.yaml", taken, *(dump(o) for o in (own, everything, bolts)))
+
+    result, problems = translate_directory(root, [ip_address("203.0.113.10")])
+    assert problems == []
+    (served,) = [r for r in result.config.http_routes if r.owner.name.endswith("everything")]
+    assert served.hostnames == ()
+    addresses = {str(x.address) for x in result.config.listeners if x.name in served.listeners}
+    assert addresses == {"198.51.100.5"}
+
+    checked = CliRunner().invoke(
+        command, ["--manifests", str(root), "--address", "203.0.113.10", "--check"]
+    )
+    assert checked.exit_code == 1
+    lines = checked.output.splitlines()
+    (taken_line,) = [x for x in lines if "taken" in x and "[AddressNotUsable]" in x]
+    assert "held by a TenantLoadBalancer of Tenant acme" in taken_line
+    (bolts_line,) = [x for x in lines if "bolts" in x and "[AddressNotUsable]" in x]
+    assert "spec.addresses[0].value" in bolts_line and "outside the allocation" in bolts_line
+    assert not [x for x in lines if "everything" in x]
+
+
 def test_check_refuses_a_route_the_upstream_crd_refuses_with_its_rule_and_field(
     tmp_path: Path,
 ) -> None:
