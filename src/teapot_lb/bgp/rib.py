@@ -465,8 +465,12 @@ class AdjRibOut:
                 if some:
                     gone, changed = self._changes(family, some, family in export.add_path)
                     if gone:
-                        out.extend(pack_withdrawals(family, gone))
+                        out.extend(pack_withdrawals(family, sorted(gone)))
                     for attrs, keys in _group(changed):
+                        # In address order (the changed set's is a hash's): a router
+                        # installs a burst in address order at about 3/4 of the CPU
+                        # (its FIB's and the kernel's tries; bench/relay.py).
+                        keys.sort()
                         out.extend(pack_announcements(family, attrs, keys, export))
                 continue
             self._sent_keys.pop(family, None)
