@@ -8,17 +8,26 @@ passes the accepted routes to an upstream BIRD (ADD-PATH receive, multipath into
 kernel FIB). Every tenant also announces HIJACKS routes it must not (another tenant's
 prefix, a covering aggregate, a bogon, a next hop of another tenant's node).
 
-Per implementation (ours: `teapot-lb relay`; BIRD: generated prefix lists, next-hop and
-AS-path filters, `next hop keep`, `add paths tx`): every session Established with the
-tenants' routes held back, then all static routes enabled at once; the time is from that
-moment until the upstream's BGP table holds every accepted path (TENANTS x ROUTES x NODES).
-Then: hijack routes found upstream (must be 0), next hops per prefix in the upstream's
-kernel FIB (a sample of one prefix per tenant), and the relay process's peak RSS.
+Per implementation (ours: `teapot-lb relay`; BIRD: the same filter rule for rule, see
+:func:`bird_relay_conf`, with `next hop keep`, `add paths tx`): every session Established
+with the tenants' routes held back, then all static routes enabled at once; the time is from
+that moment until the upstream's BGP table holds every accepted path (TENANTS x ROUTES x
+NODES), and the CPU the relay (or BIRD as the route server) and the upstream BIRD used in
+that window (``/proc/PID/stat``). Then: hijack routes found upstream (must be 0), next hops
+per prefix in the upstream's kernel FIB (a sample of one prefix per tenant), and the relay
+process's peak RSS. With ``--profile FILE`` the relay runs under cProfile in the timed
+window only (SIGUSR1/SIGUSR2 around it; stats in FILE) and its time is split by phase:
+receive (read, decode), judge (the tenant's filter), rib (the relay's tables), adj_rib_out
+(the diff towards the routers), encode (UPDATEs packed), send, other (event loop, glue).
+Profiling slows the relay about twice: compare times of runs without it.
 
     .venv/bin/python bench/relay.py --tenants 100 --routes 1000 --nodes 2
 
-Last line JSON: routes, paths, ours_s, bird_s, ratio_vs_bird, rss_mb, bird_rss_mb,
-hijack_cases, hijack_leaked, ecmp_next_hops_min, tenants, nodes.
+Last line JSON: routes, paths, ours_s, bird_s, ratio_vs_bird, cpu_s, bird_cpu_s,
+cpu_ratio_vs_bird, upstream_cpu_s / bird_upstream_cpu_s (the upstream BIRD's, with ours /
+with BIRD), quarters_s / bird_quarters_s (seconds until a quarter, half, three quarters
+of the paths were upstream), cpu_share_by_phase_profiled (empty without --profile), rss_mb,
+bird_rss_mb, hijack_cases, hijack_leaked, ecmp_next_hops_min, tenants, nodes.
 """
 
 from __future__ import annotations
@@ -345,10 +354,17 @@ def run_one(
         started = time.monotonic()
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda b: b.c("enable st"), tenant_birds))
-        wait_for(lambda: up.paths() >= want, timeout=1800, every=0.2,
-                 what=f"{kind}: {want} paths upstream",
+        timeline: list[tuple[float, int]] = []  # (seconds, paths upstream) at each look
+
+        def arrived() -> bool:
+            timeline.append((time.monotonic() - started, up.paths()))
+            return timeline[-1][1] >= want
+
+        wait_for(arrived, timeout=1800, every=0.2, what=f"{kind}: {want} paths upstream",
                  detail=lambda: f"paths: {up.paths()}")  # fmt: skip
         seconds = time.monotonic() - started
+        # When the upstream held a quarter, half, three quarters of the paths.
+        quarters = [next(t for t, n in timeline if n >= want * q / 4) for q in (1, 2, 3)]
         cpu_s = cpu_seconds(pid) - cpu_before
         up_cpu_s = cpu_seconds(up.proc.pid) - up_before
         phase_s: dict[str, float] = {}
@@ -370,7 +386,8 @@ def run_one(
             hops.append(len(got))
         return {"seconds": seconds, "rss_mb": peak_rss_mb(pid), "leaked": leaked,
                 "ecmp_min": min(hops), "paths": up.paths(), "cpu_s": cpu_s,
-                "upstream_cpu_s": up_cpu_s, "phases": phase_s}  # fmt: skip
+                "upstream_cpu_s": up_cpu_s, "phases": phase_s,
+                "quarters_s": [round(t, 2) for t in quarters]}  # fmt: skip
     finally:
         for b in (*tenant_birds, relay_bird, up):
             if b is not None:
@@ -413,7 +430,8 @@ def main() -> None:
             )
             print(f"{kind:5} {r['seconds']:8.2f} s  cpu {r['cpu_s']:6.2f} s  "
                   f"rss {r['rss_mb']:7.1f} MB  leaked {r['leaked']}  ecmp min {r['ecmp_min']}  "
-                  f"paths {r['paths']}  upstream cpu {r['upstream_cpu_s']:.2f} s")  # fmt: skip
+                  f"paths {r['paths']}  upstream cpu {r['upstream_cpu_s']:.2f} s  "
+                  f"1/4, 1/2, 3/4 upstream at {r['quarters_s']} s")  # fmt: skip
             if r["phases"]:
                 split = ", ".join(f"{k} {v:.0%}" for k, v in r["phases"].items())
                 print(f"      cpu by phase: {split}")
@@ -429,6 +447,10 @@ def main() -> None:
         "cpu_s": round(ours["cpu_s"], 2),
         "bird_cpu_s": round(bird["cpu_s"], 2),
         "cpu_ratio_vs_bird": round(ours["cpu_s"] / bird["cpu_s"], 2),
+        "upstream_cpu_s": round(ours["upstream_cpu_s"], 2),
+        "bird_upstream_cpu_s": round(bird["upstream_cpu_s"], 2),
+        "quarters_s": ours["quarters_s"],
+        "bird_quarters_s": bird["quarters_s"],
         "cpu_share_by_phase_profiled": ours["phases"],
         "rss_mb": round(ours["rss_mb"], 1),
         "bird_rss_mb": round(bird["rss_mb"], 1),
