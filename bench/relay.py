@@ -8,25 +8,37 @@ passes the accepted routes to an upstream BIRD (ADD-PATH receive, multipath into
 kernel FIB). Every tenant also announces HIJACKS routes it must not (another tenant's
 prefix, a covering aggregate, a bogon, a next hop of another tenant's node).
 
-Per implementation (ours: `teapot-lb relay`; BIRD: generated prefix lists, next-hop and
-AS-path filters, `next hop keep`, `add paths tx`): every session Established with the
-tenants' routes held back, then all static routes enabled at once; the time is from that
-moment until the upstream's BGP table holds every accepted path (TENANTS x ROUTES x NODES).
-Then: hijack routes found upstream (must be 0), next hops per prefix in the upstream's
-kernel FIB (a sample of one prefix per tenant), and the relay process's peak RSS.
+Per implementation (ours: `teapot-lb relay`; BIRD: the same filter rule for rule, see
+:func:`bird_relay_conf`, with `next hop keep`, `add paths tx`): every session Established
+with the tenants' routes held back, then all static routes enabled at once; the time is from
+that moment until the upstream's BGP table holds every accepted path (TENANTS x ROUTES x
+NODES), and the CPU the relay (or BIRD as the route server) and the upstream BIRD used in
+that window (``/proc/PID/stat``). Then: hijack routes found upstream (must be 0), next hops
+per prefix in the upstream's kernel FIB (a sample of one prefix per tenant), and the relay
+process's peak RSS. With ``--profile FILE`` the relay runs under cProfile in the timed
+window only (SIGUSR1/SIGUSR2 around it; stats in FILE) and its time is split by phase:
+receive (read, decode), judge (the tenant's filter), rib (the relay's tables), adj_rib_out
+(the diff towards the routers), encode (UPDATEs packed), send, other (event loop, glue).
+Profiling slows the relay about twice: compare times of runs without it.
 
     .venv/bin/python bench/relay.py --tenants 100 --routes 1000 --nodes 2
 
-Last line JSON: routes, paths, ours_s, bird_s, ratio_vs_bird, rss_mb, bird_rss_mb,
-hijack_cases, hijack_leaked, ecmp_next_hops_min, tenants, nodes.
+Last line JSON: routes, paths, ours_s, bird_s, ratio_vs_bird, cpu_s, bird_cpu_s,
+cpu_ratio_vs_bird, upstream_cpu_s / bird_upstream_cpu_s (the upstream BIRD's, with ours /
+with BIRD), quarters_s / bird_quarters_s (seconds until a quarter, half, three quarters
+of the paths were upstream), cpu_share_by_phase_profiled (empty without --profile), rss_mb,
+bird_rss_mb, hijack_cases, hijack_leaked, ecmp_next_hops_min, tenants, nodes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import pstats
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -143,25 +155,38 @@ def upstream_conf() -> str:
     )
 
 
-def bird_relay_conf(tenants: int, nodes: int) -> str:
-    """BIRD as the equivalent route server: per tenant, its prefix list, node network and
-    ASN; communities removed; next hop kept; every path sent (ADD-PATH)."""
+# The RFC 1997 communities limiting a route's reach, which the relay passes on by default.
+REACH_LIMITS = "(65535,65281), (65535,65282), (65535,65283)"
+
+
+def bird_relay_conf(tenants: int, nodes: int, routes: int) -> str:
+    """BIRD as the equivalent route server, rule for rule with the relay's defaults: per
+    tenant, no default route; host routes of its allocation only (which also keeps out
+    bogons and other tenants' prefixes); next hop one of its registered node addresses; AS
+    path its ASN only (prepends allowed), at most 32 long; communities but the three
+    reach limits removed, large ones removed, MED removed; at most ROUTES + 100 accepted
+    routes per session (``import limit``, as ``--max-prefixes`` counting accepted, torn
+    down); next hop kept; every path sent (ADD-PATH). BIRD treats an AS_CONFED segment
+    from an eBGP neighbor as withdraw itself (its AS_PATH check), as the relay's rule 9."""
     out = ["log stderr all;", "router id 192.0.2.202;", "protocol device {}"]
     for t in range(tenants):
+        hops = " || ".join(f"bgp_next_hop = {node(t, n)}" for n in range(nodes))
         out.append(
             f"filter tenant{t} {{"
             f" if net ~ [ ::/0 ] then reject;"
             f" if ! (net ~ [ {alloc(t).replace('/118', '/118{128,128}')} ]) then reject;"
-            f" if ! (bgp_next_hop ~ {nodes_net(t)}) then reject;"
+            f" if ! ({hops}) then reject;"
             f" if bgp_path.len < 1 || ! (bgp_path ~ [= {asn(t)}+ =]) then reject;"
-            " bgp_community.delete([(*,*)]); bgp_large_community.delete([(*,*,*)]);"
-            " bgp_med = 0; accept; }"
+            " if bgp_path.len > 32 then reject;"
+            f" bgp_community.filter([{REACH_LIMITS}]); bgp_large_community.delete([(*,*,*)]);"
+            " unset(bgp_med); accept; }"
         )
         for n in range(nodes):
             out.append(
                 f"protocol bgp t{t}n{n} {{ local {RELAY} as {RELAY_AS};"
                 f" neighbor {node(t, n)} as {asn(t)}; direct; ttl security on; passive on;"
-                f" hold time 90; ipv6 {{ import filter tenant{t}; export none; }}; }}"
+                f" hold time 90; ipv6 {{ import filter tenant{t}; export none;"
+                f" import limit {routes + 100} action disable; }}; }}"
             )
     out.append(
         f"protocol bgp up {{ local {RELAY} as {RELAY_AS}; neighbor {UP} as {UP_AS}; direct;"
@@ -200,6 +225,75 @@ def leaked_paths(up: Bird, t: int, tenants: int, nodes: int, prefix: str) -> int
     return max(1, entry.count("unicast"))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process has used (``/proc/PID/stat``, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# The relay under cProfile (``--profile``): SIGUSR1 starts it, SIGUSR2 stops it and writes
+# the stats to the file given first, so only the timed window is profiled.
+PROFILED = """
+import cProfile, signal, sys
+out = sys.argv.pop(1)
+prof = cProfile.Profile()
+signal.signal(signal.SIGUSR1, lambda *_: prof.enable())
+def stop(*_):
+    prof.disable()
+    prof.dump_stats(out)
+signal.signal(signal.SIGUSR2, stop)
+from teapot_lb.cli import main
+sys.argv[0] = "teapot-lb"
+main()
+"""
+
+# The relay's work, in phases: the tenant side reads and decodes UPDATEs (receive), the
+# policy judges them (judge), the relay's table keeps them (rib), the network side's
+# Adj-RIB-Out diffs what changed (adj_rib_out), packs UPDATEs (encode) and writes them
+# (send); the rest is the event loop and the relay's glue (other).
+PHASES = ("receive", "judge", "rib", "adj_rib_out", "encode", "send", "other")
+
+
+def phase_of(file: str, func: str) -> str | None:
+    """A function's phase by where it is; None for a builtin (its caller's phase)."""
+    if file == "~":
+        if "poll" in func:
+            return "idle"  # waiting in epoll: not work
+        if "send" in func or "write" in func:
+            return "send"
+        return None
+    if file.endswith(("bgp/policy.py", "relay/policy.py")):
+        return "judge"
+    if func.startswith(("pack", "_pack", "export_attributes", "_chunks", "_mp_attr")):
+        return "encode"
+    if file.endswith("bgp/rib.py"):
+        return "adj_rib_out"
+    if file.endswith(("relay/rib.py", "bgp/attributes.py")):
+        return "rib"
+    if "asyncio" in file and ("write" in func or "send" in func):
+        return "send"
+    if "bgp/wire/" in file or file.endswith(("bgp/fsm.py", "bgp/peer.py", "bgp/neighbor.py")):
+        return "receive"
+    return "other"
+
+
+def phases(stats_file: Path) -> dict[str, float]:
+    """Each phase's share of the relay's profiled time (idle excluded): a function's own
+    time goes to its phase, a builtin's to its callers' phases."""
+    stats = pstats.Stats(str(stats_file)).stats  # type: ignore[attr-defined]
+    seconds = dict.fromkeys((*PHASES, "idle"), 0.0)
+    for (file, _, func), (_, _, tottime, _, callers) in stats.items():
+        phase = phase_of(file, func)
+        if phase is not None:
+            seconds[phase] += tottime
+            continue
+        for (cfile, _, cfunc), caller in callers.items():
+            seconds[phase_of(cfile, cfunc) or "other"] += caller[2]
+    del seconds["idle"]
+    total = sum(seconds.values()) or 1.0
+    return {k: round(v / total, 3) for k, v in seconds.items()}
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -211,7 +305,13 @@ def peak_rss_mb(pid: int) -> float:
 
 
 def run_one(
-    kind: str, hosts: dict[str, Host], work: Path, tenants: int, routes: int, nodes: int
+    kind: str,
+    hosts: dict[str, Host],
+    work: Path,
+    tenants: int,
+    routes: int,
+    nodes: int,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     want = tenants * routes * nodes
     sessions = tenants * nodes
@@ -225,16 +325,20 @@ def run_one(
             mdir.mkdir(exist_ok=True)
             (mdir / "relay.yaml").write_text(yaml.safe_dump_all(manifests(tenants, nodes)))
             log = (work / "relay.log").open("ab")
-            teapot = str(Path(sys.executable).parent / "teapot-lb")
+            teapot = [str(Path(sys.executable).parent / "teapot-lb")]
+            if profile is not None:
+                profile.unlink(missing_ok=True)
+                teapot = [sys.executable, "-c", PROFILED, str(profile)]
             relay_proc = hosts["relay"].popen(
-                [teapot, "--log-level", "warning", "relay", "--manifests", str(mdir),
+                [*teapot, "--log-level", "warning", "relay", "--manifests", str(mdir),
                  "--asn", str(RELAY_AS), "--router-id", "192.0.2.203", "--listen", ":179",
                  "--metrics-addr", "", "--max-prefixes", str(routes + 100)],
                 stdout=log, stderr=log,
             )  # fmt: skip
             pid = relay_proc.pid
         else:
-            relay_bird = Bird(hosts["relay"], work / "bird-relay", bird_relay_conf(tenants, nodes))
+            conf = bird_relay_conf(tenants, nodes, routes)
+            relay_bird = Bird(hosts["relay"], work / "bird-relay", conf)
             pid = relay_bird.proc.pid
         wait_for(lambda: up.established() == 1, timeout=60, what=f"{kind}: upstream session",
                  every=0.2)  # fmt: skip
@@ -244,13 +348,31 @@ def run_one(
                 tenant_birds.append(Bird(hosts["tenants"], work / f"{kind}-t{t}n{n}", conf))
         wait_for(lambda: sum(b.established() for b in tenant_birds) == sessions, timeout=300,
                  every=1.0, what=f"{kind}: {sessions} tenant sessions")  # fmt: skip
+        if profile is not None and kind == "ours":
+            relay_proc.send_signal(signal.SIGUSR1)  # type: ignore[union-attr]
+        cpu_before, up_before = cpu_seconds(pid), cpu_seconds(up.proc.pid)
         started = time.monotonic()
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda b: b.c("enable st"), tenant_birds))
-        wait_for(lambda: up.paths() >= want, timeout=1800, every=0.2,
-                 what=f"{kind}: {want} paths upstream",
+        timeline: list[tuple[float, int]] = []  # (seconds, paths upstream) at each look
+
+        def arrived() -> bool:
+            timeline.append((time.monotonic() - started, up.paths()))
+            return timeline[-1][1] >= want
+
+        wait_for(arrived, timeout=1800, every=0.2, what=f"{kind}: {want} paths upstream",
                  detail=lambda: f"paths: {up.paths()}")  # fmt: skip
         seconds = time.monotonic() - started
+        # When the upstream held a quarter, half, three quarters of the paths.
+        quarters = [next(t for t, n in timeline if n >= want * q / 4) for q in (1, 2, 3)]
+        cpu_s = cpu_seconds(pid) - cpu_before
+        up_cpu_s = cpu_seconds(up.proc.pid) - up_before
+        phase_s: dict[str, float] = {}
+        if profile is not None and kind == "ours":
+            relay_proc.send_signal(signal.SIGUSR2)  # type: ignore[union-attr]
+            wait_for(profile.exists, timeout=60, what="the relay's profile")
+            time.sleep(1.0)  # written in one go; let it finish
+            phase_s = phases(profile)
         time.sleep(1.0)  # let stragglers (a leaked hijack) arrive before counting them
         leaked = sum(
             leaked_paths(up, t, tenants, nodes, prefix) for t in range(tenants)
@@ -263,7 +385,9 @@ def run_one(
                            timeout=120, every=0.5, what=f"{prefix} in the FIB")  # fmt: skip
             hops.append(len(got))
         return {"seconds": seconds, "rss_mb": peak_rss_mb(pid), "leaked": leaked,
-                "ecmp_min": min(hops), "paths": up.paths()}  # fmt: skip
+                "ecmp_min": min(hops), "paths": up.paths(), "cpu_s": cpu_s,
+                "upstream_cpu_s": up_cpu_s, "phases": phase_s,
+                "quarters_s": [round(t, 2) for t in quarters]}  # fmt: skip
     finally:
         for b in (*tenant_birds, relay_bird, up):
             if b is not None:
@@ -278,6 +402,10 @@ def main() -> None:
     ap.add_argument("--tenants", type=int, default=100)
     ap.add_argument("--routes", type=int, default=1000)
     ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--profile", type=Path, metavar="FILE",
+                    help="run the relay under cProfile in the timed window, write the stats"
+                    " to FILE and split its time by phase (profiling slows the relay: time"
+                    " a run without it)")  # fmt: skip
     args = ap.parse_args()
     reason = netns_available()
     if reason or not shutil.which("bird"):
@@ -297,11 +425,16 @@ def main() -> None:
         subprocess.run(["ip", "-n", hosts["tenants"].ns, "-batch", "-"], input=batch.encode(),
                        check=True)  # fmt: skip
         for kind in ("ours", "bird"):
-            results[kind] = run_one(kind, hosts, work, args.tenants, args.routes, args.nodes)
-            r = results[kind]
-            print(f"{kind:5} {r['seconds']:8.2f} s  rss {r['rss_mb']:7.1f} MB  "
-                  f"leaked {r['leaked']}  ecmp min {r['ecmp_min']}  "
-                  f"paths {r['paths']}")  # fmt: skip
+            results[kind] = r = run_one(
+                kind, hosts, work, args.tenants, args.routes, args.nodes, args.profile
+            )
+            print(f"{kind:5} {r['seconds']:8.2f} s  cpu {r['cpu_s']:6.2f} s  "
+                  f"rss {r['rss_mb']:7.1f} MB  leaked {r['leaked']}  ecmp min {r['ecmp_min']}  "
+                  f"paths {r['paths']}  upstream cpu {r['upstream_cpu_s']:.2f} s  "
+                  f"1/4, 1/2, 3/4 upstream at {r['quarters_s']} s")  # fmt: skip
+            if r["phases"]:
+                split = ", ".join(f"{k} {v:.0%}" for k, v in r["phases"].items())
+                print(f"      cpu by phase: {split}")
     ours, bird = results["ours"], results["bird"]
     summary = {
         "routes": args.tenants * args.routes,
@@ -311,6 +444,14 @@ def main() -> None:
         "ours_s": round(ours["seconds"], 3),
         "bird_s": round(bird["seconds"], 3),
         "ratio_vs_bird": round(ours["seconds"] / bird["seconds"], 2),
+        "cpu_s": round(ours["cpu_s"], 2),
+        "bird_cpu_s": round(bird["cpu_s"], 2),
+        "cpu_ratio_vs_bird": round(ours["cpu_s"] / bird["cpu_s"], 2),
+        "upstream_cpu_s": round(ours["upstream_cpu_s"], 2),
+        "bird_upstream_cpu_s": round(bird["upstream_cpu_s"], 2),
+        "quarters_s": ours["quarters_s"],
+        "bird_quarters_s": bird["quarters_s"],
+        "cpu_share_by_phase_profiled": ours["phases"],
         "rss_mb": round(ours["rss_mb"], 1),
         "bird_rss_mb": round(bird["rss_mb"], 1),
         "hijack_cases": 4 * args.tenants,

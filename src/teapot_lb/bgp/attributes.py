@@ -82,10 +82,6 @@ class RouteAttributes:
 DEFAULT_ATTRIBUTES = RouteAttributes()
 
 
-def _key_of(item: tuple[str, RouteAttributes]) -> str:
-    return item[0]
-
-
 @dataclass(frozen=True, slots=True)
 class Paths:
     """Several paths for one prefix, each under a key the caller chooses (a backend node's
@@ -109,7 +105,9 @@ class Paths:
         # A mapping's keys are unique, and sorted here: nothing left to check (this runs
         # once per changed prefix in a relay's table of 100,000s).
         out = object.__new__(cls)
-        object.__setattr__(out, "by_key", tuple(sorted(paths.items(), key=_key_of)))
+        # (key, path) pairs sort by their unique keys: the paths are never compared.
+        items = paths.items()
+        object.__setattr__(out, "by_key", tuple(items) if len(items) == 1 else tuple(sorted(items)))
         if not out.by_key:
             raise ValueError("Paths needs at least one path")
         return out
@@ -119,7 +117,7 @@ class Paths:
         return self.by_key[0][1]
 
     def keys(self) -> tuple[str, ...]:
-        return tuple(k for k, _ in self.by_key)
+        return tuple([k for k, _ in self.by_key])
 
 
 # What a prefix is announced with: one path, or several (ADD-PATH).

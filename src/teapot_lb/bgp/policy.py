@@ -40,7 +40,7 @@ from .wire.family import IPV4_UNICAST, Address, Family
 P = TypeVar("P", bound=Path)
 _KeyOf: TypeAlias = Callable[[bytes], "RouteKey"]
 _Holds: TypeAlias = Callable[[int, int, int], bool]
-_SEEN_MAX = 1 << 20  # prefixes' verdicts a filter remembers (then it starts over)
+_SEEN_MAX = 1 << 16  # regions' verdicts a filter remembers (then it starts over)
 
 # ---------------------------------------------------------------------------- prefix sets
 
@@ -686,15 +686,24 @@ class Filter:
     default: Verdict = Accept()
     name: str = ""
     # The leading rules that reject on prefix sets alone: their verdict is the prefix's,
-    # whatever the path, so it is kept per prefix (a tenant's nodes announce the same
-    # prefixes: judged once, not once per node). Per rule: (PrefixSet.holds, negated)s.
+    # whatever the path. Per rule: (PrefixSet.holds, negated)s.
     _lead: tuple[tuple[tuple[_Holds, bool], ...], ...] = field(
         init=False, repr=False, compare=False
     )
-    _seen: dict[Family, dict[bytes, int]] = field(init=False, repr=False, compare=False)
+    # Their verdict is kept per *region*: a prefix range test reads a prefix's length and
+    # at most its first ``net_len`` bits, so prefixes of one length that agree on their
+    # first min(length, deepest range's length) bits get the same verdict from every
+    # leading rule. A tenant's 1,000 host routes inside its /118 are one region: judged
+    # once, then one dict lookup per prefix (not a walk over the rules).
+    _depth: dict[int, int] = field(init=False, repr=False, compare=False)  # by width
+    _cuts: dict[tuple[Family, int], tuple[tuple[int, int], ...]] = field(
+        init=False, repr=False, compare=False
+    )
+    _seen: dict[Family, dict[object, int]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         lead: list[tuple[tuple[_Holds, bool], ...]] = []
+        depth: dict[int, int] = {}
         for rule in self.rules:
             tests = [c.prefix_test() for c in rule._on_prefix]
             if rule._on_path or not tests or rule._changes or not isinstance(rule._verdict, Reject):
@@ -702,8 +711,30 @@ class Filter:
             if any(t is None for t in tests):
                 break
             lead.append(tuple((t[0].holds, t[1]) for t in tests if t is not None))
+            for test in tests:
+                assert test is not None
+                for bits, ranges in test[0]._by_bits.items():
+                    deepest = max(net_len for _, net_len, _, _ in ranges)
+                    depth[bits] = max(depth.get(bits, 0), deepest)
         object.__setattr__(self, "_lead", tuple(lead))
+        object.__setattr__(self, "_depth", depth)
+        object.__setattr__(self, "_cuts", {})
         object.__setattr__(self, "_seen", {})
+
+    def _cut(self, family: Family, strip: int) -> tuple[tuple[int, int], ...]:
+        """Per prefix length (0-255, the encoding's first octet): where a region key ends
+        in the encoding (octets, from ``strip`` on) and how far to shift the partial
+        octet after it (0: none)."""
+        have = self._cuts.get((family, strip))
+        if have is None:
+            bits = 32 if family == IPV4_UNICAST else 128
+            deepest = self._depth.get(bits, 0)
+            out = []
+            for plen in range(256):
+                k = min(plen, deepest, bits)
+                out.append((strip + 1 + k // 8, 8 - k % 8 if k % 8 else 0))
+            have = self._cuts[(family, strip)] = tuple(out)
+        return have
 
     @property
     def accepts_all(self) -> bool:
@@ -736,11 +767,13 @@ class Filter:
         seen = self._seen.setdefault(family, {})
         if len(seen) > _SEEN_MAX:
             seen.clear()
+        cut = self._cut(family, strip)
         by_rule: dict[int, list[bytes]] = {}
         passing: list[bytes] = []
         for enc in encs:
-            pkey = enc[strip:] if strip else enc
-            hit = seen.get(pkey)
+            end, shift = cut[enc[strip]]
+            region = (enc[strip:end], enc[end] >> shift) if shift else enc[strip:end]
+            hit = seen.get(region)
             if hit is None:
                 key = key_of(enc)
                 bits, value, plen = key.bits, key.value, key.plen
@@ -754,7 +787,7 @@ class Filter:
                     elif all(holds(bits, value, plen) is not neg for holds, neg in tests):
                         hit = index
                         break
-                seen[pkey] = hit
+                seen[region] = hit
             if hit < 0:
                 passing.append(enc)
             else:

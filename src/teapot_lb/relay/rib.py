@@ -30,6 +30,7 @@ from teapot_lb.bgp.wire.nlri import PATH_ID_LENGTH
 from .policy import MaxPrefixAction, MaxPrefixCount, Reason, RelayOptions, TenantPolicy
 
 _FAMILIES = (IPV4_UNICAST, IPV6_UNICAST)
+_INTERNED_MAX = 1 << 16  # distinct attributes kept for interning (then it starts over)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ class RelayRib:
         # Prefixes changed since the network last got the table (:meth:`take_changes`).
         self._dirty: dict[Family, set[bytes]] = {f: set() for f in _FAMILIES}
         self._path_total = 0
+        self._interned: dict[RouteAttributes, RouteAttributes] = {}
 
     # -- what it holds --------------------------------------------------------------------
 
@@ -353,7 +355,7 @@ class RelayRib:
         sent = set(path.communities)
         sent_large = set(path.large_communities)
         for new_path, aencs in judged.accepted:
-            attrs = new_path.to_attributes()
+            attrs = self._intern(new_path.to_attributes())
             if dropped:
                 aencs = [e for e in aencs if e not in dropped]
             # Scrubbed: a community the tenant sent is gone (RTBH's NO_EXPORT is added).
@@ -361,30 +363,57 @@ class RelayRib:
                 new_path.large_communities
             ):
                 out.scrubbed[tenant] += len(aencs)
-            for enc in aencs:
-                rejected.pop(enc, None)
-                accepted.add(enc)
-                out.changed |= self._set(family, session, enc, attrs, add_path)
+            if rejected:
+                for enc in aencs:
+                    rejected.pop(enc, None)
+            accepted.update(aencs)
+            out.changed |= self._set_all(family, session, aencs, attrs, add_path)
         return out
+
+    def _intern(self, attrs: RouteAttributes) -> RouteAttributes:
+        """One object for equal attributes (a tenant's UPDATEs mostly repeat them): the
+        Adj-RIB-Out then groups and compares them by identity."""
+        if len(self._interned) > _INTERNED_MAX:
+            self._interned.clear()
+        return self._interned.setdefault(attrs, attrs)
 
     def _key(self, session: _Session, enc: bytes, add_path: bool) -> tuple[bytes, str]:
         if add_path:
             return enc[PATH_ID_LENGTH:], f"{session.address}#{int.from_bytes(enc[:4], 'big')}"
         return enc, session.address
 
-    def _set(
-        self, family: Family, session: _Session, enc: bytes, attrs: RouteAttributes, add_path: bool
+    def _set_all(
+        self,
+        family: Family,
+        session: _Session,
+        encs: list[bytes],
+        attrs: RouteAttributes,
+        add_path: bool,
     ) -> bool:
-        penc, key = self._key(session, enc, add_path)
-        paths = self._paths[family].setdefault(penc, {})
-        have = paths.get(key)
-        if have == attrs:
-            return False
-        if have is None:
-            self._path_total += 1
-        paths[key] = attrs
-        self._dirty[family].add(penc)
-        return True
+        """The session's path for each of ``encs`` is ``attrs``; whether any changed (the
+        receive path's per-prefix loop: kept to dict operations)."""
+        table, dirty = self._paths[family], self._dirty[family]
+        address, changed, added = session.address, False, 0
+        for enc in encs:
+            if add_path:
+                penc, key = self._key(session, enc, add_path)
+            else:
+                penc, key = enc, address
+            paths = table.get(penc)
+            if paths is None:
+                paths = table[penc] = {}
+            have = paths.get(key)
+            if have is attrs:
+                continue
+            if have is None:
+                added += 1
+            elif have == attrs:
+                continue
+            paths[key] = attrs
+            dirty.add(penc)
+            changed = True
+        self._path_total += added
+        return changed
 
     def _unset(self, family: Family, session: _Session, enc: bytes) -> bool:
         session.accepted[family].discard(enc)

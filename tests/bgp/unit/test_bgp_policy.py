@@ -27,6 +27,7 @@ from teapot_lb.bgp.policy import (
     Filter,
     HasCommunity,
     HasLargeCommunity,
+    Judged,
     NextHopIn,
     Not,
     OriginAsIn,
@@ -59,6 +60,7 @@ from teapot_lb.bgp.wire import (
     OriginCode,
     Prefix,
     community,
+    pack_path_id,
 )
 
 NODE_A = IPv4Address("192.0.2.11")
@@ -409,12 +411,64 @@ def test_batch_judges_like_one_route_at_a_time(
     family = IPV4_UNICAST if not prefixes or prefixes[0].version == 4 else IPV6_UNICAST
     one = {encode_prefix(p): f.judge(p, path) for p in prefixes}
     judged = f.judge_batch(family, [encode_prefix(p) for p in prefixes], path)
-    batch: dict[bytes, Accepted[RouteAttributes] | Rejected] = {}
-    for out, encs in judged.accepted:
-        batch.update(dict.fromkeys(encs, Accepted(out)))
+    assert by_encoding(judged) == one
+
+
+def by_encoding(
+    judged: Judged[RouteAttributes],
+) -> dict[bytes, Accepted[RouteAttributes] | Rejected]:
+    """A batch's verdicts, each encoding's on its own."""
+    out: dict[bytes, Accepted[RouteAttributes] | Rejected] = {}
+    for path, encs in judged.accepted:
+        out.update(dict.fromkeys(encs, Accepted(path)))
     for why, encs in judged.rejected:
-        batch.update(dict.fromkeys(encs, why))
-    assert batch == one
+        out.update(dict.fromkeys(encs, why))
+    return out
+
+
+# Prefixes about the ranges' edges: in, beside or covering a /118, bogon space and the
+# pool's /48, of lengths at, below and above the ranges' own, so that batches share regions.
+NEAR = [net("2001:db8:1::/118"), net("2001:db8:1::400/118"), net("fc00::/7"), net("::/0")]
+near_prefixes = st.builds(
+    lambda base, offset, plen: IPv6Network(
+        (int(base.network_address) + offset, plen), strict=False
+    ),
+    st.sampled_from(NEAR),
+    st.one_of(st.integers(0, 2**12), st.integers(0, 2**100)),
+    st.one_of(st.sampled_from([0, 7, 48, 64, 117, 118, 119, 127, 128]), st.integers(0, 128)),
+)
+
+
+@given(
+    batches=st.lists(
+        st.lists(near_prefixes, max_size=20, unique=True),
+        max_size=5,
+    ),
+    add_path=st.booleans(),
+)
+def test_a_filter_remembers_verdicts_by_region_and_still_judges_each_prefix_alone(
+    batches: list[list[Prefix]], add_path: bool
+) -> None:
+    """The leading prefix rules' verdicts are kept per region (length and leading bits):
+    over batch after batch (ADD-PATH ones too) they are what one route at a time gives."""
+    f = Filter(
+        (
+            reject("default", PrefixIn(PrefixSet.of("0.0.0.0/0", "::/0"))),
+            reject("bogon", PrefixIn(BOGONS), Not(PrefixIn(PrefixSet.of("2001:db8:1::/48+")))),
+            reject("outside", Not(PrefixIn(PrefixSet.of("2001:db8:1::/118{0,128}")))),
+            reject("not held", Not(PrefixIn(PrefixSet.of("2001:db8:1::/118+")))),
+            reject("hosts only", Not(PrefixIn(PrefixSet.of("2001:db8:1::/118{128,128}")))),
+        ),
+        name="t",
+    )
+    path = RouteAttributes(IPv6Address("2001:db8::11"), as_path=(TENANT_AS,))
+    pid = pack_path_id(7) if add_path else b""
+    for prefixes in batches:
+        one = {pid + encode_prefix(p): f.judge(p, path) for p in prefixes}
+        judged = f.judge_batch(
+            IPV6_UNICAST, [pid + encode_prefix(p) for p in prefixes], path, add_path=add_path
+        )
+        assert by_encoding(judged) == one
 
 
 def test_accept_all_hands_the_batch_back_untouched() -> None:
