@@ -75,3 +75,49 @@ async def test_the_manager_refuses_an_address_outside_the_node_networks_with_its
             lambda: (c := accepted(world, acme.namespace)) and c["status"] == "True",
             within=WITHIN, what="every address registered again",
         )  # fmt: skip
+
+
+async def test_a_tenant_nodes_published_before_the_manager_leads_gets_its_verdict(
+    tmp_path: Path,
+) -> None:
+    """Level-triggered: a TenantNodes already there when the manager starts (its agent
+    published it earlier, or the manager restarted) is vetted when the manager leads, not
+    only when it next changes."""
+    from fakeapi import FakeApiServer
+    from teapot_lb.controller.kube_runner import running
+    from teapot_lb.kube.client import connect
+    from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
+
+    from .builders import API, CONFIG_NS, TENANTS, tenant_body
+
+    namespace = TENANTS["acme"]["namespace"]
+    management = FakeApiServer(seed_namespaces=("default", CONFIG_NS, namespace))
+    await management.start()
+    try:
+        management.add_token("fake-token")
+        management.write_kubeconfig(tmp_path / "management")
+        management.seed(tenant_body("acme"))
+        management.seed({
+            "apiVersion": API, "kind": "TenantNodes",
+            "metadata": {"name": "c1", "namespace": namespace},
+            "spec": {"cluster": "c1", "nodes": [
+                {"name": "acme-n0", "addresses": ["192.0.2.11"]},
+                {"name": "acme-far", "addresses": ["203.0.113.50"]},
+            ]},
+        })  # fmt: skip
+        assert management.kubeconfig_path is not None
+        async with await connect(management.kubeconfig_path, request_timeout_s=5.0) as admin:
+            manager = KubeManager(admin, ManagerConfig(config_namespace=CONFIG_NS))
+            async with running(manager):
+
+                def verdict() -> dict[str, Any] | None:
+                    obj = management.get("tenantnodes", "c1", namespace) or {}
+                    status: dict[str, Any] | None = obj.get("status")
+                    return status
+
+                status = await wait_for_async(verdict, within=WITHIN, what="the verdict")
+        assert status["refused"] == 1
+        accepted = [c for c in status["conditions"] if c["type"] == "Accepted"]
+        assert [c["reason"] for c in accepted] == ["AddressOutsideNodeNetworks"]
+    finally:
+        await management.stop()

@@ -341,6 +341,10 @@ class KubeManager:
             loop.queue.add(RequestKey(key))
         for name in self.tenants:
             loop.queue.add(TenantStatusKey(name))
+        # Published before this term (or before the loop existed): vetted now, or a
+        # TenantNodes that never changes again would never get its verdict.
+        for nodes_key in sorted(self.tenant_nodes):
+            loop.queue.add(NodesKey(nodes_key))
         self._events = asyncio.Queue()  # Events of an earlier term are not sent late
         try:
             async with asyncio.TaskGroup() as group:
