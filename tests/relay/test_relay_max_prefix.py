@@ -125,7 +125,7 @@ def test_counting_accepted_routes_junk_keeps_the_session_and_a_ninth_valid_route
             "limit": LIMIT, "counts": "accepted", "action": "teardown"
         }  # fmt: skip
         speaker.send(*(announce(p) for p in SENT[4 : LIMIT + 1]))  # valid routes 5 to 9
-        note = speaker.wait("notification")
+        note = speaker.wait("notification", timeout=60)  # generous: a loaded CI
         assert (note["code"], note["subcode"]) == (6, 1)  # Cease / Max Prefixes Reached
     finally:
         speaker.close()
@@ -141,7 +141,7 @@ def test_counting_received_routes_junk_tears_the_session_down_and_its_valid_rout
         wait_for(lambda: all(in_fibs(world, p) for p in VALID), timeout=60,
                  what="the valid routes in both FIBs")  # fmt: skip
         speaker.send(*(announce(p) for p in JUNK))
-        note = speaker.wait("notification")
+        note = speaker.wait("notification", timeout=60)  # generous: a loaded CI
         assert (note["code"], note["subcode"]) == (6, 1)  # Cease / Max Prefixes Reached
         for prefix in VALID:
             world.wait_fib(prefix, None)
