@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from teapot_lb.tenancy.standalone import agent_sync, manage
+from teapot_lb.standalone.teapot import agent_sync, manage
 
 from .builders import pool_body, tenant_body, tlb_body
 from .world import endpoints, node, service

@@ -28,6 +28,7 @@ from teapot_lb.announce.cache import (
     PlanDelta,
 )
 from teapot_lb.announce.election import chosen, exclusion, ranking, score, suffix
+from teapot_lb.announce.hop_health import HopVerdict, live_routes
 from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
 from teapot_lb.bgp.wire import LargeCommunity
 from teapot_lb.cluster import ClusterView
@@ -49,7 +50,6 @@ from teapot_lb.model import (
 )
 from teapot_lb.model.service import LOAD_BALANCER_CLASS
 from teapot_lb.ovn.gateways import Gateways, gateway_nodes
-from teapot_lb.tenancy.hop_health import HopVerdict, live_routes
 from teapot_lb.tenancy.programmed import programmed_routes
 from teapot_lb.tenancy.routes import TenantRoute
 
@@ -220,7 +220,7 @@ class PlanOptions:
     handle_unclassed: bool = True
     ovn_gateways: Gateways | None = None
     # Route mode: what this speaker's probes say of the tenant next hops (a failing hop is
-    # withheld while another hop of its route answers; teapot_lb.tenancy.hop_health).
+    # withheld while another hop of its route answers; teapot_lb.announce.hop_health).
     tenant_hops: HopVerdict = field(default_factory=HopVerdict)
 
 
