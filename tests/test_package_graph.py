@@ -13,6 +13,7 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
 def _script() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "package_graph", ROOT / "scripts" / "package_graph.py"

@@ -9,6 +9,7 @@ from ipaddress import ip_address
 import pytest
 
 from teapot_lb.addresses import IPAddress
+from teapot_lb.announce.announcement import BGPRoute, Mode
 from teapot_lb.announce.cache import PlanCache
 from teapot_lb.announce.hop_health import (
     ROUND,
@@ -20,7 +21,7 @@ from teapot_lb.announce.hop_health import (
     live_routes,
     probe_targets,
 )
-from teapot_lb.announce.plan import BGPRoute, Mode, PlanOptions, plan
+from teapot_lb.announce.plan import PlanOptions, plan
 from teapot_lb.cluster import Store
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.speaker.backend import Step

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from teapot_lb import log
+from teapot_lb.announce.announcement import Decision, Mode
 from teapot_lb.announce.hop_health import (
     HealthParameters,
     HopHealth,
@@ -24,7 +25,7 @@ from teapot_lb.announce.hop_health import (
     VerdictChanged,
     probe_targets,
 )
-from teapot_lb.announce.plan import Decision, Mode, PlanOptions
+from teapot_lb.announce.plan import PlanOptions
 from teapot_lb.speaker.backend import Step
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.tenancy.programmed import programmed_routes
