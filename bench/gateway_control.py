@@ -6,7 +6,7 @@ N Ingresses (one host and two paths each) and N/4 HTTPRoutes over T tenants, eac
 with one Gateway; half the tenants' Services have a mirrored EndpointSlice. Times are the
 best of --repeat runs of the product's functions:
 
-- `mirror`: `tenancy.l7mirror.desired_mirror` for one tenant cluster holding N/T Ingresses;
+- `mirror`: `gateway.control.l7mirror.desired_mirror` for one tenant cluster holding N/T Ingresses;
 - `vet`: `tenancy.l7vet.vet_all` over every object of every tenant;
 - `translate`: `gateway.translate.translate` (vets again, builds the config).
 
@@ -25,12 +25,12 @@ from datetime import UTC, datetime, timedelta
 from ipaddress import ip_address
 from typing import Any
 
+from teapot_lb.gateway.control.l7mirror import TenantCluster, desired_mirror
 from teapot_lb.gateway.translate import translate
 from teapot_lb.kube.resources import ENDPOINT_SLICES, INGRESSES, SERVICES
 from teapot_lb.model import parse_object
 from teapot_lb.model.service import Service
 from teapot_lb.model.tenancy import Tenant
-from teapot_lb.tenancy.l7mirror import TenantCluster, desired_mirror
 from teapot_lb.tenancy.l7vet import L7Object, L7World, vet_all
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

@@ -36,7 +36,8 @@ from typing import Any
 import yaml
 
 from teapot_lb import log
-from teapot_lb.announce.plan import BGPRoute, Mode, plan
+from teapot_lb.announce.announcement import BGPRoute, Mode
+from teapot_lb.announce.plan import plan
 from teapot_lb.lab.manifests import (
     announced_view,
     layout,

@@ -51,8 +51,8 @@ from teapot_lb.kube.resources import (
     TENANTS,
 )
 from teapot_lb.lab.processes import Restartable, tenant_agent_command
-from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
+from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))

@@ -6,7 +6,8 @@ Usage: scripts/package_graph.py [--dot]
 A line per package: the packages it imports (a top-level module such as
 ``teapot_lb.log`` counts as a package of its own; imports under ``if TYPE_CHECKING:``
 count too, they are still a dependency a reader follows). Exit status 1 when the graph has
-a cycle. tests/test_package_graph.py holds the rule.
+a cycle, an import against the layer order (``LAYERS``) or a package in no layer.
+tests/test_package_graph.py holds the rule.
 """
 
 from __future__ import annotations
@@ -17,6 +18,47 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "teapot_lb"
+
+# The allowed direction, written once: a package imports only packages of its own layer or
+# of a layer above it in this list (lowest first). The same picture as docs/architecture.md.
+LAYERS: list[tuple[str, frozenset[str]]] = [
+    (
+        "foundations",
+        frozenset(
+            {
+                "addresses",
+                "httpserve",
+                "kept",
+                "log",
+                "longlived",
+                "metrics_table",
+                "netlab",
+                "timers",
+            }
+        ),
+    ),
+    ("the Kubernetes API (client, resources)", frozenset({"kube"})),
+    ("the object model", frozenset({"model"})),
+    ("the shared cache", frozenset({"cluster"})),
+    (
+        "protocols and IPAM (sans-I/O machines, their transports)",
+        frozenset({"bfd", "bgp", "ipam", "l2", "membership", "sim", "vrrp"}),
+    ),
+    ("Teapot tenancy's pure core", frozenset({"tenancy"})),
+    ("configuration validation", frozenset({"validation"})),
+    ("the controller", frozenset({"controller"})),
+    ("OVN mode", frozenset({"ovn"})),
+    ("who announces what", frozenset({"announce"})),
+    ("the speaker and its backends", frozenset({"speaker"})),
+    ("standalone mode", frozenset({"standalone"})),
+    ("the gateway (data plane, control plane)", frozenset({"gateway"})),
+    (
+        "Teapot processes, providers and front ends",
+        frozenset({"manager", "octavia", "relay", "status", "tenant_agent", "webhook"}),
+    ),
+    ("the lab", frozenset({"lab"})),
+    ("the command line", frozenset({"cli"})),
+]
 
 
 def _package(module: str) -> str | None:
@@ -100,6 +142,28 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def layer_of(package: str, layers: list[tuple[str, frozenset[str]]] = LAYERS) -> int | None:
+    """The index of `package`'s layer in `layers` (0: lowest); None when it is in none."""
+    return next((i for i, (_, members) in enumerate(layers) if package in members), None)
+
+
+def layer_breaches(
+    graph: Mapping[str, set[str]], layers: list[tuple[str, frozenset[str]]] = LAYERS
+) -> list[str]:
+    """Every package in no layer, and every import of a package from a higher layer."""
+    found = [f"{p}: in no layer of LAYERS" for p in sorted(graph) if layer_of(p, layers) is None]
+    for source, targets in sorted(graph.items()):
+        here = layer_of(source, layers)
+        for target in sorted(targets):
+            there = layer_of(target, layers)
+            if here is not None and there is not None and there > here:
+                found.append(
+                    f"{source} ({layers[here][0]}) imports {target} ({layers[there][0]}),"
+                    " a higher layer"
+                )
+    return found
+
+
 def main(argv: list[str]) -> int:
     graph = package_graph()
     if "--dot" in argv:
@@ -114,7 +178,10 @@ def main(argv: list[str]) -> int:
     found = cycles(graph)
     for group in found:
         print("cycle among: " + ", ".join(group), file=sys.stderr)
-    return 1 if found else 0
+    breaches = layer_breaches(graph)
+    for breach in breaches:
+        print(breach, file=sys.stderr)
+    return 1 if found or breaches else 0
 
 
 if __name__ == "__main__":

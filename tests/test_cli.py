@@ -30,7 +30,7 @@ def test_every_listed_command_loads() -> None:
 
 def test_explain_says_which_bfd_profile_watches_each_peer_announced_to() -> None:
     from model.builders import bfd_profile, parse, peer
-    from teapot_lb.announce.plan import Decision, Mode
+    from teapot_lb.announce.announcement import Decision, Mode
     from teapot_lb.cli.explain import bfd_of_peers
     from teapot_lb.cluster import Store
 

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from announce.test_plan import assigned, node, view
 from model.builders import bgp_advertisement, parse, peer, pool, service
+from teapot_lb.announce.announcement import BGPRoute, Mode
 from teapot_lb.announce.election import chosen, ranking
-from teapot_lb.announce.plan import BGPRoute, Mode, PlanOptions, explain, plan
+from teapot_lb.announce.plan import PlanOptions, explain, plan
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.validation import ConfigSet, validate

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from teapot_lb.announce.cache import OrdersTable
 from teapot_lb.announce.election import ranking
-from teapot_lb.announce.plan import ElectionOrders
+from teapot_lb.announce.fleet import ElectionOrders
 
 _nodes = st.lists(st.sampled_from([f"n{i}" for i in range(12)]), unique=True, max_size=12)
 

@@ -16,16 +16,9 @@ from model.builders import (
     service,
     vip_advertisement,
 )
+from teapot_lb.announce.announcement import BGPRoute, L2Claim, Mode, VIPMembership
 from teapot_lb.announce.election import EXCLUDE_LABEL
-from teapot_lb.announce.plan import (
-    BGPRoute,
-    L2Claim,
-    Mode,
-    PlanOptions,
-    VIPMembership,
-    explain,
-    plan,
-)
+from teapot_lb.announce.plan import PlanOptions, explain, plan
 from teapot_lb.bgp import LargeCommunity, RouteAttributes
 from teapot_lb.cluster import ClusterView, Store
 

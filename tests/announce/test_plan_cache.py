@@ -18,16 +18,11 @@ from model.builders import (
     service,
     vip_advertisement,
 )
+from teapot_lb.announce.announcement import Mode, VIPMembership
 from teapot_lb.announce.cache import NodeDependencies, PlanCache
 from teapot_lb.announce.election import EXCLUDE_LABEL, score, suffix
-from teapot_lb.announce.plan import (
-    Mode,
-    PlanOptions,
-    VIPMembership,
-    l2_election_orders,
-    plan,
-    vip_memberships,
-)
+from teapot_lb.announce.fleet import l2_election_orders, vip_memberships
+from teapot_lb.announce.plan import PlanOptions, plan
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.model import ExternalTrafficPolicy, parse_ip
 from teapot_lb.standalone.assign import Assignment

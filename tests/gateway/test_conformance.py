@@ -22,9 +22,9 @@ import pytest_asyncio
 
 from needs import require_binary, require_root
 from teapot_lb.gateway.config import GatewayConfig, problems
+from teapot_lb.gateway.control.l7status import route_status
 from teapot_lb.gateway.haproxy import HAProxy
 from teapot_lb.gateway.translate import Translation, translate
-from teapot_lb.tenancy.l7status import route_status
 from teapot_lb.tenancy.l7vet import L7Object, L7World
 
 from .control.builders import (

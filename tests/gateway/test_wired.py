@@ -24,10 +24,8 @@ import yaml
 
 from needs import require_binary, require_root
 from teapot_lb.controller.kube_runner import running
-from teapot_lb.lab.kubeplane import free_port
-from teapot_lb.lab.wait import LabTimeout, wait_for, wait_for_async
-from teapot_lb.tenancy.kube_l7gateway import GatewayControl
-from teapot_lb.tenancy.l7mirror import (
+from teapot_lb.gateway.control.kube_l7gateway import GatewayControl
+from teapot_lb.gateway.control.l7mirror import (
     AGENT,
     ANNOTATION_REFUSED,
     ANNOTATION_SERVICE_PORTS,
@@ -36,6 +34,8 @@ from teapot_lb.tenancy.l7mirror import (
     MCS_SERVICE_NAME,
     MCS_SOURCE_CLUSTER,
 )
+from teapot_lb.lab.kubeplane import free_port
+from teapot_lb.lab.wait import LabTimeout, wait_for, wait_for_async
 from teapot_lb.tenancy.l7vet import LABEL_SOURCE_NAME, LABEL_SOURCE_NAMESPACE
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 from tenancy.builders import tenant_body

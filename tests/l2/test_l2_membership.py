@@ -10,8 +10,6 @@ from timer_clock import TimerClock
 
 from teapot_lb.membership.core import (
     Beat,
-    Heartbeat,
-    HeartbeatError,
     MemberChanged,
     Membership,
     MemberState,
@@ -20,9 +18,8 @@ from teapot_lb.membership.core import (
     SilenceTimer,
     Timing,
     Unauthenticated,
-    decode,
-    encode,
 )
+from teapot_lb.membership.wire import Heartbeat, HeartbeatError, decode, encode
 from teapot_lb.timers import ArmTimer, CancelTimer
 
 T = Timing(interval=0.02, suspect_after=3, dead_after=6)

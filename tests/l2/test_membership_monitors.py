@@ -8,19 +8,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from teapot_lb.membership.core import (
-    Accusation,
     Beat,
-    Heartbeat,
-    HeartbeatError,
     Membership,
     MemberState,
     SendTimer,
     Timing,
     Unauthenticated,
+    ring_position,
+)
+from teapot_lb.membership.wire import (
+    Accusation,
+    Heartbeat,
+    HeartbeatError,
     decode_accusation,
     encode,
     encode_accusation,
-    ring_position,
 )
 from teapot_lb.sim.liveness import LivenessCluster
 from teapot_lb.sim.network import Network

@@ -16,11 +16,11 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from teapot_lb.cluster import Store
 from teapot_lb.controller.metrics import ControllerMetrics
+from teapot_lb.manager.metrics import ManagerMetrics
 from teapot_lb.ovn.metrics import ovn_registry
 from teapot_lb.ovn.nbdb import Connection
 from teapot_lb.ovn.writer import NorthboundLoop, OVNWriter
 from teapot_lb.relay.metrics import RelayMetrics
-from teapot_lb.tenancy.metrics import ManagerMetrics
 
 GOLDEN = Path(__file__).with_name("metric_declarations.json")
 

@@ -12,6 +12,7 @@ from octavia.builders import monitor as monitor_dict
 from octavia.builders import pool as pool_dict
 from octavia.test_l7 import HOST, NAMESPACE, objects_of, policy, rule, through_gateway
 from teapot_lb.gateway.config import HealthCheck, Owner, RouteKind
+from teapot_lb.gateway.control.l7mirror import ANNOTATION_HEALTH_CHECK
 from teapot_lb.gateway.report import BackendCounters, BackendsReport, BackendState, ServerState
 from teapot_lb.gateway.translate import translate
 from teapot_lb.octavia import l7
@@ -27,7 +28,6 @@ from teapot_lb.octavia.mapping import Answer
 from teapot_lb.octavia.monitor import health_check
 from teapot_lb.octavia.tree import LoadBalancer, Mode, load_balancer_from_provider
 from teapot_lb.octavia.unsupported import ObjectKind, refusals, refusals_in_load_balancer
-from teapot_lb.tenancy.l7mirror import ANNOTATION_HEALTH_CHECK
 from teapot_lb.tenancy.l7vet import L7World
 
 M0, M1 = "198.51.100.10", "198.51.100.11"

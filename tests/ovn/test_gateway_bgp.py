@@ -7,8 +7,9 @@ from typing import Any
 from model.builders import bgp_advertisement, peer
 from ovn.builders import POOL, ovn, view, web
 from speaker.builders import node
+from teapot_lb.announce.announcement import BGPRoute, Mode
 from teapot_lb.announce.cache import PlanCache
-from teapot_lb.announce.plan import BGPRoute, Mode, PlanOptions, explain, plan
+from teapot_lb.announce.plan import PlanOptions, explain, plan
 from teapot_lb.ovn.gateways import NOT_READ, GatewayPort, Gateways
 
 VIP = "203.0.113.1"

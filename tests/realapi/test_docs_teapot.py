@@ -26,8 +26,8 @@ from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import connect
 from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.lab.wait import wait_for_async
-from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
-from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
+from teapot_lb.manager.kube import KubeManager, ManagerConfig
+from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
 from .docblocks import (

@@ -9,7 +9,7 @@ from ipaddress import IPv4Address, IPv6Address
 import pytest
 from pydantic import ValidationError
 
-from teapot_lb.announce.plan import BGPRoute
+from teapot_lb.announce.announcement import BGPRoute
 from teapot_lb.bgp.attributes import Paths, RouteAttributes
 from teapot_lb.bgp.wire import AddPathMode
 from teapot_lb.model import BGPPeer

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest_asyncio
 
-from teapot_lb.announce.plan import ElectionOrders
+from teapot_lb.announce.fleet import ElectionOrders
 from teapot_lb.l2.announcer import Claim
 from teapot_lb.l2.claims import ClaimTiming
 from teapot_lb.lab.wait import wait_for_async

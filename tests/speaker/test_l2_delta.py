@@ -11,8 +11,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teapot_lb.announce.cache import PlanCache, PlanDelta
-from teapot_lb.announce.plan import L2Claim, Plan, PlanOptions
+from teapot_lb.announce.announcement import L2Claim, Plan
+from teapot_lb.announce.cache import PlanCache
+from teapot_lb.announce.plan import PlanOptions
+from teapot_lb.announce.totals import PlanDelta
 from teapot_lb.cluster import Store
 from teapot_lb.l2.announcer import Claim
 from teapot_lb.membership.core import Member, MemberState, Timing

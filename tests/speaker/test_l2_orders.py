@@ -5,7 +5,8 @@ from __future__ import annotations
 from ipaddress import ip_address
 
 from teapot_lb.announce.election import EXCLUDE_LABEL, ranking
-from teapot_lb.announce.plan import PlanOptions, l2_election_orders, plan
+from teapot_lb.announce.fleet import l2_election_orders
+from teapot_lb.announce.plan import PlanOptions, plan
 
 from .builders import lb_service, node, ours, store_of
 

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from announce.test_plan_cache import NODE_NAMES, SERVICE_NAMES, apply, base_store, changes
+from teapot_lb.announce.announcement import Decision
 from teapot_lb.announce.cache import PlanCache
-from teapot_lb.announce.plan import Decision, PlanOptions, plan
+from teapot_lb.announce.plan import PlanOptions, plan
 from teapot_lb.speaker.report import Reporting
 
 

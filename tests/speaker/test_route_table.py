@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teapot_lb.announce.plan import BGPRoute
+from teapot_lb.announce.announcement import BGPRoute
 from teapot_lb.bgp.attributes import RouteAttributes
 from teapot_lb.speaker.bgp_backend import RouteTable
 from teapot_lb.speaker.desired import bgp_routes

@@ -8,7 +8,8 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from model.builders import parse
-from teapot_lb.announce.plan import BGPRoute, Decision, L2Claim, Mode, PlanOptions, plan
+from teapot_lb.announce.announcement import BGPRoute, Decision, L2Claim, Mode
+from teapot_lb.announce.plan import PlanOptions, plan
 from teapot_lb.bgp import RouteAttributes, State
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
 from teapot_lb.cluster import Kind

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from teapot_lb.announce.plan import Mode
+from teapot_lb.announce.announcement import Mode
 from teapot_lb.cli.run import RunConfig
 from teapot_lb.cluster import Store
 from teapot_lb.lab.wait import wait_for_async

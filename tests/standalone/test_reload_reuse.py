@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teapot_lb.announce.plan import Plan
+from teapot_lb.announce.announcement import Plan
 from teapot_lb.cluster import Kind, Store, object_key
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.model import parse_object

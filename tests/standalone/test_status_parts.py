@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teapot_lb.announce.plan import Mode, Plan
+from teapot_lb.announce.announcement import Mode, Plan
 from teapot_lb.cluster import Store
 from teapot_lb.speaker.node import StepResult
 from teapot_lb.speaker.report import Announcing

@@ -9,14 +9,9 @@ from ipaddress import ip_address
 import pytest
 
 from teapot_lb.addresses import IPAddress
+from teapot_lb.announce.announcement import BGPRoute, Mode
 from teapot_lb.announce.cache import PlanCache
-from teapot_lb.announce.plan import BGPRoute, Mode, PlanOptions, plan
-from teapot_lb.cluster import Store
-from teapot_lb.lab.wait import wait_for_async
-from teapot_lb.speaker.backend import Step
-from teapot_lb.speaker.metrics import speaker_registry
-from teapot_lb.speaker.node import NodeSpeaker
-from teapot_lb.tenancy.hop_health import (
+from teapot_lb.announce.hop_health import (
     ROUND,
     HealthParameters,
     HopHealth,
@@ -26,7 +21,13 @@ from teapot_lb.tenancy.hop_health import (
     live_routes,
     probe_targets,
 )
-from teapot_lb.tenancy.hop_prober import TenantHopProber
+from teapot_lb.announce.plan import PlanOptions, plan
+from teapot_lb.cluster import Store
+from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.speaker.backend import Step
+from teapot_lb.speaker.hop_prober import TenantHopProber
+from teapot_lb.speaker.metrics import speaker_registry
+from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.tenancy.programmed import programmed_routes
 from teapot_lb.tenancy.routes import TenantRoute
 from teapot_lb.timers import ArmTimer, CancelTimer

@@ -86,7 +86,7 @@ async def test_a_tenant_nodes_published_before_the_manager_leads_gets_its_verdic
     from fakeapi import FakeApiServer
     from teapot_lb.controller.kube_runner import running
     from teapot_lb.kube.client import connect
-    from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
+    from teapot_lb.manager.kube import KubeManager, ManagerConfig
 
     from .builders import API, CONFIG_NS, TENANTS, tenant_body
 

@@ -20,9 +20,9 @@ from teapot_lb.kube.errors import ApiStatusError
 from teapot_lb.kube.resources import SERVICES, TENANT_LOAD_BALANCERS, TENANT_NODES, TENANTS
 from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.lab.wait import wait_for_async
-from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
-from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
+from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.tenancy.nodes import desired_tenant_nodes
+from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 
 from .builders import tlb_body
 from .real import Real, add_node, apply, management, webhook_configuration

@@ -28,9 +28,9 @@ from teapot_lb.kube.informer import Informer
 from teapot_lb.kube.resources import EVENTS, SERVICES
 from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.model.service import ANNOTATION_IPS
-from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
-from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
+from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
 from .builders import TENANTS as FACTS

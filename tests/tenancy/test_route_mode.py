@@ -12,8 +12,9 @@ from typing import Any
 import yaml
 
 from model.builders import bgp_advertisement, parse, peer
+from teapot_lb.announce.announcement import BGPRoute, Mode
 from teapot_lb.announce.election import EXCLUDE_LABEL
-from teapot_lb.announce.plan import BGPRoute, Mode, plan
+from teapot_lb.announce.plan import plan
 from teapot_lb.cluster import ClusterView, Store
 from teapot_lb.model.kinds import TENANCY_KINDS
 from teapot_lb.model.pool import AddressPool

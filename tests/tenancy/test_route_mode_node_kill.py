@@ -1,6 +1,6 @@
 """Route mode when a tenant node dies hard (its link cut), and when a management speaker
 is cut off from some or all of the tenant's nodes: the speakers' own probes of the next
-hops (teapot_lb.tenancy.hop_health).
+hops (teapot_lb.announce.hop_health).
 
 A dead node's path is withheld by both speakers (m1, m2) within a few probe rounds, before
 the tenant's cluster could mark it not ready (the request is not touched); m1 alone cut

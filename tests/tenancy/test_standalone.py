@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from teapot_lb.tenancy.standalone import agent_sync, manage
+from teapot_lb.standalone.teapot import agent_sync, manage
 
 from .builders import pool_body, tenant_body, tlb_body
 from .world import endpoints, node, service
@@ -126,7 +126,8 @@ def announcer_config(root: Path) -> None:
 def test_the_standalone_announcer_plans_a_path_per_next_hop_of_the_managers_decisions(
     tmp_path: Path,
 ) -> None:
-    from teapot_lb.announce.plan import BGPRoute, Mode, plan
+    from teapot_lb.announce.announcement import BGPRoute, Mode
+    from teapot_lb.announce.plan import plan
     from teapot_lb.standalone.directory import read
 
     root = teapot_root(tmp_path)

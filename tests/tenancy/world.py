@@ -14,9 +14,9 @@ from fakeapi import FakeApiServer
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.lab.wait import wait_for_async
-from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
-from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
+from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS, request_name
+from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 
 from .builders import CONFIG_NS, TENANTS, pool_body, tenant_body
 

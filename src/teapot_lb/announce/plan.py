@@ -13,28 +13,27 @@ import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from enum import StrEnum
-from functools import lru_cache
-from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import TypeVar
 
-from teapot_lb.announce.cache import (
-    L2_KINDS,
-    PLAN_KINDS,
-    VIP_KINDS,
-    Election,
-    OrdersTable,
-    PlanCache,
-    PlanDelta,
+from teapot_lb.announce.announcement import (
+    Announcement,
+    BGPRoute,
+    Decision,
+    L2Claim,
+    Mode,
+    Plan,
+    VIPMembership,
+    network_of,
 )
-from teapot_lb.announce.election import chosen, exclusion, ranking, score, suffix
-from teapot_lb.bgp.attributes import DEFAULT_ATTRIBUTES, RouteAttributes
-from teapot_lb.bgp.wire import LargeCommunity
+from teapot_lb.announce.bgp_route import host_prefix, route_of
+from teapot_lb.announce.cache import PLAN_KINDS, Election, PlanCache
+from teapot_lb.announce.election import chosen, exclusion, score, suffix
+from teapot_lb.announce.hop_health import HopVerdict, live_routes
+from teapot_lb.announce.totals import PlanDelta
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model import (
     AddressPool,
     BGPAdvertisement,
-    BGPPeer,
     ExternalTrafficPolicy,
     IPAddress,
     L2Advertisement,
@@ -42,133 +41,12 @@ from teapot_lb.model import (
     Service,
     VIPAdvertisement,
     matches_any,
-    parse_community,
     parse_duration,
-    parse_ip,
-    parse_large_community,
 )
 from teapot_lb.model.service import LOAD_BALANCER_CLASS
 from teapot_lb.ovn.gateways import Gateways, gateway_nodes
-from teapot_lb.tenancy.hop_health import HopVerdict, live_routes
 from teapot_lb.tenancy.programmed import programmed_routes
 from teapot_lb.tenancy.routes import TenantRoute
-
-
-class Mode(StrEnum):
-    BGP = "bgp"
-    L2 = "l2"
-    VIP = "vip"
-
-
-@dataclass(frozen=True, slots=True)
-class BGPRoute:
-    """Announce `prefix` to the BGPPeer `peer` with these path attributes (the BGP
-    library's one route-attribute type). The next hop is the session's (next-hop self)
-    unless `attributes.next_hop` names another (a third-party next hop on the peer's
-    segment, RFC 4271 §5.1.3).
-
-    `path` names one of several paths of the prefix (a backend node, say): routes of one
-    peer and prefix with distinct `path` keys are announced as distinct paths, with
-    ADD-PATH (RFC 7911) to peers that negotiated it, and the first path by key to the
-    others; a route with the empty key is the path "". Routes with the same peer, prefix
-    and key are merged (communities, the higher local preference)."""
-
-    peer: str
-    prefix: str
-    attributes: RouteAttributes = DEFAULT_ATTRIBUTES
-    path: str = ""
-
-    def __post_init__(self) -> None:
-        hop = self.attributes.next_hop
-        if hop is not None and _network(self.prefix).version != hop.version:
-            # Refused here, in the planner that made it: the BGP library would refuse it
-            # too, but only when the whole peer's routes are set.
-            raise ValueError(
-                f"BGP route {self.prefix} (path {self.path!r}) to {self.peer}: next hop "
-                f"{hop} is not of the prefix's address family"
-            )
-
-    @property
-    def mode(self) -> Mode:
-        return Mode.BGP
-
-
-@dataclass(frozen=True, order=True, slots=True)
-class L2Claim:
-    """Answer ARP/NDP for `ip`, on `interfaces` (empty: the interface whose subnet holds it)."""
-
-    ip: str
-    interfaces: tuple[str, ...] = ()
-
-    @property
-    def mode(self) -> Mode:
-        return Mode.L2
-
-
-@dataclass(frozen=True, order=True, slots=True)
-class VIPMembership:
-    """Take part in the keepalived election for `ip` among `candidates` (sorted node names)."""
-
-    ip: str
-    advertisement: str
-    candidates: tuple[str, ...]
-    interface: str | None = None
-    advertisement_interval_s: float | None = None
-    vrid_range: tuple[int, int] | None = None
-    unicast_peers: bool = False
-
-    @property
-    def mode(self) -> Mode:
-        return Mode.VIP
-
-
-Announcement = BGPRoute | L2Claim | VIPMembership
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """Whether `node` announces `ip` of Service `service` in `mode`, and why (not)."""
-
-    service: str
-    ip: str
-    node: str
-    mode: Mode | None
-    announces: bool
-    reason: str
-    peers: tuple[str, ...] = ()  # BGP: the peers the route is announced to (Established)
-    waiting: tuple[str, ...] = ()  # BGP: peers it is held for, whose session is not up
-
-
-@dataclass(frozen=True)
-class Plan:
-    """`by_service`: each Service's decisions; with a :class:`PlanCache`, an unchanged
-    Service keeps the very same tuple from one plan to the next (reporting compares them
-    by identity to do only the work of what changed).
-
-    A plan made with a cache does not copy what the cache keeps: `announcements`,
-    `decisions`, `by_service` and `modes` are views of the cache's totals, valid until the
-    next plan made with the same cache (which changes them), and `delta` says what this
-    plan changed in the one before it (None: not known, compare everything)."""
-
-    node: str
-    announcements: AbstractSet[Announcement]
-    decisions: Sequence[Decision]
-    tenant_decisions: tuple[Decision, ...] = ()
-    """Route mode (Teapot management cluster): one per TenantLoadBalancer address, its
-    `service` the request's namespace/name (apart: nothing reports them on a Service)."""
-    by_service: Mapping[str, tuple[Decision, ...]] = field(default_factory=dict, compare=False)
-    # The announcements per mode, when the planner kept them (with a cache): of_mode copies
-    # them instead of looking at every announcement.
-    modes: Mapping[Mode, AbstractSet[Announcement]] | None = field(
-        default=None, compare=False, repr=False
-    )
-    delta: PlanDelta | None = field(default=None, compare=False, repr=False)
-
-    def of_mode(self, mode: Mode) -> set[Announcement]:
-        if self.modes is not None:
-            return set(self.modes.get(mode, ()))
-        return {a for a in self.announcements if a.mode is mode}
-
 
 _S = TypeVar("_S")
 
@@ -220,7 +98,7 @@ class PlanOptions:
     handle_unclassed: bool = True
     ovn_gateways: Gateways | None = None
     # Route mode: what this speaker's probes say of the tenant next hops (a failing hop is
-    # withheld while another hop of its route answers; teapot_lb.tenancy.hop_health).
+    # withheld while another hop of its route answers; teapot_lb.announce.hop_health).
     tenant_hops: HopVerdict = field(default_factory=HopVerdict)
 
 
@@ -260,61 +138,6 @@ OVN_ONLY = "OVN mode: the OVN writer programs it in the Northbound database, no 
 _NO_LOCAL_ENDPOINT = "no local endpoint: externalTrafficPolicy is Local and no ready endpoint here"
 
 
-def _prefix(ip: IPAddress, adv: BGPAdvertisement) -> str:
-    if ip.version == 4:
-        length = adv.spec.aggregation_length if adv.spec.aggregation_length is not None else 32
-    else:
-        v6 = adv.spec.aggregation_length_v6
-        length = v6 if v6 is not None else 128
-    if length == ip.max_prefixlen:
-        return _host_prefix(ip)
-    shift = ip.max_prefixlen - length
-    return _aggregate(ip.version, int(ip) >> shift << shift, length)
-
-
-def _host_prefix(ip: IPAddress) -> str:
-    """The IP's own prefix (/32, /128), in the network's canonical text: the address's."""
-    return f"{ip}/{ip.max_prefixlen}"
-
-
-# Planning runs on every change for every Service: parse each aggregate and community list
-# once, not once per Service, peer and plan. Keyed by numbers, not by the Service's parsed
-# IP (a cache of 65,536 IP objects held ~16 MB at 100k Services); a host prefix is the
-# IP's text and needs no cache.
-@lru_cache(maxsize=4096)
-def _aggregate(version: int, network: int, length: int) -> str:
-    net = IPv4Network((network, length)) if version == 4 else IPv6Network((network, length))
-    return str(net)
-
-
-@lru_cache(maxsize=65536)
-def _network(prefix: str) -> IPv4Network | IPv6Network:
-    return ip_network(prefix)
-
-
-@lru_cache(maxsize=4096)
-def _communities(texts: tuple[str, ...]) -> tuple[int, ...]:
-    return tuple(sorted({parse_community(c) for c in texts}))
-
-
-@lru_cache(maxsize=4096)
-def _large_communities(texts: tuple[str, ...]) -> tuple[LargeCommunity, ...]:
-    return tuple(sorted({LargeCommunity(*parse_large_community(c)) for c in texts}))
-
-
-# One attributes object per advertisement and peer kind, shared by every route made with
-# it: routes of 100k Services do not hold 100k equal copies.
-@lru_cache(maxsize=4096)
-def _attributes(
-    communities: tuple[str, ...], large: tuple[str, ...], local_pref: int | None
-) -> RouteAttributes:
-    return RouteAttributes(
-        communities=_communities(communities),
-        large_communities=_large_communities(large),
-        local_pref=local_pref,
-    )
-
-
 def _sorted(objs: Mapping[str, object]) -> list[str]:
     return sorted(objs)
 
@@ -324,7 +147,7 @@ _Gated = tuple[dict[str, str | None], str]
 _Gate = Callable[[Mapping[str, str | None]], _Gated]
 
 
-class _Planner:
+class Planner:
     def __init__(
         self, view: ClusterView, options: PlanOptions, cache: PlanCache | None = None
     ) -> None:
@@ -505,9 +328,9 @@ class _Planner:
             for peer in node_peers:
                 if adv.spec.peers and peer.name not in adv.spec.peers:
                     continue
-                route = _route(ip, adv, peer)
+                route = route_of(ip, adv, peer)
                 if next_hops:
-                    host = _host_prefix(ip)  # never aggregated: the tenant's IP
+                    host = host_prefix(ip)  # never aggregated: the tenant's IP
                     out.update(
                         BGPRoute(peer.name, host, route.attributes.evolve(next_hop=h), str(h))
                         for h in next_hops
@@ -547,7 +370,7 @@ class _Planner:
         decisions: list[Decision] = []
         node = self.view.nodes.get(node_name)
         node_labels = node.labels if node is not None else {}
-        ip = _network(route.prefix).network_address
+        ip = network_of(route.prefix).network_address
         say = _Say(route.request, str(ip), node_name, decisions)
         pool = self.view.pool_of(ip)
         if pool is None:
@@ -652,7 +475,7 @@ class _Planner:
         say: _Say,
         out: set[Announcement],
     ) -> None:
-        candidates = self._candidates(advs, eligible)
+        candidates = self.candidates(advs, eligible)
         live = self.options.live_speakers
         if live is not None:
             if node_name not in live:
@@ -701,7 +524,7 @@ class _Planner:
         return VIPMembership(
             ip=str(ip),
             advertisement=adv.name,
-            candidates=tuple(sorted(self._candidates([adv], eligible))),
+            candidates=tuple(sorted(self.candidates([adv], eligible))),
             interface=spec.interface,
             advertisement_interval_s=interval,
             vrid_range=(spec.vrid_range.start, spec.vrid_range.end) if spec.vrid_range else None,
@@ -728,7 +551,7 @@ class _Planner:
             found = self._deciding_vip[memo] = [a for a in advs if a.name in deciding]
         return found
 
-    def _candidates(
+    def candidates(
         self,
         advs: Iterable[L2Advertisement | VIPAdvertisement],
         eligible: Mapping[str, str | None],
@@ -773,19 +596,6 @@ def _selecting(
     return selecting
 
 
-def _route(ip: IPAddress, adv: BGPAdvertisement, peer: BGPPeer) -> BGPRoute:
-    spec = adv.spec
-    return BGPRoute(
-        peer=peer.name,
-        prefix=_prefix(ip, adv),
-        attributes=_attributes(
-            tuple(spec.communities),
-            tuple(spec.large_communities),
-            spec.local_pref if peer.is_ibgp() else None,
-        ),
-    )
-
-
 def plan(
     view: ClusterView,
     node: str,
@@ -799,7 +609,7 @@ def plan(
     since the previous call reuse their decisions; the plan is the same as without it.
     """
     opts = options or PlanOptions()
-    planner = _Planner(view, opts, cache)
+    planner = Planner(view, opts, cache)
     tenant_anns: set[Announcement] = set()
     tenant_decisions: list[Decision] = []
     for route in live_routes(programmed_routes(view), opts.tenant_hops):
@@ -828,7 +638,7 @@ def plan(
 def _plan_kept(
     view: ClusterView,
     node: str,
-    planner: _Planner,
+    planner: Planner,
     cache: PlanCache,
     tenant_anns: set[Announcement],
     tenant_decisions: tuple[Decision, ...],
@@ -857,7 +667,7 @@ def _plan_kept(
             return None  # this node's own change: every decision may differ
         return deps.affected(entering, leaving)
 
-    scope = (node, _options_key(opts, liveness=True))
+    scope = (node, options_key(opts, liveness=True))
     live = opts.live_speakers
     kept = cache.plans.results(
         view, scope, PLAN_KINDS, decide,
@@ -896,7 +706,7 @@ def explain(
     view: ClusterView, service_key: str, options: PlanOptions | None = None
 ) -> list[Decision]:
     """Every node's decisions for one Service, by node name then IP then mode."""
-    planner = _Planner(view, options or PlanOptions())
+    planner = Planner(view, options or PlanOptions())
     svc = view.services.get(service_key)
     if svc is None:
         return []
@@ -915,7 +725,7 @@ def explain_tenant(
     """Route mode: every node's decisions for one TenantLoadBalancer (namespace/name), by
     node name then IP. Empty when the request is not Programmed (its conditions say why)
     or what its status says falls outside its Tenant."""
-    planner = _Planner(view, options or PlanOptions())
+    planner = Planner(view, options or PlanOptions())
     live = live_routes(programmed_routes(view), planner.options.tenant_hops)
     routes = [r for r in live if r.request == request_key]
     decisions: list[Decision] = []
@@ -925,192 +735,7 @@ def explain_tenant(
     return decisions
 
 
-@dataclass(frozen=True)
-class SharedCandidates:
-    """The L2 candidates every Service of these L2Advertisements (by name) shares: those of
-    the Services without `externalTrafficPolicy: Local`."""
-
-    advertisements: tuple[str, ...]
-
-
-class ElectionOrders(Mapping[str, tuple[str, ...]]):
-    """Every L2 IP → the nodes allowed to own it, in election order, each order ranked
-    when it is first read (and the last few kept).
-
-    The L2 backend reads one IP's order only when it judges a claim (split brain), but a
-    ranking costs one SHA-256 per candidate: ranking every IP over 1,000 nodes at each
-    change (the plan already ranked them once) cost minutes at 25k L2 IPs, and holding
-    every order ~8 KB per IP (issue 19). What is kept per IP is its candidates: a list, or
-    for the IPs of Services without `externalTrafficPolicy: Local` the advertisements whose
-    candidates they share (:class:`SharedCandidates`), looked up when read, so that a Node
-    change does not touch every IP's entry."""
-
-    _KEEP = 1024
-
-    def __init__(
-        self,
-        candidates: Mapping[str, Sequence[str] | SharedCandidates],
-        shared: Callable[[SharedCandidates], Sequence[str]] | None = None,
-    ) -> None:
-        self._candidates = candidates
-        self._shared = shared
-        self._ranked: dict[str, tuple[str, ...]] = {}
-
-    def __getitem__(self, ip: str) -> tuple[str, ...]:
-        order = self._ranked.get(ip)
-        if order is None:
-            nodes = self._candidates[ip]
-            if isinstance(nodes, SharedCandidates):
-                assert self._shared is not None
-                nodes = self._shared(nodes)
-            order = ranking(parse_ip(ip), nodes)
-            if len(self._ranked) >= self._KEEP:
-                del self._ranked[next(iter(self._ranked))]
-            self._ranked[ip] = order
-        return order
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._candidates)
-
-    def __len__(self) -> int:
-        return len(self._candidates)
-
-    def __contains__(self, ip: object) -> bool:
-        return ip in self._candidates
-
-
-def l2_election_orders(
-    view: ClusterView, options: PlanOptions | None = None, *, cache: PlanCache | None = None
-) -> ElectionOrders:
-    """Every IP announced in L2 mode → the nodes allowed to own it, in election order
-    (ranked when read: :class:`ElectionOrders`).
-
-    Liveness is ignored: this is what every speaker agrees on even when heartbeats are
-    cut, so the L2 backend uses it to settle two owners answering at once (split brain).
-    With a `cache`, unchanged Services reuse their candidates (the result is the same).
-    """
-    opts = options or PlanOptions()
-    planner = _Planner(view, opts, cache)
-    local = cache.orders_local if cache is not None else set()
-
-    def candidates(
-        key: str, svc: Service
-    ) -> tuple[tuple[str, Sequence[str] | SharedCandidates], ...]:
-        local.discard(key)
-        if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
-            return ()
-        out: list[tuple[str, Sequence[str] | SharedCandidates]] = []
-        eligible: Mapping[str, str | None] | None = None
-        for ip in view.ingress_ips(key, svc):
-            pool = view.pool_of(ip)
-            if pool is None:
-                continue
-            l2_advs = planner.advertisements_for(pool)[1]
-            if not l2_advs:
-                continue
-            if eligible is None:
-                eligible = planner.eligible(key, svc)
-            if eligible is planner.node_exclusions():
-                out.append((str(ip), SharedCandidates(tuple(a.name for a in l2_advs))))
-            else:
-                local.add(key)  # its candidates read the Nodes: planned again when they change
-                out.append((str(ip), planner._candidates(l2_advs, eligible)))
-        return tuple(out)
-
-    def shared(of: SharedCandidates) -> Sequence[str]:
-        by_name = {a.name: a for a in view.l2_advertisements.values()}
-        return planner._candidates(
-            [by_name[n] for n in of.advertisements], planner.node_exclusions()
-        )
-
-    def affected(entering: set[str], leaving: set[str]) -> set[str]:
-        # A Local Service's candidates are nodes with a ready endpoint of it: only a change
-        # of one of those can change them.
-        nodes = entering | leaving
-        assert cache is not None
-        return {k for k in local if not nodes.isdisjoint(cache.orders.ready_of(k) or ())}
-
-    if cache is None:
-        out: dict[str, Sequence[str] | SharedCandidates] = {}
-        for key in _sorted(view.services):
-            for ip_text, nodes in candidates(key, view.services[key]):
-                out[ip_text] = nodes  # (an IP Services share: the greatest key's)
-        return ElectionOrders(out, shared)
-    scope = _options_key(opts, liveness=False)
-    cache.orders.results(view, scope, L2_KINDS, candidates, affected=affected)
-    table, delta = cache.orders_table, cache.orders.delta
-    if delta is None:  # every Service was walked: the table is made again
-        table = cache.orders_table = OrdersTable()
-        for key, items in cache.orders.items():
-            table.replace(key, None, items)
-    else:  # only the Services that changed
-        for key, old, new in delta:
-            table.replace(key, old, new)
-    # (a new answer each time: the shared candidates are looked up in this view, and the
-    # orders ranked afresh)
-    return ElectionOrders(table.candidates, shared)
-
-
-def vip_memberships(
-    view: ClusterView, options: PlanOptions | None = None, *, cache: PlanCache | None = None
-) -> Mapping[str, tuple[VIPMembership, ...]]:
-    """Every Service with a VRRP instance → the instances of its IPs, on every node.
-
-    What :func:`plan` gives the nodes, taken together (every node renders every instance
-    of its segment so that VRIDs stay unique), computed once per Service rather than once
-    per node and Service (10^8 decisions at 1,000 nodes and 100k Services): a node joins the
-    instance of the first VIPAdvertisement (by name) that selects it, so an IP has one
-    instance per advertisement that comes first for some eligible node. Services with
-    `externalTrafficPolicy: Local` count as Cluster ones: instance membership must not
-    follow endpoints (a node without one is held in FAULT instead). With a `cache`,
-    unchanged Services keep their instances, and a Node change re-decides only the
-    Services with an IP in a pool a VIPAdvertisement selects. The mapping is the cache's
-    (valid until the next call with it).
-    """
-    opts = options or PlanOptions()
-    planner = _Planner(view, opts, cache)
-    selected: set[str] = cache.vip_selected if cache is not None else set()
-
-    def memberships(key: str, svc: Service) -> tuple[VIPMembership, ...]:
-        selected.discard(key)
-        if not svc.is_handled(opts.load_balancer_class, opts.handle_unclassed):
-            return ()
-        out: list[VIPMembership] = []
-        for ip in view.ingress_ips(key, svc):
-            pool = view.pool_of(ip)
-            advs = planner.advertisements_for(pool)[2] if pool is not None else []
-            if advs:
-                selected.add(key)  # a Node change may give it instances, or take them
-                eligible = planner.node_exclusions()
-                for adv in planner.deciding_vip_advertisements(advs):
-                    out.append(planner.vip_membership(ip, adv, eligible))
-        return tuple(out)
-
-    if cache is None:
-        found = ((key, memberships(key, view.services[key])) for key in _sorted(view.services))
-        return {key: held for key, held in found if held}
-
-    def affected(entering: set[str], leaving: set[str]) -> set[str]:
-        for gone in [k for k in selected if k not in view.services]:
-            selected.discard(gone)
-        return set(selected)  # every instance lists every candidate
-
-    scope = _options_key(opts, liveness=False)
-    cache.vip.results(view, scope, VIP_KINDS, memberships, affected=affected)
-    table, delta = cache.vip_table, cache.vip.delta
-    if delta is None:  # every Service was walked
-        table.clear()
-        table.update((key, held) for key, held in cache.vip.items() if held)
-    else:
-        for key, _, held in delta:
-            if held:
-                table[key] = held
-            else:
-                table.pop(key, None)
-    return table
-
-
-def _options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:
+def options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:
     key: tuple[object, ...] = (options.load_balancer_class, options.handle_unclassed)
     if liveness:
         up = options.established_peers

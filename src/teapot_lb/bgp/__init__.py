@@ -10,11 +10,12 @@ Layers, one idea per module (only ``peer`` and ``speaker`` do I/O):
   (what to advertise with a prefix), and :class:`ReceivedPath` (a path as received).
 - :mod:`teapot_lb.bgp.policy` — import/export policy as data: a :class:`Filter` is a list
   of :class:`Rule` s (conditions on prefix, next hop, AS path, communities, origin; actions
-  accept, reject with a reason, set/strip attributes), run by one interpreter.
+  accept, reject with a reason, set/strip attributes), run by one interpreter (a package:
+  ``prefixes``, ``conditions``, ``actions``, ``filter``).
 - :mod:`teapot_lb.bgp.rib` — :class:`AdjRibOut` (desired vs. sent → minimal packed
   UPDATEs, after the export filter), :class:`AdjRibIn` (received routes after the import
   filter, per family by NLRI encoding; stale marking for graceful restart; why each
-  rejected prefix was rejected).
+  rejected prefix was rejected); a package: ``compiled``, ``adj_out``, ``adj_in``.
 - :mod:`teapot_lb.bgp.fsm` — :class:`Session`, the RFC 4271 §8 state machine: events in
   (``start()``, ``stop()``, ``connection_made()``, ``connection_failed()``,
   ``connection_lost()``, ``data_received(bytes)``, ``timer_expired(Timer)``), a list of
@@ -26,8 +27,9 @@ Layers, one idea per module (only ``peer`` and ``speaker`` do I/O):
 - :mod:`teapot_lb.bgp.neighbor` — :class:`~.neighbor.Neighbor`, everything for one
   configured neighbor, sans I/O: one session per connection, collisions, a reconnect as
   the peer's graceful restart, the RIBs and their filters, stale-route and flush timers,
-  the export context; events in, orders out (``Dial``, ``Adopt``, ``Refuse``,
-  ``Transmit``, ``Close``, ``Release``, timer orders, ``Report``).
+  the export context; events in, orders out (:mod:`teapot_lb.bgp.neighbor_orders`:
+  ``Dial``, ``Adopt``, ``Refuse``, ``Transmit``, ``Close``, ``Release``, timer orders,
+  ``Report``).
 - :mod:`teapot_lb.bgp.config` — :class:`PeerConfig`.
 - :mod:`teapot_lb.bgp.peer` — asyncio: a :class:`Peer` carries out its neighbor's orders
   (sockets, connection attempts, timers). :mod:`teapot_lb.bgp.transport`: MD5 and TTL.

@@ -22,12 +22,11 @@ for the speaker's ``on_event``). No sockets, no clock: ``bgp.peer`` moves bytes 
 from __future__ import annotations
 
 import contextlib
-import enum
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Address, IPv6Address, ip_address
-from typing import Any, TypeAlias
+from typing import Any
 
 from teapot_lb import log
 from teapot_lb.timers import ArmTimer, CancelTimer
@@ -56,6 +55,18 @@ from .fsm import (
     UpdateProblems,
     keep_locally_initiated,
 )
+from .neighbor_orders import (
+    Adopt,
+    Close,
+    Dial,
+    NeighborTimer,
+    Order,
+    Refuse,
+    Release,
+    Report,
+    TimerName,
+    Transmit,
+)
 from .rib import AdjRibIn, AdjRibOut, CompiledRoutes, ExportContext
 from .wire import IPV4_UNICAST, IPV6_UNICAST, CeaseSubcode, Family, Notification, Update
 from .wire.errors import ErrorCode
@@ -78,82 +89,6 @@ def _is_our_shutdown(note: Notification) -> bool:
 def _log() -> Any:
     # Looked up per use: a module-level logger would freeze the configuration at import.
     return log.get("teapot_lb.bgp.speaker")
-
-
-# ---------------------------------------------------------------------------- orders
-
-
-@dataclass(frozen=True, slots=True)
-class Dial:
-    """Open a TCP connection to the neighbor for ``link`` (replacing an attempt in flight);
-    answer with :meth:`Neighbor.connection_made` or :meth:`Neighbor.connection_failed`."""
-
-    link: int
-
-
-@dataclass(frozen=True, slots=True)
-class Adopt:
-    """The connection being accepted (:meth:`Neighbor.accepted`) now belongs to ``link``;
-    an attempt of the link's own in flight is abandoned."""
-
-    link: int
-
-
-@dataclass(frozen=True, slots=True)
-class Refuse:
-    """Write ``data`` (a NOTIFICATION) on the connection being accepted, then close it."""
-
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Transmit:
-    link: int
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    """Close ``link``'s connection after what was written (a NOTIFICATION) is flushed, and
-    abandon a connection attempt in flight."""
-
-    link: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Release:
-    """``link`` is finished: stop its timers (its connection was closed by a :class:`Close`)."""
-
-    link: int
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """An event for the speaker's ``on_event`` (the live session's only)."""
-
-    event: Action
-
-
-class NeighborTimer(enum.Enum):
-    STALE = "stale"  # the restarting peer's stale routes expire (RFC 4724 §4.2)
-    FLUSH = "flush"  # desired routes changed: send the difference
-
-
-# A link's session timers are named (link, Timer); the neighbor's own by NeighborTimer.
-TimerName: TypeAlias = tuple[int, Timer] | NeighborTimer
-
-Order: TypeAlias = (
-    Dial
-    | Adopt
-    | Refuse
-    | Transmit
-    | Close
-    | Release
-    | ArmTimer[TimerName]
-    | CancelTimer[TimerName]
-    | Report
-)
 
 
 @dataclass

@@ -20,13 +20,12 @@ from teapot_lb.timers import ArmTimer, CancelTimer, LoopTimers
 from .attributes import ReceivedPath
 from .config import PeerConfig
 from .fsm import Negotiated, State, StateChanged
-from .neighbor import (
+from .neighbor import Neighbor, PeerCounters
+from .neighbor_orders import (
     Adopt,
     Close,
     Dial,
-    Neighbor,
     Order,
-    PeerCounters,
     Refuse,
     Release,
     Report,

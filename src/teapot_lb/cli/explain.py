@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
-from teapot_lb.announce.plan import Decision, PlanOptions, explain, explain_tenant
+from teapot_lb.announce.announcement import Decision
+from teapot_lb.announce.plan import PlanOptions, explain, explain_tenant
 from teapot_lb.cluster import ClusterView, Kind, Store, UnknownBFDProfile
 from teapot_lb.model import BFDParameters, BGPPeer
 from teapot_lb.model.tenancy import TenantLoadBalancer

@@ -3,9 +3,9 @@
 Three sources of that config, one data plane (`gateway.service.Gateway.apply`):
 - `--config FILE`: a file in the shape of `teapot_lb.gateway.config.GatewayConfig`;
 - `--manifests DIR`: Tenants and their (mirrored) Ingresses, Gateway API objects,
-  EndpointSlices and TLS Secrets, vetted and translated (`tenancy.l7standalone`);
+  EndpointSlices and TLS Secrets, vetted and translated (`gateway.control.l7standalone`);
 - neither: the management cluster (kubeconfig or the pod's service account), through the
-  control plane's reconcile (`tenancy.kube_l7gateway.GatewayControl`) without writing
+  control plane's reconcile (`gateway.control.kube_l7gateway.GatewayControl`) without writing
   status (the manager's `--gateway-address` does).
 Each is re-read on change. `--address` gives the gateway's IPs (those of the LoadBalancer
 Service in front of the gateway pods, which the speaker makes highly available).
@@ -29,6 +29,8 @@ from teapot_lb import log
 from teapot_lb.cli import cancel_on_signals
 from teapot_lb.gateway import explain, metrics, report
 from teapot_lb.gateway.config import Certificate, GatewayConfig
+from teapot_lb.gateway.control.kube_l7gateway import GatewayControl
+from teapot_lb.gateway.control.l7standalone import translate_directory
 from teapot_lb.gateway.default_certificate import from_files
 from teapot_lb.gateway.service import Gateway
 from teapot_lb.gateway.source import load_config, watch_config
@@ -38,9 +40,7 @@ from teapot_lb.kube.client import connect
 from teapot_lb.model.common import IPAddress, parse_ip
 from teapot_lb.model.gateway_api_schema import unevaluable_rules
 from teapot_lb.standalone.first_seen import FirstSeen
-from teapot_lb.tenancy.kube_l7gateway import GatewayControl
-from teapot_lb.tenancy.l7standalone import translate_directory
-from teapot_lb.tenancy.standalone import DirectoryWake
+from teapot_lb.standalone.teapot import DirectoryWake
 
 
 class GatewayServer(MonitoringServer):

@@ -21,14 +21,14 @@ from teapot_lb.cli.serve import (
     webhook_certificate,
     webhook_options,
 )
+from teapot_lb.gateway.control.kube_l7gateway import GatewayControl
 from teapot_lb.httpserve import MonitoringServer
 from teapot_lb.kube.client import connect
+from teapot_lb.manager.kube import KubeManager, ManagerConfig
+from teapot_lb.manager.metrics import ManagerMetrics
 from teapot_lb.model.common import IPAddress, parse_ip
 from teapot_lb.model.gateway_api_schema import unevaluable_rules
-from teapot_lb.tenancy.kube_l7gateway import GatewayControl
-from teapot_lb.tenancy.kube_manager import KubeManager, ManagerConfig
-from teapot_lb.tenancy.metrics import ManagerMetrics
-from teapot_lb.tenancy.standalone import run_manager
+from teapot_lb.standalone.teapot import run_manager
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
 

@@ -20,11 +20,11 @@ from teapot_lb.longlived import freeze_after_slow_full_passes, release_large_blo
 from teapot_lb.membership.key import KeyFileError, read_key_file
 from teapot_lb.membership.udp import DEFAULT_PORT
 from teapot_lb.model import LOAD_BALANCER_CLASS
+from teapot_lb.speaker.hop_prober import HOP_INTERVAL_S, attach_hop_prober
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.run_marker import RunMarker
 from teapot_lb.speaker.wiring import MODES, build_speaker
 from teapot_lb.standalone.runner import ManifestSource, StatusWriter, default_state_dir
-from teapot_lb.tenancy.hop_prober import HOP_INTERVAL_S, attach_hop_prober
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ HEARTBEAT_KEY_HELP = (
 
 def tenant_hop_interval_option(command: Callable[..., None]) -> Callable[..., None]:
     """`--tenant-hop-interval`, as `run` (standalone announcer) and `speaker --tenancy`
-    take it (route mode's probes of tenant next hops, teapot_lb.tenancy.hop_health)."""
+    take it (route mode's probes of tenant next hops, teapot_lb.announce.hop_health)."""
     return click.option(
         "--tenant-hop-interval",
         default=HOP_INTERVAL_S,

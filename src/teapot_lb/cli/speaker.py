@@ -26,13 +26,13 @@ from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.longlived import freeze_after_slow_full_passes, release_large_blocks
 from teapot_lb.membership.udp import DEFAULT_PORT
+from teapot_lb.speaker.hop_prober import attach_hop_prober
 from teapot_lb.speaker.kube_reporter import KubeReporter
 from teapot_lb.speaker.kube_source import KubeSource
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.speaker.run_marker import RunMarker
 from teapot_lb.speaker.wiring import MODES, build_speaker
-from teapot_lb.tenancy.hop_prober import attach_hop_prober
 
 
 async def run_speaker(

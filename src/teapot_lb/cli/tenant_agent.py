@@ -13,9 +13,9 @@ from teapot_lb import log
 from teapot_lb.cli.serve import Served, kubeconfig_option, metrics_address_option, serve_component
 from teapot_lb.httpserve import MonitoringServer
 from teapot_lb.kube.client import connect
-from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
+from teapot_lb.standalone.teapot import run_agent
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
-from teapot_lb.tenancy.standalone import run_agent
+from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 
 
 @click.command("tenant-agent")

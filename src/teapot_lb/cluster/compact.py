@@ -74,14 +74,6 @@ def compact(obj: T) -> T:
     return obj
 
 
-def detached(text: str) -> str:
-    """A copy of `text` in memory of its own. A cache that keeps a string taken from a parsed
-    API response (a name, an IP, a resourceVersion) keeps alive the allocator's whole block
-    (pymalloc arena) that the response's JSON was parsed into: a few such strings per
-    object pin nearly all of a 100,000-object list after it is freed (issue 19)."""
-    return text.encode().decode() if text else text
-
-
 def _intern(value: object) -> object:
     if type(value) is str and len(value) <= _INTERN_MAX:
         return sys.intern(value)

@@ -16,7 +16,7 @@ reads and drops the rest before the object is stored, so the full object is neve
 
 Projected objects are still the same models, so the planner reads them as it reads full
 ones; their parts that are equal across objects (a spec, an endpoint, an empty map) are
-shared, and the strings they keep are copies (:func:`~teapot_lb.cluster.compact.detached`),
+shared, and the strings they keep are copies (:func:`~teapot_lb.kube.detach.detached`),
 so a projected object holds nothing of the API response it was parsed from. Every other
 kind is kept as it is. A projection must keep what its reader reads:
 ``tests/cluster/test_projection.py`` checks that what the speaker decides from projected
@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from teapot_lb.cluster.compact import detached
+from teapot_lb.kube.detach import detached
 from teapot_lb.model import EndpointSlice, Service
 from teapot_lb.model.common import ObjectMeta
 from teapot_lb.model.kinds import ApiObject

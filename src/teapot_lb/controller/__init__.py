@@ -34,12 +34,7 @@ from datetime import datetime
 
 from teapot_lb.cluster import ClusterView
 from teapot_lb.controller.convert import held_ips, pool_of, request_of
-from teapot_lb.controller.options import (
-    ANNOTATION_ALLOCATED_FROM,
-    ControllerOptions,
-    Event,
-    EventType,
-)
+from teapot_lb.controller.options import ANNOTATION_ALLOCATED_FROM, ControllerOptions
 from teapot_lb.controller.pools import (
     CONDITION_VALID,
     REASON_INVALID,
@@ -61,6 +56,7 @@ from teapot_lb.controller.services import (
     reconcile_service,
 )
 from teapot_lb.controller.state import AllocationState, rebuild, sync_pools
+from teapot_lb.model.event import Event, EventType
 
 
 def pool_statuses(

@@ -22,7 +22,7 @@ from teapot_lb.cluster import Kind
 from teapot_lb.controller import pool_statuses
 from teapot_lb.controller.kube_cache import ControllerCache
 from teapot_lb.controller.metrics import ControllerMetrics
-from teapot_lb.controller.options import ANNOTATION_ALLOCATED_FROM, ControllerOptions, Event
+from teapot_lb.controller.options import ANNOTATION_ALLOCATED_FROM, ControllerOptions
 from teapot_lb.controller.services import ServiceOutcome
 from teapot_lb.controller.state import AllocationState
 from teapot_lb.kube.client import KubeClient
@@ -31,6 +31,7 @@ from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.resources import ADDRESS_POOLS, SERVICES, KubeObject, split_key
 from teapot_lb.kube.status import patch_status, update_status
 from teapot_lb.model import Service, parse_object
+from teapot_lb.model.event import Event
 from teapot_lb.model.service import ANNOTATION_VRIDS
 
 COMPONENT = "teapot-lb-controller"

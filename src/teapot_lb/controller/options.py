@@ -1,9 +1,8 @@
-"""What the controller is told at start, and the small records its core returns."""
+"""What the controller is told at start."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from teapot_lb.model import LOAD_BALANCER_CLASS, Service
 from teapot_lb.model.service import ANNOTATION_ALLOCATED_FROM as ANNOTATION_ALLOCATED_FROM
@@ -22,17 +21,3 @@ class ControllerOptions:
 
     def handles(self, service: Service) -> bool:
         return service.is_handled(self.load_balancer_class, unclassed=not self.class_only)
-
-
-class EventType(StrEnum):
-    NORMAL = "Normal"
-    WARNING = "Warning"
-
-
-@dataclass(frozen=True)
-class Event:
-    """A Kubernetes Event the adapter records on the object it is about."""
-
-    type: EventType
-    reason: str
-    message: str

@@ -18,7 +18,6 @@ from typing import Any
 from teapot_lb import ipam
 from teapot_lb.cluster import ClusterView, object_key
 from teapot_lb.controller.convert import pool_of
-from teapot_lb.controller.options import Event, EventType
 from teapot_lb.model import (
     AddressPool,
     AddressPoolStatus,
@@ -29,6 +28,7 @@ from teapot_lb.model import (
     dump,
 )
 from teapot_lb.model.common import creation_order
+from teapot_lb.model.event import Event, EventType
 from teapot_lb.validation import ConfigSet, validate
 
 CONDITION_VALID = "Valid"

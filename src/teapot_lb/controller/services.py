@@ -13,11 +13,12 @@ from dataclasses import dataclass, replace
 from teapot_lb import ipam
 from teapot_lb.cluster import ClusterView
 from teapot_lb.controller.convert import held_ips, request_of
-from teapot_lb.controller.options import ANNOTATION_ALLOCATED_FROM, Event, EventType
+from teapot_lb.controller.options import ANNOTATION_ALLOCATED_FROM
 from teapot_lb.controller.pools import UnparsedPool
 from teapot_lb.controller.state import AllocationState, sync_pools
 from teapot_lb.model import IPAddress, Service
 from teapot_lb.model.common import creation_order
+from teapot_lb.model.event import Event, EventType
 from teapot_lb.model.service import ANNOTATION_VRIDS
 from teapot_lb.vrrp.vrid_book import annotated_vrids, format_vrids, needs
 

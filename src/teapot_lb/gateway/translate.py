@@ -2,7 +2,7 @@
 status every object gets (Gateway API conditions; an Ingress's addresses or refusal).
 
 Inputs are what the management cluster holds: the Tenants, the mirrored Ingresses and
-Gateway API objects (:mod:`teapot_lb.tenancy.l7mirror`), the mirrored EndpointSlices and
+Gateway API objects (:mod:`teapot_lb.gateway.control.l7mirror`), the mirrored EndpointSlices and
 TLS Secrets, and the gateway's own addresses. Every object is vetted here again
 (:func:`teapot_lb.tenancy.l7vet.vet_object`): a refused object contributes nothing.
 
@@ -59,6 +59,13 @@ from teapot_lb.gateway.config import (
     StreamRoute,
     TLSRoute,
 )
+from teapot_lb.gateway.control.l7mirror import (
+    ANNOTATION_HEALTH_CHECK,
+    ANNOTATION_SERVICE_PORTS,
+    LABEL_BACKENDS,
+    MCS_SERVICE_NAME,
+    MCS_SOURCE_CLUSTER,
+)
 from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.gateway_api import (
@@ -80,13 +87,6 @@ from teapot_lb.model.ingress import PathType as IngressPathType
 from teapot_lb.model.tenancy import GatewayBackends, Tenant, parse_cidr
 from teapot_lb.tenancy.l7address import Wanted, assign, wanted_address
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY, certificate_names, covered_hostnames
-from teapot_lb.tenancy.l7mirror import (
-    ANNOTATION_HEALTH_CHECK,
-    ANNOTATION_SERVICE_PORTS,
-    LABEL_BACKENDS,
-    MCS_SERVICE_NAME,
-    MCS_SOURCE_CLUSTER,
-)
 from teapot_lb.tenancy.l7vet import (
     LABEL_SOURCE_NAMESPACE,
     SHARED_PORTS,

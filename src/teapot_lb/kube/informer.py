@@ -32,9 +32,9 @@ import enum
 from collections.abc import Callable, Container, Iterable, Mapping
 
 from .. import log
-from ..cluster.compact import detached
 from .backoff import Backoff, Retry
 from .client import LIST_PAGE, KubeClient
+from .detach import detached
 from .errors import Forbidden, Gone, KubeError, StreamCut
 from .pace import Pace
 from .resources import KubeObject, Resource, key_of, resource_version, split_key

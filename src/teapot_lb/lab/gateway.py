@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from teapot_lb.gateway.control.l7standalone import translate_directory
 from teapot_lb.lab import gateway_manifests as gm
 from teapot_lb.lab.groups import run_group
 from teapot_lb.lab.kubeplane import free_port
@@ -41,7 +42,6 @@ from teapot_lb.lab.processes import log_tail, start_run
 from teapot_lb.lab.router import Router, RouterConfig, Session, fib_next_hops, make_router
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host, Topology
-from teapot_lb.tenancy.l7standalone import translate_directory
 
 Progress = Callable[[str], None]
 VIP = "192.0.2.10"

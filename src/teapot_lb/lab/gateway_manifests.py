@@ -10,9 +10,7 @@ import base64
 import json
 from typing import Any
 
-from teapot_lb.model.ingress import INGRESS_CLASS
-from teapot_lb.model.service import ANNOTATION_IPS, ANNOTATION_POOL, SERVICE_NAME_LABEL
-from teapot_lb.tenancy.l7mirror import (
+from teapot_lb.gateway.control.l7mirror import (
     AGENT,
     ANNOTATION_SERVICE_PORTS,
     LABEL_BACKENDS,
@@ -20,6 +18,8 @@ from teapot_lb.tenancy.l7mirror import (
     MCS_SERVICE_NAME,
     MCS_SOURCE_CLUSTER,
 )
+from teapot_lb.model.ingress import INGRESS_CLASS
+from teapot_lb.model.service import ANNOTATION_IPS, ANNOTATION_POOL, SERVICE_NAME_LABEL
 from teapot_lb.tenancy.l7vet import GATEWAY_CLASS, LABEL_SOURCE_NAME, LABEL_SOURCE_NAMESPACE
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import yaml
 
-from teapot_lb.announce.plan import BGPRoute, Mode, plan
+from teapot_lb.announce.announcement import BGPRoute, Mode
+from teapot_lb.announce.plan import plan
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import ControllerOptions
 from teapot_lb.model import Node, Service

@@ -1,6 +1,6 @@
 """The lab's ``teapot`` group: the Teapot flow with the standalone manager and a standalone
 tenant agent (real ``teapot-lb manager --manifests`` and ``teapot-lb tenant-agent
---manifests`` processes on directories, see :mod:`teapot_lb.tenancy.standalone`).
+--manifests`` processes on directories, see :mod:`teapot_lb.standalone.teapot`).
 
 - tenant acme (nodes n1..n3, 192.0.2.11-13) creates Service default/web in its cluster
   directory; the agent writes the request, the manager allocates an IP and wants a route

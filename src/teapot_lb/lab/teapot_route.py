@@ -11,7 +11,7 @@ The real standalone processes: ``teapot-lb manager --manifests ROOT``, acme's an
 globex's ``teapot-lb tenant-agent --manifests`` (:mod:`teapot_lb.lab.teapot`), and on m1 the
 standalone announcer, ``teapot-lb run --manifests ROOT/announce --modes bgp``, announcing
 each Programmed IP with one ADD-PATH path per tenant node and probing the next hops
-(:mod:`teapot_lb.tenancy.hop_health`). The tenant nodes emulate kube-proxy: the HTTP
+(:mod:`teapot_lb.announce.hop_health`). The tenant nodes emulate kube-proxy: the HTTP
 workload answers on the Service port (the IP bound on ``lo`` once the agent has it, as
 kube-proxy does from the Service's status) and on the nodePort (what m1 probes).
 

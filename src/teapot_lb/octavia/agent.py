@@ -88,7 +88,7 @@ def enabled(conf: Any) -> bool:
 
 
 def _register(conf: Any) -> Any:
-    from teapot_lb.octavia.driver import OPTIONS  # the management API's settings
+    from teapot_lb.octavia.driver_runtime import OPTIONS  # the management API's settings
 
     for opts in (OPTIONS, AGENT_OPTIONS):
         with contextlib.suppress(cfg.DuplicateOptError):

@@ -13,37 +13,30 @@ object reported ERROR, the load balancer ACTIVE again).
 `create_vip_port` is the exception: Octavia needs the VIP in its answer, so the driver
 writes the request and waits for the manager's assigned address within the call.
 
-This is the only module that imports octavia-lib and oslo.config (present in Octavia's
+This module and :mod:`.driver_runtime` (what every driver object of one Octavia process
+shares) are the only ones that import octavia-lib and oslo.config (present in Octavia's
 environment, installed with the `octavia` extra).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
-from octavia_lib.api.drivers import driver_lib, provider_base
 from octavia_lib.api.drivers import exceptions as lib_exceptions
-from oslo_config import cfg
+from octavia_lib.api.drivers import provider_base
 from pydantic import BaseModel
 
 from teapot_lb import log
 from teapot_lb.kube.backoff import Backoff
-from teapot_lb.kube.client import connect
 from teapot_lb.kube.errors import KubeError
 from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.tenancy import Tenant, TenantMode
-from teapot_lb.octavia import sweep
 from teapot_lb.octavia import tree as t
-from teapot_lb.octavia.agent import enabled as agent_enabled
+from teapot_lb.octavia.driver_runtime import fault, runtime
 from teapot_lb.octavia.flavor import SUPPORTED, FlavorError, flavor_mode
 from teapot_lb.octavia.health import provisioning_only
 from teapot_lb.octavia.l7 import (
@@ -53,7 +46,7 @@ from teapot_lb.octavia.l7 import (
     secret_names,
     tls_secrets,
 )
-from teapot_lb.octavia.management import LoopThread, Management, ManagementError
+from teapot_lb.octavia.management import ManagementError
 from teapot_lb.octavia.mapping import (
     ANNOTATION_REPORTED,
     Answer,
@@ -77,21 +70,6 @@ from teapot_lb.tenancy.vet import Rule, vet
 
 _log = log.get("octavia")
 
-OPTIONS = [
-    cfg.StrOpt("kubeconfig", help="Kubeconfig of the management cluster (default: in-cluster)"),
-    cfg.StrOpt("context", help="Kubeconfig context (default: the current one)"),
-    cfg.FloatOpt("answer_timeout", default=10.0, min=0.1,
-                 help="Seconds to wait for the teapot-lb manager's answer to a change"),
-    cfg.FloatOpt("request_timeout", default=10.0, min=0.1,
-                 help="Seconds for one request to the management API"),
-    cfg.FloatOpt("vip_orphan_grace", default=300.0, min=0.1,
-                 help="Seconds after which a VIP request whose load balancer Octavia does "
-                      "not have is deleted (longer than any load balancer create call)"),
-    cfg.FloatOpt("sweep_interval", default=60.0, min=0.0,
-                 help="Seconds between two VIP orphan sweeps (run on a driver call; 0: never)"),
-]  # fmt: skip
-GROUP = "teapot"
-
 # What the driver checks before the manager does (the rest: quotas, addresses, are the
 # manager's to decide with its allocator).
 _EARLY_RULES = frozenset({Rule.MODE_NOT_ALLOWED, Rule.BACKEND_NOT_ALLOWED, Rule.INVALID_REQUEST})
@@ -102,97 +80,6 @@ M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 Certificates = Mapping[str, list[Mapping[str, Any]]]
 """TLS containers given with a call, per listener id (their PEM goes to Secrets only)."""
-
-
-class _Runtime:
-    """What every driver instance shares in one Octavia process (Octavia makes a driver
-    object per API call): the loop thread, the management client, the DriverLibrary."""
-
-    def __init__(self) -> None:
-        conf = cfg.CONF
-        conf.register_opts(OPTIONS, group=GROUP)
-        options = getattr(conf, GROUP)
-        self.loop = LoopThread()
-        client = self.loop.run(
-            connect(
-                options.kubeconfig,
-                context=options.context,
-                user_agent="teapot-lb-octavia",
-                request_timeout_s=options.request_timeout,
-            ),
-            timeout=options.request_timeout + 5,
-        )
-        self.management = Management(client, answer_within_s=options.answer_timeout)
-        self.call_timeout = options.answer_timeout + options.request_timeout + 5
-        self.agent = agent_enabled(conf)
-        self.sweep_interval = options.sweep_interval
-        self.orphan_grace = timedelta(seconds=options.vip_orphan_grace)
-        self._creating: set[str] = set()  # load balancers in create_vip_port/loadbalancer_create
-        self._next_sweep = 0.0
-        agent = conf.driver_agent
-        self.lib = driver_lib.DriverLibrary(
-            status_socket=agent.status_socket_path,
-            stats_socket=agent.stats_socket_path,
-            get_socket=agent.get_socket_path,
-        )
-
-    def run(self, coro: Any) -> Any:
-        """Run a management coroutine for a driver call; its failures become the
-        DriverError Octavia shows the user."""
-        try:
-            return self.loop.run(coro, timeout=self.call_timeout)
-        except KubeError as err:
-            raise _fault(f"the teapot-lb management API failed: {err}") from None
-        except concurrent.futures.TimeoutError:
-            raise _fault(
-                f"the teapot-lb management API did not answer within {self.call_timeout:g} s"
-            ) from None
-
-    @contextlib.contextmanager
-    def creating(self, lb_id: str) -> Iterator[None]:
-        """Mark a load balancer's create in flight in this process (the sweep spares it)."""
-        with _RUNTIME_LOCK:
-            self._creating.add(lb_id)
-        try:
-            yield
-        finally:
-            with _RUNTIME_LOCK:
-                self._creating.discard(lb_id)
-
-    def maybe_sweep(self) -> None:
-        """Start a VIP orphan sweep (octavia/sweep.py) when one is due; never blocks."""
-        now = time.monotonic()
-        with _RUNTIME_LOCK:
-            if not self.sweep_interval or now < self._next_sweep:
-                return
-            self._next_sweep = now + self.sweep_interval
-            in_flight = frozenset(self._creating)
-
-        async def run() -> None:
-            try:
-                await sweep.sweep(
-                    self.management,
-                    partial(sweep.asked, self.lib.get_loadbalancer),
-                    now=datetime.now(UTC),
-                    grace=self.orphan_grace,
-                    in_flight=in_flight,
-                )
-            except (KubeError, ManagementError) as err:  # the next call's sweep tries again
-                _log.warning("sweep failed", error=str(err))
-
-        self.loop.submit("sweep", run)
-
-
-_RUNTIME: _Runtime | None = None
-_RUNTIME_LOCK = threading.Lock()
-
-
-def _runtime() -> _Runtime:
-    global _RUNTIME
-    with _RUNTIME_LOCK:
-        if _RUNTIME is None:
-            _RUNTIME = _Runtime()
-        return _RUNTIME
 
 
 def _refuse(found: Iterable[Unsupported]) -> None:
@@ -216,10 +103,6 @@ def _agent_silent(err: BaseException) -> bool:
         return True
     inner = err.__cause__ or err.__context__
     return isinstance(inner, (OSError, lib_exceptions.DriverAgentTimeout))
-
-
-def _fault(message: str) -> lib_exceptions.DriverError:
-    return lib_exceptions.DriverError(user_fault_string=message, operator_fault_string=message)
 
 
 def _dict(obj: Any) -> dict[str, Any]:
@@ -252,7 +135,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
 
     def __init__(self) -> None:
         super().__init__()
-        self._rt = _runtime()
+        self._rt = runtime()
         self._rt.maybe_sweep()  # Octavia makes a driver per API call
 
     # ---------------------------------------------------------------- plumbing
@@ -261,7 +144,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         try:
             tenant: Tenant = self._rt.run(self._rt.management.tenant_of_project(project_id))
         except ManagementError as err:
-            raise _fault(str(err)) from None
+            raise fault(str(err)) from None
         return tenant
 
     def _current(self, tenant: Tenant, lb_id: str) -> t.LoadBalancer:
@@ -273,7 +156,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             return found
         provider = self._rt.lib.get_loadbalancer(lb_id)
         if provider is None:
-            raise _fault(f"load balancer {lb_id} is not in Octavia's database")
+            raise fault(f"load balancer {lb_id} is not in Octavia's database")
         return t.load_balancer_from_provider(_dict(provider), t.Mode.ROUTE)
 
     def _project_of_pool(self, pool_id: str) -> tuple[str, str]:
@@ -286,7 +169,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         """(project id, load balancer id) of a pool or listener, from Octavia's database."""
         found = get(ident)
         if found is None:
-            raise _fault(f"{kind.singular} {ident} is not in Octavia's database")
+            raise fault(f"{kind.singular} {ident} is not in Octavia's database")
         d = _dict(found)
         lb_id = str(d["loadbalancer_id"])
         project = d.get("project_id")
@@ -306,14 +189,14 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         early += gateway_refusals(lb, tenant)
         if early:
             text = "; ".join(early)
-            raise _fault(f"load balancer {lb.id}: refused for Tenant {tenant.name}: {text}")
+            raise fault(f"load balancer {lb.id}: refused for Tenant {tenant.name}: {text}")
 
     def _check_tls(self, tenant: Tenant, listeners: Iterable[Mapping[str, Any]]) -> None:
         """Refuse now a TERMINATED_HTTPS listener's certificate the Tenant cannot serve
         (outside its DNS domains, unparsable, expired), naming the option and reference."""
         found = [text for li in listeners for text in certificate_refusals(li, tenant)]
         if found:
-            raise _fault(f"refused for Tenant {tenant.name}: {'; '.join(found)}")
+            raise fault(f"refused for Tenant {tenant.name}: {'; '.join(found)}")
 
     def _change(
         self,
@@ -619,10 +502,10 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             answer: Answer = self._rt.run(allocate())
         except ManagementError as err:
             self._rt.run(management.delete(tenant.spec.namespace, loadbalancer_id))
-            raise _fault(str(err)) from None
+            raise fault(str(err)) from None
         if not answer.accepted or not answer.addresses:
             self._rt.run(management.delete(tenant.spec.namespace, loadbalancer_id))
-            raise _fault(f"load balancer {loadbalancer_id}: no VIP: {answer.message}")
+            raise fault(f"load balancer {loadbalancer_id}: no VIP: {answer.message}")
         vip = dict(vip_dictionary)
         vip.update(vip_address=answer.addresses[0], vip_port_id=_vip_port_id(loadbalancer_id))
         _log.info("vip assigned", lb=loadbalancer_id, vip=answer.addresses[0])
@@ -637,7 +520,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         try:
             mode = flavor_mode(d.get("flavor"))
         except FlavorError as err:
-            raise _fault(str(err)) from None
+            raise fault(str(err)) from None
         lb_id = str(d["loadbalancer_id"])
         tenant = self._tenant(str(d.get("project_id") or ""))
         lb = t.load_balancer_from_provider(d, mode)
@@ -701,7 +584,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         a request lost or edited by hand comes back as Octavia has it)."""
         provider = self._rt.lib.get_loadbalancer(loadbalancer_id)
         if provider is None:
-            raise _fault(f"load balancer {loadbalancer_id} is not in Octavia's database")
+            raise fault(f"load balancer {loadbalancer_id} is not in Octavia's database")
         d = _dict(provider)
         tenant = self._tenant(str(d.get("project_id") or ""))
         request = self._rt.run(self._rt.management.request(tenant.spec.namespace, loadbalancer_id))
@@ -924,7 +807,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
     def _listener_of_policy(self, policy_id: str) -> str:
         policy = self._rt.lib.get_l7policy(policy_id)
         if policy is None:
-            raise _fault(f"L7 policy {policy_id} is not in Octavia's database")
+            raise fault(f"L7 policy {policy_id} is not in Octavia's database")
         return str(_dict(policy)["listener_id"])
 
     def l7policy_create(self, l7policy: Any) -> None:
@@ -1013,4 +896,4 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             )
 
 
-__all__ = ["GROUP", "OPTIONS", "TeapotProviderDriver"]
+__all__ = ["TeapotProviderDriver"]

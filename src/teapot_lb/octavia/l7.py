@@ -31,6 +31,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from teapot_lb.gateway.control.l7mirror import (
+    AGENT,
+    ANNOTATION_SERVICE_PORTS,
+    LABEL_BACKENDS,
+    MANAGED_BY,
+    MCS_SERVICE_NAME,
+    MCS_SOURCE_CLUSTER,
+)
 from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.gateway_api import GATEWAY_API_VERSION, ListenerProtocol
 from teapot_lb.model.manifest import parse_object
@@ -39,14 +47,6 @@ from teapot_lb.octavia.monitor import health_annotations
 from teapot_lb.octavia.tree import L7Policy, L7Rule, Listener, LoadBalancer, Pool
 from teapot_lb.octavia.unsupported import ObjectKind, Unsupported
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY, covered_hostnames
-from teapot_lb.tenancy.l7mirror import (
-    AGENT,
-    ANNOTATION_SERVICE_PORTS,
-    LABEL_BACKENDS,
-    MANAGED_BY,
-    MCS_SERVICE_NAME,
-    MCS_SOURCE_CLUSTER,
-)
 from teapot_lb.tenancy.l7vet import (
     GATEWAY_CLASS,
     LABEL_SOURCE_NAME,

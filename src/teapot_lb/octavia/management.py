@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from teapot_lb import log
+from teapot_lb.gateway.control.l7mirror import ANNOTATION_DIGEST, current_digest, digest
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import AlreadyExists, Conflict, NotFound
 from teapot_lb.kube.resources import (
@@ -38,7 +39,6 @@ from teapot_lb.octavia.mapping import (
     answer_to,
     request_name,
 )
-from teapot_lb.tenancy.l7mirror import ANNOTATION_DIGEST, current_digest, digest
 
 T = TypeVar("T")
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from teapot_lb.gateway.config import HealthCheck
+from teapot_lb.gateway.control.l7mirror import ANNOTATION_HEALTH_CHECK
 from teapot_lb.octavia.tree import HealthMonitor, Pool
-from teapot_lb.tenancy.l7mirror import ANNOTATION_HEALTH_CHECK
 
 PROBED_TYPES = frozenset({"HTTP", "HTTPS", "TCP"})
 """The monitor types the gateway's HAProxy carries out."""

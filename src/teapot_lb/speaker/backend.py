@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from teapot_lb.announce.cache import PlanCache, PlanDelta
-from teapot_lb.announce.plan import Decision, Mode, Plan, PlanOptions
+from teapot_lb.announce.announcement import Decision, Mode, Plan
+from teapot_lb.announce.cache import PlanCache
+from teapot_lb.announce.plan import PlanOptions
+from teapot_lb.announce.totals import PlanDelta
 from teapot_lb.cluster import ClusterView
 from teapot_lb.membership.udp import DEFAULT_PORT
 

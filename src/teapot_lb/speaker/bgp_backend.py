@@ -17,7 +17,8 @@ from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Protocol
 
 from teapot_lb import log
-from teapot_lb.announce.plan import Announcement, BGPRoute, Decision, Mode, PlanOptions
+from teapot_lb.announce.announcement import Announcement, BGPRoute, Decision, Mode
+from teapot_lb.announce.plan import PlanOptions
 from teapot_lb.bfd.session import Parameters as BfdParameters
 from teapot_lb.bgp import Peer, PeerConfig, PeerCounters, Speaker, State
 from teapot_lb.bgp.attributes import Desired
@@ -514,7 +515,7 @@ class RouteTable:
         self, added: Iterable[Announcement], removed: Iterable[Announcement]
     ) -> dict[str, dict[str, Desired]]:
         """The shaped routes after some BGP announcements appeared and others went (a
-        plan's delta: :class:`~teapot_lb.announce.cache.PlanDelta`)."""
+        plan's delta: :class:`~teapot_lb.announce.totals.PlanDelta`)."""
         touched: set[tuple[str, str]] = set()
         for r in removed:
             if not isinstance(r, BGPRoute):

@@ -1,6 +1,6 @@
 """What a backend must hold, shaped from a plan's announcements (pure).
 
-A :class:`~teapot_lb.announce.plan.Plan` is a flat set of announcements; the backends
+A :class:`~teapot_lb.announce.announcement.Plan` is a flat set of announcements; the backends
 want it shaped their own way: the BGP backend per peer, prefix → attributes (several
 paths of a prefix: :class:`~teapot_lb.bgp.attributes.Paths`) (:func:`bgp_routes`); the
 L2 backend per IP, the interfaces to answer on (:func:`l2_claims`); the VIP backend the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from teapot_lb.announce.plan import BGPRoute, L2Claim
+from teapot_lb.announce.announcement import BGPRoute, L2Claim
 from teapot_lb.bgp.attributes import Desired, Paths, RouteAttributes
 
 

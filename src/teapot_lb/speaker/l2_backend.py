@@ -26,14 +26,10 @@ from ipaddress import ip_address
 from typing import Any
 
 from teapot_lb import log
+from teapot_lb.announce.announcement import Decision, L2Claim, Mode
 from teapot_lb.announce.election import ranking
-from teapot_lb.announce.plan import (
-    Decision,
-    L2Claim,
-    Mode,
-    PlanOptions,
-    l2_election_orders,
-)
+from teapot_lb.announce.fleet import l2_election_orders
+from teapot_lb.announce.plan import PlanOptions
 from teapot_lb.cluster import ClusterView
 from teapot_lb.kept import by_name
 from teapot_lb.l2.announcer import Claim, IPAddress

@@ -8,8 +8,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from teapot_lb.speaker.hop_prober import TenantHopProber
 from teapot_lb.speaker.node import NodeSpeaker
-from teapot_lb.tenancy.hop_prober import TenantHopProber
 
 PREFIX = "teapot_lb_speaker"
 

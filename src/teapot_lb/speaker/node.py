@@ -18,8 +18,9 @@ from ipaddress import ip_address
 from typing import Generic, TypeVar
 
 from teapot_lb import log
+from teapot_lb.announce.announcement import Decision, Plan
 from teapot_lb.announce.cache import PlanCache
-from teapot_lb.announce.plan import Decision, Plan, PlanOptions, plan
+from teapot_lb.announce.plan import PlanOptions, plan
 from teapot_lb.cluster import ClusterView, Store
 from teapot_lb.speaker.backend import Backend, Step
 from teapot_lb.speaker.bgp_backend import BGPBackend

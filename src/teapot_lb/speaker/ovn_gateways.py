@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from teapot_lb.announce.plan import Decision, Mode, PlanOptions
+from teapot_lb.announce.announcement import Decision, Mode
+from teapot_lb.announce.plan import PlanOptions
 from teapot_lb.ovn.gateways import Gateways
 from teapot_lb.ovn.nbdb import Connection
 from teapot_lb.ovn.sbdb import SouthboundWatch

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from teapot_lb.announce.plan import Decision, Mode, Plan
+from teapot_lb.announce.announcement import Decision, Mode, Plan
 
 ANNOTATION_PREFIX = "announce.lb.teapot.io/"
 REASON_ANNOUNCING = "NodeAnnouncing"
@@ -102,7 +102,7 @@ class Reporting:
     ) -> Report:
         """The report of `plan`. `changed`: the Services whose decisions may differ from
         the plan of the previous update (the plan cache's
-        :meth:`~teapot_lb.announce.cache.PlanTotals.take_changed`); only those are looked
+        :meth:`~teapot_lb.announce.totals.PlanTotals.take_changed`); only those are looked
         at. None: every Service is compared (by identity) with the previous update."""
         by_service = plan.by_service
         every = failure_inputs != self._inputs

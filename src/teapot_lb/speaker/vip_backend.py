@@ -25,8 +25,10 @@ from ipaddress import ip_address
 from pathlib import Path
 
 from teapot_lb import log
+from teapot_lb.announce.announcement import Decision, Mode, VIPMembership
 from teapot_lb.announce.cache import PlanCache
-from teapot_lb.announce.plan import Decision, Mode, PlanOptions, VIPMembership, vip_memberships
+from teapot_lb.announce.fleet import vip_memberships
+from teapot_lb.announce.plan import PlanOptions
 from teapot_lb.cluster import ClusterView
 from teapot_lb.kept import by_name
 from teapot_lb.model import ExternalTrafficPolicy, Node
@@ -75,7 +77,7 @@ def cluster_vip_input(
     """Every node's VIP memberships (the same on every node for the same view).
 
     With the speaker's plan `cache`, a step costs the Services that changed and those with
-    a VRRP instance, not the cluster (:func:`~teapot_lb.announce.plan.vip_memberships`)."""
+    a VRRP instance, not the cluster (:func:`~teapot_lb.announce.fleet.vip_memberships`)."""
     if not view.vip_advertisements:
         return VipInput()
     held = vip_memberships(view, options, cache=cache)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from teapot_lb.announce.plan import Mode, PlanOptions, explain
+from teapot_lb.announce.announcement import Mode
+from teapot_lb.announce.plan import PlanOptions, explain
 from teapot_lb.cluster import ClusterView
 from teapot_lb.controller.convert import held_ips
 from teapot_lb.controller.options import ControllerOptions

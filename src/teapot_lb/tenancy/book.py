@@ -22,8 +22,8 @@ from typing import Any
 
 from teapot_lb import ipam
 from teapot_lb.addresses import IPAddress, IPFamily, parse_ip
-from teapot_lb.controller.options import Event, EventType
 from teapot_lb.model.common import Condition, ConditionStatus, dump
+from teapot_lb.model.event import Event, EventType
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import (

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from teapot_lb.bgp.attributes import Paths, RouteAttributes
 from teapot_lb.bgp.config import PeerConfig
 from teapot_lb.bgp.fsm import RoutesLearned, RoutesWithdrawn, State, negotiate_add_path
-from teapot_lb.bgp.neighbor import Adopt, Dial, Neighbor, NeighborTimer, Order, Report, Transmit
+from teapot_lb.bgp.neighbor import Neighbor
+from teapot_lb.bgp.neighbor_orders import Adopt, Dial, NeighborTimer, Order, Report, Transmit
 from teapot_lb.bgp.policy import Filter, PrefixIn, PrefixSet, reject
 from teapot_lb.bgp.rib import AdjRibOut, ExportContext, compile_routes, path_id, path_ids
 from teapot_lb.bgp.speaker import Speaker

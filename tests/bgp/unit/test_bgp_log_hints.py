@@ -7,7 +7,8 @@ from ipaddress import IPv4Address
 
 from teapot_lb.bgp.config import PeerConfig
 from teapot_lb.bgp.fsm import State
-from teapot_lb.bgp.neighbor import CONNECT_FAILURES_WARNED, Dial, Neighbor
+from teapot_lb.bgp.neighbor import CONNECT_FAILURES_WARNED, Neighbor
+from teapot_lb.bgp.neighbor_orders import Dial
 from teapot_lb.bgp.wire import Keepalive, Multiprotocol, Notification, Open
 from teapot_lb.bgp.wire.errors import ErrorCode
 from teapot_lb.bgp.wire.family import IPV4_UNICAST

@@ -6,11 +6,11 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 
 from teapot_lb.bgp.config import PeerConfig
 from teapot_lb.bgp.fsm import RoutesFiltered, RoutesLearned, RoutesWithdrawn, State, Timer
-from teapot_lb.bgp.neighbor import (
+from teapot_lb.bgp.neighbor import Neighbor
+from teapot_lb.bgp.neighbor_orders import (
     Adopt,
     Close,
     Dial,
-    Neighbor,
     NeighborTimer,
     Order,
     Refuse,

@@ -163,7 +163,7 @@ def mirrored_slice(
     name: str = "http",
 ) -> dict[str, Any]:
     """A mirrored EndpointSlice of Service web/`service` (cluster c1), as the agent writes it."""
-    from teapot_lb.tenancy.l7mirror import (
+    from teapot_lb.gateway.control.l7mirror import (
         ANNOTATION_SERVICE_PORTS,
         LABEL_BACKENDS,
         MCS_SERVICE_NAME,

@@ -15,7 +15,7 @@ from fakeapi import FakeApiServer
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
-from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
+from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 from tenancy.builders import CONFIG_NS, TENANTS
 from tenancy.world import node
 

@@ -17,13 +17,13 @@ import pytest
 
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.gateway.config import GatewayConfig
+from teapot_lb.gateway.control.kube_l7gateway import GatewayControl
+from teapot_lb.gateway.control.l7mirror import ANNOTATION_REFUSED
+from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF
 from teapot_lb.kube.resources import INGRESSES
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
-from teapot_lb.tenancy.kube_l7gateway import GatewayControl
 from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
-from teapot_lb.tenancy.l7mirror import ANNOTATION_REFUSED
-from teapot_lb.tenancy.l7services import LABEL_ADDRESS_OF
 from tenancy.builders import pool_body, tenant_body, tlb_body
 
 from .builders import DOMAINS, make_certificate

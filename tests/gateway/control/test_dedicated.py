@@ -19,6 +19,8 @@ import pytest
 
 from teapot_lb.gateway import routing
 from teapot_lb.gateway.config import GatewayConfig, Protocol, problems
+from teapot_lb.gateway.control.l7services import address_services, differs
+from teapot_lb.gateway.control.l7status import gateway_status, ingress_status
 from teapot_lb.gateway.routing import Request
 from teapot_lb.gateway.translate import ObjectResult, Translation, translate
 from teapot_lb.model import dump
@@ -26,8 +28,6 @@ from teapot_lb.model.ingress import Ingress
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.model.tenancy import TenantLoadBalancer, TenantLoadBalancerStatus
 from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS, held_addresses
-from teapot_lb.tenancy.l7services import address_services, differs
-from teapot_lb.tenancy.l7status import gateway_status, ingress_status
 from teapot_lb.tenancy.l7vet import L7Object, L7Rule, L7World, vet_object
 from tenancy.builders import parsed, pools, tlb
 

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from teapot_lb.kube.resources import HTTP_ROUTES, INGRESSES
-from teapot_lb.kube.status import patch_status
-from teapot_lb.lab.wait import wait_for_async
-from teapot_lb.model.ingress import GATEWAY_CONTROLLER
-from teapot_lb.tenancy.l7mirror import (
+from teapot_lb.gateway.control.l7mirror import (
     ANNOTATION_REFUSED,
     LABEL_BACKENDS,
     MCS_SERVICE_NAME,
     MCS_SOURCE_CLUSTER,
 )
+from teapot_lb.kube.resources import HTTP_ROUTES, INGRESSES
+from teapot_lb.kube.status import patch_status
+from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.model.ingress import GATEWAY_CONTROLLER
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 
 from .builders import make_certificate

@@ -25,6 +25,8 @@ import pytest_asyncio
 import yaml
 
 from teapot_lb.controller.kube_runner import running
+from teapot_lb.gateway.control.kube_l7gateway import GatewayControl
+from teapot_lb.gateway.control.l7mirror import ANNOTATION_REFUSED
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.errors import ApiStatusError
 from teapot_lb.kube.resources import (
@@ -38,9 +40,7 @@ from teapot_lb.kube.resources import (
 from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
-from teapot_lb.tenancy.kube_agent import AgentConfig, TenantAgent
-from teapot_lb.tenancy.kube_l7gateway import GatewayControl
-from teapot_lb.tenancy.l7mirror import ANNOTATION_REFUSED
+from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 from tenancy.builders import tenant_body
 

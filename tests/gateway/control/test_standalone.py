@@ -11,9 +11,9 @@ from typing import Any
 import yaml
 
 from model.gateway_api_cases import http_route
+from teapot_lb.gateway.control.l7standalone import translate_directory
 from teapot_lb.model.common import dump
 from teapot_lb.model.manifest import load
-from teapot_lb.tenancy.l7standalone import translate_directory
 from teapot_lb.validation import validate_manifest
 from tenancy.builders import tenant_body
 

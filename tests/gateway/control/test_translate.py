@@ -257,7 +257,7 @@ def test_each_certificate_of_a_listener_is_offered_only_for_the_vetted_names_it_
 
 
 def test_route_status_says_accepted_or_refused_per_parent_in_gateway_api_style() -> None:
-    from teapot_lb.tenancy.l7status import route_status
+    from teapot_lb.gateway.control.l7status import route_status
 
     gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
     good = http_route("acme", "good", ["good.acme.example"], age=1)
@@ -287,7 +287,7 @@ def test_route_status_says_accepted_or_refused_per_parent_in_gateway_api_style()
 
 def test_a_backend_ref_of_another_kind_is_invalid_kind_and_the_route_served() -> None:
     """Mirrors HTTPRouteInvalidBackendRefUnknownKind."""
-    from teapot_lb.tenancy.l7status import route_status
+    from teapot_lb.gateway.control.l7status import route_status
 
     gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
     odd = http_route("acme", "odd", ["odd.acme.example"], age=1, rules=[
@@ -375,7 +375,7 @@ def test_explain_shows_a_rewrite_and_a_backend_that_does_not_exist() -> None:
 def test_route_conditions_carry_the_generation_they_were_decided_for() -> None:
     """Mirrors HTTPRouteObservedGenerationBump: every condition's observedGeneration is
     the route's metadata.generation, and follows it when the spec changes."""
-    from teapot_lb.tenancy.l7status import route_status
+    from teapot_lb.gateway.control.l7status import route_status
 
     gw = gateway("acme", "gw", [listener("http", "HTTP", 80)])
     seen = []
@@ -389,7 +389,7 @@ def test_route_conditions_carry_the_generation_they_were_decided_for() -> None:
 
 
 def test_a_route_or_gateway_the_webhook_denied_says_not_accepted_with_the_rule() -> None:
-    from teapot_lb.tenancy.l7status import denied_status
+    from teapot_lb.gateway.control.l7status import denied_status
 
     now, why = "2026-12-03T00:00:00Z", "spec.hostnames[0]: outside the DNS domains"
     other = {"parentRef": {"name": "eg"}, "controllerName": "example.com/other", "conditions": []}

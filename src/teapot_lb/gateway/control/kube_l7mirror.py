@@ -20,6 +20,19 @@ from datetime import UTC, datetime
 from teapot_lb import log
 from teapot_lb.cluster import Store
 from teapot_lb.controller.kube_cache import newer
+from teapot_lb.gateway.control.l7mirror import (
+    MIRRORED,
+    TENANT_RESOURCES,
+    Served,
+    TenantCluster,
+    class_status,
+    current_digest,
+    desired_mirror,
+    keep_ours,
+    refusal_of,
+    status_back,
+)
+from teapot_lb.gateway.control.l7status import denied_status
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, KubeError, NotFound
 from teapot_lb.kube.events import EventRecorder
@@ -36,19 +49,6 @@ from teapot_lb.kube.resources import (
 )
 from teapot_lb.kube.status import patch_status
 from teapot_lb.kube.workqueue import WorkQueue
-from teapot_lb.tenancy.l7mirror import (
-    MIRRORED,
-    TENANT_RESOURCES,
-    Served,
-    TenantCluster,
-    class_status,
-    current_digest,
-    desired_mirror,
-    keep_ours,
-    refusal_of,
-    status_back,
-)
-from teapot_lb.tenancy.l7status import denied_status
 from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 

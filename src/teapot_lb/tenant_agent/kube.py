@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from teapot_lb import log
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.controller.kube_cache import newer
+from teapot_lb.gateway.control.kube_l7mirror import L7Mirror
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, NotFound
 from teapot_lb.kube.events import EventRecorder
@@ -52,8 +53,6 @@ from teapot_lb.model.common import API_VERSION
 from teapot_lb.model.service import SERVICE_NAME_LABEL, Service
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.speaker.kube_source import put
-from teapot_lb.tenancy.kube_l7mirror import L7Mirror
-from teapot_lb.tenancy.kube_nodes import NodePublisher
 from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import (
     AGENT_COMPONENT,
@@ -73,6 +72,7 @@ from teapot_lb.tenancy.request import (
     session_name,
 )
 from teapot_lb.tenancy.vet import Rule
+from teapot_lb.tenant_agent.kube_nodes import NodePublisher
 
 COMPONENT = AGENT_COMPONENT
 # A key of the agent's loop that is a relay Event (in the management namespace), not a

@@ -1,5 +1,5 @@
 """The speaker backend that probes tenant next hops (`speaker --tenancy`): the I/O of
-:mod:`teapot_lb.tenancy.hop_health`.
+:mod:`teapot_lb.announce.hop_health`.
 
 Each step it takes the targets from the view (every Programmed route's next hops, with
 their TCP nodePort), runs the core's timers on the loop, carries out its probes as TCP
@@ -16,10 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from teapot_lb import log
-from teapot_lb.announce.plan import Decision, Mode, PlanOptions
-from teapot_lb.speaker.backend import Step
-from teapot_lb.speaker.node import NodeSpeaker
-from teapot_lb.tenancy.hop_health import (
+from teapot_lb.announce.announcement import Decision, Mode
+from teapot_lb.announce.hop_health import (
     HealthParameters,
     HopHealth,
     Order,
@@ -27,6 +25,9 @@ from teapot_lb.tenancy.hop_health import (
     VerdictChanged,
     probe_targets,
 )
+from teapot_lb.announce.plan import PlanOptions
+from teapot_lb.speaker.backend import Step
+from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.tenancy.programmed import programmed_routes
 from teapot_lb.timers import LoopTimers
 

@@ -23,6 +23,14 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.config import Certificate, GatewayConfig
+from teapot_lb.gateway.control.l7mirror import AGENT, ANNOTATION_REFUSED, MANAGED_BY, ROUTES
+from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF, address_services, differs
+from teapot_lb.gateway.control.l7status import (
+    gateway_status,
+    ingress_refusal,
+    ingress_status,
+    route_status,
+)
 from teapot_lb.gateway.default_certificate import from_secret
 from teapot_lb.gateway.translate import ObjectResult, Translation, translate
 from teapot_lb.kube.client import KubeClient
@@ -53,14 +61,6 @@ from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem, problem
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.tenancy.l7address import held_addresses
-from teapot_lb.tenancy.l7mirror import AGENT, ANNOTATION_REFUSED, MANAGED_BY, ROUTES
-from teapot_lb.tenancy.l7services import LABEL_ADDRESS_OF, address_services, differs
-from teapot_lb.tenancy.l7status import (
-    gateway_status,
-    ingress_refusal,
-    ingress_status,
-    route_status,
-)
 from teapot_lb.tenancy.l7vet import L7Object, L7World, problems_of, vet_object
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from teapot_lb.addresses import IPAddress
+from teapot_lb.gateway.control.l7mirror import ANNOTATION_REFUSED
 from teapot_lb.gateway.translate import Condition, ObjectResult
 from teapot_lb.model.common import dump
 from teapot_lb.model.gateway_api import GATEWAY_GROUP, ROUTE_KINDS_OF_PROTOCOL, Gateway
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER, Ingress
-from teapot_lb.tenancy.l7mirror import ANNOTATION_REFUSED
 from teapot_lb.tenancy.l7vet import L7Rule
 
 

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress, parse_ip
-from teapot_lb.controller.options import Event
+from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.events import EventRecorder
@@ -50,14 +50,14 @@ from teapot_lb.kube.resources import (
 )
 from teapot_lb.kube.status import patch_status
 from teapot_lb.kube.workqueue import WorkQueue
+from teapot_lb.manager.metrics import ManagerMetrics
 from teapot_lb.model import ApiObject, dump, parse_object
+from teapot_lb.model.event import Event
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import ANNOTATION_IPS
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_status
-from teapot_lb.tenancy.l7services import LABEL_ADDRESS_OF
-from teapot_lb.tenancy.metrics import ManagerMetrics
 from teapot_lb.tenancy.node_status import tenant_nodes_status
 from teapot_lb.tenancy.request import DENIALS_SELECTOR
 from teapot_lb.tenancy.routes import TenantRoute
