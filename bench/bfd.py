@@ -3,7 +3,7 @@
 Usage (root): ``.venv/bin/python bench/bfd.py [--sessions 50] [--interval-ms 50]
 [--seconds 60]``
 
-Two namespaces on one LAN, each running our BFD (``tests/bfd/drive_bfd.py``, the
+Two namespaces on one LAN, each running our BFD (``teapot_lb/lab/drive_bfd.py``, the
 product's ``BfdEndpoint`` and ``Session``) with N single-hop sessions to the other: pair i
 is 198.51.100.i on host "peer" and 198.51.100.(100+i) on host "node" (N <= 100). Every
 session runs at TX = RX = ``--interval-ms`` with detect mult 3. Once all N are Up on the
@@ -25,13 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from bfd.conftest import OurBfd  # noqa: E402
-from bgp.interop.peers.lab import Lab  # noqa: E402
-from teapot_lb.lab.wait import wait_for  # noqa: E402
-from teapot_lb.netlab import Topology, netns_available  # noqa: E402
+from teapot_lb.lab.bfd import OurBfd
+from teapot_lb.lab.peers.lab import Lab
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Topology, netns_available
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

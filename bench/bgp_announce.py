@@ -7,7 +7,7 @@ One namespace per speaker, all on one LAN with a receiving BIRD (eBGP, no kernel
 For each sender in turn: a fresh receiver, the sender loaded with N IPv4 /32s and N6 IPv6
 /128s *before* its session comes up, each configured at its fastest:
 
-- ``ours``: teapot-lb's Speaker (``tests/bgp/interop/drive_speaker.py``), routes set at boot;
+- ``ours``: teapot-lb's Speaker (``teapot_lb/lab/peers/drive_speaker.py``), routes set at boot;
 - ``ours-late``: the same, routes handed over (``Speaker.set_routes``) once the session is
   up; timed from that call, route compilation included (not used for the ratios);
 - ``frr``: bgpd ``network`` statements, ``coalesce-time 0``, advertisement-interval 0;
@@ -64,10 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "bgp"))
-
-from interop.peers import (  # noqa: E402
+from teapot_lb.lab.peers import (
     BgpDaemon,
     Bird,
     ExaBgp,
@@ -79,8 +76,7 @@ from interop.peers import (  # noqa: E402
     PeerError,
     Teapot,
 )
-
-from teapot_lb.netlab import Topology, netns_available  # noqa: E402
+from teapot_lb.netlab import Topology, netns_available
 
 RX_AS = 65000
 TX_AS = 65001

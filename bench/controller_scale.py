@@ -1,6 +1,6 @@
 """Benchmark the controller: 10,000 LoadBalancer Services created against the fake API server.
 
-Three processes: the fake API server (tests/fakeapi), the real `teapot-lb controller`
+Three processes: the fake API server (teapot_lb.lab.fakeapi), the real `teapot-lb controller`
 command (leader-elected, as deployed) and this script, which creates the Services and
 watches their status. Prints the time until every Service has an IP, the create→status
 latency (from the create's response to the watch event showing the IP), the controller's
@@ -59,19 +59,16 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def start_fake_api(kubeconfig: Path, history: int) -> asyncio.subprocess.Process:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "fakeapi",
+        "teapot_lb.lab.fakeapi",
         "--kubeconfig",
         str(kubeconfig),
         "--history",
         str(history),
         "--bookmark-interval",
         "5",
-        cwd=ROOT / "tests",
-        env=env,
         stdout=asyncio.subprocess.PIPE,
     )
     assert process.stdout is not None

@@ -1,7 +1,7 @@
 """Benchmark the teapot Octavia provider: Octavia API → driver → management API → manager
 → driver → DriverLibrary → Octavia's database.
 
-Processes as in tests/octavia/stack.py: the management fake API server, the real
+Processes as in teapot_lb.lab.octavia: the management fake API server, the real
 `teapot-lb manager`, and Octavia 19 (`octavia-api`, `octavia-driver-agent`, SQLite,
 noauth) from .venv-octavia with the teapot provider. The client is openstacksdk.
 
@@ -11,7 +11,7 @@ noauth) from .venv-octavia with the teapot provider. The client is openstacksdk.
   probes nothing), `--runs` times;
 - delete: cascade delete → gone from Octavia and its TenantLoadBalancer gone;
 - first request (as root, with BIRD): the same stack in the lab's router namespace with
-  route mode wired (tests/octavia/stack.py: route_lab — a management speaker peering with
+  route mode wired (teapot_lb.lab.octavia_stack.route_lab — a management speaker peering with
   BIRD, the lab's nodes n1..n3 as members, each accepting the pool's addresses on lo):
   graph create (listener on 7000, pool, 3 members) → the client's first HTTP answer
   from a member through the router's ECMP route.
@@ -40,20 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from controller_scale import percentile
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from octavia.stack import (  # noqa: E402
-    POOL_CIDR,
-    PROJECT,
-    Rest,
-    active,
-    connection,
-    missing,
-    route_lab,
-    running,
-)
-from teapot_lb.lab.wait import wait_for  # noqa: E402
+from teapot_lb.lab.octavia import POOL_CIDR, PROJECT, Rest, missing, running
+from teapot_lb.lab.octavia_stack import active, connection, route_lab
+from teapot_lb.lab.wait import wait_for
 
 SUBNET = "11111111-2222-4333-8444-555555555555"
 WITHIN = 30.0
@@ -119,7 +108,7 @@ def first_requests(runs: int) -> list[float]:
     """Graph create → the client's first answer from a member, in the route-mode lab."""
     from ipaddress import ip_network
 
-    from standalone.netlab import NODES, PORT
+    from teapot_lb.lab.standalone_lab import NODES, PORT
 
     times = []
     with (

@@ -2,7 +2,7 @@
 member's server stops Octavia's API shows the member ERROR, and after it starts again
 ONLINE.
 
-The world is tests/octavia/probed.py: a lab namespace with the real `teapot-lb gateway`
+The world is teapot_lb.lab.octavia_probed: a lab namespace with the real `teapot-lb gateway`
 (HAProxy), the Octavia 19 stack with the teapot provider agent enabled, and an HTTP
 listener → pool of 2 members with an HTTP monitor (delay 1 s, timeout 1 s, down after 1
 failure, up after 1 pass). Each run stops member m2's server (SIGTERM, waited), polls the
@@ -28,12 +28,9 @@ import time
 from pathlib import Path
 
 from controller_scale import percentile
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from octavia.probed import World, probed, statuses  # noqa: E402
-from octavia.stack import missing  # noqa: E402
-from teapot_lb.lab.wait import wait_for  # noqa: E402
+from teapot_lb.lab.octavia import missing
+from teapot_lb.lab.octavia_probed import World, probed, statuses
+from teapot_lb.lab.wait import wait_for
 
 EVERY = 0.05
 WITHIN = 60.0

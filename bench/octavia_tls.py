@@ -6,7 +6,7 @@ answer by SNI from a member.
 The path timed is the product's: Octavia API → teapot driver → the management API's
 Gateway, HTTPRoutes, EndpointSlices and TLS Secrets → `teapot-lb gateway` (cluster
 source) → HAProxy in a lab namespace → an HTTP server in another (the setup of
-tests/octavia/test_gateway_traffic_netns.py; certificates through Octavia's
+teapot_lb.lab.octavia_traffic, shared with its test; certificates through Octavia's
 local_cert_manager). Between runs the load balancer is deleted (cascade) and the
 hostnames are waited until no longer served. Needs root, HAProxy, curl, openssl and
 .venv-octavia.
@@ -22,17 +22,13 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 from functools import partial
 from pathlib import Path
 
 from controller_scale import percentile
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from octavia.stack import missing  # noqa: E402
-from octavia.test_gateway_traffic_netns import (  # noqa: E402
+from teapot_lb.lab.octavia import missing
+from teapot_lb.lab.octavia_traffic import (
     API,
     WITHIN,
     World,
@@ -40,8 +36,8 @@ from octavia.test_gateway_traffic_netns import (  # noqa: E402
     tls_graph,
     traffic_world,
 )
-from teapot_lb.lab.wait import wait_for  # noqa: E402
-from teapot_lb.netlab import netns_available  # noqa: E402
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import netns_available
 
 
 def gone(w: World, lb_id: str) -> bool:

@@ -1,7 +1,7 @@
 """Benchmark Teapot tenancy: tenants' Services through agent -> management API -> manager
 -> management API -> agent -> Service status.
 
-Three processes: the management fake API server (tests/fakeapi, with a
+Three processes: the management fake API server (teapot_lb.lab.fakeapi, with a
 namespace-restricted token per tenant); the real `teapot-lb manager` command
 (leader-elected, as deployed); and this script, which hosts one fake API server per tenant
 cluster and every tenant's `TenantAgent` (the product's agent, as `teapot-lb tenant-agent`
@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import random
 import sys
 import tempfile
@@ -50,13 +49,10 @@ from teapot_lb.kube.resources import (
     TENANT_LOAD_BALANCERS,
     TENANTS,
 )
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.processes import Restartable, tenant_agent_command
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
 from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from fakeapi import FakeApiServer  # noqa: E402
 
 CONFIG_NS = "teapot-lb-system"
 API = "lb.teapot.io/v1alpha1"
@@ -143,9 +139,8 @@ def token_kubeconfig(admin: Path, out: Path, token: str, namespace: str) -> Path
 async def start_management(kubeconfig: Path, tenants: int) -> asyncio.subprocess.Process:
     tokens = [f"--token=agent-{i}=tenant-{i}" for i in range(tenants)]
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "fakeapi", "--kubeconfig", str(kubeconfig),
+        sys.executable, "-m", "teapot_lb.lab.fakeapi", "--kubeconfig", str(kubeconfig),
         "--history", "400000", "--bookmark-interval", "5", "--token=fake-token", *tokens,
-        cwd=ROOT / "tests", env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert process.stdout is not None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bgp.interop.peers.lab import Lab
+from teapot_lb.lab.peers.lab import Lab
 from teapot_lb.lab.wait import wait_for
 
 from .conftest import BirdBfd, OurBfd, bird_bfd_block

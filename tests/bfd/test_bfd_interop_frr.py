@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bgp.interop.peers.lab import Lab
 from needs import require_binary
+from teapot_lb.lab.peers.lab import Lab
 from teapot_lb.lab.wait import wait_for
 
 from .conftest import FrrBfd, OurBfd

@@ -2,9 +2,9 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from fakeapi import FakeApiServer
 from fakeapi import fixtures as _fake_api_fixtures
 from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 fake_api = _fake_api_fixtures.fake_api
 # Newer versions of the fixture take their settings from a `fake_api_options` fixture.

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import aiohttp
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from model.builders import NS, pool, service
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.resources import ADDRESS_POOLS, SERVICES
+from teapot_lb.lab.fakeapi import FakeApiServer
 from webhook.certs import make_certificate
 from webhook.test_review import admission
 

@@ -20,7 +20,6 @@ import click
 import pytest
 import yaml
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from model.builders import NS, pool, service
 from teapot_lb.cli import main as cli_main
@@ -30,6 +29,7 @@ from teapot_lb.controller.kube_runner import KubeController, RunnerConfig, runni
 from teapot_lb.kube import resources
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.leader import LeaseConfig
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.model.kinds import KINDS
 from teapot_lb.webhook import VALIDATE_PATH
 

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from model.builders import service
 from teapot_lb.cluster import Kind
@@ -20,6 +19,7 @@ from teapot_lb.controller.kube_cache import ControllerCache
 from teapot_lb.controller.metrics import ControllerMetrics
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.resources import SERVICES
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.model import Service
 
 KEY = "default/web"

@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from model.builders import NS, pool, service
 from teapot_lb.controller import ANNOTATION_ALLOCATED_FROM, ControllerOptions
@@ -15,6 +14,7 @@ from teapot_lb.controller.kube_runner import KubeController, RunnerConfig, runni
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.leader import LeaseConfig
 from teapot_lb.kube.resources import ADDRESS_POOLS, NAMESPACES, SERVICES
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 DEADLINE = 15.0
 

@@ -3,12 +3,12 @@ reconciled only once every kind has been listed again."""
 
 from __future__ import annotations
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from model.builders import pool, service
 from teapot_lb.cluster import Kind
 from teapot_lb.controller.keys import ServiceKey
 from teapot_lb.kube.client import KubeClient
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 from .test_kube_controller import DEADLINE, assigned, controller, create, ips_of
 from .test_kube_controller import seed_config_namespace as seed_namespace

@@ -1,19 +1,2 @@
-"""An in-repo fake Kubernetes API server for tests (real HTTP, real REST + watch protocol).
-
-Run standalone (e.g. for benchmarks): ``python -m fakeapi --kubeconfig /tmp/kc`` from
-``tests/`` prints its URL and serves until interrupted.
-"""
-
-from .kinds import BUILTIN_KINDS, LB_GROUP, LB_VERSION, Kind, custom_kind
-from .server import FakeApiServer, Faults, RequestRecord
-
-__all__ = [
-    "BUILTIN_KINDS",
-    "LB_GROUP",
-    "LB_VERSION",
-    "FakeApiServer",
-    "Faults",
-    "Kind",
-    "RequestRecord",
-    "custom_kind",
-]
+"""Tests of the fake API server (teapot_lb.lab.fakeapi), and the fixtures and waits the
+other tests share (`fakeapi.fixtures`, `fakeapi.wait`)."""

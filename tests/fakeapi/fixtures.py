@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from .server import FakeApiServer
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from fakeapi import FakeApiServer
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.errors import ApiStatusError
 from teapot_lb.kube.resources import NODES, SERVICES
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 
 def service(name: str, namespace: str) -> dict[str, object]:

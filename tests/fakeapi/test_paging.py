@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from fakeapi import FakeApiServer
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 SERVICES = "/api/v1/namespaces/default/services"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fakeapi.patch import PatchError, json_patch, merge_patch
+from teapot_lb.lab.fakeapi.patch import PatchError, json_patch, merge_patch
 
 
 @pytest.mark.parametrize(

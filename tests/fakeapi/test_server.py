@@ -12,7 +12,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiException
 
-from fakeapi import FakeApiServer, custom_kind
+from teapot_lb.lab.fakeapi import FakeApiServer, custom_kind
 from teapot_lb.lab.wait import wait_for_async
 
 LB = ("lb.teapot.io", "v1alpha1")

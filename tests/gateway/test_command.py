@@ -17,11 +17,11 @@ from needs import require_binary, require_root
 from teapot_lb.cli import main
 from teapot_lb.gateway.config import GatewayConfig, Owner, PathType, Protocol
 from teapot_lb.gateway.source import dump_config, parse_config
+from teapot_lb.lab.gateway_lab import GatewayLab, gateway_lab, make_certificate
 from teapot_lb.lab.kubeplane import free_port
 from teapot_lb.lab.wait import wait_for
 
 from .builders import backend, ingress, listener
-from .lab import GatewayLab, gateway_lab, make_certificate
 
 TENANT = Owner(tenant="acme", kind="Ingress", namespace="shop", name="web")
 

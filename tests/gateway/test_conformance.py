@@ -25,6 +25,7 @@ from teapot_lb.gateway.config import GatewayConfig, problems
 from teapot_lb.gateway.control.l7status import route_status
 from teapot_lb.gateway.haproxy import HAProxy
 from teapot_lb.gateway.translate import Translation, translate
+from teapot_lb.lab.gateway_lab import GATEWAY, GatewayLab, Response, gateway_lab
 from teapot_lb.tenancy.l7vet import L7Object, L7World
 
 from .control.builders import (
@@ -36,7 +37,6 @@ from .control.builders import (
     mirrored_slice,
     tenant,
 )
-from .lab import GATEWAY, GatewayLab, Response, gateway_lab
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon, pytest.mark.asyncio(loop_scope="module")]
 

@@ -26,6 +26,7 @@ from teapot_lb.gateway.config import problems
 from teapot_lb.gateway.default_certificate import SUBJECT_CN
 from teapot_lb.gateway.haproxy import HAProxy
 from teapot_lb.gateway.translate import Translation, translate
+from teapot_lb.lab.gateway_lab import GATEWAY, GatewayLab, gateway_lab, make_certificate
 from teapot_lb.model.ingress import Ingress
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
@@ -34,7 +35,6 @@ from tenancy.builders import parsed, pool_body
 
 from .control import builders
 from .control.builders import backend, gateway, http_route, ingress, listener, tenant
-from .lab import GATEWAY, GatewayLab, gateway_lab, make_certificate
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon, pytest.mark.asyncio(loop_scope="module")]
 

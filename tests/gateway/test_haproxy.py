@@ -43,10 +43,17 @@ from teapot_lb.gateway.config import (
 )
 from teapot_lb.gateway.haproxy import HAProxy
 from teapot_lb.gateway.plan import SetCertificate
+from teapot_lb.lab.gateway_lab import (
+    CLIENT,
+    GatewayLab,
+    gateway_lab,
+    make_certificate,
+    parse_curl,
+    wait_served_by,
+)
 from teapot_lb.lab.wait import wait_for, wait_for_async
 
 from .builders import INGRESS_DOC_TABLE, backend, ingress, listener
-from .lab import CLIENT, GatewayLab, gateway_lab, make_certificate, parse_curl, wait_served_by
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon, pytest.mark.asyncio(loop_scope="module")]
 

@@ -15,10 +15,10 @@ from needs import require_binary, require_root
 from teapot_lb.gateway import nginx
 from teapot_lb.gateway.config import BackendRef, GatewayConfig, Protocol, StreamRoute
 from teapot_lb.gateway.nginx import Nginx
+from teapot_lb.lab.gateway_lab import GATEWAY, GatewayLab, gateway_lab
 from teapot_lb.lab.wait import wait_for_async
 
 from .builders import backend, listener
-from .lab import GATEWAY, GatewayLab, gateway_lab
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon, pytest.mark.asyncio(loop_scope="module")]
 

@@ -30,9 +30,9 @@ from teapot_lb.gateway.plan import (
     SetCertificate,
     SetServer,
 )
+from teapot_lb.lab.gateway_lab import make_certificate
 
 from .builders import E, P, backend, ingress, listener
-from .lab import make_certificate
 
 PATHS = render.Paths(Path("/run/gw-test"))
 

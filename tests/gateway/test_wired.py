@@ -12,8 +12,6 @@ import base64
 import copy
 import signal
 import subprocess
-import sys
-import urllib.request
 from collections.abc import Callable, Iterator
 from ipaddress import ip_address
 from pathlib import Path
@@ -34,19 +32,25 @@ from teapot_lb.gateway.control.l7mirror import (
     MCS_SERVICE_NAME,
     MCS_SOURCE_CLUSTER,
 )
-from teapot_lb.lab.kubeplane import free_port
+from teapot_lb.lab.gateway_lab import (
+    GATEWAY,
+    GatewayLab,
+    gateway_lab,
+    make_certificate,
+    metric,
+    ready,
+    start_gateway,
+)
 from teapot_lb.lab.wait import LabTimeout, wait_for, wait_for_async
 from teapot_lb.tenancy.l7vet import LABEL_SOURCE_NAME, LABEL_SOURCE_NAMESPACE
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 from tenancy.builders import tenant_body
 
 from .control.tenant_world import NS, ingress, service, slice_of, tenant_world, tls_secret
-from .lab import GATEWAY, GatewayLab, gateway_lab, make_certificate
 
 HOST = "www.apps.example"
 WITHIN = 20.0
 T = TypeVar("T")
-TEAPOT_LB = str(Path(sys.executable).parent / "teapot-lb")
 
 
 @pytest.fixture(scope="module")
@@ -115,39 +119,6 @@ async def eventually(check: Callable[[], T | None], what: str, within: float = W
 def https_served_by(lab: GatewayLab, ca: Path) -> str | None:
     r = lab.curl(f"https://{HOST}/", "--cacert", str(ca), host=HOST, port=443)
     return r.json()["name"] if r.code == 200 else None
-
-
-def metric(port: int, name: str) -> float | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
-def ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
-
-
-def start_gateway(
-    lab: GatewayLab, source: list[str], state: str
-) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [TEAPOT_LB, "gateway", *source, "--address", GATEWAY,
-         "--state-dir", str(lab.work / state), "--netns", lab.gateway.ns,
-         "--metrics-addr", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=(lab.work / f"{state}.log").open("wb"),
-    )  # fmt: skip
-    return proc, port
 
 
 def haproxy_pids(state: Path) -> set[int]:

@@ -33,11 +33,11 @@ from teapot_lb.gateway.default_certificate import SUBJECT_CN, from_files
 from teapot_lb.gateway.haproxy import HAProxy
 from teapot_lb.gateway.plan import AddCertificate, AddMapEntry, SetCertificate
 from teapot_lb.gateway.translate import translate
+from teapot_lb.lab.gateway_lab import CLIENT, GATEWAY, GatewayLab, gateway_lab, make_certificate
 from teapot_lb.tenancy.l7vet import L7World
 
 from .builders import backend, ingress, listener
 from .control import builders as cb
-from .lab import CLIENT, GATEWAY, GatewayLab, gateway_lab, make_certificate
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon, pytest.mark.asyncio(loop_scope="module")]
 

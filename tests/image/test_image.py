@@ -21,9 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from bgp.interop.peers import Bird, Neighbor, fib_next_hops
 from needs import require_binary, require_root
-from standalone.netlab import NODES, ROUTER_LAN, ROUTER_LAN6, Lab, node, ours, service, write
+from teapot_lb.lab.peers import Bird, Neighbor, fib_next_hops
+from teapot_lb.lab.standalone_lab import (
+    NODES,
+    ROUTER_LAN,
+    ROUTER_LAN6,
+    Lab,
+    node,
+    ours,
+    service,
+    write,
+)
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
 
@@ -84,7 +93,7 @@ def container_argv(
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Lab]:
-    """The standalone lab (tests/standalone/netlab.py) with BIRD peering with n1."""
+    """The standalone lab (teapot_lb.lab.standalone_lab) with BIRD peering with n1."""
     with Topology("img") as topo:
         lab = Lab(topo, tmp_path)
         bird = Bird(

@@ -2,9 +2,9 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from fakeapi import FakeApiServer
 from fakeapi.fixtures import fake_api, fake_api_options
 from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 __all__ = ["fake_api", "fake_api_options", "kube"]
 

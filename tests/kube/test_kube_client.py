@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from fakeapi import FakeApiServer
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.errors import AlreadyExists, Conflict, Gone, NotFound, Unreachable
 from teapot_lb.kube.resources import (
@@ -19,6 +18,7 @@ from teapot_lb.kube.resources import (
     object_key,
     split_key,
 )
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 
 async def test_create_get_list_across_namespaces(fake_api: FakeApiServer, kube: KubeClient) -> None:

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from teapot_lb.kube.backoff import Backoff
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.resources import ADDRESS_POOLS, SERVICES, KubeObject
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 
 def service(name: str, labels: dict[str, str] | None = None) -> KubeObject:

@@ -8,12 +8,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from teapot_lb.kube.backoff import Backoff, Retry
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.resources import SERVICES, KubeObject
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 # After the server answers again the informer must be current within this (generous for
 # a loaded machine; the retry cap is 1 s).

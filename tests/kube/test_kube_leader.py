@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from teapot_lb.kube.backoff import Backoff
 from teapot_lb.kube.client import KubeClient, connect
@@ -18,6 +17,7 @@ from teapot_lb.kube.informer import EventType, Informer
 from teapot_lb.kube.leader import LeaderElector, LeadershipLost, LeaseConfig
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import SERVICES, KubeObject
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 LEASE_S, RENEW_S, RETRY_S = 2.0, 1.5, 0.25
 

@@ -3,9 +3,9 @@ test_kube_informer)."""
 
 from __future__ import annotations
 
-from fakeapi import FakeApiServer
 from teapot_lb.kube.client import KubeClient, ObjectList
 from teapot_lb.kube.resources import SERVICES, key_of
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 NAMES = [f"s{i}" for i in range(8)]  # three pages of three at most
 

@@ -8,7 +8,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from teapot_lb.kube.backoff import Backoff
 from teapot_lb.kube.client import KubeClient
@@ -18,6 +17,7 @@ from teapot_lb.kube.reconciler import ReconcileLoop, Result
 from teapot_lb.kube.resources import ENDPOINT_SLICES, SERVICES, KubeObject, split_key
 from teapot_lb.kube.status import update_status
 from teapot_lb.kube.workqueue import WorkQueue
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 
 def quick_informer(kube: KubeClient, resource: Any = SERVICES) -> Informer:

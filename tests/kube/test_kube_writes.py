@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from fakeapi import FakeApiServer
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import Conflict, NotFound
 from teapot_lb.kube.events import EventKind, EventRecorder
 from teapot_lb.kube.resources import ADDRESS_POOLS, EVENTS, NODES, SERVICES, KubeObject
 from teapot_lb.kube.status import patch_status, update_status
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 
 def service(name: str = "web") -> KubeObject:

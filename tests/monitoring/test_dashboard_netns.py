@@ -22,7 +22,6 @@ import pytest_asyncio
 import yaml
 from aiohttp import web
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from needs import require_binary, require_root
 from teapot_lb.cli.status import standalone_status
@@ -30,6 +29,7 @@ from teapot_lb.controller.kube_runner import KubeController, RunnerConfig, runni
 from teapot_lb.controller.metrics import ControllerMetrics
 from teapot_lb.httpserve import MonitoringServer
 from teapot_lb.kube.client import connect
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.manifests import copy_manifests, layout, read_dir
 from teapot_lb.lab.netns import in_netns, netns_socket
 from teapot_lb.lab.network import LabNetwork

@@ -13,11 +13,11 @@ from controller.test_kube_controller import (
     ips_of,
     seed_config_namespace,
 )
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from model.builders import pool, service
 from speaker.builders import FakeFactory, bgp_setup, lb_service, store_of
 from teapot_lb.bgp import State
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.model.common import IPAddress
 from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.metrics import speaker_registry

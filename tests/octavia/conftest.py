@@ -4,8 +4,8 @@ from typing import Any
 import pytest
 
 from fakeapi.fixtures import fake_api, fake_api_options
-
-from .stack import Rest, Stack, api_objects, api_sweep, connection, running
+from teapot_lb.lab.octavia import Rest, Stack, running
+from teapot_lb.lab.octavia_stack import api_objects, api_sweep, connection
 
 
 @pytest.fixture(scope="package")

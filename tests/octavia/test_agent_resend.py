@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from fakeapi import FakeApiServer
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
+from teapot_lb.lab.fakeapi import FakeApiServer
+from teapot_lb.lab.octavia import OCTAVIA_BIN, TENANT_NS, missing
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.octavia.management import Management
 from teapot_lb.octavia.mapping import ANNOTATION_REPORTED, desired_request
 
 from .builders import LB_ID, tree
-from .stack import OCTAVIA_BIN, TENANT_NS, missing
 from .test_management import seeded
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from fakeapi import FakeApiServer
 from teapot_lb.kube.client import connect
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.model.service import EndpointSlice
 from teapot_lb.octavia.gateways import GatewayFinder, parse_port, parse_service, status_urls
 

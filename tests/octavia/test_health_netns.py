@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 
 from needs import require_binary, require_root
+from teapot_lb.lab.octavia import OCTAVIA_BIN, missing
+from teapot_lb.lab.octavia_probed import HOST, MEMBERS, WITHIN, World, probed, until
 from teapot_lb.lab.wait import wait_for
-
-from .probed import HOST, MEMBERS, WITHIN, World, probed, until
-from .stack import OCTAVIA_BIN, missing
 
 pytestmark = [
     pytest.mark.root,

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from gateway.lab import GATEWAY, GatewayLab, gateway_lab
 from needs import require_binary, require_root
 from octavia.builders import load_balancer, member, pool
 from octavia.test_l7 import API_POOL, HOST, NAMESPACE, policy, rule, through_gateway
 from teapot_lb.gateway.haproxy import HAProxy
+from teapot_lb.lab.gateway_lab import GATEWAY, GatewayLab, gateway_lab
 from teapot_lb.octavia import l7
 from teapot_lb.octavia.tree import Mode, load_balancer_from_provider
 

@@ -9,14 +9,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from fakeapi import FakeApiServer
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
+from teapot_lb.lab.fakeapi import FakeApiServer
+from teapot_lb.lab.octavia import TENANT_NS, tenant
 from teapot_lb.octavia.management import LoopThread, Management, ManagementError
 from teapot_lb.octavia.mapping import desired_request
 
 from .builders import PROJECT, tree
-from .stack import TENANT_NS, tenant
 
 
 def seeded(api: FakeApiServer, *tenants: dict[str, object]) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from teapot_lb.lab.octavia import OTHER_PROJECT, PROJECT, Rest, Stack, missing
+from teapot_lb.lab.octavia_stack import active
 from teapot_lb.lab.wait import wait_for
-
-from .stack import OTHER_PROJECT, PROJECT, Rest, Stack, active, missing
 
 pytestmark = [
     pytest.mark.skipif(bool(missing()), reason=missing() or ""),

@@ -17,20 +17,11 @@ from typing import Any
 
 import pytest
 
-from gateway.lab import make_certificate
+from teapot_lb.lab.gateway_lab import make_certificate
+from teapot_lb.lab.octavia import PROJECT, Rest, Stack, missing, store_certificate
+from teapot_lb.lab.octavia_stack import API_SWEEP_GRACE_S, TINY_NS, TINY_PROJECT, active
 from teapot_lb.lab.wait import wait_for
 
-from .stack import (
-    API_SWEEP_GRACE_S,
-    PROJECT,
-    TINY_NS,
-    TINY_PROJECT,
-    Rest,
-    Stack,
-    active,
-    missing,
-    store_certificate,
-)
 from .test_octavia_api import SUBNET, make_lb, refusal
 
 pytestmark = [

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 from teapot_lb.lab.neutron import SUBNET_ID
+from teapot_lb.lab.octavia import CLI_PROJECT, OCTAVIA_BIN, cli_missing, cli_stack
 from teapot_lb.lab.wait import wait_for
-
-from .stack import CLI_PROJECT, OCTAVIA_BIN, cli_missing, cli_stack
 
 pytestmark = pytest.mark.skipif(cli_missing() is not None, reason=str(cli_missing()))
 

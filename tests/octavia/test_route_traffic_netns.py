@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from bgp.interop.peers import DAEMONS, fib_next_hops
 from needs import require_binary, require_root
-from standalone.netlab import NODES, PORT, Lab
+from teapot_lb.lab.octavia import PROJECT, Rest, Stack, missing
+from teapot_lb.lab.octavia_stack import active, connection, route_lab
+from teapot_lb.lab.peers import DAEMONS, fib_next_hops
+from teapot_lb.lab.standalone_lab import NODES, PORT, Lab
 from teapot_lb.lab.wait import wait_for
-
-from .stack import PROJECT, Rest, Stack, active, connection, missing, route_lab
 
 pytestmark = [
     pytest.mark.skipif(bool(missing()), reason=missing() or ""),

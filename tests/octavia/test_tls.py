@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.control.builders import tenant
-from gateway.lab import make_certificate
 from needs import require_binary
 from octavia.builders import LISTENER_ID, POOL_ID, load_balancer, member, pool
 from octavia.test_l7 import HOST, NAMESPACE, policy, rule, through_gateway
+from teapot_lb.lab.gateway_lab import make_certificate
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.octavia import l7
 from teapot_lb.octavia.l7 import section_of

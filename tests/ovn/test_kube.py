@@ -11,10 +11,10 @@ from pathlib import Path
 
 import aiohttp
 
-from fakeapi import FakeApiServer
 from fakeapi.fixtures import fake_api, fake_api_options
 from ovn.builders import POOL, endpoints, ovn, web
 from ovn.test_nbdb import rows
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.ovnstack import OVNDatabases
 from teapot_lb.lab.wait import wait_for_async
 

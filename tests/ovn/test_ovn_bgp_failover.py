@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 import yaml
 
-from bgp.interop.peers import Bird, Neighbor, fib_next_hops
 from needs import require_binary, require_ovn
 from ovn.builders import POOL, endpoints, ovn, view, web
 from teapot_lb.lab.client import Client
@@ -35,6 +34,7 @@ from teapot_lb.lab.ovnstack import (
     OVNStack,
     ha_gateway_lab,
 )
+from teapot_lb.lab.peers import Bird, Neighbor, fib_next_hops
 from teapot_lb.lab.processes import log_tail, read_status, start_workload
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from bgp.interop.peers import Bird, Neighbor, fib_next_hops
 from model.builders import bgp_advertisement, peer, pool
 from needs import require_binary, require_root
-from standalone.netlab import NODES, ROUTER_LAN, ROUTER_LAN6, Lab, node
 from teapot_lb.lab.kubeplane import ControlPlane, Forwarder, forward_into
+from teapot_lb.lab.peers import Bird, Neighbor, fib_next_hops
+from teapot_lb.lab.standalone_lab import NODES, ROUTER_LAN, ROUTER_LAN6, Lab, node
 from teapot_lb.netlab import Topology
 from teapot_lb.speaker.report import annotation_key
 

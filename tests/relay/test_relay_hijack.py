@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from bgp.interop.peers import Origination
 from teapot_lb.bgp.wire.aspath import SegmentType
+from teapot_lb.lab.peers import Origination
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab.topology import Host
 

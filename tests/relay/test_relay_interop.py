@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bgp.interop.peers import Origination
 from needs import require_binary, require_root
+from teapot_lb.lab.peers import Origination
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
 

@@ -16,8 +16,8 @@ from typing import Any
 from tests.relay.builders import OPTIONS
 from tests.tenancy.builders import CONFIG_NS, pool_body, tenant_body
 
-from fakeapi import FakeApiServer
 from teapot_lb.kube.client import connect
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.relay.kube import follow_cluster
 from teapot_lb.relay.relay import Relay, RelayConfig

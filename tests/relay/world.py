@@ -33,7 +33,8 @@ from typing import Any
 
 import yaml
 
-from bgp.interop.peers import (
+from needs import require_binary, require_root
+from teapot_lb.lab.peers import (
     BgpDaemon,
     Bird,
     Frr,
@@ -43,7 +44,6 @@ from bgp.interop.peers import (
     Teapot,
     fib_next_hops,
 )
-from needs import require_binary, require_root
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
 from teapot_lb.netlab.topology import Host

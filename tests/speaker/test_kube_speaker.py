@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest_asyncio
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from teapot_lb.cluster import Store
 from teapot_lb.kube.client import KubeClient
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.kube_reporter import KubeReporter
 from teapot_lb.speaker.kube_source import KubeSource, read_cluster

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import pytest_asyncio
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.kube.client import KubeClient
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.kube_source import KubeSource
 from teapot_lb.speaker.node import NodeSpeaker

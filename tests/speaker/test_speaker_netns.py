@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from bgp.interop.peers import Bird, Neighbor, fib_next_hops
 from needs import require_binary, require_root
-from standalone.netlab import NODES, ROUTER_LAN, ROUTER_LAN6, Lab, node, ours, service, wait_for
+from teapot_lb.lab.peers import Bird, Neighbor, fib_next_hops
+from teapot_lb.lab.standalone_lab import NODES, ROUTER_LAN, ROUTER_LAN6, Lab, node, ours, service
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
 from teapot_lb.speaker.report import annotation_key
 
@@ -77,7 +78,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
         lab.bind_service_ip(WEB)
         c = Cluster(lab, workdir)
         lab.router.popen(
-            ["env", f"PYTHONPATH={TESTS}", sys.executable, "-m", "fakeapi", "--host", ROUTER_LAN,
+            [sys.executable, "-m", "teapot_lb.lab.fakeapi", "--host", ROUTER_LAN,
              "--port", str(API_PORT), "--kubeconfig", str(c.kubeconfig)],
             stdout=subprocess.DEVNULL, stderr=(workdir / "api.log").open("ab"),
         )  # fmt: skip

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from teapot_lb.bgp import State
 from teapot_lb.cli.run import RunConfig
 from teapot_lb.cli.speaker import run_speaker
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import aiohttp
 
-from fakeapi import FakeApiServer
 from teapot_lb.cli.run import RunConfig
 from teapot_lb.cli.speaker import run_speaker
+from teapot_lb.lab.fakeapi import FakeApiServer
 
 from .builders import bgp_setup
 from .test_kube_speaker import seed

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import structlog
 
-from fakeapi import FakeApiServer
 from fakeapi.wait import until
 from teapot_lb.cli.run import RunConfig
 from teapot_lb.cli.speaker import run_speaker
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.speaker.run_marker import RunMarker
 
 from .builders import bgp_setup

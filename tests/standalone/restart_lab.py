@@ -11,9 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from teapot_lb.lab.standalone_lab import node, ours, service, write
 from teapot_lb.netlab import Host, Topology
-
-from .netlab import node, ours, service, write
 
 ROUTER_IP = "192.0.2.1"
 NODE_IP = "192.0.2.11"

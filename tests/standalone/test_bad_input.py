@@ -32,6 +32,7 @@ import pytest
 from speaker.builders import FakeFactory, FakeSpeaker
 from teapot_lb.bgp import PeerConfig, State
 from teapot_lb.cluster import Store
+from teapot_lb.lab.standalone_lab import ours, service, write, write_text
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.membership.core import Timing
 from teapot_lb.speaker.bgp_backend import BGPBackend
@@ -41,8 +42,6 @@ from teapot_lb.speaker.node import NodeSpeaker
 from teapot_lb.speaker.vip_backend import VIPBackend
 from teapot_lb.standalone.runner import ManifestSource, StatusWriter
 from teapot_lb.vrrp.render import Rendered
-
-from .netlab import ours, service, write, write_text
 
 GOOD_IP = "203.0.113.1"
 ROUTER = "192.0.2.1"

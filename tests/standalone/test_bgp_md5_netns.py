@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bgp.interop.peers import Bird, Neighbor, fib_next_hops
 from needs import require_binary, require_root
+from teapot_lb.lab.peers import Bird, Neighbor, fib_next_hops
+from teapot_lb.lab.standalone_lab import NODES, ROUTER_LAN, Lab, node, ours, service, write
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
-
-from .netlab import NODES, ROUTER_LAN, Lab, node, ours, service, wait_for, write
 
 WEB = "203.0.113.10"
 PASSWORD = "change-me"

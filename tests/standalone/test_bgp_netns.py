@@ -14,11 +14,9 @@ from typing import Any
 
 import pytest
 
-from bgp.interop.peers import Bird, Neighbor, fib_next_hops
 from needs import require_binary, require_root
-from teapot_lb.netlab import Topology
-
-from .netlab import (
+from teapot_lb.lab.peers import Bird, Neighbor, fib_next_hops
+from teapot_lb.lab.standalone_lab import (
     EXCLUDE,
     NODES,
     NODES6,
@@ -29,10 +27,11 @@ from .netlab import (
     node,
     ours,
     service,
-    wait_for,
     write,
     write_text,
 )
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Topology
 
 WEB = "203.0.113.10"
 LOCAL = "203.0.113.11"

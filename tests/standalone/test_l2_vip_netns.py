@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from needs import require_binary, require_root
+from teapot_lb.lab.standalone_lab import NODES, Lab, endpoints, node, ours, service, write
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
-
-from .netlab import NODES, Lab, endpoints, node, ours, service, wait_for, write
 
 L2_IP = "192.0.2.200"
 L2_LOCAL = "192.0.2.201"

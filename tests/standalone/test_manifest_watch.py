@@ -19,12 +19,11 @@ from typing import Any
 import pytest
 
 from teapot_lb.cluster import Store
+from teapot_lb.lab.standalone_lab import ours, service, write
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.standalone.inotify import Mask
 from teapot_lb.standalone.runner import ManifestSource
 from teapot_lb.standalone.watch import libc_inotify_init
-
-from .netlab import ours, service, write
 
 SLOW = 60.0  # no poll, no safety re-check within a test
 WITHIN = 5.0

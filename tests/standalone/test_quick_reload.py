@@ -15,12 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from teapot_lb.cluster import Kind, Store
+from teapot_lb.lab.standalone_lab import endpoints, node, ours, service, write, write_text
 from teapot_lb.model import parse_object
 from teapot_lb.model.kinds import KINDS
 from teapot_lb.standalone.first_seen import FILE_NAME, JOURNAL_NAME, FirstSeen
 from teapot_lb.standalone.runner import ManifestSource, Reloaded
-
-from .netlab import endpoints, node, ours, service, write, write_text
 
 FILES = ("f0.yaml", "f1.yaml", "sub/f2.yaml")
 NAMES = tuple(f"s{i}" for i in range(6))

@@ -13,14 +13,13 @@ from hypothesis import strategies as st
 
 from teapot_lb.announce.announcement import Plan
 from teapot_lb.cluster import Kind, Store, object_key
+from teapot_lb.lab.standalone_lab import endpoints, ours, service, write
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.model import parse_object
 from teapot_lb.speaker.node import StepResult
 from teapot_lb.standalone.assign import Assigner, assign_all
 from teapot_lb.standalone.directory import PRETTY_MAX
 from teapot_lb.standalone.runner import ManifestSource, StatusWriter
-
-from .netlab import endpoints, ours, service, write
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 NAMES = tuple(f"s{i}" for i in range(8))

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bgp.interop.peers import Bird, Neighbor
 from needs import require_binary, require_root
+from teapot_lb.lab.peers import Bird, Neighbor
 from teapot_lb.netlab import Topology
 
 from .restart_lab import LB_IP, NODE_ASN, NODE_IP, ROUTER_ASN, ROUTER_IP, NodeLab

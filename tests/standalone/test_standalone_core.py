@@ -11,12 +11,11 @@ from click.testing import CliRunner
 
 from teapot_lb.cli.explain import explain_command, manifest_view
 from teapot_lb.cluster import Kind, Store
+from teapot_lb.lab.standalone_lab import EXCLUDE, endpoints, node, ours, service, write
 from teapot_lb.model import IPAddress
 from teapot_lb.standalone.assign import assign
 from teapot_lb.standalone.directory import fingerprint, manifest_files, read
 from teapot_lb.standalone.runner import ManifestSource
-
-from .netlab import EXCLUDE, endpoints, node, ours, service, write
 
 
 def config() -> list[dict[str, Any]]:

@@ -9,13 +9,13 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from fakeapi import FakeApiServer
 from speaker.builders import FakeFactory, bgp_setup, lb_service, store_of
 from speaker.test_kube_speaker import seed
 from teapot_lb.bgp import State
 from teapot_lb.cli import main
 from teapot_lb.cli.status import CLEAR, cluster_status, watch
 from teapot_lb.httpserve import MonitoringServer
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.speaker.bgp_backend import BGPBackend
 from teapot_lb.speaker.metrics import speaker_registry
 from teapot_lb.speaker.node import NodeSpeaker

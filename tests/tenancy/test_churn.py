@@ -14,10 +14,10 @@ import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from fakeapi import FakeApiServer
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.resources import SERVICES
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.processes import Restartable, tenant_agent_command
 from teapot_lb.lab.wait import wait_for_async
 

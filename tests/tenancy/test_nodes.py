@@ -83,9 +83,9 @@ async def test_a_tenant_nodes_published_before_the_manager_leads_gets_its_verdic
     """Level-triggered: a TenantNodes already there when the manager starts (its agent
     published it earlier, or the manager restarted) is vetted when the manager leads, not
     only when it next changes."""
-    from fakeapi import FakeApiServer
     from teapot_lb.controller.kube_runner import running
     from teapot_lb.kube.client import connect
+    from teapot_lb.lab.fakeapi import FakeApiServer
     from teapot_lb.manager.kube import KubeManager, ManagerConfig
 
     from .builders import API, CONFIG_NS, TENANTS, tenant_body

@@ -21,15 +21,15 @@ from typing import Any
 
 import pytest
 
-from bgp.interop.peers import DAEMONS, BgpDaemon, Neighbor, fib_next_hops
 from needs import require_binary, require_root
 from speaker.test_speaker_netns import Cluster
-from standalone.netlab import NODES, ROUTER_LAN, ROUTER_LAN6, Lab, wait_for
+from teapot_lb.lab.peers import DAEMONS, BgpDaemon, Neighbor, fib_next_hops
+from teapot_lb.lab.standalone_lab import NODES, ROUTER_LAN, ROUTER_LAN6, Lab
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
 
 from .builders import API, CONFIG_NS, tenant_body, tlb_body
 
-TESTS = Path(__file__).resolve().parents[1]
 API_PORT = 6443
 M1 = "192.0.2.21"
 M2 = "192.0.2.22"  # a second management speaker: the router keeps a path while either has it
@@ -80,7 +80,7 @@ def management(
         mgmt = Management(lab, workdir)
         procs.append(
             lab.router.popen(
-                ["env", f"PYTHONPATH={TESTS}", sys.executable, "-m", "fakeapi",
+                [sys.executable, "-m", "teapot_lb.lab.fakeapi",
                  "--host", ROUTER_LAN, "--port", str(API_PORT),
                  "--kubeconfig", str(mgmt.kubeconfig)],
                 stdout=subprocess.DEVNULL, stderr=mgmt.log("api"),

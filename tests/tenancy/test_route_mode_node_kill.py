@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from bgp.interop.peers import BgpDaemon, fib_next_hops
-from bgp.interop.peers.bird import Bird
-from standalone.netlab import NODES, PORT, wait_for
+from teapot_lb.lab.peers import BgpDaemon, fib_next_hops
+from teapot_lb.lab.peers.bird import Bird
+from teapot_lb.lab.standalone_lab import NODES, PORT
+from teapot_lb.lab.wait import wait_for
 
 from .test_route_mode_netns import M1, TENANT_NODES, Management, management, tenant_request
 

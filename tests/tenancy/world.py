@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fakeapi import FakeApiServer
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS, request_name

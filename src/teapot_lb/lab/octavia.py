@@ -356,12 +356,10 @@ def default_objects() -> list[dict[str, Any]]:
 
 def _management(stack: Stack, address: str, objects: Iterable[dict[str, Any]]) -> Rest:
     stack.kubeconfig = stack.work / "management.kubeconfig"
-    tests = str(ROOT / "tests")
     stack.start(
         "fakeapi",
-        [sys.executable, "-m", "fakeapi", "--host", address, "--kubeconfig",
+        [sys.executable, "-m", "teapot_lb.lab.fakeapi", "--host", address, "--kubeconfig",
          str(stack.kubeconfig), "--bookmark-interval", "0.5", "--token", "fake-token"],
-        env={"PYTHONPATH": tests},
     )  # fmt: skip
 
     def written() -> dict[str, Any] | None:

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from needs import require_binary
+from teapot_lb.lab.peers import DAEMONS, BgpDaemon, Lab, Neighbor, Origination, Teapot
 from teapot_lb.netlab import Topology
-
-from .peers import DAEMONS, BgpDaemon, Lab, Neighbor, Origination, Teapot
 
 DaemonFactory = Callable[..., BgpDaemon]
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import pytest
 
+from teapot_lb.lab.peers import Lab, Neighbor, Origination, Teapot, wait_fib
+from teapot_lb.lab.wait import wait_for
+
 from .conftest import OUR_AS, PEER_AS, DaemonFactory
-from .peers import Lab, Neighbor, Origination, Teapot, wait_fib, wait_for
 
 ROUTERS = ["bird", "frr"]
 BACKENDS = ["b1", "b2", "b3"]

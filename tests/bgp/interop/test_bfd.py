@@ -15,10 +15,12 @@ import time
 
 import pytest
 
+from teapot_lb.lab.peers import BgpDaemon, Origination
+from teapot_lb.lab.peers.bird import Bird
+from teapot_lb.lab.peers.frr import Frr
+from teapot_lb.lab.wait import wait_for
+
 from .conftest import PairFactory
-from .peers import BgpDaemon, Origination, wait_for
-from .peers.bird import Bird
-from .peers.frr import Frr
 
 pytestmark = [pytest.mark.root, pytest.mark.daemon]
 

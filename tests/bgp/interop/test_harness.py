@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from teapot_lb.lab.peers import Lab, Neighbor, Origination, RibEntry, parse_bird_routes, wait_fib
+
 from .conftest import DaemonFactory
-from .peers import Lab, Neighbor, Origination, RibEntry, parse_bird_routes, wait_fib
 
 AS_A = 4_200_000_001  # 4-byte ASNs (RFC 6793)
 AS_B = 4_200_000_002

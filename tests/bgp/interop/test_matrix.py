@@ -12,8 +12,10 @@ import dataclasses
 
 import pytest
 
+from teapot_lb.lab.peers import Lab, Neighbor, Origination, Teapot, wait_fib
+from teapot_lb.lab.wait import wait_for
+
 from .conftest import OUR_AS, PEER_AS, DaemonFactory, Pair, PairFactory
-from .peers import Lab, Neighbor, Origination, Teapot, wait_fib, wait_for
 
 DAEMONS = ["bird", "frr", "gobgp", "exabgp"]
 GR_HELPERS = ["bird", "frr", "gobgp"]  # ExaBGP forgets a peer's routes when it goes down

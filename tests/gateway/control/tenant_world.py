@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fakeapi import FakeApiServer
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
 from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 from tenancy.builders import CONFIG_NS, TENANTS

@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from teapot_lb.lab.wait import wait_for
+
 from .base import (
     BFD_INTERVAL_MS,
     BFD_MULT,
@@ -16,7 +18,6 @@ from .base import (
     PeerError,
     RibEntry,
     global_next_hops,
-    wait_for,
 )
 
 FRR_DIR = Path("/usr/lib/frr")

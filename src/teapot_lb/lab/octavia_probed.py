@@ -1,12 +1,13 @@
 """An L7 load balancer probed end to end, for tests/octavia/test_health_netns.py and
-bench/octavia_health.py: a gateway lab (tests/gateway/lab.py) with each member's HTTP
-server in a process of its own, the Octavia stack (stack.py) with the teapot provider
-agent enabled, the real `teapot-lb gateway` (HAProxy in the lab's gateway namespace, its
-control plane reading the management API the driver writes), and, through the Octavia
-API, an HTTP listener whose HOST_NAME policy sends to a pool of 2 members with an HTTP
-monitor (delay 1 s, down after 1 failure, up after 1 pass). The agent finds the gateway
-as in production, by its Service's EndpointSlice in the management cluster
-(``[teapot] gateway_service``). Needs root and HAProxy."""
+bench/octavia_health.py: a gateway lab (:mod:`teapot_lb.lab.gateway_lab`) with each
+member's HTTP server in a process of its own, the Octavia stack
+(:mod:`teapot_lb.lab.octavia`) with the teapot provider agent enabled, the real
+`teapot-lb gateway` (HAProxy in the lab's gateway namespace, its control plane reading the
+management API the driver writes), and, through the Octavia API, an HTTP listener whose
+HOST_NAME policy sends to a pool of 2 members with an HTTP monitor (delay 1 s, down after
+1 failure, up after 1 pass). The agent finds the gateway as in production, by its
+Service's EndpointSlice in the management cluster (``[teapot] gateway_service``). Needs
+root and HAProxy."""
 
 from __future__ import annotations
 
@@ -17,22 +18,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.lab import GATEWAY, GatewayLab, gateway_lab
-from teapot_lb.lab.wait import wait_for
-
-from .stack import (
+from teapot_lb.lab.gateway_lab import GATEWAY, GatewayLab, gateway_lab
+from teapot_lb.lab.kubeplane import free_port
+from teapot_lb.lab.octavia import (
     CONFIG_NS,
     PROJECT,
     TEAPOT,
     TENANT_NS,
     Stack,
-    active,
     config,
-    connection,
-    free_port,
     running,
     tenant,
 )
+from teapot_lb.lab.octavia_stack import active, connection
+from teapot_lb.lab.wait import wait_for
 
 SUBNET = "11111111-2222-4333-8444-555555555555"
 HOST = "www.acme.example"

@@ -1,6 +1,6 @@
-"""A small namespace lab for the gateway's end-to-end tests: a gateway host, a client and
-a host for backends on one LAN, plus clients (curl, openssl s_client, a socket one-liner)
-and certificates.
+"""A small namespace lab for the gateway's end-to-end tests and benchmarks: a gateway host,
+a client and a host for backends on one LAN, plus clients (curl, openssl s_client, a socket
+one-liner), certificates, and `teapot-lb gateway` started in it with its metrics read.
 
     client 192.0.2.20 ─┐
     gateway 192.0.2.10, 198.51.100.1 ─┤ lan
@@ -12,19 +12,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from teapot_lb.lab.kubeplane import free_port
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host, Topology
 
 GATEWAY = "192.0.2.10"
 CLIENT = "192.0.2.20"
 BACKEND_IPS = [f"198.51.100.{i}" for i in range(2, 10)]
-BACKENDS_SCRIPT = Path(__file__).with_name("backends.py")
+BACKENDS_SCRIPT = Path(__file__).with_name("gateway_backends.py")
 H2_CLIENT = Path(__file__).with_name("h2client.py")
 
 
@@ -48,7 +50,7 @@ class GatewayLab:
     work: Path
 
     def start_backends(self, *specs: str) -> subprocess.Popen[bytes]:
-        """Backend servers (see backends.py) in the backends' namespace; waits for them."""
+        """Backend servers (see gateway_backends.py) in the backends' namespace; waits for them."""
         proc = self.backends.popen(
             [sys.executable, str(BACKENDS_SCRIPT), *specs], stdout=subprocess.PIPE
         )
@@ -154,3 +156,41 @@ def wait_served_by(lab: GatewayLab, url: str, host: str, name: str, port: int = 
         timeout=10,
         what=f"{host}{url} served by {name}",
     )
+
+
+# --- the gateway process in the lab -----------------------------------------------------
+
+TEAPOT_LB = str(Path(sys.executable).parent / "teapot-lb")
+
+
+def metric(port: int, name: str) -> float | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def start_gateway(
+    lab: GatewayLab, source: list[str], state: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [TEAPOT_LB, "gateway", *source, "--address", GATEWAY,
+         "--state-dir", str(lab.work / state), "--netns", lab.gateway.ns,
+         "--metrics-addr", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=(lab.work / f"{state}.log").open("wb"),
+    )  # fmt: skip
+    return proc, port

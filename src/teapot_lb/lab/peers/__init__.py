@@ -26,7 +26,6 @@ from .base import (
     RibEntry,
     fib_next_hops,
     wait_fib,
-    wait_for,
 )
 from .bird import Bird, BirdControl, parse_bird_routes
 from .exabgp import ExaBgp
@@ -55,5 +54,4 @@ __all__ = [
     "parse_bird_routes",
     "route_groups",
     "wait_fib",
-    "wait_for",
 ]

@@ -1,6 +1,6 @@
 """A fake Kubernetes API server: real HTTP and the real REST + watch protocol.
 
-It serves the kinds in :mod:`fakeapi.kinds` to the real ``kubernetes_asyncio`` client
+It serves the kinds in :mod:`teapot_lb.lab.fakeapi.kinds` to the real ``kubernetes_asyncio`` client
 (or anything else that speaks the API), with the semantics our controllers depend on:
 
 - one global, monotonically increasing ``resourceVersion``; ``uid``, ``generation``
@@ -11,7 +11,7 @@ It serves the kinds in :mod:`fakeapi.kinds` to the real ``kubernetes_asyncio`` c
 - the ``/status`` subresource: writes there change only ``status``; writes to the main
   resource leave ``status`` alone (for kinds with the subresource); create drops status;
 - merge patch, JSON patch, and strategic merge patch applied as a merge patch (see
-  :mod:`fakeapi.patch` for the one difference that has);
+  :mod:`teapot_lb.lab.fakeapi.patch` for the one difference that has);
 - label selectors (``=, ==, !=, in, notin, exists, !exists``) and field selectors (only
   the field labels the real server supports for the kind; others get 400);
 - finalizers: delete sets ``deletionTimestamp`` while finalizers remain; removing the

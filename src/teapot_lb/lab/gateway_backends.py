@@ -1,6 +1,6 @@
 """Backend servers for the gateway's end-to-end tests, run inside a namespace:
 
-    python backends.py KIND:NAME:ADDR:PORT[:CERT:KEY] ...
+    python gateway_backends.py KIND:NAME:ADDR:PORT[:CERT:KEY] ...
 
 - http: answers every request with JSON: its name, the path, the request headers (by
   name, and as a list of every line: repeated headers)

@@ -1,4 +1,4 @@
-"""A small data centre in namespaces for standalone-mode tests.
+"""A small data centre in namespaces for standalone-mode tests and benchmarks.
 
     client (198.51.100.2) ── router (198.51.100.1 | 192.0.2.1, BIRD, ECMP into its FIB)
                                    │ LAN 192.0.2.0/24 (switch)
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -27,10 +26,7 @@ import yaml
 from teapot_lb.lab.client import request
 from teapot_lb.lab.netns import in_netns
 from teapot_lb.lab.processes import log_tail, read_status, start_workload
-from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host, Topology
-
-__all__ = ["wait_for"]  # the tests' one wait, re-exported beside the lab
 
 T = TypeVar("T")
 
@@ -214,9 +210,3 @@ class Lab:
             self.client.ns, lambda: asyncio.run(request(ip, PORT, connect_timeout=timeout))
         )
         return attempt.node
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -1,6 +1,6 @@
-"""The Octavia stack for tests/octavia and bench/octavia*.py: the stack itself is
-:mod:`teapot_lb.lab.octavia` (re-exported here); this module adds the API modules' shared
-Tenants, route mode in the lab, and the openstacksdk client the tests drive it with."""
+"""What tests/octavia and bench/octavia*.py add to the Octavia stack
+(:mod:`teapot_lb.lab.octavia`): the API modules' shared Tenants, route mode in the lab
+(:func:`route_lab`), and the openstacksdk client they drive it with (:func:`connection`)."""
 
 from __future__ import annotations
 
@@ -12,29 +12,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from teapot_lb.lab.kubeplane import free_port
 from teapot_lb.lab.octavia import (
-    API,
-    CLI_PROJECT,
-    CONFIG_NS,
-    NODE_NETWORK,
-    OCTAVIA_BIN,
-    OCTAVIA_VENV,
     OTHER_PROJECT,
     POOL_CIDR,
     PROJECT,
-    ROOT,
-    TEAPOT,
     TENANT_NS,
     Rest,
     Stack,
-    cli_missing,
-    cli_stack,
     config,
-    default_objects,
-    missing,
     running,
-    store_certificate,
     tenant,
 )
 from teapot_lb.lab.wait import wait_for
@@ -71,9 +57,9 @@ def route_lab(work: Path, name: str = "octr") -> Iterator[tuple[Any, Stack, Rest
     """The stack in the lab's router namespace with route mode wired: the fake API server
     on the LAN address, a management speaker on host m1 (192.0.2.21) peering with BIRD 2
     in the router (ADD-PATH, kernel FIB), Tenant acme with nodes n1..n3 (192.0.2.8/29) as
-    its node network. Needs root and BIRD (tests/bgp/interop/peers)."""
-    from bgp.interop.peers import DAEMONS, Neighbor
-    from standalone.netlab import ROUTER_LAN, ROUTER_LAN6, Lab
+    its node network. Needs root and BIRD (:mod:`teapot_lb.lab.peers`)."""
+    from teapot_lb.lab.peers import DAEMONS, Neighbor
+    from teapot_lb.lab.standalone_lab import ROUTER_LAN, ROUTER_LAN6, Lab
     from teapot_lb.netlab import Topology
 
     m1_address = "192.0.2.21"
@@ -198,37 +184,14 @@ def active(conn: Any, lb_id: str, *, within: float = 20.0, every: float = 0.02) 
 
 
 __all__ = [
-    "API",
     "API_SWEEP_GRACE_S",
-    "CLI_PROJECT",
-    "CONFIG_NS",
-    "NODE_NETWORK",
-    "OCTAVIA_BIN",
-    "OCTAVIA_VENV",
-    "OTHER_PROJECT",
-    "POOL_CIDR",
-    "PROJECT",
-    "ROOT",
-    "TEAPOT",
-    "TENANT_NS",
     "TINY_NS",
     "TINY_PROJECT",
     "Calls",
-    "Rest",
-    "Stack",
     "active",
     "again_if_locked",
     "api_objects",
     "api_sweep",
-    "cli_missing",
-    "cli_stack",
-    "config",
     "connection",
-    "default_objects",
-    "free_port",
-    "missing",
     "route_lab",
-    "running",
-    "store_certificate",
-    "tenant",
 ]

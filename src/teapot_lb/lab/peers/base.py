@@ -19,7 +19,7 @@ from teapot_lb.netlab.topology import Host
 
 T = TypeVar("T")
 
-HERE = Path(__file__).resolve().parent.parent  # tests/bgp/interop
+HERE = Path(__file__).resolve().parent  # drive_speaker.py and exabgp_api.py are here
 
 
 class PeerError(RuntimeError):
