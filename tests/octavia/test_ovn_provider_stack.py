@@ -1,0 +1,138 @@
+"""The test stack of issue 38's Octavia provider: the real Neutron (ML2/OVN) and Octavia
+with the real ovn-octavia-provider, both programming the Northbound of a real OVN.
+
+One OVN (lab/ovnstack.py: northd, one chassis) and one Keystone + Neutron + Octavia
+(lab/octavia_ovn.py) for the module: a stack start costs one to three minutes. The tests
+drive Neutron's and Octavia's own APIs and read what landed in the Northbound with
+ovn-nbctl. Needs root, OVN and the virtualenv of lab.neutron_server.venv().
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from needs import require_ovn
+from teapot_lb.lab.neutron_server import NOAUTH_PROJECT, Neutron
+from teapot_lb.lab.neutron_server import missing as neutron_missing
+from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN, running
+from teapot_lb.lab.ovnstack import OVNDatabases, OVNStack
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Topology
+
+from .stack import active, connection
+
+SUBNET = "198.51.100.0/24"
+MEMBER = "198.51.100.21"
+WITHIN = 30.0
+
+
+@pytest.fixture(scope="module")
+def openstack() -> Iterator[OctaviaOVN]:
+    require_ovn()
+    reason = neutron_missing()
+    if reason:
+        pytest.skip(reason)
+    with (
+        tempfile.TemporaryDirectory(prefix="tlb-octovn-") as tmp,
+        Topology("octovn") as topo,
+    ):
+        ovn = OVNStack(Path(tmp) / "ovn", topo)
+        try:
+            ovn.start()
+            with running(Path(tmp) / "openstack", ovn) as stack:
+                yield stack
+        finally:
+            ovn.close()
+
+
+@pytest.fixture(scope="module")
+def ovn_db(openstack: OctaviaOVN) -> OVNDatabases:
+    return openstack.neutron.ovn
+
+
+def network(neutron: Neutron, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A network and its subnet 198.51.100.0/24 (no DHCP) made through Neutron's API."""
+    net = neutron.create("network", name=name)
+    subnet = neutron.create("subnet", name=name, network_id=net["id"], cidr=SUBNET,
+                            ip_version=4, enable_dhcp=False)  # fmt: skip
+    return net, subnet
+
+
+def rows(nb: OVNDatabases, table: str, *conditions: str) -> list[dict[str, Any]]:
+    """The rows of a Northbound table (ovn-nbctl find), each a {column: value} dict."""
+    found = json.loads(nb.nbctl("--format=json", "find", table, *conditions))
+    return [dict(zip(found["headings"], row, strict=True)) for row in found["data"]]
+
+
+def ovs_map(value: Any) -> dict[str, str]:
+    """An OVSDB map as ovn-nbctl's JSON writes it (["map", [[k, v], ...]])."""
+    return {k: v for k, v in value[1]}
+
+
+def ovs_uuids(value: Any) -> set[str]:
+    """An OVSDB set of references as ovn-nbctl's JSON writes it: ["uuid", u] for one,
+    ["set", [["uuid", u], ...]] for none or several."""
+    if value[0] == "uuid":
+        return {value[1]}
+    return {uuid for _, uuid in value[1]}
+
+
+def test_a_network_subnet_and_port_made_through_neutron_are_rows_of_the_northbound(
+    openstack: OctaviaOVN, ovn_db: OVNDatabases
+) -> None:
+    neutron = openstack.neutron
+    net, subnet = network(neutron, "step1")
+    fixed = [{"subnet_id": subnet["id"], "ip_address": MEMBER}]
+    port = neutron.create("port", name="step1-p", network_id=net["id"], fixed_ips=fixed)
+
+    switch = rows(ovn_db, "logical_switch", f"name=neutron-{net['id']}")
+    assert len(switch) == 1
+    assert ovs_map(switch[0]["external_ids"])["neutron:network_name"] == "step1"
+    lsp = rows(ovn_db, "logical_switch_port", f"name={port['id']}")
+    assert len(lsp) == 1
+    assert lsp[0]["addresses"] == f"{port['mac_address']} {MEMBER}"
+
+    neutron.delete("port", port["id"])
+    assert rows(ovn_db, "logical_switch_port", f"name={port['id']}") == []
+
+
+def test_a_load_balancer_made_through_octavia_is_a_northbound_row_with_its_vip_and_member(
+    openstack: OctaviaOVN, ovn_db: OVNDatabases
+) -> None:
+    net, subnet = network(openstack.neutron, "step2")
+    conn = connection(openstack.stack)
+    lbs = conn.load_balancer
+    lb = lbs.create_load_balancer(name="step2", vip_subnet_id=subnet["id"], provider=PROVIDER,
+                                  project_id=NOAUTH_PROJECT)  # fmt: skip
+    active(conn, lb.id, within=WITHIN)
+    listener = lbs.create_listener(loadbalancer_id=lb.id, protocol="TCP", protocol_port=80,
+                                   project_id=NOAUTH_PROJECT)  # fmt: skip
+    active(conn, lb.id, within=WITHIN)
+    pool = lbs.create_pool(listener_id=listener.id, protocol="TCP",
+                           lb_algorithm="SOURCE_IP_PORT", project_id=NOAUTH_PROJECT)  # fmt: skip
+    active(conn, lb.id, within=WITHIN)
+    lbs.create_member(pool.id, address=MEMBER, protocol_port=8080, subnet_id=subnet["id"],
+                      project_id=NOAUTH_PROJECT)  # fmt: skip
+    lb = active(conn, lb.id, within=WITHIN)
+
+    row = rows(ovn_db, "load_balancer", f"name={lb.id}")
+    assert len(row) == 1
+    assert ovs_map(row[0]["vips"]) == {f"{lb.vip_address}:80": f"{MEMBER}:8080"}
+    assert row[0]["protocol"] == "tcp"
+    switch = rows(ovn_db, "logical_switch", f"name=neutron-{net['id']}")[0]
+    assert row[0]["_uuid"][1] in ovs_uuids(switch["load_balancer"])
+    vip_port = rows(ovn_db, "logical_switch_port", f"name={lb.vip_port_id}")
+    assert len(vip_port) == 1, "the VIP's port, made in Neutron by the provider"
+
+    lbs.delete_load_balancer(lb.id, cascade=True)
+    wait_for(lambda: lbs.find_load_balancer(lb.id) is None, timeout=WITHIN,
+             what=f"load balancer {lb.id} deleted from Octavia")  # fmt: skip
+    wait_for(lambda: not rows(ovn_db, "load_balancer", f"name={lb.id}"), timeout=WITHIN,
+             what=f"the Load_Balancer row of {lb.id} deleted")  # fmt: skip
+    assert rows(ovn_db, "logical_switch_port", f"name={lb.vip_port_id}") == []
