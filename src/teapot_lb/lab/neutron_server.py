@@ -22,7 +22,10 @@ Gotchas this encodes (Neutron 29 under a plain WSGI server):
   directory: ``TMPDIR`` is the work directory, so two servers started by one process
   (two test modules) do not share it;
 - its SIGTERM handler only leaves the hash ring: the server replaces it with one that
-  exits.
+  exits;
+- SQLite's deferred BEGIN fails a transaction that has read when another thread writes
+  ("database is locked": ovn-octavia-provider's VIP port failed so, 1 run in 2 of the
+  bench): every transaction takes the write lock at BEGIN and waits for it.
 """
 
 from __future__ import annotations
@@ -136,9 +139,22 @@ model_base.BASEV2.metadata.create_all(create_engine(sys.argv[1]))
 """
 
 # The API: the configuration from the environment (oslo.config must not see our
-# arguments), the application loaded (that connects the OVN driver), then served.
+# arguments), the application loaded (that connects the OVN driver), then served. Every
+# transaction takes SQLite's write lock at BEGIN and waits for it (the URL's timeout):
+# under the deferred BEGIN a transaction that has read fails at once ("database is
+# locked") when another thread writes, as the OVN driver's revision bump of a port did
+# while its Northbound events were being written.
 _SERVE = """
 import os, signal, sys
+import sqlalchemy
+
+@sqlalchemy.event.listens_for(sqlalchemy.engine.Engine, "begin")
+def _immediate(conn):
+    if "in_transaction" in conn.info:
+        return
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    conn.info["in_transaction"] = True  # (oslo.db's own BEGIN then stands aside)
+
 port, conf = int(sys.argv[1]), sys.argv[2]
 sys.argv = sys.argv[:1]
 os.environ["OS_NEUTRON_CONFIG_DIR"] = os.path.dirname(conf)
