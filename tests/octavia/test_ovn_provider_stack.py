@@ -10,20 +10,20 @@ ovn-nbctl. Needs root, OVN and the virtualenv of lab.neutron_server.venv().
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from needs import require_ovn
+from teapot_lb.lab.client import Client
 from teapot_lb.lab.neutron_server import NOAUTH_PROJECT, Neutron
 from teapot_lb.lab.neutron_server import missing as neutron_missing
 from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN, running
 from teapot_lb.lab.ovnstack import OVNDatabases, OVNStack
+from teapot_lb.lab.processes import start_workload
 from teapot_lb.lab.wait import wait_for
-from teapot_lb.netlab import Topology
+from teapot_lb.netlab import Host, Topology
 
 from .stack import active, connection
 
@@ -33,35 +33,70 @@ WITHIN = 30.0
 
 
 @pytest.fixture(scope="module")
-def openstack() -> Iterator[OctaviaOVN]:
+def ovn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OVNStack]:
+    """A real OVN: northd, one chassis (ovs-vswitchd userspace, ovn-controller); every
+    log in pytest's kept temporary directory."""
     require_ovn()
     reason = neutron_missing()
     if reason:
         pytest.skip(reason)
-    with (
-        tempfile.TemporaryDirectory(prefix="tlb-octovn-") as tmp,
-        Topology("octovn") as topo,
-    ):
-        ovn = OVNStack(Path(tmp) / "ovn", topo)
+    with Topology("octovn") as topo:
+        stack = OVNStack(tmp_path_factory.mktemp("octovn"), topo)
         try:
-            ovn.start()
-            with running(Path(tmp) / "openstack", ovn) as stack:
-                yield stack
+            stack.start()
+            yield stack
         finally:
-            ovn.close()
+            stack.close()
 
 
 @pytest.fixture(scope="module")
-def ovn_db(openstack: OctaviaOVN) -> OVNDatabases:
-    return openstack.neutron.ovn
+def openstack(ovn: OVNStack) -> Iterator[OctaviaOVN]:
+    """Keystone, Neutron and Octavia with the ovn provider on that OVN."""
+    with running(ovn.workdir / "openstack", ovn) as stack:
+        yield stack
 
 
-def network(neutron: Neutron, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A network and its subnet 198.51.100.0/24 (no DHCP) made through Neutron's API."""
+def network(
+    neutron: Neutron, name: str, cidr: str = SUBNET
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A network and its subnet (no DHCP; the gateway .1) made through Neutron's API."""
     net = neutron.create("network", name=name)
-    subnet = neutron.create("subnet", name=name, network_id=net["id"], cidr=SUBNET,
+    subnet = neutron.create("subnet", name=name, network_id=net["id"], cidr=cidr,
                             ip_version=4, enable_dhcp=False)  # fmt: skip
     return net, subnet
+
+
+def host_port(
+    neutron: Neutron, ovn: OVNStack, name: str, subnet: dict[str, Any], address: str
+) -> Host:
+    """A namespace `name` bound to a Neutron port with `address` on `subnet` (no port
+    security: no security group in the way), its default route the subnet's gateway."""
+    fixed = [{"subnet_id": subnet["id"], "ip_address": address}]
+    port = neutron.create("port", name=name, network_id=subnet["network_id"], fixed_ips=fixed,
+                          port_security_enabled=False)  # fmt: skip
+    host = ovn.topology.add_host(name)
+    prefix = subnet["cidr"].partition("/")[2]
+    ovn.bind(host, port["id"], f"{address}/{prefix}", subnet["gateway_ip"],
+             mac=port["mac_address"])  # fmt: skip
+    return host
+
+
+def member_graph(conn: Any, subnet: dict[str, Any], member: str) -> Any:
+    """A load balancer with its VIP on `subnet`, a TCP listener on 80, a pool and
+    `member`:8080, each made once the previous one is ACTIVE; the load balancer."""
+    lbs = conn.load_balancer
+    lb = lbs.create_load_balancer(name=f"lb-{member}", vip_subnet_id=subnet["id"],
+                                  provider=PROVIDER, project_id=NOAUTH_PROJECT)  # fmt: skip
+    active(conn, lb.id, within=WITHIN)
+    listener = lbs.create_listener(loadbalancer_id=lb.id, protocol="TCP", protocol_port=80,
+                                   project_id=NOAUTH_PROJECT)  # fmt: skip
+    active(conn, lb.id, within=WITHIN)
+    pool = lbs.create_pool(listener_id=listener.id, protocol="TCP",
+                           lb_algorithm="SOURCE_IP_PORT", project_id=NOAUTH_PROJECT)  # fmt: skip
+    active(conn, lb.id, within=WITHIN)
+    lbs.create_member(pool.id, address=member, protocol_port=8080, subnet_id=subnet["id"],
+                      project_id=NOAUTH_PROJECT)  # fmt: skip
+    return active(conn, lb.id, within=WITHIN)
 
 
 def rows(nb: OVNDatabases, table: str, *conditions: str) -> list[dict[str, Any]]:
@@ -84,55 +119,72 @@ def ovs_uuids(value: Any) -> set[str]:
 
 
 def test_a_network_subnet_and_port_made_through_neutron_are_rows_of_the_northbound(
-    openstack: OctaviaOVN, ovn_db: OVNDatabases
+    openstack: OctaviaOVN, ovn: OVNStack
 ) -> None:
     neutron = openstack.neutron
     net, subnet = network(neutron, "step1")
     fixed = [{"subnet_id": subnet["id"], "ip_address": MEMBER}]
     port = neutron.create("port", name="step1-p", network_id=net["id"], fixed_ips=fixed)
 
-    switch = rows(ovn_db, "logical_switch", f"name=neutron-{net['id']}")
+    switch = rows(ovn, "logical_switch", f"name=neutron-{net['id']}")
     assert len(switch) == 1
     assert ovs_map(switch[0]["external_ids"])["neutron:network_name"] == "step1"
-    lsp = rows(ovn_db, "logical_switch_port", f"name={port['id']}")
+    lsp = rows(ovn, "logical_switch_port", f"name={port['id']}")
     assert len(lsp) == 1
     assert lsp[0]["addresses"] == f"{port['mac_address']} {MEMBER}"
 
     neutron.delete("port", port["id"])
-    assert rows(ovn_db, "logical_switch_port", f"name={port['id']}") == []
+    assert rows(ovn, "logical_switch_port", f"name={port['id']}") == []
 
 
 def test_a_load_balancer_made_through_octavia_is_a_northbound_row_with_its_vip_and_member(
-    openstack: OctaviaOVN, ovn_db: OVNDatabases
+    openstack: OctaviaOVN, ovn: OVNStack
 ) -> None:
     net, subnet = network(openstack.neutron, "step2")
     conn = connection(openstack.stack)
     lbs = conn.load_balancer
-    lb = lbs.create_load_balancer(name="step2", vip_subnet_id=subnet["id"], provider=PROVIDER,
-                                  project_id=NOAUTH_PROJECT)  # fmt: skip
-    active(conn, lb.id, within=WITHIN)
-    listener = lbs.create_listener(loadbalancer_id=lb.id, protocol="TCP", protocol_port=80,
-                                   project_id=NOAUTH_PROJECT)  # fmt: skip
-    active(conn, lb.id, within=WITHIN)
-    pool = lbs.create_pool(listener_id=listener.id, protocol="TCP",
-                           lb_algorithm="SOURCE_IP_PORT", project_id=NOAUTH_PROJECT)  # fmt: skip
-    active(conn, lb.id, within=WITHIN)
-    lbs.create_member(pool.id, address=MEMBER, protocol_port=8080, subnet_id=subnet["id"],
-                      project_id=NOAUTH_PROJECT)  # fmt: skip
-    lb = active(conn, lb.id, within=WITHIN)
+    lb = member_graph(conn, subnet, MEMBER)
 
-    row = rows(ovn_db, "load_balancer", f"name={lb.id}")
+    row = rows(ovn, "load_balancer", f"name={lb.id}")
     assert len(row) == 1
     assert ovs_map(row[0]["vips"]) == {f"{lb.vip_address}:80": f"{MEMBER}:8080"}
     assert row[0]["protocol"] == "tcp"
-    switch = rows(ovn_db, "logical_switch", f"name=neutron-{net['id']}")[0]
+    switch = rows(ovn, "logical_switch", f"name=neutron-{net['id']}")[0]
     assert row[0]["_uuid"][1] in ovs_uuids(switch["load_balancer"])
-    vip_port = rows(ovn_db, "logical_switch_port", f"name={lb.vip_port_id}")
+    vip_port = rows(ovn, "logical_switch_port", f"name={lb.vip_port_id}")
     assert len(vip_port) == 1, "the VIP's port, made in Neutron by the provider"
 
     lbs.delete_load_balancer(lb.id, cascade=True)
     wait_for(lambda: lbs.find_load_balancer(lb.id) is None, timeout=WITHIN,
              what=f"load balancer {lb.id} deleted from Octavia")  # fmt: skip
-    wait_for(lambda: not rows(ovn_db, "load_balancer", f"name={lb.id}"), timeout=WITHIN,
+    wait_for(lambda: not rows(ovn, "load_balancer", f"name={lb.id}"), timeout=WITHIN,
              what=f"the Load_Balancer row of {lb.id} deleted")  # fmt: skip
-    assert rows(ovn_db, "logical_switch_port", f"name={lb.vip_port_id}") == []
+    assert rows(ovn, "logical_switch_port", f"name={lb.vip_port_id}") == []
+
+
+def test_a_client_behind_a_neutron_router_reaches_the_member_through_the_vip(
+    openstack: OctaviaOVN, ovn: OVNStack
+) -> None:
+    neutron = openstack.neutron
+    _, members = network(neutron, "step3", "198.51.100.0/24")
+    _, clients = network(neutron, "step3-clients", "192.0.2.0/24")
+    router = neutron.create("router", name="step3")
+    for subnet in (members, clients):
+        neutron.call("PUT", f"/v2.0/routers/{router['id']}/add_router_interface",
+                     {"subnet_id": subnet["id"]})  # fmt: skip
+    member = host_port(neutron, ovn, "m3", members, "198.51.100.31")
+    workload = start_workload(member, "m3", 8080)
+    client = Client(host_port(neutron, ovn, "c3", clients, "192.0.2.31").ns)
+    conn = connection(openstack.stack)
+    try:
+        lb = member_graph(conn, members, "198.51.100.31")
+        wait_for(lambda: client.get(lb.vip_address, 80).node == "m3", timeout=WITHIN,
+                 what=f"m3 answering on {lb.vip_address}:80")  # fmt: skip
+
+        conn.load_balancer.delete_load_balancer(lb.id, cascade=True)
+        wait_for(lambda: client.get(lb.vip_address, 80).node is None, timeout=WITHIN,
+                 what=f"{lb.vip_address}:80 unanswered after the delete")  # fmt: skip
+    finally:
+        client.close()
+        workload.terminate()
+        workload.wait(10)

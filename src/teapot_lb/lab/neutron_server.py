@@ -239,7 +239,7 @@ class Neutron:
         request = urllib.request.Request(self.url + path, data=data, method=method)
         request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=60) as response:
+            with urllib.request.urlopen(request, timeout=120) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as err:
             raise NeutronError(f"{method} {path}: {err.code} {err.read()[:500]!r}") from None
