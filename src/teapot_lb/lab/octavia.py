@@ -160,14 +160,21 @@ def tenant(name: str, namespace: str, project: str, cidr: str, **spec: Any) -> d
     }
 
 
-def _octavia_conf(
-    work: Path, port: int, kubeconfig: Path, teapot: dict[str, str] | None = None
+def stack_conf(
+    work: Path,
+    port: int,
+    *,
+    provider: str = "teapot",
+    description: str = "teapot-lb provider",
+    agents: str = "",
+    network_driver: str = "network_noop_driver",
 ) -> str:
-    extra = "".join(f"{k} = {v}\n" for k, v in (teapot or {}).items())
-    # (extra goes last: into the [teapot] section)
-    return (
-        textwrap.dedent(
-            f"""\
+    """The octavia.conf sections every lab stack shares: the API on 127.0.0.1:`port`
+    without authentication and with one `provider`, the driver agent's sockets (with
+    `agents`), SQLite and certificates in `work`, the noop compute and amphora drivers."""
+    agents_line = f"enabled_provider_agents = {agents}" if agents else "enabled_provider_agents ="
+    return textwrap.dedent(
+        f"""\
         [DEFAULT]
         transport_url = fake://
         debug = False
@@ -177,8 +184,8 @@ def _octavia_conf(
         bind_host = 127.0.0.1
         bind_port = {port}
         auth_strategy = noauth
-        enabled_provider_drivers = teapot:teapot-lb provider
-        default_provider_driver = teapot
+        enabled_provider_drivers = {provider}:{description}
+        default_provider_driver = {provider}
 
         [database]
         connection = sqlite:///{work / "octavia.db"}?timeout=60
@@ -188,10 +195,10 @@ def _octavia_conf(
         status_socket_path = {work / "status.sock"}
         stats_socket_path = {work / "stats.sock"}
         get_socket_path = {work / "get.sock"}
-        enabled_provider_agents =
+        {agents_line}
 
         [controller_worker]
-        network_driver = network_noop_driver
+        network_driver = {network_driver}
         compute_driver = compute_noop_driver
         amphora_driver = amphora_noop_driver
 
@@ -202,13 +209,17 @@ def _octavia_conf(
         cert_manager = local_cert_manager
         storage_path = {work / "certificates"}
 
-        [teapot]
-        kubeconfig = {kubeconfig}
-        answer_timeout = 10
         """
-        )
-        + extra
     )
+
+
+def _octavia_conf(
+    work: Path, port: int, kubeconfig: Path, teapot: dict[str, str] | None = None
+) -> str:
+    extra = "".join(f"{k} = {v}\n" for k, v in (teapot or {}).items())
+    # (extra goes last: into the [teapot] section)
+    teapot_section = f"[teapot]\nkubeconfig = {kubeconfig}\nanswer_timeout = 10\n"
+    return stack_conf(work, port) + teapot_section + extra
 
 
 def _with_agent(agent: dict[str, str] | None, conf: str) -> str:
@@ -408,8 +419,14 @@ def _database(
     kubeconfig = stack.work / "management.kubeconfig"
     text = _octavia_conf(stack.work, port, kubeconfig, teapot)
     conf.write_text(_with_auth(auth, _with_agent(agent, text)))
+    return start_database(stack)
+
+
+def start_database(stack: Stack, bin_dir: Path = OCTAVIA_BIN) -> subprocess.Popen[bytes]:
+    """Start making Octavia's SQLite database in the stack's directory with the Python of
+    `bin_dir` (:func:`start_octavia` waits for it)."""
     url = f"sqlite:///{stack.work / 'octavia.db'}"
-    return subprocess.Popen([str(OCTAVIA_BIN / "python"), "-c", _CREATE_SCHEMA, url],
+    return subprocess.Popen([str(bin_dir / "python"), "-c", _CREATE_SCHEMA, url],
                             stdout=stack.log("database"), stderr=subprocess.STDOUT)  # fmt: skip
 
 
@@ -443,12 +460,20 @@ sys.exit(module.main())
 """
 
 
-def _octavia(stack: Stack, database: subprocess.Popen[bytes]) -> None:
-    if database.wait(timeout=120) != 0:
+def start_octavia(
+    stack: Stack,
+    database: subprocess.Popen[bytes],
+    bin_dir: Path = OCTAVIA_BIN,
+    prelude: str = "",
+) -> None:
+    """Once `database` is made, octavia-driver-agent and octavia-api on the stack's
+    octavia.conf with the Python of `bin_dir`, `prelude` run first in each; returns when
+    the API answers and the agent's sockets are there."""
+    if database.wait(timeout=240) != 0:
         raise RuntimeError(f"making Octavia's database failed:\n{stack.tail('database')}")
     conf = stack.work / "octavia.conf"
     args = ["--config-file", str(conf)]
-    python = [str(OCTAVIA_BIN / "python"), "-c", _IMMEDIATE_MAIN]
+    python = [str(bin_dir / "python"), "-c", prelude + _IMMEDIATE_MAIN]
     stack.start("driver-agent", [*python, "octavia.cmd.driver_agent", *args])
     stack.start("octavia-api", [*python, "octavia.cmd.api", *args])
 
@@ -488,7 +513,7 @@ def running(
     try:
         database = _database(stack, agent, teapot, auth)
         rest = _management(stack, address, default_objects() if objects is None else objects)
-        _octavia(stack, database)
+        start_octavia(stack, database)
         yield stack, rest
     finally:
         stack.stop()

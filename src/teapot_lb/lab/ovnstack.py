@@ -367,16 +367,36 @@ class OVNStack(OVNDatabases):
         """Give `host` an eth0 on logical switch port `port` of `switch` with `address`
         (a/len) and a default route via `gateway`, bound on `chassis`; waits until OVN has
         bound the port."""
+        return self.bind(host, port, address, gateway, chassis=chassis, add_port=switch)
+
+    def bind(
+        self,
+        host: Host,
+        port: str,
+        address: str,
+        gateway: str,
+        *,
+        mac: str | None = None,
+        chassis: str = CHASSIS,
+        add_port: str | None = None,
+    ) -> str:
+        """Give `host` an eth0 bound to logical switch port `port` on `chassis` (its
+        ``iface-id``), with `address` (a/len), MAC `mac` (default: the veth's own) and a
+        default route via `gateway`; the port is added to switch `add_port` first unless
+        another writer (Neutron) made it. Waits until OVN has bound the port; its MAC."""
         self._ports += 1
         outside = f"vif{self._ports}"
         self.topology.link_pair(
             host, self.chassis[chassis].host, a_if="eth0", b_if=outside, a_addrs=[address]
         )
+        if mac is not None:
+            host.ip("link", "set", "eth0", "address", mac)
         host.run("ethtool", "-K", "eth0", "tx", "off")
         host.ip("route", "add", "default", "via", gateway)
         mac = host.mac("eth0")
-        ip = address.partition("/")[0]
-        self.nbctl("lsp-add", switch, port, "--", "lsp-set-addresses", port, f"{mac} {ip}")
+        if add_port is not None:
+            ip = address.partition("/")[0]
+            self.nbctl("lsp-add", add_port, port, "--", "lsp-set-addresses", port, f"{mac} {ip}")
         self.vsctl(
             "add-port", "br-int", outside, "--",
             "set", "interface", outside, f"external_ids:iface-id={port}",

@@ -1,0 +1,190 @@
+"""The test stack of issue 38's Octavia provider: the real Neutron (ML2/OVN) and Octavia
+with the real ovn-octavia-provider, both programming the Northbound of a real OVN.
+
+One OVN (lab/ovnstack.py: northd, one chassis) and one Keystone + Neutron + Octavia
+(lab/octavia_ovn.py) for the module: a stack start costs one to three minutes. The tests
+drive Neutron's and Octavia's own APIs and read what landed in the Northbound with
+ovn-nbctl. Needs root, OVN and the virtualenv of lab.neutron_server.venv().
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from needs import require_ovn
+from teapot_lb.lab.client import Client
+from teapot_lb.lab.neutron_server import NOAUTH_PROJECT, Neutron
+from teapot_lb.lab.neutron_server import missing as neutron_missing
+from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN, running
+from teapot_lb.lab.ovnstack import OVNDatabases, OVNStack
+from teapot_lb.lab.processes import start_workload
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Host, Topology
+
+from .stack import active, connection
+
+SUBNET = "198.51.100.0/24"
+MEMBER = "198.51.100.21"
+WITHIN = 30.0
+
+
+@pytest.fixture(scope="module")
+def ovn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OVNStack]:
+    """A real OVN: northd, one chassis (ovs-vswitchd userspace, ovn-controller); every
+    log in pytest's kept temporary directory."""
+    require_ovn()
+    reason = neutron_missing()
+    if reason:
+        pytest.skip(reason)
+    with Topology("octovn") as topo:
+        stack = OVNStack(tmp_path_factory.mktemp("octovn"), topo)
+        try:
+            stack.start()
+            yield stack
+        finally:
+            stack.close()
+
+
+@pytest.fixture(scope="module")
+def openstack(ovn: OVNStack) -> Iterator[OctaviaOVN]:
+    """Keystone, Neutron and Octavia with the ovn provider on that OVN."""
+    with running(ovn.workdir / "openstack", ovn) as stack:
+        yield stack
+
+
+def network(
+    neutron: Neutron, name: str, cidr: str = SUBNET
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A network and its subnet (no DHCP; the gateway .1) made through Neutron's API."""
+    net = neutron.create("network", name=name)
+    subnet = neutron.create("subnet", name=name, network_id=net["id"], cidr=cidr,
+                            ip_version=4, enable_dhcp=False)  # fmt: skip
+    return net, subnet
+
+
+def host_port(
+    neutron: Neutron, ovn: OVNStack, name: str, subnet: dict[str, Any], address: str
+) -> Host:
+    """A namespace `name` bound to a Neutron port with `address` on `subnet` (no port
+    security: no security group in the way), its default route the subnet's gateway."""
+    fixed = [{"subnet_id": subnet["id"], "ip_address": address}]
+    port = neutron.create("port", name=name, network_id=subnet["network_id"], fixed_ips=fixed,
+                          port_security_enabled=False)  # fmt: skip
+    host = ovn.topology.add_host(name)
+    prefix = subnet["cidr"].partition("/")[2]
+    ovn.bind(host, port["id"], f"{address}/{prefix}", subnet["gateway_ip"],
+             mac=port["mac_address"])  # fmt: skip
+    return host
+
+
+def member_graph(conn: Any, subnet: dict[str, Any], member: str) -> Any:
+    """A load balancer with its VIP on `subnet`, a TCP listener on 80, a pool and
+    `member`:8080, each made once the previous one is ACTIVE; the load balancer."""
+    lbs = conn.load_balancer
+    lb = lbs.create_load_balancer(name=f"lb-{member}", vip_subnet_id=subnet["id"],
+                                  provider=PROVIDER, project_id=NOAUTH_PROJECT)  # fmt: skip
+    active(conn, lb.id, within=WITHIN)
+    listener = lbs.create_listener(loadbalancer_id=lb.id, protocol="TCP", protocol_port=80,
+                                   project_id=NOAUTH_PROJECT)  # fmt: skip
+    active(conn, lb.id, within=WITHIN)
+    pool = lbs.create_pool(listener_id=listener.id, protocol="TCP",
+                           lb_algorithm="SOURCE_IP_PORT", project_id=NOAUTH_PROJECT)  # fmt: skip
+    active(conn, lb.id, within=WITHIN)
+    lbs.create_member(pool.id, address=member, protocol_port=8080, subnet_id=subnet["id"],
+                      project_id=NOAUTH_PROJECT)  # fmt: skip
+    return active(conn, lb.id, within=WITHIN)
+
+
+def rows(nb: OVNDatabases, table: str, *conditions: str) -> list[dict[str, Any]]:
+    """The rows of a Northbound table (ovn-nbctl find), each a {column: value} dict."""
+    found = json.loads(nb.nbctl("--format=json", "find", table, *conditions))
+    return [dict(zip(found["headings"], row, strict=True)) for row in found["data"]]
+
+
+def ovs_map(value: Any) -> dict[str, str]:
+    """An OVSDB map as ovn-nbctl's JSON writes it (["map", [[k, v], ...]])."""
+    return {k: v for k, v in value[1]}
+
+
+def ovs_uuids(value: Any) -> set[str]:
+    """An OVSDB set of references as ovn-nbctl's JSON writes it: ["uuid", u] for one,
+    ["set", [["uuid", u], ...]] for none or several."""
+    if value[0] == "uuid":
+        return {value[1]}
+    return {uuid for _, uuid in value[1]}
+
+
+def test_a_network_subnet_and_port_made_through_neutron_are_rows_of_the_northbound(
+    openstack: OctaviaOVN, ovn: OVNStack
+) -> None:
+    neutron = openstack.neutron
+    net, subnet = network(neutron, "step1")
+    fixed = [{"subnet_id": subnet["id"], "ip_address": MEMBER}]
+    port = neutron.create("port", name="step1-p", network_id=net["id"], fixed_ips=fixed)
+
+    switch = rows(ovn, "logical_switch", f"name=neutron-{net['id']}")
+    assert len(switch) == 1
+    assert ovs_map(switch[0]["external_ids"])["neutron:network_name"] == "step1"
+    lsp = rows(ovn, "logical_switch_port", f"name={port['id']}")
+    assert len(lsp) == 1
+    assert lsp[0]["addresses"] == f"{port['mac_address']} {MEMBER}"
+
+    neutron.delete("port", port["id"])
+    assert rows(ovn, "logical_switch_port", f"name={port['id']}") == []
+
+
+def test_a_load_balancer_made_through_octavia_is_a_northbound_row_with_its_vip_and_member(
+    openstack: OctaviaOVN, ovn: OVNStack
+) -> None:
+    net, subnet = network(openstack.neutron, "step2")
+    conn = connection(openstack.stack)
+    lbs = conn.load_balancer
+    lb = member_graph(conn, subnet, MEMBER)
+
+    row = rows(ovn, "load_balancer", f"name={lb.id}")
+    assert len(row) == 1
+    assert ovs_map(row[0]["vips"]) == {f"{lb.vip_address}:80": f"{MEMBER}:8080"}
+    assert row[0]["protocol"] == "tcp"
+    switch = rows(ovn, "logical_switch", f"name=neutron-{net['id']}")[0]
+    assert row[0]["_uuid"][1] in ovs_uuids(switch["load_balancer"])
+    vip_port = rows(ovn, "logical_switch_port", f"name={lb.vip_port_id}")
+    assert len(vip_port) == 1, "the VIP's port, made in Neutron by the provider"
+
+    lbs.delete_load_balancer(lb.id, cascade=True)
+    wait_for(lambda: lbs.find_load_balancer(lb.id) is None, timeout=WITHIN,
+             what=f"load balancer {lb.id} deleted from Octavia")  # fmt: skip
+    wait_for(lambda: not rows(ovn, "load_balancer", f"name={lb.id}"), timeout=WITHIN,
+             what=f"the Load_Balancer row of {lb.id} deleted")  # fmt: skip
+    assert rows(ovn, "logical_switch_port", f"name={lb.vip_port_id}") == []
+
+
+def test_a_client_behind_a_neutron_router_reaches_the_member_through_the_vip(
+    openstack: OctaviaOVN, ovn: OVNStack
+) -> None:
+    neutron = openstack.neutron
+    _, members = network(neutron, "step3", "198.51.100.0/24")
+    _, clients = network(neutron, "step3-clients", "192.0.2.0/24")
+    router = neutron.create("router", name="step3")
+    for subnet in (members, clients):
+        neutron.call("PUT", f"/v2.0/routers/{router['id']}/add_router_interface",
+                     {"subnet_id": subnet["id"]})  # fmt: skip
+    member = host_port(neutron, ovn, "m3", members, "198.51.100.31")
+    workload = start_workload(member, "m3", 8080)
+    client = Client(host_port(neutron, ovn, "c3", clients, "192.0.2.31").ns)
+    conn = connection(openstack.stack)
+    try:
+        lb = member_graph(conn, members, "198.51.100.31")
+        wait_for(lambda: client.get(lb.vip_address, 80).node == "m3", timeout=WITHIN,
+                 what=f"m3 answering on {lb.vip_address}:80")  # fmt: skip
+
+        conn.load_balancer.delete_load_balancer(lb.id, cascade=True)
+        wait_for(lambda: client.get(lb.vip_address, 80).node is None, timeout=WITHIN,
+                 what=f"{lb.vip_address}:80 unanswered after the delete")  # fmt: skip
+    finally:
+        client.close()
+        workload.terminate()
+        workload.wait(10)
