@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,10 +30,9 @@ from typing import Any
 from controller_scale import percentile
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from octavia.stack import active, connection  # noqa: E402
 from teapot_lb.lab.neutron_server import NOAUTH_PROJECT, missing  # noqa: E402
 from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN, running  # noqa: E402
+from teapot_lb.lab.octavia_stack import active, connection  # noqa: E402
 from teapot_lb.lab.ovnstack import OVNStack  # noqa: E402
 from teapot_lb.lab.ovnstack import missing as ovn_missing  # noqa: E402
 from teapot_lb.lab.wait import wait_for  # noqa: E402

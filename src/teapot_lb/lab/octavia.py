@@ -1,9 +1,10 @@
 """The Octavia stack on one machine: a real Octavia API with the teapot provider, and
 teapot-lb's management side, as processes (scripts/octavia-stack, tests/octavia,
-bench/octavia*.py). Run from a checkout: it needs .venv-octavia (scripts/setup.sh) and
-the repository's fake API server (tests/fakeapi).
+bench/octavia*.py). It needs .venv-octavia (scripts/setup.sh); the management API is the
+lab's fake API server (teapot_lb.lab.fakeapi).
 
-- the management API: the in-repo fake API server (``python -m fakeapi``), seeded with an
+- the management API: the in-repo fake API server (``python -m teapot_lb.lab.fakeapi``),
+  seeded with an
   AddressPool and a Tenant labelled with the OpenStack project;
 - the real ``teapot-lb manager`` command;
 - Octavia 19 from .venv-octavia: ``octavia-driver-agent`` and ``octavia-api`` with
