@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
@@ -139,6 +140,7 @@ class Relay:
         self._by_address: dict[str, _TenantSide | None] = {}  # tenant of a session
         self._passwords: dict[IPv4Network | IPv6Network, str] = {}
         self._flush_pending: asyncio.TimerHandle | None = None
+        self._learned = 0  # paths learned since the last flush (its debug line)
         self._restarts: dict[str, asyncio.TimerHandle] = {}
         self.problems: list[str] = []
 
@@ -337,6 +339,7 @@ class Relay:
             if tenant is None or ip_address(address) not in tenant.nodes:
                 return
         if isinstance(action, RoutesLearned):
+            self._learned += len(action.encodings)
             self._handle(
                 self.rib.learn(
                     address, action.family, action.encodings, action.path, action.add_path
@@ -398,7 +401,7 @@ class Relay:
             asyncio.get_running_loop().call_soon(self._teardown, down.address, down.limit)
         if out.changed:
             if self.rib.pending_changes() >= self.config.flush_batch:
-                self._flush()
+                self._flush("batch")
             else:
                 self._schedule_flush()
 
@@ -468,14 +471,29 @@ class Relay:
             # than the short coalescing delay, even while 100,000s pour in.
             self._flush_pending = loop.call_later(self.config.flush_delay, self._flush)
 
-    def _flush(self) -> None:
+    def _flush(self, trigger: str = "delay") -> None:
+        """Hand the routers what changed; ``trigger``: the coalescing delay, or a burst's
+        batch filled (for the debug line)."""
+        started = time.perf_counter()
         if self._flush_pending is not None:
             self._flush_pending.cancel()
             self._flush_pending = None
         changes = self.rib.take_changes()
+        sent = sum(p.counters.bytes_sent for p in self.network_side.peers.values())
         self.network_side.set_compiled(self.rib.compiled(), changes)
         for peer in self.network_side.peers.values():
             peer.flush_now()
+        # The timeline of a burst (bench/relay.py --timeline): when each flush ran, what
+        # called it, what it carried and what it cost.
+        _log().debug(
+            "relay flush",
+            trigger=trigger,
+            prefixes=sum(len(c) for c in changes.values()),
+            learned=self._learned,
+            bytes=sum(p.counters.bytes_sent for p in self.network_side.peers.values()) - sent,
+            seconds=round(time.perf_counter() - started, 4),
+        )
+        self._learned = 0
         self.metrics.prefixes.set(self.rib.prefix_count())
         self.metrics.paths.set(self.rib.path_count())
         accepted = self.rib.accepted_counts()
