@@ -81,6 +81,10 @@ class RelayConfig:
     # less either: a prefix whose nodes' paths fall into two flushes is diffed and sent
     # twice (2,000 cost the relay a third more CPU than 20,000 at 100,000 prefixes).
     flush_batch: int = 20000
+    # The tenant side handles what its sessions sent at most this long per turn of the
+    # event loop: UPDATEs the routers' sockets did not take at once leave only between
+    # turns, and one turn could hold every session's burst (seconds).
+    received_per_turn: float = 0.02
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ class Relay:
             on_event=self._tenant_event,
             resolve_peer=self._resolve,
             listen_min_ttl=255 if config.options.gtsm else None,
+            # The routers get each flush while the tenants' burst is still being read.
+            received_per_turn=config.received_per_turn,
         )
         self.network_side = Speaker(
             local_as=config.local_as,
