@@ -174,3 +174,26 @@ async def test_the_coalescing_delay_waits_while_changes_come_but_not_past_the_lo
     assert relay.rib.pending_changes() == 1 and relay._flush_pending is not None
     relay._due(now - 0.6)  # the first change waited longer than flush_max_delay
     assert relay.rib.pending_changes() == 0 and relay._flush_pending is None
+
+
+async def test_a_burst_flushed_for_the_longest_delay_keeps_its_grown_batch() -> None:
+    """Only a pause starts the next burst small: a flush forced by the longest delay
+    while changes still come (a burst read slowly) keeps the batch the burst reached."""
+    relay = Relay(RelayConfig(local_as=64500, router_id="192.0.2.2", flush_first=1,
+                              flush_batch=8, flush_delay=0.05, options=OPTIONS))  # fmt: skip
+    relay.rib = RelayRib(OPTIONS, policies())
+    relay.rib.open_session(ACME[0], "acme")
+
+    def learn(*encs: bytes) -> None:
+        relay._handle(relay.rib.learn(ACME[0], IPV4_UNICAST, encs, path(ACME[0], A)))
+
+    learn(PREFIXES[0])  # the first batch (1): flushed, the next batch is 2
+    learn(PREFIXES[1])
+    now = asyncio.get_running_loop().time()
+    relay._changed_at = now
+    relay._due(now - 0.6)  # still changing, but waited the longest delay: flushed
+    assert relay.rib.pending_changes() == 0
+    learn(PREFIXES[2])
+    assert relay.rib.pending_changes() == 1  # the batch stayed at 2, not back to 1
+    learn(PREFIXES[3])
+    assert relay.rib.pending_changes() == 0

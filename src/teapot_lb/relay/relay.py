@@ -489,15 +489,18 @@ class Relay:
         loop = asyncio.get_running_loop()
         now = loop.time()
         quiet = now - self._changed_at
-        if quiet >= self.config.flush_delay or now - first >= self.config.flush_max_delay:
+        if quiet >= self.config.flush_delay:
             self._flush()
+            return
+        if now - first >= self.config.flush_max_delay:
+            self._flush("longest")  # a burst the relay reads slowly: it goes on
             return
         wait = min(self.config.flush_delay - quiet, first + self.config.flush_max_delay - now)
         self._flush_pending = loop.call_later(wait, self._due, first)
 
     def _flush(self, trigger: str = "delay") -> None:
-        """Hand the routers what changed; ``trigger``: the coalescing delay, or a burst's
-        batch filled."""
+        """Hand the routers what changed; ``trigger``: the coalescing delay (a pause),
+        a burst's batch filled, or the longest delay passed while changes still came."""
         started = time.perf_counter()
         if self._flush_pending is not None:
             self._flush_pending.cancel()
@@ -519,8 +522,10 @@ class Relay:
         )
         self._learned = 0
         # A burst's flushes grow; after a pause the next burst starts small again.
-        grown = min(self._batch * 2, self.config.flush_batch)
-        self._batch = grown if trigger == "batch" else self.config.flush_first
+        if trigger == "batch":
+            self._batch = min(self._batch * 2, self.config.flush_batch)
+        elif trigger == "delay":
+            self._batch = self.config.flush_first
         self.metrics.prefixes.set(self.rib.prefix_count())
         self.metrics.paths.set(self.rib.path_count())
         accepted = self.rib.accepted_counts()
