@@ -19,7 +19,10 @@ process's peak RSS. With ``--profile FILE`` the relay runs under cProfile in the
 window only (SIGUSR1/SIGUSR2 around it; stats in FILE) and its time is split by phase:
 receive (read, decode), judge (the tenant's filter), rib (the relay's tables), adj_rib_out
 (the diff towards the routers), encode (UPDATEs packed), send, other (event loop, glue).
-Profiling slows the relay about twice: compare times of runs without it.
+Profiling slows the relay about twice: compare times of runs without it. With
+``--timeline`` the relay logs each flush towards the routers (``relay flush`` at debug: what
+called it, the prefixes and paths it carried, its bytes and seconds), and the run prints
+them beside the upstream's path count at each look, both from the moment the routes went.
 
     .venv/bin/python bench/relay.py --tenants 100 --routes 1000 --nodes 2
 
@@ -44,6 +47,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -294,6 +298,23 @@ def phases(stats_file: Path) -> dict[str, float]:
     return {k: round(v / total, 3) for k, v in seconds.items()}
 
 
+def relay_flushes(log: Path, since: float) -> list[dict[str, Any]]:
+    """The relay's ``relay flush`` debug lines after ``since`` (epoch seconds), each with
+    ``at``: seconds after ``since``."""
+    out: list[dict[str, Any]] = []
+    for line in log.read_text().splitlines():
+        if '"relay flush"' not in line:
+            continue
+        entry = json.loads(line)
+        at = datetime.fromisoformat(entry["timestamp"]).timestamp() - since
+        if at >= 0:
+            out.append({"at": round(at, 3), **{k: entry[k] for k in FLUSH_FIELDS}})
+    return out
+
+
+FLUSH_FIELDS = ("trigger", "prefixes", "learned", "bytes", "seconds")
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -312,6 +333,7 @@ def run_one(
     routes: int,
     nodes: int,
     profile: Path | None = None,
+    timeline: bool = False,
 ) -> dict[str, Any]:
     want = tenants * routes * nodes
     sessions = tenants * nodes
@@ -329,8 +351,9 @@ def run_one(
             if profile is not None:
                 profile.unlink(missing_ok=True)
                 teapot = [sys.executable, "-c", PROFILED, str(profile)]
+            level = "debug" if timeline else "warning"
             relay_proc = hosts["relay"].popen(
-                [*teapot, "--log-level", "warning", "relay", "--manifests", str(mdir),
+                [*teapot, "--log-level", level, "relay", "--manifests", str(mdir),
                  "--asn", str(RELAY_AS), "--router-id", "192.0.2.203", "--listen", ":179",
                  "--metrics-addr", "", "--max-prefixes", str(routes + 100)],
                 stdout=log, stderr=log,
@@ -351,7 +374,7 @@ def run_one(
         if profile is not None and kind == "ours":
             relay_proc.send_signal(signal.SIGUSR1)  # type: ignore[union-attr]
         cpu_before, up_before = cpu_seconds(pid), cpu_seconds(up.proc.pid)
-        started = time.monotonic()
+        started, started_wall = time.monotonic(), time.time()
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda b: b.c("enable st"), tenant_birds))
         timeline: list[tuple[float, int]] = []  # (seconds, paths upstream) at each look
@@ -384,7 +407,9 @@ def run_one(
             got = wait_for(lambda p=prefix: fib_next_hops(hosts["up"], p) or None,
                            timeout=120, every=0.5, what=f"{prefix} in the FIB")  # fmt: skip
             hops.append(len(got))
+        flushes = relay_flushes(work / "relay.log", started_wall) if kind == "ours" else []
         return {"seconds": seconds, "rss_mb": peak_rss_mb(pid), "leaked": leaked,
+                "timeline": [(round(t, 2), n) for t, n in timeline], "flushes": flushes,
                 "ecmp_min": min(hops), "paths": up.paths(), "cpu_s": cpu_s,
                 "upstream_cpu_s": up_cpu_s, "phases": phase_s,
                 "quarters_s": [round(t, 2) for t in quarters]}  # fmt: skip
@@ -406,6 +431,9 @@ def main() -> None:
                     help="run the relay under cProfile in the timed window, write the stats"
                     " to FILE and split its time by phase (profiling slows the relay: time"
                     " a run without it)")  # fmt: skip
+    ap.add_argument("--timeline", action="store_true",
+                    help="print the relay's flushes (its debug log) and the upstream's path"
+                    " count at each look, in seconds from the routes' start")  # fmt: skip
     args = ap.parse_args()
     reason = netns_available()
     if reason or not shutil.which("bird"):
@@ -426,12 +454,19 @@ def main() -> None:
                        check=True)  # fmt: skip
         for kind in ("ours", "bird"):
             results[kind] = r = run_one(
-                kind, hosts, work, args.tenants, args.routes, args.nodes, args.profile
-            )
+                kind, hosts, work, args.tenants, args.routes, args.nodes, args.profile,
+                args.timeline,
+            )  # fmt: skip
             print(f"{kind:5} {r['seconds']:8.2f} s  cpu {r['cpu_s']:6.2f} s  "
                   f"rss {r['rss_mb']:7.1f} MB  leaked {r['leaked']}  ecmp min {r['ecmp_min']}  "
                   f"paths {r['paths']}  upstream cpu {r['upstream_cpu_s']:.2f} s  "
                   f"1/4, 1/2, 3/4 upstream at {r['quarters_s']} s")  # fmt: skip
+            if args.timeline:
+                looks = " ".join(f"{t}:{n}" for t, n in r["timeline"])
+                print(f"      upstream paths at (s:paths): {looks}")
+                for f in r["flushes"]:
+                    print(f"      flush at {f['at']:6.3f} s  " + "  ".join(
+                        f"{k} {f[k]}" for k in FLUSH_FIELDS))  # fmt: skip
             if r["phases"]:
                 split = ", ".join(f"{k} {v:.0%}" for k, v in r["phases"].items())
                 print(f"      cpu by phase: {split}")

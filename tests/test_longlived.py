@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from teapot_lb.longlived import freeze_after_slow_full_passes
+from teapot_lb.longlived import collect_young_rarely, freeze_after_slow_full_passes
 
 
 class Cached:
@@ -97,3 +97,16 @@ def test_a_large_block_goes_back_to_the_system_after_a_larger_one_was_freed() ->
     ).stdout.split()
     assert out[0] == "True"  # the threshold was set
     assert int(out[1]) < 2, f"{out[1]} MB of a freed 6-MB block still held"
+
+
+def test_young_collections_run_every_given_count_of_new_objects_until_put_back() -> None:
+    before = gc.get_threshold()
+    restore = collect_young_rarely(every=50_000)
+    try:
+        assert gc.get_threshold() == (50_000, *before[1:])
+        young = gc.get_count()[0]
+        kept = [Cached() for _ in range(10_000)]  # far fewer than 50,000: no young pass
+        assert gc.get_count()[0] >= young + len(kept)
+    finally:
+        restore()
+    assert gc.get_threshold() == before

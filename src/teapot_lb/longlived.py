@@ -13,6 +13,14 @@ freed by reference counting when dropped (the cache's models hold no reference c
 only cyclic garbage among them is never collected, and that stays bounded: a freeze needs a
 slow pass first, i.e. that much new lasting heap.
 
+A process that builds such a heap in bursts (the relay takes 200,000 paths in a few
+seconds, about six tracked objects each) also pays for the young collections: CPython runs
+one every 700 new tracked objects and walks the survivors again in the middle generation,
+so most of the burst is walked two or three times before the full pass freezes it. None of
+those objects is part of a cycle; :func:`collect_young_rarely` makes the young passes
+rare, and the young generation's cyclic garbage waits longer to be freed (it stays
+bounded by the threshold).
+
 Such a process also makes large temporary blocks over and over (a 100k-entry dict is 3.7
 MB: a view's copy, a status file, a re-read manifest file). glibc maps a block above its
 mmap threshold on its own and unmaps it when freed, but it raises that threshold to the
@@ -30,6 +38,7 @@ import time
 from collections.abc import Callable
 
 SLOW_FULL_PASS_S = 0.05
+YOUNG_PASS_EVERY = 100_000  # new tracked objects between young collections (CPython: 700)
 LARGE_BLOCK = 128 * 1024  # glibc's default mmap threshold, kept fixed
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
@@ -61,6 +70,15 @@ def freeze_after_slow_full_passes(slow_s: float = SLOW_FULL_PASS_S) -> Callable[
     return stop
 
 
+def collect_young_rarely(every: int = YOUNG_PASS_EVERY) -> Callable[[], None]:
+    """Run the youngest generation's collection every `every` new tracked objects
+    (the older generations' thresholds are kept); returns the function that puts the
+    thresholds back."""
+    before = gc.get_threshold()
+    gc.set_threshold(every, *before[1:])
+    return lambda: gc.set_threshold(*before)
+
+
 def release_large_blocks(threshold: int = LARGE_BLOCK) -> bool:
     """Have the C allocator map each block of `threshold` bytes or more on its own and
     give it back to the system when freed, whatever was freed before (glibc's `mallopt`,
@@ -78,6 +96,8 @@ def release_large_blocks(threshold: int = LARGE_BLOCK) -> bool:
 __all__ = [
     "LARGE_BLOCK",
     "SLOW_FULL_PASS_S",
+    "YOUNG_PASS_EVERY",
+    "collect_young_rarely",
     "freeze_after_slow_full_passes",
     "release_large_blocks",
 ]

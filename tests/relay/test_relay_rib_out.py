@@ -5,7 +5,9 @@ the whole table gives, with and without ADD-PATH."""
 
 from __future__ import annotations
 
+import asyncio
 from ipaddress import IPv4Address, ip_network
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -131,16 +133,66 @@ def test_a_change_costs_a_diff_of_that_prefix_only() -> None:
     assert out.sent_count() == 5
 
 
-async def test_a_burst_is_flushed_every_flush_batch_changes_not_only_after_the_delay() -> None:
-    """The relay hands the routers its table as soon as ``flush_batch`` prefixes changed
-    (a burst is read in one turn of the event loop, so a timer would fire only after it);
-    fewer changes wait for the coalescing delay."""
-    relay = Relay(RelayConfig(local_as=64500, router_id="192.0.2.2", flush_batch=3,
-                              flush_delay=3600, options=OPTIONS))  # fmt: skip
+def flushing_relay(**flush: Any) -> Relay:
+    """A relay with acme's first node's session open and the flush settings given."""
+    relay = Relay(RelayConfig(local_as=64500, router_id="192.0.2.2", options=OPTIONS, **flush))
     relay.rib = RelayRib(OPTIONS, policies())
     relay.rib.open_session(ACME[0], "acme")
-    relay._handle(relay.rib.learn(ACME[0], IPV4_UNICAST, PREFIXES[:2], path(ACME[0], A)))
-    assert relay.rib.pending_changes() == 2 and relay._flush_pending is not None
-    relay._handle(relay.rib.learn(ACME[0], IPV4_UNICAST, PREFIXES[2:3], path(ACME[0], A)))
+    return relay
+
+
+def announce(relay: Relay, *encs: bytes) -> None:
+    """Acme's first node announces ``encs``, handled as the relay handles an UPDATE."""
+    relay._handle(relay.rib.learn(ACME[0], IPV4_UNICAST, encs, path(ACME[0], A)))
+
+
+async def test_a_burst_is_flushed_at_a_small_first_batch_then_at_growing_ones() -> None:
+    """The relay hands the routers its table as soon as ``flush_first`` prefixes changed,
+    then at twice as many each time up to ``flush_batch`` (the burst's later flushes
+    coalesce more); fewer changes wait for the coalescing delay, after which a burst
+    starts small again."""
+    relay = flushing_relay(flush_first=2, flush_batch=3, flush_delay=3600)
+
+    announce(relay, PREFIXES[0])
+    assert relay.rib.pending_changes() == 1 and relay._flush_pending is not None
+    announce(relay, PREFIXES[1])
     assert relay.rib.pending_changes() == 0 and relay._flush_pending is None
-    assert relay.metrics.paths._value.get() == 3
+    announce(relay, PREFIXES[2])
+    announce(relay, PREFIXES[3])
+    assert relay.rib.pending_changes() == 2  # the next batch is 3
+    announce(relay, PREFIXES[4])
+    assert relay.rib.pending_changes() == 0
+    assert relay.metrics.paths._value.get() == 5
+    relay._handle(relay.rib.withdraw(ACME[0], IPV4_UNICAST, PREFIXES[:1]))
+    relay._flush()  # the coalescing delay: the next burst starts at 2 again
+    relay._handle(relay.rib.withdraw(ACME[0], IPV4_UNICAST, PREFIXES[1:3]))
+    assert relay.rib.pending_changes() == 0
+    assert relay.metrics.paths._value.get() == 2
+
+
+async def test_the_coalescing_delay_waits_while_changes_come_but_not_past_the_longest() -> None:
+    relay = flushing_relay(flush_delay=0.05, flush_max_delay=0.5)
+    announce(relay, PREFIXES[0])
+    now = asyncio.get_running_loop().time()
+    relay._changed_at = now  # a change just came: the flush waits for a pause
+    relay._due(now - 0.1)
+    assert relay.rib.pending_changes() == 1 and relay._flush_pending is not None
+    relay._due(now - 0.6)  # the first change waited longer than flush_max_delay
+    assert relay.rib.pending_changes() == 0 and relay._flush_pending is None
+
+
+async def test_a_burst_flushed_for_the_longest_delay_keeps_its_grown_batch() -> None:
+    """Only a pause starts the next burst small: a flush forced by the longest delay
+    while changes still come (a burst read slowly) keeps the batch the burst reached."""
+    relay = flushing_relay(flush_first=1, flush_batch=8, flush_delay=0.05)
+
+    announce(relay, PREFIXES[0])  # the first batch (1): flushed, the next batch is 2
+    announce(relay, PREFIXES[1])
+    now = asyncio.get_running_loop().time()
+    relay._changed_at = now
+    relay._due(now - 0.6)  # still changing, but waited the longest delay: flushed
+    assert relay.rib.pending_changes() == 0
+    announce(relay, PREFIXES[2])
+    assert relay.rib.pending_changes() == 1  # the batch stayed at 2, not back to 1
+    announce(relay, PREFIXES[3])
+    assert relay.rib.pending_changes() == 0

@@ -296,10 +296,17 @@ class Peer:
         self._run(self.neighbor.connection_made(link, conn.local_address()))
 
     def _received(self, conn: Connection, data: bytes) -> None:
+        self.speaker._inbox.put(lambda: self._take(conn, data))
+
+    def _take(self, conn: Connection, data: bytes) -> None:
         if self._connections.get(conn.link) is conn:
             self._run(self.neighbor.data_received(conn.link, data))
 
     def _lost(self, conn: Connection, exc: Exception | None) -> None:
+        # After the bytes that came before it (a NOTIFICATION, then the close).
+        self.speaker._inbox.put(lambda: self._gone(conn, exc))
+
+    def _gone(self, conn: Connection, exc: Exception | None) -> None:
         if self._connections.get(conn.link) is not conn:
             return
         del self._connections[conn.link]

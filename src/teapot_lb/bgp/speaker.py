@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import socket
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
@@ -52,6 +53,47 @@ class _Listener:
     servers: list[asyncio.Server] = field(default_factory=list)
 
 
+class _Inbox:
+    """What the peers' connections delivered (bytes, a close), handled in arrival order.
+
+    With a ``turn`` (seconds), about that much of it at most (one delivery at least) is
+    handled per turn of the event loop and the rest in the next turns; without one, each
+    delivery as it comes. A transport sends what its socket did not take at once only
+    between turns, so a relay whose 200 tenant sessions' bursts all arrive in one turn
+    would send the routers nothing more until it had judged every one of them.
+    """
+
+    def __init__(self, turn: float | None) -> None:
+        self.turn = turn
+        self._queue: deque[Callable[[], None]] = deque()
+        self._scheduled = False
+
+    def put(self, delivered: Callable[[], None]) -> None:
+        if self.turn is None:
+            delivered()
+            return
+        self._queue.append(delivered)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._handle, self.turn)
+
+    def _handle(self, turn: float) -> None:
+        queue = self._queue
+        ends = time.perf_counter() + turn
+        while queue:  # at least one per turn
+            delivered = queue.popleft()
+            try:
+                delivered()
+            except Exception:  # one peer's trouble never stops the others' deliveries
+                _log().exception("bgp error handling what a connection delivered")
+            if time.perf_counter() >= ends:
+                break
+        if queue:
+            asyncio.get_running_loop().call_soon(self._handle, turn)
+        else:
+            self._scheduled = False
+
+
 class Speaker:
     """A BGP speaker with any number of peers."""
 
@@ -66,6 +108,7 @@ class Speaker:
         on_event: EventCallback | None = None,
         resolve_peer: PeerResolver | None = None,
         listen_min_ttl: int | None = None,
+        received_per_turn: float | None = None,
     ) -> None:
         self.local_as = local_as
         self.router_id = IPv4Address(router_id)
@@ -83,6 +126,9 @@ class Speaker:
         self._prefix_passwords: dict[IPv4Network | IPv6Network, str | None] = {}
         self.peers: dict[str, Peer] = {}
         self._listener = _Listener()
+        # What connections deliver is handled at most this many seconds per turn of the
+        # event loop (None: at once); see _Inbox.
+        self._inbox = _Inbox(received_per_turn)
         self._routes: CompiledRoutes | None = None
         self._per_peer_routes: dict[str, CompiledRoutes] = {}
         self._closing: set[Connection] = set()

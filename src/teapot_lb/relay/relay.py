@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
@@ -73,13 +74,21 @@ class RelayConfig:
     # configuration namespace (written by the operator; the only Secrets a relay on a
     # cluster reads), else of `<password_secret>` in the tenant's namespace (standalone).
     password_secret: str = "relay-bgp"
-    flush_delay: float = 0.05  # coalesce route changes before the network gets them
-    # ... but no more than this many changed prefixes: a burst (every tenant session's
-    # routes at once) is read in one turn of the event loop, and the routers should be
-    # busy installing the first routes while the relay still judges the last. Not much
-    # less either: a prefix whose nodes' paths fall into two flushes is diffed and sent
-    # twice (2,000 cost the relay a third more CPU than 20,000 at 100,000 prefixes).
+    # Route changes are coalesced: a flush once none came for flush_delay seconds, or
+    # once the oldest waited flush_max_delay (a steady trickle), or once a burst changed
+    # `flush_first` prefixes, then twice as many for each next flush of the burst, up to
+    # `flush_batch`: the routers start installing at once, and the flushes grow as the
+    # burst goes on, because a prefix whose nodes' paths fall into two flushes is
+    # published and diffed twice (one flush every 50 ms published 179,000 prefixes for
+    # 100,000; 2,000 a flush cost the relay a third more CPU than 20,000).
+    flush_delay: float = 0.05
+    flush_max_delay: float = 0.5
+    flush_first: int = 2000
     flush_batch: int = 20000
+    # The tenant side handles what its sessions sent at most this long per turn of the
+    # event loop: UPDATEs the routers' sockets did not take at once leave only between
+    # turns, and one turn could hold every session's burst (seconds).
+    received_per_turn: float = 0.02
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,8 @@ class Relay:
             on_event=self._tenant_event,
             resolve_peer=self._resolve,
             listen_min_ttl=255 if config.options.gtsm else None,
+            # The routers get each flush while the tenants' burst is still being read.
+            received_per_turn=config.received_per_turn,
         )
         self.network_side = Speaker(
             local_as=config.local_as,
@@ -139,6 +150,9 @@ class Relay:
         self._by_address: dict[str, _TenantSide | None] = {}  # tenant of a session
         self._passwords: dict[IPv4Network | IPv6Network, str] = {}
         self._flush_pending: asyncio.TimerHandle | None = None
+        self._learned = 0  # paths learned since the last flush (its debug line)
+        self._batch = config.flush_first  # prefixes changed that call the next flush
+        self._changed_at = 0.0  # loop time of the last change (for the coalescing delay)
         self._restarts: dict[str, asyncio.TimerHandle] = {}
         self.problems: list[str] = []
 
@@ -337,6 +351,7 @@ class Relay:
             if tenant is None or ip_address(address) not in tenant.nodes:
                 return
         if isinstance(action, RoutesLearned):
+            self._learned += len(action.encodings)
             self._handle(
                 self.rib.learn(
                     address, action.family, action.encodings, action.path, action.add_path
@@ -397,9 +412,10 @@ class Relay:
         for down in out.teardown:
             asyncio.get_running_loop().call_soon(self._teardown, down.address, down.limit)
         if out.changed:
-            if self.rib.pending_changes() >= self.config.flush_batch:
-                self._flush()
+            if self.rib.pending_changes() >= self._batch:
+                self._flush("batch")
             else:
+                self._changed_at = asyncio.get_running_loop().time()
                 self._schedule_flush()
 
     def _teardown(self, address: str, limit: int) -> None:
@@ -463,19 +479,53 @@ class Relay:
     def _schedule_flush(self) -> None:
         if self._flush_pending is None:
             loop = asyncio.get_running_loop()
-            # A flush diffs only the prefixes changed since the last one, so its cost
-            # follows the change, not the table: no reason to hold routes back longer
-            # than the short coalescing delay, even while 100,000s pour in.
-            self._flush_pending = loop.call_later(self.config.flush_delay, self._flush)
+            first = loop.time()
+            self._flush_pending = loop.call_later(self.config.flush_delay, self._due, first)
 
-    def _flush(self) -> None:
+    def _due(self, first: float) -> None:
+        """The coalescing delay passed since ``first`` change: flush, unless changes
+        still come (then at the next pause, the burst's next batch, or the longest
+        delay)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        quiet = now - self._changed_at
+        if quiet >= self.config.flush_delay:
+            self._flush()
+            return
+        if now - first >= self.config.flush_max_delay:
+            self._flush("longest")  # a burst the relay reads slowly: it goes on
+            return
+        wait = min(self.config.flush_delay - quiet, first + self.config.flush_max_delay - now)
+        self._flush_pending = loop.call_later(wait, self._due, first)
+
+    def _flush(self, trigger: str = "delay") -> None:
+        """Hand the routers what changed; ``trigger``: the coalescing delay (a pause),
+        a burst's batch filled, or the longest delay passed while changes still came."""
+        started = time.perf_counter()
         if self._flush_pending is not None:
             self._flush_pending.cancel()
             self._flush_pending = None
         changes = self.rib.take_changes()
+        sent = sum(p.counters.bytes_sent for p in self.network_side.peers.values())
         self.network_side.set_compiled(self.rib.compiled(), changes)
         for peer in self.network_side.peers.values():
             peer.flush_now()
+        # The timeline of a burst (bench/relay.py --timeline): when each flush ran, what
+        # called it, what it carried and what it cost.
+        _log().debug(
+            "relay flush",
+            trigger=trigger,
+            prefixes=sum(len(c) for c in changes.values()),
+            learned=self._learned,
+            bytes=sum(p.counters.bytes_sent for p in self.network_side.peers.values()) - sent,
+            seconds=round(time.perf_counter() - started, 4),
+        )
+        self._learned = 0
+        # A burst's flushes grow; after a pause the next burst starts small again.
+        if trigger == "batch":
+            self._batch = min(self._batch * 2, self.config.flush_batch)
+        elif trigger == "delay":
+            self._batch = self.config.flush_first
         self.metrics.prefixes.set(self.rib.prefix_count())
         self.metrics.paths.set(self.rib.path_count())
         accepted = self.rib.accepted_counts()

@@ -11,7 +11,7 @@ import pytest
 from teapot_lb.bgp.fsm import RoutesFiltered, RoutesLearned, RoutesWithdrawn, State, StateChanged
 from teapot_lb.bgp.policy import Filter, Not, PrefixIn, PrefixSet, reject
 from teapot_lb.bgp.rib import RouteAttributes
-from teapot_lb.bgp.speaker import PeerConfig, Speaker
+from teapot_lb.bgp.speaker import PeerConfig, Speaker, _Inbox
 from teapot_lb.bgp.wire import LargeCommunity, community
 
 V4 = IPv4Network("198.51.100.7/32")
@@ -188,3 +188,21 @@ async def test_import_filter_keeps_rejected_routes_out_and_reports_why() -> None
     finally:
         await a.shutdown()
         await b.shutdown()
+
+
+async def test_deliveries_are_handled_in_order_and_a_turn_bounds_how_many_per_loop_turn() -> None:
+    """With a turn of 0 s one delivery is handled per turn of the event loop, so what else
+    the loop has to do (a buffered write towards a router) runs between them."""
+    seen: list[object] = []
+    inbox = _Inbox(turn=0.0)
+    for n in range(3):
+        inbox.put(lambda n=n: seen.append(n))
+    asyncio.get_running_loop().call_soon(seen.append, "the loop's other work")
+    await until(lambda: len(seen) == 4, "every delivery handled")
+    assert seen == [0, "the loop's other work", 1, 2]
+
+
+async def test_without_a_turn_each_delivery_is_handled_as_it_comes() -> None:
+    seen: list[int] = []
+    _Inbox(turn=None).put(lambda: seen.append(1))
+    assert seen == [1]
