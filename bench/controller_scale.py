@@ -54,6 +54,10 @@ def free_port() -> int:
 
 
 def percentile(values: list[float], q: float) -> float:
+    """The `q` quantile of `values`, `q` a fraction (0.5 is the median; 50 is refused, not
+    read as the maximum)."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"percentile: q={q} is not a fraction in [0, 1]")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 

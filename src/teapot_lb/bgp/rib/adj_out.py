@@ -196,8 +196,11 @@ class AdjRibOut:
             held = [enc for enc in encs if enc in sent]
         desired = self._exported_some(family, encs, add_path, held)
         withdrawn = [k for k in held if k not in desired]
+        # A new path (no previous) is not compared: None != a asks the dataclass first.
         changed = [
-            (k, a) for k, a in desired.items() if (prev := sent.get(k)) is not a and prev != a
+            (k, a)
+            for k, a in desired.items()
+            if (prev := sent.get(k)) is None or (prev is not a and prev != a)
         ]
         for key in withdrawn:
             del sent[key]
