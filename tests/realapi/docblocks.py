@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import textwrap
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from typing import Any
 
 from needs import require_kube
 from teapot_lb.lab.kubeplane import ControlPlane
+from teapot_lb.netlab.topology import Host
 
 _MARK = re.compile(r"^\s*<!-- test: ([\w-]+)(?: ([\w./-]+))? -->\s*$")
 _FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
@@ -120,20 +122,22 @@ async def run_commands(
     substitutions: Mapping[str, str],
     env: Mapping[str, str],
     shell: Shell | None = None,
+    host: Host | None = None,
 ) -> str:
     """Run one block as the user would (`bash -euo pipefail` in `workdir` with `env`,
-    in `shell`'s session when given), or write its file there; returns what it printed.
+    in `shell`'s session when given, on `host` when given), or write its file there;
+    returns what it printed.
     A block that fails, or a refused block that does not fail or prints something else
     than the docs say, fails naming the block's line in `doc`."""
-    code = block.code
-    for old, new in substitutions.items():
-        code = code.replace(old, new)
+    code = _substituted(block, substitutions)
     if block.file is not None:
+        (workdir / block.file).parent.mkdir(parents=True, exist_ok=True)
         (workdir / block.file).write_text(code)
         return ""
+    argv = _bash(shell.wrap(code) if shell else code, host)
     process = await asyncio.create_subprocess_exec(
-        "bash", "-euo", "pipefail", "-c", shell.wrap(code) if shell else code, cwd=workdir,
-        env=dict(env), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        *argv, cwd=workdir, env=dict(env),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out_bytes, err_bytes = await asyncio.wait_for(process.communicate(), timeout=180)
     out, err = out_bytes.decode(), err_bytes.decode()
@@ -144,6 +148,28 @@ async def run_commands(
     assert process.returncode != 0, f"was not refused {said}"
     assert block.refusal() in out + err, f"not refused as the docs say ({block.refusal()!r}) {said}"
     return out + err
+
+
+def start_commands(
+    block: DocBlock, workdir: Path, substitutions: Mapping[str, str], host: Host, log: Path
+) -> subprocess.Popen[bytes]:
+    """Start a block whose command keeps running (a daemon the docs start) on `host`,
+    its output in `log`; the host's namespace kills it at teardown."""
+    with log.open("ab") as out:
+        return host.popen(_bash(_substituted(block, substitutions)), cwd=workdir,
+                          stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def _substituted(block: DocBlock, substitutions: Mapping[str, str]) -> str:
+    code = block.code
+    for old, new in substitutions.items():
+        code = code.replace(old, new)
+    return code
+
+
+def _bash(code: str, host: Host | None = None) -> list[str]:
+    argv = ["bash", "-euo", "pipefail", "-c", code]
+    return host.exec_argv(argv) if host is not None else argv
 
 
 @contextmanager
