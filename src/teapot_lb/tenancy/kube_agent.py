@@ -65,8 +65,10 @@ from teapot_lb.tenancy.request import (
     RELAY_SELECTOR,
     REQUEST_KIND,
     TEAPOT_CLOUD_CLASS,
+    TENANT_CLUSTER_HINT,
     desired_request,
     ingress_of,
+    management_namespace_hint,
     nodes_refused,
     refusal_of,
     request_name,
@@ -234,13 +236,11 @@ class TenantAgent:
         """Why the agent is not ready, naming what it tried and what sets it."""
         tenant = unready(
             (self.services, self.nodes, self.slices),
-            "the tenant cluster: --kubeconfig, or the pod's ServiceAccount",
+            TENANT_CLUSTER_HINT,
         )
         management = unready(
             (self.remote, self.denials, self.relay_events),
-            f"the tenant's namespace in the management cluster is {self.config.namespace!r}:"
-            " set it with --management-namespace or the namespace of the management"
-            " kubeconfig's context",
+            management_namespace_hint(self.config.namespace),
         )
         published = self.published_nodes.readiness()
         return (

@@ -50,7 +50,11 @@ from teapot_lb.tenancy.l7mirror import (
 )
 from teapot_lb.tenancy.l7status import denied_status
 from teapot_lb.tenancy.refusal import refusal_of_denial
-from teapot_lb.tenancy.request import LABEL_CLUSTER
+from teapot_lb.tenancy.request import (
+    LABEL_CLUSTER,
+    TENANT_CLUSTER_HINT,
+    management_namespace_hint,
+)
 
 MIRROR_KEY = "mirror"
 
@@ -120,8 +124,10 @@ class L7Mirror:
         self.loop.queue.add(MIRROR_KEY)
 
     def readiness(self) -> list[str]:
-        own = [*self.sources.values(), *self.mirrors.values()]
-        return unready(own)
+        """Why not ready, naming what was tried where and what sets it."""
+        return unready(self.sources.values(), TENANT_CLUSTER_HINT) + unready(
+            self.mirrors.values(), management_namespace_hint(self.namespace)
+        )
 
     async def run(self) -> None:
         """Until cancelled: this mirror's informers; workers once every cache synced."""

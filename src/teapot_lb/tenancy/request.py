@@ -36,6 +36,19 @@ NODE_SESSION_KIND = "TenantNodeSession"
 RELAY_SELECTOR = f"involvedObject.kind={NODE_SESSION_KIND},reportingComponent={RELAY_COMPONENT}"
 
 
+# What an agent's unready reason about the tenant cluster ends with: what sets it.
+TENANT_CLUSTER_HINT = "the tenant cluster: --kubeconfig, or the pod's ServiceAccount"
+
+
+def management_namespace_hint(namespace: str) -> str:
+    """What an agent's unready reason about the management cluster ends with: where it
+    looked, and what sets it."""
+    return (
+        f"the tenant's namespace in the management cluster is {namespace!r}: set it with"
+        " --management-namespace or the namespace of the management kubeconfig's context"
+    )
+
+
 def session_name(address: str) -> str:
     """A tenant node's session as an object name (an IPv6 address's colons as dashes)."""
     return address.replace(":", "-")
