@@ -24,11 +24,12 @@ LABEL_CLUSTER = "lb.teapot.io/cluster"
 LABEL_SERVICE_NAMESPACE = "lb.teapot.io/service-namespace"
 LABEL_SERVICE_NAME = "lb.teapot.io/service-name"
 # The agent's component name: its Events on tenant objects, and the refusals it records in
-# the tenant's management namespace (a request the API server refused to store), which
-# the manager counts in the Tenant's status and clears when the Tenant changes.
+# the tenant's management namespace (a request or a gateway mirror the API server refused
+# to store: :mod:`.kube_denials`), which the manager counts in the Tenant's status and
+# clears when the Tenant changes.
 AGENT_COMPONENT = "teapot-lb-tenant-agent"
 REQUEST_KIND = "TenantLoadBalancer"
-DENIALS_SELECTOR = f"involvedObject.kind={REQUEST_KIND},reportingComponent={AGENT_COMPONENT}"
+DENIALS_SELECTOR = f"reportingComponent={AGENT_COMPONENT}"
 # The relay's Events about a tenant node's BGP session (a refused session, a max-prefix
 # trip), recorded in the tenant's namespace too, where its agents tell the tenant's Node.
 RELAY_COMPONENT = "teapot-lb-relay"
