@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from ipaddress import ip_address
 from typing import Any
@@ -95,7 +95,14 @@ class Scene:
     control: GatewayControl
     agent: TenantAgent
     events: Informer
+    agents: AsyncExitStack  # the running agent's
     webhook_denials: list[str] = field(default_factory=list)
+
+    async def restart_agent(self) -> None:
+        """The agent stopped and a new one started (its memory gone, as after a crash)."""
+        await self.agents.aclose()
+        self.agent = TenantAgent(self.tenant, self.agent.management, self.agent.config)
+        await self.agents.enter_async_context(running(self.agent))
 
     @property
     def acme(self) -> str:
@@ -175,14 +182,18 @@ async def scene(real: Real, tenant_plane: ControlPlane, *, webhook: bool) -> Asy
         )
         agent = TenantAgent(tenant, remote, AgentConfig("c1", acme_ns, gateway=True))
         events = Informer(tenant, EVENTS)
-        world = Scene(real, tenant_plane, tenant, manager, control, agent, events)
+        agents = AsyncExitStack()
+        world = Scene(real, tenant_plane, tenant, manager, control, agent, events, agents)
         server = None
         name = f"teapot-manager-refusals-{real.suffix}"
         try:
-            async with running(manager), running(control), running(agent), running(events):
+            async with running(manager), running(control), running(events), agents:
+                await agents.enter_async_context(running(agent))
 
                 def unready() -> list[str]:
-                    return [*manager.readiness(), *control.readiness(), *agent.readiness()]
+                    return [
+                        *manager.readiness(), *control.readiness(), *world.agent.readiness()
+                    ]  # fmt: skip
 
                 try:
                     await wait_for_async(
@@ -342,6 +353,14 @@ async def test_a_tenant_reads_a_refusal_on_its_own_service_within_a_second(
             await _cleanly_deleted(world, name)
 
 
+async def _over_the_port_quota(world: Scene, name: str) -> None:
+    """A Service with one port more than acme's quota, and its Warning read."""
+    await world.tenant.create(SERVICES, service(name, ports=_ports(PORT_QUOTA + 1)))
+    await wait_for_async(
+        lambda: world.warning("Service", name), within=1.0, what="a Warning on the Service"
+    )
+
+
 @pytest.mark.parametrize("webhook", [True, False], ids=["webhook on", "webhook off"])
 async def test_a_refused_service_is_served_once_the_tenant_allows_it(
     real: Real, tenant_plane: ControlPlane, webhook: bool
@@ -349,10 +368,7 @@ async def test_a_refused_service_is_served_once_the_tenant_allows_it(
     name = f"grow-{int(webhook)}"
     async with scene(real, tenant_plane, webhook=webhook) as world:
         try:
-            await world.tenant.create(SERVICES, service(name, ports=_ports(PORT_QUOTA + 1)))
-            await wait_for_async(
-                lambda: world.warning("Service", name), within=1.0, what="a Warning on the Service"
-            )
+            await _over_the_port_quota(world, name)
             world.patch_tenant({"quotas": {"ports": PORT_QUOTA + 1}})
 
             def ingress() -> list[str] | None:
@@ -479,3 +495,35 @@ async def test_a_hostname_outside_the_tenants_domains_is_read_on_its_own_object_
                 await world.tenant.delete(resources.GATEWAY_CLASSES, f"teapot-{name}")
             if webhook:
                 await _cleanly_deleted(world, f"{name}-svc")
+
+
+@pytest.mark.parametrize("webhook", [True, False], ids=["webhook on", "webhook off"])
+async def test_a_restarted_agent_does_not_say_a_refusal_again(
+    real: Real, tenant_plane: ControlPlane, webhook: bool
+) -> None:
+    """Once per change, not per retry, and not per restart of the agent: the new agent
+    finds its refusal already on the Service (the Event keeps count 1)."""
+    name = f"again-{int(webhook)}"
+    async with scene(real, tenant_plane, webhook=webhook) as world:
+        try:
+            await _over_the_port_quota(world, name)
+            await world.restart_agent()
+            # The new agent has asked again (the webhook: once more) and is done with it.
+            asked = 2 if webhook else 0
+            await wait_for_async(
+                lambda: (
+                    not world.agent.readiness()
+                    and len(world.webhook_denials) == asked
+                    and world.agent.loop.queue.pending == 0
+                ) or None,
+                within=10,
+                what="the restarted agent done with the Service",
+            )  # fmt: skip
+            said = [
+                (e["reason"], e["count"])
+                for e in world.events.list_objects()
+                if e["involvedObject"]["name"] == name
+            ]
+            assert said == [("QuotaExceeded", 1)], said
+        finally:
+            await _cleanly_deleted(world, name)

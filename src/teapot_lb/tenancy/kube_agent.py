@@ -31,7 +31,7 @@ from teapot_lb import log
 from teapot_lb.cluster import Kind, Store
 from teapot_lb.controller.kube_cache import newer
 from teapot_lb.kube.client import KubeClient
-from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, NotFound
+from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, KubeError, NotFound
 from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.reconciler import ReconcileLoop
@@ -344,6 +344,8 @@ class TenantAgent:
         """A Warning Event on the Service, and on each Node the refusal names as its cause;
         once per refusal and change of the Service (not per retry)."""
         told = (service.get("metadata", {}).get("generation"), *refusal)
+        if key not in self._told and await self._said_before(service, refusal):
+            self._told[key] = told  # by this agent before it restarted
         if self._told.get(key) != told:
             involved = {"apiVersion": "v1", "kind": "Service", **service}
             if await self.recorder.record(involved, "Warning", *refusal):
@@ -355,6 +357,25 @@ class TenantAgent:
             involved = {"apiVersion": "v1", "kind": "Node", **node_raw}
             if await self.recorder.record(involved, "Warning", *refusal):
                 self._told_nodes[node] = refusal
+
+    async def _said_before(self, service: KubeObject, refusal: tuple[str, str]) -> bool:
+        """Whether the Service already has this refusal's Warning from an agent: read the
+        first time this agent tells the Service, so that a restart does not repeat it."""
+        meta = service.get("metadata", {})
+        try:
+            found = await self.tenant.list(
+                EVENTS,
+                namespace=meta.get("namespace"),
+                field_selector=f"involvedObject.uid={meta.get('uid')},reason={refusal[0]}",
+            )
+        except KubeError:
+            return False  # told again rather than not at all
+        return any(
+            (e.get("involvedObject") or {}).get("uid") == meta.get("uid")
+            and e.get("message") == refusal[1]
+            and e.get("reportingComponent") == COMPONENT
+            for e in found.items
+        )
 
     async def _tell_session(self, event_key: str) -> None:
         """The relay's word about a node's BGP session (refused, over its prefix limit), on
