@@ -20,12 +20,11 @@ from teapot_lb.lab.client import Client
 from teapot_lb.lab.neutron_server import NOAUTH_PROJECT, Neutron
 from teapot_lb.lab.neutron_server import missing as neutron_missing
 from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN, running
+from teapot_lb.lab.octavia_stack import active, connection
 from teapot_lb.lab.ovnstack import OVNDatabases, OVNStack
 from teapot_lb.lab.processes import start_workload
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host, Topology
-
-from .stack import active, connection
 
 SUBNET = "198.51.100.0/24"
 MEMBER = "198.51.100.21"

@@ -1,7 +1,9 @@
 """The commands a document tells a user to run: fenced ```sh blocks marked for a test with
 an HTML comment on the line before them (`<!-- test: TARGET -->`, blank lines between
-allowed), in the order written, with the indentation of a list item taken off; and the
-files it tells the user to write (`<!-- test: file NAME -->` before any fenced block)."""
+allowed), in the order written, with the indentation of a list item taken off; the
+files it tells the user to write (`<!-- test: file NAME -->` before any fenced block);
+and the commands it says are refused (`<!-- test: TARGET refused -->`: the block must
+fail, and the text of its `# -> refused: ... TEXT` line must be in what it printed)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import base64
 import json
 import os
 import re
+import shlex
+import subprocess
 import textwrap
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -19,9 +23,11 @@ from typing import Any
 
 from needs import require_kube
 from teapot_lb.lab.kubeplane import ControlPlane
+from teapot_lb.netlab.topology import Host
 
 _MARK = re.compile(r"^\s*<!-- test: ([\w-]+)(?: ([\w./-]+))? -->\s*$")
 _FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
+_REFUSAL = re.compile(r"#\s*-> refused:\s*(?:\.\.\.)?(.*)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,13 @@ class DocBlock:
     code: str
     line: int  # of its first command, 1-based
     file: str | None = None  # for a `file` block: the name to write it as
+    refused: bool = False  # the docs say its command fails
+
+    def refusal(self) -> str:
+        """What the docs say a refused block prints (after `-> refused:` and `...`)."""
+        said = _REFUSAL.search(self.code)
+        assert said, f"line {self.line}: a refused block says what is printed (# -> refused: ...)"
+        return said.group(1).strip()
 
     def where(self, doc: Path) -> str:
         return f"{doc.name}:{self.line}"
@@ -57,7 +70,11 @@ def marked_blocks(text: str) -> list[DocBlock]:
         while end < len(lines) and lines[end].strip() != "```":
             end += 1
         body = textwrap.dedent("\n".join(lines[start:end])) + "\n"
-        blocks.append(DocBlock(mark.group(1), body, start + 1, mark.group(2) if is_file else None))
+        extra = mark.group(2)
+        if not is_file and extra not in (None, "refused"):
+            raise ValueError(f"line {i}: a command block's mark may only add `refused`")
+        name = extra if is_file else None
+        blocks.append(DocBlock(mark.group(1), body, start + 1, name, extra == "refused"))
         i = end + 1
     return blocks
 
@@ -81,22 +98,78 @@ async def run_block(
 ) -> None:
     """Run one block as the user would (`bash -euo pipefail`, `kubectl` at `plane`, in
     `workdir`), or write its file there; a failure names the block's line in `doc`."""
+    env = {**os.environ, "KUBECONFIG": str(plane.admin_kubeconfig)}
+    await run_commands(doc, block, workdir, substitutions, env)
+
+
+class Shell:
+    """One shell session of a user across blocks: what a block exports (`source openrc`,
+    `export PATH=...`) the next one has, as in the terminal the docs are read in."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.state = workdir / ".doc-shell-exports"
+
+    def wrap(self, code: str) -> str:
+        saved = shlex.quote(str(self.state))
+        restore = f"source {saved}\n" if self.state.exists() else ""
+        return f"{restore}trap 'export -p > {saved}' EXIT\n{code}"
+
+
+async def run_commands(
+    doc: Path,
+    block: DocBlock,
+    workdir: Path,
+    substitutions: Mapping[str, str],
+    env: Mapping[str, str],
+    shell: Shell | None = None,
+    host: Host | None = None,
+) -> str:
+    """Run one block as the user would (`bash -euo pipefail` in `workdir` with `env`,
+    in `shell`'s session when given, on `host` when given), or write its file there;
+    returns what it printed.
+    A block that fails, or a refused block that does not fail or prints something else
+    than the docs say, fails naming the block's line in `doc`."""
+    code = _substituted(block, substitutions)
+    if block.file is not None:
+        (workdir / block.file).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / block.file).write_text(code)
+        return ""
+    argv = _bash(shell.wrap(code) if shell else code, host)
+    process = await asyncio.create_subprocess_exec(
+        *argv, cwd=workdir, env=dict(env),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out_bytes, err_bytes = await asyncio.wait_for(process.communicate(), timeout=180)
+    out, err = out_bytes.decode(), err_bytes.decode()
+    said = f"{block.where(doc)}:\n{code}\nstdout:\n{out}\nstderr:\n{err}"
+    if not block.refused:
+        assert process.returncode == 0, f"failed ({process.returncode}) {said}"
+        return out
+    assert process.returncode != 0, f"was not refused {said}"
+    assert block.refusal() in out + err, f"not refused as the docs say ({block.refusal()!r}) {said}"
+    return out + err
+
+
+def start_commands(
+    block: DocBlock, workdir: Path, substitutions: Mapping[str, str], host: Host, log: Path
+) -> subprocess.Popen[bytes]:
+    """Start a block whose command keeps running (a daemon the docs start) on `host`,
+    its output in `log`; the host's namespace kills it at teardown."""
+    with log.open("ab") as out:
+        return host.popen(_bash(_substituted(block, substitutions)), cwd=workdir,
+                          stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def _substituted(block: DocBlock, substitutions: Mapping[str, str]) -> str:
     code = block.code
     for old, new in substitutions.items():
         code = code.replace(old, new)
-    if block.file is not None:
-        (workdir / block.file).write_text(code)
-        return
-    env = {**os.environ, "KUBECONFIG": str(plane.admin_kubeconfig)}
-    process = await asyncio.create_subprocess_exec(
-        "bash", "-euo", "pipefail", "-c", code, cwd=workdir, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), timeout=180)
-    assert process.returncode == 0, (
-        f"{block.where(doc)} failed ({process.returncode}):\n{code}\n"
-        f"stdout:\n{out.decode()}\nstderr:\n{err.decode()}"
-    )
+    return code
+
+
+def _bash(code: str, host: Host | None = None) -> list[str]:
+    argv = ["bash", "-euo", "pipefail", "-c", code]
+    return host.exec_argv(argv) if host is not None else argv
 
 
 @contextmanager

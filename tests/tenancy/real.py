@@ -24,15 +24,20 @@ from .builders import pool_body, tenant_body
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "teapot"
+GATEWAY_API = ROOT.parent / "shared" / "gateway-api"
+GATEWAY_API_CRDS = ("gatewayclasses", "gateways", "httproutes", "tlsroutes", "tcproutes",
+                    "udproutes", "referencegrants")  # fmt: skip
 
 
 def _docs(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
 
 
-def shipped_rules(name: str, kind: str) -> list[dict[str, Any]]:
-    """The rules of the one `kind` (Role, ClusterRole) of deploy/teapot/`name`."""
-    (found,) = [d for d in _docs(name) if d["kind"] == kind]
+def shipped_rules(name: str, kind: str, role: str | None = None) -> list[dict[str, Any]]:
+    """The rules of the one `kind` (Role, ClusterRole) of deploy/teapot/`name`, or of the
+    one named `role`."""
+    (found,) = [d for d in _docs(name) if d["kind"] == kind
+                and role in (None, d["metadata"]["name"])]  # fmt: skip
     return list(found["rules"])
 
 
@@ -64,6 +69,16 @@ def add_node(plane: ControlPlane, name: str, ip: str) -> None:
                   "-p", json.dumps(status))  # fmt: skip
 
 
+def install_gateway_api(plane: ControlPlane) -> None:
+    """The upstream Gateway API CRDs (../shared/gateway-api), as an operator installs them."""
+    for crd in GATEWAY_API_CRDS:
+        plane.kubectl("apply", "--server-side", "-f",
+                      str(GATEWAY_API / f"gateway.networking.k8s.io_{crd}.yaml"))  # fmt: skip
+    for crd in GATEWAY_API_CRDS:
+        plane.kubectl("wait", "--for=condition=established",
+                      f"crd/{crd}.gateway.networking.k8s.io")  # fmt: skip
+
+
 def _service_account(plane: ControlPlane, ns: str, name: str, role: dict[str, Any]) -> Path:
     apply(
         plane,
@@ -84,10 +99,14 @@ def _service_account(plane: ControlPlane, ns: str, name: str, role: dict[str, An
 
 
 @contextmanager
-def management(plane: ControlPlane, **tenant_spec: Any) -> Iterator[Real]:
-    """The management side on `plane` (`tenant_spec`: more of both Tenants' spec); its
-    namespaces and Tenants deleted after."""
+def management(plane: ControlPlane, *, gateway: bool = False, **tenant_spec: Any) -> Iterator[Real]:
+    """The management side on `plane` (`tenant_spec`: more of both Tenants' spec; `gateway`:
+    the Gateway API CRDs installed, and the manager's and the agents' roles with
+    deploy/teapot/gateway.yaml's rules for them too: the gateway's reconcile in the
+    manager, the mirror in the agents); its namespaces and Tenants deleted after."""
     suffix = uuid.uuid4().hex[:6]
+    if gateway:
+        install_gateway_api(plane)
     for crd in ("tenants", "tenantloadbalancers", "tenantnodes", "addresspools"):
         plane.kubectl("apply", "-f", str(ROOT / "deploy" / "crds" / f"lb.teapot.io_{crd}.yaml"))
         plane.kubectl("wait", "--for=condition=established", f"crd/{crd}.lb.teapot.io")
@@ -110,11 +129,15 @@ def management(plane: ControlPlane, **tenant_spec: Any) -> Iterator[Real]:
     manager = _service_account(plane, config_ns, "manager", {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": f"teapot-manager-{suffix}"},
-        "rules": shipped_rules("management.yaml", "ClusterRole")})  # fmt: skip
+        "rules": shipped_rules("management.yaml", "ClusterRole") + (
+            shipped_rules("gateway.yaml", "ClusterRole", "teapot-lb-gateway-control")
+            if gateway else [])})  # fmt: skip
     apply(plane, {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "teapot-manager", "namespace": config_ns},
-        "rules": shipped_rules("management.yaml", "Role")}, {
+        "rules": shipped_rules("management.yaml", "Role") + (
+            shipped_rules("gateway.yaml", "ClusterRole", "teapot-lb-gateway-addresses")
+            if gateway else [])}, {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "teapot-manager", "namespace": config_ns},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
@@ -126,7 +149,8 @@ def management(plane: ControlPlane, **tenant_spec: Any) -> Iterator[Real]:
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": "teapot-tenant-agent",
                          "namespace": f"{FACTS[t]['namespace']}-{suffix}"},
-            "rules": shipped_rules("tenant-namespace.yaml", "Role")})
+            "rules": shipped_rules("tenant-namespace.yaml", "Role") + (
+                shipped_rules("gateway.yaml", "Role") if gateway else [])})
         for t in FACTS
     }  # fmt: skip
     try:
@@ -158,3 +182,17 @@ def webhook_configuration(
                        "resources": ["tenantloadbalancers"]}],
         }],
     }  # fmt: skip
+
+
+def gateway_webhook_configuration(
+    name: str, port: int, plane: ControlPlane, namespace: str
+) -> dict[str, Any]:
+    """The gateway kinds' webhook as deploy/teapot/gateway.yaml registers it (the manager
+    serves it; failurePolicy Fail), by URL on this host and for `namespace` only."""
+    (hook,) = [d for d in _docs("gateway.yaml") if d["kind"] == "ValidatingWebhookConfiguration"]
+    hook["metadata"]["name"] = name
+    ca = base64.b64encode(plane.pki.ca_cert.read_bytes()).decode()
+    for h in hook["webhooks"]:
+        h["clientConfig"] = {"url": f"https://127.0.0.1:{port}/validate", "caBundle": ca}
+        h["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    return dict(hook)

@@ -157,3 +157,32 @@ async def test_the_real_apiserver_calls_the_managers_webhook(real: Real) -> None
         finally:
             plane.kubectl("delete", "validatingwebhookconfiguration", name, check=False)
             await webhook.stop()
+
+
+async def test_an_agent_in_the_wrong_namespace_says_where_it_looked_and_what_sets_it(
+    real: Real,
+) -> None:
+    """Issue 39, 3: an agent left in `default` (no --management-namespace, a context
+    without a namespace) gets 403 on every management kind; each of its unready reasons
+    names the resource, the namespace it tried and how to set it, TenantNodes and the
+    gateway mirror's kinds too."""
+    hint = "set it with --management-namespace or the namespace of the management kubeconfig"
+    async with (
+        await connect(real.agents["acme"], request_timeout_s=10.0) as remote,
+        await connect(real.plane.admin_kubeconfig, request_timeout_s=10.0) as tenant,
+    ):
+        agent = TenantAgent(tenant, remote, AgentConfig("c1", "default", gateway=True))
+
+        def about_management() -> list[str] | None:
+            reasons = [r for r in agent.readiness() if "'default'" in r]
+            named = " ".join(reasons)
+            wanted = (("tenantloadbalancers", ".lb.teapot.io"), ("tenantnodes", ".lb.teapot.io"),
+                      ("ingresses", ".networking.k8s.io"), ("events", ""))  # fmt: skip
+            tried = [f"{kind}{group} in namespace default" for kind, group in wanted]
+            return reasons if all(t in named for t in tried) else None
+
+        async with running(agent):
+            reasons = await wait_for_async(
+                about_management, within=30, what="unready reasons for each management kind"
+            )
+    assert all(hint in r for r in reasons), reasons

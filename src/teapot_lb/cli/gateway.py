@@ -99,7 +99,8 @@ _PEM_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
     "--state-dir",
     default="/run/teapot-lb/gateway",
     show_default=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    # Absolute: HAProxy reads a socket path without a leading / as host:port.
+    type=click.Path(file_okay=False, resolve_path=True, path_type=Path),
     help="Where haproxy.cfg, certificates, sockets and nginx.conf live.",
 )
 @click.option("--default-certificate", "default_cert", type=_PEM_FILE,

@@ -123,6 +123,7 @@ async def _setup(
             client,
             gateway,
             statuses=lambda: runner.is_leader,
+            on_translation=runner.gateway_translated,
             registry=metrics.registry,
             config_namespace=config.config_namespace,
             address_service=gateway_service,

@@ -32,6 +32,8 @@ from datetime import UTC, datetime
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress, parse_ip
 from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF
+from teapot_lb.gateway.control.l7status import refused_by_tenant
+from teapot_lb.gateway.translate import Translation
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.events import EventRecorder
@@ -52,6 +54,7 @@ from teapot_lb.kube.status import patch_status
 from teapot_lb.kube.workqueue import WorkQueue
 from teapot_lb.manager.metrics import ManagerMetrics
 from teapot_lb.model import ApiObject, dump, parse_object
+from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.event import Event
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
@@ -59,7 +62,7 @@ from teapot_lb.model.service import ANNOTATION_IPS
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_status
 from teapot_lb.tenancy.node_status import tenant_nodes_status
-from teapot_lb.tenancy.request import DENIALS_SELECTOR
+from teapot_lb.tenancy.request import DENIALS_SELECTOR, REQUEST_KIND
 from teapot_lb.tenancy.routes import TenantRoute
 from teapot_lb.tenancy.vet import tenant_of
 
@@ -134,6 +137,9 @@ class KubeManager:
         self._raw: dict[str, KubeObject] = {}
         # Agents' denials (Events by key), and the requests each names, by namespace.
         self._denials: dict[str, KubeObject] = {}
+        # The objects the gateway's vetting refused (its reconcile in this process), by
+        # tenant: counted in the Tenant's status with the rest.
+        self._gateway_refused: dict[str, frozenset[str]] = {}
         self._view: ManagementView | None = None
         self.informers = [
             self._informer(TENANTS, None, self._on_tenant, watch_timeout_s),
@@ -203,6 +209,15 @@ class KubeManager:
             self._enqueue(TenantStatusKey(key), delay=self.config.tenant_status_delay_s)
             for namespace in {t.spec.namespace for t in (before, after) if t is not None}:
                 self._enqueue(DenialsKey(namespace))
+
+    def gateway_translated(self, result: Translation) -> None:
+        """The gateway vetted the tenants' objects again: the Tenants whose refused
+        objects changed get their status written again."""
+        refused = refused_by_tenant(result)
+        for name in set(refused) | set(self._gateway_refused):
+            if refused.get(name) != self._gateway_refused.get(name):
+                self._enqueue(TenantStatusKey(name), delay=self.config.tenant_status_delay_s)
+        self._gateway_refused = refused
 
     def _on_denial(self, event: EventType, key: str, obj: KubeObject) -> None:
         self._denials.pop(key, None)
@@ -444,8 +459,9 @@ class KubeManager:
         self.book.reserve(self.view())
         usage = self.book.usage(name)
         namespace = tenant.spec.namespace
-        # Requests refused here, and those the API server refused to store (denials
-        # recorded by the agents in the tenant's namespace: their latest change refused).
+        # Requests refused here, the requests and gateway mirrors the API server refused
+        # to store (denials recorded by the agents in the tenant's namespace: their latest
+        # change refused), and the objects the gateway's vetting refused.
         refused = len(
             {
                 key
@@ -453,10 +469,11 @@ class KubeManager:
                 if key.startswith(namespace + "/") and self.book.holder_tenant(key) != name
             }
             | {
-                f"{namespace}/{(event.get('involvedObject') or {}).get('name')}"
+                _denied_object(namespace, event)
                 for key, event in self._denials.items()
                 if key.startswith(namespace + "/")
             }
+            | self._gateway_refused.get(name, frozenset())
         )
         self.metrics.addresses.labels(name).set(usage.addresses)
         self.metrics.load_balancers.labels(name).set(usage.load_balancers)
@@ -474,6 +491,16 @@ class KubeManager:
         for key in [k for k in self._denials if k.startswith(namespace + "/")]:
             with contextlib.suppress(NotFound):
                 await self.client.delete(EVENTS, key.partition("/")[2], namespace)
+
+
+def _denied_object(namespace: str, event: KubeObject) -> str:
+    """What an agent's denial is about, keyed as the other refusals it is counted with: a
+    request as its key, a gateway mirror as the gateway's vetting names it."""
+    involved = event.get("involvedObject") or {}
+    kind, name = involved.get("kind"), involved.get("name")
+    if kind == REQUEST_KIND:
+        return f"{namespace}/{name}"
+    return str(ObjectRef(str(kind), namespace, str(name)))
 
 
 __all__ = ["KubeManager", "ManagerConfig"]

@@ -24,16 +24,30 @@ LABEL_CLUSTER = "lb.teapot.io/cluster"
 LABEL_SERVICE_NAMESPACE = "lb.teapot.io/service-namespace"
 LABEL_SERVICE_NAME = "lb.teapot.io/service-name"
 # The agent's component name: its Events on tenant objects, and the refusals it records in
-# the tenant's management namespace (a request the API server refused to store), which
-# the manager counts in the Tenant's status and clears when the Tenant changes.
+# the tenant's management namespace (a request or a gateway mirror the API server refused
+# to store: :mod:`.kube_denials`), which the manager counts in the Tenant's status and
+# clears when the Tenant changes.
 AGENT_COMPONENT = "teapot-lb-tenant-agent"
 REQUEST_KIND = "TenantLoadBalancer"
-DENIALS_SELECTOR = f"involvedObject.kind={REQUEST_KIND},reportingComponent={AGENT_COMPONENT}"
+DENIALS_SELECTOR = f"reportingComponent={AGENT_COMPONENT}"
 # The relay's Events about a tenant node's BGP session (a refused session, a max-prefix
 # trip), recorded in the tenant's namespace too, where its agents tell the tenant's Node.
 RELAY_COMPONENT = "teapot-lb-relay"
 NODE_SESSION_KIND = "TenantNodeSession"
 RELAY_SELECTOR = f"involvedObject.kind={NODE_SESSION_KIND},reportingComponent={RELAY_COMPONENT}"
+
+
+# What an agent's unready reason about the tenant cluster ends with: what sets it.
+TENANT_CLUSTER_HINT = "the tenant cluster: --kubeconfig, or the pod's ServiceAccount"
+
+
+def management_namespace_hint(namespace: str) -> str:
+    """What an agent's unready reason about the management cluster ends with: where it
+    looked, and what sets it."""
+    return (
+        f"the tenant's namespace in the management cluster is {namespace!r}: set it with"
+        " --management-namespace or the namespace of the management kubeconfig's context"
+    )
 
 
 def session_name(address: str) -> str:

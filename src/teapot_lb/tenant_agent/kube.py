@@ -32,7 +32,7 @@ from teapot_lb.cluster import Kind, Store
 from teapot_lb.controller.kube_cache import newer
 from teapot_lb.gateway.control.kube_l7mirror import L7Mirror
 from teapot_lb.kube.client import KubeClient
-from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, NotFound
+from teapot_lb.kube.errors import AlreadyExists, ApiStatusError, KubeError, NotFound
 from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.reconciler import ReconcileLoop
@@ -49,10 +49,10 @@ from teapot_lb.kube.resources import (
 from teapot_lb.kube.status import patch_status
 from teapot_lb.kube.workqueue import WorkQueue
 from teapot_lb.model import parse_object
-from teapot_lb.model.common import API_VERSION
 from teapot_lb.model.service import SERVICE_NAME_LABEL, Service
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.speaker.kube_source import put
+from teapot_lb.tenancy.kube_denials import Denials
 from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import (
     AGENT_COMPONENT,
@@ -64,8 +64,10 @@ from teapot_lb.tenancy.request import (
     RELAY_SELECTOR,
     REQUEST_KIND,
     TEAPOT_CLOUD_CLASS,
+    TENANT_CLUSTER_HINT,
     desired_request,
     ingress_of,
+    management_namespace_hint,
     nodes_refused,
     refusal_of,
     request_name,
@@ -111,17 +113,10 @@ class TenantAgent:
         self.config = config
         self.store = Store()
         self.recorder = EventRecorder(tenant, COMPONENT, instance=config.cluster)
-        # Refusals the API server gave, recorded in the management namespace for the
-        # manager to count (RBAC: the tenant's namespace only, so only its own count).
-        self.remote_recorder = EventRecorder(management, COMPONENT, instance=config.cluster)
         # What each Service was last told: (its generation, reason, message).
         self._told: dict[str, tuple[object, ...]] = {}
         self._told_nodes: dict[str, tuple[str, str]] = {}
         self._told_sessions: dict[str, tuple[object, ...]] = {}  # relay Events told, by Node
-        # Per Service key, the request the API server refused to store: not written again
-        # while it is what the Service asks for (and its refusal is not cleared).
-        self._denied: dict[str, KubeObject] = {}
-        self._clearing: set[str] = set()  # denials we delete ourselves (no retry)
         # Services as our own last write returned them, until the informer catches up:
         # a reconcile right after a write must not patch again from a stale version.
         self._written: dict[str, KubeObject] = {}
@@ -159,7 +154,13 @@ class TenantAgent:
             )
             for selector in (DENIALS_SELECTOR, RELAY_SELECTOR)
         )
-        self.loop.watch(self.denials, self._service_of_denial)
+        # Refusals the API server gave (the webhook's), recorded in the management
+        # namespace for the manager to count (RBAC: the tenant's namespace only, so only
+        # its own count); a request refused is not written again as it was until the
+        # manager clears its refusal (the Tenant changed).
+        self.refusals = Denials(management, config.cluster, config.namespace, self.denials)
+        self.refusals.listeners.append(self._ask_again)
+        self.loop.watch(self.denials, lambda event, key, obj: [])  # (keys: _ask_again)
         self.loop.watch(
             self.relay_events,
             lambda event, key, obj: [] if event is EventType.DELETED else [RELAY_EVENT + key],
@@ -181,6 +182,7 @@ class TenantAgent:
                 store=self.store,
                 shared=(self.services, self.nodes, self.slices),
                 recorder=self.recorder,
+                refusals=self.refusals,
                 gateway_api=config.gateway_api,
                 watch_timeout_s=watch_timeout_s,
             )
@@ -210,23 +212,17 @@ class TenantAgent:
         service = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
         return [object_key(meta.get("namespace"), service)] if service else []
 
+    def _ask_again(self, refused: KubeObject) -> None:
+        """A refusal the manager cleared (the Tenant changed): the Service of a request
+        refused writes it again (a mirror's refusal is the gateway mirror's)."""
+        if refused.get("kind") == REQUEST_KIND:
+            for key in self._service_of_request(EventType.MODIFIED, "", refused):
+                self.loop.queue.add(key)
+
     def _service_of_request(self, event: EventType, key: str, obj: KubeObject) -> Iterable[str]:
         labels = obj.get("metadata", {}).get("labels") or {}
         ns, name = labels.get(LABEL_SERVICE_NAMESPACE), labels.get(LABEL_SERVICE_NAME)
         return [object_key(ns, name)] if ns and name else []
-
-    def _service_of_denial(self, event: EventType, key: str, obj: KubeObject) -> Iterable[str]:
-        """A refusal the manager cleared (the Tenant changed): write those requests again."""
-        if event is not EventType.DELETED:
-            return []
-        if key in self._clearing:
-            self._clearing.discard(key)
-            return []
-        name = (obj.get("involvedObject") or {}).get("name")
-        again = [k for k, desired in self._denied.items() if desired["metadata"]["name"] == name]
-        for service_key in again:
-            del self._denied[service_key]
-        return again
 
     # ------------------------------------------------------------------ running
 
@@ -234,13 +230,11 @@ class TenantAgent:
         """Why the agent is not ready, naming what it tried and what sets it."""
         tenant = unready(
             (self.services, self.nodes, self.slices),
-            "the tenant cluster: --kubeconfig, or the pod's ServiceAccount",
+            TENANT_CLUSTER_HINT,
         )
         management = unready(
             (self.remote, self.denials, self.relay_events),
-            f"the tenant's namespace in the management cluster is {self.config.namespace!r}:"
-            " set it with --management-namespace or the namespace of the management"
-            " kubeconfig's context",
+            management_namespace_hint(self.config.namespace),
         )
         published = self.published_nodes.readiness()
         return (
@@ -313,7 +307,7 @@ class TenantAgent:
         except ValueError as err:
             await self._tell(key, raw, ("InvalidRequest", str(err)))
             return
-        denied = self._denied.get(key)
+        denied = self.refusals.held(REQUEST_KIND, remote_name)
         if denied is not None and _same_request(denied, desired):
             return  # refused as it is: nothing changed that could change the answer
         try:
@@ -322,12 +316,10 @@ class TenantAgent:
             refusal = refusal_of_denial(err.code, err.message, Rule.INVALID_REQUEST.value)
             if refusal is None:
                 raise  # not the request's fault: retried with backoff
-            self._denied[key] = desired
             await self._tell(key, raw, refusal, desired)
-            await self._record_remote(remote_name, refusal)
+            await self.refusals.deny(desired, refusal)
             return
-        if self._denied.pop(key, None) is not None or self._denial_events(remote_name):
-            await self._clear_remote(remote_name)
+        await self.refusals.clear(REQUEST_KIND, remote_name)
         parsed, _ = parse_object(remote)
         request = parsed if isinstance(parsed, TenantLoadBalancer) else None
         ingress = ingress_of(request)
@@ -352,6 +344,8 @@ class TenantAgent:
         """A Warning Event on the Service, and on each Node the refusal names as its cause;
         once per refusal and change of the Service (not per retry)."""
         told = (service.get("metadata", {}).get("generation"), *refusal)
+        if key not in self._told and await self._said_before(service, refusal):
+            self._told[key] = told  # by this agent before it restarted
         if self._told.get(key) != told:
             involved = {"apiVersion": "v1", "kind": "Service", **service}
             if await self.recorder.record(involved, "Warning", *refusal):
@@ -363,6 +357,25 @@ class TenantAgent:
             involved = {"apiVersion": "v1", "kind": "Node", **node_raw}
             if await self.recorder.record(involved, "Warning", *refusal):
                 self._told_nodes[node] = refusal
+
+    async def _said_before(self, service: KubeObject, refusal: tuple[str, str]) -> bool:
+        """Whether the Service already has this refusal's Warning from an agent: read the
+        first time this agent tells the Service, so that a restart does not repeat it."""
+        meta = service.get("metadata", {})
+        try:
+            found = await self.tenant.list(
+                EVENTS,
+                namespace=meta.get("namespace"),
+                field_selector=f"involvedObject.uid={meta.get('uid')},reason={refusal[0]}",
+            )
+        except KubeError:
+            return False  # told again rather than not at all
+        return any(
+            (e.get("involvedObject") or {}).get("uid") == meta.get("uid")
+            and e.get("message") == refusal[1]
+            and e.get("reportingComponent") == COMPONENT
+            for e in found.items
+        )
 
     async def _tell_session(self, event_key: str) -> None:
         """The relay's word about a node's BGP session (refused, over its prefix limit), on
@@ -386,43 +399,9 @@ class TenantAgent:
             if await self.recorder.record(involved, kind, *said):
                 self._told_sessions[node_name] = told
 
-    # ------------------------------------------------------------------ refusals the
-    # API server gave: recorded in the management namespace for the manager to count
-
-    def _denial_events(self, remote_name: str) -> list[KubeObject]:
-        return [
-            e
-            for e in self.denials.list_objects()
-            if (e.get("involvedObject") or {}).get("name") == remote_name
-        ]
-
-    async def _record_remote(self, remote_name: str, refusal: tuple[str, str]) -> None:
-        if any(
-            (e.get("reason"), e.get("message")) == refusal for e in self._denial_events(remote_name)
-        ):
-            return
-        await self._clear_remote(remote_name)  # one refusal per request: the latest
-        involved = {
-            "apiVersion": API_VERSION,
-            "kind": REQUEST_KIND,
-            "metadata": {"name": remote_name, "namespace": self.config.namespace},
-        }
-        await self.remote_recorder.record(involved, "Warning", *refusal)
-
-    async def _clear_remote(self, remote_name: str) -> None:
-        for event in self._denial_events(remote_name):
-            meta = event["metadata"]
-            event_key = object_key(meta["namespace"], meta["name"])
-            self._clearing.add(event_key)
-            try:
-                await self.management.delete(EVENTS, meta["name"], meta["namespace"])
-            except NotFound:
-                self._clearing.discard(event_key)
-
     async def _forget_refusal(self, key: str, remote_name: str) -> None:
         self._told.pop(key, None)
-        self._denied.pop(key, None)
-        await self._clear_remote(remote_name)
+        await self.refusals.clear(REQUEST_KIND, remote_name)
 
     async def _set_finalizers(self, raw: KubeObject, finalizers: list[str]) -> KubeObject:
         meta = raw["metadata"]

@@ -17,12 +17,12 @@ from teapot_lb.cluster import Store
 from teapot_lb.controller.kube_cache import newer
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import AlreadyExists
-from teapot_lb.kube.informer import EventType, Informer
+from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.resources import TENANT_NODES, KubeObject, object_key
 from teapot_lb.kube.workqueue import WorkQueue
 from teapot_lb.tenancy.nodes import desired_tenant_nodes
-from teapot_lb.tenancy.request import LABEL_CLUSTER
+from teapot_lb.tenancy.request import LABEL_CLUSTER, management_namespace_hint
 
 KEY = "nodes"
 
@@ -67,7 +67,8 @@ class NodePublisher:
         self.loop.queue.add(KEY)
 
     def readiness(self) -> list[str]:
-        return [] if self.remote.has_synced else [f"{TENANT_NODES} not synced"]
+        """Why not ready, naming what was tried where and what sets it."""
+        return unready([self.remote], management_namespace_hint(self.namespace))
 
     async def run(self) -> None:
         """Until cancelled: the published object's informer; the worker once both caches

@@ -71,7 +71,8 @@ OBJECT_RESOURCES: tuple[Resource, ...] = (INGRESSES, GATEWAYS, *ROUTES)
 
 class GatewayControl:
     """`addresses`: the gateway's IPs (what Ingresses and Gateways are given);
-    `on_config`: called with every new config (the data plane's apply); `statuses`: whether
+    `on_config`: called with every new config (the data plane's apply); `on_translation`:
+    with every vetting's result (the manager counts refusals in Tenants); `statuses`: whether
     to write status and Events now (one replica does when several run: the leader's);
     `config_namespace`: where the AddressPools are (tenants' dedicated addresses come from
     their allocations, and count with what their TenantLoadBalancers hold);
@@ -87,6 +88,7 @@ class GatewayControl:
         addresses: Sequence[IPAddress],
         *,
         on_config: Callable[[GatewayConfig], Awaitable[None]] | None = None,
+        on_translation: Callable[[Translation], None] | None = None,
         statuses: Callable[[], bool] = lambda: True,
         gateway_api: bool = True,
         config_namespace: str = "teapot-lb-system",
@@ -112,6 +114,7 @@ class GatewayControl:
         )
         self.addresses = tuple(addresses)
         self.on_config = on_config
+        self.on_translation = on_translation
         self.statuses = statuses
         self._clock = clock
         self.recorder = EventRecorder(client, COMPONENT)
@@ -220,6 +223,8 @@ class GatewayControl:
             result = translate(self.world(), slices, self.addresses)
         self.translation = result
         self._count(result)
+        if self.on_translation is not None:
+            self.on_translation(result)
         config = result.config.model_copy(update={"default_certificate": self._default()})
         if config != self.config:
             if self.on_config is not None:

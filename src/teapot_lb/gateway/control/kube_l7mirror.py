@@ -49,8 +49,13 @@ from teapot_lb.kube.resources import (
 )
 from teapot_lb.kube.status import patch_status
 from teapot_lb.kube.workqueue import WorkQueue
+from teapot_lb.tenancy.kube_denials import Denials
 from teapot_lb.tenancy.refusal import refusal_of_denial
-from teapot_lb.tenancy.request import LABEL_CLUSTER
+from teapot_lb.tenancy.request import (
+    LABEL_CLUSTER,
+    TENANT_CLUSTER_HINT,
+    management_namespace_hint,
+)
 
 MIRROR_KEY = "mirror"
 
@@ -74,6 +79,7 @@ class L7Mirror:
         store: Store,
         shared: Sequence[Informer],
         recorder: EventRecorder,
+        refusals: Denials | None = None,
         gateway_api: bool = True,
         watch_timeout_s: float = 300.0,
     ) -> None:
@@ -84,6 +90,10 @@ class L7Mirror:
         self.store = store
         self.shared = list(shared)
         self.recorder = recorder
+        self.refusals = refusals
+        if refusals is not None:
+            # The manager cleared a refusal (the Tenant changed): mirror it again.
+            refusals.listeners.append(lambda refused: self.loop.queue.add(MIRROR_KEY))
         self._log = log.get("tenant-agent.l7").bind(cluster=cluster)
 
         def wanted(resource: Resource) -> bool:
@@ -120,15 +130,18 @@ class L7Mirror:
         self.loop.queue.add(MIRROR_KEY)
 
     def readiness(self) -> list[str]:
-        own = [*self.sources.values(), *self.mirrors.values()]
-        return unready(own)
+        """Why not ready, naming what was tried where and what sets it."""
+        return unready(self.sources.values(), TENANT_CLUSTER_HINT) + unready(
+            self.mirrors.values(), management_namespace_hint(self.namespace)
+        )
 
     async def run(self) -> None:
         """Until cancelled: this mirror's informers; workers once every cache synced."""
         own = [*self.sources.values(), *self.mirrors.values()]
         tasks = [asyncio.create_task(i.run()) for i in own]
         try:
-            await asyncio.gather(*(i.wait_synced() for i in [*own, *self.shared]))
+            waited = [*own, *self.shared, *([self.refusals.informer] if self.refusals else [])]
+            await asyncio.gather(*(i.wait_synced() for i in waited))
             self.loop.queue.add(MIRROR_KEY)
             await asyncio.gather(*tasks, self.loop.work())
         finally:
@@ -173,20 +186,27 @@ class L7Mirror:
             current = self._current(resource, name)
             if current_digest(current) == current_digest(body):
                 continue
+            if self._refused_as_it_is(resource, name, body):
+                continue  # nothing changed that could change the answer
             try:
                 self._written[(resource, name)] = await self._put(resource, body, current)
                 self._told.pop((resource, name), None)
+                if self.refusals is not None:
+                    await self.refusals.clear(resource.kind, name)
             except ApiStatusError as err:
                 served = by_source.get((resource, name))
                 refusal = refusal_of_denial(err.code, err.message, "Refused")
                 if refusal is not None and served is not None:
                     await self._tell(served, *refusal)
                     await self._write_denied(served, *refusal)
+                    if self.refusals is not None:
+                        await self.refusals.deny(body, refusal)
                 else:
                     failures.append(err)
             except KubeError as err:
                 failures.append(err)
         await self._delete_unwanted(mirror.objects.keys())
+        await self._forget_refusals(mirror.objects.keys())
         for served in mirror.served:
             await self._status_back(served)
         await self._class_statuses()
@@ -206,6 +226,23 @@ class L7Mirror:
             if current_digest(current) == current_digest(body):
                 return current
         return await self.management.replace(resource, keep_ours(current, body))
+
+    def _refused_as_it_is(self, resource: Resource, name: str, body: KubeObject) -> bool:
+        """The API server refused this very mirror, and the Tenant has not changed since
+        (the manager clears refusals when it does)."""
+        held = self.refusals.held(resource.kind, name) if self.refusals else None
+        return held is not None and current_digest(held) == current_digest(body)
+
+    async def _forget_refusals(self, wanted: Iterable[tuple[Resource, str]]) -> None:
+        """The recorded refusals of mirrors no longer wanted go (their object was deleted
+        or is no longer ours to serve)."""
+        if self.refusals is None:
+            return
+        kinds = {r.kind for r in MIRRORED}
+        keep = {(r.kind, name) for r, name in wanted}
+        for kind, name in sorted(self.refusals.recorded() | self.refusals.held_keys()):
+            if kind in kinds and (kind, name) not in keep:
+                await self.refusals.clear(kind, name)
 
     async def _delete_unwanted(self, wanted: Iterable[tuple[Resource, str]]) -> None:
         keep = set(wanted)
