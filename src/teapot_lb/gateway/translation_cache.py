@@ -32,6 +32,7 @@ from itertools import chain
 from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.translate import (
     ObjectOrder,
+    ObjectResult,
     Part,
     Routes,
     Translation,
@@ -57,6 +58,7 @@ from teapot_lb.tenancy.l7vet import (
     L7World,
     claimed_hostnames,
     exclusive_ports,
+    served_here,
 )
 
 Claim = str | tuple[int, str]
@@ -151,12 +153,12 @@ class TranslationCache:
         slices: Iterable[KubeObject],
         secrets: Secrets,
     ) -> None:
-        """A namespace's served objects (any order), mirrored EndpointSlices and Secrets
-        (by `namespace/name`) now."""
+        """A namespace's objects now (any order; those the gateway serves are kept), its
+        mirrored EndpointSlices and Secrets (by `namespace/name`)."""
         if namespace not in self._owners:
             return  # nobody's namespace: not the gateway's
         held = self._spaces.setdefault(namespace, _Namespace())
-        objs, eps = tuple(objects), tuple(slices)
+        objs, eps = tuple(o for o in objects if served_here(o)), tuple(slices)
         if held.objects == objs and held.slices == eps and held.secrets == secrets:
             return
         self._stale.add(namespace)
@@ -238,6 +240,11 @@ class TranslationCache:
         self.rebuilt = rebuild
         parts = [p for ns in self._parts if (p := self._spaces[ns].part) is not None]
         return merge(parts, map(self._routes.__getitem__, self._keys), addresses)
+
+    def results_of(self, namespace: str) -> Mapping[ObjectRef, ObjectResult]:
+        """The last translation's results of a namespace's objects."""
+        space = self._spaces.get(namespace)
+        return space.part.results if space is not None and space.part is not None else {}
 
     def translate(
         self, world: L7World, slices: Iterable[KubeObject], addresses: Sequence[IPAddress]
