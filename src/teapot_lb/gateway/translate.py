@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from ipaddress import ip_address
 from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from pydantic import ValidationError
@@ -876,29 +877,22 @@ def _vet_order(v: Vetted) -> ObjectOrder:
 
 
 @dataclass(frozen=True)
-class Routes:
-    """The config routes one object serves."""
-
-    http: tuple[HTTPRoute, ...] = ()
-    tls: tuple[TLSRoute, ...] = ()
-    tcp: tuple[StreamRoute, ...] = ()
-    udp: tuple[StreamRoute, ...] = ()
-
-
-@dataclass(frozen=True)
 class Part:
     """What one tenant's objects add to the config: a tenant's Gateways, routes, backends
     and certificates are its namespace's only, so a part is built from that tenant's
-    objects, slices and Secrets alone (with its vetting and dedicated addresses)."""
+    objects, slices and Secrets alone (with its vetting and dedicated addresses). Routes
+    in :func:`object_order`."""
 
     results: dict[ObjectRef, ObjectResult]
-    routes: dict[ObjectRef, Routes]
-    order: dict[ObjectRef, ObjectOrder]
     listeners: dict[str, Listener]
     dedicated: dict[str, IPAddress]
     certificates: dict[str, Certificate]
     offered: dict[str, set[IPAddress | None]]
     backends: dict[str, Backend]
+    http_routes: tuple[HTTPRoute, ...]
+    tls_routes: tuple[TLSRoute, ...]
+    tcp_routes: tuple[StreamRoute, ...]
+    udp_routes: tuple[StreamRoute, ...]
 
 
 def build_part(
@@ -913,8 +907,6 @@ def build_part(
     `slices` and `secrets`: (at least) those of the tenant's namespace."""
     build = _Build(secrets, slices, addresses)
     results: dict[ObjectRef, ObjectResult] = {}
-    routes: dict[ObjectRef, Routes] = {}
-    order: dict[ObjectRef, ObjectOrder] = {}
     for v in vetted:
         ref = v.obj.ref
         result = ObjectResult(
@@ -937,8 +929,6 @@ def build_part(
             gateways[f"{obj.metadata.namespace}/{obj.name}"] = (obj, result)
         if not result.accepted:
             continue
-        before = (len(build.http_routes), len(build.tls_routes), len(build.tcp_routes),
-                  len(build.udp_routes))  # fmt: skip
         if isinstance(obj, Ingress):
             _ingress(build, obj, owner, result)
         elif isinstance(obj, Gateway):
@@ -947,17 +937,11 @@ def build_part(
             _http_route(build, obj, owner, gateways, result)
         else:
             _stream_route(build, obj, owner, gateways, result)
-        added = Routes(
-            tuple(build.http_routes[before[0] :]),
-            tuple(build.tls_routes[before[1] :]),
-            tuple(build.tcp_routes[before[2] :]),
-            tuple(build.udp_routes[before[3] :]),
-        )
-        if added != Routes():
-            routes[obj.ref] = added
-            order[obj.ref] = v.order
-    return Part(results, routes, order, build.listeners, build.dedicated, build.certificates,
-                build.offered, build.backends)  # fmt: skip
+    return Part(
+        results, build.listeners, build.dedicated, build.certificates, build.offered,
+        build.backends, tuple(build.http_routes), tuple(build.tls_routes),
+        tuple(build.tcp_routes), tuple(build.udp_routes),
+    )  # fmt: skip
 
 
 def shared_listeners(addresses: tuple[IPAddress, ...]) -> dict[str, Listener]:
@@ -969,11 +953,10 @@ def shared_listeners(addresses: tuple[IPAddress, ...]) -> dict[str, Listener]:
     return build.listeners
 
 
-def merge(
-    parts: Sequence[Part], routes: Iterable[Routes], addresses: tuple[IPAddress, ...]
-) -> Translation:
-    """The config of the tenants' parts (in namespace order); `routes`: every part's, in
-    :func:`object_order` across all tenants."""
+def merge(parts: Sequence[Part], addresses: tuple[IPAddress, ...]) -> Translation:
+    """The config of the tenants' parts, in namespace order (a route's place among other
+    tenants' decides nothing: routing orders by age, namespace and name first,
+    :mod:`teapot_lb.gateway.routing`)."""
     listeners = shared_listeners(addresses)
     dedicated: dict[str, IPAddress] = {}
     offered: dict[str, set[IPAddress | None]] = {}
@@ -994,15 +977,18 @@ def merge(
             place = dedicated.get(name)
             certs = tuple(c for c in names if place in offered[c])
             listeners[name] = x.model_copy(update={"certificates": certs})
-    every = tuple(routes)
+
+    def each(kind: str) -> tuple[Any, ...]:
+        return tuple(chain.from_iterable(map(attrgetter(kind), parts)))
+
     config = GatewayConfig.model_construct(
         listeners=tuple(listeners.values()),
         certificates=certificates,
         backends=tuple(chain.from_iterable(p.backends.values() for p in parts)),
-        http_routes=tuple(chain.from_iterable(r.http for r in every)),
-        tls_routes=tuple(chain.from_iterable(r.tls for r in every)),
-        tcp_routes=tuple(chain.from_iterable(r.tcp for r in every)),
-        udp_routes=tuple(chain.from_iterable(r.udp for r in every)),
+        http_routes=each("http_routes"),
+        tls_routes=each("tls_routes"),
+        tcp_routes=each("tcp_routes"),
+        udp_routes=each("udp_routes"),
         default_certificate=None,
     )
     return Translation(config, results, addresses)
@@ -1048,7 +1034,7 @@ def translate(
     """The config the gateway serves and every object's result, translated from scratch
     (:class:`~teapot_lb.gateway.translation_cache.TranslationCache` keeps the parts and
     translates only the tenants a change touches). Objects are taken in
-    :func:`object_order`."""
+    :func:`object_order` per tenant namespace, the namespaces in order."""
     shared = tuple(addresses)
     owners = tenant_namespaces(world.tenants)
     inputs = by_namespace(world, slices)
@@ -1062,11 +1048,7 @@ def translate(
     parts = [
         build_part(vs, dedicated, inputs[ns][2], inputs[ns][1], shared) for ns, vs in vetted.items()
     ]
-    ordered = sorted(
-        ((order, ref, part) for part in parts for ref, order in part.order.items()),
-        key=lambda x: x[0],
-    )
-    return merge(parts, (part.routes[ref] for _, ref, part in ordered), shared)
+    return merge(parts, shared)
 
 
 def _order(obj: L7Object) -> tuple[str, str, str]:
@@ -1081,7 +1063,6 @@ __all__ = [
     "ObjectResult",
     "ParentResult",
     "Part",
-    "Routes",
     "Source",
     "Translation",
     "Vetted",

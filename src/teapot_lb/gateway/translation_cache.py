@@ -16,9 +16,9 @@ except for three things, each followed here:
 - the Tenants, the gateway's addresses and the certificate check: when they change,
   everything is translated again.
 
-The merge keeps the routes in :func:`~teapot_lb.gateway.translate.object_order` across
-tenants (a sorted index, updated per object), so the result is exactly what
-:func:`~teapot_lb.gateway.translate.translate` gives from scratch (property-tested).
+The merge joins the parts in namespace order, as
+:func:`~teapot_lb.gateway.translate.translate` does: the result is exactly what that gives
+from scratch (property-tested).
 """
 
 from __future__ import annotations
@@ -31,10 +31,8 @@ from itertools import chain
 
 from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.translate import (
-    ObjectOrder,
     ObjectResult,
     Part,
-    Routes,
     Translation,
     Vetted,
     build_part,
@@ -118,8 +116,9 @@ class TranslationCache:
         self._asking: dict[str, tuple[Vetted, ...]] = {}
         """Per namespace its objects asking for a dedicated address (or holding one)."""
         self._stale: set[str] = set()
-        self._keys: list[ObjectOrder] = []
-        self._routes: dict[ObjectOrder, Routes] = {}
+        """Namespaces to vet and build again."""
+        self._unbuilt: set[str] = set()
+        """Namespaces to build again (their endpoints changed)."""
         self._parts: list[str] = []
         self.rebuilt: set[str] = set()
         """The namespaces whose part the last :meth:`translation` built again."""
@@ -159,7 +158,10 @@ class TranslationCache:
             return  # nobody's namespace: not the gateway's
         held = self._spaces.setdefault(namespace, _Namespace())
         objs, eps = tuple(o for o in objects if served_here(o)), tuple(slices)
-        if held.objects == objs and held.slices == eps and held.secrets == secrets:
+        if held.objects == objs and held.secrets == secrets:
+            if held.slices != eps:  # endpoints: built again, not vetted
+                held.slices = eps
+                self._unbuilt.add(namespace)
             return
         self._stale.add(namespace)
         held.slices, held.secrets = eps, dict(secrets)
@@ -211,7 +213,8 @@ class TranslationCache:
         self._stale.clear()
         wanted = dedicated_wanted(chain.from_iterable(self._asking.values()))
         dedicated = assign(wanted, pools or {}, held or {}, addresses)
-        rebuild = set(self.vetted)
+        rebuild = self.vetted | {ns for ns in self._unbuilt if self._owners.get(ns) is not None}
+        self._unbuilt.clear()
         for namespace, asking in list(self._asking.items()):
             space = self._spaces[namespace]
             refs = [v.obj.ref for v in asking]
@@ -227,11 +230,7 @@ class TranslationCache:
                     rebuild.add(namespace)
         for namespace in rebuild:
             space = self._spaces[namespace]
-            self._forget_routes(space.part)
             space.part = build_part(space.vetted, dedicated, space.secrets, space.slices, addresses)
-            for ref, order in space.part.order.items():
-                bisect.insort(self._keys, order)
-                self._routes[order] = space.part.routes[ref]
             if space.part.results or space.part.listeners:
                 if namespace not in self._parts:
                     bisect.insort(self._parts, namespace)
@@ -239,7 +238,7 @@ class TranslationCache:
                 self._parts.remove(namespace)
         self.rebuilt = rebuild
         parts = [p for ns in self._parts if (p := self._spaces[ns].part) is not None]
-        return merge(parts, map(self._routes.__getitem__, self._keys), addresses)
+        return merge(parts, addresses)
 
     def results_of(self, namespace: str) -> Mapping[ObjectRef, ObjectResult]:
         """The last translation's results of a namespace's objects."""
@@ -265,12 +264,6 @@ class TranslationCache:
         return self.translation(world.pools, world.held)
 
     # ------------------------------------------------------------------ internals
-
-    def _forget_routes(self, part: Part | None) -> None:
-        for order in part.order.values() if part is not None else ():
-            i = bisect.bisect_left(self._keys, order)
-            del self._keys[i]
-            del self._routes[order]
 
     def _world_of(self, namespace: str) -> L7World:
         """What vetting a namespace's objects reads: its objects, and per name or port they
