@@ -470,15 +470,29 @@ async def create_all(kubeconfig: Path, bodies: list[tuple[Resource, dict[str, An
         await client.close()
 
 
-async def replace_one(kubeconfig: Path, resource: Resource, body: dict[str, Any]) -> None:
-    client = await connect(kubeconfig)
-    try:
-        current = await client.get(resource, body["metadata"]["name"],
-                                   body["metadata"]["namespace"])  # fmt: skip
-        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        await client.replace(resource, body)
-    finally:
-        await client.close()
+class Writer:
+    """One API client on its own event loop, kept open: a change's time is its write's,
+    not a connection's."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.client = self.loop.run_until_complete(connect(kubeconfig))
+
+    def create(self, resource: Resource, body: dict[str, Any]) -> None:
+        self.loop.run_until_complete(self.client.create(resource, body))
+
+    def replace(self, resource: Resource, body: dict[str, Any]) -> None:
+        async def run() -> None:
+            meta = body["metadata"]
+            current = await self.client.get(resource, meta["name"], meta["namespace"])
+            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+            await self.client.replace(resource, body)
+
+        self.loop.run_until_complete(run())
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.client.close())
+        self.loop.close()
 
 
 def real_run(n: int, per_tenant: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -528,6 +542,7 @@ def real_run(n: int, per_tenant: int, args: argparse.Namespace) -> dict[str, Any
               f"{time.perf_counter() - started:.1f} s", flush=True)  # fmt: skip
         port = free_port()
         log_path = work / "gateway.log"
+        print(f"  the gateway's log: {log_path}", flush=True)
         started = time.perf_counter()
         proc = subprocess.Popen(
             [str(Path(sys.executable).parent / "teapot-lb"), "gateway", "--kubeconfig",
@@ -554,7 +569,8 @@ def real_run(n: int, per_tenant: int, args: argparse.Namespace) -> dict[str, Any
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    shutil.rmtree(work, ignore_errors=True)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
     return row
 
 
@@ -569,6 +585,7 @@ def measure_changes(
     cpus: dict[str, list[float]] = {k: [] for k in timings}
 
     def timed(kind: str, write: Callable[[], None], check: Callable[[], bool]) -> None:
+        time.sleep(0.3)  # (the previous change's trailing work not counted in this one)
         before = cpu_of(pid)
         started = time.perf_counter()
         write()
@@ -577,7 +594,7 @@ def measure_changes(
         time.sleep(0.2)  # (the reconcile's trailing work counted in its CPU)
         cpus[kind].append(cpu_of(pid) - before)
 
-    for k in range(changes):
+    def change(k: int, timed: Callable[..., None], writer: Writer) -> None:
         t = (k * 7) % tenants
         i = n + 1000 + k
         host = f"h{i}.t{t}.example"
@@ -585,22 +602,29 @@ def measure_changes(
         path = body["spec"]["rules"][0]["http"]["paths"][0]
         path["backend"]["service"]["name"] = "s0"
         body["spec"]["tls"] = [{"hosts": [host], "secretName": "cert0"}]
-        timed("ingress_added", lambda b=body: asyncio.run(create_all(admin, [(INGRESSES, b)])),
+        timed("ingress_added", lambda b=body: writer.create(INGRESSES, b),
               lambda h=host: get(ns, h) == (200, "a"))  # fmt: skip
         moved = endpoint_slice(t, 0, [BACKENDS[1]])
         timed("backend_changed",
-              lambda m=moved: asyncio.run(replace_one(admin, ENDPOINT_SLICES, m)),
+              lambda m=moved: writer.replace(ENDPOINT_SLICES, m),
               lambda h=host: get(ns, h) == (200, "b"))  # fmt: skip
-        asyncio.run(replace_one(admin, ENDPOINT_SLICES, endpoint_slice(t, 0, [BACKENDS[0]])))
+        writer.replace(ENDPOINT_SLICES, endpoint_slice(t, 0, [BACKENDS[0]]))
         data = certificate(t, 1000 + k)
         der = x509.load_pem_x509_certificate(data[CERT_KEY]).public_bytes(
             serialization.Encoding.DER
         )
         timed("certificate_rotated",
-              lambda d=data, t=t: asyncio.run(replace_one(admin, SECRETS, secret_body(t, 0, d))),
+              lambda d=data, t=t: writer.replace(SECRETS, secret_body(t, 0, d)),
               lambda h=host, d=der: presented(ns, h) == d)  # fmt: skip
         done = ", ".join(f"{kind} {v[-1] * 1000:.0f} ms" for kind, v in timings.items())
         print(f"  change {k + 1}/{changes}: {done}", flush=True)
+
+    writer = Writer(admin)
+    try:
+        for k in range(changes):
+            change(k, timed, writer)
+    finally:
+        writer.close()
     return {
         kind: {
             "p50_s": round(statistics.median(v), 4),
@@ -623,6 +647,7 @@ def main() -> None:
                         help="also run `teapot-lb gateway` with HAProxy and a real "
                              "kube-apiserver holding this many Ingresses")  # fmt: skip
     parser.add_argument("--real-changes", type=int, default=20)
+    parser.add_argument("--keep", action="store_true", help="keep the gateway's log and state")
     args = parser.parse_args()
     freeze_after_slow_full_passes()  # as `teapot-lb gateway` does
     # Stopped: the namespaces, daemons and API server are cleaned up on the way out.
