@@ -609,6 +609,7 @@ def measure_changes(
               lambda m=moved: writer.replace(ENDPOINT_SLICES, m),
               lambda h=host: get(ns, h) == (200, "b"))  # fmt: skip
         writer.replace(ENDPOINT_SLICES, endpoint_slice(t, 0, [BACKENDS[0]]))
+        until(lambda h=host: get(ns, h) == (200, "a"), 120, "the endpoint back")  # (not timed)
         data = certificate(t, 1000 + k)
         der = x509.load_pem_x509_certificate(data[CERT_KEY]).public_bytes(
             serialization.Encoding.DER
