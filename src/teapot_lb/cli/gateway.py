@@ -37,6 +37,7 @@ from teapot_lb.gateway.source import load_config, watch_config
 from teapot_lb.gateway.translate import ObjectResult
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
+from teapot_lb.longlived import freeze_after_slow_full_passes, release_large_blocks
 from teapot_lb.model.common import IPAddress, parse_ip
 from teapot_lb.model.gateway_api_schema import unevaluable_rules
 from teapot_lb.standalone.first_seen import FirstSeen
@@ -349,6 +350,10 @@ async def _serve(source: Source, state_dir: Path, metrics_addr: str, wrap: list[
     for rule in unevaluable_rules():
         logger.warning("gateway api rule not evaluated", rule=rule)
     cancel_on_signals()
+    # The translation kept per tenant is a large, lasting heap: full collections kept
+    # short (teapot_lb.longlived): a slow one stalls the reconcile of a change.
+    stop_freezing = freeze_after_slow_full_passes()
+    release_large_blocks()
     node = Gateway(state_dir, wrap=wrap)
     registry = CollectorRegistry()
     metrics.register(registry, node)
@@ -383,3 +388,4 @@ async def _serve(source: Source, state_dir: Path, metrics_addr: str, wrap: list[
             await stats
         await monitoring.stop()
         await node.stop()
+        stop_freezing()

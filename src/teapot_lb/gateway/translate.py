@@ -29,6 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from ipaddress import ip_address
+from itertools import chain
+from operator import attrgetter
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -85,7 +88,7 @@ from teapot_lb.model.gateway_api import UDPRoute as ApiUDPRoute
 from teapot_lb.model.ingress import Ingress, IngressServiceBackend
 from teapot_lb.model.ingress import PathType as IngressPathType
 from teapot_lb.model.tenancy import GatewayBackends, Tenant, parse_cidr
-from teapot_lb.tenancy.l7address import Wanted, assign, wanted_address
+from teapot_lb.tenancy.l7address import Dedicated, Wanted, assign, wanted_address
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY, certificate_names, covered_hostnames
 from teapot_lb.tenancy.l7vet import (
     LABEL_SOURCE_NAMESPACE,
@@ -198,7 +201,7 @@ class Translation:
 
 @dataclass
 class _Build:
-    world: L7World
+    secrets: Mapping[str, Mapping[str, bytes]]
     slices: Sequence[KubeObject]
     addresses: tuple[IPAddress, ...]
     listeners: dict[str, Listener] = field(default_factory=dict)
@@ -265,7 +268,7 @@ class _Build:
         source = source_of(obj)
         namespace = obj.metadata.namespace or ""
         mirror = mirrored_name(source.cluster, source.namespace, secret)
-        data = (self.world.secrets or {}).get(f"{namespace}/{mirror}")
+        data = self.secrets.get(f"{namespace}/{mirror}")
         if data is None or CERT_KEY not in data or KEY_KEY not in data:
             return None
         name = config_name(namespace, mirror)
@@ -816,51 +819,112 @@ def _stream_route(
             )
 
 
-# --------------------------------------------------------------------------- entry point
+# --------------------------------------------------------------------------- one tenant
 
 
-def translate(
-    world: L7World, slices: Iterable[KubeObject], addresses: Sequence[IPAddress]
-) -> Translation:
-    """The config the gateway serves and every object's result. Objects are taken oldest
-    first (creationTimestamp, then namespace and name), Gateways before routes."""
-    build = _Build(world, list(slices), tuple(addresses))
-    # Bound whatever is served: a name nobody serves gets the gateway's 404 (HTTPS: behind
-    # the gateway's own certificate), not a refused connection.
-    build.shared(Protocol.HTTP)
-    build.shared(Protocol.HTTPS)
-    results: dict[ObjectRef, ObjectResult] = {}
-    tenants = list(world.tenants)
-    ordered = sorted(
-        (o for o in world.objects if served_here(o)),
-        key=lambda o: (0 if isinstance(o, Gateway) else 1, _order(o)),
-    )
-    gateways: dict[str, tuple[Gateway, ObjectResult]] = {}
-    owners: dict[ObjectRef, Tenant] = {}
-    wanted: list[tuple[Ingress | Gateway, Tenant, Wanted]] = []
-    for obj in ordered:
-        owner = tenant_of(obj.metadata.namespace or "", tenants)
-        if not isinstance(owner, Tenant):
-            continue  # not a tenant's namespace: not the gateway's
-        result = ObjectResult(obj, tenant=owner.name, refusals=vet_object(obj, world))
-        if result.accepted:
-            result.dropped = unserved_parts(obj, world)
-        results[obj.ref] = result
-        owners[obj.ref] = owner
+@dataclass(frozen=True)
+class Vetted:
+    """One object of a tenant as vetting left it: its refusals, the parts left out (when
+    accepted) and the dedicated address it asks for (None: the shared ones)."""
+
+    obj: L7Object
+    owner: Tenant
+    refusals: tuple[L7Refusal, ...]
+    dropped: tuple[L7Refusal, ...]
+    want: Wanted | None
+
+    @property
+    def order(self) -> ObjectOrder:
+        return object_order(self.obj)
+
+
+ObjectOrder = tuple[int, str, str, str, str]
+
+
+def object_order(obj: L7Object) -> ObjectOrder:
+    """The order objects are taken in: Gateways before routes, then oldest first
+    (creationTimestamp, namespace, name, kind)."""
+    return (0 if isinstance(obj, Gateway) else 1, *_order(obj), obj.kind)
+
+
+def vet_tenant(objects: Iterable[L7Object], owner: Tenant, world: L7World) -> tuple[Vetted, ...]:
+    """The tenant's served objects (in :func:`object_order`) vetted against `world` (every
+    object that can take one of their hostnames or ports: all of them, or a part that
+    holds those)."""
+    out = []
+    for obj in objects:
+        refusals = tuple(vet_object(obj, world))
+        dropped = () if refusals else tuple(unserved_parts(obj, world))
         want = wanted_address(obj, owner) if isinstance(obj, Ingress | Gateway) else None
-        if result.accepted and isinstance(obj, Ingress | Gateway) and isinstance(want, Wanted):
-            wanted.append((obj, owner, want))
-    dedicated = assign(wanted, world.pools, world.held, build.addresses)
-    build.placed.update(dedicated.addresses)
-    for ref, refusal in dedicated.refused.items():
-        results[ref].refusals.append(
-            L7Refusal(L7Rule(refusal.reason), refusal.field, refusal.message)
+        out.append(
+            Vetted(obj, owner, refusals, dropped, want if isinstance(want, Wanted) else None)
         )
-    for obj in ordered:
-        if obj.ref not in results:
-            continue
-        result, owner = results[obj.ref], owners[obj.ref]
-        result.address = dedicated.addresses.get(obj.ref)
+    return tuple(out)
+
+
+def dedicated_wanted(
+    vetted: Iterable[Vetted],
+) -> list[tuple[Ingress | Gateway, Tenant, Wanted]]:
+    """What :func:`~teapot_lb.tenancy.l7address.assign` takes: the accepted objects asking
+    for a dedicated address, oldest first."""
+    wanted = sorted((v for v in vetted if v.want is not None and not v.refusals), key=_vet_order)
+    return [(v.obj, v.owner, v.want) for v in wanted if isinstance(v.obj, Ingress | Gateway)
+            and v.want is not None]  # fmt: skip
+
+
+def _vet_order(v: Vetted) -> ObjectOrder:
+    return v.order
+
+
+@dataclass(frozen=True)
+class Part:
+    """What one tenant's objects add to the config: a tenant's Gateways, routes, backends
+    and certificates are its namespace's only, so a part is built from that tenant's
+    objects, slices and Secrets alone (with its vetting and dedicated addresses). Routes
+    in :func:`object_order`."""
+
+    results: dict[ObjectRef, ObjectResult]
+    listeners: dict[str, Listener]
+    dedicated: dict[str, IPAddress]
+    certificates: dict[str, Certificate]
+    offered: dict[str, set[IPAddress | None]]
+    backends: dict[str, Backend]
+    http_routes: tuple[HTTPRoute, ...]
+    tls_routes: tuple[TLSRoute, ...]
+    tcp_routes: tuple[StreamRoute, ...]
+    udp_routes: tuple[StreamRoute, ...]
+
+
+def build_part(
+    vetted: Sequence[Vetted],
+    dedicated: Dedicated,
+    secrets: Mapping[str, Mapping[str, bytes]],
+    slices: Sequence[KubeObject],
+    addresses: tuple[IPAddress, ...],
+) -> Part:
+    """One tenant's part of the config and its objects' results. `vetted` in
+    :func:`object_order`; `dedicated`: the addresses given (at least this tenant's);
+    `slices` and `secrets`: (at least) those of the tenant's namespace."""
+    build = _Build(secrets, slices, addresses)
+    results: dict[ObjectRef, ObjectResult] = {}
+    for v in vetted:
+        ref = v.obj.ref
+        result = ObjectResult(
+            v.obj, tenant=v.owner.name, refusals=list(v.refusals), dropped=list(v.dropped)
+        )
+        refusal = dedicated.refused.get(ref)
+        if refusal is not None:
+            result.refusals.append(
+                L7Refusal(L7Rule(refusal.reason), refusal.field, refusal.message)
+            )
+        result.address = dedicated.addresses.get(ref)
+        if result.address is not None:
+            build.placed[ref] = result.address
+        results[ref] = result
+    gateways: dict[str, tuple[Gateway, ObjectResult]] = {}
+    for v in vetted:
+        obj, owner = v.obj, v.owner
+        result = results[obj.ref]
         if isinstance(obj, Gateway):
             gateways[f"{obj.metadata.namespace}/{obj.name}"] = (obj, result)
         if not result.accepted:
@@ -873,27 +937,118 @@ def translate(
             _http_route(build, obj, owner, gateways, result)
         else:
             _stream_route(build, obj, owner, gateways, result)
+    return Part(
+        results, build.listeners, build.dedicated, build.certificates, build.offered,
+        build.backends, tuple(build.http_routes), tuple(build.tls_routes),
+        tuple(build.tcp_routes), tuple(build.udp_routes),
+    )  # fmt: skip
+
+
+def shared_listeners(addresses: tuple[IPAddress, ...]) -> dict[str, Listener]:
+    """The listeners always bound: a name nobody serves gets the gateway's 404 (HTTPS:
+    behind the gateway's own certificate), not a refused connection."""
+    build = _Build({}, (), addresses)
+    build.shared(Protocol.HTTP)
+    build.shared(Protocol.HTTPS)
+    return build.listeners
+
+
+def merge(parts: Sequence[Part], addresses: tuple[IPAddress, ...]) -> Translation:
+    """The config of the tenants' parts, in namespace order (a route's place among other
+    tenants' decides nothing: routing orders by age, namespace and name first,
+    :mod:`teapot_lb.gateway.routing`)."""
+    listeners = shared_listeners(addresses)
+    dedicated: dict[str, IPAddress] = {}
+    offered: dict[str, set[IPAddress | None]] = {}
+    results: dict[ObjectRef, ObjectResult] = {}
+    for part in parts:
+        for name, x in part.listeners.items():
+            listeners.setdefault(name, x)
+        dedicated.update(part.dedicated)
+        offered.update(part.offered)
+        results.update(part.results)
     # HTTPS listeners offer every certificate of their objects (SNI picks; the gateway's
     # own by default, a dedicated listener's too): the shared ones every tenant's on the
     # shared addresses, a dedicated one its tenant's objects' there.
-    listeners: dict[str, Listener] = {}
-    for name, x in build.listeners.items():
-        if x.protocol is not Protocol.HTTPS:
-            listeners[name] = x
-            continue
-        place = build.dedicated.get(name)
-        certs = tuple(c for c in sorted(build.certificates) if place in build.offered[c])
-        listeners[name] = x.model_copy(update={"certificates": certs})
-    config = GatewayConfig(
+    certificates = tuple(chain.from_iterable(p.certificates.values() for p in parts))
+    names = sorted(c.name for c in certificates)
+    for name, x in listeners.items():
+        if x.protocol is Protocol.HTTPS:
+            place = dedicated.get(name)
+            certs = tuple(c for c in names if place in offered[c])
+            listeners[name] = x.model_copy(update={"certificates": certs})
+
+    def each(kind: str) -> tuple[Any, ...]:
+        return tuple(chain.from_iterable(map(attrgetter(kind), parts)))
+
+    config = GatewayConfig.model_construct(
         listeners=tuple(listeners.values()),
-        certificates=tuple(build.certificates.values()),
-        backends=tuple(build.backends.values()),
-        http_routes=tuple(build.http_routes),
-        tls_routes=tuple(build.tls_routes),
-        tcp_routes=tuple(build.tcp_routes),
-        udp_routes=tuple(build.udp_routes),
+        certificates=certificates,
+        backends=tuple(chain.from_iterable(p.backends.values() for p in parts)),
+        http_routes=each("http_routes"),
+        tls_routes=each("tls_routes"),
+        tcp_routes=each("tcp_routes"),
+        udp_routes=each("udp_routes"),
+        default_certificate=None,
     )
-    return Translation(config, results, tuple(addresses))
+    return Translation(config, results, addresses)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def tenant_namespaces(tenants: Sequence[Tenant]) -> dict[str, Tenant | None]:
+    """Per tenant namespace its one Tenant (None: claimed by several, nobody's objects)."""
+    out: dict[str, Tenant | None] = {}
+    for t in tenants:
+        owner = tenant_of(t.spec.namespace, tenants)
+        out[t.spec.namespace] = owner if isinstance(owner, Tenant) else None
+    return out
+
+
+def by_namespace(
+    world: L7World, slices: Iterable[KubeObject], *, ordered: bool = True
+) -> dict[str, tuple[list[L7Object], list[KubeObject], dict[str, Mapping[str, bytes]]]]:
+    """Each namespace's served objects (in :func:`object_order`, or as given), slices and
+    Secrets."""
+    out: dict[str, tuple[list[L7Object], list[KubeObject], dict[str, Mapping[str, bytes]]]] = {}
+
+    def of(namespace: str) -> tuple[list[L7Object], list[KubeObject], dict[str, Any]]:
+        return out.setdefault(namespace, ([], [], {}))
+
+    for obj in world.objects:
+        if served_here(obj):
+            of(obj.metadata.namespace or "")[0].append(obj)
+    for eps in slices:
+        of(eps.get("metadata", {}).get("namespace") or "")[1].append(eps)
+    for key, data in (world.secrets or {}).items():
+        of(key.partition("/")[0])[2][key] = data
+    for objects, _, _ in out.values() if ordered else ():
+        objects.sort(key=object_order)
+    return out
+
+
+def translate(
+    world: L7World, slices: Iterable[KubeObject], addresses: Sequence[IPAddress]
+) -> Translation:
+    """The config the gateway serves and every object's result, translated from scratch
+    (:class:`~teapot_lb.gateway.translation_cache.TranslationCache` keeps the parts and
+    translates only the tenants a change touches). Objects are taken in
+    :func:`object_order` per tenant namespace, the namespaces in order."""
+    shared = tuple(addresses)
+    owners = tenant_namespaces(world.tenants)
+    inputs = by_namespace(world, slices)
+    vetted: dict[str, tuple[Vetted, ...]] = {}
+    for namespace, (objects, _, _) in sorted(inputs.items()):
+        owner = owners.get(namespace)
+        if owner is not None:
+            vetted[namespace] = vet_tenant(objects, owner, world)
+    wanted = dedicated_wanted(chain.from_iterable(vetted.values()))
+    dedicated = assign(wanted, world.pools, world.held, shared)
+    parts = [
+        build_part(vs, dedicated, inputs[ns][2], inputs[ns][1], shared) for ns, vs in vetted.items()
+    ]
+    return merge(parts, shared)
 
 
 def _order(obj: L7Object) -> tuple[str, str, str]:
@@ -904,10 +1059,21 @@ def _order(obj: L7Object) -> tuple[str, str, str]:
 __all__ = [
     "Condition",
     "ListenerResult",
+    "ObjectOrder",
     "ObjectResult",
     "ParentResult",
+    "Part",
     "Source",
     "Translation",
+    "Vetted",
+    "build_part",
+    "by_namespace",
     "config_name",
+    "dedicated_wanted",
+    "merge",
+    "object_order",
+    "shared_listeners",
+    "tenant_namespaces",
     "translate",
+    "vet_tenant",
 ]

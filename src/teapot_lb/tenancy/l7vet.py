@@ -149,7 +149,7 @@ class L7World:
                 if host:
                     claims.hosts.setdefault(host, []).append(entry)
             if isinstance(obj, Gateway):
-                for port in _exclusive_ports(obj):
+                for port in exclusive_ports(obj):
                     claims.ports.setdefault(port, []).append(entry)
         for entries in (*claims.hosts.values(), *claims.ports.values()):
             entries.sort()
@@ -754,7 +754,7 @@ def _theft_refusals(obj: L7Object, tenant: Tenant, world: L7World) -> list[L7Ref
                 )
             )
     if isinstance(obj, Gateway):
-        exclusive = _exclusive_ports(obj)
+        exclusive = exclusive_ports(obj)
         for i, listener in enumerate(obj.spec.listeners):
             key = (listener.port, listener.protocol)
             if key in exclusive and _older_elsewhere(claims.ports.get(key, []), mine, namespace):
@@ -769,7 +769,8 @@ def _theft_refusals(obj: L7Object, tenant: Tenant, world: L7World) -> list[L7Ref
     return out
 
 
-def _exclusive_ports(gateway: Gateway) -> list[tuple[int, str]]:
+def exclusive_ports(gateway: Gateway) -> list[tuple[int, str]]:
+    """The (port, protocol) of the Gateway's listeners that take a port of their own."""
     return [
         (listener.port, listener.protocol)
         for listener in gateway.spec.listeners
@@ -791,12 +792,12 @@ def _quota_refusals(obj: Gateway, tenant: Tenant, world: L7World) -> list[L7Refu
             and served_here(other)
             and creation_order(other) < mine
         ):
-            held.update(_exclusive_ports(other))
+            held.update(exclusive_ports(other))
     out = []
     count = len(held)
     for i, listener in enumerate(obj.spec.listeners):
         key = (listener.port, listener.protocol)
-        if key not in _exclusive_ports(obj) or key in held:
+        if key not in exclusive_ports(obj) or key in held:
             continue
         held.add(key)
         count += 1
@@ -912,6 +913,7 @@ __all__ = [
     "L7World",
     "Source",
     "domain_holds",
+    "exclusive_ports",
     "mirrored_name",
     "problems_of",
     "served_here",

@@ -3,9 +3,11 @@ Ingresses and Gateway API objects, EndpointSlices and TLS Secrets in; the data p
 :class:`~teapot_lb.gateway.config.GatewayConfig` out (to `on_config`), and status,
 refusal annotations and Events back on the objects.
 
-One level-triggered key: any change re-runs :func:`~teapot_lb.gateway.translate.translate`
-over the cache, which vets every object again (an object written while the webhook was
-down is refused here all the same). Writes happen only where the status differs.
+One level-triggered key: a change translates again the tenants whose namespace it is in
+(:class:`~teapot_lb.gateway.translation_cache.TranslationCache`: their objects vetted
+again, so an object written while the webhook was down is refused here all the same;
+the rest kept), and the status of those tenants' objects is compared and written where
+it differs. A change of the Tenants or of the gateway's addresses translates everything.
 :meth:`GatewayControl.admission` is the webhook's check for these kinds (the same vetting,
 against the same cache).
 """
@@ -16,7 +18,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
@@ -24,6 +26,7 @@ from teapot_lb import log
 from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.config import Certificate, GatewayConfig
 from teapot_lb.gateway.control.l7mirror import AGENT, ANNOTATION_REFUSED, MANAGED_BY, ROUTES
+from teapot_lb.gateway.control.l7namespaces import ByNamespace
 from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF, address_services, differs
 from teapot_lb.gateway.control.l7status import (
     gateway_status,
@@ -32,7 +35,8 @@ from teapot_lb.gateway.control.l7status import (
     route_status,
 )
 from teapot_lb.gateway.default_certificate import from_secret
-from teapot_lb.gateway.translate import ObjectResult, Translation, translate
+from teapot_lb.gateway.translate import ObjectResult, Translation
+from teapot_lb.gateway.translation_cache import TranslationCache
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.events import EventRecorder
@@ -64,6 +68,7 @@ from teapot_lb.tenancy.l7address import held_addresses
 from teapot_lb.tenancy.l7vet import L7Object, L7World, problems_of, vet_object
 from teapot_lb.tenancy.request import LABEL_CLUSTER
 
+T = TypeVar("T")
 COMPONENT = "teapot-lb-gateway"
 KEY = "gateway"
 OBJECT_RESOURCES: tuple[Resource, ...] = (INGRESSES, GATEWAYS, *ROUTES)
@@ -108,7 +113,7 @@ class GatewayControl:
         )
         self.translate_seconds = Histogram(
             "teapot_lb_gateway_translate_seconds",
-            "Time to vet and translate every object into the gateway config.",
+            "Time to vet and translate the tenants a change touches into the gateway config.",
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
             registry=self.registry,
         )
@@ -157,6 +162,26 @@ class GatewayControl:
                 Informer(client, SECRETS, namespace=namespace, field_selector=only,
                          watch_timeout_s=watch_timeout_s)
             )  # fmt: skip
+        # What a change touched: the namespaces of the tenants' objects, slices and
+        # Secrets (translated again), and whether the pools or requests changed (the
+        # dedicated addresses' inputs, read again).
+        self._changed: set[str] = set()
+        self._unwritten: set[str] = set()
+        self._assigning: set[str] = set()
+        self.views: list[ByNamespace[L7Object]] = [
+            ByNamespace(i, _parse, self._changed) for i in self.objects.values()
+        ]
+        self.slice_view: ByNamespace[KubeObject] = ByNamespace(self.slices, _raw, self._changed)
+        self.secret_view = ByNamespace(self.secrets, _secret, self._changed)
+        self.tenant_view: ByNamespace[Tenant] = ByNamespace(self.tenants, _parsed_as(Tenant), set())
+        self.pool_view = ByNamespace(self.pools, _parsed_as(AddressPool), self._assigning)
+        self.request_view = ByNamespace(
+            self.requests, _parsed_as(TenantLoadBalancer), self._assigning
+        )
+        self.cache = TranslationCache()
+        self._pools: dict[str, AddressPool] = {}
+        self._held: dict[str, frozenset[IPAddress]] = {}
+        self._counts: dict[str, dict[tuple[str, str, str], int]] = {}
         self.loop: ReconcileLoop[str] = ReconcileLoop(
             "gateway-control",
             self._reconcile,
@@ -185,20 +210,14 @@ class GatewayControl:
     # ------------------------------------------------------------------ the world
 
     def world(self) -> L7World:
-        tenants = [t for t in _parsed(self.tenants) if isinstance(t, Tenant)]
-        objects: list[L7Object] = []
-        for informer in self.objects.values():
-            objects += _parsed(informer)
+        tenants = self.tenant_view.every()
+        objects = [o for view in self.views for o in view.every()]
         secrets = {
-            key: secret_data(obj)[0]
-            for key in self.secrets.list_keys()
-            if (obj := self.secrets.get(key)) is not None
+            k: d for ns in list(self.secret_view.keys) for k, d in self.secret_view.items(ns)
         }
-        pools = {p.name: p for p in _parsed(self.pools) if isinstance(p, AddressPool)}
-        requests = [r for r in _parsed(self.requests) if isinstance(r, TenantLoadBalancer)]
-        return L7World(
-            tenants, objects, secrets, pools=pools, held=held_addresses(tenants, requests)
-        )
+        pools = {p.name: p for p in self.pool_view.every()}
+        held = held_addresses(tenants, self.request_view.every())
+        return L7World(tenants, objects, secrets, pools=pools, held=held)
 
     def admission(self, obj: ApiObject) -> list[Problem]:
         """The webhook's verdict on a create or update of `obj` (empty: admitted)."""
@@ -217,14 +236,34 @@ class GatewayControl:
 
     # ------------------------------------------------------------------ reconcile
 
+    def _translate(self) -> Translation:
+        """The translation, of the tenants a change touched since the last one."""
+        changed = set(self._changed)
+        self._changed.clear()
+        tenants = self.tenant_view.every()
+        everything = self.cache.reset(tenants, self.addresses)
+        if everything:
+            views: list[ByNamespace[Any]] = [*self.views, self.slice_view, self.secret_view]
+            changed = {ns for view in views for ns in view.keys}
+        if everything or self._assigning:
+            self._assigning.clear()
+            self._pools = {p.name: p for p in self.pool_view.every()}
+            self._held = held_addresses(tenants, self.request_view.every())
+        for namespace in changed:
+            objects = [o for view in self.views for o in view.of(namespace)]
+            secrets = dict(self.secret_view.items(namespace))
+            self.cache.put(namespace, objects, self.slice_view.of(namespace), secrets)
+        result = self.cache.translation(self._pools, self._held)
+        # Written again: the rebuilt tenants' objects, and those of a namespace where an
+        # object changed (its status edited by someone else is put back).
+        self._unwritten |= self.cache.rebuilt | changed
+        return result
+
     async def _reconcile(self, key: str) -> None:
-        slices = [o for k in self.slices.list_keys() if (o := self.slices.get(k)) is not None]
         with self.translate_seconds.time():
-            result = translate(self.world(), slices, self.addresses)
+            result = self._translate()
         self.translation = result
-        self._count(result)
-        if self.on_translation is not None:
-            self.on_translation(result)
+        self._count()
         config = result.config.model_copy(update={"default_certificate": self._default()})
         if config != self.config:
             if self.on_config is not None:
@@ -240,8 +279,10 @@ class GatewayControl:
             return
         await self._announce(result)
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
-        for outcome in result.results.values():
-            await self._write(outcome, now)
+        for namespace in sorted(self._unwritten):
+            for outcome in self.cache.results_of(namespace).values():
+                await self._write(outcome, now)
+            self._unwritten.discard(namespace)
 
     async def _announce(self, result: Translation) -> None:
         """One Service per dedicated address (a copy of the shared gateway's), so the
@@ -294,15 +335,19 @@ class GatewayControl:
         self._default_problem = None
         return found
 
-    def _count(self, result: Translation) -> None:
-        counts: dict[tuple[str, str, str], int] = {}
-        for outcome in result.results.values():
-            state = "served" if outcome.accepted else outcome.refusals[0].rule.value
-            key = (outcome.tenant, outcome.obj.kind, state)
-            counts[key] = counts.get(key, 0) + 1
-        self.objects_gauge.clear()
-        for labels, n in counts.items():
-            self.objects_gauge.labels(*labels).set(n)
+    def _count(self) -> None:
+        """The objects gauge, counted again for the tenants translated again."""
+        for namespace in self.cache.rebuilt:
+            counts: dict[tuple[str, str, str], int] = {}
+            for outcome in self.cache.results_of(namespace).values():
+                state = "served" if outcome.accepted else outcome.refusals[0].rule.value
+                key = (outcome.tenant, outcome.obj.kind, state)
+                counts[key] = counts.get(key, 0) + 1
+            for labels in self._counts.get(namespace, {}).keys() - counts.keys():
+                self.objects_gauge.remove(*labels)
+            for labels, n in counts.items():
+                self.objects_gauge.labels(*labels).set(n)
+            self._counts[namespace] = counts
 
     async def _write(self, outcome: ObjectResult, now: str) -> None:
         obj = outcome.obj
@@ -357,16 +402,25 @@ def _labels_of(obj: KubeObject) -> dict[str, str]:
     return dict(obj.get("metadata", {}).get("labels") or {})
 
 
-def _parsed(informer: Informer) -> list[Any]:
-    out = []
-    for key in informer.list_keys():
-        obj = informer.get(key)
-        if obj is None:
-            continue
-        parsed, problems = parse_object(obj, ignore_unknown_kinds=True)
-        if parsed is not None and not problems:
-            out.append(parsed)
-    return out
+def _parse(raw: KubeObject) -> Any:
+    parsed, problems = parse_object(raw, ignore_unknown_kinds=True)
+    return parsed if parsed is not None and not problems else None
+
+
+def _parsed_as(kind: type[T]) -> Callable[[KubeObject], T | None]:
+    def read(raw: KubeObject) -> T | None:
+        parsed = _parse(raw)
+        return parsed if isinstance(parsed, kind) else None
+
+    return read
+
+
+def _raw(raw: KubeObject) -> KubeObject:
+    return raw
+
+
+def _secret(raw: KubeObject) -> dict[str, bytes]:
+    return secret_data(raw)[0]
 
 
 def _normal(value: Any) -> Any:

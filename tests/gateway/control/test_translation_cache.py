@@ -1,0 +1,198 @@
+"""Incremental translation (issue 37): with a TranslationCache, a sequence of changes to
+tenants' objects, endpoints and certificates gives after each change exactly the
+translation from scratch (config and every object's result), and translates again only
+the tenants the change touches.
+
+acme and bolt both hold names under shop.example (acme: *.shop.example, bolt:
+shop.example), so a hostname can be taken from one by the other; both have allocations
+for dedicated addresses (pool shared-v4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from ipaddress import ip_address
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from teapot_lb.gateway.translate import translate
+from teapot_lb.gateway.translation_cache import TranslationCache
+from teapot_lb.model.common import ObjectRef
+from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
+from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY
+from teapot_lb.tenancy.l7vet import L7Object, L7World, vet_object
+from tenancy.builders import pools
+
+from . import builders
+from .builders import gateway, http_route, ingress, listener, tenant
+
+SHARED = ip_address("203.0.113.10")
+TENANT_NAMES = ("acme", "bolt")
+HOSTS = {
+    "acme": ("www.acme.example", "a.shop.example", "b.shop.example", "api.acme.example"),
+    "bolt": ("www.bolt.example", "a.shop.example", "b.shop.example", "shop.example"),
+}
+SERVICES = ("web", "api")
+NAMES = ("one", "two", "three")
+CERT_NAMES = ("www.acme.example", "a.shop.example", "www.bolt.example")
+
+
+@pytest.fixture(scope="module")
+def pems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes, bytes]]:
+    directory: Path = tmp_path_factory.mktemp("certs")
+    return {cn: builders.make_certificate(directory, cn) for cn in CERT_NAMES}
+
+
+def tenants() -> list[Any]:
+    return [tenant("acme"), tenant("bolt", dnsDomains=["bolt.example", "shop.example"])]
+
+
+@dataclass
+class Cloud:
+    """What the management cluster holds now."""
+
+    objects: dict[ObjectRef, L7Object] = field(default_factory=dict)
+    slices: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    secrets: dict[str, dict[str, bytes]] = field(default_factory=dict)
+
+    def world(self) -> L7World:
+        return L7World(tenants(), list(self.objects.values()), dict(self.secrets), pools=pools())
+
+
+# ------------------------------------------------------------------ the changes
+
+
+def _ingress(t: str, name: str, host: int, age: int, service: str, tls: str | None,
+             own: bool) -> L7Object:  # fmt: skip
+    hostname = HOSTS[t][host]
+    return ingress(
+        t, f"i-{name}", hostname, age=age,
+        paths=[{"path": "/", "pathType": "Prefix", "backend": builders.backend(service)}],
+        tls=[{"hosts": [hostname], "secretName": tls}] if tls else [],
+        annotations={ANNOTATION_DEDICATED_ADDRESS: "true"} if own else None,
+    )  # fmt: skip
+
+
+def _route(t: str, name: str, host: int, age: int, service: str) -> L7Object:
+    rules = [{"backendRefs": [{"name": service, "port": 80}]}]
+    return http_route(t, f"r-{name}", [HOSTS[t][host]], age=age, rules=rules)
+
+
+def _gateway(t: str, age: int, tls: str | None, tcp: int | None, own: bool) -> L7Object:
+    listeners = [listener("http", "HTTP", 80)]
+    if tls:
+        refs = {"mode": "Terminate", "certificateRefs": [{"name": tls}]}
+        listeners.append(listener("https", "HTTPS", 443, tls=refs))
+    if tcp:
+        listeners.append(listener("db", "TCP", tcp))
+    addresses = [{"type": "IPAddress", "value": "198.51.100.3"}] if own and t == "acme" else None
+    return gateway(t, "gw", listeners, age=age, addresses=addresses)
+
+
+tenant_names = st.sampled_from(TENANT_NAMES)
+ages = st.integers(0, 5)
+services = st.sampled_from(SERVICES)
+secret_names = st.sampled_from((None, "tls-a", "tls-b"))
+
+put_object = st.one_of(
+    st.builds(_ingress, tenant_names, st.sampled_from(NAMES), st.integers(0, 3), ages,
+              services, secret_names, st.booleans()),
+    st.builds(_route, tenant_names, st.sampled_from(NAMES), st.integers(0, 3), ages, services),
+    st.builds(_gateway, tenant_names, ages, secret_names, st.sampled_from((None, 5432, 6379)),
+              st.booleans()),
+)  # fmt: skip
+changes = st.one_of(
+    st.tuples(st.just("put"), put_object),
+    st.tuples(st.just("delete"), st.integers(0, 20)),
+    st.tuples(st.just("endpoints"), tenant_names, services,
+              st.lists(st.sampled_from(("192.0.2.11", "192.0.2.12", "192.0.2.71")),
+                       max_size=2, unique=True)),
+    st.tuples(st.just("secret"), tenant_names, st.sampled_from(("tls-a", "tls-b")),
+              st.sampled_from((None, *CERT_NAMES))),
+)  # fmt: skip
+
+
+def apply(cloud: Cloud, change: tuple[Any, ...], pems: dict[str, tuple[bytes, bytes]]) -> None:
+    match change:
+        case ("put", obj):
+            cloud.objects[obj.ref] = obj
+        case ("delete", i):
+            if cloud.objects:
+                del cloud.objects[sorted(cloud.objects)[i % len(cloud.objects)]]
+        case ("endpoints", t, service, addresses):
+            if addresses:
+                cloud.slices[t, service] = builders.mirrored_slice(t, service, addresses)
+            else:
+                cloud.slices.pop((t, service), None)
+        case ("secret", t, name, cn):
+            key = builders.secret_key(t, name)
+            if cn is None:
+                cloud.secrets.pop(key, None)
+            else:
+                cert, private = pems[cn]
+                cloud.secrets[key] = {CERT_KEY: cert, KEY_KEY: private}
+
+
+# ------------------------------------------------------------------ the properties
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(changes, min_size=1, max_size=12))
+def test_changes_applied_incrementally_translate_as_from_scratch(
+    pems: dict[str, tuple[bytes, bytes]], steps: list[tuple[Any, ...]]
+) -> None:
+    cloud, cache = Cloud(), TranslationCache()
+    for change in steps:
+        apply(cloud, change, pems)
+        world = cloud.world()
+        kept = cache.translate(world, list(cloud.slices.values()), [SHARED])
+        fresh = translate(world, list(cloud.slices.values()), [SHARED])
+        assert kept.config == fresh.config, change
+        assert kept.results == fresh.results, change
+        # The tenant's vetting against its own objects and its rivals' is vetting
+        # against everything.
+        for ref, result in kept.results.items():
+            rules = [r for r in result.refusals if not r.rule.value.startswith("Address")]
+            assert rules == vet_object(cloud.objects[ref], world)
+
+
+def test_a_change_in_one_tenant_translates_that_tenant_only(
+    pems: dict[str, tuple[bytes, bytes]],
+) -> None:
+    cloud, cache = Cloud(), TranslationCache()
+    for t in TENANT_NAMES:
+        apply(cloud, ("put", _ingress(t, "one", 0, 1, "web", None, False)), pems)
+        apply(cloud, ("endpoints", t, "web", ["192.0.2.11"]), pems)
+    cache.translate(cloud.world(), list(cloud.slices.values()), [SHARED])
+    assert cache.rebuilt == {"tenant-acme", "tenant-bolt"}
+
+    apply(cloud, ("endpoints", "bolt", "web", ["192.0.2.71"]), pems)
+    cache.translate(cloud.world(), list(cloud.slices.values()), [SHARED])
+    assert (cache.vetted, cache.rebuilt) == (set(), {"tenant-bolt"})  # endpoints: not vetted
+
+    apply(cloud, ("put", _ingress("acme", "two", 1, 2, "web", None, False)), pems)
+    cache.translate(cloud.world(), list(cloud.slices.values()), [SHARED])
+    assert cache.rebuilt == {"tenant-acme"}
+
+    cache.translate(cloud.world(), list(cloud.slices.values()), [SHARED])
+    assert (cache.vetted, cache.rebuilt) == (set(), set())
+
+
+def test_a_hostname_another_tenant_claims_vets_both_tenants_again(
+    pems: dict[str, tuple[bytes, bytes]],
+) -> None:
+    cloud, cache = Cloud(), TranslationCache()
+    apply(cloud, ("put", _ingress("acme", "one", 1, 1, "web", None, False)), pems)  # a.shop
+    apply(cloud, ("put", _ingress("bolt", "one", 0, 2, "web", None, False)), pems)
+    cache.translate(cloud.world(), [], [SHARED])
+
+    older = _ingress("bolt", "one", 1, 0, "web", None, False)  # a.shop.example, older
+    apply(cloud, ("put", older), pems)
+    kept = cache.translate(cloud.world(), [], [SHARED])
+    assert cache.vetted == {"tenant-acme", "tenant-bolt"}
+    taken = kept.results[_ingress("acme", "one", 1, 1, "web", None, False).ref]
+    assert [r.rule.value for r in taken.refusals] == ["HostnameTaken"]
