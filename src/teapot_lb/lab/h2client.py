@@ -1,4 +1,4 @@
-"""A minimal HTTP/2 client for the gateway's tests, run inside a namespace: one TLS
+"""A minimal HTTP/2 client for the gateway lab and its tests, run inside a namespace: one TLS
 connection (ALPN h2; the SNI given, or none), then one GET per authority given, one after
 the other on that same connection (as a browser reuses a connection for another name its
 certificate covers, RFC 9113 section 9.1.1). Prints one JSON line, per request:
