@@ -488,25 +488,32 @@ def _problems(config: GatewayConfig) -> Iterator[str]:
         "udpRoutes": config.udp_routes,
     }
     stream_listeners: Counter[str] = Counter()
+    listeners = {x.name: x for x in reversed(config.listeners)}  # (the first of a name)
     for field, items in routes.items():
         for i, route in enumerate(items):
-            where = f"{field}[{i}] ({route.owner.label()})"
+            # (the label only for a problem: this runs per route on every apply)
+            def where(
+                field: str = field, i: int = i, route: HTTPRoute | TLSRoute | StreamRoute = route
+            ) -> str:
+                return f"{field}[{i}] ({route.owner.label()})"
+
             for name in route.listeners:
-                found = config.listener(name)
+                found = listeners.get(name)
                 if found is None:
-                    yield f"{where}.listeners: no listener named {name!r}"
+                    yield f"{where()}.listeners: no listener named {name!r}"
                 elif found.protocol not in _ROUTE_PROTOCOLS[field]:
                     yield (
-                        f"{where}.listeners: listener {name!r} speaks {found.protocol},"
+                        f"{where()}.listeners: listener {name!r} speaks {found.protocol},"
                         f" not {'/'.join(_ROUTE_PROTOCOLS[field])}"
                     )
                 if isinstance(route, StreamRoute):
                     stream_listeners[name] += 1
             for ref in _backend_refs(route):
                 if ref.backend not in backend_names and not ref.missing:
-                    yield f"{where}: no backend named {ref.backend!r}"
+                    yield f"{where()}: no backend named {ref.backend!r}"
             for j, rule in enumerate(route.rules if isinstance(route, HTTPRoute) else ()):
-                yield from _rule_problems(rule, f"{where}.rules[{j}]")
+                if rule.redirect is not None or rule.rewrite is not None:
+                    yield from _rule_problems(rule, f"{where()}.rules[{j}]")
     http_backends = {r.backend for route in config.http_routes for r in _backend_refs(route)}
     for field in ("tlsRoutes", "tcpRoutes", "udpRoutes"):
         for i, route in enumerate(routes[field]):

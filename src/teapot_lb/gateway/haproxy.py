@@ -151,6 +151,7 @@ class HAProxy:
         )
         self.counters = Counters()
         self.running: render.Rendered | None = None
+        self._staged: render.Rendered | None = None  # the check's last files
         self._default_pem: str | None = None
         self._lock = asyncio.Lock()
         Path(state_dir).mkdir(parents=True, exist_ok=True)
@@ -195,7 +196,7 @@ class HAProxy:
             config = with_certificate_names(config, pems)
             previous = self.running.slots if self.running else None
             table = slots.assign(config, previous)
-            new = render.render(config, table, self.paths, pems)
+            new = render.render(config, table, self.paths, pems, self.running)
             change = planning.plan(self.running, new)
             if change.empty:
                 return Applied(change)
@@ -251,11 +252,9 @@ class HAProxy:
     async def _check(
         self, config: GatewayConfig, table: slots.SlotTable, pems: dict[str, str]
     ) -> str | None:
-        staged = render.render(config, table, self._staging, pems)
-        for path, text in staged.files.items():
-            write_atomic(Path(path), text)
-        for path, pem in staged.certificates.items():
-            write_atomic(Path(path), pem)
+        staged = render.render(config, table, self._staging, pems, self._staged)
+        _write_changed(staged, self._staged)
+        self._staged = staged
         error = await check_config(
             # (not -q: it silences the ALERT lines that say what is wrong)
             [self.binary, "-c", "-f", str(self._staging.config)],
@@ -265,11 +264,7 @@ class HAProxy:
         return None if error is None else f"haproxy refused the configuration: {error}"
 
     def _install(self, rendered: render.Rendered) -> None:
-        # Certificates first: the crt-lists and the configuration name them.
-        for path, pem in rendered.certificates.items():
-            write_atomic(Path(path), pem)
-        for path, text in rendered.files.items():
-            write_atomic(Path(path), text)
+        _write_changed(rendered, self.running)
 
     async def _reload_or_start(self) -> None:
         if self.master_pid is None:
@@ -301,6 +296,19 @@ class HAProxy:
         for sock in (self.paths.master_socket, self.paths.admin_socket):
             with contextlib.suppress(FileNotFoundError):
                 Path(sock).unlink()
+
+
+def _write_changed(rendered: render.Rendered, written: render.Rendered | None) -> None:
+    """Write a rendering's files where they differ from `written` (the rendering last
+    written there; None: every file). Certificates first: the crt-lists and the
+    configuration name them."""
+    for files, before in (
+        (rendered.certificates, written.certificates if written is not None else {}),
+        (rendered.files, written.files if written is not None else {}),
+    ):
+        for path, text in files.items():
+            if before.get(path) != text:
+                write_atomic(Path(path), text)
 
 
 def parse_current_worker(show_proc: str) -> int | None:
