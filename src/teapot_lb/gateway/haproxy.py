@@ -151,7 +151,8 @@ class HAProxy:
         )
         self.counters = Counters()
         self.running: render.Rendered | None = None
-        self._staged: render.Rendered | None = None  # the check's last files
+        self._staged: render.Rendered | None = None  # the check's files on disk
+        self._installed: render.Rendered | None = None  # the files on disk
         self._default_pem: str | None = None
         self._lock = asyncio.Lock()
         Path(state_dir).mkdir(parents=True, exist_ok=True)
@@ -253,7 +254,9 @@ class HAProxy:
         self, config: GatewayConfig, table: slots.SlotTable, pems: dict[str, str]
     ) -> str | None:
         staged = render.render(config, table, self._staging, pems, self._staged)
-        _write_changed(staged, self._staged)
+        # (unknown while writing: a write that fails leaves some files of each)
+        written, self._staged = self._staged, None
+        _write_changed(staged, written)
         self._staged = staged
         error = await check_config(
             # (not -q: it silences the ALERT lines that say what is wrong)
@@ -264,7 +267,9 @@ class HAProxy:
         return None if error is None else f"haproxy refused the configuration: {error}"
 
     def _install(self, rendered: render.Rendered) -> None:
-        _write_changed(rendered, self.running)
+        written, self._installed = self._installed, None
+        _write_changed(rendered, written)
+        self._installed = rendered
 
     async def _reload_or_start(self) -> None:
         if self.master_pid is None:
