@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -369,6 +369,25 @@ async def test_an_endpoint_change_takes_effect_without_a_reload(world: World) ->
     wait_served_by(world.lab, "/", "a.example", "echo2")
     assert world.lab.served_by("/", "a.example") == "echo2"
     assert (await world.haproxy.worker_pid(), world.haproxy.counters.reloads) == (pid, reloads)
+
+
+async def test_an_endpoint_change_writes_only_the_files_it_changes(world: World) -> None:
+    await _apply(world, base_config(world))
+    running = world.haproxy.running
+    assert running is not None
+    inodes = {p: os.stat(p).st_ino for p in (*running.files, *running.certificates)}
+    applied = await world.haproxy.apply(base_config(world, echo=(ECHO2,)))
+    assert not applied.change.reload
+    now = world.haproxy.running
+    assert now is not None
+    rewritten = {p for p, inode in inodes.items() if os.stat(p).st_ino != inode}
+    assert rewritten == {str(world.haproxy.paths.config)}  # (its slot's address)
+    written = {**now.files, **now.certificates}
+    assert _on_disk(written) == written  # (a restart serves the same)
+
+
+def _on_disk(paths: Iterable[str]) -> dict[str, str]:
+    return {path: Path(path).read_text() for path in paths}
 
 
 async def test_a_removed_endpoint_drains_its_request_in_flight(world: World) -> None:

@@ -488,26 +488,32 @@ def _problems(config: GatewayConfig) -> Iterator[str]:
         "udpRoutes": config.udp_routes,
     }
     stream_listeners: Counter[str] = Counter()
+    listeners = {x.name: x for x in reversed(config.listeners)}  # (the first of a name)
+    http_backends: set[str] = set()
+    # (this runs per route on every apply: a route's label is made for a problem only)
     for field, items in routes.items():
+        allowed = _ROUTE_PROTOCOLS[field]
         for i, route in enumerate(items):
-            where = f"{field}[{i}] ({route.owner.label()})"
             for name in route.listeners:
-                found = config.listener(name)
+                found = listeners.get(name)
                 if found is None:
-                    yield f"{where}.listeners: no listener named {name!r}"
-                elif found.protocol not in _ROUTE_PROTOCOLS[field]:
+                    yield f"{_where(field, i, route)}.listeners: no listener named {name!r}"
+                elif found.protocol not in allowed:
                     yield (
-                        f"{where}.listeners: listener {name!r} speaks {found.protocol},"
-                        f" not {'/'.join(_ROUTE_PROTOCOLS[field])}"
+                        f"{_where(field, i, route)}.listeners: listener {name!r} speaks"
+                        f" {found.protocol}, not {'/'.join(allowed)}"
                     )
                 if isinstance(route, StreamRoute):
                     stream_listeners[name] += 1
-            for ref in _backend_refs(route):
+            refs = list(_backend_refs(route))
+            for ref in refs:
                 if ref.backend not in backend_names and not ref.missing:
-                    yield f"{where}: no backend named {ref.backend!r}"
-            for j, rule in enumerate(route.rules if isinstance(route, HTTPRoute) else ()):
-                yield from _rule_problems(rule, f"{where}.rules[{j}]")
-    http_backends = {r.backend for route in config.http_routes for r in _backend_refs(route)}
+                    yield f"{_where(field, i, route)}: no backend named {ref.backend!r}"
+            if isinstance(route, HTTPRoute):
+                http_backends.update(r.backend for r in refs)
+                for j, rule in enumerate(route.rules):
+                    if rule.redirect is not None or rule.rewrite is not None:
+                        yield from _rule_problems(rule, f"{_where(field, i, route)}.rules[{j}]")
     for field in ("tlsRoutes", "tcpRoutes", "udpRoutes"):
         for i, route in enumerate(routes[field]):
             for ref in _backend_refs(route):
@@ -519,6 +525,10 @@ def _problems(config: GatewayConfig) -> Iterator[str]:
     for name, n in stream_listeners.items():
         if n > 1:
             yield f"listeners ({name}): {n} TCP/UDP routes on one listener (one only)"
+
+
+def _where(field: str, i: int, route: HTTPRoute | TLSRoute | StreamRoute) -> str:
+    return f"{field}[{i}] ({route.owner.label()})"
 
 
 def _rule_problems(rule: HTTPRule, where: str) -> Iterator[str]:

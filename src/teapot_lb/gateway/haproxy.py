@@ -151,6 +151,8 @@ class HAProxy:
         )
         self.counters = Counters()
         self.running: render.Rendered | None = None
+        self._staged: render.Rendered | None = None  # the check's files on disk
+        self._installed: render.Rendered | None = None  # the files on disk
         self._default_pem: str | None = None
         self._lock = asyncio.Lock()
         Path(state_dir).mkdir(parents=True, exist_ok=True)
@@ -195,7 +197,7 @@ class HAProxy:
             config = with_certificate_names(config, pems)
             previous = self.running.slots if self.running else None
             table = slots.assign(config, previous)
-            new = render.render(config, table, self.paths, pems)
+            new = render.render(config, table, self.paths, pems, self.running)
             change = planning.plan(self.running, new)
             if change.empty:
                 return Applied(change)
@@ -251,11 +253,11 @@ class HAProxy:
     async def _check(
         self, config: GatewayConfig, table: slots.SlotTable, pems: dict[str, str]
     ) -> str | None:
-        staged = render.render(config, table, self._staging, pems)
-        for path, text in staged.files.items():
-            write_atomic(Path(path), text)
-        for path, pem in staged.certificates.items():
-            write_atomic(Path(path), pem)
+        staged = render.render(config, table, self._staging, pems, self._staged)
+        # (unknown while writing: a write that fails leaves some files of each)
+        written, self._staged = self._staged, None
+        _write_changed(staged, written)
+        self._staged = staged
         error = await check_config(
             # (not -q: it silences the ALERT lines that say what is wrong)
             [self.binary, "-c", "-f", str(self._staging.config)],
@@ -265,11 +267,9 @@ class HAProxy:
         return None if error is None else f"haproxy refused the configuration: {error}"
 
     def _install(self, rendered: render.Rendered) -> None:
-        # Certificates first: the crt-lists and the configuration name them.
-        for path, pem in rendered.certificates.items():
-            write_atomic(Path(path), pem)
-        for path, text in rendered.files.items():
-            write_atomic(Path(path), text)
+        written, self._installed = self._installed, None
+        _write_changed(rendered, written)
+        self._installed = rendered
 
     async def _reload_or_start(self) -> None:
         if self.master_pid is None:
@@ -301,6 +301,19 @@ class HAProxy:
         for sock in (self.paths.master_socket, self.paths.admin_socket):
             with contextlib.suppress(FileNotFoundError):
                 Path(sock).unlink()
+
+
+def _write_changed(rendered: render.Rendered, written: render.Rendered | None) -> None:
+    """Write a rendering's files where they differ from `written` (the rendering last
+    written there; None: every file). Certificates first: the crt-lists and the
+    configuration name them."""
+    for files, before in (
+        (rendered.certificates, written.certificates if written is not None else {}),
+        (rendered.files, written.files if written is not None else {}),
+    ):
+        for path, text in files.items():
+            if before.get(path) != text:
+                write_atomic(Path(path), text)
 
 
 def parse_current_worker(show_proc: str) -> int | None:

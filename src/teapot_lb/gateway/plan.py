@@ -145,6 +145,8 @@ def _map_additions(old: dict[str, str], new: dict[str, str]) -> tuple[list[AddMa
         if path not in old or path not in new:
             why.append(f"map {path} " + ("added" if path in new else "removed"))
             continue
+        if old[path] == new[path]:
+            continue
         before, after = old[path].splitlines(), new[path].splitlines()
         if not set(before) <= set(after):
             why.append(f"map {path} changed")
@@ -165,6 +167,8 @@ def _crt_list_additions(old: Rendered, new: Rendered) -> tuple[list[AddCertifica
     for path in sorted(old.crt_lists.keys() | new.crt_lists.keys()):
         if path not in old.crt_lists or path not in new.crt_lists:
             why.append(f"crt-list {path} " + ("added" if path in new.crt_lists else "removed"))
+            continue
+        if old.crt_lists[path] == new.crt_lists[path]:
             continue
         before = old.crt_lists[path].splitlines()
         after = new.crt_lists[path].splitlines()

@@ -36,6 +36,7 @@ from teapot_lb.gateway.config import (
     GatewayConfig,
     HeaderModifier,
     HealthCheck,
+    HTTPRoute,
     HTTPRule,
     Listener,
     PathType,
@@ -130,6 +131,58 @@ class Rendered:
     """Each HTTPS listener's name -> certificate maps by path (not in `structure`: the
     names of a certificate added without a reload are added to them over the runtime
     API)."""
+    parts: Parts | None = None
+    """What this rendering was made from, per part, for the next one to reuse."""
+
+
+@dataclass(frozen=True)
+class HTTPFrontend:
+    """An HTTP(S) listener's frontend lines and map files, with the inputs they were
+    rendered from: the next rendering reuses them when those are equal."""
+
+    listener: Listener
+    behind: bool
+    paths: Paths
+    routes: tuple[HTTPRoute, ...]
+    lines: tuple[str, ...]
+    maps: dict[str, str]
+
+    def made_from(
+        self, listener: Listener, behind: bool, paths: Paths, routes: tuple[HTTPRoute, ...]
+    ) -> bool:
+        # Unchanged tenants' routes are the same objects (the translation keeps them): the
+        # tuple comparison is mostly identity checks.
+        return (
+            self.routes == routes
+            and self.listener == listener
+            and self.behind == behind
+            and self.paths == paths
+        )
+
+
+@dataclass(frozen=True)
+class BackendSection:
+    """A backend's text and structure, with what they were rendered from."""
+
+    backend: Backend
+    slots: tuple[Slot, ...]
+    http: bool
+    text: tuple[str, ...]
+    structure: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The parts of a rendering a later one may reuse: what an endpoint-only or
+    certificate-only change leaves as it was costs a comparison, not a render.
+
+    `routes`: the config's HTTP routes the HTTP backends were found in (`http_backends`);
+    `frontends` by listener name; `backends` by backend name."""
+
+    routes: tuple[HTTPRoute, ...]
+    http_backends: frozenset[str]
+    frontends: dict[str, HTTPFrontend]
+    backends: dict[str, BackendSection]
 
 
 def quote(text: str) -> str:
@@ -722,8 +775,9 @@ def offered(config: GatewayConfig, listener: Listener) -> list[tuple[str, tuple[
     certificate's own filter is nobody else's."""
     taken = {DEFAULT_SNI}
     out: list[tuple[str, tuple[str, ...]]] = []
+    by_name = {c.name: c for c in reversed(config.certificates)}  # (the first of a name)
     for name in listener.certificates:
-        cert = config.certificate(name)
+        cert = by_name.get(name)
         if cert is None:
             continue
         names = tuple(h for h in dict.fromkeys(h.lower() for h in cert.hostnames) if h not in taken)
@@ -770,20 +824,36 @@ def certificate_maps(config: GatewayConfig, listener: Listener, paths: Paths) ->
 
 
 def render(
-    config: GatewayConfig, slots: SlotTable, paths: Paths, pems: Mapping[str, str]
+    config: GatewayConfig,
+    slots: SlotTable,
+    paths: Paths,
+    pems: Mapping[str, str],
+    previous: Rendered | None = None,
 ) -> Rendered:
     """The HAProxy files for `config` (UDP listeners are nginx's, see gateway.nginx).
 
     `pems` holds each certificate's PEM (certificate chain and key) by certificate name.
+    `previous`: an earlier rendering whose parts are reused where their inputs are equal
+    (an HTTP frontend: the listener and the config's HTTP routes; a backend: itself and its
+    slots); the result is the same as without it, only cheaper.
     """
+    before = previous.parts if previous is not None else None
     text = _global(paths)
     structure = list(text)
     map_files: dict[str, str] = {}
     shared = shared_sockets(config)
+    routes = config.http_routes
+    frontends: dict[str, HTTPFrontend] = {}
     for listener in config.listeners:
         partner = shared.get(listener.name)
         if listener.protocol in (Protocol.HTTP, Protocol.HTTPS):
-            lines, maps = _http_frontend(config, listener, paths, behind=partner is not None)
+            behind = partner is not None
+            kept = before.frontends.get(listener.name) if before is not None else None
+            if kept is None or not kept.made_from(listener, behind, paths, routes):
+                made, maps = _http_frontend(config, listener, paths, behind)
+                kept = HTTPFrontend(listener, behind, paths, routes, tuple(made), maps)
+            frontends[listener.name] = kept
+            lines, maps = list(kept.lines), kept.maps
         elif listener.protocol in (Protocol.TCP, Protocol.TLS_PASSTHROUGH):
             lines, maps = _tcp_frontend(config, listener, paths, partner), {}
             if partner is not None:
@@ -795,14 +865,26 @@ def render(
         map_files.update(maps)
         for path, content in maps.items():  # the maps are the frontend's structure too
             structure += [f"# map {path}", *(f"#  {row}" for row in content.splitlines())]
-    http_backends = _http_backends(config)
+    if before is not None and before.routes == routes:
+        http_backends = before.http_backends
+    else:
+        http_backends = frozenset(_http_backends(config))
     udp_backends = {r.backend for route in config.udp_routes for r in route.backends}
+    sections_kept: dict[str, BackendSection] = {}
     for backend in config.backends:
         if backend.name in udp_backends and backend.name not in http_backends:
             continue
-        t, s = _backend(backend, slots.get(backend.name, ()), backend.name in http_backends)
-        text += t
-        structure += s
+        http = backend.name in http_backends
+        own = slots.get(backend.name, ())
+        section = before.backends.get(backend.name) if before is not None else None
+        if section is None or not (
+            section.slots == own and section.http == http and section.backend == backend
+        ):
+            t, s = _backend(backend, own, http)
+            section = BackendSection(backend, own, http, tuple(t), tuple(s))
+        sections_kept[backend.name] = section
+        text += section.text
+        structure += section.structure
     files = {str(paths.config): "\n".join(text), **map_files}
     certificates: dict[str, str] = {}
     crt_lists: dict[str, str] = {}
@@ -818,7 +900,8 @@ def render(
             for name, _names in offered(config, listener):
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
     files.update(cert_maps)
-    return Rendered(files, "\n".join(structure), slots, certificates, crt_lists, cert_maps)
+    parts = Parts(routes, http_backends, frontends, sections_kept)
+    return Rendered(files, "\n".join(structure), slots, certificates, crt_lists, cert_maps, parts)
 
 
 def sections(text: str) -> Iterator[tuple[str, str]]:
