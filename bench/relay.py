@@ -122,6 +122,12 @@ class Bird:
                       self.c("show route count"))  # fmt: skip
         return int(m.group(2)) if m else 0
 
+    def imported(self) -> int:
+        """Paths its protocol ``relay`` imported (a counter: ``show route count`` walks
+        the table)."""
+        m = re.search(r"Routes:\s+(\d+) imported", self.c("show protocols all relay"))
+        return int(m.group(1)) if m else 0
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -434,6 +440,9 @@ def main() -> None:
     ap.add_argument("--timeline", action="store_true",
                     help="print the relay's flushes (its debug log) and the upstream's path"
                     " count at each look, in seconds from the routes' start")  # fmt: skip
+    ap.add_argument("--pcap", type=Path, metavar="FILE",
+                    help="capture the upstream's BGP traffic (tcpdump) to FILE, both runs;"
+                    " bench/relay_stream.py compares the two streams")  # fmt: skip
     args = ap.parse_args()
     reason = netns_available()
     if reason or not shutil.which("bird"):
@@ -452,6 +461,9 @@ def main() -> None:
         )  # fmt: skip
         subprocess.run(["ip", "-n", hosts["tenants"].ns, "-batch", "-"], input=batch.encode(),
                        check=True)  # fmt: skip
+        if args.pcap is not None:
+            hosts["up"].popen(["tcpdump", "-i", "eth0", "-s", "0", "-B", "65536", "-U", "-w",
+                               str(args.pcap), "tcp", "port", "179"])  # fmt: skip
         for kind in ("ours", "bird"):
             results[kind] = r = run_one(
                 kind, hosts, work, args.tenants, args.routes, args.nodes, args.profile,
