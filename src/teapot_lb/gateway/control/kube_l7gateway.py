@@ -264,6 +264,8 @@ class GatewayControl:
             result = self._translate()
         self.translation = result
         self._count()
+        if self.on_translation is not None:
+            self.on_translation(result)
         config = result.config.model_copy(update={"default_certificate": self._default()})
         if config != self.config:
             if self.on_config is not None:
