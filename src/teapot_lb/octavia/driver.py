@@ -13,14 +13,15 @@ object reported ERROR, the load balancer ACTIVE again).
 `create_vip_port` is the exception: Octavia needs the VIP in its answer, so the driver
 writes the request and waits for the manager's assigned address within the call.
 
-This module and :mod:`.driver_runtime` (what every driver object of one Octavia process
-shares) are the only ones that import octavia-lib and oslo.config (present in Octavia's
+This module holds the entry points, each an edit of the tree; what a call refuses at once
+is :mod:`.driver_refusals`'s, what runs after it returns :mod:`.driver_jobs`'s. These,
+and :mod:`.driver_runtime` (what every driver object of one Octavia process shares), are
+the only modules that import octavia-lib and oslo.config (present in Octavia's
 environment, installed with the `octavia` extra).
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
@@ -31,98 +32,28 @@ from octavia_lib.api.drivers import provider_base
 from pydantic import BaseModel
 
 from teapot_lb import log
-from teapot_lb.kube.backoff import Backoff
-from teapot_lb.kube.errors import KubeError
-from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.tenancy import Tenant, TenantMode
 from teapot_lb.octavia import tree as t
-from teapot_lb.octavia.driver_runtime import fault, runtime
+from teapot_lb.octavia.driver_jobs import Certificates, Change, Jobs
+from teapot_lb.octavia.driver_refusals import check, check_tls, refuse
+from teapot_lb.octavia.driver_runtime import fault, provider_dict, runtime
 from teapot_lb.octavia.flavor import SUPPORTED, FlavorError, flavor_mode
-from teapot_lb.octavia.health import provisioning_only
-from teapot_lb.octavia.l7 import (
-    gateway_objects,
-    gateway_refusals,
-    l7_refusals,
-    secret_names,
-    tls_secrets,
-)
 from teapot_lb.octavia.management import ManagementError
-from teapot_lb.octavia.mapping import (
-    ANNOTATION_REPORTED,
-    Answer,
-    deleted_update,
-    desired_request,
-    failed_update,
-    refusal_text,
-    status_update,
-    tree_of,
-)
-from teapot_lb.octavia.tls import certificate_refusals, container_names
+from teapot_lb.octavia.mapping import ANNOTATION_REPORTED, Answer, desired_request, tree_of
 from teapot_lb.octavia.unsupported import (
     ID_KEYS,
     ObjectKind,
     Unsupported,
     refusals,
     refusals_in_load_balancer,
-    tree_refusals,
 )
-from teapot_lb.tenancy.vet import Rule, vet
 
 _log = log.get("octavia")
 
-# What the driver checks before the manager does (the rest: quotas, addresses, are the
-# manager's to decide with its allocator).
-_EARLY_RULES = frozenset({Rule.MODE_NOT_ALLOWED, Rule.BACKEND_NOT_ALLOWED, Rule.INVALID_REQUEST})
-
-Update = dict[str, list[dict[str, str]]]
-_REPORT_ATTEMPTS = 8  # ~10 s of backoff: the driver agent's database may be locked a while
 M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
-Certificates = Mapping[str, list[Mapping[str, Any]]]
-"""TLS containers given with a call, per listener id (their PEM goes to Secrets only)."""
-
-
-def _refuse(found: Iterable[Unsupported]) -> None:
-    found = list(found)
-    if found:
-        text = "; ".join(str(u) for u in found)
-        raise lib_exceptions.UnsupportedOptionError(
-            user_fault_string=text, operator_fault_string=text
-        )
-
 
 # A graph create's listeners of these protocols get their L7 policies from the database.
 _L7_PROTOCOLS = ("HTTP", "TERMINATED_HTTPS")
-
-
-def _agent_silent(err: BaseException) -> bool:
-    """Whether a DriverLibrary call failed because the driver agent did not answer (its
-    socket missing or refusing, no answer in time), not because it answered an error:
-    octavia-lib wraps the socket's error in its own exception."""
-    if isinstance(err, lib_exceptions.DriverAgentTimeout):
-        return True
-    inner = err.__cause__ or err.__context__
-    return isinstance(inner, (OSError, lib_exceptions.DriverAgentTimeout))
-
-
-def _dict(obj: Any) -> dict[str, Any]:
-    """A provider object (or dictionary) as a dictionary of the attributes it sets."""
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    result: dict[str, Any] = obj.to_dict(recurse=True, render_unsets=False)
-    return result
-
-
-def _with_certificate_hosts(
-    lb: t.LoadBalancer, listener_id: str, containers: list[Mapping[str, Any]]
-) -> t.LoadBalancer:
-    """`lb` with the DNS names of a listener's certificates (which one serves a hostname by
-    SNI), when all of them are given."""
-    listener = lb.listener(listener_id)
-    if listener is None or not containers or len(containers) != listener.certificates:
-        return lb
-    hosts = tuple(container_names(c) for c in containers)
-    return t.put_listener(lb, listener.model_copy(update={"certificate_hosts": hosts}))
 
 
 def _vip_port_id(lb_id: str) -> str:
@@ -137,6 +68,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         super().__init__()
         self._rt = runtime()
         self._rt.maybe_sweep()  # Octavia makes a driver per API call
+        self._jobs = Jobs(self._rt)
 
     # ---------------------------------------------------------------- plumbing
 
@@ -157,7 +89,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         provider = self._rt.lib.get_loadbalancer(lb_id)
         if provider is None:
             raise fault(f"load balancer {lb_id} is not in Octavia's database")
-        return t.load_balancer_from_provider(_dict(provider), t.Mode.ROUTE)
+        return t.load_balancer_from_provider(provider_dict(provider), t.Mode.ROUTE)
 
     def _project_of_pool(self, pool_id: str) -> tuple[str, str]:
         """(project id, load balancer id) of a pool, from Octavia's database."""
@@ -170,33 +102,13 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         found = get(ident)
         if found is None:
             raise fault(f"{kind.singular} {ident} is not in Octavia's database")
-        d = _dict(found)
+        d = provider_dict(found)
         lb_id = str(d["loadbalancer_id"])
         project = d.get("project_id")
         if not project:
             lb = self._rt.lib.get_loadbalancer(lb_id)
-            project = _dict(lb).get("project_id") if lb is not None else None
+            project = provider_dict(lb).get("project_id") if lb is not None else None
         return str(project or ""), lb_id
-
-    def _check(self, tenant: Tenant, lb: t.LoadBalancer) -> None:
-        """Refuse now what cannot work: unsupported shapes, and what the manager would
-        refuse for the Tenant (its modes, its node networks)."""
-        _refuse([*tree_refusals(lb), *l7_refusals(lb)])
-        request = desired_request(lb, tenant.spec.namespace)
-        early = [
-            refusal_text(request, r) for r in vet(request, tenant, {}) if r.rule in _EARLY_RULES
-        ]
-        early += gateway_refusals(lb, tenant)
-        if early:
-            text = "; ".join(early)
-            raise fault(f"load balancer {lb.id}: refused for Tenant {tenant.name}: {text}")
-
-    def _check_tls(self, tenant: Tenant, listeners: Iterable[Mapping[str, Any]]) -> None:
-        """Refuse now a TERMINATED_HTTPS listener's certificate the Tenant cannot serve
-        (outside its DNS domains, unparsable, expired), naming the option and reference."""
-        found = [text for li in listeners for text in certificate_refusals(li, tenant)]
-        if found:
-            raise fault(f"refused for Tenant {tenant.name}: {'; '.join(found)}")
 
     def _change(
         self,
@@ -211,232 +123,13 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         tls: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         """One change of a load balancer: refuse now or apply after the call."""
-        _refuse(checked)
+        refuse(checked)
         tenant = self._tenant(project_id)
-        self._check_tls(tenant, tls)
+        check_tls(tenant, tls)
         old = self._current(tenant, lb_id)
         new = edit(old)
-        self._check(tenant, new)
-        self._submit(tenant, old, new, subject, list(gone), certificates)
-
-    def _submit(
-        self,
-        tenant: Tenant,
-        old: t.LoadBalancer | None,
-        new: t.LoadBalancer,
-        subject: tuple[ObjectKind, str],
-        gone: list[tuple[ObjectKind, str]],
-        certificates: Certificates | None = None,
-        l7_from_db: list[str] | None = None,
-    ) -> None:
-        """Apply `new` after the call; `l7_from_db`: listeners whose L7 policies are read
-        from Octavia's database first (a graph create)."""
-        namespace = tenant.spec.namespace
-        for listener_id, containers in (certificates or {}).items():
-            new = _with_certificate_hosts(new, listener_id, containers)
-        secrets = [
-            secret
-            for listener_id, containers in (certificates or {}).items()
-            for secret in tls_secrets(new, listener_id, containers, namespace)
-        ]
-        # Octavia's listener create gives the SNI references without their data: those
-        # come from its database (through the driver agent) once the call is committed.
-        fetch = [
-            listener_id
-            for listener_id, containers in (certificates or {}).items()
-            if (li := new.listener(listener_id)) is not None and li.certificates > len(containers)
-        ]
-
-        async def job() -> None:
-            lb: t.LoadBalancer | None = new
-            if l7_from_db:
-                lb = await self._fetch_l7policies(tenant, new, subject, l7_from_db)
-            if fetch and lb is not None:
-                lb = await self._fetch_certificates(tenant, lb, fetch, secrets)
-            if lb is not None:
-                await self._apply(tenant, old, lb, subject, gone, secrets)
-
-        self._rt.loop.submit(new.id, job)
-
-    async def _fetch_l7policies(
-        self,
-        tenant: Tenant,
-        lb: t.LoadBalancer,
-        subject: tuple[ObjectKind, str],
-        listener_ids: list[str],
-    ) -> t.LoadBalancer | None:
-        """The listeners' L7 policies from Octavia's database, once committed: a graph
-        create hands the driver its listeners without them (and Octavia sets a policy's
-        redirect pool id in its database only). Checked as in a call; None when refused
-        (the load balancer reported in ERROR)."""
-        for listener_id in listener_ids:
-            await self._committed(lb.id, (ObjectKind.LISTENER, listener_id))
-            found = await self._answered("get", lb.id, self._rt.lib.get_listener, listener_id)
-            if found is None:
-                continue
-            policies = _dict(found).get("l7policies") or []
-            lb = t.set_l7policies(lb, listener_id, [_dict(p) for p in policies if p])
-        try:
-            await asyncio.to_thread(self._check, tenant, lb)
-        except (lib_exceptions.UnsupportedOptionError, lib_exceptions.DriverError) as err:
-            _log.warning("l7 policy refused", lb=lb.id, reason=str(err))
-            await self._report(lb.id, subject, failed_update(lb.id, subject))
-            return None
-        return lb
-
-    async def _fetch_certificates(
-        self, tenant: Tenant, lb: t.LoadBalancer, listener_ids: list[str], secrets: list[KubeObject]
-    ) -> t.LoadBalancer | None:
-        """Add the listeners' Secrets from Octavia's database (their certificates checked as
-        in a call) and their names to `lb`; None when one is refused (its listener reported
-        in ERROR)."""
-        for listener_id in listener_ids:
-            subject = (ObjectKind.LISTENER, listener_id)
-            await self._committed(lb.id, subject)
-            found = await self._answered("get", lb.id, self._rt.lib.get_listener, listener_id)
-            d = {"listener_id": listener_id, **(_dict(found) if found is not None else {})}
-            refused = await asyncio.to_thread(certificate_refusals, d, tenant)
-            containers = t.certificates_in(d)
-            if not refused and len(containers) < t.certificate_count(d):
-                refused = [f"listener {listener_id}: certificates not readable from Octavia"]
-            if refused:
-                _log.warning("certificate refused", lb=lb.id, reason="; ".join(refused))
-                await self._report(lb.id, subject, failed_update(lb.id, subject))
-                return None
-            lb = await asyncio.to_thread(_with_certificate_hosts, lb, listener_id, containers)
-            names = {s["metadata"]["name"] for s in secrets}
-            namespace = tenant.spec.namespace
-            secrets += [
-                s
-                for s in tls_secrets(lb, listener_id, containers, namespace)
-                if s["metadata"]["name"] not in names
-            ]
-        return lb
-
-    async def _apply(
-        self,
-        tenant: Tenant,
-        old: t.LoadBalancer | None,
-        new: t.LoadBalancer,
-        subject: tuple[ObjectKind, str],
-        gone: list[tuple[ObjectKind, str]],
-        secrets: list[KubeObject],
-    ) -> None:
-        management = self._rt.management
-        namespace = tenant.spec.namespace
-        try:
-            written = await management.write(desired_request(new, namespace))
-            answer = await management.answer(written)
-            if not answer.accepted:
-                _log.warning("change refused", lb=new.id, reason=answer.message)
-                if old is not None:
-                    written = await management.write(desired_request(old, namespace))
-            else:
-                # The L7 listeners' objects, for the gateway's control plane to vet and
-                # serve (its own refusals show there, as for a tenant's objects).
-                objects = gateway_objects(new, namespace, tenant.spec.gateway_backends)
-                await management.write_gateway(
-                    namespace, new.id, [*secrets, *objects], keep_secrets=secret_names(new)
-                )
-        except (ManagementError, KubeError) as err:
-            # Octavia shows the object in ERROR; a failover writes the request again.
-            _log.warning("change not answered", lb=new.id, error=str(err))
-            await self._report(new.id, subject, failed_update(new.id, subject))
-            return
-        reported = (namespace, written.metadata.generation or 0)
-        if not answer.accepted:
-            await self._report(new.id, subject, failed_update(new.id, subject), reported)
-            return
-        update = status_update(new, answer, gone=gone)
-        # With the provider agent running, operating statuses are its (what is probed).
-        update = provisioning_only(update) if self._rt.agent else update
-        await self._report(new.id, subject, update, reported)
-
-    async def _report(
-        self,
-        lb_id: str,
-        subject: tuple[ObjectKind, str],
-        update: Update,
-        reported: tuple[str, int] | None = None,
-    ) -> None:
-        """Send a status update once Octavia has committed the call's transaction (the
-        subject is readable through the driver agent). While the driver agent does not
-        answer (down, restarting) the update waits for it, however long: an object left
-        PENDING_* cannot be changed or deleted. An error the agent answers with is tried
-        again a few times (a locked database), then logged. `reported`: the (namespace,
-        generation) of the request whose statuses these are, recorded once they are sent
-        (the provider agent re-sends a generation never recorded)."""
-        await self._committed(lb_id, subject)
-        backoff = Backoff(0.1, 2.0)
-        attempt = 0
-        while True:
-            try:
-                await self._answered("status update", lb_id,
-                                     self._rt.lib.update_loadbalancer_status, update)  # fmt: skip
-                break
-            except Exception as err:  # the driver agent answered with an error
-                attempt += 1
-                _log.warning("status update failed", lb=lb_id, attempt=attempt, error=repr(err))
-                if attempt >= _REPORT_ATTEMPTS:
-                    _log.error("status update given up", lb=lb_id, attempts=attempt)
-                    return
-                await asyncio.sleep(backoff.next())
-        if reported is not None:
-            namespace, generation = reported
-            try:
-                await self._rt.management.mark_reported(namespace, lb_id, generation)
-            except KubeError as err:  # the provider agent sends them again: harmless
-                _log.warning("reported mark not written", lb=lb_id, error=str(err))
-
-    async def _answered(self, what: str, lb_id: str, call: Callable[..., T], *args: Any) -> T:
-        """`call(*args)` through the driver agent's sockets, made again (backing off to 5 s)
-        for as long as the agent does not answer; an error it answers with is raised."""
-        backoff = Backoff(0.1, 5.0)
-        silent = False
-        while True:
-            try:
-                result = await asyncio.to_thread(call, *args)
-            except Exception as err:
-                if not _agent_silent(err):
-                    raise
-                if not silent:
-                    _log.warning("driver agent not answering", what=what, lb=lb_id,
-                                 error=repr(err.__cause__ or err.__context__ or err))  # fmt: skip
-                silent = True
-                await asyncio.sleep(backoff.next())
-                continue
-            if silent:
-                _log.info("driver agent answering again", what=what, lb=lb_id)
-            return result
-
-    async def _committed(self, lb_id: str, subject: tuple[ObjectKind, str]) -> None:
-        kind, ident = subject
-        getters = {
-            ObjectKind.LOADBALANCER: self._rt.lib.get_loadbalancer,
-            ObjectKind.LISTENER: self._rt.lib.get_listener,
-            ObjectKind.POOL: self._rt.lib.get_pool,
-            ObjectKind.MEMBER: self._rt.lib.get_member,
-            ObjectKind.HEALTHMONITOR: self._rt.lib.get_healthmonitor,
-            ObjectKind.L7POLICY: self._rt.lib.get_l7policy,
-            ObjectKind.L7RULE: self._rt.lib.get_l7rule,
-        }
-        get = getters.get(kind)
-        if get is None:
-            return
-        deadline = asyncio.get_running_loop().time() + self._rt.management.answer_within_s
-        while True:
-            try:
-                found = await self._answered("get", lb_id, get, ident)
-            except Exception as err:  # the agent answered with an error: report anyway
-                _log.warning("object not readable in Octavia", lb=lb_id, id=ident,
-                             error=repr(err))  # fmt: skip
-                return
-            if found is not None:
-                return
-            if asyncio.get_running_loop().time() > deadline:
-                _log.warning("object not visible in Octavia", lb=lb_id, id=ident)
-                return
-            await asyncio.sleep(0.02)  # Octavia commits right after the call returns
+        check(tenant, new)
+        self._jobs.submit(Change(tenant, old, new, subject, list(gone)), certificates)
 
     # ---------------------------------------------------------------- load balancer
 
@@ -468,7 +161,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
                     Unsupported(ObjectKind.LOADBALANCER, loadbalancer_id, option,
                                 vip_dictionary[option], "the VIP is not a Neutron port")
                 )  # fmt: skip
-        _refuse(found)
+        refuse(found)
         with self._rt.creating(loadbalancer_id):
             return self._create_vip_port(loadbalancer_id, project_id, vip_dictionary)
 
@@ -484,7 +177,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             vip_address=vip_dictionary.get("vip_address") or None,
             mode=mode,
         )
-        self._check(tenant, lb)
+        check(tenant, lb)
         management = self._rt.management
 
         # Nothing of this first write is Octavia's to hear: loadbalancer_create's change
@@ -512,7 +205,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         return vip, []
 
     def loadbalancer_create(self, loadbalancer: Any) -> None:
-        d = _dict(loadbalancer)
+        d = provider_dict(loadbalancer)
         with self._rt.creating(str(d["loadbalancer_id"])):
             self._loadbalancer_create(d)
 
@@ -525,9 +218,9 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         tenant = self._tenant(str(d.get("project_id") or ""))
         lb = t.load_balancer_from_provider(d, mode)
         try:
-            _refuse(refusals_in_load_balancer(d, mode))
-            self._check(tenant, lb)
-            self._check_tls(tenant, [li for li in d.get("listeners") or [] if li])
+            refuse(refusals_in_load_balancer(d, mode))
+            check(tenant, lb)
+            check_tls(tenant, [li for li in d.get("listeners") or [] if li])
         except (lib_exceptions.UnsupportedOptionError, lib_exceptions.DriverError):
             # Octavia rolls the load balancer back: so goes the VIP's request.
             self._rt.run(self._rt.management.delete(tenant.spec.namespace, lb_id))
@@ -543,14 +236,13 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
             for li in d.get("listeners") or []
             if li and li.get("protocol") in _L7_PROTOCOLS
         ]
-        self._submit(
-            tenant, old, lb, (ObjectKind.LOADBALANCER, lb_id), [], certificates, l7_from_db=l7
-        )
+        change = Change(tenant, old, lb, (ObjectKind.LOADBALANCER, lb_id))
+        self._jobs.submit(change, certificates, l7_from_db=l7)
 
     def loadbalancer_update(self, old_loadbalancer: Any, new_loadbalancer: Any) -> None:
-        d = _dict(new_loadbalancer)
-        lb_id = str(_dict(old_loadbalancer)["loadbalancer_id"])
-        project = str(_dict(old_loadbalancer).get("project_id") or "")
+        d = provider_dict(new_loadbalancer)
+        lb_id = str(provider_dict(old_loadbalancer)["loadbalancer_id"])
+        project = str(provider_dict(old_loadbalancer).get("project_id") or "")
         self._change(
             project,
             lb_id,
@@ -560,24 +252,10 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         )
 
     def loadbalancer_delete(self, loadbalancer: Any, cascade: bool = False) -> None:
-        d = _dict(loadbalancer)
+        d = provider_dict(loadbalancer)
         lb_id = str(d["loadbalancer_id"])
         tenant = self._tenant(str(d.get("project_id") or ""))
-        current = self._current(tenant, lb_id)
-        management = self._rt.management
-
-        async def delete() -> None:
-            subject = (ObjectKind.LOADBALANCER, lb_id)
-            try:
-                await management.write_gateway(tenant.spec.namespace, lb_id, [])
-                await management.delete(tenant.spec.namespace, lb_id)
-            except KubeError as err:  # the load balancer in ERROR: the user deletes again
-                _log.warning("delete failed", lb=lb_id, error=str(err))
-                await self._report(lb_id, subject, failed_update(lb_id, subject))
-                return
-            await self._report(lb_id, subject, deleted_update(current))
-
-        self._rt.loop.submit(lb_id, delete)
+        self._jobs.submit_delete(tenant, lb_id, self._current(tenant, lb_id))
 
     def loadbalancer_failover(self, loadbalancer_id: str) -> None:
         """Write the request again from Octavia's database (the level-triggered repair:
@@ -585,14 +263,14 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         provider = self._rt.lib.get_loadbalancer(loadbalancer_id)
         if provider is None:
             raise fault(f"load balancer {loadbalancer_id} is not in Octavia's database")
-        d = _dict(provider)
+        d = provider_dict(provider)
         tenant = self._tenant(str(d.get("project_id") or ""))
         request = self._rt.run(self._rt.management.request(tenant.spec.namespace, loadbalancer_id))
         kept = tree_of(request) if request is not None else None
         lb = t.load_balancer_from_provider(d, kept.mode if kept else t.Mode.ROUTE)
         lb = t.keep_certificates(lb, kept)
-        self._check(tenant, lb)
-        self._submit(tenant, kept, lb, (ObjectKind.LOADBALANCER, loadbalancer_id), [])
+        check(tenant, lb)
+        self._jobs.submit(Change(tenant, kept, lb, (ObjectKind.LOADBALANCER, loadbalancer_id)))
 
     # ---------------------------------------------------------------- listeners
 
@@ -609,7 +287,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._change(project, lb_id, edit, (kind, ident), **kwargs)
 
     def listener_create(self, listener: Any) -> None:
-        d = _dict(listener)
+        d = provider_dict(listener)
         new = t.listener_from_provider(d)
         checked = refusals(ObjectKind.LISTENER, d, t.Mode.ROUTE)
         certificates = {new.id: t.certificates_in(d)}
@@ -632,7 +310,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         put: Callable[[t.LoadBalancer, M], t.LoadBalancer],
     ) -> None:
         """An update of a listener or pool: the tree's object with the changed fields."""
-        old, d = _dict(old_obj), _dict(new_obj)
+        old, d = provider_dict(old_obj), provider_dict(new_obj)
 
         def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
             current = find(lb, str(old[ID_KEYS[kind]])) or from_provider(old)
@@ -641,7 +319,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._lb_child(kind, old, edit, checked=refusals(kind, {**old, **d}, t.Mode.ROUTE))
 
     def listener_update(self, old_listener: Any, new_listener: Any) -> None:
-        old, d = _dict(old_listener), _dict(new_listener)
+        old, d = provider_dict(old_listener), provider_dict(new_listener)
         ident = str(old["listener_id"])
         containers = t.certificates_in(d)
 
@@ -659,7 +337,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         )  # fmt: skip
 
     def listener_delete(self, listener: Any) -> None:
-        d = _dict(listener)
+        d = provider_dict(listener)
         ident = str(d["listener_id"])
         gone = [(ObjectKind.LISTENER, ident)]
         self._lb_child(ObjectKind.LISTENER, d, lambda lb: t.drop_listener(lb, ident), gone=gone)
@@ -667,7 +345,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
     # ---------------------------------------------------------------- pools
 
     def pool_create(self, pool: Any) -> None:
-        d = _dict(pool)
+        d = provider_dict(pool)
         new = t.pool_from_provider(d)
         listener_id = d.get("listener_id")
         checked = refusals(ObjectKind.POOL, d, t.Mode.ROUTE)
@@ -688,7 +366,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         )
 
     def pool_delete(self, pool: Any) -> None:
-        d = _dict(pool)
+        d = provider_dict(pool)
         ident = str(d["pool_id"])
         gone: list[tuple[ObjectKind, str]] = []
 
@@ -719,14 +397,14 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._change(project, lb_id, edit, (kind, str(d[ID_KEYS[kind]])), **kwargs)
 
     def member_create(self, member: Any) -> None:
-        d = _dict(member)
+        d = provider_dict(member)
         new, pool_id = t.member_from_provider(d), str(d["pool_id"])
         checked = refusals(ObjectKind.MEMBER, d, t.Mode.ROUTE)
         edit = partial(t.put_member, pool_id=pool_id, member=new)
         self._pool_child(ObjectKind.MEMBER, d, edit, checked=checked)
 
     def member_update(self, old_member: Any, new_member: Any) -> None:
-        old, d = _dict(old_member), _dict(new_member)
+        old, d = provider_dict(old_member), provider_dict(new_member)
         ident, pool_id = str(old["member_id"]), str(old["pool_id"])
 
         def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
@@ -738,13 +416,13 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._pool_child(ObjectKind.MEMBER, old, edit, checked=checked)
 
     def member_delete(self, member: Any) -> None:
-        d = _dict(member)
+        d = provider_dict(member)
         ident = str(d["member_id"])
         gone = [(ObjectKind.MEMBER, ident)]
         self._pool_child(ObjectKind.MEMBER, d, lambda lb: t.drop_member(lb, ident), gone=gone)
 
     def member_batch_update(self, pool_id: str, members: list[Any]) -> None:
-        dicts = [_dict(m) for m in members]
+        dicts = [provider_dict(m) for m in members]
         wanted = [t.member_from_provider(m) for m in dicts]
         project, lb_id = self._project_of_pool(pool_id)
         gone: list[tuple[ObjectKind, str]] = []
@@ -762,14 +440,14 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
     # ---------------------------------------------------------------- health monitors
 
     def health_monitor_create(self, healthmonitor: Any) -> None:
-        d = _dict(healthmonitor)
+        d = provider_dict(healthmonitor)
         new, pool_id = t.health_monitor_from_provider(d), str(d["pool_id"])
         edit = partial(t.put_health_monitor, pool_id=pool_id, monitor=new)
         checked = refusals(ObjectKind.HEALTHMONITOR, d, t.Mode.ROUTE)
         self._pool_child(ObjectKind.HEALTHMONITOR, d, edit, checked=checked)
 
     def health_monitor_update(self, old_healthmonitor: Any, new_healthmonitor: Any) -> None:
-        old, d = _dict(old_healthmonitor), _dict(new_healthmonitor)
+        old, d = provider_dict(old_healthmonitor), provider_dict(new_healthmonitor)
         pool_id = str(old["pool_id"])
 
         def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
@@ -782,7 +460,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._pool_child(ObjectKind.HEALTHMONITOR, old, edit, checked=checked)
 
     def health_monitor_delete(self, healthmonitor: Any) -> None:
-        d = _dict(healthmonitor)
+        d = provider_dict(healthmonitor)
         pool_id = str(d["pool_id"])
         gone = [(ObjectKind.HEALTHMONITOR, str(d["healthmonitor_id"]))]
         edit = partial(t.drop_health_monitor, pool_id=pool_id)
@@ -808,16 +486,16 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         policy = self._rt.lib.get_l7policy(policy_id)
         if policy is None:
             raise fault(f"L7 policy {policy_id} is not in Octavia's database")
-        return str(_dict(policy)["listener_id"])
+        return str(provider_dict(policy)["listener_id"])
 
     def l7policy_create(self, l7policy: Any) -> None:
-        d = _dict(l7policy)
+        d = provider_dict(l7policy)
         new, listener_id = t.l7policy_from_provider(d), str(d["listener_id"])
         edit = partial(t.put_l7policy, listener_id=listener_id, policy=new)
         self._listener_child(ObjectKind.L7POLICY, new.id, listener_id, edit)
 
     def l7policy_update(self, old_l7policy: Any, new_l7policy: Any) -> None:
-        old, d = _dict(old_l7policy), _dict(new_l7policy)
+        old, d = provider_dict(old_l7policy), provider_dict(new_l7policy)
         ident, listener_id = str(old["l7policy_id"]), str(old["listener_id"])
 
         def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
@@ -829,7 +507,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._listener_child(ObjectKind.L7POLICY, ident, listener_id, edit)
 
     def l7policy_delete(self, l7policy: Any) -> None:
-        d = _dict(l7policy)
+        d = provider_dict(l7policy)
         ident, listener_id = str(d["l7policy_id"]), str(d["listener_id"])
         gone: list[tuple[ObjectKind, str]] = [(ObjectKind.L7POLICY, ident)]
 
@@ -843,14 +521,14 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._listener_child(ObjectKind.L7POLICY, ident, listener_id, edit, gone=gone)
 
     def l7rule_create(self, l7rule: Any) -> None:
-        d = _dict(l7rule)
+        d = provider_dict(l7rule)
         new, policy_id = t.l7rule_from_provider(d), str(d["l7policy_id"])
         edit = partial(t.put_l7rule, policy_id=policy_id, rule=new)
         listener_id = self._listener_of_policy(policy_id)
         self._listener_child(ObjectKind.L7RULE, new.id, listener_id, edit)
 
     def l7rule_update(self, old_l7rule: Any, new_l7rule: Any) -> None:
-        old, d = _dict(old_l7rule), _dict(new_l7rule)
+        old, d = provider_dict(old_l7rule), provider_dict(new_l7rule)
         ident, policy_id = str(old["l7rule_id"]), str(old["l7policy_id"])
 
         def edit(lb: t.LoadBalancer) -> t.LoadBalancer:
@@ -864,7 +542,7 @@ class TeapotProviderDriver(provider_base.ProviderDriver):  # type: ignore[misc]
         self._listener_child(ObjectKind.L7RULE, ident, listener_id, edit)
 
     def l7rule_delete(self, l7rule: Any) -> None:
-        d = _dict(l7rule)
+        d = provider_dict(l7rule)
         ident, policy_id = str(d["l7rule_id"]), str(d["l7policy_id"])
         edit = partial(t.drop_l7rule, policy_id=policy_id, rule_id=ident)
         listener_id = self._listener_of_policy(policy_id)

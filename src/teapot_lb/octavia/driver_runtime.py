@@ -1,6 +1,7 @@
 """What every teapot provider driver object shares in one Octavia process (Octavia makes
 a driver object per API call): the `[teapot]` options, the loop thread, the management
-client, the DriverLibrary and the VIP orphan sweeps (:mod:`.sweep`)."""
+client, the DriverLibrary and the VIP orphan sweeps (:mod:`.sweep`); the faults they raise
+and the provider objects they read as dictionaries."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -135,3 +136,11 @@ def runtime() -> Runtime:
 
 def fault(message: str) -> lib_exceptions.DriverError:
     return lib_exceptions.DriverError(user_fault_string=message, operator_fault_string=message)
+
+
+def provider_dict(obj: Any) -> dict[str, Any]:
+    """A provider object (or dictionary) as a dictionary of the attributes it sets."""
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    result: dict[str, Any] = obj.to_dict(recurse=True, render_unsets=False)
+    return result
