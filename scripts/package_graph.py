@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("the speaker and its backends", frozenset({"speaker"})),
     ("standalone mode", frozenset({"standalone"})),
     ("the gateway (data plane, control plane)", frozenset({"gateway"})),
+    ("tenant load-balancer providers", frozenset({"providers"})),
     (
         "Teapot processes, providers and front ends",
         frozenset({"manager", "octavia", "relay", "status", "tenant_agent", "webhook"}),
