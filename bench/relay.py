@@ -24,9 +24,17 @@ Profiling slows the relay about twice: compare times of runs without it. With
 called it, the prefixes and paths it carried, its bytes and seconds), and the run prints
 them beside the upstream's path count at each look, both from the moment the routes went.
 
-    .venv/bin/python bench/relay.py --tenants 100 --routes 1000 --nodes 2
+With ``--routers N`` the relay (and BIRD) export to N routers at once, each a BIRD in a
+namespace of its own (router 0 alone installs into its kernel): the time is until every
+router holds every path, the upstream CPU the routers' sum (issue 37's fan-out). With
+``--rounds R`` both run R times, alternating which goes first (one warms the page cache
+and the CPU for the other); the figures are each side's median round.
 
-Last line JSON: routes, paths, ours_s, bird_s, ratio_vs_bird, cpu_s, bird_cpu_s,
+    .venv/bin/python bench/relay.py --tenants 100 --routes 1000 --nodes 2
+    .venv/bin/python bench/relay.py --routers 8 --rounds 3
+
+Last line JSON: routers, rounds, ours_s_rounds, bird_s_rounds, routes, paths, ours_s,
+bird_s, ratio_vs_bird, cpu_s, bird_cpu_s,
 cpu_ratio_vs_bird, upstream_cpu_s / bird_upstream_cpu_s (the upstream BIRD's, with ours /
 with BIRD), quarters_s / bird_quarters_s (seconds until a quarter, half, three quarters
 of the paths were upstream), cpu_share_by_phase_profiled (empty without --profile), rss_mb,
@@ -60,6 +68,13 @@ from teapot_lb.netlab.topology import Host
 
 RELAY_AS, UP_AS = 64500, 64496
 RELAY, UP = "2001:db8:ffff::1", "2001:db8:ffff::2"
+
+
+def router_addr(i: int) -> str:
+    """Router i's address (router 0 is UP)."""
+    return f"2001:db8:ffff::{2 + i:x}"
+
+
 API = "lb.teapot.io/v1alpha1"
 
 
@@ -155,12 +170,15 @@ def tenant_conf(t: int, n: int, tenants: int, routes: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def upstream_conf() -> str:
+def upstream_conf(i: int = 0) -> str:
+    """Router i: router 0 also installs its table into its kernel (multipath: the ECMP
+    check); the others (``--routers``) keep theirs in BIRD only."""
+    kernel = "protocol kernel { ipv6 { import none; export all; }; merge paths on; }\n"
     return (
-        "log stderr all;\nrouter id 192.0.2.201;\nprotocol device {}\n"
-        "protocol kernel { ipv6 { import none; export all; }; merge paths on; }\n"
-        f"protocol bgp relay {{ local {UP} as {UP_AS}; neighbor {RELAY} as {RELAY_AS};"
-        " direct; passive on; hold time 90;"
+        f"log stderr all;\nrouter id 192.0.2.{201 + i};\nprotocol device {{}}\n"
+        + (kernel if i == 0 else "")
+        + f"protocol bgp relay {{ local {router_addr(i)} as {UP_AS};"
+        f" neighbor {RELAY} as {RELAY_AS}; direct; passive on; hold time 90;"
         " ipv6 { import all; export none; add paths rx; gateway direct; }; }\n"
     )
 
@@ -169,7 +187,7 @@ def upstream_conf() -> str:
 REACH_LIMITS = "(65535,65281), (65535,65282), (65535,65283)"
 
 
-def bird_relay_conf(tenants: int, nodes: int, routes: int) -> str:
+def bird_relay_conf(tenants: int, nodes: int, routes: int, routers: int = 1) -> str:
     """BIRD as the equivalent route server, rule for rule with the relay's defaults: per
     tenant, no default route; host routes of its allocation only (which also keeps out
     bogons and other tenants' prefixes); next hop one of its registered node addresses; AS
@@ -198,21 +216,26 @@ def bird_relay_conf(tenants: int, nodes: int, routes: int) -> str:
                 f" hold time 90; ipv6 {{ import filter tenant{t}; export none;"
                 f" import limit {routes + 100} action disable; }}; }}"
             )
-    out.append(
-        f"protocol bgp up {{ local {RELAY} as {RELAY_AS}; neighbor {UP} as {UP_AS}; direct;"
-        " hold time 90; ipv6 { import none; export all; next hop keep; add paths tx; }; }"
-    )
+    out += [
+        f"protocol bgp up{i} {{ local {RELAY} as {RELAY_AS}; neighbor {router_addr(i)} as {UP_AS};"
+        " direct; hold time 90;"
+        " ipv6 { import none; export all; next hop keep; add paths tx; }; }"
+        for i in range(routers)
+    ]
     return "\n".join(out) + "\n"
 
 
-def manifests(tenants: int, nodes: int) -> list[dict[str, Any]]:
+def manifests(tenants: int, nodes: int, routers: int = 1) -> list[dict[str, Any]]:
     meta = {"namespace": "teapot-lb-system"}
     docs: list[dict[str, Any]] = [
         {"apiVersion": API, "kind": "AddressPool", "metadata": {"name": "tenants", **meta},
          "spec": {"addresses": ["2001:db8:1::/48"]}},
-        {"apiVersion": API, "kind": "BGPPeer", "metadata": {"name": "up", **meta},
-         "spec": {"myASN": RELAY_AS, "peerASN": UP_AS, "peerAddress": UP, "holdTime": "90s",
-                  "addPath": "send", "families": ["ipv6-unicast"]}},
+    ]  # fmt: skip
+    docs += [
+        {"apiVersion": API, "kind": "BGPPeer", "metadata": {"name": f"up{i}", **meta},
+         "spec": {"myASN": RELAY_AS, "peerASN": UP_AS, "peerAddress": router_addr(i),
+                  "holdTime": "90s", "addPath": "send", "families": ["ipv6-unicast"]}}
+        for i in range(routers)
     ]  # fmt: skip
     for t in range(tenants):
         docs.append({
@@ -331,6 +354,11 @@ def peak_rss_mb(pid: int) -> float:
 # ------------------------------------------------------------------------------ one run
 
 
+def router_name(i: int) -> str:
+    """Router 0's namespace is "up" (the ECMP check and ``--pcap`` look there)."""
+    return "up" if i == 0 else f"up{i}"
+
+
 def run_one(
     kind: str,
     hosts: dict[str, Host],
@@ -340,10 +368,16 @@ def run_one(
     nodes: int,
     profile: Path | None = None,
     timeline: bool = False,
+    routers: int = 1,
 ) -> dict[str, Any]:
     want = tenants * routes * nodes
     sessions = tenants * nodes
-    up = Bird(hosts["up"], work / f"{kind}-up", upstream_conf())
+    work.mkdir(parents=True, exist_ok=True)
+    ups = [
+        Bird(hosts[router_name(i)], work / f"{kind}-{router_name(i)}", upstream_conf(i))
+        for i in range(routers)
+    ]
+    up = ups[0]
     relay_proc: subprocess.Popen[bytes] | None = None
     relay_bird: Bird | None = None
     tenant_birds: list[Bird] = []
@@ -351,7 +385,8 @@ def run_one(
         if kind == "ours":
             mdir = work / "manifests"
             mdir.mkdir(exist_ok=True)
-            (mdir / "relay.yaml").write_text(yaml.safe_dump_all(manifests(tenants, nodes)))
+            docs = manifests(tenants, nodes, routers)
+            (mdir / "relay.yaml").write_text(yaml.safe_dump_all(docs))
             log = (work / "relay.log").open("ab")
             teapot = [str(Path(sys.executable).parent / "teapot-lb")]
             if profile is not None:
@@ -366,11 +401,11 @@ def run_one(
             )  # fmt: skip
             pid = relay_proc.pid
         else:
-            conf = bird_relay_conf(tenants, nodes, routes)
+            conf = bird_relay_conf(tenants, nodes, routes, routers)
             relay_bird = Bird(hosts["relay"], work / "bird-relay", conf)
             pid = relay_bird.proc.pid
-        wait_for(lambda: up.established() == 1, timeout=60, what=f"{kind}: upstream session",
-                 every=0.2)  # fmt: skip
+        wait_for(lambda: all(u.established() == 1 for u in ups), timeout=60,
+                 what=f"{kind}: {routers} upstream sessions", every=0.2)  # fmt: skip
         for t in range(tenants):
             for n in range(nodes):
                 conf = tenant_conf(t, n, tenants, routes)
@@ -379,23 +414,31 @@ def run_one(
                  every=1.0, what=f"{kind}: {sessions} tenant sessions")  # fmt: skip
         if profile is not None and kind == "ours":
             relay_proc.send_signal(signal.SIGUSR1)  # type: ignore[union-attr]
-        cpu_before, up_before = cpu_seconds(pid), cpu_seconds(up.proc.pid)
+        cpu_before = cpu_seconds(pid)
+        up_before = sum(cpu_seconds(u.proc.pid) for u in ups)
         started, started_wall = time.monotonic(), time.time()
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda b: b.c("enable st"), tenant_birds))
-        timeline: list[tuple[float, int]] = []  # (seconds, paths upstream) at each look
+        # (seconds, paths at the router furthest behind) at each look; a router that
+        # holds every path is not asked again (``show route count`` walks its table).
+        timeline: list[tuple[float, int]] = []
+        held = [0] * routers
 
         def arrived() -> bool:
-            timeline.append((time.monotonic() - started, up.paths()))
+            for i, u in enumerate(ups):
+                if held[i] < want:
+                    held[i] = u.paths()
+            timeline.append((time.monotonic() - started, min(held)))
             return timeline[-1][1] >= want
 
-        wait_for(arrived, timeout=1800, every=0.2, what=f"{kind}: {want} paths upstream",
-                 detail=lambda: f"paths: {up.paths()}")  # fmt: skip
+        wait_for(arrived, timeout=1800, every=0.2,
+                 what=f"{kind}: {want} paths at each of {routers} routers",
+                 detail=lambda: f"paths per router: {held}")  # fmt: skip
         seconds = time.monotonic() - started
         # When the upstream held a quarter, half, three quarters of the paths.
         quarters = [next(t for t, n in timeline if n >= want * q / 4) for q in (1, 2, 3)]
         cpu_s = cpu_seconds(pid) - cpu_before
-        up_cpu_s = cpu_seconds(up.proc.pid) - up_before
+        up_cpu_s = sum(cpu_seconds(u.proc.pid) for u in ups) - up_before
         phase_s: dict[str, float] = {}
         if profile is not None and kind == "ours":
             relay_proc.send_signal(signal.SIGUSR2)  # type: ignore[union-attr]
@@ -420,12 +463,17 @@ def run_one(
                 "upstream_cpu_s": up_cpu_s, "phases": phase_s,
                 "quarters_s": [round(t, 2) for t in quarters]}  # fmt: skip
     finally:
-        for b in (*tenant_birds, relay_bird, up):
+        for b in (*tenant_birds, relay_bird, *ups):
             if b is not None:
                 b.stop()
         if relay_proc is not None:
             relay_proc.kill()
             relay_proc.wait(timeout=10)
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round of median time (the lower of the two middle ones for an even count)."""
+    return sorted(runs, key=lambda r: r["seconds"])[(len(runs) - 1) // 2]
 
 
 def main() -> None:
@@ -443,16 +491,25 @@ def main() -> None:
     ap.add_argument("--pcap", type=Path, metavar="FILE",
                     help="capture the upstream's BGP traffic (tcpdump) to FILE, both runs;"
                     " bench/relay_stream.py compares the two streams")  # fmt: skip
+    ap.add_argument("--routers", type=int, default=1,
+                    help="routers the relay (and BIRD) export to at once, each its own BIRD in"
+                    " a namespace of its own; the time is until every one holds every path"
+                    " (issue 37's fan-out: --routers 8)")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run both this many times, alternating which goes first (ours first"
+                    " in odd rounds); the figures are each side's median round")  # fmt: skip
     args = ap.parse_args()
     reason = netns_available()
     if reason or not shutil.which("bird"):
         sys.exit(f"bench/relay.py needs root and BIRD: {reason or 'bird not installed'}")
-    results: dict[str, dict[str, Any]] = {}
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "bird": []}
     with tempfile.TemporaryDirectory(prefix="relay-bench-") as tmp, Topology("rbench") as topo:
         work = Path(tmp)
         switch = topo.add_switch("lan")
-        hosts = {name: topo.add_host(name) for name in ("up", "relay", "tenants")}
-        topo.connect(hosts["up"], switch, addrs=[f"{UP}/64"])
+        names = [router_name(i) for i in range(args.routers)]
+        hosts = {name: topo.add_host(name) for name in (*names, "relay", "tenants")}
+        for i, name in enumerate(names):
+            topo.connect(hosts[name], switch, addrs=[f"{router_addr(i)}/64"])
         topo.connect(hosts["relay"], switch, addrs=[f"{RELAY}/64"])
         topo.connect(hosts["tenants"], switch, addrs=[f"{node(0, 0)}/64"])
         batch = "".join(
@@ -464,11 +521,13 @@ def main() -> None:
         if args.pcap is not None:
             hosts["up"].popen(["tcpdump", "-i", "eth0", "-s", "0", "-B", "65536", "-U", "-w",
                                str(args.pcap), "tcp", "port", "179"])  # fmt: skip
-        for kind in ("ours", "bird"):
-            results[kind] = r = run_one(
-                kind, hosts, work, args.tenants, args.routes, args.nodes, args.profile,
-                args.timeline,
+        order = [("ours", "bird") if n % 2 == 0 else ("bird", "ours") for n in range(args.rounds)]
+        for kind in (k for pair in order for k in pair):
+            r = run_one(
+                kind, hosts, work / f"round{len(runs[kind])}", args.tenants, args.routes,
+                args.nodes, args.profile, args.timeline, args.routers,
             )  # fmt: skip
+            runs[kind].append(r)
             print(f"{kind:5} {r['seconds']:8.2f} s  cpu {r['cpu_s']:6.2f} s  "
                   f"rss {r['rss_mb']:7.1f} MB  leaked {r['leaked']}  ecmp min {r['ecmp_min']}  "
                   f"paths {r['paths']}  upstream cpu {r['upstream_cpu_s']:.2f} s  "
@@ -482,8 +541,12 @@ def main() -> None:
             if r["phases"]:
                 split = ", ".join(f"{k} {v:.0%}" for k, v in r["phases"].items())
                 print(f"      cpu by phase: {split}")
-    ours, bird = results["ours"], results["bird"]
+    ours, bird = median_run(runs["ours"]), median_run(runs["bird"])
     summary = {
+        "routers": args.routers,
+        "rounds": args.rounds,
+        "ours_s_rounds": [round(r["seconds"], 3) for r in runs["ours"]],
+        "bird_s_rounds": [round(r["seconds"], 3) for r in runs["bird"]],
         "routes": args.tenants * args.routes,
         "paths": args.tenants * args.routes * args.nodes,
         "tenants": args.tenants,
@@ -493,7 +556,7 @@ def main() -> None:
         "ratio_vs_bird": round(ours["seconds"] / bird["seconds"], 2),
         "cpu_s": round(ours["cpu_s"], 2),
         "bird_cpu_s": round(bird["cpu_s"], 2),
-        "cpu_ratio_vs_bird": round(ours["cpu_s"] / bird["cpu_s"], 2),
+        "cpu_ratio_vs_bird": round(ours["cpu_s"] / max(bird["cpu_s"], 0.01), 2),
         "upstream_cpu_s": round(ours["upstream_cpu_s"], 2),
         "bird_upstream_cpu_s": round(bird["upstream_cpu_s"], 2),
         "quarters_s": ours["quarters_s"],
