@@ -22,6 +22,6 @@ step "pytest"
 # minutes of mmdebstrap, but the gate runs every test. TEAPOT_BUILD_IMAGE=0 skips it.
 export TEAPOT_BUILD_IMAGE="${TEAPOT_BUILD_IMAGE:-1}"
 rc=0
-python -m pytest -q -ra -p no:cacheprovider "$@" || rc=$?
+python -m pytest -q -ra -p no:cacheprovider --durations=30 "$@" || rc=$?
 # Exit 5 (no tests collected) must fail the gate, not pass it.
 exit "$rc"
