@@ -28,6 +28,7 @@ from .fsm import Action
 from .neighbor import PeerCounters
 from .peer import Connection, Peer
 from .rib import CompiledRoutes, PrefixKey, change_compiled, compile_routes
+from .rib.update_groups import ExportMemo
 from .transport import TCP_MD5SIG, TCP_MD5SIG_EXT, md5sig_struct, set_min_ttl, set_ttl
 from .wire import CeaseSubcode, Notification, Prefix
 from .wire.family import Address, Family
@@ -131,6 +132,8 @@ class Speaker:
         self._inbox = _Inbox(received_per_turn)
         self._routes: CompiledRoutes | None = None
         self._per_peer_routes: dict[str, CompiledRoutes] = {}
+        # Peers in step share their UPDATEs (update groups: bgp/rib/update_groups.py).
+        self.export_memo = ExportMemo()
         self._closing: set[Connection] = set()
         self._running = False
         self._bfd: BfdEndpoint | None = None  # made when a peer asks for BFD
@@ -206,6 +209,7 @@ class Speaker:
         if peer.address in self.peers:
             raise ValueError(f"peer {peer.address} is already configured")
         self.peers[peer.address] = peer
+        peer.rib_out.memo = self.export_memo
         if config.bfd is not None:
             self._bfd_wanted[peer.address] = config.bfd
         routes = self._per_peer_routes.get(peer.address, self._routes)

@@ -33,6 +33,7 @@ from ..wire.family import family_of
 from ..wire.mp import pack_mp_reach_value, pack_mp_unreach_value
 from ..wire.nlri import PATH_ID_LENGTH
 from .compiled import EMPTY_ROUTES, CompiledRoutes, encode_prefix
+from .update_groups import EMPTY_LINEAGE, ExportMemo, FamilyFlush, Flushed
 
 DEFAULT_LOCAL_PREF = 100
 
@@ -69,6 +70,9 @@ class AdjRibOut:
     few change at a time) says so in :meth:`set_desired`; :meth:`updates` then diffs only
     those prefixes, so its cost follows the change, not the table. Without that hint (and
     after a reset, a new export context or filter) the whole table is diffed.
+
+    With a :attr:`memo` shared by the peers of one speaker, peers in step (the same
+    lineage, context and table) compute their UPDATEs once (:mod:`.update_groups`).
     """
 
     def __init__(self, export_filter: Filter = ACCEPT_ALL) -> None:
@@ -81,6 +85,8 @@ class AdjRibOut:
         self._dirty: dict[Family, set[bytes]] | None = None
         # ADD-PATH families: prefix → the keys sent for it (built on first need).
         self._sent_keys: dict[Family, dict[bytes, list[bytes]]] = {}
+        self.memo: ExportMemo | None = None
+        self._lineage: object = EMPTY_LINEAGE  # stands for what was sent (update groups)
 
     @property
     def export_filter(self) -> Filter:
@@ -96,6 +102,8 @@ class AdjRibOut:
     ) -> None:
         """What the peer should have. ``changed``: the prefixes (NLRI encodings) that may
         differ from the routes given before, if the caller knows; None: any may."""
+        if self.memo is not None:
+            self.memo.changed()
         self._desired = routes
         if changed is None:
             self._dirty = None
@@ -122,6 +130,7 @@ class AdjRibOut:
         self._sent = {}
         self._sent_keys = {}
         self._dirty = None
+        self._lineage = EMPTY_LINEAGE
 
     def why_not(self, prefix: Prefix) -> Rejected | None:
         """Why the export filter holds ``prefix`` back (None: it does not; under ADD-PATH,
@@ -212,6 +221,55 @@ class AdjRibOut:
 
     def updates(self, export: ExportContext) -> list[bytes]:
         """The UPDATE messages that bring the peer from what was sent to what is desired."""
+        whole = self._dirty is None or export.add_path != self._add_path
+        key = None
+        if self.memo is not None and self._export_filter.accepts_all:
+            key = (self._lineage, id(self._desired), id(self._export_filter), export, whole)
+            flushed = self.memo.get(key)
+            if flushed is not None:
+                return self._take(flushed, export)
+        record: list[FamilyFlush] = []
+        out = self._updates(export, record)
+        self._lineage = object()
+        if key is not None:
+            assert self.memo is not None
+            self.memo.put(key, Flushed(self._lineage, tuple(record), tuple(out)))
+        return out
+
+    def _take(self, flushed: Flushed, export: ExportContext) -> list[bytes]:
+        """Another peer of the group computed this flush: apply its changes to the sent
+        tables (a cost that follows the change) and send its UPDATEs."""
+        self._add_path = export.add_path
+        self._dirty = {}
+        for done in flushed.families:
+            family = done.family
+            if done.withdrawn is None:
+                assert done.whole is not None
+                self._sent_keys.pop(family, None)
+                self.rejected.pop(family, None)
+                self._sent[family] = dict(done.whole)
+                continue
+            sent = self._sent.setdefault(family, {})
+            index = self._sent_keys.get(family)
+            if index is not None:
+                for key in done.withdrawn:
+                    keys = index[key[PATH_ID_LENGTH:]]
+                    keys.remove(key)
+                    if not keys:
+                        del index[key[PATH_ID_LENGTH:]]
+                for key, _ in done.changed:
+                    if key not in sent:
+                        index.setdefault(key[PATH_ID_LENGTH:], []).append(key)
+            for key in done.withdrawn:
+                del sent[key]
+            sent.update(done.changed)
+        self._lineage = flushed.lineage
+        assert self.memo is not None
+        self.memo.shared += 1
+        return list(flushed.messages)
+
+    def _updates(self, export: ExportContext, record: list[FamilyFlush]) -> list[bytes]:
+        """:meth:`updates` computed here; what it did to the sent tables in ``record``."""
         out: list[bytes] = []
         dirty = self._dirty if export.add_path == self._add_path else None
         self._add_path = export.add_path
@@ -223,6 +281,7 @@ class AdjRibOut:
                 some = dirty.get(family)
                 if some:
                     gone, changed = self._changes(family, some, family in export.add_path)
+                    record.append(FamilyFlush(family, tuple(gone), tuple(changed)))
                     if gone:
                         out.extend(pack_withdrawals(family, sorted(gone)))
                     for attrs, keys in _group(changed):
@@ -252,6 +311,7 @@ class AdjRibOut:
             for attrs, encs in groups:
                 out.extend(pack_announcements(family, attrs, encs, export))
             self._sent[family] = dict(desired)
+            record.append(FamilyFlush(family, None, whole=self._sent[family]))
         return out
 
     def withdraw_all(self, export: ExportContext) -> list[bytes]:

@@ -1,0 +1,68 @@
+"""Update groups: peers that were sent the same routes and export them the same way get
+the same UPDATEs, computed once (what FRR calls update groups; RFC 4271 §9.2 leaves how an
+Adj-RIB-Out is kept to the implementation).
+
+Each :class:`~.adj_out.AdjRibOut` carries a *lineage*: a token that stands for what it
+has sent. Two with the same lineage have sent the same; with the same desired routes
+(the same table, unchanged since: any :meth:`~.adj_out.AdjRibOut.set_desired` clears the
+memo), the same export context and an export filter that lets everything out, their next
+UPDATEs are the same. The first of them to flush computes them and records them here with
+the changes to its sent table; the others take both (a cost that follows the change, not
+the table) and the new lineage. A relay exporting to eight routers diffs once, not eight
+times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+
+from ..attributes import RouteAttributes
+from ..wire import Family
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyFlush:
+    """What one flush did to one family's sent table: ``withdrawn`` keys removed and
+    ``changed`` paths set; or, for a flush of the whole table (``withdrawn`` None), the
+    sent table became ``whole``."""
+
+    family: Family
+    withdrawn: tuple[bytes, ...] | None
+    changed: tuple[tuple[bytes, RouteAttributes], ...] = ()
+    whole: Mapping[bytes, RouteAttributes] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Flushed:
+    """One flush of one group: the lineage after it, the sent tables' changes, the
+    UPDATEs."""
+
+    lineage: object
+    families: tuple[FamilyFlush, ...]
+    messages: tuple[bytes, ...]
+
+
+class ExportMemo:
+    """The flushes of one speaker's peers since the desired routes last changed."""
+
+    def __init__(self) -> None:
+        self._flushed: dict[Hashable, Flushed] = {}
+        self.shared = 0
+        """Flushes a peer took from another rather than computed (for tests and the log)."""
+
+    def changed(self) -> None:
+        """The desired routes changed: no recorded flush applies any more."""
+        self._flushed.clear()
+
+    def get(self, key: Hashable) -> Flushed | None:
+        return self._flushed.get(key)
+
+    def put(self, key: Hashable, flushed: Flushed) -> None:
+        self._flushed[key] = flushed
+
+
+EMPTY_LINEAGE = object()
+"""The lineage of an Adj-RIB-Out that has sent nothing."""
+
+__all__ = ["EMPTY_LINEAGE", "ExportMemo", "FamilyFlush", "Flushed"]
