@@ -38,10 +38,11 @@ from .build import config_name
 from .from_scratch import translate
 from .namespaces import by_namespace, tenant_namespaces
 from .parts import Part, build_part, merge, shared_listeners
-from .results import Condition, ListenerResult, ObjectResult, ParentResult, Translation
+from .results import Changed, Condition, ListenerResult, ObjectResult, ParentResult, Translation
 from .vetting import ObjectOrder, Vetted, dedicated_wanted, object_order, vet_tenant
 
 __all__ = [
+    "Changed",
     "Condition",
     "ListenerResult",
     "ObjectOrder",

@@ -34,10 +34,12 @@ def translate(
             vetted[namespace] = vet_tenant(objects, owner, world)
     wanted = dedicated_wanted(chain.from_iterable(vetted.values()))
     dedicated = assign(wanted, world.pools, world.held, shared)
-    parts = [
-        build_part(vs, dedicated, inputs[ns][2], inputs[ns][1], shared) for ns, vs in vetted.items()
-    ]
-    return merge(parts, shared)
+    parts = {
+        ns: build_part(vs, dedicated, inputs[ns][2], inputs[ns][1], shared)
+        for ns, vs in vetted.items()
+    }
+    changed = {ns: part.results for ns, part in parts.items()}
+    return merge(list(parts.values()), shared, changed)
 
 
 __all__ = ["translate"]

@@ -32,7 +32,7 @@ from .build import Build
 from .http_routes import add_http_route
 from .ingress import add_ingress
 from .listeners import add_gateway
-from .results import ObjectResult, Translation
+from .results import Changed, ObjectResult, Translation
 from .stream_routes import add_stream_route
 from .vetting import Vetted
 
@@ -114,10 +114,11 @@ def shared_listeners(addresses: tuple[IPAddress, ...]) -> dict[str, Listener]:
     return build.listeners
 
 
-def merge(parts: Sequence[Part], addresses: tuple[IPAddress, ...]) -> Translation:
+def merge(parts: Sequence[Part], addresses: tuple[IPAddress, ...], changed: Changed) -> Translation:
     """The config of the tenants' parts, in namespace order (a route's place among other
     tenants' decides nothing: routing orders by age, namespace and name first,
-    :mod:`teapot_lb.gateway.routing`)."""
+    :mod:`teapot_lb.gateway.routing`); `changed`: the namespaces built again
+    (:attr:`~.results.Translation.changed`)."""
     listeners = shared_listeners(addresses)
     dedicated: dict[str, IPAddress] = {}
     offered: dict[str, set[IPAddress | None]] = {}
@@ -152,7 +153,7 @@ def merge(parts: Sequence[Part], addresses: tuple[IPAddress, ...]) -> Translatio
         udp_routes=each("udp_routes"),
         default_certificate=None,
     )
-    return Translation(config, results, addresses)
+    return Translation(config, results, addresses, changed)
 
 
 __all__ = ["Part", "build_part", "merge", "shared_listeners"]

@@ -3,6 +3,7 @@ address), and the config with every result."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from teapot_lb.addresses import IPAddress
@@ -78,11 +79,23 @@ class ObjectResult:
         return out
 
 
+Changed = Mapping[str, Mapping[ObjectRef, ObjectResult]]
+"""The results of the namespaces a translation decided again, by namespace."""
+
+
 @dataclass
 class Translation:
+    """The config the gateway serves and every object's result."""
+
     config: GatewayConfig
     results: dict[ObjectRef, ObjectResult]
     addresses: tuple[IPAddress, ...]
+    changed: Changed = field(default_factory=dict)
+    """What changed since the translation before (of the same
+    :class:`~teapot_lb.gateway.translation_cache.TranslationCache`; from scratch: since
+    none): each namespace translated again with its objects' results now, empty for a
+    namespace whose objects are no longer translated (nobody's). The other namespaces'
+    results are as they were, so whoever counts results counts these only."""
 
 
-__all__ = ["Condition", "ListenerResult", "ObjectResult", "ParentResult", "Translation"]
+__all__ = ["Changed", "Condition", "ListenerResult", "ObjectResult", "ParentResult", "Translation"]
