@@ -42,8 +42,8 @@ from ipaddress import ip_address
 from pathlib import Path
 
 from teapot_lb.announce.election import ranking
-from teapot_lb.lab.lan import LanLab, config_doc, service_doc
-from teapot_lb.lab.manifests import SERVICE_PORT
+from teapot_lb.lab.lan import LanLab, service_doc
+from teapot_lb.lab.manifests import SERVICE_PORT, config_doc
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology
 

@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from teapot_lb.lab.client import Probe, target_of
-from teapot_lb.lab.lan import LanLab, config_doc, node_names, service_doc
-from teapot_lb.lab.manifests import SERVICE_PORT
+from teapot_lb.lab.lan import LanLab, node_names, service_doc
+from teapot_lb.lab.manifests import SERVICE_PORT, config_doc
 from teapot_lb.lab.measure import first_success
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology, netns_available

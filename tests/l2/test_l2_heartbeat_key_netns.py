@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from teapot_lb.announce.election import EXCLUDE_LABEL, ranking
-from teapot_lb.lab.lan import LanLab, config_doc, service_doc
+from teapot_lb.lab.lan import LanLab, service_doc
+from teapot_lb.lab.manifests import config_doc
 from teapot_lb.lab.netns import in_netns
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology

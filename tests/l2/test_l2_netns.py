@@ -23,7 +23,8 @@ import pytest
 from teapot_lb.announce.election import EXCLUDE_LABEL, ranking
 from teapot_lb.l2 import wire
 from teapot_lb.lab.capture import Sniffer
-from teapot_lb.lab.lan import CLIENT4, CLIENT6, LanLab, config_doc, service_doc
+from teapot_lb.lab.lan import CLIENT4, CLIENT6, LanLab, service_doc
+from teapot_lb.lab.manifests import config_doc
 from teapot_lb.lab.netns import netns_socket
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Topology

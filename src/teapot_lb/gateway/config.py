@@ -184,7 +184,7 @@ class Backend(KubeModel):
     """Send PROXY protocol v2 to the endpoints (they then see the client's address)."""
     slots: Annotated[int, Field(ge=1, le=10_000)] | None = None
     """Server slots HAProxy keeps for this backend (endpoint changes within them need no
-    reload); None: the endpoint count rounded up (see render.slot_count)."""
+    reload); None: the endpoint count rounded up (see slots.slot_count)."""
     owner: Owner = Owner()
 
 

@@ -108,6 +108,8 @@ class TranslationCache:
     def __init__(self) -> None:
         self._globals: _Globals | None = None
         self._clear()
+        self._dropped: set[str] = set()
+        """Namespaces whose part a reset dropped since the last :meth:`translation`."""
 
     def _clear(self) -> None:
         self._owners: dict[str, Tenant | None] = {}
@@ -140,6 +142,7 @@ class TranslationCache:
         now = _Globals(tuple(tenants), tuple(addresses), check_certificate, secrets_known)
         if self._globals is not None and self._globals == now:
             return False
+        self._dropped |= set(self._parts)
         self._clear()
         self._globals = now
         self._owners = tenant_namespaces(now.tenants)
@@ -237,8 +240,12 @@ class TranslationCache:
             elif namespace in self._parts:
                 self._parts.remove(namespace)
         self.rebuilt = rebuild
+        # Decided again: the rebuilt namespaces, and those a reset dropped (no results now
+        # unless rebuilt: nobody's, or no longer given).
+        changed = {ns: self.results_of(ns) for ns in sorted(rebuild | self._dropped)}
+        self._dropped = set()
         parts = [p for ns in self._parts if (p := self._spaces[ns].part) is not None]
-        return merge(parts, addresses)
+        return merge(parts, addresses, changed)
 
     def results_of(self, namespace: str) -> Mapping[ObjectRef, ObjectResult]:
         """The last translation's results of a namespace's objects."""

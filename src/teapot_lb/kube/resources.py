@@ -35,7 +35,9 @@ class Resource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-_BUILTIN_GROUPS = frozenset({"", "discovery.k8s.io", "coordination.k8s.io", "networking.k8s.io"})
+_BUILTIN_GROUPS = frozenset(
+    {"", "discovery.k8s.io", "coordination.k8s.io", "events.k8s.io", "networking.k8s.io"}
+)
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False, True)
 NODES = Resource("", "v1", "nodes", "Node", False, True)

@@ -31,16 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from teapot_lb.lab.client import Client
-from teapot_lb.lab.manifests import LAB_NAMESPACE, SERVICE_PORT
+from teapot_lb.lab.manifests import LAB_NAMESPACE, SERVICE_PORT, write_docs
 from teapot_lb.lab.processes import log_tail, read_status, start_run, start_workload
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.model.service import ANNOTATION_IPS
 from teapot_lb.netlab import Host, Topology
 
-API = "lb.teapot.io/v1alpha1"
 CLIENT4, CLIENT6 = "192.0.2.10", "2001:db8::10"
 
 
@@ -51,12 +48,6 @@ def node_names(n: int) -> list[str]:
 # --- manifests -------------------------------------------------------------------------------
 
 
-def config_doc(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """One of our kinds (AddressPool, L2Advertisement, VIPAdvertisement, ...)."""
-    meta = {"name": name, "namespace": LAB_NAMESPACE}
-    return {"apiVersion": API, "kind": kind, "metadata": meta, "spec": spec}
-
-
 def service_doc(name: str, ip: str, **spec: Any) -> dict[str, Any]:
     """A LoadBalancer Service asking for ``ip`` (the lab's port, TCP)."""
     meta = {"name": name, "namespace": LAB_NAMESPACE, "annotations": {ANNOTATION_IPS: ip}}
@@ -64,23 +55,6 @@ def service_doc(name: str, ip: str, **spec: Any) -> dict[str, Any]:
     if ":" in ip:
         body.setdefault("ipFamilies", ["IPv6"])
     return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": body}
-
-
-def endpoints_doc(service: str, *ready_nodes: str) -> dict[str, Any]:
-    """The Service's EndpointSlice: one ready endpoint on each of ``ready_nodes``."""
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service}-eps",
-            "namespace": LAB_NAMESPACE,
-            "labels": {"kubernetes.io/service-name": service},
-        },
-        "endpoints": [
-            {"addresses": ["10.0.0.1"], "nodeName": n, "conditions": {"ready": True}}
-            for n in ready_nodes
-        ],
-    }
 
 
 # --- the lab ---------------------------------------------------------------------------------
@@ -183,10 +157,7 @@ class LanLab:
                 if doc["kind"] == "Service":
                     self.bind(doc["metadata"]["annotations"][ANNOTATION_IPS])
         docs = [self.node_doc(n) for n in self.nodes.values()] + self.config + self.services
-        path = self.manifests / "lab.yaml"
-        tmp = path.with_name(".lab.yaml.tmp")
-        tmp.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-        os.replace(tmp, path)
+        write_docs(self.manifests / "lab.yaml", docs)
 
     def label(self, name: str, **labels: str) -> None:
         self.nodes[name].labels = dict(labels)

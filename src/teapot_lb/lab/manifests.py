@@ -24,6 +24,7 @@ from teapot_lb.announce.announcement import BGPRoute, Mode
 from teapot_lb.announce.plan import plan
 from teapot_lb.cluster import ClusterView, Kind, Store, object_key
 from teapot_lb.controller import ControllerOptions
+from teapot_lb.kube.resources import LB_GROUP, LB_VERSION
 from teapot_lb.model import Node, Service
 from teapot_lb.model.common import matches_any
 from teapot_lb.model.kinds import KINDS
@@ -49,6 +50,7 @@ UPLINK_PREFIX, UPLINK_PREFIX6 = 24, 64
 SERVICE_PORT = 80
 LAB_NAMESPACE = "lab"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+API = f"{LB_GROUP}/{LB_VERSION}"
 
 
 class LabConfigError(ValueError):
@@ -169,6 +171,33 @@ def service_doc(
             "annotations": {ANNOTATION_POOL: pool},
         },
         "spec": spec,
+    }
+
+
+def config_doc(
+    kind: str, name: str, spec: dict[str, Any], namespace: str = LAB_NAMESPACE
+) -> dict[str, Any]:
+    """One of our kinds (AddressPool, L2Advertisement, VIPAdvertisement, ...)."""
+    meta = {"name": name, "namespace": namespace}
+    return {"apiVersion": API, "kind": kind, "metadata": meta, "spec": spec}
+
+
+def endpoints_doc(
+    service: str, *ready_nodes: str, namespace: str = LAB_NAMESPACE
+) -> dict[str, Any]:
+    """The Service's EndpointSlice: one ready endpoint on each of ``ready_nodes``."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service}-eps",
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": service},
+        },
+        "endpoints": [
+            {"addresses": ["10.0.0.1"], "nodeName": n, "conditions": {"ready": True}}
+            for n in ready_nodes
+        ],
     }
 
 

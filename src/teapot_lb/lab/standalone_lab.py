@@ -24,8 +24,9 @@ from typing import Any, TypeVar
 import yaml
 
 from teapot_lb.lab.client import request
+from teapot_lb.lab.manifests import config_doc, endpoints_doc
 from teapot_lb.lab.netns import in_netns
-from teapot_lb.lab.processes import log_tail, read_status, start_workload
+from teapot_lb.lab.processes import log_tail, read_status, start_run, start_workload
 from teapot_lb.netlab import Host, Topology
 
 T = TypeVar("T")
@@ -39,9 +40,8 @@ ROUTER_UP6 = "2001:db8:1::1"
 CLIENT = "198.51.100.2"
 CLIENT6 = "2001:db8:1::2"
 PORT = 7000
-POLL = "0.1"  # manifest poll interval of the runners (s): used only without inotify
+POLL = 0.1  # manifest poll interval of the runners (s): used only without inotify
 NS = "lb-system"
-API = "lb.teapot.io/v1alpha1"
 EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 
@@ -49,12 +49,7 @@ EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 
 def ours(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": API,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": NS},
-        "spec": spec,
-    }
+    return config_doc(kind, name, spec, namespace=NS)
 
 
 def node(name: str, **labels: str) -> dict[str, Any]:
@@ -80,19 +75,7 @@ def service(name: str, ip: str | None = None, **spec: Any) -> dict[str, Any]:
 
 
 def endpoints(svc: str, *ready_nodes: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{svc}-eps",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": svc},
-        },
-        "endpoints": [
-            {"addresses": ["10.0.0.1"], "nodeName": n, "conditions": {"ready": True}}
-            for n in ready_nodes
-        ],
-    }
+    return endpoints_doc(svc, *ready_nodes, namespace="default")
 
 
 def write(path: Path, docs: Iterable[dict[str, Any]]) -> None:
@@ -157,17 +140,16 @@ class Lab:
     def start(
         self, name: str, *, modes: str = "bgp,l2,vip", extra: Sequence[str] = ()
     ) -> subprocess.Popen[bytes]:
-        log = (self.workdir / f"{name}.log").open("ab")
-        proc = self.nodes[name].popen(
-            [
-                sys.executable, "-m", "teapot_lb.cli.run",
-                "--manifests", str(self.manifests), "--node", name,
-                "--state-dir", str(self.state_dir(name)), "--modes", modes,
-                "--poll-interval", POLL, *extra,
-            ],
-            stdout=log,
-            stderr=log,
-        )  # fmt: skip
+        proc = start_run(
+            self.nodes[name],
+            name,
+            manifests=self.manifests,
+            state_dir=self.state_dir(name),
+            modes=modes.split(","),
+            poll_interval=POLL,
+            log_path=self.workdir / f"{name}.log",
+            extra=extra,
+        )
         self.procs[name] = proc
         return proc
 

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress, parse_ip
+from teapot_lb.gateway.control.l7refused import RefusedObjects
 from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF
-from teapot_lb.gateway.control.l7status import refused_by_tenant
 from teapot_lb.gateway.translate import Translation
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
@@ -139,7 +139,7 @@ class KubeManager:
         self._denials: dict[str, KubeObject] = {}
         # The objects the gateway's vetting refused (its reconcile in this process), by
         # tenant: counted in the Tenant's status with the rest.
-        self._gateway_refused: dict[str, frozenset[str]] = {}
+        self._gateway_refused = RefusedObjects()
         self._view: ManagementView | None = None
         self.informers = [
             self._informer(TENANTS, None, self._on_tenant, watch_timeout_s),
@@ -212,12 +212,10 @@ class KubeManager:
 
     def gateway_translated(self, result: Translation) -> None:
         """The gateway vetted the tenants' objects again: the Tenants whose refused
-        objects changed get their status written again."""
-        refused = refused_by_tenant(result)
-        for name in set(refused) | set(self._gateway_refused):
-            if refused.get(name) != self._gateway_refused.get(name):
-                self._enqueue(TenantStatusKey(name), delay=self.config.tenant_status_delay_s)
-        self._gateway_refused = refused
+        objects changed get their status written again (counted from the namespaces the
+        translation decided again only)."""
+        for name in sorted(self._gateway_refused.update(result.changed)):
+            self._enqueue(TenantStatusKey(name), delay=self.config.tenant_status_delay_s)
 
     def _on_denial(self, event: EventType, key: str, obj: KubeObject) -> None:
         self._denials.pop(key, None)
@@ -473,7 +471,7 @@ class KubeManager:
                 for key, event in self._denials.items()
                 if key.startswith(namespace + "/")
             }
-            | self._gateway_refused.get(name, frozenset())
+            | self._gateway_refused.of(name)
         )
         self.metrics.addresses.labels(name).set(usage.addresses)
         self.metrics.load_balancers.labels(name).set(usage.load_balancers)

@@ -1,7 +1,8 @@
 """Incremental translation (issue 37): with a TranslationCache, a sequence of changes to
 tenants' objects, endpoints and certificates gives after each change exactly the
 translation from scratch (config and every object's result), and translates again only
-the tenants the change touches.
+the tenants the change touches; what it decided again (`Translation.changed`) is all a
+counter of results needs (the refused objects a Tenant's status counts).
 
 acme and bolt both hold names under shop.example (acme: *.shop.example, bolt:
 shop.example), so a hostname can be taken from one by the other; both have allocations
@@ -19,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from teapot_lb.gateway.translate import translate
+from teapot_lb.gateway.control.l7refused import RefusedObjects, refused_of
+from teapot_lb.gateway.translate import Translation, translate
 from teapot_lb.gateway.translation_cache import TranslationCache
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
@@ -47,8 +49,9 @@ def pems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes, byt
     return {cn: builders.make_certificate(directory, cn) for cn in CERT_NAMES}
 
 
-def tenants() -> list[Any]:
-    return [tenant("acme"), tenant("bolt", dnsDomains=["bolt.example", "shop.example"])]
+def tenants(gone: set[str] | frozenset[str] = frozenset()) -> list[Any]:
+    every = [tenant("acme"), tenant("bolt", dnsDomains=["bolt.example", "shop.example"])]
+    return [t for t in every if t.name not in gone]
 
 
 @dataclass
@@ -58,9 +61,12 @@ class Cloud:
     objects: dict[ObjectRef, L7Object] = field(default_factory=dict)
     slices: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     secrets: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+    """Tenants deleted (their objects stay, nobody's)."""
 
     def world(self) -> L7World:
-        return L7World(tenants(), list(self.objects.values()), dict(self.secrets), pools=pools())
+        objects = list(self.objects.values())
+        return L7World(tenants(self.gone), objects, dict(self.secrets), pools=pools())
 
 
 # ------------------------------------------------------------------ the changes
@@ -113,6 +119,7 @@ changes = st.one_of(
                        max_size=2, unique=True)),
     st.tuples(st.just("secret"), tenant_names, st.sampled_from(("tls-a", "tls-b")),
               st.sampled_from((None, *CERT_NAMES))),
+    st.tuples(st.just("tenant"), tenant_names, st.booleans()),
 )  # fmt: skip
 
 
@@ -135,6 +142,8 @@ def apply(cloud: Cloud, change: tuple[Any, ...], pems: dict[str, tuple[bytes, by
             else:
                 cert, private = pems[cn]
                 cloud.secrets[key] = {CERT_KEY: cert, KEY_KEY: private}
+        case ("tenant", t, present):
+            (cloud.gone.discard if present else cloud.gone.add)(t)
 
 
 # ------------------------------------------------------------------ the properties
@@ -196,3 +205,68 @@ def test_a_hostname_another_tenant_claims_vets_both_tenants_again(
     assert cache.vetted == {"tenant-acme", "tenant-bolt"}
     taken = kept.results[_ingress("acme", "one", 1, 1, "web", None, False).ref]
     assert [r.rule.value for r in taken.refusals] == ["HostnameTaken"]
+
+
+def by_namespace(results: dict[ObjectRef, Any]) -> dict[str, dict[ObjectRef, Any]]:
+    out: dict[str, dict[ObjectRef, Any]] = {}
+    for ref, result in results.items():
+        out.setdefault(ref.namespace or "", {})[ref] = result
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(changes, min_size=1, max_size=12))
+def test_what_a_translation_changed_is_every_namespace_whose_results_changed(
+    pems: dict[str, tuple[bytes, bytes]], steps: list[tuple[Any, ...]]
+) -> None:
+    cloud, cache = Cloud(), TranslationCache()
+    held: dict[str, dict[ObjectRef, Any]] = {}  # the results as the changes left them
+    for change in steps:
+        apply(cloud, change, pems)
+        kept = cache.translate(cloud.world(), list(cloud.slices.values()), [SHARED])
+        for namespace, results in kept.changed.items():
+            held[namespace] = dict(results)
+        fresh = by_namespace(
+            translate(cloud.world(), list(cloud.slices.values()), [SHARED]).results
+        )
+        assert {ns: r for ns, r in held.items() if r} == fresh, change
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(changes, min_size=1, max_size=12))
+def test_refused_objects_counted_per_change_equal_the_count_from_scratch(
+    pems: dict[str, tuple[bytes, bytes]], steps: list[tuple[Any, ...]]
+) -> None:
+    cloud, cache, refused = Cloud(), TranslationCache(), RefusedObjects()
+    for change in steps:
+        apply(cloud, change, pems)
+        before = refused.by_tenant()
+        moved = refused.update(translate_kept(cache, cloud).changed)
+        fresh = refused_of(translate(cloud.world(), list(cloud.slices.values()), [SHARED]).results)
+        assert refused.by_tenant() == fresh, change
+        assert moved == {t for t in {*before, *fresh} if before.get(t) != fresh.get(t)}, change
+
+
+def test_a_deleted_tenants_refused_objects_are_no_longer_counted(
+    pems: dict[str, tuple[bytes, bytes]],
+) -> None:
+    cloud, cache, refused = Cloud(), TranslationCache(), RefusedObjects()
+    apply(cloud, ("put", _ingress("acme", "one", 1, 0, "web", None, False)), pems)  # a.shop
+    apply(cloud, ("put", _ingress("bolt", "one", 1, 1, "web", None, False)), pems)  # taken
+    assert refused.update(translate_kept(cache, cloud).changed) == {"bolt"}
+    assert refused.of("bolt") == {str(_ingress("bolt", "one", 1, 1, "web", None, False).ref)}
+
+    apply(cloud, ("tenant", "bolt", False), pems)
+    kept = translate_kept(cache, cloud)
+    assert kept.changed["tenant-bolt"] == {}  # nobody's now: no result
+    assert refused.update(kept.changed) == {"bolt"}
+    assert refused.by_tenant() == {}
+
+    apply(cloud, ("endpoints", "acme", "web", ["192.0.2.11"]), pems)
+    kept = translate_kept(cache, cloud)
+    assert set(kept.changed) == {"tenant-acme"}  # the change's namespace only
+    assert refused.update(kept.changed) == set()
+
+
+def translate_kept(cache: TranslationCache, cloud: Cloud) -> Translation:
+    return cache.translate(cloud.world(), list(cloud.slices.values()), [SHARED])

@@ -263,7 +263,7 @@ class GatewayControl:
         with self.translate_seconds.time():
             result = self._translate()
         self.translation = result
-        self._count()
+        self._count(result)
         if self.on_translation is not None:
             self.on_translation(result)
         config = result.config.model_copy(update={"default_certificate": self._default()})
@@ -337,11 +337,11 @@ class GatewayControl:
         self._default_problem = None
         return found
 
-    def _count(self) -> None:
-        """The objects gauge, counted again for the tenants translated again."""
-        for namespace in self.cache.rebuilt:
+    def _count(self, result: Translation) -> None:
+        """The objects gauge, counted again for the namespaces translated again."""
+        for namespace, results in result.changed.items():
             counts: dict[tuple[str, str, str], int] = {}
-            for outcome in self.cache.results_of(namespace).values():
+            for outcome in results.values():
                 state = "served" if outcome.accepted else outcome.refusals[0].rule.value
                 key = (outcome.tenant, outcome.obj.kind, state)
                 counts[key] = counts.get(key, 0) + 1

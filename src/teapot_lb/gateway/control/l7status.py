@@ -16,7 +16,7 @@ from typing import Any
 
 from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.control.l7mirror import ANNOTATION_REFUSED
-from teapot_lb.gateway.translate import Condition, ObjectResult, Translation
+from teapot_lb.gateway.translate import Condition, ObjectResult
 from teapot_lb.model.common import dump
 from teapot_lb.model.gateway_api import GATEWAY_GROUP, ROUTE_KINDS_OF_PROTOCOL, Gateway
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER, Ingress
@@ -224,13 +224,3 @@ __all__ = [
     "route_status",
     "served_addresses",
 ]
-
-
-def refused_by_tenant(result: Translation) -> dict[str, frozenset[str]]:
-    """The objects the gateway's vetting refused, by tenant, each as `Kind/namespace/name`
-    (what the Tenant's status counts, beside the refusals decided elsewhere)."""
-    out: dict[str, set[str]] = {}
-    for ref, outcome in result.results.items():
-        if not outcome.accepted:
-            out.setdefault(outcome.tenant, set()).add(str(ref))
-    return {tenant: frozenset(keys) for tenant, keys in out.items()}

@@ -5,13 +5,11 @@ Run standalone (e.g. for benchmarks): ``python -m teapot_lb.lab.fakeapi --kubeco
 fixture the other tests use, are in ``tests/fakeapi/``.
 """
 
-from .kinds import BUILTIN_KINDS, LB_GROUP, LB_VERSION, Kind, custom_kind
+from .kinds import BUILTIN_KINDS, Kind, custom_kind
 from .server import FakeApiServer, Faults, RequestRecord
 
 __all__ = [
     "BUILTIN_KINDS",
-    "LB_GROUP",
-    "LB_VERSION",
     "FakeApiServer",
     "Faults",
     "Kind",

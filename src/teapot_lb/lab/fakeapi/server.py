@@ -451,7 +451,7 @@ class FakeApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) >= 2 else None
         sub = rest[2] if len(rest) == 3 else None
-        if sub == "status" and not kind.status_subresource:
+        if sub == "status" and not kind.has_status:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if name is not None and kind.namespaced and namespace is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")

@@ -302,7 +302,7 @@ class Store:
             )
         obj["apiVersion"] = kind.api_version
         obj["kind"] = kind.kind
-        if kind.status_subresource and not raw:
+        if kind.has_status and not raw:
             obj.pop("status", None)
         _apply_defaults(kind, obj)
         meta["uid"] = str(uuid.uuid4())
@@ -319,7 +319,7 @@ class Store:
         return self.kinds.get("namespaces")
 
     def _spec_changed(self, kind: Kind, old: Obj, new: Obj) -> bool:
-        ignore = {"metadata", "status"} if kind.status_subresource else {"metadata"}
+        ignore = {"metadata", "status"} if kind.has_status else {"metadata"}
         ignore |= {"apiVersion", "kind"}
         return {k: v for k, v in old.items() if k not in ignore} != {
             k: v for k, v in new.items() if k not in ignore
@@ -373,7 +373,7 @@ class Store:
                 new.pop("status", None)
         else:
             new = copy.deepcopy(body)
-            if kind.status_subresource:
+            if kind.has_status:
                 if "status" in old:
                     new["status"] = copy.deepcopy(old["status"])
                 else:

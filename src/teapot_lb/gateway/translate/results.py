@@ -1,0 +1,101 @@
+"""What the translation decides: per object its result (refusals, conditions, notes,
+address), and the config with every result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from teapot_lb.addresses import IPAddress
+from teapot_lb.gateway.config import GatewayConfig
+from teapot_lb.model.common import ObjectRef
+from teapot_lb.model.gateway_api import ParentReference
+from teapot_lb.tenancy.l7vet import L7Object, L7Refusal
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A Gateway API condition (type, status True/False, reason, message)."""
+
+    type: str
+    status: bool
+    reason: str
+    message: str = ""
+
+
+@dataclass
+class ParentResult:
+    """A route's result for one of its parentRefs."""
+
+    parent: ParentReference
+    conditions: list[Condition] = field(default_factory=list)
+
+
+@dataclass
+class ListenerResult:
+    name: str
+    attached: int = 0
+    conditions: list[Condition] = field(default_factory=list)
+
+
+@dataclass
+class ObjectResult:
+    """What the gateway decided about one object: refusals (vetting), and the status
+    parts of its kind; `notes`: references that did not resolve, endpoints not served."""
+
+    obj: L7Object
+    tenant: str = ""
+    refusals: list[L7Refusal] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    parents: list[ParentResult] = field(default_factory=list)
+    listeners: dict[str, ListenerResult] = field(default_factory=dict)
+    dropped: list[L7Refusal] = field(default_factory=list)
+    """Parts of an accepted object not served (an Ingress rule without host): the rest is."""
+    unresolved: list[L7Refusal] = field(default_factory=list)
+    """An HTTPRoute's backendRefs that do not resolve (a Service that does not exist, or
+    has no such port; another namespace's; not a Service): the route is served, their
+    requests answered 500, ResolvedRefs=False with the first one's reason."""
+    address: IPAddress | None = None
+    """An Ingress's or Gateway's dedicated address (None: the shared addresses)."""
+
+    @property
+    def accepted(self) -> bool:
+        return not self.refusals
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Everything not served as asked, as (reason, text naming the field): the
+        refusals, the parts dropped, the parents that did not take a route, the references
+        that did not resolve, and the notes (`--check` lines, Events)."""
+        out = [
+            (r.rule.value, f"{r.field}: {r.message}" if r.field else r.message)
+            for r in (*self.refusals, *self.dropped)
+        ]
+        for pr in self.parents:
+            for c in pr.conditions:
+                if not c.status:
+                    out.append((c.reason, f"parentRefs[{pr.parent.name}]: {c.message}"))
+        out += [(r.rule.value, f"{r.field}: {r.message}") for r in self.unresolved]
+        out += [("Note", n) for n in self.notes]
+        return out
+
+
+Changed = Mapping[str, Mapping[ObjectRef, ObjectResult]]
+"""The results of the namespaces a translation decided again, by namespace."""
+
+
+@dataclass
+class Translation:
+    """The config the gateway serves and every object's result."""
+
+    config: GatewayConfig
+    results: dict[ObjectRef, ObjectResult]
+    addresses: tuple[IPAddress, ...]
+    changed: Changed = field(default_factory=dict)
+    """What changed since the translation before (of the same
+    :class:`~teapot_lb.gateway.translation_cache.TranslationCache`; from scratch: since
+    none): each namespace translated again with its objects' results now, empty for a
+    namespace whose objects are no longer translated (nobody's). The other namespaces'
+    results are as they were, so whoever counts results counts these only."""
+
+
+__all__ = ["Changed", "Condition", "ListenerResult", "ObjectResult", "ParentResult", "Translation"]
