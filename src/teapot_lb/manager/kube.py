@@ -133,6 +133,7 @@ class ManagerConfig:
     """How often an Active load balancer is ensured again (one deleted behind our back
     is built again)."""
     provider_sweep_s: float = 300.0
+    provider_retry_base_s: float = 1.0
     provider_retry_cap_s: float = 60.0
     provider_call_timeout_s: float = 120.0
 
@@ -154,6 +155,7 @@ class KubeManager:
             self.config.providers,
             self.metrics,
             call_timeout_s=self.config.provider_call_timeout_s,
+            retry_base_s=self.config.provider_retry_base_s,
             retry_cap_s=self.config.provider_retry_cap_s,
         )
         self.book = TenantBook(self.providers.vet, self.providers.progress)
