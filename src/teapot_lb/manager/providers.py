@@ -160,6 +160,7 @@ class Providers:
             if status is not None:
                 return Turn(self._delay(key, status), False)
             del self._built[key]
+            self._cleared.add(old)
         if spec is None or built is None:
             changed = self._words.pop(key, None) is not None
             self._failures.pop(key, None)
