@@ -15,6 +15,7 @@ import pytest
 
 from teapot_lb.cli.manager import external_providers
 from teapot_lb.cluster import ClusterView
+from teapot_lb.model.manifest import parse_object
 from teapot_lb.model.service import Node, Protocol, Service
 from teapot_lb.model.tenancy import PROGRAMMED, TenantLoadBalancer
 from teapot_lb.providers import table
@@ -22,6 +23,7 @@ from teapot_lb.providers.base import Member, Phase, ProviderStatus
 from teapot_lb.providers.plan import load_balancer_spec, programmed, retry_delay
 from teapot_lb.providers.route import RouteProvider
 from teapot_lb.tenancy.book import ManagementView, TenantBook
+from teapot_lb.tenancy.programmed import TenantBounds, request_routes
 from teapot_lb.tenancy.request import desired_request
 from teapot_lb.tenancy.vet import Refusal, Rule, vet
 
@@ -78,8 +80,6 @@ def test_a_request_naming_no_provider_has_the_tenants_default_else_its_modes() -
 
 
 def test_a_default_provider_the_tenant_does_not_list_is_refused_with_the_list() -> None:
-    from teapot_lb.model.manifest import parse_object
-
     obj, problems = parse_object(tenant_body("acme", providers=["route"], defaultProvider="x"))
     assert obj is None
     assert "defaultProvider 'x' is not one of the Tenant's providers (route)" in str(problems)
@@ -176,6 +176,21 @@ def test_route_requests_keep_their_routes_and_status() -> None:
         "Programmed",
         "198.51.100.0 from AddressPool shared-v4",
     )
+
+
+def test_the_speakers_announce_no_request_of_another_provider_whatever_its_status() -> None:
+    status = {
+        "addresses": ["198.51.100.0"],
+        "nextHops": ["192.0.2.11"],
+        "conditions": [{"type": "Programmed", "status": "True", "reason": "Active",
+                        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }  # fmt: skip
+    bounds = TenantBounds.of(tenant("acme"), pools())
+    for provider, routes in (("memlb", 0), ("route", 1)):
+        body = tlb_body("acme", "web", provider=provider) | {"status": status}
+        request = parsed(body)
+        assert isinstance(request, TenantLoadBalancer)
+        assert len(request_routes("tenant-acme/web", request, bounds)) == routes
 
 
 # ------------------------------------------------------------------ the spec
