@@ -7,6 +7,7 @@ from functools import partial
 from pathlib import Path
 
 import click
+import yaml
 
 from teapot_lb import log
 from teapot_lb.cli.serve import (
@@ -28,6 +29,8 @@ from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.manager.metrics import ManagerMetrics
 from teapot_lb.model.common import IPAddress, parse_ip
 from teapot_lb.model.gateway_api_schema import unevaluable_rules
+from teapot_lb.providers import table
+from teapot_lb.providers.base import Provider
 from teapot_lb.standalone.teapot import run_manager
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
@@ -59,6 +62,15 @@ from teapot_lb.webhook import ReloadingCertificate, WebhookServer
     help="With --gateway-address: the shared gateway's LoadBalancer Service, copied with "
     "each tenant's dedicated gateway address pinned so the speakers announce it too.",
 )
+@click.option(
+    "--provider",
+    "providers",
+    multiple=True,
+    metavar="NAME=CONFIG_FILE",
+    help="Run the external provider NAME (e.g. octavia) with its configuration (a YAML "
+    "file); repeat per provider. Tenants list it in spec.providers (docs/teapot.md, "
+    "Providers); route and proxy always run.",
+)
 def manager(
     kubeconfig: Path | None,
     context: str | None,
@@ -76,6 +88,7 @@ def manager(
     workers: int,
     gateway_addresses: tuple[str, ...] = (),
     gateway_service: str | None = None,
+    providers: tuple[str, ...] = (),
 ) -> None:
     """Vet, allocate and report tenants' TenantLoadBalancers (Teapot management cluster).
 
@@ -92,6 +105,7 @@ def manager(
         lease=lease,
         workers=workers,
         gateway_services=gateway_service is not None,
+        providers=external_providers(providers),
     )
     try:
         gateway = tuple(parse_ip(a) for a in gateway_addresses)
@@ -105,6 +119,31 @@ def manager(
     asyncio.run(
         serve_component("manager", setup, metrics_addr=metrics_addr, webhook_addr=webhook_addr)
     )
+
+
+def external_providers(options: tuple[str, ...]) -> dict[str, Provider]:
+    """`--provider NAME=CONFIG_FILE` options as providers built from their files."""
+    out: dict[str, Provider] = {}
+    for option in options:
+        name, _, path = option.partition("=")
+        if not name or not path:
+            raise click.BadParameter(f"{option!r} is not NAME=CONFIG_FILE", param_hint="--provider")
+        if name in out or name in table.BUILTIN:
+            why = "given twice" if name in out else "built in, always run"
+            raise click.BadParameter(f"provider {name!r}: {why}", param_hint="--provider")
+        try:
+            config = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise click.BadParameter(f"{name}: {path}: {err}", param_hint="--provider") from None
+        if not isinstance(config, dict):
+            raise click.BadParameter(
+                f"{name}: {path} is not a mapping of options", param_hint="--provider"
+            )
+        try:
+            out[name] = table.load(name, config)
+        except ValueError as err:
+            raise click.BadParameter(f"{name}: {path}: {err}", param_hint="--provider") from None
+    return out
 
 
 async def _setup(

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from teapot_lb import log
@@ -39,7 +39,7 @@ from teapot_lb.kube.errors import NotFound
 from teapot_lb.kube.events import EventRecorder
 from teapot_lb.kube.informer import EventType, Informer, unready
 from teapot_lb.kube.leader import LeaderElector, LeaseConfig, lead_when_elected
-from teapot_lb.kube.reconciler import ReconcileLoop
+from teapot_lb.kube.reconciler import ReconcileLoop, Result
 from teapot_lb.kube.resources import (
     ADDRESS_POOLS,
     EVENTS,
@@ -53,6 +53,7 @@ from teapot_lb.kube.resources import (
 from teapot_lb.kube.status import patch_status
 from teapot_lb.kube.workqueue import WorkQueue
 from teapot_lb.manager.metrics import ManagerMetrics
+from teapot_lb.manager.providers import Providers
 from teapot_lb.model import ApiObject, dump, parse_object
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.event import Event
@@ -60,6 +61,7 @@ from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import ANNOTATION_IPS
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
+from teapot_lb.providers.base import Provider
 from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_status
 from teapot_lb.tenancy.node_status import tenant_nodes_status
 from teapot_lb.tenancy.request import DENIALS_SELECTOR, REQUEST_KIND
@@ -96,8 +98,25 @@ class NodesKey:
     key: str  # namespace/name of a TenantNodes
 
 
+@dataclass(frozen=True)
+class ProviderKey:
+    """What an external provider built for a request: ensure it, or delete it."""
+
+    key: str  # namespace/name of a TenantLoadBalancer
+
+
+@dataclass(frozen=True)
+class SweepKey:
+    """Have an external provider delete what no request wants (on leading, then every
+    `provider_sweep_s`)."""
+
+    provider: str
+
+
 TENANTS_KEY = TenantsKey()
-ManagerKey = RequestKey | TenantStatusKey | TenantsKey | NodesKey | DenialsKey
+ManagerKey = (
+    RequestKey | TenantStatusKey | TenantsKey | NodesKey | DenialsKey | ProviderKey | SweepKey
+)
 
 
 @dataclass(frozen=True)
@@ -108,6 +127,15 @@ class ManagerConfig:
     event_senders: int = 4
     tenant_status_delay_s: float = 0.5
     gateway_services: bool = False
+    providers: Mapping[str, Provider] = field(default_factory=dict)
+    """The external providers run here, by name (`--provider`); route and proxy always."""
+    provider_resync_s: float = 60.0
+    """How often an Active load balancer is ensured again (one deleted behind our back
+    is built again)."""
+    provider_sweep_s: float = 300.0
+    provider_retry_base_s: float = 1.0
+    provider_retry_cap_s: float = 60.0
+    provider_call_timeout_s: float = 120.0
 
 
 class KubeManager:
@@ -123,7 +151,14 @@ class KubeManager:
         self.client = client
         self.config = config or ManagerConfig()
         self.metrics = metrics or ManagerMetrics()
-        self.book = TenantBook()
+        self.providers = Providers(
+            self.config.providers,
+            self.metrics,
+            call_timeout_s=self.config.provider_call_timeout_s,
+            retry_base_s=self.config.provider_retry_base_s,
+            retry_cap_s=self.config.provider_retry_cap_s,
+        )
+        self.book = TenantBook(self.providers.vet, self.providers.progress)
         self.recorder = EventRecorder(
             client, COMPONENT, instance=self.config.lease.identity if self.config.lease else ""
         )
@@ -358,6 +393,10 @@ class KubeManager:
         # TenantNodes that never changes again would never get its verdict.
         for nodes_key in sorted(self.tenant_nodes):
             loop.queue.add(NodesKey(nodes_key))
+        # Ensured again by the requests' reconciles; what no request wants, swept.
+        self.providers.new_term()
+        for name in sorted(self.providers.running):
+            loop.queue.add(SweepKey(name))
         self._events = asyncio.Queue()  # Events of an earlier term are not sent late
         try:
             async with asyncio.TaskGroup() as group:
@@ -376,7 +415,7 @@ class KubeManager:
 
     # ------------------------------------------------------------------ reconcile
 
-    async def _reconcile(self, key: ManagerKey) -> None:
+    async def _reconcile(self, key: ManagerKey) -> Result | None:
         match key:
             case TenantsKey():
                 for moved in self.book.sync(self.view()):
@@ -399,6 +438,20 @@ class KubeManager:
                     assert tenant is not None
                     self._enqueue(TenantStatusKey(tenant), delay=self.config.tenant_status_delay_s)
                 await self._apply(outcome)
+                if self.providers.wants_turn(request_key, self.view(), self.book):
+                    self._enqueue(ProviderKey(request_key))
+            case ProviderKey(key=request_key):
+                turn = await self.providers.reconcile(request_key, self.view(), self.book)
+                if turn.changed:
+                    self._enqueue(RequestKey(request_key))  # its Programmed condition
+                delay = turn.delay
+                if delay is None and self.providers.building(request_key):
+                    delay = self.config.provider_resync_s
+                return Result(requeue_after=delay)
+            case SweepKey(provider=name):
+                await self.providers.sweep(name, self.view())
+                return Result(requeue_after=self.config.provider_sweep_s)
+        return None
 
     async def _apply(self, outcome: Outcome) -> None:
         raw = self._raw.get(outcome.key)

@@ -42,3 +42,19 @@ class ManagerMetrics:
             ["kind", "allowed"],
         )
         self.leader = t.gauge("leader", "1 while this replica leads.")
+        self.provider_calls = t.counter(
+            "provider_calls",
+            "Calls of an external provider (ensure, delete, sweep), by the phase answered.",
+            ["provider", "call", "phase"],
+        )
+        self.provider_errors = t.counter(
+            "provider_errors",
+            "Calls of an external provider that answered Error, raised or timed out.",
+            ["provider", "call"],
+        )
+        self.provider_seconds = t.histogram(
+            "provider_call_seconds",
+            "Time an external provider took to answer one call.",
+            ["provider", "call"],
+            buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        )

@@ -25,6 +25,7 @@ LOAD_BALANCER_CLASS = "lb.teapot.io/teapot"
 ANNOTATION_IPS = "lb.teapot.io/ips"
 ANNOTATION_POOL = "lb.teapot.io/pool"
 ANNOTATION_SHARING_KEY = "lb.teapot.io/sharing-key"
+ANNOTATION_PROVIDER = "lb.teapot.io/provider"  # Teapot: who builds the tenant's load balancer
 ANNOTATION_ALLOCATED_FROM = "lb.teapot.io/allocated-from"  # written by the controller
 # Written by the controller: the VRRP virtual router ID per VIPAdvertisement ("adv=17").
 ANNOTATION_VRIDS = "lb.teapot.io/vrids"
@@ -73,6 +74,7 @@ class ServiceSpec(KubeView):
     ip_families: list[IPFamily] = []
     ports: list[ServicePort] = []
     external_traffic_policy: ExternalTrafficPolicy = ExternalTrafficPolicy.CLUSTER
+    health_check_node_port: int | None = None  # allocated for externalTrafficPolicy Local
     selector: dict[str, str] = {}
     session_affinity: str | None = None  # "ClientIP" or "None" (OVN mode maps it)
     session_affinity_config: SessionAffinityConfig | None = None

@@ -13,7 +13,7 @@ from enum import StrEnum
 from ipaddress import ip_network
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
 
 from teapot_lb.addresses import IPFamily, IPFamilyPolicy, IPNetwork
 from teapot_lb.model.bgp import (
@@ -71,6 +71,21 @@ class GatewayBackends(StrEnum):
     """The tenant's nodes (InternalIP) at the Services' nodePorts: works without routing."""
     POD_IPS = "PodIPs"
     """The tenant's pod IPs (endpoints of the EndpointSlices): the networks are routed."""
+
+
+# The built-in providers (see :mod:`teapot_lb.providers`): each serves one of today's
+# modes, so a Tenant that lists no providers may use those of its modes.
+ROUTE_PROVIDER = "route"
+PROXY_PROVIDER = "proxy"
+PROVIDER_OF_MODE: dict[TenantMode, str] = {
+    TenantMode.ROUTE: ROUTE_PROVIDER,
+    TenantMode.GATEWAY: PROXY_PROVIDER,
+}
+
+ProviderName = Annotated[
+    str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+]
+"""A provider's name, as `teapot-lb manager --provider NAME=...` runs it (a DNS label)."""
 
 
 # --------------------------------------------------------------------------- Tenant
@@ -186,6 +201,29 @@ class TenantSpec(KubeModel):
     """Gateway mode with PodIPs: the networks of the tenant's pods (every pod IP must be in one)."""
     gateway: TenantGateway = Field(default_factory=TenantGateway)
     """Gateway mode: the tenant's defaults on the shared gateway (a dedicated address)."""
+    providers: list[ProviderName] = Field(default=[], max_length=16)
+    """The providers the tenant's load balancers may be built by (route, proxy, or one
+    the manager runs with --provider); empty: those of its modes (Route: route, Gateway:
+    proxy), so a Tenant written before providers means what it meant."""
+    default_provider: ProviderName | None = None
+    """The provider of a request that names none; unset: the provider of its mode."""
+
+    @model_validator(mode="after")
+    def _default_is_listed(self) -> TenantSpec:
+        if (
+            self.default_provider is not None
+            and self.default_provider not in self.allowed_providers()
+        ):
+            allowed = ", ".join(self.allowed_providers()) or "none"
+            raise ValueError(
+                f"defaultProvider {self.default_provider!r} is not one of the Tenant's "
+                f"providers ({allowed})"
+            )
+        return self
+
+    def allowed_providers(self) -> list[str]:
+        """`providers`, or when it is empty the providers of `modes`."""
+        return list(self.providers) or [PROVIDER_OF_MODE[m] for m in self.modes]
 
 
 class TenantUsage(KubeModel):
@@ -225,6 +263,15 @@ class Tenant(Identified, KubeModel):
 
     def node_networks(self) -> list[IPNetwork]:
         return [parse_cidr(text) for text in self.spec.node_networks]
+
+    def provider_for(self, request: TenantLoadBalancer) -> str:
+        """Who builds `request`: the provider it names, else the Tenant's
+        defaultProvider, else the provider of its mode (today's meaning)."""
+        return (
+            request.spec.provider
+            or self.spec.default_provider
+            or PROVIDER_OF_MODE[request.spec.mode]
+        )
 
 
 # ------------------------------------------------------------------ TenantNodes
@@ -329,6 +376,12 @@ class TenantLoadBalancerSpec(KubeModel):
     """Local: only nodes with ready endpoints receive traffic."""
     backends: list[TenantBackend] = []
     """The tenant's nodes, with which of them hold ready endpoints."""
+    provider: ProviderName | None = None
+    """Who builds the load balancer (the Service's `lb.teapot.io/provider` annotation);
+    unset: the Tenant's defaultProvider, else the provider of `mode`."""
+    health_check_node_port: int | None = Field(default=None, ge=1, le=65535)
+    """`externalTrafficPolicy: Local`: the Service's healthCheckNodePort, where a
+    provider checks which nodes hold a ready endpoint (HTTP /healthz)."""
 
 
 class TenantLoadBalancerStatus(KubeModel):

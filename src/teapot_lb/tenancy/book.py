@@ -15,7 +15,7 @@ the tenant's `quotas.addresses`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,14 +29,16 @@ from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import (
     ACCEPTED,
     PROGRAMMED,
+    PROVIDER_OF_MODE,
     REASON_ACCEPTED,
     REASON_NO_READY_BACKENDS,
     REASON_NOT_ACCEPTED,
+    REASON_PENDING,
     REASON_PROGRAMMED,
+    ROUTE_PROVIDER,
     Tenant,
     TenantLoadBalancer,
     TenantLoadBalancerStatus,
-    TenantMode,
     TenantStatus,
     TenantUsage,
 )
@@ -60,6 +62,32 @@ class ManagementView:
 
 
 _GATEWAY = ":gateway"  # the namespace of a dedicated gateway address's key (no real one)
+
+
+ProviderVet = Callable[[TenantLoadBalancer, Tenant, str], list[Refusal[Rule]]]
+"""Why the named provider will not build the request (it does not run here, or its own
+`refuse`): given by the manager, which knows the providers (a layer above this one)."""
+ProviderProgress = Callable[[str, TenantLoadBalancer, str], tuple[bool, str, str] | None]
+"""An external provider's word on a request it builds (Programmed: ok, reason, message),
+None before its first."""
+
+
+def builtin_providers_only(
+    request: TenantLoadBalancer, tenant: Tenant, provider: str
+) -> list[Refusal[Rule]]:
+    """The vetting of a book with no external providers (standalone mode)."""
+    if provider in PROVIDER_OF_MODE.values():
+        return []
+    return [unavailable(provider, sorted(PROVIDER_OF_MODE.values()))]
+
+
+def unavailable(provider: str, running: Iterable[str]) -> Refusal[Rule]:
+    return Refusal(
+        Rule.PROVIDER_UNAVAILABLE,
+        "spec.provider",
+        f"provider {provider} does not run in this manager (running: {', '.join(running)}); "
+        "the operator adds it with teapot-lb manager --provider",
+    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +128,13 @@ def condition(
 class TenantBook:
     """One IPAM allocator per tenant over its allocation, and what each request holds."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        vet_provider: ProviderVet = builtin_providers_only,
+        progress: ProviderProgress | None = None,
+    ) -> None:
+        self._vet_provider = vet_provider
+        self._progress = progress
         self._reset()
 
     def _reset(self) -> None:
@@ -245,6 +279,13 @@ class TenantBook:
     def holder_tenant(self, key: str) -> str | None:
         return self._owner.get(key)
 
+    def assigned(self, key: str) -> tuple[IPAddress, ...]:
+        """The addresses `key` holds, primary family first (empty: none)."""
+        tenant = self._owner.get(key)
+        allocator = self._allocators.get(tenant) if tenant is not None else None
+        assignment = allocator.assignment(key) if allocator is not None else None
+        return tuple(assignment.ips) if assignment is not None else ()
+
     # ------------------------------------------------------------------ decide
 
     def decide(self, view: ManagementView, key: str, now: datetime) -> Outcome:
@@ -276,6 +317,9 @@ class TenantBook:
             others,
             shares=self._shares(tenant, key, spec.sharing_key),
         )
+        provider = owner.provider_for(request)
+        if not refusals:  # only a request the Tenant may have asks its provider
+            refusals = self._vet_provider(request, owner, provider)
         if refusals:
             self.release(key)
             return self.refuse(key, request, tenant, refusals, now)
@@ -285,10 +329,15 @@ class TenantBook:
             programmed = (False, result.reason.value, result.message)
             return self._status(key, request, tenant, now, accepted=True, programmed=programmed)
         self._hold(key, tenant, request)
-        routes = wanted_routes(tenant, request, result.ips)
+        builtin = provider in PROVIDER_OF_MODE.values()
+        routes = wanted_routes(tenant, request, result.ips) if provider == ROUTE_PROVIDER else ()
         self._routes[key] = routes
         ips = ", ".join(str(ip) for ip in result.ips)
-        if routes or spec.mode is not TenantMode.ROUTE:
+        if not builtin:
+            waiting = (False, REASON_PENDING, f"{ips} assigned; provider {provider} is building it")
+            word = self._progress(key, request, provider) if self._progress else None
+            programmed = word or waiting
+        elif routes or provider != ROUTE_PROVIDER:
             programmed = (True, REASON_PROGRAMMED, f"{ips} from AddressPool {result.pool}")
         else:
             programmed = (
@@ -411,4 +460,14 @@ def tenant_status(tenant: Tenant, usage: Usage, refused: int, now: datetime) -> 
     return dump(status)
 
 
-__all__ = ["ManagementView", "Outcome", "TenantBook", "condition", "tenant_status"]
+__all__ = [
+    "ManagementView",
+    "Outcome",
+    "ProviderProgress",
+    "ProviderVet",
+    "TenantBook",
+    "builtin_providers_only",
+    "condition",
+    "tenant_status",
+    "unavailable",
+]

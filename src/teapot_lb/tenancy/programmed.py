@@ -21,7 +21,13 @@ from teapot_lb.addresses import AddressRange, IPAddress, IPNetwork
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model.common import ConditionStatus
 from teapot_lb.model.pool import AddressPool
-from teapot_lb.model.tenancy import PROGRAMMED, Tenant, TenantLoadBalancer, TenantMode
+from teapot_lb.model.tenancy import (
+    PROGRAMMED,
+    ROUTE_PROVIDER,
+    Tenant,
+    TenantLoadBalancer,
+    TenantMode,
+)
 from teapot_lb.tenancy.allocation import allocated_ranges
 from teapot_lb.tenancy.routes import TenantRoute
 from teapot_lb.tenancy.vet import tenant_of
@@ -76,6 +82,8 @@ def request_routes(
     status = request.status
     if status is None or request.spec.mode is not TenantMode.ROUTE or not is_programmed(request):
         return ()
+    if request.spec.provider not in (None, ROUTE_PROVIDER):
+        return ()  # built by another provider (a Tenant's defaultProvider: no next hops)
     hops = [h for h in _addresses(status.next_hops) if bounds.holds_node(h)]
     out = []
     for ip in _addresses(status.addresses):

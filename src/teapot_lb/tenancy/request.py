@@ -11,11 +11,13 @@ from typing import Any
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model.common import API_VERSION, ConditionStatus
 from teapot_lb.model.service import (
+    ANNOTATION_PROVIDER,
     ANNOTATION_SHARING_KEY,
+    ExternalTrafficPolicy,
     Node,
     Service,
 )
-from teapot_lb.model.tenancy import ACCEPTED, TenantLoadBalancer, TenantMode
+from teapot_lb.model.tenancy import ACCEPTED, PROVIDER_OF_MODE, TenantLoadBalancer, TenantMode
 
 # The tenant agent's default loadBalancerClass: what "cloud-provider-teapot" serves.
 TEAPOT_CLOUD_CLASS = "lb.teapot.io/teapot-cloud"
@@ -124,6 +126,17 @@ def desired_request(
     key = service.metadata.annotations.get(ANNOTATION_SHARING_KEY)
     if key:
         body["sharingKey"] = key
+    provider = service.metadata.annotations.get(ANNOTATION_PROVIDER, "").strip()
+    if provider:
+        # Carried as written: the manager vets it against the Tenant (a bad name is
+        # refused there, with the allowed ones). A built-in provider brings its mode.
+        body["provider"] = provider
+        body["mode"] = next(
+            (m.value for m, name in PROVIDER_OF_MODE.items() if name == provider), body["mode"]
+        )
+    local = spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
+    if local and spec.health_check_node_port is not None:
+        body["healthCheckNodePort"] = spec.health_check_node_port
     labels = {
         LABEL_CLUSTER: cluster,
         LABEL_SERVICE_NAMESPACE: service.namespace,

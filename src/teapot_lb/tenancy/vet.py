@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.pool import AddressPool
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import PROVIDER_OF_MODE, Tenant, TenantLoadBalancer
 from teapot_lb.tenancy.allocation import addresses_needed, is_allocated
 from teapot_lb.tenancy.refusal import Refusal
 
@@ -29,6 +29,9 @@ class Rule(StrEnum):
     BACKEND_NOT_ALLOWED = "BackendNotAllowed"  # a backend outside the tenant's node networks
     QUOTA_EXCEEDED = "QuotaExceeded"  # addresses, load balancers or ports over quota
     INVALID_REQUEST = "InvalidRequest"  # the request contradicts itself
+    PROVIDER_NOT_ALLOWED = "ProviderNotAllowed"  # the Tenant does not list the provider
+    PROVIDER_UNAVAILABLE = "ProviderUnavailable"  # this manager does not run the provider
+    PROVIDER_REFUSED = "ProviderRefused"  # the provider cannot build what the request asks
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ def vet(
                 f"Tenant {name} may not use mode {spec.mode.value} (allowed: {allowed})",
             )
         )
+    out += _provider_refusals(request, tenant)
     out += _self_contradictions(request)
     for i, ip in enumerate(spec.requested_ips):
         if not is_allocated(ip, tenant, pools):
@@ -123,6 +127,34 @@ def vet(
                 )
     out += _quota_refusals(tenant, others, needs(request, shares=shares))
     return out
+
+
+def _provider_refusals(request: TenantLoadBalancer, tenant: Tenant) -> list[Refusal[Rule]]:
+    spec = tenant.spec
+    if not (request.spec.provider or spec.default_provider or spec.providers):
+        return []  # the provider of the request's mode, among those of the Tenant's modes
+    provider = tenant.provider_for(request)
+    allowed = spec.allowed_providers()
+    if provider in allowed:
+        mode = next((m for m, p in PROVIDER_OF_MODE.items() if p == provider), None)
+        if mode is None or mode is request.spec.mode:
+            return []
+        return [
+            Refusal(
+                Rule.INVALID_REQUEST,
+                "spec.mode",
+                f"provider {provider} serves mode {mode.value}, not {request.spec.mode.value}",
+            )
+        ]
+    field = "spec.provider" if request.spec.provider else "spec.mode"
+    listed = ", ".join(allowed) or "none"
+    return [
+        Refusal(
+            Rule.PROVIDER_NOT_ALLOWED,
+            field,
+            f"Tenant {tenant.name} may not use provider {provider} (allowed: {listed})",
+        )
+    ]
 
 
 def _self_contradictions(request: TenantLoadBalancer) -> list[Refusal[Rule]]:

@@ -1,0 +1,313 @@
+"""The manager drives an external provider (over HTTP, the in-repo fake API server).
+
+The provider here is a small in-memory one that keeps the contract of
+`teapot_lb.providers.base` (find by tag before create, a build that takes a call to
+become Active, a delete that takes two calls, a sweep by tag that never touches an
+untagged object): this tests the manager's side of the contract, not a provider.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from ipaddress import ip_address
+from pathlib import Path
+from typing import Any
+
+from teapot_lb.controller.kube_runner import running
+from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
+from teapot_lb.lab.fakeapi import FakeApiServer
+from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.manager.kube import KubeManager, ManagerConfig
+from teapot_lb.model.service import Protocol
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.providers.base import (
+    TAG_PREFIX,
+    LoadBalancerSpec,
+    Member,
+    Phase,
+    ProviderStatus,
+    owner_tag,
+)
+
+from .builders import CONFIG_NS, TENANTS, pool_body, tenant_body, tlb_body
+
+WITHIN = 15.0
+NAMESPACE = str(TENANTS["acme"]["namespace"])
+
+
+@dataclass
+class Built:
+    tag: str | None
+    spec: LoadBalancerSpec | None = None
+    state: str = "PENDING_CREATE"
+
+
+@dataclass
+class MemoryLB:
+    """An in-memory load-balancer API behind a provider that keeps the contract."""
+
+    name: str = "memlb"
+    objects: dict[str, Built] = field(default_factory=dict)
+    down: bool = False  # the API answers with an error
+    ensured: list[LoadBalancerSpec] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    creates: int = 0
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def refuse(self, request: TenantLoadBalancer, tenant: Tenant) -> list[str]:
+        return [
+            f"spec.ports[{i}].protocol: UDP is not supported by memlb"
+            for i, port in enumerate(request.spec.ports)
+            if port.protocol is Protocol.UDP
+        ]
+
+    def _find(self, uid: str) -> str | None:
+        return next((i for i, b in self.objects.items() if b.tag == owner_tag(uid)), None)
+
+    async def ensure(self, spec: LoadBalancerSpec) -> ProviderStatus:
+        self.ensured.append(spec)
+        if self.down:
+            return ProviderStatus(
+                Phase.ERROR, "MemUnreachable", "memlb API: connection refused", retry_after=0.05
+            )
+        found = self._find(spec.uid)
+        if found is None:
+            found = f"lb-{next(self._ids)}"
+            self.creates += 1
+            self.objects[found] = Built(owner_tag(spec.uid), spec)
+            return ProviderStatus(
+                Phase.PROVISIONING, "Provisioning", f"{found} being created", retry_after=0.05
+            )
+        built = self.objects[found]
+        built.spec, built.state = spec, "ACTIVE"
+        ips = ", ".join(str(ip) for ip in spec.addresses)
+        return ProviderStatus(Phase.ACTIVE, "Active", f"memlb {found} serves {ips}")
+
+    async def delete(self, key: str, uid: str) -> ProviderStatus | None:
+        self.deletes.append(uid)
+        found = self._find(uid)
+        if found is None:
+            return None
+        if self.objects[found].state != "PENDING_DELETE":
+            self.objects[found].state = "PENDING_DELETE"
+            return ProviderStatus(Phase.PROVISIONING, "Deleting", found, retry_after=0.05)
+        del self.objects[found]
+        return None
+
+    async def sweep(self, wanted: Mapping[str, str]) -> list[str]:
+        gone = [
+            i
+            for i, b in self.objects.items()
+            if b.tag is not None
+            and b.tag.startswith(TAG_PREFIX)
+            and b.tag.removeprefix(TAG_PREFIX) not in wanted
+        ]
+        for i in gone:
+            del self.objects[i]
+        return gone
+
+
+@dataclass
+class Management:
+    api: FakeApiServer
+    admin: KubeClient
+
+    def condition(self, name: str, kind: str) -> tuple[str, str, str] | None:
+        obj = self.api.get("tenantloadbalancers", name, NAMESPACE) or {}
+        for c in obj.get("status", {}).get("conditions") or []:
+            if c["type"] == kind:
+                return c["status"], c["reason"], c["message"]
+        return None
+
+    async def until(self, name: str, kind: str, status: str, reason: str) -> str:
+        """Wait for the condition; its message."""
+        found = await wait_for_async(
+            lambda: (c := self.condition(name, kind)) and c[:2] == (status, reason) and c,
+            within=WITHIN,
+            what=f"{kind}={status} ({reason}) on {name}; now {self.condition(name, kind)}",
+        )
+        return found[2]
+
+    def events(self, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.api.list("events", NAMESPACE) if e.get("reason") == reason]
+
+
+@contextlib.asynccontextmanager
+async def management(tmp: Path, **acme: Any) -> AsyncIterator[Management]:
+    api = FakeApiServer(bookmark_interval=0.5, seed_namespaces=("default", CONFIG_NS, NAMESPACE))
+    await api.start()
+    try:
+        api.add_token("fake-token")
+        api.write_kubeconfig(tmp / "management")
+        api.seed(pool_body("shared-v4", ["198.51.100.0/26"]))
+        api.seed(tenant_body("acme", **({"providers": ["route", "memlb"]} | acme)))
+        assert api.kubeconfig_path is not None
+        async with await connect(api.kubeconfig_path, request_timeout_s=5.0) as admin:
+            yield Management(api, admin)
+    finally:
+        await api.stop()
+
+
+def manager(world: Management, provider: MemoryLB) -> KubeManager:
+    config = ManagerConfig(
+        config_namespace=CONFIG_NS,
+        providers={provider.name: provider},
+        provider_retry_base_s=0.05,
+        provider_resync_s=0.5,
+    )
+    return KubeManager(world.admin, config, watch_timeout_s=30)
+
+
+async def request(world: Management, name: str, **spec: Any) -> str:
+    created = await world.admin.create(
+        TENANT_LOAD_BALANCERS, tlb_body("acme", name, **({"provider": "memlb"} | spec))
+    )
+    return str(created["metadata"]["uid"])
+
+
+async def test_a_request_is_built_by_its_provider_and_programmed_once_active(
+    tmp_path: Path,
+) -> None:
+    mem = MemoryLB()
+    async with management(tmp_path) as world, running(manager(world, mem)):
+        uid = await request(
+            world,
+            "web",
+            externalTrafficPolicy="Local",
+            healthCheckNodePort=32000,
+            backends=[
+                {"node": "n0", "addresses": ["192.0.2.11"], "ready": True},
+                {"node": "n1", "addresses": ["192.0.2.12"], "ready": False},
+            ],
+        )
+        message = await world.until("web", "Programmed", "True", "Active")
+        assert message == "memlb lb-0 serves 198.51.100.0"
+        spec = mem.ensured[-1]
+        assert (spec.key, spec.uid, spec.tenant) == (f"{NAMESPACE}/web", uid, "acme")
+        assert [str(ip) for ip in spec.addresses] == ["198.51.100.0"]
+        (listener,) = spec.listeners
+        assert listener.members == (Member("n0", ip_address("192.0.2.11"), 30080),)
+        assert listener.health_check_port == 32000
+        assert mem.creates == 1 and list(mem.objects) == ["lb-0"]
+        obj = world.api.get("tenantloadbalancers", "web", NAMESPACE) or {}
+        assert obj["status"]["nextHops"] == []  # not announced by the speakers as well
+        await wait_for_async(
+            lambda: world.events("Programmed"), within=WITHIN, what="a Programmed Event"
+        )
+
+
+async def test_a_provider_error_says_why_is_retried_and_clears_once_it_answers(
+    tmp_path: Path,
+) -> None:
+    mem = MemoryLB(down=True)
+    async with management(tmp_path) as world, running(manager(world, mem)) as m:
+        await request(world, "web")
+        message = await world.until("web", "Programmed", "False", "MemUnreachable")
+        assert message == "memlb API: connection refused"
+        await wait_for_async(lambda: len(mem.ensured) >= 3, within=WITHIN, what="retries")
+        await wait_for_async(
+            lambda: world.events("MemUnreachable"), within=WITHIN, what="a Warning Event"
+        )
+        errors = m.metrics.provider_errors.labels("memlb", "ensure")._value.get()
+        assert errors >= 3
+        mem.down = False
+        await world.until("web", "Programmed", "True", "Active")
+        assert mem.creates == 1
+
+
+async def test_a_deleted_request_is_deleted_from_the_provider_until_nothing_is_left(
+    tmp_path: Path,
+) -> None:
+    mem = MemoryLB()
+    async with management(tmp_path) as world, running(manager(world, mem)):
+        uid = await request(world, "web")
+        await world.until("web", "Programmed", "True", "Active")
+        await world.admin.delete(TENANT_LOAD_BALANCERS, "web", NAMESPACE)
+        await wait_for_async(lambda: not mem.objects, within=WITHIN, what="the object deleted")
+        assert mem.deletes == [uid, uid]  # in progress, then gone: asked until None
+
+
+async def test_a_request_moved_to_another_provider_is_deleted_from_the_first(
+    tmp_path: Path,
+) -> None:
+    mem = MemoryLB()
+    async with management(tmp_path) as world, running(manager(world, mem)) as m:
+        await request(world, "web")
+        await world.until("web", "Programmed", "True", "Active")
+        obj = await world.admin.get(TENANT_LOAD_BALANCERS, "web", NAMESPACE)
+        obj["spec"]["provider"] = "route"
+        await world.admin.replace(TENANT_LOAD_BALANCERS, obj)
+        await world.until("web", "Programmed", "True", "Programmed")
+        await wait_for_async(lambda: not mem.objects, within=WITHIN, what="memlb's object gone")
+        assert [r.prefix for r in m.routes()] == ["198.51.100.0/32"]
+
+
+async def test_a_restarted_manager_creates_nothing_twice_and_sweeps_only_what_it_owns(
+    tmp_path: Path,
+) -> None:
+    mem = MemoryLB()
+    mem.objects["orphan"] = Built(owner_tag("uid-of-a-request-deleted-meanwhile"))
+    mem.objects["foreign"] = Built(None)  # someone else's: no tag of ours
+    async with management(tmp_path) as world:
+        async with running(manager(world, mem)):
+            await request(world, "web")
+            await world.until("web", "Programmed", "True", "Active")
+        ensured = len(mem.ensured)
+        mem.objects["orphan-2"] = Built(owner_tag("uid-deleted-while-no-manager-ran"))
+        async with running(manager(world, mem)) as second:
+            await wait_for_async(
+                lambda: len(mem.ensured) > ensured and "orphan-2" not in mem.objects,
+                within=WITHIN,
+                what="the request ensured again and the orphan swept",
+            )
+            calls = second.metrics.provider_calls.labels("memlb", "ensure", "Active")
+            assert calls._value.get() >= 1
+        assert mem.creates == 1
+        assert sorted(mem.objects) == ["foreign", "lb-0"]
+        programmed = ("True", "Active", "memlb lb-0 serves 198.51.100.0")
+        assert world.condition("web", "Programmed") == programmed
+
+
+async def test_what_a_provider_cannot_build_is_refused_before_an_address_and_counted(
+    tmp_path: Path,
+) -> None:
+    mem = MemoryLB()
+    async with management(tmp_path) as world, running(manager(world, mem)):
+        await request(world, "dns", ports=[{"protocol": "UDP", "port": 53, "nodePort": 30053}])
+        message = await world.until("dns", "Accepted", "False", "ProviderRefused")
+        assert message == "provider memlb: spec.ports[0].protocol: UDP is not supported by memlb"
+        await request(world, "other", provider="octavia")
+        message = await world.until("other", "Accepted", "False", "ProviderNotAllowed")
+        allowed = "(allowed: route, memlb)"
+        assert message == f"spec.provider: Tenant acme may not use provider octavia {allowed}"
+        await wait_for_async(
+            lambda: (world.api.get("tenants", "acme") or {}).get("status", {}).get("refused") == 2,
+            within=WITHIN,
+            what="REFUSED 2 on Tenant acme",
+        )
+        await wait_for_async(
+            lambda: world.events("ProviderRefused") and world.events("ProviderNotAllowed"),
+            within=WITHIN,
+            what="an Event per refusal",
+        )
+        obj = world.api.get("tenantloadbalancers", "dns", NAMESPACE) or {}
+        assert obj["status"]["addresses"] == [] and mem.ensured == []
+
+
+async def test_a_provider_the_tenant_lists_but_this_manager_does_not_run_is_unavailable(
+    tmp_path: Path,
+) -> None:
+    mem = MemoryLB()
+    async with (
+        management(tmp_path, providers=["memlb", "octavia"]) as world,
+        running(manager(world, mem)),
+    ):
+        await request(world, "web", provider="octavia")
+        message = await world.until("web", "Accepted", "False", "ProviderUnavailable")
+        assert message.startswith(
+            "spec.provider: provider octavia does not run in this manager (running: memlb, proxy,"
+        )
