@@ -296,7 +296,7 @@ class Peer:
         self._run(self.neighbor.connection_made(link, conn.local_address()))
 
     def _received(self, conn: Connection, data: bytes) -> None:
-        self.speaker._inbox.put(lambda: self._take(conn, data))
+        self.speaker._inbox.put(self, lambda: self._take(conn, data))
 
     def _take(self, conn: Connection, data: bytes) -> None:
         if self._connections.get(conn.link) is conn:
@@ -304,7 +304,7 @@ class Peer:
 
     def _lost(self, conn: Connection, exc: Exception | None) -> None:
         # After the bytes that came before it (a NOTIFICATION, then the close).
-        self.speaker._inbox.put(lambda: self._gone(conn, exc))
+        self.speaker._inbox.put(self, lambda: self._gone(conn, exc))
 
     def _gone(self, conn: Connection, exc: Exception | None) -> None:
         if self._connections.get(conn.link) is not conn:
