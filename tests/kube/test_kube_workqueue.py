@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from fakeapi.wait import until
 from teapot_lb.kube.backoff import Backoff
+from teapot_lb.kube.reconciler import ReconcileLoop
 from teapot_lb.kube.workqueue import QueueShutDown, WorkQueue
 
 
@@ -197,3 +198,31 @@ def test_no_key_is_lost_or_queued_twice_and_a_group_waits_at_most_one_round(
         assert sorted(taken) == sorted(dirty)
 
     asyncio.run(run())
+
+
+async def test_a_reconcile_loop_serves_a_quiet_groups_key_before_a_floods_backlog() -> None:
+    """One worker held on a noisy key while 50 more noisy keys and then a quiet one are
+    queued: once released, the quiet key waits for one noisy key (the group's turn came
+    first), not for fifty."""
+    gate = asyncio.Event()
+    seen: list[str] = []
+
+    async def reconcile(key: str) -> None:
+        seen.append(key)
+        if key == "noisy/0":
+            await gate.wait()
+
+    loop = ReconcileLoop("fair", reconcile, workers=1, queue=WorkQueue(group=by_tenant))
+    loop.queue.add("noisy/0")
+    working = asyncio.create_task(loop.work())
+    try:
+        await until(lambda: seen == ["noisy/0"], what="the noisy key held")
+        for i in range(1, 51):
+            loop.queue.add(f"noisy/{i}")
+        loop.queue.add("quiet/1")
+        gate.set()
+        await until(lambda: len(seen) == 52, what="every key reconciled")
+        assert seen[:4] == ["noisy/0", "noisy/1", "quiet/1", "noisy/2"]
+    finally:
+        loop.queue.shut_down()
+        await working
