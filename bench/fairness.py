@@ -14,9 +14,10 @@ while a noisy tenant churns and while it does not, on the product's own path.
   TenantLoadBalancer is timed until its status holds an address.
 
 Each: --samples changes, p50/p99/max without noise, then with; `ratio_p99` = with / without
-(the goal: ≤ 2). The drivers run in this process: on a small machine they take CPU from
-what they measure (the achieved noise rates are printed). `--quick`: few samples, small
-sizes (the smoke test).
+(the goal: ≤ 2). `api_write_p50_s` (gateway, manager): the quiet write's own answer time
+without and with the noise, the part of the delay that is the (fake) API server's. The
+drivers run in this process: on a small machine they take CPU from what they measure (the
+achieved noise rates are printed). `--quick`: few samples, small sizes (the smoke test).
 
     .venv/bin/python bench/fairness.py [--only gateway,relay,manager] [--quick]
 
@@ -30,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -238,10 +240,13 @@ def manager_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         bodies += [(TENANT_LOAD_BALANCERS, tlb_body("noisy", f"n{i}", "192.0.2.11"))
                    for i in range(noisy_count)]  # fmt: skip
         asyncio.run(create_all(kubeconfig, bodies))
-        argv = [TEAPOT_LB, "--log-level", "warning", "manager", "--kubeconfig", str(kubeconfig),
+        teapot = [TEAPOT_LB]
+        if args.profile is not None:  # cProfile while the noise runs (bench/relay.py's)
+            teapot = [sys.executable, "-c", rb.PROFILED, str(args.profile)]
+        argv = [*teapot, "--log-level", "warning", "manager", "--kubeconfig", str(kubeconfig),
                 "--no-leader-elect", "--metrics-addr", f"127.0.0.1:{free_port()}",
                 "--webhook-addr", f"127.0.0.1:{free_port()}"]  # fmt: skip
-        with process(argv, work / "manager.log"):
+        with process(argv, work / "manager.log") as manager:
 
             async def addressed(client: KubeClient, name: str) -> bool:
                 try:
@@ -249,6 +254,8 @@ def manager_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 except NotFound:
                     return False
                 return bool((obj.get("status") or {}).get("addresses"))
+
+            writes: dict[str, list[float]] = {}
 
             async def samples(tag: str) -> list[float]:
                 out = []
@@ -258,6 +265,7 @@ def manager_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                         started = time.perf_counter()
                         await client.create(TENANT_LOAD_BALANCERS,
                                             tlb_body("quiet", name, "192.0.2.71"))  # fmt: skip
+                        writes.setdefault(tag, []).append(time.perf_counter() - started)
                         await until_async(lambda n=name: addressed(client, n), 60,
                                           f"{name}'s address")  # fmt: skip
                         out.append(time.perf_counter() - started)
@@ -288,9 +296,17 @@ def manager_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                    namespace="tenant-noisy")  # fmt: skip
 
             with Noise(kubeconfig, args.manager_rate, churn) as noise:
+                if args.profile is not None:
+                    manager.send_signal(signal.SIGUSR1)
                 noisy = asyncio.run(samples("noise"))
+                if args.profile is not None:
+                    manager.send_signal(signal.SIGUSR2)
+                    until(args.profile.exists, 60, "the manager's profile")
+                    time.sleep(1.0)  # written in one go
     return compare(quiet, noisy, noise_rate_wanted=args.manager_rate,
-                   noise_rate_achieved=noise.achieved)  # fmt: skip
+                   noise_rate_achieved=noise.achieved,
+                   api_write_p50_s=[round(statistics.median(writes[t]), 4)
+                                    for t in ("alone", "noise")])  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ gateway
@@ -318,13 +334,17 @@ def gateway_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         quiet_ingress["spec"]["tls"] = []
         bodies.append((INGRESSES, quiet_ingress))
         asyncio.run(create_all(kubeconfig, bodies))
-        argv = [TEAPOT_LB, "--log-level", "warning", "gateway", "--kubeconfig", str(kubeconfig),
+        teapot = [TEAPOT_LB]
+        if args.profile is not None:  # cProfile while the noise runs (bench/relay.py's)
+            teapot = [sys.executable, "-c", rb.PROFILED, str(args.profile)]
+        argv = [*teapot, "--log-level", "warning", "gateway", "--kubeconfig", str(kubeconfig),
                 "--address", str(gc.ADDRESS), "--state-dir", str(work / "state"),
                 "--netns", gw.ns, "--metrics-addr", f"127.0.0.1:{free_port()}"]  # fmt: skip
-        with process(argv, work / "gateway.log"):
+        with process(argv, work / "gateway.log") as gateway:
             until(lambda: gc.get(gw.ns, host) == (200, "a"), 120, f"{host} served")
             writer = gc.Writer(kubeconfig)
             try:
+                writes: list[float] = []
 
                 def samples() -> list[float]:
                     out = []
@@ -332,6 +352,7 @@ def gateway_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                         moved = gc.endpoint_slice(quiet_t, 0, [gc.BACKENDS[1]])
                         started = time.perf_counter()
                         writer.replace(ENDPOINT_SLICES, moved)
+                        writes.append(time.perf_counter() - started)
                         until(lambda: gc.get(gw.ns, host) == (200, "b"), 60, "the move")
                         out.append(time.perf_counter() - started)
                         if args.verbose:
@@ -344,6 +365,7 @@ def gateway_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     return out
 
                 quiet = samples()
+                quiet_writes, writes[:] = list(writes), []
 
                 async def churn(client: KubeClient, k: int) -> None:
                     s = 2 * (k % 25)  # its 25 Services with endpoints, in turn
@@ -353,11 +375,19 @@ def gateway_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                        namespace=f"tenant-{noisy_t}")  # fmt: skip
 
                 with Noise(kubeconfig, args.gateway_rate, churn) as noise:
+                    if args.profile is not None:
+                        gateway.send_signal(signal.SIGUSR1)
                     noisy = samples()
+                    if args.profile is not None:
+                        gateway.send_signal(signal.SIGUSR2)
+                        until(args.profile.exists, 60, "the gateway's profile")
+                        time.sleep(1.0)  # written in one go
             finally:
                 writer.close()
     return compare(quiet, noisy, noise_rate_wanted=args.gateway_rate,
-                   noise_rate_achieved=noise.achieved)  # fmt: skip
+                   noise_rate_achieved=noise.achieved,
+                   api_write_p50_s=[round(statistics.median(w), 4)
+                                    for w in (quiet_writes, writes)])  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ relay
@@ -483,6 +513,9 @@ def main() -> None:
     ap.add_argument("--junk", type=int, default=100_000)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--verbose", action="store_true", help="print every sample")
+    ap.add_argument("--profile", type=Path, metavar="FILE",
+                    help="run the gateway or manager under cProfile while the noise runs,"
+                    " stats to FILE (one part at a time)")  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = ap.parse_args()
     if args.quick:
