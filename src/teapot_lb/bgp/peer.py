@@ -9,6 +9,7 @@ reach another: every callback from the network is contained to that peer.
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from ipaddress import ip_address
@@ -36,6 +37,12 @@ from .rib import AdjRibIn, AdjRibOut, CompiledRoutes
 from .transport import set_md5, set_min_ttl, set_ttl
 from .wire import Notification, Prefix
 from .wire.family import Address, Family
+
+# A read is handed to the session in slices of this many bytes (the session reassembles
+# messages across them): one read can hold 256 KiB, some 10,000 routes that take the
+# relay 100 ms to judge in one go, while a slice is judged in a few ms and the speaker's
+# inbox serves the other peers between slices.
+DELIVERY_SLICE = 16 * 1024
 
 if TYPE_CHECKING:
     from .speaker import Speaker
@@ -296,7 +303,13 @@ class Peer:
         self._run(self.neighbor.connection_made(link, conn.local_address()))
 
     def _received(self, conn: Connection, data: bytes) -> None:
-        self.speaker._inbox.put(lambda: self._take(conn, data))
+        if len(data) <= DELIVERY_SLICE:
+            self.speaker._inbox.put(self, lambda: self._take(conn, data))
+            return
+        view = memoryview(data)
+        for start in range(0, len(data), DELIVERY_SLICE):
+            part = bytes(view[start : start + DELIVERY_SLICE])
+            self.speaker._inbox.put(self, functools.partial(self._take, conn, part))
 
     def _take(self, conn: Connection, data: bytes) -> None:
         if self._connections.get(conn.link) is conn:
@@ -304,7 +317,7 @@ class Peer:
 
     def _lost(self, conn: Connection, exc: Exception | None) -> None:
         # After the bytes that came before it (a NOTIFICATION, then the close).
-        self.speaker._inbox.put(lambda: self._gone(conn, exc))
+        self.speaker._inbox.put(self, lambda: self._gone(conn, exc))
 
     def _gone(self, conn: Connection, exc: Exception | None) -> None:
         if self._connections.get(conn.link) is not conn:

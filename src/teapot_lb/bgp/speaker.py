@@ -12,7 +12,7 @@ import contextlib
 import socket
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
 from typing import Any, TypeVar, cast
@@ -55,41 +55,55 @@ class _Listener:
 
 
 class _Inbox:
-    """What the peers' connections delivered (bytes, a close), handled in arrival order.
+    """What the peers' connections delivered (bytes, a close), each peer's in arrival order.
 
     With a ``turn`` (seconds), about that much of it at most (one delivery at least) is
     handled per turn of the event loop and the rest in the next turns; without one, each
     delivery as it comes. A transport sends what its socket did not take at once only
     between turns, so a relay whose 200 tenant sessions' bursts all arrive in one turn
-    would send the routers nothing more until it had judged every one of them.
+    would send the routers nothing more until it had judged every one of them. The peers
+    with deliveries waiting are served one delivery each in turn: a peer that sent 100,000
+    routes (a tenant's junk, all to be rejected) delays another peer's UPDATE by one
+    delivery of its own, not by its whole backlog.
     """
 
     def __init__(self, turn: float | None) -> None:
         self.turn = turn
-        self._queue: deque[Callable[[], None]] = deque()
+        self._queues: dict[Hashable, deque[Callable[[], None]]] = {}
+        self._turns: deque[Hashable] = deque()
         self._scheduled = False
 
-    def put(self, delivered: Callable[[], None]) -> None:
+    def put(self, source: Hashable, delivered: Callable[[], None]) -> None:
         if self.turn is None:
             delivered()
             return
-        self._queue.append(delivered)
+        queue = self._queues.get(source)
+        if queue is None:
+            queue = self._queues[source] = deque()
+            self._turns.append(source)
+        queue.append(delivered)
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._handle, self.turn)
 
     def _handle(self, turn: float) -> None:
-        queue = self._queue
+        turns, queues = self._turns, self._queues
         ends = time.perf_counter() + turn
-        while queue:  # at least one per turn
+        while turns:  # at least one per turn
+            source = turns.popleft()
+            queue = queues[source]
             delivered = queue.popleft()
+            if queue:
+                turns.append(source)
+            else:
+                del queues[source]
             try:
                 delivered()
             except Exception:  # one peer's trouble never stops the others' deliveries
                 _log().exception("bgp error handling what a connection delivered")
             if time.perf_counter() >= ends:
                 break
-        if queue:
+        if turns:
             asyncio.get_running_loop().call_soon(self._handle, turn)
         else:
             self._scheduled = False

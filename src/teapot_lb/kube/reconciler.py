@@ -52,7 +52,8 @@ class ReconcileLoop(Generic[K]):
         self.name = name
         self.reconcile = reconcile
         self.workers = workers
-        self.queue: WorkQueue[K] = queue or WorkQueue()
+        # (not `queue or ...`: a queue with nothing in it yet is falsy, having a __len__)
+        self.queue: WorkQueue[K] = queue if queue is not None else WorkQueue()
         self._on_result = on_result
         self._informers: list[Informer] = []
         self._log = log.get("kube.reconciler").bind(loop=name)

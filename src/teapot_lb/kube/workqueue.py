@@ -7,16 +7,25 @@ Keys are any hashable value: object keys (``namespace/name``) or typed keys per 
   it is queued again when the first worker calls :meth:`WorkQueue.done`.
 - :meth:`WorkQueue.add_rate_limited` requeues with a per-key exponential delay
   (``base * 2**failures``, capped), reset by :meth:`WorkQueue.forget` after a success.
+- With a ``group`` (a key's tenant, say), the queued keys are taken one group at a time
+  in turn, each group's in the order they came: a group that queues 10,000 keys delays
+  another group's next key by one key, not by 10,000. Without one, first in, first out.
+  ``on_deferred(group)`` is called when a group's oldest key waits while a younger key
+  of another group is taken (the work fairness put off), ``on_coalesced(group)`` when an
+  add finds its key already queued (a change folded into the reconcile already due).
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+OnGroup = Callable[[Hashable], None]
 
 
 class QueueShutDown(Exception):
@@ -24,10 +33,30 @@ class QueueShutDown(Exception):
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, *, base_delay_s: float = 0.05, max_delay_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        *,
+        base_delay_s: float = 0.05,
+        max_delay_s: float = 60.0,
+        group: Callable[[K], Hashable] | None = None,
+        on_deferred: OnGroup | None = None,
+        on_coalesced: OnGroup | None = None,
+    ) -> None:
         self.base_delay_s = base_delay_s
         self.max_delay_s = max_delay_s
-        self._queue: deque[K] = deque()
+        self._group = group
+        self._on_deferred = on_deferred
+        self._on_coalesced = on_coalesced
+        # Per group, its queued keys with their arrival numbers; the groups holding keys
+        # in turn; the groups' oldest keys by arrival (stale entries skipped) to tell
+        # whose key fairness put off.
+        self._queues: dict[Hashable, deque[tuple[int, K]]] = {}
+        self._turns: deque[Hashable] = deque()
+        self._oldest: list[tuple[int, int]] = []
+        self._group_ids: dict[Hashable, int] = {}
+        self._id_groups: dict[int, Hashable] = {}
+        self._arrivals = itertools.count()
+        self._queued = 0
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
@@ -36,7 +65,7 @@ class WorkQueue(Generic[K]):
         self._shut_down = False
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return self._queued
 
     @property
     def pending(self) -> int:
@@ -44,13 +73,67 @@ class WorkQueue(Generic[K]):
         return len(self._dirty | self._processing | set(self._timers))
 
     def add(self, key: K) -> None:
-        if self._shut_down or key in self._dirty:
+        if self._shut_down:
+            return
+        if key in self._dirty:
+            if self._on_coalesced is not None:
+                self._on_coalesced(self._group_of(key))
             return
         self._dirty.add(key)
         if key in self._processing:
             return  # re-queued by done()
-        self._queue.append(key)
+        self._push(key)
+
+    def _group_of(self, key: K) -> Hashable:
+        return None if self._group is None else self._group(key)
+
+    def _push(self, key: K) -> None:
+        group = self._group_of(key)
+        arrival = next(self._arrivals)
+        queue = self._queues.get(group)
+        if queue is None:
+            queue = self._queues[group] = deque()
+            self._turns.append(group)
+            self._mark_oldest(group, arrival)
+        queue.append((arrival, key))
+        self._queued += 1
         self._wakeup.set()
+
+    def _mark_oldest(self, group: Hashable, arrival: int) -> None:
+        if self._on_deferred is None:
+            return
+        ident = self._group_ids.get(group)
+        if ident is None:
+            ident = self._group_ids[group] = len(self._group_ids)
+            self._id_groups[ident] = group
+        heapq.heappush(self._oldest, (arrival, ident))
+
+    def _pop(self) -> K:
+        group = self._turns.popleft()
+        queue = self._queues[group]
+        arrival, key = queue.popleft()
+        self._queued -= 1
+        if queue:
+            self._turns.append(group)
+            self._mark_oldest(group, queue[0][0])
+        else:
+            del self._queues[group]
+        if self._on_deferred is not None:
+            self._tell_deferred(arrival)
+        return key
+
+    def _tell_deferred(self, taken: int) -> None:
+        """The group whose oldest key came before the one just taken waits a turn."""
+        oldest = self._oldest
+        while oldest:
+            arrival, ident = oldest[0]
+            queue = self._queues.get(self._id_groups[ident])
+            if queue is None or queue[0][0] != arrival:
+                heapq.heappop(oldest)  # taken since
+                continue
+            if arrival < taken and self._on_deferred is not None:
+                self._on_deferred(self._id_groups[ident])
+            return
 
     def add_after(self, key: K, delay_s: float) -> None:
         """Add ``key`` after ``delay_s``; an earlier pending delay for the key wins."""
@@ -88,12 +171,12 @@ class WorkQueue(Generic[K]):
 
     async def get(self) -> K:
         """The next key; the caller must call :meth:`done` with it when finished."""
-        while not self._queue:
+        while not self._queued:
             if self._shut_down:
                 raise QueueShutDown
             self._wakeup.clear()
             await self._wakeup.wait()
-        key = self._queue.popleft()
+        key = self._pop()
         self._dirty.discard(key)
         self._processing.add(key)
         return key
@@ -101,8 +184,7 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         self._processing.discard(key)
         if key in self._dirty:
-            self._queue.append(key)
-            self._wakeup.set()
+            self._push(key)
 
     def shut_down(self) -> None:
         """Stop accepting keys; waiting workers get :class:`QueueShutDown` once drained."""

@@ -378,7 +378,13 @@ class KubeManager:
             "manager",
             self._reconcile,
             workers=self.config.workers,
-            queue=WorkQueue(base_delay_s=0.1, max_delay_s=30.0),
+            queue=WorkQueue(
+                base_delay_s=0.1,
+                max_delay_s=30.0,
+                group=self._namespace_of,
+                on_deferred=lambda ns: self.metrics.deferred.labels(ns).inc(),
+                on_coalesced=lambda ns: self.metrics.coalesced.labels(ns).inc(),
+            ),
             on_result=self._on_result,
         )
         view = self.view()
@@ -407,6 +413,19 @@ class KubeManager:
             loop.queue.shut_down()
             self.loop = None
             self.metrics.leader.set(0)
+
+    def _namespace_of(self, key: ManagerKey) -> str:
+        """The tenant namespace a key is about: one tenant's churn waits its turn behind
+        the others' keys (kube.workqueue's groups); '' for the cloud-wide key."""
+        match key:
+            case RequestKey(key=k) | NodesKey(key=k):
+                return k.partition("/")[0]
+            case DenialsKey(namespace=namespace):
+                return namespace
+            case TenantStatusKey(name=name):
+                tenant = self.tenants.get(name)
+                return tenant.spec.namespace if tenant is not None else ""
+        return ""
 
     def _on_result(self, key: ManagerKey, seconds: float, error: BaseException | None) -> None:
         if error is not None:

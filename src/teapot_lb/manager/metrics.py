@@ -36,6 +36,19 @@ class ManagerMetrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )
         self.reconcile_errors = t.counter("reconcile_errors", "Reconciles failed and retried.")
+        # The work queue takes one tenant's key at a time in turn (kube.workqueue): what
+        # a tenant's churn was made to wait for another's, and what of it was folded.
+        self.deferred = t.counter(
+            "queue_deferred",
+            "Times a tenant's oldest queued key waited while another tenant's younger key"
+            " was reconciled first (by the tenant's namespace; '' the cloud's own keys).",
+            ["namespace"],
+        )
+        self.coalesced = t.counter(
+            "queue_coalesced",
+            "Changes folded into a key already queued (by the tenant's namespace).",
+            ["namespace"],
+        )
         self.webhook_requests = t.counter(
             "webhook_requests",
             "Admission reviews answered, by kind and verdict.",

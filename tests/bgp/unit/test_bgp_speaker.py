@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from ipaddress import IPv4Network, IPv6Address, IPv6Network
+from types import SimpleNamespace
 
 import pytest
 
 from teapot_lb.bgp.fsm import RoutesFiltered, RoutesLearned, RoutesWithdrawn, State, StateChanged
+from teapot_lb.bgp.peer import DELIVERY_SLICE, Peer
 from teapot_lb.bgp.policy import Filter, Not, PrefixIn, PrefixSet, reject
 from teapot_lb.bgp.rib import RouteAttributes
 from teapot_lb.bgp.speaker import PeerConfig, Speaker, _Inbox
@@ -196,7 +198,7 @@ async def test_deliveries_are_handled_in_order_and_a_turn_bounds_how_many_per_lo
     seen: list[object] = []
     inbox = _Inbox(turn=0.0)
     for n in range(3):
-        inbox.put(lambda n=n: seen.append(n))
+        inbox.put("peer", lambda n=n: seen.append(n))
     asyncio.get_running_loop().call_soon(seen.append, "the loop's other work")
     await until(lambda: len(seen) == 4, "every delivery handled")
     assert seen == [0, "the loop's other work", 1, 2]
@@ -204,5 +206,39 @@ async def test_deliveries_are_handled_in_order_and_a_turn_bounds_how_many_per_lo
 
 async def test_without_a_turn_each_delivery_is_handled_as_it_comes() -> None:
     seen: list[int] = []
-    _Inbox(turn=None).put(lambda: seen.append(1))
+    _Inbox(turn=None).put("peer", lambda: seen.append(1))
     assert seen == [1]
+
+
+async def test_a_peers_backlog_delays_another_peers_delivery_by_one_of_its_own() -> None:
+    """A noisy peer's 1,000 deliveries queued first, then a quiet peer's: the peers take
+    turns, each peer's in its own order (its bytes, then its close)."""
+    seen: list[str] = []
+    inbox = _Inbox(turn=0.0)
+    for n in range(1000):
+        inbox.put("noisy", lambda n=n: seen.append(f"noisy {n}"))
+    inbox.put("quiet", lambda: seen.append("quiet update"))
+    inbox.put("quiet", lambda: seen.append("quiet close"))
+    await until(lambda: len(seen) == 1002, "every delivery handled")
+    assert seen[:4] == ["noisy 0", "quiet update", "noisy 1", "quiet close"]
+    assert [s for s in seen if s.startswith("noisy")] == [f"noisy {n}" for n in range(1000)]
+
+
+async def test_a_large_read_is_handed_over_in_slices_between_other_peers_deliveries() -> None:
+    """A 64 KiB read of one session becomes 16 KiB deliveries, in order, with another
+    peer's delivery served after the first slice, not after the whole read."""
+    seen: list[tuple[str, int]] = []
+    inbox = _Inbox(turn=0.0)
+
+    class Noisy:  # what Peer._received uses of a peer: its speaker's inbox, its _take
+        speaker = SimpleNamespace(_inbox=inbox)
+
+        def _take(self, conn: object, data: bytes) -> None:
+            seen.append(("noisy", len(data)))
+
+    noisy = Noisy()
+    read = bytes(range(256)) * (4 * DELIVERY_SLICE // 256)
+    Peer._received(noisy, None, read)  # type: ignore[arg-type]
+    inbox.put("quiet", lambda: seen.append(("quiet", 1)))
+    await until(lambda: len(seen) == 5, "every delivery handled")
+    assert seen == [("noisy", DELIVERY_SLICE), ("quiet", 1), *[("noisy", DELIVERY_SLICE)] * 3]

@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress
@@ -34,6 +34,7 @@ from teapot_lb.gateway.control.l7status import (
     ingress_status,
     route_status,
 )
+from teapot_lb.gateway.control.l7turns import this_turn
 from teapot_lb.gateway.default_certificate import from_secret
 from teapot_lb.gateway.translate import ObjectResult, Translation
 from teapot_lb.gateway.translation_cache import TranslationCache
@@ -117,6 +118,13 @@ class GatewayControl:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
             registry=self.registry,
         )
+        self.deferred = Counter(
+            "teapot_lb_gateway_translations_deferred",
+            "Turns a tenant's changes waited while other tenants' were served first (it"
+            " was translated the turn before: its churn folds into the next turn's).",
+            ["tenant"],
+            registry=self.registry,
+        )
         self.addresses = tuple(addresses)
         self.on_config = on_config
         self.on_translation = on_translation
@@ -168,6 +176,9 @@ class GatewayControl:
         self._changed: set[str] = set()
         self._unwritten: set[str] = set()
         self._assigning: set[str] = set()
+        # The namespaces the last turn translated and put off (:mod:`.l7turns`).
+        self._last_turn: frozenset[str] = frozenset()
+        self._put_off: frozenset[str] = frozenset()
         self.views: list[ByNamespace[L7Object]] = [
             ByNamespace(i, _parse, self._changed) for i in self.objects.values()
         ]
@@ -245,6 +256,8 @@ class GatewayControl:
         if everything:
             views: list[ByNamespace[Any]] = [*self.views, self.slice_view, self.secret_view]
             changed = {ns for view in views for ns in view.keys}
+        else:
+            changed = self._budget(changed, tenants)
         if everything or self._assigning:
             self._assigning.clear()
             self._pools = {p.name: p for p in self.pool_view.every()}
@@ -258,6 +271,20 @@ class GatewayControl:
         # object changed (its status edited by someone else is put back).
         self._unwritten |= self.cache.rebuilt | changed
         return result
+
+    def _budget(self, changed: set[str], tenants: Sequence[Tenant]) -> set[str]:
+        """This turn's namespaces: a tenant translated last turn waits one turn while
+        the others' changes go first (:mod:`.l7turns`); its namespace stays changed and
+        the key is queued again."""
+        turn = this_turn(changed, self._last_turn, self._put_off)
+        self._last_turn, self._put_off = turn.now, turn.later
+        if turn.later:
+            self._changed |= turn.later
+            self.loop.queue.add(KEY)
+            names = {t.spec.namespace: t.name for t in tenants}
+            for namespace in turn.later:
+                self.deferred.labels(names.get(namespace, "")).inc()
+        return set(turn.now)
 
     async def _reconcile(self, key: str) -> None:
         with self.translate_seconds.time():
