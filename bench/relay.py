@@ -27,8 +27,9 @@ them beside the upstream's path count at each look, both from the moment the rou
 With ``--routers N`` the relay (and BIRD) export to N routers at once, each a BIRD in a
 namespace of its own (router 0 alone installs into its kernel): the time is until every
 router holds every path, the upstream CPU the routers' sum (issue 37's fan-out). With
-``--rounds R`` both run R times, alternating which goes first (one warms the page cache
-and the CPU for the other); the figures are each side's median round.
+``--rounds R`` both run R times, alternating which goes first; the figures are each side's
+median round. Between runs the routes the upstream left in its kernel are flushed (before,
+the second run's upstream started by sweeping the first one's 100,000 routes).
 
     .venv/bin/python bench/relay.py --tenants 100 --routes 1000 --nodes 2
     .venv/bin/python bench/relay.py --routers 8 --rounds 3
@@ -469,6 +470,9 @@ def run_one(
         if relay_proc is not None:
             relay_proc.kill()
             relay_proc.wait(timeout=10)
+        # The killed upstream BIRD left its routes in router 0's kernel: the next run's BIRD
+        # would start by sweeping them, in its timed window.
+        hosts[router_name(0)].ip("-6", "route", "flush", "proto", "bird")
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
