@@ -15,9 +15,10 @@ the tenant's `quotas.addresses`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from teapot_lb import ipam
@@ -42,7 +43,7 @@ from teapot_lb.model.tenancy import (
 )
 from teapot_lb.tenancy.allocation import request_of, tenant_pools
 from teapot_lb.tenancy.routes import TenantRoute, wanted_routes
-from teapot_lb.tenancy.vet import Refusal, Rule, Usage, tenant_of, vet
+from teapot_lb.tenancy.vet import NamespaceOwners, Refusal, Rule, Usage, vet
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,17 @@ class ManagementView:
     unparsed: Mapping[str, list[Problem]] = field(default_factory=dict)
     gateway_addresses: Mapping[str, frozenset[IPAddress]] = field(default_factory=dict)
     """Per Tenant name, its dedicated gateway addresses."""
+    owners: NamespaceOwners | None = None
+    """The Tenants by namespace, kept by whoever keeps `tenants` (the manager, as they
+    change); None: indexed from `tenants` at the first question."""
+
+    def tenant_of(self, namespace: str) -> Tenant | Refusal[Rule]:
+        """The one Tenant whose namespace this is (:func:`~.vet.tenant_of`), by lookup."""
+        return self._owners.of(namespace)
+
+    @cached_property
+    def _owners(self) -> NamespaceOwners:
+        return self.owners if self.owners is not None else NamespaceOwners(self.tenants.values())
 
 
 _GATEWAY = ":gateway"  # the namespace of a dedicated gateway address's key (no real one)
@@ -97,6 +109,31 @@ def condition(
     )
 
 
+class _RoutesByRequest(MutableMapping[str, tuple[TenantRoute, ...]]):
+    """The routes each request wants, with their total kept as they change (the routes
+    gauge is set after every decision: counting them all each time cost O(requests))."""
+
+    def __init__(self) -> None:
+        self._routes: dict[str, tuple[TenantRoute, ...]] = {}
+        self.count = 0
+
+    def __getitem__(self, key: str) -> tuple[TenantRoute, ...]:
+        return self._routes[key]
+
+    def __setitem__(self, key: str, routes: tuple[TenantRoute, ...]) -> None:
+        self.count += len(routes) - len(self._routes.get(key, ()))
+        self._routes[key] = routes
+
+    def __delitem__(self, key: str) -> None:
+        self.count -= len(self._routes.pop(key))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._routes)
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+
 class TenantBook:
     """One IPAM allocator per tenant over its allocation, and what each request holds."""
 
@@ -110,7 +147,7 @@ class TenantBook:
         self._held: dict[str, set[str]] = {}  # tenant -> request keys it holds
         self._ports: dict[str, int] = {}
         self._sharing: dict[str, str | None] = {}
-        self._routes: dict[str, tuple[TenantRoute, ...]] = {}
+        self._routes = _RoutesByRequest()
         self._gateway: dict[str, tuple[str, IPAddress]] = {}  # key -> (tenant, address)
 
     # ------------------------------------------------------------------ state
@@ -168,7 +205,7 @@ class TenantBook:
         self.sync(view)
         by_tenant: dict[str, list[ipam.Holding]] = {}
         for key, request in sorted(view.requests.items()):
-            owner = tenant_of(request.namespace, view.tenants.values())
+            owner = view.tenant_of(request.namespace)
             held = request.status.addresses if request.status else []
             if isinstance(owner, Refusal) or not held:
                 continue
@@ -240,7 +277,7 @@ class TenantBook:
         return sorted(r for routes in self._routes.values() for r in routes)
 
     def route_count(self) -> int:
-        return sum(len(routes) for routes in self._routes.values())
+        return self._routes.count
 
     def holder_tenant(self, key: str) -> str | None:
         return self._owner.get(key)
@@ -257,7 +294,7 @@ class TenantBook:
                 return Outcome(key, None)
             refusal = Refusal(Rule.INVALID_REQUEST, "", "; ".join(str(p) for p in problems))
             return self.refuse(key, None, None, [refusal], now)
-        owner = tenant_of(request.namespace, view.tenants.values())
+        owner = view.tenant_of(request.namespace)
         if isinstance(owner, Refusal):
             self.release(key)
             return self.refuse(key, request, None, [owner], now)
