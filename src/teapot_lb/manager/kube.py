@@ -470,11 +470,23 @@ class KubeManager:
             return
         self.book.reserve(self.view())
         usage = self.book.usage(name)
-        namespace = tenant.spec.namespace
-        # Requests refused here, the requests and gateway mirrors the API server refused
-        # to store (denials recorded by the agents in the tenant's namespace: their latest
-        # change refused), and the objects the gateway's vetting refused.
-        refused = len(
+        refused = self.refused(name, tenant.spec.namespace)
+        self.metrics.addresses.labels(name).set(usage.addresses)
+        self.metrics.load_balancers.labels(name).set(usage.load_balancers)
+        self.metrics.refused.labels(name).set(refused)
+        status = tenant_status(tenant, usage, refused, self._clock())
+        current = dump(tenant.status) if tenant.status else None
+        if status == current or not self.is_leader:
+            return
+        with contextlib.suppress(NotFound):
+            await patch_status(self.client, TENANTS, name, None, status)
+
+    def refused(self, name: str, namespace: str) -> int:
+        """What Tenant `name` (of `namespace`) counts as refused: requests refused here,
+        the requests and gateway mirrors the API server refused to store (denials recorded
+        by the agents in the tenant's namespace: their latest change refused), and the
+        objects the gateway's vetting refused. Read from the namespace's objects only."""
+        return len(
             {
                 key
                 for key in self._requests_in.get(namespace, ())
@@ -486,15 +498,6 @@ class KubeManager:
             }
             | self._gateway_refused.of(name)
         )
-        self.metrics.addresses.labels(name).set(usage.addresses)
-        self.metrics.load_balancers.labels(name).set(usage.load_balancers)
-        self.metrics.refused.labels(name).set(refused)
-        status = tenant_status(tenant, usage, refused, self._clock())
-        current = dump(tenant.status) if tenant.status else None
-        if status == current or not self.is_leader:
-            return
-        with contextlib.suppress(NotFound):
-            await patch_status(self.client, TENANTS, name, None, status)
 
     async def _clear_denials(self, namespace: str) -> None:
         if not self.is_leader:

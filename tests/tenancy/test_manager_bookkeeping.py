@@ -1,0 +1,206 @@
+"""The manager's bookkeeping follows each change (issue 37 goal 3): after any sequence of
+Tenant, request and denial events (and decisions), what it keeps incrementally equals the
+same computed from scratch over everything it holds: the Tenant of each namespace (the
+old walk of every Tenant, :func:`~teapot_lb.tenancy.vet.tenant_of`), the requests and
+denials by namespace, each Tenant's refused count, the routes count; and its view reads
+the maps as they are now, without a copy.
+
+The events go straight to the informers' handlers (no API server: the manager is not
+leading, so nothing is enqueued or written).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from teapot_lb.kube.client import KubeClient
+from teapot_lb.kube.informer import EventType
+from teapot_lb.manager.kube import KubeManager, ManagerConfig, _denied_object
+from teapot_lb.tenancy.request import REQUEST_KIND
+from teapot_lb.tenancy.vet import NamespaceOwners, Refusal, tenant_of
+
+from .builders import CONFIG_NS, pool_body, tenant, tenant_body, tlb_body
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+TENANT_NAMES = ("acme", "bolt")
+NAMESPACES = ("tenant-acme", "tenant-bolt", "elsewhere")
+REQUEST_NAMES = ("web", "api", "db")
+
+# ------------------------------------------------------------------ the events
+
+tenant_events = st.tuples(
+    st.just("tenant"),
+    st.sampled_from(TENANT_NAMES),
+    st.sampled_from((*NAMESPACES, None)),  # None: the Tenant is deleted
+    st.sampled_from((5, 1, 0)),  # its load-balancer quota
+)
+request_events = st.tuples(
+    st.just("request"),
+    st.sampled_from(NAMESPACES),
+    st.sampled_from(REQUEST_NAMES),
+    st.sampled_from(("ok", "foreign-ip", "invalid", "no-backend", None)),  # None: deleted
+)
+denial_events = st.tuples(
+    st.just("denial"),
+    st.sampled_from(NAMESPACES),
+    st.sampled_from(("d1", "d2", "d3")),
+    st.sampled_from((REQUEST_KIND, "Gateway", None)),  # what it is about; None: deleted
+)
+decisions = st.tuples(
+    st.just("decide"), st.sampled_from(NAMESPACES), st.sampled_from(REQUEST_NAMES)
+)
+event_lists = st.lists(
+    st.one_of(tenant_events, request_events, denial_events, decisions), max_size=40
+)
+
+
+def apply(manager: KubeManager, event: tuple[Any, ...]) -> None:
+    match event:
+        case ("tenant", name, namespace, quota):
+            body = tenant_body(name, quotas={"loadBalancers": quota})
+            if namespace is not None:
+                body["spec"]["namespace"] = namespace
+            kind = EventType.MODIFIED if namespace is not None else EventType.DELETED
+            manager._on_tenant(kind, name, body)
+        case ("request", namespace, name, shape):
+            key = f"{namespace}/{name}"
+            manager._on_request(
+                EventType.DELETED if shape is None else EventType.MODIFIED,
+                key,
+                _request_body(namespace, name, shape or "ok"),
+            )
+        case ("denial", namespace, name, about):
+            body = {
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": {"kind": about or REQUEST_KIND, "name": f"x-{name}"},
+            }
+            kind = EventType.DELETED if about is None else EventType.MODIFIED
+            manager._on_denial(kind, f"{namespace}/{name}", body)
+        case ("decide", namespace, name):
+            manager.book.decide(manager.view(), f"{namespace}/{name}", NOW)
+
+
+def _request_body(namespace: str, name: str, shape: str) -> dict[str, Any]:
+    body = tlb_body("acme", name, namespace=namespace)
+    if shape == "foreign-ip":
+        body["spec"]["requestedIPs"] = ["203.0.113.7"]
+    elif shape == "invalid":
+        body["spec"]["ports"] = [{"port": "not a port"}]
+    elif shape == "no-backend":
+        body["spec"]["backends"] = []
+    return body
+
+
+def fresh_manager() -> KubeManager:
+    # Not run: no informer starts, no call is made; the client is never used.
+    manager = KubeManager(cast(KubeClient, object()), ManagerConfig(config_namespace=CONFIG_NS))
+    for name in ("shared-v4", "shared-v6"):
+        addresses = ["198.51.100.0/26"] if name == "shared-v4" else ["2001:db8:100::/120"]
+        manager._on_pool(EventType.ADDED, f"{CONFIG_NS}/{name}", pool_body(name, addresses))
+    return manager
+
+
+# ------------------------------------------------------------------ from scratch
+
+
+def refused_from_scratch(manager: KubeManager, name: str, namespace: str) -> int:
+    """The count as the manager computed it before (a walk of every request and denial)."""
+    in_namespace = [k for k in manager._raw if k.startswith(namespace + "/")]
+    denials = [e for k, e in manager._denials.items() if k.startswith(namespace + "/")]
+    return len(
+        {k for k in in_namespace if manager.book.holder_tenant(k) != name}
+        | {_denied_object(namespace, e) for e in denials}
+        | manager._gateway_refused.of(name)
+    )
+
+
+def by_namespace(keys: Any) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for key in keys:
+        out.setdefault(key.partition("/")[0], set()).add(key)
+    return out
+
+
+def assert_as_from_scratch(manager: KubeManager) -> None:
+    view = manager.view()
+    for namespace in NAMESPACES:
+        assert view.tenant_of(namespace) == tenant_of(namespace, manager.tenants.values())
+    assert dict(view.tenants) == manager.tenants
+    assert dict(view.requests) == manager.requests
+    assert dict(view.unparsed) == manager.unparsed
+    assert manager._requests_in == by_namespace(manager._raw)
+    assert manager._denials_in == by_namespace(manager._denials)
+    for name, held in manager.tenants.items():
+        namespace = held.spec.namespace
+        assert manager.refused(name, namespace) == refused_from_scratch(manager, name, namespace)
+    assert manager.book.route_count() == len(manager.book.routes())
+
+
+# ------------------------------------------------------------------ the properties
+
+
+@settings(max_examples=150, deadline=None)
+@given(event_lists)
+def test_the_managers_indexes_equal_a_computation_from_scratch_after_any_changes(
+    events: list[tuple[Any, ...]],
+) -> None:
+    manager = fresh_manager()
+    for event in events:
+        apply(manager, event)
+        assert_as_from_scratch(manager)
+
+
+@settings(max_examples=150, deadline=None)
+@given(event_lists)
+def test_a_book_rebuilt_from_the_live_view_decides_as_the_book_that_followed(
+    events: list[tuple[Any, ...]],
+) -> None:
+    """What the requests hold, written to their statuses, rebuilds the same book: the
+    live view serves the rebuild as the snapshot did."""
+    manager = fresh_manager()
+    for event in events:
+        apply(manager, event)
+    for key in sorted(manager.requests):
+        outcome = manager.book.decide(manager.view(), key, NOW)
+        if outcome.status is not None:
+            body = {**manager._raw[key], "status": outcome.status}
+            manager._on_request(EventType.MODIFIED, key, body)
+    held = {k: manager.book.holder_tenant(k) for k in manager.requests}
+    manager.book.rebuild(manager.view())
+    assert {k: manager.book.holder_tenant(k) for k in manager.requests} == held
+    assert manager.book.route_count() == len(manager.book.routes())
+
+
+def test_the_tenants_of_a_namespace_are_sorted_and_follow_a_move() -> None:
+    owners = NamespaceOwners()
+    acme = tenant("acme", namespace="tenant-x")
+    bolt = tenant("bolt", namespace="tenant-x")
+    owners.put(bolt)
+    owners.put(acme)
+    assert owners.names("tenant-x") == ["acme", "bolt"]
+    both = owners.of("tenant-x")
+    assert both == tenant_of("tenant-x", [bolt, acme])
+    assert isinstance(both, Refusal) and "Tenants acme, bolt" in both.message
+    owners.put(tenant("bolt", namespace="tenant-y"))  # bolt moves: acme alone in tenant-x
+    assert owners.of("tenant-x") == acme
+    owners.drop("acme")
+    gone = owners.of("tenant-x")
+    assert isinstance(gone, Refusal) and gone == tenant_of("tenant-x", [])
+
+
+def test_the_view_reads_requests_as_they_are_now_without_a_copy() -> None:
+    manager = fresh_manager()
+    manager._on_tenant(EventType.ADDED, "acme", tenant_body("acme"))
+    view = manager.view()
+    manager._on_request(EventType.ADDED, "tenant-acme/web", tlb_body("acme", "web"))
+    assert manager.view() is view and list(view.requests) == ["tenant-acme/web"]
+    outcome = manager.book.decide(view, "tenant-acme/web", NOW)
+    assert outcome.status is not None and outcome.status["addresses"] == ["198.51.100.0"]
+    assert manager.book.route_count() == 1
+    manager._on_request(EventType.DELETED, "tenant-acme/web", tlb_body("acme", "web"))
+    assert manager.book.decide(view, "tenant-acme/web", NOW).status is None
+    assert manager.book.route_count() == 0
