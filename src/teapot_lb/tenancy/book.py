@@ -15,6 +15,7 @@ the tenant's `quotas.addresses`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -149,6 +150,11 @@ class TenantBook:
         self._sharing: dict[str, str | None] = {}
         self._routes = _RoutesByRequest()
         self._gateway: dict[str, tuple[str, IPAddress]] = {}  # key -> (tenant, address)
+        # What usage counts, kept as holdings change (usage is asked at every decision:
+        # a walk of the tenant's requests made a request cost O(the tenant's requests)).
+        self._counted: dict[str, tuple[str, tuple[IPAddress, ...]]] = {}  # key -> its IPs
+        self._ip_refs: dict[str, Counter[IPAddress]] = {}  # tenant -> IPs, by holders
+        self._port_total: dict[str, int] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -166,6 +172,7 @@ class TenantBook:
                 self._allocators[name] = ipam.Allocator(pools)
             elif self._configs.get(name) != pools:
                 requeue += [change.key for change in allocator.reconfigure(pools)]
+                self._recount(name)
             self._configs[name] = pools
         self.reserve(view)
         return [k for k in requeue if k not in self._gateway]
@@ -185,6 +192,7 @@ class TenantBook:
                 if allocator is not None:
                     allocator.release(key)
                 del self._gateway[key]
+                self._uncount(key)
         for key, (tenant, ip) in wanted.items():
             if key in self._gateway:
                 continue
@@ -197,6 +205,7 @@ class TenantBook:
             )
             if isinstance(self._allocators[tenant].assign(request), ipam.Assigned):
                 self._gateway[key] = (tenant, ip)
+                self._count(key, tenant, (ip,))
 
     def rebuild(self, view: ManagementView) -> None:
         """Forget everything and take it from the requests' statuses (on taking the lease),
@@ -221,19 +230,28 @@ class TenantBook:
         self.reserve(view)
         for key in [k for k, t in self._owner.items() if self._allocators[t].assignment(k) is None]:
             self._forget(key)
+        self._counted, self._ip_refs = {}, {}
+        for name in self._allocators:
+            self._recount(name)
 
     def _hold(self, key: str, tenant: str, request: TenantLoadBalancer) -> None:
         self._forget(key)
         self._owner[key] = tenant
         self._held.setdefault(tenant, set()).add(key)
         self._ports[key] = len(request.spec.ports)
+        self._port_total[tenant] = self._port_total.get(tenant, 0) + len(request.spec.ports)
         self._sharing[key] = request.spec.sharing_key
+        allocator = self._allocators.get(tenant)
+        assignment = allocator.assignment(key) if allocator is not None else None
+        self._count(key, tenant, assignment.ips if assignment is not None else ())
 
     def _forget(self, key: str) -> None:
         tenant = self._owner.pop(key, None)
         if tenant is not None:
             self._held.get(tenant, set()).discard(key)
+            self._port_total[tenant] -= self._ports.get(key, 0)
         self._ports.pop(key, None)
+        self._uncount(key)
         self._sharing.pop(key, None)
         self._routes.pop(key, None)
 
@@ -255,15 +273,48 @@ class TenantBook:
         self._configs.pop(name, None)
         return keys
 
+    def _count(self, key: str, tenant: str, ips: Iterable[IPAddress]) -> None:
+        """`key` (a request or a gateway address) of `tenant` holds `ips` now."""
+        self._uncount(key)
+        held = tuple(ips)
+        if held:
+            self._counted[key] = (tenant, held)
+            self._ip_refs.setdefault(tenant, Counter()).update(held)
+
+    def _uncount(self, key: str) -> None:
+        counted = self._counted.pop(key, None)
+        if counted is None:
+            return
+        tenant, ips = counted
+        refs = self._ip_refs[tenant]
+        for ip in ips:
+            refs[ip] -= 1
+            if not refs[ip]:
+                del refs[ip]
+
+    def _recount(self, tenant: str) -> None:
+        """Count `tenant`'s holdings again from its allocator (which moved them)."""
+        allocator = self._allocators[tenant]
+        for key in self._held.get(tenant, ()):
+            assignment = allocator.assignment(key)
+            self._count(key, tenant, assignment.ips if assignment is not None else ())
+        for key, (holder, ip) in self._gateway.items():
+            if holder == tenant:
+                self._count(key, tenant, (ip,))
+
     def usage(self, tenant: str, *, without: str | None = None) -> Usage:
-        """What a tenant holds (leaving out request `without`)."""
-        allocator = self._allocators.get(tenant)
-        if allocator is None:
+        """What a tenant holds (leaving out request `without`): distinct IPs of its
+        requests and gateway, its requests, their ports; from the running counts."""
+        if tenant not in self._allocators:
             return Usage()
-        keys = [k for k in self._held.get(tenant, ()) if k != without]
-        ips = {ip for k in keys if (a := allocator.assignment(k)) is not None for ip in a.ips}
-        ips |= {ip for t, ip in self._gateway.values() if t == tenant}
-        return Usage(len(ips), len(keys), sum(self._ports[k] for k in keys))
+        held = self._held.get(tenant, set())
+        refs = self._ip_refs.get(tenant, Counter())
+        addresses, ports = len(refs), self._port_total.get(tenant, 0)
+        if without is None or without not in held:
+            return Usage(addresses, len(held), ports)
+        _, ips = self._counted.get(without, (tenant, ()))
+        only = sum(1 for ip in ips if refs[ip] == 1)  # nobody else holds these
+        return Usage(addresses - only, len(held) - 1, ports - self._ports[without])
 
     def _shares(self, tenant: str, key: str, sharing_key: str | None) -> bool:
         if sharing_key is None:
