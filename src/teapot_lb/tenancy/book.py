@@ -155,6 +155,8 @@ class TenantBook:
         self._counted: dict[str, tuple[str, tuple[IPAddress, ...]]] = {}  # key -> its IPs
         self._ip_refs: dict[str, Counter[IPAddress]] = {}  # tenant -> IPs, by holders
         self._port_total: dict[str, int] = {}
+        # The gateway addresses reserve settled, all held (None: work may be left).
+        self._reserved: Mapping[str, frozenset[IPAddress]] | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -174,12 +176,18 @@ class TenantBook:
                 requeue += [change.key for change in allocator.reconfigure(pools)]
                 self._recount(name)
             self._configs[name] = pools
+        self._reserved = None  # allocators came, went or moved what they hold
         self.reserve(view)
         return [k for k in requeue if k not in self._gateway]
 
     def reserve(self, view: ManagementView) -> None:
         """Hold the tenants' dedicated gateway addresses (and let go of those gone). One a
-        request holds already stays the request's: the gateway gives that one up."""
+        request holds already stays the request's: the gateway gives that one up.
+
+        Asked at every decision, it does nothing while the view's addresses are the ones
+        it last held all of (and no allocator changed since)."""
+        if view.gateway_addresses is self._reserved:
+            return
         wanted = {
             f"{_GATEWAY}/{tenant}/{ip}": (tenant, ip)
             for tenant, ips in view.gateway_addresses.items()
@@ -206,6 +214,9 @@ class TenantBook:
             if isinstance(self._allocators[tenant].assign(request), ipam.Assigned):
                 self._gateway[key] = (tenant, ip)
                 self._count(key, tenant, (ip,))
+        # One still held by a request is tried again at the next decision.
+        settled = all(key in self._gateway for key in wanted)
+        self._reserved = view.gateway_addresses if settled else None
 
     def rebuild(self, view: ManagementView) -> None:
         """Forget everything and take it from the requests' statuses (on taking the lease),
@@ -226,7 +237,7 @@ class TenantBook:
             self._hold(key, owner.name, request)
         for name, holdings in by_tenant.items():
             self._allocators[name].rebuild(holdings)
-        self._gateway = {}
+        self._gateway, self._reserved = {}, None
         self.reserve(view)
         for key in [k for k, t in self._owner.items() if self._allocators[t].assignment(k) is None]:
             self._forget(key)
