@@ -28,6 +28,7 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress, parse_ip
@@ -66,7 +67,7 @@ from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_s
 from teapot_lb.tenancy.node_status import tenant_nodes_status
 from teapot_lb.tenancy.request import DENIALS_SELECTOR, REQUEST_KIND
 from teapot_lb.tenancy.routes import TenantRoute
-from teapot_lb.tenancy.vet import tenant_of
+from teapot_lb.tenancy.vet import NamespaceOwners
 
 COMPONENT = "teapot-lb-manager"
 
@@ -172,6 +173,11 @@ class KubeManager:
         self._raw: dict[str, KubeObject] = {}
         # Agents' denials (Events by key), and the requests each names, by namespace.
         self._denials: dict[str, KubeObject] = {}
+        # What a change reads by namespace, kept as objects change (so that a Tenant's
+        # status or a request's decision does not walk every object of every tenant).
+        self._owners = NamespaceOwners()
+        self._requests_in: dict[str, set[str]] = {}  # namespace -> keys in self._raw
+        self._denials_in: dict[str, set[str]] = {}  # namespace -> keys in self._denials
         # The objects the gateway's vetting refused (its reconcile in this process), by
         # tenant: counted in the Tenant's status with the rest.
         self._gateway_refused = RefusedObjects()
@@ -234,10 +240,11 @@ class KubeManager:
     def _on_tenant(self, event: EventType, key: str, obj: KubeObject) -> None:
         parsed, _ = self._parse(obj)
         before = self.tenants.pop(key, None)
+        self._owners.drop(key)
         if event is not EventType.DELETED and isinstance(parsed, Tenant):
             self.tenants[key] = parsed
+            self._owners.put(parsed)
         after = self.tenants.get(key)
-        self._view = None
         # Our own status writes change only the status: nothing to reconcile again.
         if (before.spec if before else None) != (after.spec if after else None):
             self._enqueue(TENANTS_KEY)
@@ -253,13 +260,14 @@ class KubeManager:
             self._enqueue(TenantStatusKey(name), delay=self.config.tenant_status_delay_s)
 
     def _on_denial(self, event: EventType, key: str, obj: KubeObject) -> None:
+        namespace = key.partition("/")[0]
         self._denials.pop(key, None)
+        _unindex(self._denials_in, namespace, key)
         if event is not EventType.DELETED:
             self._denials[key] = obj
-        namespace = key.partition("/")[0]
-        for name, tenant in self.tenants.items():
-            if tenant.spec.namespace == namespace:
-                self._enqueue(TenantStatusKey(name), delay=self.config.tenant_status_delay_s)
+            self._denials_in.setdefault(namespace, set()).add(key)
+        for name in self._owners.names(namespace):
+            self._enqueue(TenantStatusKey(name), delay=self.config.tenant_status_delay_s)
 
     def _on_pool(self, event: EventType, key: str, obj: KubeObject) -> None:
         parsed, _ = self._parse(obj)
@@ -268,23 +276,24 @@ class KubeManager:
         if event is not EventType.DELETED and isinstance(parsed, AddressPool):
             self.pools[name] = parsed
         after = self.pools.get(name)
-        self._view = None
         # The controller writes pool statuses; only a spec change moves allocations.
         if (before.spec if before else None) != (after.spec if after else None):
             self._enqueue(TENANTS_KEY)
 
     def _on_request(self, event: EventType, key: str, obj: KubeObject) -> None:
+        namespace = key.partition("/")[0]
         self.requests.pop(key, None)
         self.unparsed.pop(key, None)
         self._raw.pop(key, None)
+        _unindex(self._requests_in, namespace, key)
         if event is not EventType.DELETED:
             self._raw[key] = obj
+            self._requests_in.setdefault(namespace, set()).add(key)
             parsed, problems = self._parse(obj)
             if isinstance(parsed, TenantLoadBalancer):
                 self.requests[key] = parsed
             else:
                 self.unparsed[key] = problems
-        self._view = None
         self._enqueue(RequestKey(key))
 
     def _on_gateway_service(self, event: EventType, key: str, obj: KubeObject) -> None:
@@ -313,16 +322,21 @@ class KubeManager:
         self._enqueue(NodesKey(key))
 
     def view(self) -> ManagementView:
+        """What the book decides on. It copies nothing: the maps are this cache's, read
+        through as they are now (a copy of every request per request event made a change
+        cost O(requests)); only the gateway addresses by tenant are derived, again when
+        they change. A caller reads it before its first await, as a reconcile does."""
         if self._view is None:
             gateway: dict[str, set[IPAddress]] = {}
             for tenant, ip in self.gateway_addresses.values():
                 gateway.setdefault(tenant, set()).add(ip)
             self._view = ManagementView(
-                dict(self.tenants),
-                dict(self.requests),
-                dict(self.pools),
-                dict(self.unparsed),
+                MappingProxyType(self.tenants),
+                MappingProxyType(self.requests),
+                MappingProxyType(self.pools),
+                MappingProxyType(self.unparsed),
                 {t: frozenset(ips) for t, ips in gateway.items()},
+                self._owners,
             )
         return self._view
 
@@ -499,7 +513,7 @@ class KubeManager:
         nodes = self.tenant_nodes.get(key)
         if nodes is None:
             return
-        owner = tenant_of(nodes.namespace, self.tenants.values())
+        owner = self._owners.of(nodes.namespace)
         tenant = owner if isinstance(owner, Tenant) else None
         status, gone = tenant_nodes_status(tenant, nodes, self._clock())
         self.metrics.node_addresses_refused.labels(
@@ -528,23 +542,7 @@ class KubeManager:
             return
         self.book.reserve(self.view())
         usage = self.book.usage(name)
-        namespace = tenant.spec.namespace
-        # Requests refused here, the requests and gateway mirrors the API server refused
-        # to store (denials recorded by the agents in the tenant's namespace: their latest
-        # change refused), and the objects the gateway's vetting refused.
-        refused = len(
-            {
-                key
-                for key in self._raw
-                if key.startswith(namespace + "/") and self.book.holder_tenant(key) != name
-            }
-            | {
-                _denied_object(namespace, event)
-                for key, event in self._denials.items()
-                if key.startswith(namespace + "/")
-            }
-            | self._gateway_refused.of(name)
-        )
+        refused = self.refused(name, tenant.spec.namespace)
         self.metrics.addresses.labels(name).set(usage.addresses)
         self.metrics.load_balancers.labels(name).set(usage.load_balancers)
         self.metrics.refused.labels(name).set(refused)
@@ -555,12 +553,38 @@ class KubeManager:
         with contextlib.suppress(NotFound):
             await patch_status(self.client, TENANTS, name, None, status)
 
+    def refused(self, name: str, namespace: str) -> int:
+        """What Tenant `name` (of `namespace`) counts as refused: requests refused here,
+        the requests and gateway mirrors the API server refused to store (denials recorded
+        by the agents in the tenant's namespace: their latest change refused), and the
+        objects the gateway's vetting refused. Read from the namespace's objects only."""
+        return len(
+            {
+                key
+                for key in self._requests_in.get(namespace, ())
+                if self.book.holder_tenant(key) != name
+            }
+            | {
+                _denied_object(namespace, self._denials[key])
+                for key in self._denials_in.get(namespace, ())
+            }
+            | self._gateway_refused.of(name)
+        )
+
     async def _clear_denials(self, namespace: str) -> None:
         if not self.is_leader:
             return
-        for key in [k for k in self._denials if k.startswith(namespace + "/")]:
+        for key in sorted(self._denials_in.get(namespace, ())):
             with contextlib.suppress(NotFound):
                 await self.client.delete(EVENTS, key.partition("/")[2], namespace)
+
+
+def _unindex(index: dict[str, set[str]], namespace: str, key: str) -> None:
+    keys = index.get(namespace)
+    if keys is not None:
+        keys.discard(key)
+        if not keys:
+            del index[namespace]
 
 
 def _denied_object(namespace: str, event: KubeObject) -> str:

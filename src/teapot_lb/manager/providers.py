@@ -27,7 +27,7 @@ from teapot_lb.providers.base import LoadBalancerSpec, Phase, Provider, Provider
 from teapot_lb.providers.plan import load_balancer_spec, programmed, retry_delay
 from teapot_lb.providers.table import BUILTIN
 from teapot_lb.tenancy.book import ManagementView, TenantBook, unavailable
-from teapot_lb.tenancy.vet import Refusal, Rule, tenant_of
+from teapot_lb.tenancy.vet import Refusal, Rule
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class Providers:
         request = view.requests.get(key)
         if request is None:
             return None, None
-        tenant = tenant_of(request.namespace, view.tenants.values())
+        tenant = view.tenant_of(request.namespace)
         if not isinstance(tenant, Tenant):
             return None, None
         name = tenant.provider_for(request)
@@ -246,7 +246,7 @@ class Providers:
         own key's reconcile)."""
         wanted: dict[str, str] = {}
         for key, request in view.requests.items():
-            tenant = tenant_of(request.namespace, view.tenants.values())
+            tenant = view.tenant_of(request.namespace)
             if isinstance(tenant, Tenant) and tenant.provider_for(request) == name:
                 wanted[request.metadata.uid or ""] = key
         wanted.pop("", None)

@@ -15,9 +15,11 @@ the tenant's `quotas.addresses`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from teapot_lb import ipam
@@ -44,7 +46,7 @@ from teapot_lb.model.tenancy import (
 )
 from teapot_lb.tenancy.allocation import request_of, tenant_pools
 from teapot_lb.tenancy.routes import TenantRoute, wanted_routes
-from teapot_lb.tenancy.vet import Refusal, Rule, Usage, tenant_of, vet
+from teapot_lb.tenancy.vet import NamespaceOwners, Refusal, Rule, Usage, vet
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,17 @@ class ManagementView:
     unparsed: Mapping[str, list[Problem]] = field(default_factory=dict)
     gateway_addresses: Mapping[str, frozenset[IPAddress]] = field(default_factory=dict)
     """Per Tenant name, its dedicated gateway addresses."""
+    owners: NamespaceOwners | None = None
+    """The Tenants by namespace, kept by whoever keeps `tenants` (the manager, as they
+    change); None: indexed from `tenants` at the first question."""
+
+    def tenant_of(self, namespace: str) -> Tenant | Refusal[Rule]:
+        """The one Tenant whose namespace this is (:func:`~.vet.tenant_of`), by lookup."""
+        return self._owners.of(namespace)
+
+    @cached_property
+    def _owners(self) -> NamespaceOwners:
+        return self.owners if self.owners is not None else NamespaceOwners(self.tenants.values())
 
 
 _GATEWAY = ":gateway"  # the namespace of a dedicated gateway address's key (no real one)
@@ -125,6 +138,31 @@ def condition(
     )
 
 
+class _RoutesByRequest(MutableMapping[str, tuple[TenantRoute, ...]]):
+    """The routes each request wants, with their total kept as they change (the routes
+    gauge is set after every decision: counting them all each time cost O(requests))."""
+
+    def __init__(self) -> None:
+        self._routes: dict[str, tuple[TenantRoute, ...]] = {}
+        self.count = 0
+
+    def __getitem__(self, key: str) -> tuple[TenantRoute, ...]:
+        return self._routes[key]
+
+    def __setitem__(self, key: str, routes: tuple[TenantRoute, ...]) -> None:
+        self.count += len(routes) - len(self._routes.get(key, ()))
+        self._routes[key] = routes
+
+    def __delitem__(self, key: str) -> None:
+        self.count -= len(self._routes.pop(key))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._routes)
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+
 class TenantBook:
     """One IPAM allocator per tenant over its allocation, and what each request holds."""
 
@@ -144,8 +182,15 @@ class TenantBook:
         self._held: dict[str, set[str]] = {}  # tenant -> request keys it holds
         self._ports: dict[str, int] = {}
         self._sharing: dict[str, str | None] = {}
-        self._routes: dict[str, tuple[TenantRoute, ...]] = {}
+        self._routes = _RoutesByRequest()
         self._gateway: dict[str, tuple[str, IPAddress]] = {}  # key -> (tenant, address)
+        # What usage counts, kept as holdings change (usage is asked at every decision:
+        # a walk of the tenant's requests made a request cost O(the tenant's requests)).
+        self._counted: dict[str, tuple[str, tuple[IPAddress, ...]]] = {}  # key -> its IPs
+        self._ip_refs: dict[str, Counter[IPAddress]] = {}  # tenant -> IPs, by holders
+        self._port_total: dict[str, int] = {}
+        # The gateway addresses reserve settled, all held (None: work may be left).
+        self._reserved: Mapping[str, frozenset[IPAddress]] | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -163,13 +208,20 @@ class TenantBook:
                 self._allocators[name] = ipam.Allocator(pools)
             elif self._configs.get(name) != pools:
                 requeue += [change.key for change in allocator.reconfigure(pools)]
+                self._recount(name)
             self._configs[name] = pools
+        self._reserved = None  # allocators came, went or moved what they hold
         self.reserve(view)
         return [k for k in requeue if k not in self._gateway]
 
     def reserve(self, view: ManagementView) -> None:
         """Hold the tenants' dedicated gateway addresses (and let go of those gone). One a
-        request holds already stays the request's: the gateway gives that one up."""
+        request holds already stays the request's: the gateway gives that one up.
+
+        Asked at every decision, it does nothing while the view's addresses are the ones
+        it last held all of (and no allocator changed since)."""
+        if view.gateway_addresses is self._reserved:
+            return
         wanted = {
             f"{_GATEWAY}/{tenant}/{ip}": (tenant, ip)
             for tenant, ips in view.gateway_addresses.items()
@@ -182,6 +234,7 @@ class TenantBook:
                 if allocator is not None:
                     allocator.release(key)
                 del self._gateway[key]
+                self._uncount(key)
         for key, (tenant, ip) in wanted.items():
             if key in self._gateway:
                 continue
@@ -194,6 +247,10 @@ class TenantBook:
             )
             if isinstance(self._allocators[tenant].assign(request), ipam.Assigned):
                 self._gateway[key] = (tenant, ip)
+                self._count(key, tenant, (ip,))
+        # One still held by a request is tried again at the next decision.
+        settled = all(key in self._gateway for key in wanted)
+        self._reserved = view.gateway_addresses if settled else None
 
     def rebuild(self, view: ManagementView) -> None:
         """Forget everything and take it from the requests' statuses (on taking the lease),
@@ -202,7 +259,7 @@ class TenantBook:
         self.sync(view)
         by_tenant: dict[str, list[ipam.Holding]] = {}
         for key, request in sorted(view.requests.items()):
-            owner = tenant_of(request.namespace, view.tenants.values())
+            owner = view.tenant_of(request.namespace)
             held = request.status.addresses if request.status else []
             if isinstance(owner, Refusal) or not held:
                 continue
@@ -214,23 +271,32 @@ class TenantBook:
             self._hold(key, owner.name, request)
         for name, holdings in by_tenant.items():
             self._allocators[name].rebuild(holdings)
-        self._gateway = {}
+        self._gateway, self._reserved = {}, None
         self.reserve(view)
         for key in [k for k, t in self._owner.items() if self._allocators[t].assignment(k) is None]:
             self._forget(key)
+        self._counted, self._ip_refs = {}, {}
+        for name in self._allocators:
+            self._recount(name)
 
     def _hold(self, key: str, tenant: str, request: TenantLoadBalancer) -> None:
         self._forget(key)
         self._owner[key] = tenant
         self._held.setdefault(tenant, set()).add(key)
         self._ports[key] = len(request.spec.ports)
+        self._port_total[tenant] = self._port_total.get(tenant, 0) + len(request.spec.ports)
         self._sharing[key] = request.spec.sharing_key
+        allocator = self._allocators.get(tenant)
+        assignment = allocator.assignment(key) if allocator is not None else None
+        self._count(key, tenant, assignment.ips if assignment is not None else ())
 
     def _forget(self, key: str) -> None:
         tenant = self._owner.pop(key, None)
         if tenant is not None:
             self._held.get(tenant, set()).discard(key)
+            self._port_total[tenant] -= self._ports.get(key, 0)
         self._ports.pop(key, None)
+        self._uncount(key)
         self._sharing.pop(key, None)
         self._routes.pop(key, None)
 
@@ -252,15 +318,48 @@ class TenantBook:
         self._configs.pop(name, None)
         return keys
 
+    def _count(self, key: str, tenant: str, ips: Iterable[IPAddress]) -> None:
+        """`key` (a request or a gateway address) of `tenant` holds `ips` now."""
+        self._uncount(key)
+        held = tuple(ips)
+        if held:
+            self._counted[key] = (tenant, held)
+            self._ip_refs.setdefault(tenant, Counter()).update(held)
+
+    def _uncount(self, key: str) -> None:
+        counted = self._counted.pop(key, None)
+        if counted is None:
+            return
+        tenant, ips = counted
+        refs = self._ip_refs[tenant]
+        for ip in ips:
+            refs[ip] -= 1
+            if not refs[ip]:
+                del refs[ip]
+
+    def _recount(self, tenant: str) -> None:
+        """Count `tenant`'s holdings again from its allocator (which moved them)."""
+        allocator = self._allocators[tenant]
+        for key in self._held.get(tenant, ()):
+            assignment = allocator.assignment(key)
+            self._count(key, tenant, assignment.ips if assignment is not None else ())
+        for key, (holder, ip) in self._gateway.items():
+            if holder == tenant:
+                self._count(key, tenant, (ip,))
+
     def usage(self, tenant: str, *, without: str | None = None) -> Usage:
-        """What a tenant holds (leaving out request `without`)."""
-        allocator = self._allocators.get(tenant)
-        if allocator is None:
+        """What a tenant holds (leaving out request `without`): distinct IPs of its
+        requests and gateway, its requests, their ports; from the running counts."""
+        if tenant not in self._allocators:
             return Usage()
-        keys = [k for k in self._held.get(tenant, ()) if k != without]
-        ips = {ip for k in keys if (a := allocator.assignment(k)) is not None for ip in a.ips}
-        ips |= {ip for t, ip in self._gateway.values() if t == tenant}
-        return Usage(len(ips), len(keys), sum(self._ports[k] for k in keys))
+        held = self._held.get(tenant, set())
+        refs = self._ip_refs.get(tenant, Counter())
+        addresses, ports = len(refs), self._port_total.get(tenant, 0)
+        if without is None or without not in held:
+            return Usage(addresses, len(held), ports)
+        _, ips = self._counted.get(without, (tenant, ()))
+        only = sum(1 for ip in ips if refs[ip] == 1)  # nobody else holds these
+        return Usage(addresses - only, len(held) - 1, ports - self._ports[without])
 
     def _shares(self, tenant: str, key: str, sharing_key: str | None) -> bool:
         if sharing_key is None:
@@ -274,7 +373,7 @@ class TenantBook:
         return sorted(r for routes in self._routes.values() for r in routes)
 
     def route_count(self) -> int:
-        return sum(len(routes) for routes in self._routes.values())
+        return self._routes.count
 
     def holder_tenant(self, key: str) -> str | None:
         return self._owner.get(key)
@@ -298,7 +397,7 @@ class TenantBook:
                 return Outcome(key, None)
             refusal = Refusal(Rule.INVALID_REQUEST, "", "; ".join(str(p) for p in problems))
             return self.refuse(key, None, None, [refusal], now)
-        owner = tenant_of(request.namespace, view.tenants.values())
+        owner = view.tenant_of(request.namespace)
         if isinstance(owner, Refusal):
             self.release(key)
             return self.refuse(key, request, None, [owner], now)

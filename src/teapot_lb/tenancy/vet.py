@@ -52,7 +52,46 @@ class Usage:
 
 def tenant_of(namespace: str, tenants: Iterable[Tenant]) -> Tenant | Refusal[Rule]:
     """The one Tenant whose namespace this is, or why there is not exactly one."""
-    owners = sorted((t for t in tenants if t.spec.namespace == namespace), key=lambda t: t.name)
+    return _one_owner(namespace, [t for t in tenants if t.spec.namespace == namespace])
+
+
+class NamespaceOwners:
+    """The Tenants by the namespace they name, kept as Tenants change: :func:`tenant_of`
+    by a lookup, not a walk of every Tenant (the manager asks it for every request)."""
+
+    def __init__(self, tenants: Iterable[Tenant] = ()) -> None:
+        self._namespace: dict[str, str] = {}  # Tenant name -> its namespace
+        self._owners: dict[str, dict[str, Tenant]] = {}  # namespace -> name -> Tenant
+        for tenant in tenants:
+            self.put(tenant)
+
+    def put(self, tenant: Tenant) -> None:
+        """`tenant` is new or changed (its namespace may be another now)."""
+        self.drop(tenant.name)
+        self._namespace[tenant.name] = tenant.spec.namespace
+        self._owners.setdefault(tenant.spec.namespace, {})[tenant.name] = tenant
+
+    def drop(self, name: str) -> None:
+        """Tenant `name` is gone."""
+        namespace = self._namespace.pop(name, None)
+        if namespace is None:
+            return
+        owners = self._owners[namespace]
+        del owners[name]
+        if not owners:
+            del self._owners[namespace]
+
+    def names(self, namespace: str) -> list[str]:
+        """Every Tenant naming `namespace` (one, unless it is refused as ambiguous)."""
+        return sorted(self._owners.get(namespace, ()))
+
+    def of(self, namespace: str) -> Tenant | Refusal[Rule]:
+        """As :func:`tenant_of` over the Tenants held."""
+        return _one_owner(namespace, list(self._owners.get(namespace, {}).values()))
+
+
+def _one_owner(namespace: str, claiming: list[Tenant]) -> Tenant | Refusal[Rule]:
+    owners = sorted(claiming, key=lambda t: t.name)
     if not owners:
         return Refusal(
             Rule.NO_TENANT,
@@ -229,12 +268,12 @@ def vet_all(
 ) -> dict[ObjectRef, list[Refusal[Rule]]]:
     """Every request vetted in the order given, quotas filled first come, first served
     (for `validate`, the webhook and standalone mode, which have no allocator state)."""
-    tenant_list = list(tenants)
+    owners = NamespaceOwners(tenants)
     used: dict[str, Usage] = {}
     keys: dict[str, set[str]] = {}
     out: dict[ObjectRef, list[Refusal[Rule]]] = {}
     for request in requests:
-        owner = tenant_of(request.namespace, tenant_list)
+        owner = owners.of(request.namespace)
         if isinstance(owner, Refusal):
             out[request.ref] = [owner]
             continue
@@ -250,4 +289,4 @@ def vet_all(
     return out
 
 
-__all__ = ["Refusal", "Rule", "Usage", "needs", "tenant_of", "vet", "vet_all"]
+__all__ = ["NamespaceOwners", "Refusal", "Rule", "Usage", "needs", "tenant_of", "vet", "vet_all"]
