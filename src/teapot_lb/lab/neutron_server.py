@@ -55,7 +55,7 @@ START_TIMEOUT_S = 240.0  # (a start costs 10-50 s on the 2-core machine under lo
 def venv() -> Path:
     """The virtualenv with Neutron 29, Octavia 19, ovn-octavia-provider and Keystone:
     ``$TEAPOT_NEUTRON_VENV``, else ``.venv-neutron`` in the repository
-    (scripts/setup.sh makes it unless ``TEAPOT_INSTALL_NEUTRON=0``)."""
+    (``TEAPOT_INSTALL_NEUTRON=1 scripts/setup.sh`` makes it)."""
     return Path(os.environ.get(VENV_VARIABLE) or project_root() / ".venv-neutron")
 
 
@@ -63,8 +63,8 @@ def venv() -> Path:
 def _missing(where: Path) -> str | None:
     python = where / "bin" / "python"
     if not python.exists():
-        return (f"{python} is missing: run scripts/setup.sh (without "
-                f"TEAPOT_INSTALL_NEUTRON=0) or point ${VENV_VARIABLE} at a virtualenv with "
+        return (f"{python} is missing: run TEAPOT_INSTALL_NEUTRON=1 "
+                f"scripts/setup.sh or point ${VENV_VARIABLE} at a virtualenv with "
                 "neutron, octavia, "
                 "ovn-octavia-provider and keystone")  # fmt: skip
     for tool in ("keystone-manage",):
