@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
 from needs import require_ovn
 from teapot_lb.lab.client import Client
-from teapot_lb.lab.neutron_server import NOAUTH_PROJECT, Neutron
+from teapot_lb.lab.neutron_server import NOAUTH_PROJECT, Neutron, NeutronError
 from teapot_lb.lab.neutron_server import missing as neutron_missing
 from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN, running
 from teapot_lb.lab.octavia_stack import active, connection
@@ -29,6 +30,7 @@ from teapot_lb.netlab import Host, Topology
 SUBNET = "198.51.100.0/24"
 MEMBER = "198.51.100.21"
 WITHIN = 30.0
+STALLED = 300.0  # a Neutron request the lab's SQLite stalled (see up())
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +65,51 @@ def network(
     subnet = neutron.create("subnet", name=name, network_id=net["id"], cidr=cidr,
                             ip_version=4, enable_dhcp=False)  # fmt: skip
     return net, subnet
+
+
+def routed(
+    neutron: Neutron, name: str, members: str = SUBNET, clients: str = "192.0.2.0/24"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two networks, the members' and the clients', on one Neutron router: their subnets."""
+    _, member_subnet = network(neutron, name, members)
+    _, client_subnet = network(neutron, f"{name}-clients", clients)
+    router = neutron.create("router", name=name)
+    for subnet in (member_subnet, client_subnet):
+        try:
+            added = neutron.call("PUT", f"/v2.0/routers/{router['id']}/add_router_interface",
+                                 {"subnet_id": subnet["id"]})  # fmt: skip
+            port_id = added["port_id"]
+        except TimeoutError:  # (stalled: see up(); the server goes on with it)
+            port_id = wait_for(
+                partial(router_port, neutron, router["id"], subnet["id"]),
+                timeout=STALLED,
+                what=f"a router port on {subnet['cidr']}",
+                every=0.5,
+            )
+        up(neutron, port_id)
+    return member_subnet, client_subnet
+
+
+def router_port(neutron: Neutron, router_id: str, subnet_id: str) -> str | None:
+    """The id of `router_id`'s port on `subnet_id`, None while it has none (or Neutron
+    answers 500: "database is locked" while the stalled request holds it)."""
+    try:
+        found = neutron.call("GET", f"/v2.0/ports?device_id={router_id}")["ports"]
+    except NeutronError:
+        return None
+    ids = [p["id"] for p in found if any(f["subnet_id"] == subnet_id for f in p["fixed_ips"])]
+    return ids[0] if ids else None
+
+
+def up(neutron: Neutron, port_id: str) -> None:
+    """Wait for Neutron to have handled a router port's going up (a host's port stays
+    DOWN in Neutron: no binding host): its OVN driver writes the
+    database from the Northbound's notification, and a write request made meanwhile
+    (holding the lab's SQLite write lock while it waits for the Northbound) stalls both
+    for SQLite's timeout (60 s) at least: on a loaded machine even a router interface's
+    own request can meet its port's notification."""
+    wait_for(lambda: neutron.call("GET", f"/v2.0/ports/{port_id}")["port"]["status"] == "ACTIVE",
+             timeout=STALLED, what=f"port {port_id} ACTIVE in Neutron", every=0.2)  # fmt: skip
 
 
 def host_port(
@@ -165,12 +212,7 @@ def test_a_client_behind_a_neutron_router_reaches_the_member_through_the_vip(
     openstack: OctaviaOVN, ovn: OVNStack
 ) -> None:
     neutron = openstack.neutron
-    _, members = network(neutron, "step3", "198.51.100.0/24")
-    _, clients = network(neutron, "step3-clients", "192.0.2.0/24")
-    router = neutron.create("router", name="step3")
-    for subnet in (members, clients):
-        neutron.call("PUT", f"/v2.0/routers/{router['id']}/add_router_interface",
-                     {"subnet_id": subnet["id"]})  # fmt: skip
+    members, clients = routed(neutron, "step3")
     member = host_port(neutron, ovn, "m3", members, "198.51.100.31")
     workload = start_workload(member, "m3", 8080)
     client = Client(host_port(neutron, ovn, "c3", clients, "192.0.2.31").ns)

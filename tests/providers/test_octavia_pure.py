@@ -1,0 +1,298 @@
+"""The octavia provider without Octavia: its config, the tree it wants, the calls it plans
+from what Octavia holds, its refusals, and an Octavia it cannot reach."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from providers.builders import TENANT, member, noauth_config, spec
+from teapot_lb.addresses import IPFamily, IPFamilyPolicy
+from teapot_lb.model.common import ObjectMeta
+from teapot_lb.model.service import Protocol
+from teapot_lb.model.tenancy import (
+    SourceService,
+    Tenant,
+    TenantLoadBalancer,
+    TenantLoadBalancerSpec,
+    TenantSpec,
+)
+from teapot_lb.providers.base import Listener, Phase, owner_tag
+from teapot_lb.providers.octavia import OctaviaProvider, load
+from teapot_lb.providers.octavia_config import ConfigError, HealthMonitor, read
+from teapot_lb.providers.octavia_plan import Existing, existing, plan, wanted
+
+SUBNET = "subnet-1"
+PROJECT = "project-1"
+MONITOR = HealthMonitor()
+
+
+def config(**more: Any) -> dict[str, Any]:
+    return noauth_config("http://127.0.0.1:9876", SUBNET, PROJECT, **more)
+
+
+def problems(body: Any) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        read(body)
+    return caught.value.problems
+
+
+# -- config -----------------------------------------------------------------------------
+
+
+def test_a_noauth_config_names_the_endpoint_subnet_and_projects() -> None:
+    parsed = read(config())
+
+    assert parsed.auth is not None and parsed.auth.endpoint == "http://127.0.0.1:9876"
+    assert parsed.vip_subnet == SUBNET
+    assert parsed.project_of(TENANT) == PROJECT
+    assert parsed.project_of("other") is None
+    assert parsed.provider == "ovn"
+
+
+def test_a_config_file_is_read_as_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "octavia.yaml"
+    path.write_text("cloud: mycloud\nvipNetwork: net-1\ntenants:\n  acme: {project: p1}\n")
+
+    parsed = read(path)
+
+    assert (parsed.cloud, parsed.vip_network, parsed.project_of("acme")) == (
+        "mycloud",
+        "net-1",
+        "p1",
+    )
+
+
+def test_noauth_without_an_endpoint_is_refused_naming_the_field() -> None:
+    body = config(auth={"type": "noauth"})
+
+    assert problems(body) == ["octavia config: auth: auth type noauth needs endpoint"]
+
+
+def test_password_auth_names_every_missing_field() -> None:
+    body = config(auth={"type": "password", "authUrl": "http://keystone:5000/v3"})
+
+    assert problems(body) == [
+        "octavia config: auth: auth type password needs username, password, projectName"
+    ]
+
+
+def test_a_tenant_without_a_project_and_an_unknown_field_are_named() -> None:
+    body = config(tenants={"acme": {"memberSubnet": "s"}}, vipPort=1)
+
+    assert problems(body) == [
+        "octavia config: tenants.acme.project: required field is missing",
+        "octavia config: vipPort: unknown field",
+    ]
+
+
+def test_both_or_neither_of_cloud_and_auth_is_refused() -> None:
+    assert problems(config(cloud="mycloud")) == [
+        "octavia config: name exactly one of cloud (a clouds.yaml cloud) and auth"
+    ]
+
+
+def test_a_file_that_is_not_yaml_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("auth: [\n")
+
+    [problem] = problems(path)
+
+    assert problem.startswith(f"{path}: not YAML or JSON")
+
+
+# -- the wanted tree and the plan --------------------------------------------------------
+
+
+def two_members() -> Any:
+    return spec("u1", "198.51.100.60", member("m1", "198.51.100.41"),
+                member("m2", "198.51.100.42"))  # fmt: skip
+
+
+def built(want: Any, lb_id: str = "lb-1") -> Existing:
+    """What Octavia holds once `want` was built as asked."""
+    listeners, pools, members, monitors = [], [], {}, []
+    for n, li in enumerate(want.listeners):
+        pool_id, monitor_id = f"pool-{n}", f"hm-{n}" if li.monitor else None
+        listeners.append({"id": f"li-{n}", "protocol": li.protocol,
+                          "protocol_port": li.port, "default_pool_id": pool_id})  # fmt: skip
+        pools.append({"id": pool_id, "protocol": li.protocol, "healthmonitor_id": monitor_id})
+        members[pool_id] = [{"id": f"mem-{m.node}", "name": m.node, "address": str(m.address),
+                             "protocol_port": m.port} for m in li.members]  # fmt: skip
+        if monitor_id:
+            monitors.append({"id": monitor_id, "type": li.monitor})
+    lb = {"id": lb_id, "provisioning_status": "ACTIVE", "operating_status": "ONLINE",
+          "vip_address": want.vip_address}  # fmt: skip
+    return existing(lb, listeners, pools, members, monitors)
+
+
+def test_a_tcp_listener_wants_a_source_ip_port_pool_and_a_tcp_monitor() -> None:
+    want = wanted(two_members(), PROJECT, MONITOR)
+
+    [listener] = want.listeners
+    assert (listener.protocol, listener.port, listener.monitor) == ("TCP", 80, "TCP")
+    assert {str(m.address) for m in listener.members} == {"198.51.100.41", "198.51.100.42"}
+    assert want.tag == owner_tag("u1")
+
+
+def test_udp_is_monitored_by_udp_connect_and_sctp_not_at_all() -> None:
+    udp = Listener(Protocol.UDP, 53, (member("m1", "198.51.100.41", 30053),))
+    want = wanted(spec("u1", "198.51.100.60", protocol=Protocol.SCTP, extra=(udp,)),
+                  PROJECT, MONITOR)  # fmt: skip
+
+    assert [(li.protocol, li.monitor) for li in want.listeners] == [
+        ("UDP", "UDP-CONNECT"), ("SCTP", None)
+    ]  # fmt: skip
+
+
+def test_members_of_the_other_family_are_left_out_and_named() -> None:
+    want = wanted(spec("u1", "198.51.100.60", member("m1", "198.51.100.41"),
+                       member("m6", "2001:db8::6")), PROJECT, MONITOR)  # fmt: skip
+
+    assert {m.node for m in want.listeners[0].members} == {"m1"}
+    assert want.left_out == ("m6 (2001:db8::6)",)
+
+
+def test_nothing_built_is_one_fully_populated_create() -> None:
+    from teapot_lb.providers.octavia_plan import create
+
+    want = wanted(two_members(), PROJECT, MONITOR)
+    step = create(want, "ovn", {"vip_subnet_id": SUBNET}, SUBNET, MONITOR)
+
+    body = step.body["loadbalancer"]  # type: ignore[index]
+    assert (step.method, step.path) == ("POST", "/lbaas/loadbalancers")
+    assert (body["vip_address"], body["provider"], body["project_id"]) == (
+        "198.51.100.60", "ovn", PROJECT)  # fmt: skip
+    pool = body["listeners"][0]["default_pool"]
+    assert pool["lb_algorithm"] == "SOURCE_IP_PORT"
+    assert [m["address"] for m in pool["members"]] == ["198.51.100.41", "198.51.100.42"]
+    assert pool["healthmonitor"]["type"] == "TCP"
+    assert owner_tag("u1") in body["tags"] and owner_tag("u1") in pool["members"][0]["tags"]
+
+
+def test_a_tree_built_as_wanted_needs_no_call() -> None:
+    want = wanted(two_members(), PROJECT, MONITOR)
+
+    assert plan(want, built(want), SUBNET, MONITOR) == []
+
+
+def test_a_member_removed_is_one_batch_update_of_the_pool() -> None:
+    have = built(wanted(two_members(), PROJECT, MONITOR))
+    want = wanted(spec("u1", "198.51.100.60", member("m1", "198.51.100.41")), PROJECT, MONITOR)
+
+    [step] = plan(want, have, SUBNET, MONITOR)
+
+    assert (step.method, step.path) == ("PUT", "/lbaas/pools/pool-0/members")
+    assert [m["address"] for m in step.body["members"]] == ["198.51.100.41"]  # type: ignore[index]
+    assert "0 in, 1 out" in step.what
+
+
+def test_a_member_whose_port_changed_is_one_batch_update() -> None:
+    have = built(wanted(two_members(), PROJECT, MONITOR))
+    want = wanted(spec("u1", "198.51.100.60", member("m1", "198.51.100.41"),
+                       member("m2", "198.51.100.42", 9090)), PROJECT, MONITOR)  # fmt: skip
+
+    [step] = plan(want, have, SUBNET, MONITOR)
+
+    assert step.method == "PUT" and "1 in, 1 out" in step.what
+
+
+def test_a_listener_port_changed_is_deleted_with_its_pool_and_made_again() -> None:
+    have = built(wanted(two_members(), PROJECT, MONITOR))
+    moved = spec("u1", "198.51.100.60", member("m1", "198.51.100.41"), port=8443)
+
+    steps = plan(wanted(moved, PROJECT, MONITOR), have, SUBNET, MONITOR)
+
+    assert [(s.method, s.path) for s in steps] == [
+        ("DELETE", "/lbaas/listeners/li-0"),
+        ("DELETE", "/lbaas/pools/pool-0"),
+        ("POST", "/lbaas/listeners"),
+    ]
+    body = steps[2].body["listener"]  # type: ignore[index]
+    assert (body["protocol_port"], body["loadbalancer_id"]) == (8443, "lb-1")
+
+
+def test_a_monitor_turned_off_is_deleted() -> None:
+    have = built(wanted(two_members(), PROJECT, MONITOR))
+    off = HealthMonitor(enabled=False)
+
+    [step] = plan(wanted(two_members(), PROJECT, off), have, SUBNET, off)
+
+    assert (step.method, step.path) == ("DELETE", "/lbaas/healthmonitors/hm-0")
+
+
+def test_a_vip_changed_deletes_the_load_balancer_to_build_it_again() -> None:
+    have = built(wanted(two_members(), PROJECT, MONITOR))
+    elsewhere = spec("u1", "198.51.100.70", member("m1", "198.51.100.41"))
+
+    [step] = plan(wanted(elsewhere, PROJECT, MONITOR), have, SUBNET, MONITOR)
+
+    assert step.path == "/lbaas/loadbalancers/lb-1?cascade=true"
+    assert "198.51.100.70" in step.what
+
+
+# -- refusals ---------------------------------------------------------------------------
+
+
+def request(**spec_fields: Any) -> TenantLoadBalancer:
+    return TenantLoadBalancer(
+        metadata=ObjectMeta(name="web", namespace="tenant-acme"),
+        spec=TenantLoadBalancerSpec(
+            source=SourceService(cluster="c1", namespace="default", name="web"), **spec_fields
+        ),
+    )
+
+
+def tenant(name: str = TENANT) -> Tenant:
+    return Tenant(metadata=ObjectMeta(name=name), spec=TenantSpec(namespace=f"tenant-{name}"))
+
+
+def test_a_plain_request_is_not_refused() -> None:
+    assert load(config()).refuse(request(), tenant()) == []
+
+
+def test_a_tenant_without_a_project_is_refused_naming_the_config_field() -> None:
+    [why] = load(config()).refuse(request(), tenant("bolt"))
+
+    assert "tenants.bolt.project" in why
+
+
+def test_dual_stack_and_a_shared_address_are_refused_naming_the_field() -> None:
+    dual = request(ip_families=[IPFamily.V4, IPFamily.V6],
+                   ip_family_policy=IPFamilyPolicy.REQUIRE_DUAL_STACK, sharing_key="k")  # fmt: skip
+
+    refused = load(config()).refuse(dual, tenant())
+
+    assert [why.split(":")[0] for why in refused] == ["spec.ipFamilies", "spec.sharingKey"]
+
+
+# -- an Octavia that cannot be reached ---------------------------------------------------
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_an_unreachable_octavia_is_an_error_status_with_a_retry() -> None:
+    provider = OctaviaProvider(read(noauth_config(f"http://127.0.0.1:{closed_port()}",
+                                                  SUBNET, PROJECT)))  # fmt: skip
+
+    status = await provider.ensure(two_members())
+
+    assert status.phase is Phase.ERROR
+    assert status.reason == "OctaviaUnreachable"
+    assert "cannot be reached" in status.message and "127.0.0.1" in status.message
+    assert status.retry_after == 5.0
+    assert (await provider.delete("acme/u1", "u1")).phase is Phase.ERROR  # type: ignore[union-attr]
+    assert await provider.sweep({}) == []
+
+
+async def test_a_tenant_without_a_project_is_an_error_status_at_ensure() -> None:
+    status = await load(config()).ensure(spec("u1", "198.51.100.60", tenant="bolt"))
+
+    assert (status.phase, status.reason) == (Phase.ERROR, "NoOctaviaProject")
