@@ -20,10 +20,12 @@ delete_p50_s, delete_max_s, runs, load_before and load_after (1-minute load aver
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,21 +78,31 @@ def one_run(stack: OctaviaOVN, conn: Any, subnet: str, i: int) -> tuple[float, f
     return created, time.monotonic() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str) -> argparse.Namespace | None:
+    """--runs and --workdir; None (after printing the skip as JSON) when this machine
+    cannot run the stack."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workdir", type=Path, help="keep the logs there (default: a temp dir)")
     args = parser.parse_args()
     reason = netns_available() or ovn_missing() or missing()
     if reason:
         print(json.dumps({"skipped": reason}))
-        return
-    load = os.getloadavg()[0]
+        return None
+    return args
+
+
+@contextlib.contextmanager
+def stack_up(
+    workdir: Path | None, name: str
+) -> Iterator[tuple[OVNStack, OctaviaOVN, dict[str, float], Path]]:
+    """OVN, then Keystone + Neutron + Octavia on it (in `workdir`, else a temp dir): the
+    OVN, the stack, the seconds each part took to start and the work directory."""
     with (
-        tempfile.TemporaryDirectory(prefix="tlb-octovn-bench-") as tmp,
-        Topology("octovnb") as topo,
+        tempfile.TemporaryDirectory(prefix=f"tlb-{name}-bench-") as tmp,
+        Topology(name) as topo,
     ):
-        work = args.workdir or Path(tmp)
+        work = workdir or Path(tmp)
         ovn = OVNStack(work / "ovn", topo)
         try:
             started = time.monotonic()
@@ -98,15 +110,24 @@ def main() -> None:
             start_s = {"ovn": time.monotonic() - started}
             with running(work / "openstack", ovn) as stack:
                 start_s.update(stack.startup_s)
-                net = stack.neutron.create("network", name="bench")
-                subnet = stack.neutron.create("subnet", name="bench", network_id=net["id"],
-                                              cidr="198.51.100.0/24", ip_version=4,
-                                              enable_dhcp=False)  # fmt: skip
-                conn = connection(stack.stack)
-                runs = [one_run(stack, conn, subnet["id"], i) for i in range(args.runs)]
-                rss = stack.rss_mb()
+                yield ovn, stack, start_s, work
         finally:
             ovn.close()
+
+
+def main() -> None:
+    args = arguments(__doc__)
+    if args is None:
+        return
+    load = os.getloadavg()[0]
+    with stack_up(args.workdir, "octovnb") as (_, stack, start_s, _):
+        net = stack.neutron.create("network", name="bench")
+        subnet = stack.neutron.create("subnet", name="bench", network_id=net["id"],
+                                      cidr="198.51.100.0/24", ip_version=4,
+                                      enable_dhcp=False)  # fmt: skip
+        conn = connection(stack.stack)
+        runs = [one_run(stack, conn, subnet["id"], i) for i in range(args.runs)]
+        rss = stack.rss_mb()
     created = [c for c, _ in runs]
     deleted = [d for _, d in runs]
     print(f"{'part':<28} start s")

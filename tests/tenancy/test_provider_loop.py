@@ -123,11 +123,13 @@ class Management:
                 return c["status"], c["reason"], c["message"]
         return None
 
-    async def until(self, name: str, kind: str, status: str, reason: str) -> str:
+    async def until(
+        self, name: str, kind: str, status: str, reason: str, within: float = WITHIN
+    ) -> str:
         """Wait for the condition; its message."""
         found = await wait_for_async(
             lambda: (c := self.condition(name, kind)) and c[:2] == (status, reason) and c,
-            within=WITHIN,
+            within=within,
             what=f"{kind}={status} ({reason}) on {name}; now {self.condition(name, kind)}",
         )
         return found[2]
