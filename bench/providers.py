@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,23 +38,20 @@ import yaml
 
 from controller_scale import percentile
 from octavia_ovn_stack import arguments, stack_up
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the stack's network helpers (routed, host_port)
-from octavia.test_ovn_provider_stack import host_port, routed  # noqa: E402
-from teapot_lb.cli.manager import external_providers  # noqa: E402
-from teapot_lb.controller.kube_runner import running as component  # noqa: E402
-from teapot_lb.kube.client import connect  # noqa: E402
-from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS  # noqa: E402
-from teapot_lb.lab.client import Client  # noqa: E402
-from teapot_lb.lab.fakeapi import FakeApiServer  # noqa: E402
-from teapot_lb.lab.neutron_server import NOAUTH_PROJECT  # noqa: E402
-from teapot_lb.lab.octavia_ovn import OctaviaOVN, rss_mb  # noqa: E402
-from teapot_lb.lab.octavia_stack import connection  # noqa: E402
-from teapot_lb.lab.ovnstack import OVNStack  # noqa: E402
-from teapot_lb.lab.processes import start_workload  # noqa: E402
-from teapot_lb.manager.kube import KubeManager, ManagerConfig  # noqa: E402
-from teapot_lb.providers.base import owner_tag  # noqa: E402
+from teapot_lb.cli.manager import external_providers
+from teapot_lb.controller.kube_runner import running as component
+from teapot_lb.kube.client import connect
+from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
+from teapot_lb.lab.client import Client
+from teapot_lb.lab.fakeapi import FakeApiServer
+from teapot_lb.lab.neutron_nets import host_port, routed
+from teapot_lb.lab.neutron_server import NOAUTH_PROJECT
+from teapot_lb.lab.octavia_ovn import OctaviaOVN, rss_mb
+from teapot_lb.lab.octavia_stack import connection
+from teapot_lb.lab.ovnstack import OVNStack
+from teapot_lb.lab.processes import start_workload
+from teapot_lb.manager.kube import KubeManager, ManagerConfig
+from teapot_lb.providers.base import owner_tag
 
 WITHIN = 120.0
 EVERY = 0.05

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from octavia.test_ovn_provider_stack import openstack, ovn, rows
+from octavia.test_ovn_provider_stack import openstack, ovn
 from providers.builders import noauth_config
 from providers.test_octavia_provider import M1, M2, Lab, answered_by, lab, tagged
 from teapot_lb.cli.manager import external_providers
@@ -29,6 +29,7 @@ from teapot_lb.kube.client import connect
 from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
 from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.kubeplane import free_port
+from teapot_lb.lab.neutron_nets import rows
 from teapot_lb.lab.neutron_server import NOAUTH_PROJECT
 from teapot_lb.lab.octavia_ovn import OctaviaOVN
 from teapot_lb.lab.ovnstack import OVNStack

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from octavia.test_ovn_provider_stack import host_port, openstack, ovn, ovs_uuids, routed, rows
+from octavia.test_ovn_provider_stack import openstack, ovn
 from providers.builders import member, noauth_config, spec
 from teapot_lb.lab.client import Client
+from teapot_lb.lab.neutron_nets import host_port, ovs_uuids, routed, rows
 from teapot_lb.lab.neutron_server import NOAUTH_PROJECT
 from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN
 from teapot_lb.lab.octavia_stack import active, connection

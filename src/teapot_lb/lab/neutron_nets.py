@@ -1,0 +1,112 @@
+"""Networks in the lab's real Neutron (ML2/OVN), as a tenant's Octavia load balancer
+needs them: a subnet, two subnets on a router, a namespace bound to a Neutron port; and
+what landed in OVN's Northbound, read with ovn-nbctl.
+
+The lab's Neutron keeps its database in SQLite: a write request made while its OVN driver
+handles a Northbound notification can stall both for SQLite's timeout and more on a
+loaded machine (see :func:`up`), so the helpers wait for what they made rather than trust
+one answer.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from typing import Any
+
+from teapot_lb.lab.neutron_server import Neutron, NeutronError
+from teapot_lb.lab.ovnstack import OVNDatabases, OVNStack
+from teapot_lb.lab.wait import wait_for
+from teapot_lb.netlab import Host
+
+SUBNET = "198.51.100.0/24"
+STALLED = 300.0  # a Neutron request the lab's SQLite stalled (see up())
+
+
+def network(
+    neutron: Neutron, name: str, cidr: str = SUBNET
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A network and its subnet (no DHCP; the gateway .1) made through Neutron's API."""
+    net = neutron.create("network", name=name)
+    subnet = neutron.create("subnet", name=name, network_id=net["id"], cidr=cidr,
+                            ip_version=4, enable_dhcp=False)  # fmt: skip
+    return net, subnet
+
+
+def routed(
+    neutron: Neutron, name: str, members: str = SUBNET, clients: str = "192.0.2.0/24"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two networks, the members' and the clients', on one Neutron router: their subnets."""
+    _, member_subnet = network(neutron, name, members)
+    _, client_subnet = network(neutron, f"{name}-clients", clients)
+    router = neutron.create("router", name=name)
+    for subnet in (member_subnet, client_subnet):
+        try:
+            added = neutron.call("PUT", f"/v2.0/routers/{router['id']}/add_router_interface",
+                                 {"subnet_id": subnet["id"]})  # fmt: skip
+            port_id = added["port_id"]
+        except TimeoutError:  # (stalled: see up(); the server goes on with it)
+            port_id = wait_for(
+                partial(router_port, neutron, router["id"], subnet["id"]),
+                timeout=STALLED,
+                what=f"a router port on {subnet['cidr']}",
+                every=0.5,
+            )
+        up(neutron, port_id)
+    return member_subnet, client_subnet
+
+
+def router_port(neutron: Neutron, router_id: str, subnet_id: str) -> str | None:
+    """The id of `router_id`'s port on `subnet_id`, None while it has none (or Neutron
+    answers 500: "database is locked" while the stalled request holds it)."""
+    try:
+        found = neutron.call("GET", f"/v2.0/ports?device_id={router_id}")["ports"]
+    except NeutronError:
+        return None
+    ids = [p["id"] for p in found if any(f["subnet_id"] == subnet_id for f in p["fixed_ips"])]
+    return ids[0] if ids else None
+
+
+def up(neutron: Neutron, port_id: str) -> None:
+    """Wait for Neutron to have handled a router port's going up (a host's port stays
+    DOWN in Neutron: no binding host): its OVN driver writes the
+    database from the Northbound's notification, and a write request made meanwhile
+    (holding the lab's SQLite write lock while it waits for the Northbound) stalls both
+    for SQLite's timeout (60 s) at least: on a loaded machine even a router interface's
+    own request can meet its port's notification."""
+    wait_for(lambda: neutron.call("GET", f"/v2.0/ports/{port_id}")["port"]["status"] == "ACTIVE",
+             timeout=STALLED, what=f"port {port_id} ACTIVE in Neutron", every=0.2)  # fmt: skip
+
+
+def host_port(
+    neutron: Neutron, ovn: OVNStack, name: str, subnet: dict[str, Any], address: str
+) -> Host:
+    """A namespace `name` bound to a Neutron port with `address` on `subnet` (no port
+    security: no security group in the way), its default route the subnet's gateway."""
+    fixed = [{"subnet_id": subnet["id"], "ip_address": address}]
+    port = neutron.create("port", name=name, network_id=subnet["network_id"], fixed_ips=fixed,
+                          port_security_enabled=False)  # fmt: skip
+    host = ovn.topology.add_host(name)
+    prefix = subnet["cidr"].partition("/")[2]
+    ovn.bind(host, port["id"], f"{address}/{prefix}", subnet["gateway_ip"],
+             mac=port["mac_address"])  # fmt: skip
+    return host
+
+
+def rows(nb: OVNDatabases, table: str, *conditions: str) -> list[dict[str, Any]]:
+    """The rows of a Northbound table (ovn-nbctl find), each a {column: value} dict."""
+    found = json.loads(nb.nbctl("--format=json", "find", table, *conditions))
+    return [dict(zip(found["headings"], row, strict=True)) for row in found["data"]]
+
+
+def ovs_map(value: Any) -> dict[str, str]:
+    """An OVSDB map as ovn-nbctl's JSON writes it (["map", [[k, v], ...]])."""
+    return {k: v for k, v in value[1]}
+
+
+def ovs_uuids(value: Any) -> set[str]:
+    """An OVSDB set of references as ovn-nbctl's JSON writes it: ["uuid", u] for one,
+    ["set", [["uuid", u], ...]] for none or several."""
+    if value[0] == "uuid":
+        return {value[1]}
+    return {uuid for _, uuid in value[1]}
