@@ -40,9 +40,12 @@ from .wire.family import Address, Family
 
 # A read is handed to the session in slices of this many bytes (the session reassembles
 # messages across them): one read can hold 256 KiB, some 10,000 routes that take the
-# relay 100 ms to judge in one go, while a slice is judged in a few ms and the speaker's
-# inbox serves the other peers between slices.
-DELIVERY_SLICE = 16 * 1024
+# relay 100 ms to judge in one go, while a slice is judged in a few tens of ms and the
+# speaker's inbox serves the other peers between slices. 64 KiB rather than 16: on a quiet
+# machine a quiet tenant's route behind 100k junk routes stayed within 1.7x of its p99
+# alone (bench/fairness.py), and the relay's CPU for 200,000 paths was 2.25 s against
+# 2.1 - 3.1 s with 16 KiB slices (bench/relay.py; docs/performance.md).
+DELIVERY_SLICE = 64 * 1024
 
 if TYPE_CHECKING:
     from .speaker import Speaker
