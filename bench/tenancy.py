@@ -143,24 +143,18 @@ class Cluster:
         self.agent = TenantAgent(self.admin, self.remote, config, watch_timeout_s=120)
 
 
-def in_namespace(kubeconfig: Path, out: Path, namespace: str) -> Path:
-    """`kubeconfig` (JSON or YAML) with its context's namespace set."""
+def in_namespace(kubeconfig: Path, out: Path, namespace: str, token: str | None = None) -> Path:
+    """`kubeconfig` (JSON or YAML) with its context's namespace set (and its user's bearer
+    token, when given)."""
     config = yaml.safe_load(kubeconfig.read_text())
     config["contexts"][0]["context"]["namespace"] = namespace
+    if token is not None:
+        config["users"][0]["user"]["token"] = token
     out.write_text(json.dumps(config))
     return out
 
 
 CRDS = Path(__file__).resolve().parents[1] / "deploy" / "crds"
-
-
-def token_kubeconfig(admin: Path, out: Path, token: str, namespace: str) -> Path:
-    """The management kubeconfig with another bearer token and namespace."""
-    config = json.loads(admin.read_text())
-    config["users"][0]["user"]["token"] = token
-    config["contexts"][0]["context"]["namespace"] = namespace
-    out.write_text(json.dumps(config))
-    return out
 
 
 async def start_management(kubeconfig: Path, tenants: int) -> asyncio.subprocess.Process:
@@ -183,12 +177,10 @@ async def start_cluster(
     api.write_kubeconfig(tmp / f"tenant-{i}")
     for n in range(2):
         api.seed(node(i, n))
-    if plane is None:
-        remote_config = token_kubeconfig(
-            management, tmp / f"remote-{i}", f"agent-{i}", f"tenant-{i}"
-        )
-    else:  # the agents' identity, in the tenant's namespace
-        remote_config = in_namespace(management, tmp / f"remote-{i}", f"tenant-{i}")
+    # The fake API: the agent's own token; the real one: the agents' identity. Both in
+    # the tenant's namespace.
+    token = f"agent-{i}" if plane is None else None
+    remote_config = in_namespace(management, tmp / f"remote-{i}", f"tenant-{i}", token)
     assert api.kubeconfig_path is not None
     admin = await connect(api.kubeconfig_path, request_timeout_s=30.0)
     remote = await connect(remote_config, request_timeout_s=30.0)

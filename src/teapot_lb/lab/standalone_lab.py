@@ -28,6 +28,7 @@ from teapot_lb.lab.manifests import config_doc, endpoints_doc
 from teapot_lb.lab.netns import in_netns
 from teapot_lb.lab.processes import log_tail, read_status, start_run, start_workload
 from teapot_lb.netlab import Host, Topology
+from teapot_lb.standalone.directory import write_text
 
 T = TypeVar("T")
 
@@ -81,12 +82,6 @@ def endpoints(svc: str, *ready_nodes: str) -> dict[str, Any]:
 def write(path: Path, docs: Iterable[dict[str, Any]]) -> None:
     """Write a manifest file atomically (a temporary file renamed in)."""
     write_text(path, yaml.safe_dump_all(list(docs), sort_keys=False))
-
-
-def write_text(path: Path, text: str) -> None:
-    tmp = path.parent / f".{path.name}.tmp"
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 # --- the lab ---------------------------------------------------------------------------------
