@@ -61,18 +61,13 @@ from teapot_lb.standalone.directory import (
 from teapot_lb.standalone.first_seen import FirstSeen
 from teapot_lb.standalone.status_parts import StatusParts, entry
 from teapot_lb.standalone.watch import (
+    RECHECK_S,
+    SETTLE_S,
     InotifyInit,
     ManifestWatch,
     WatchUnavailable,
     libc_inotify_init,
 )
-
-# With inotify, the directory is still compared every few seconds: a change the watch
-# cannot see (a network filesystem written by another host, a lost watch) is never missed.
-RECHECK_S = 2.0
-# After the first event, wait this long for the rest of a burst (an editor saving several
-# files, a checkout): one reload covers them.
-SETTLE_S = 0.002
 
 
 def default_state_dir(manifests: Path, node: str) -> Path:

@@ -42,8 +42,7 @@ from teapot_lb.model.manifest import load
 from teapot_lb.model.pool import AddressPool
 from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantLoadBalancerStatus
-from teapot_lb.standalone.runner import SETTLE_S
-from teapot_lb.standalone.watch import ManifestWatch, WatchUnavailable
+from teapot_lb.standalone.watch import SETTLE_S, ManifestWatch, WatchUnavailable
 from teapot_lb.tenancy.book import ManagementView, TenantBook, tenant_status
 from teapot_lb.tenancy.programmed import is_programmed
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS, desired_request, request_name

@@ -31,6 +31,13 @@ from teapot_lb.standalone.inotify import (
     parse_events,
 )
 
+# With inotify, the directory is still compared every few seconds: a change the watch
+# cannot see (a network filesystem written by another host, a lost watch) is never missed.
+RECHECK_S = 2.0
+# After the first event, wait this long for the rest of a burst (an editor saving several
+# files, a checkout): one reload covers them.
+SETTLE_S = 0.002
+
 _IN_NONBLOCK = os.O_NONBLOCK
 _IN_CLOEXEC = os.O_CLOEXEC
 # Room for a few hundred records per read (each is 16 bytes plus a padded name).
