@@ -7,6 +7,7 @@ import asyncio
 import json
 import tempfile
 import threading
+from dataclasses import replace
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from teapot_lb.announce.announcement import Mode, Plan
 from teapot_lb.cluster import Store
 from teapot_lb.speaker.node import StepResult
-from teapot_lb.speaker.report import Announcing
+from teapot_lb.speaker.report import REASON_ANNOUNCING, Announcing, ServiceEvent
 from teapot_lb.standalone import status_parts
 from teapot_lb.standalone.assign import Assignment
 from teapot_lb.standalone.directory import Snapshot
@@ -142,7 +143,13 @@ async def test_a_large_status_file_is_encoded_while_the_event_loop_goes_on(
 
     writer.large_text = encoding  # type: ignore[method-assign]
     asyncio.get_running_loop().call_later(0.01, loop_ran.set)  # (a keepalive's timer)
-    await writer(result(announcing, {}))
+    step = replace(result(announcing, {}), events=tuple(
+        ServiceEvent(k, False, REASON_ANNOUNCING, f"n1 announces {k}") for k in KEYS
+    ))  # fmt: skip
+    await writer(step)
     doc = json.loads((tmp_path / "state" / "status.json").read_text())
     assert doc["announcing"]["bgp"] == [f"203.0.113.{i}" for i in range(len(KEYS))]
     assert set(doc["services"]) == set(KEYS)
+    # Every Service's Event at once (also written off the loop): each one line, in order.
+    lines = (tmp_path / "state" / "events.log").read_text().splitlines()
+    assert [json.loads(line)["service"] for line in lines] == list(KEYS)
