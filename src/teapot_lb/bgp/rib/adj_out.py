@@ -79,6 +79,10 @@ class AdjRibOut:
         self._export_filter = export_filter
         self._desired: CompiledRoutes = EMPTY_ROUTES
         self._sent: dict[Family, dict[bytes, RouteAttributes]] = {}
+        # Families whose sent table other Adj-RIB-Outs of the update group may hold too
+        # (the very object: eight routers in step keep one table, not eight): copied
+        # before it changes (:meth:`_own`).
+        self._lent: set[Family] = set()
         self.rejected: dict[Family, dict[bytes, Rejected]] = {}
         self._add_path: frozenset[Family] = frozenset()  # of the last updates()
         # Prefixes (encodings, without Path Identifier) to diff; None: the whole table.
@@ -128,6 +132,7 @@ class AdjRibOut:
     def reset(self) -> None:
         """The session went down: nothing is advertised any more."""
         self._sent = {}
+        self._lent = set()
         self._sent_keys = {}
         self._dirty = None
         self._lineage = EMPTY_LINEAGE
@@ -192,12 +197,23 @@ class AdjRibOut:
                 index.setdefault(key[PATH_ID_LENGTH:], []).append(key)
         return index
 
+    def _own(self, family: Family) -> dict[bytes, RouteAttributes]:
+        """The sent table of ``family``, to change: a copy of its own first if it was lent
+        (the other holders keep the one they have)."""
+        sent = self._sent.get(family)
+        if sent is None:
+            sent = self._sent[family] = {}
+        elif family in self._lent:
+            sent = self._sent[family] = dict(sent)
+        self._lent.discard(family)
+        return sent
+
     def _changes(
         self, family: Family, encs: set[bytes], add_path: bool
     ) -> tuple[list[bytes], list[tuple[bytes, RouteAttributes]]]:
         """Withdrawals and announcements for the prefixes ``encs`` only (and the sent
         table brought up to date for them)."""
-        sent = self._sent.setdefault(family, {})
+        sent = self._own(family)
         if add_path:
             index = self._sent_index(family)
             held = [k for enc in encs for k in index.pop(enc, ())]
@@ -234,6 +250,7 @@ class AdjRibOut:
         if key is not None:
             assert self.memo is not None
             self.memo.put(key, Flushed(self._lineage, tuple(record), tuple(out)))
+            self._lent.update(done.family for done in record)  # the others take them
         return out
 
     def _take(self, flushed: Flushed, export: ExportContext) -> list[bytes]:
@@ -247,9 +264,13 @@ class AdjRibOut:
                 assert done.whole is not None
                 self._sent_keys.pop(family, None)
                 self.rejected.pop(family, None)
-                self._sent[family] = dict(done.whole)
+                self._sent[family] = done.whole  # shared, not copied
+                self._lent.add(family)
                 continue
-            sent = self._sent.setdefault(family, {})
+            before = self._sent.get(family)
+            # The computing peer held the very table this one holds: take its new one.
+            adopt = before is done.before and done.after is not None and done.after is not before
+            sent = {} if before is None else before
             index = self._sent_keys.get(family)
             if index is not None:
                 for key in done.withdrawn:
@@ -260,6 +281,12 @@ class AdjRibOut:
                 for key, _ in done.changed:
                     if key not in sent:
                         index.setdefault(key[PATH_ID_LENGTH:], []).append(key)
+            if adopt:
+                assert done.after is not None
+                self._sent[family] = done.after
+                self._lent.add(family)
+                continue
+            sent = self._own(family)
             for key in done.withdrawn:
                 del sent[key]
             sent.update(done.changed)
@@ -280,8 +307,10 @@ class AdjRibOut:
             if dirty is not None:
                 some = dirty.get(family)
                 if some:
+                    before = self._sent.get(family)
                     gone, changed = self._changes(family, some, family in export.add_path)
-                    record.append(FamilyFlush(family, tuple(gone), tuple(changed)))
+                    record.append(FamilyFlush(family, tuple(gone), tuple(changed),
+                                              before=before, after=self._sent[family]))  # fmt: skip
                     if gone:
                         out.extend(pack_withdrawals(family, sorted(gone)))
                     for attrs, keys in _group(changed):

@@ -14,7 +14,7 @@ times.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from ..attributes import RouteAttributes
@@ -24,13 +24,18 @@ from ..wire import Family
 @dataclass(frozen=True, slots=True)
 class FamilyFlush:
     """What one flush did to one family's sent table: ``withdrawn`` keys removed and
-    ``changed`` paths set; or, for a flush of the whole table (``withdrawn`` None), the
-    sent table became ``whole``."""
+    ``changed`` paths set, the sent table ``before`` becoming ``after`` (a peer that held
+    the same ``before`` takes ``after`` itself); or, for a flush of the whole table
+    (``withdrawn`` None), the sent table became ``whole``. The tables are shared, never
+    changed in place once recorded (:meth:`~.adj_out.AdjRibOut._own` copies first): a
+    group of eight routers keeps one sent table, not eight."""
 
     family: Family
     withdrawn: tuple[bytes, ...] | None
     changed: tuple[tuple[bytes, RouteAttributes], ...] = ()
-    whole: Mapping[bytes, RouteAttributes] | None = None
+    whole: dict[bytes, RouteAttributes] | None = None
+    before: dict[bytes, RouteAttributes] | None = None
+    after: dict[bytes, RouteAttributes] | None = None
 
 
 @dataclass(frozen=True, slots=True)
