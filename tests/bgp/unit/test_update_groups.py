@@ -179,3 +179,22 @@ def test_peers_in_step_keep_one_sent_table_between_them() -> None:
     ribs[3].updates(ADD_PATH)
     assert ribs[3].advertised(IPV6_UNICAST) == second
     assert ribs[3].advertised(IPV6_UNICAST) is not second
+
+
+def test_a_lone_peer_changes_its_sent_table_in_place() -> None:
+    # The usual relay: one router. No other peer can hold its table, so a change costs the
+    # change, not a copy of 200,000 paths per flush.
+    memo = ExportMemo()
+    rib = AdjRibOut()
+    rib.memo = memo
+    compiled = compile_routes({ip_network(f"2001:db8:1::{i:x}/128"): None for i in range(1, 101)})
+    rib.set_desired(compiled)
+    rib.updates(ADD_PATH)
+    table = rib.advertised(IPV6_UNICAST)
+    for i in range(3):
+        extra = ip_network(f"2001:db8:2::{i + 1:x}/128")
+        touched = change_compiled(compiled, {extra: RouteAttributes(local_pref=50)}, [])
+        rib.set_desired(compiled, touched)
+        assert rib.updates(ADD_PATH)
+        assert rib.advertised(IPV6_UNICAST) is table
+    assert len(table) == 103

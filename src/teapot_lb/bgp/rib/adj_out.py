@@ -33,7 +33,7 @@ from ..wire.family import family_of
 from ..wire.mp import pack_mp_reach_value, pack_mp_unreach_value
 from ..wire.nlri import PATH_ID_LENGTH
 from .compiled import EMPTY_ROUTES, CompiledRoutes, encode_prefix
-from .update_groups import EMPTY_LINEAGE, ExportMemo, FamilyFlush, Flushed
+from .update_groups import EMPTY_LINEAGE, TAKEN, ExportMemo, FamilyFlush, Flushed, Share
 
 DEFAULT_LOCAL_PREF = 100
 
@@ -82,7 +82,7 @@ class AdjRibOut:
         # Families whose sent table other Adj-RIB-Outs of the update group may hold too
         # (the very object: eight routers in step keep one table, not eight): copied
         # before it changes (:meth:`_own`).
-        self._lent: set[Family] = set()
+        self._lent: dict[Family, Share] = {}
         self.rejected: dict[Family, dict[bytes, Rejected]] = {}
         self._add_path: frozenset[Family] = frozenset()  # of the last updates()
         # Prefixes (encodings, without Path Identifier) to diff; None: the whole table.
@@ -132,7 +132,7 @@ class AdjRibOut:
     def reset(self) -> None:
         """The session went down: nothing is advertised any more."""
         self._sent = {}
-        self._lent = set()
+        self._lent = {}
         self._sent_keys = {}
         self._dirty = None
         self._lineage = EMPTY_LINEAGE
@@ -203,9 +203,10 @@ class AdjRibOut:
         sent = self._sent.get(family)
         if sent is None:
             sent = self._sent[family] = {}
-        elif family in self._lent:
-            sent = self._sent[family] = dict(sent)
-        self._lent.discard(family)
+        else:
+            share = self._lent.pop(family, None)
+            if share is not None and share.held:
+                sent = self._sent[family] = dict(sent)
         return sent
 
     def _changes(
@@ -250,7 +251,8 @@ class AdjRibOut:
         if key is not None:
             assert self.memo is not None
             self.memo.put(key, Flushed(self._lineage, tuple(record), tuple(out)))
-            self._lent.update(done.family for done in record)  # the others take them
+            # The others may take these tables: copied before a change once one has.
+            self._lent.update((done.family, done.share) for done in record)
         return out
 
     def _take(self, flushed: Flushed, export: ExportContext) -> list[bytes]:
@@ -265,7 +267,8 @@ class AdjRibOut:
                 self._sent_keys.pop(family, None)
                 self.rejected.pop(family, None)
                 self._sent[family] = done.whole  # shared, not copied
-                self._lent.add(family)
+                done.share.taken = True
+                self._lent[family] = TAKEN
                 continue
             before = self._sent.get(family)
             # The computing peer held the very table this one holds: take its new one.
@@ -284,7 +287,8 @@ class AdjRibOut:
             if adopt:
                 assert done.after is not None
                 self._sent[family] = done.after
-                self._lent.add(family)
+                done.share.taken = True
+                self._lent[family] = TAKEN
                 continue
             sent = self._own(family)
             for key in done.withdrawn:
