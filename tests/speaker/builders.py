@@ -129,6 +129,11 @@ class FakeSpeaker:
         self.routes[peer] = dict(routes)
         self.calls.append(("routes", peer))
 
+    async def replace_routes(
+        self, routes: Mapping[str, RouteAttributes | None], *, peer: str
+    ) -> None:
+        self.set_routes(routes, peer)
+
     def change_routes(
         self, routes: Mapping[str, RouteAttributes | None], withdrawn: Iterable[str], *,
         peer: str,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from ipaddress import ip_address, ip_network
 from typing import Any
 
@@ -13,6 +15,7 @@ from teapot_lb.announce.plan import PlanOptions, plan
 from teapot_lb.bgp import RouteAttributes, State
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
 from teapot_lb.cluster import Kind
+from teapot_lb.speaker import node as node_module
 from teapot_lb.speaker.backend import Step
 from teapot_lb.speaker.bgp_backend import (
     ANNOTATION_ROUTER_ID,
@@ -448,6 +451,58 @@ async def test_a_route_is_announced_only_to_peers_whose_session_is_established()
     assert not d.announces and d.waiting == ("r1", "r2")
     assert d.reason.startswith("no session Established: held for r1, r2")
     assert "default/web" not in result.announcing
+
+
+# A BGP keepalive timer armed just before a step (the lab's keepalive is 1 s, its BFD
+# 100 ms): it must fire while the step works, not after.
+KEEPALIVE_AFTER_S = 0.01
+# How long the planning thread waits for it: only reached when the loop stood still.
+STOOD_STILL_S = 5.0
+
+
+class WaitingForTheLoop:
+    """Holds the step's work (in whatever thread it runs) until the event loop has run a
+    timer armed after the step began: a loop held by the step never runs it."""
+
+    def __init__(self) -> None:
+        self.loop_ran = threading.Event()
+
+    def hold(self) -> None:
+        assert self.loop_ran.wait(STOOD_STILL_S), "the event loop stood still during the step"
+
+    async def step_with(self, backend: RecordingBackend) -> None:
+        """One step of a speaker with one Service, the timer armed as it begins."""
+        store = store_of(*bgp_setup(), lb_service("web", "203.0.113.10"))
+        speaker = NodeSpeaker("n1", store, backends=[backend])
+        asyncio.get_running_loop().call_later(KEEPALIVE_AFTER_S, self.loop_ran.set)
+        result = await speaker.step()
+        assert self.loop_ran.is_set()
+        assert announced_ips(result) == {"bgp": ["203.0.113.10"]}
+
+
+async def test_the_event_loop_runs_timers_while_a_step_plans(monkeypatch: Any) -> None:
+    # A BGP session coming up replans every Service (seconds at 10,000 under load): BFD and
+    # the keepalives must go on meanwhile, or the session it replans for is lost (issue 37).
+    waiting = WaitingForTheLoop()
+
+    def planning(*args: Any, **kwargs: Any) -> Any:
+        waiting.hold()
+        return plan(*args, **kwargs)
+
+    monkeypatch.setattr(node_module, "plan", planning)
+    await waiting.step_with(RecordingBackend(Mode.BGP))
+
+
+async def test_the_event_loop_runs_timers_while_a_step_reports() -> None:
+    # Reporting looks at every Service after such a change too (what each announces).
+    waiting = WaitingForTheLoop()
+
+    class Waiting(RecordingBackend):
+        def failure(self, decision: Decision) -> str | None:
+            waiting.hold()
+            return super().failure(decision)
+
+    await waiting.step_with(Waiting(Mode.BGP))
 
 
 V6_PEER = {"myASN": 64512, "peerASN": 64500, "peerAddress": "2001:db8::1"}

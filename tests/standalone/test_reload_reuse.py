@@ -281,9 +281,9 @@ async def test_a_large_status_file_is_rewritten_at_most_every_interval(tmp_path:
         written.append(result)
         return document(result)
 
-    def recording_large(result: StepResult | None) -> str:
+    def recording_large(result: StepResult | None, base: dict[str, Any] | None = None) -> str:
         written.append(result)
-        return large_text(result)
+        return large_text(result, base)
 
     writer.document = recording  # type: ignore[method-assign]
     writer.large_text = recording_large  # type: ignore[method-assign]

@@ -3,8 +3,11 @@ writes must be what encoding the whole document gives, less the parts it leaves 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
+import threading
+from dataclasses import replace
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from hypothesis import strategies as st
 from teapot_lb.announce.announcement import Mode, Plan
 from teapot_lb.cluster import Store
 from teapot_lb.speaker.node import StepResult
-from teapot_lb.speaker.report import Announcing
+from teapot_lb.speaker.report import REASON_ANNOUNCING, Announcing, ServiceEvent
 from teapot_lb.standalone import status_parts
 from teapot_lb.standalone.assign import Assignment
 from teapot_lb.standalone.directory import Snapshot
@@ -118,3 +121,35 @@ def test_only_the_changed_entries_are_encoded_again(tmp_path: Path) -> None:
     assert "203.0.113.2" not in doc["announcing"]["bgp"]
     assert doc["announcing"]["bgp"] == ["203.0.113.0", "203.0.113.1", "203.0.113.3",
                                         "203.0.113.4", "203.0.113.5"]  # fmt: skip
+
+
+async def test_a_large_status_file_is_encoded_while_the_event_loop_goes_on(
+    tmp_path: Path,
+) -> None:
+    # After a BGP session comes up every entry changes: encoding them all is a second at
+    # 10,000 Services under load, longer than BFD (100 ms) or a hold time lets the loop stop.
+    writer, source = writer_for(tmp_path)
+    assignments = {
+        k: Assignment(k, (ip_address(f"203.0.113.{i}"),), "a") for i, k in enumerate(KEYS)
+    }
+    announcing = {k: (Announcing(str(a.ips[0]), Mode.BGP),) for k, a in assignments.items()}
+    source.loaded = Loaded(Snapshot(), dict(assignments), 1)
+    loop_ran = threading.Event()
+    encode = writer.large_text
+
+    def encoding(step: StepResult | None, base: dict[str, Any] | None = None) -> str:
+        assert loop_ran.wait(5.0), "the event loop stood still while the status was encoded"
+        return encode(step, base)
+
+    writer.large_text = encoding  # type: ignore[method-assign]
+    asyncio.get_running_loop().call_later(0.01, loop_ran.set)  # (a keepalive's timer)
+    step = replace(result(announcing, {}), events=tuple(
+        ServiceEvent(k, False, REASON_ANNOUNCING, f"n1 announces {k}") for k in KEYS
+    ))  # fmt: skip
+    await writer(step)
+    doc = json.loads((tmp_path / "state" / "status.json").read_text())
+    assert doc["announcing"]["bgp"] == [f"203.0.113.{i}" for i in range(len(KEYS))]
+    assert set(doc["services"]) == set(KEYS)
+    # Every Service's Event at once (also written off the loop): each one line, in order.
+    lines = (tmp_path / "state" / "events.log").read_text().splitlines()
+    assert [json.loads(line)["service"] for line in lines] == list(KEYS)

@@ -267,8 +267,17 @@ class Speaker:
         (a network, or its text) maps to its :class:`~.attributes.RouteAttributes`, or to
         :class:`~.attributes.Paths` for several paths (each sent with ADD-PATH, the first
         only to a peer without it)."""
+        self._install(compile_routes(routes), peer)
+
+    async def replace_routes(self, routes: Mapping[_K, Desired | None], *, peer: str) -> None:
+        """:meth:`set_routes` for one peer, the table encoded in a worker thread: a whole
+        table of 10,000 prefixes is parsed and encoded for a second of CPU under load, and
+        the event loop must go on meanwhile (BFD, keepalives). Only the difference is sent,
+        as by :meth:`set_routes`."""
+        self._install(await asyncio.to_thread(compile_routes, routes), peer)
+
+    def _install(self, compiled: CompiledRoutes, peer: str | None) -> None:
         started = time.perf_counter()
-        compiled = compile_routes(routes)
         if peer is None:
             self._routes = compiled
             self._per_peer_routes.clear()

@@ -3,6 +3,7 @@ redo only those (pure bookkeeping; a view carries where the log stood when it wa
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from teapot_lb.model.kinds import Kind
@@ -22,25 +23,33 @@ class Change:
 
 
 class ChangeLog:
-    """Changes numbered from 0; the oldest are dropped past :data:`LIMIT`."""
+    """Changes numbered from 0; the oldest are dropped past :data:`LIMIT`.
+
+    Recorded on the event loop and read by the speaker's planning thread: dropping the
+    oldest and moving the first number happen under a lock, as does a read."""
 
     def __init__(self) -> None:
         self._changes: list[Change] = []
         self._first = 0  # the number of _changes[0]
+        self._lock = threading.Lock()
 
     @property
     def mark(self) -> int:
         """The number the next change gets."""
-        return self._first + len(self._changes)
+        with self._lock:
+            return self._first + len(self._changes)
 
     def record(self, change: Change) -> None:
-        self._changes.append(change)
-        if len(self._changes) > 2 * LIMIT:
-            del self._changes[:LIMIT]
-            self._first += LIMIT
+        with self._lock:
+            self._changes.append(change)
+            if len(self._changes) > 2 * LIMIT:
+                del self._changes[:LIMIT]
+                self._first += LIMIT
 
     def between(self, start: int, end: int) -> list[Change] | None:
         """The changes numbered start..end-1; None when some were dropped."""
-        if start < self._first or end > self.mark or start > end:
-            return None
-        return self._changes[start - self._first : end - self._first]
+        with self._lock:
+            first = self._first
+            if start < first or end > first + len(self._changes) or start > end:
+                return None
+            return self._changes[start - first : end - first]

@@ -10,6 +10,7 @@ Adj-RIB-Out sends only the difference, so a Service change never resets a sessio
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -229,7 +230,7 @@ class SpeakerLike(Protocol):
 
     def set_bfd(self, address: str, parameters: BfdParameters | None) -> None: ...
 
-    def set_routes(self, routes: Mapping[str, Desired | None], peer: str | None = None) -> None: ...
+    async def replace_routes(self, routes: Mapping[str, Desired | None], *, peer: str) -> None: ...
 
     def change_routes(
         self, routes: Mapping[str, Desired | None], withdrawn: Iterable[str], *, peer: str
@@ -323,8 +324,8 @@ class BGPBackend:
         setups = peer_setups(view, step.node)
         peers = [view.bgp_peers[k] for k in sorted(view.bgp_peers)]
         selected = [p for p in peers if p.name in setups]
-        if step.delta is None:
-            routes = self.table.update(step.plan.of_mode(Mode.BGP))
+        if step.delta is None:  # every route compared: in a worker thread (10,000 or more)
+            routes = await asyncio.to_thread(self.table.update, step.plan.of_mode(Mode.BGP))
         else:
             routes = self.table.change(*step.delta.of_mode(Mode.BGP))
         chosen = router_id_for(view.nodes.get(step.node), step.node, selected)
@@ -441,7 +442,7 @@ class BGPBackend:
                 continue
             # Prefixes as text (the speaker parses what it encodes): a network object per
             # route handed over would weigh ~340 bytes more than the text the table holds.
-            speaker.set_routes(want, peer=config.address)
+            await speaker.replace_routes(want, peer=config.address)
             self.routes[name] = want
 
     def _change_routes(

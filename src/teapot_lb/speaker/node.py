@@ -189,7 +189,7 @@ class NodeSpeaker:
         started = time.perf_counter()
         view = self.store.view()
         options = self.plan_options()
-        the_plan = plan(view, self.node, options, cache=self.plan_cache)
+        the_plan = await self._plan(view, options)
         plan_s = time.perf_counter() - started
         now = time.monotonic()
         full = not self._trusted or self._next_full is None or now >= self._next_full
@@ -208,14 +208,17 @@ class NodeSpeaker:
         again = self.plan_options()
         if again != options:
             options = again
-            the_plan = plan(view, self.node, options, cache=self.plan_cache)
+            the_plan = await self._plan(view, options)
             step = Step(self.node, view, the_plan, options, self.plan_cache, the_plan.delta)
             for backend in self.backends:
                 await backend.apply_plan(step)
         self._trusted = True
         inputs = tuple(backend.failure_inputs() for backend in self.backends)
         changed = self.plan_cache.totals.take_changed()
-        report = self.reporting.update(the_plan, self._failure, inputs, changed)
+        # In the worker thread too: a session coming up changes what every Service reports.
+        report = await asyncio.to_thread(
+            self.reporting.update, the_plan, self._failure, inputs, changed
+        )
         result = StepResult(
             plan=the_plan,
             view=view,
@@ -242,6 +245,14 @@ class NodeSpeaker:
             except Exception:
                 self._log.exception("reporting failed")
         return result
+
+    async def _plan(self, view: ClusterView, options: PlanOptions) -> Plan:
+        """`plan` in a worker thread: a change that touches every Service (a BGP session
+        up or down, a pool edited) replans all of them, seconds at 10,000 Services on a
+        loaded machine, and the event loop must go on meanwhile — BFD at 100 ms, BGP
+        keepalives, the manifest watch — or the sessions it replans for are lost (issue
+        37). The view is a snapshot and the plan cache is this step's alone."""
+        return await asyncio.to_thread(plan, view, self.node, options, cache=self.plan_cache)
 
     def _failure(self, decision: Decision) -> str | None:
         """Why an announcing decision does not work here (its mode's backend says)."""

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -29,7 +30,7 @@ from teapot_lb.controller import ControllerOptions
 from teapot_lb.model import IPAddress, Problem, Service
 from teapot_lb.model.problem import FILE
 from teapot_lb.speaker.node import NodeSpeaker, StepResult, announced_ips
-from teapot_lb.speaker.report import decisions_json
+from teapot_lb.speaker.report import ServiceEvent, decisions_json
 from teapot_lb.speaker.vip_backend import VIPBackend
 from teapot_lb.standalone.assign import (
     Assigner,
@@ -424,6 +425,9 @@ class StatusWriter:
         self.large_interval_s = large_interval_s
         self.large_above = large_above
         self._parts = StatusParts()
+        self._parts_lock = threading.Lock()
+        self._in_order = asyncio.Lock()
+        self._writing: asyncio.Future[None] | None = None  # a held-back write under way
         self._written_at: float | None = None  # loop time of the last write
         self._pending: asyncio.TimerHandle | None = None
         self._latest: StepResult | None = None
@@ -441,25 +445,52 @@ class StatusWriter:
 
     async def __call__(self, result: StepResult) -> None:
         self._ensure_state_dir()
-        with self.events_path.open("a") as fh:
-            for ev in result.events:
-                kind = "Warning" if ev.warning else "Normal"
-                line = {"time": time.time(), "service": ev.service, "type": kind}
-                fh.write(json.dumps({**line, "reason": ev.reason, "message": ev.message}) + "\n")
+        if len(result.events) > self.large_above:
+            # (Every Service's at once, as when a session comes up: 0.2 s of encoding
+            # under load, in a worker thread as the large status file is.)
+            await asyncio.to_thread(self._append_events, result.events)
+        else:
+            self._append_events(result.events)
         self._latest = result
         loop = asyncio.get_running_loop()
-        if not self._large() or self._written_at is None:
+        if not self._large():
             self.write(result)
             return
-        wait = self._written_at + self.large_interval_s - loop.time()
+        wait = 0.0
+        if self._written_at is not None:
+            wait = self._written_at + self.large_interval_s - loop.time()
         if wait <= 0:
-            self.write(result)
+            await self._write_large(result)
         elif self._pending is None:
             self._pending = loop.call_later(wait, self._write_latest)
 
+    def _append_events(self, events: tuple[ServiceEvent, ...]) -> None:
+        with self.events_path.open("a") as fh:
+            for ev in events:
+                kind = "Warning" if ev.warning else "Normal"
+                line = {"time": time.time(), "service": ev.service, "type": kind}
+                fh.write(json.dumps({**line, "reason": ev.reason, "message": ev.message}) + "\n")
+
     def _write_latest(self) -> None:
         self._pending = None
-        self.write(self._latest)
+        self._writing = asyncio.ensure_future(self._write_large(self._latest))
+
+    async def _write_large(self, result: StepResult | None) -> None:
+        """A large status file, encoded and written in a worker thread: after a change
+        that touches every Service (a BGP session up or down) that is a second of CPU at
+        10,000 Services under load, and the event loop must go on meanwhile (BFD at 100 ms,
+        BGP keepalives). What is read from the live backends is read here, on the loop."""
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+        self._written_at = asyncio.get_running_loop().time()
+        self._ensure_state_dir()
+        base = self._base(result, routes=False)
+        async with self._in_order:  # (a held-back write and a step's: the later one last)
+            await asyncio.to_thread(self._write_text, result, base)
+
+    def _write_text(self, result: StepResult | None, base: dict[str, Any]) -> None:
+        write_text(self.state_dir / "status.json", self.large_text(result, base))
 
     def document(self, result: StepResult | None) -> dict[str, Any]:
         """The whole status document (as written up to :data:`PRETTY_MAX` Services)."""
@@ -476,19 +507,24 @@ class StatusWriter:
         doc["decisions"] = decisions_json(result.plan.decisions) if result else []
         return doc
 
-    def large_text(self, result: StepResult | None) -> str:
+    def large_text(self, result: StepResult | None, base: dict[str, Any] | None = None) -> str:
         """The status document past :data:`PRETTY_MAX` Services, as JSON text on one line:
         the entries that did not change since the last write are not encoded again
         (:class:`~.status_parts.StatusParts`); every decision and each BGP peer's list of
         routes are left out (`teapot-lb explain` gives the decisions of a Service;
-        `prefixes_sent` counts the routes)."""
+        `prefixes_sent` counts the routes). `base`: :meth:`_base`'s part, when read
+        already (this may run in a worker thread; the backends are read on the loop)."""
         loaded = self.source.loaded
         announcing = result.announcing if result else {}
         failures = result.failures if result else {}
-        services = self._parts.services(loaded.assignments if loaded else {}, announcing, failures)
-        announced = self._parts.announced(announcing)
-        base = json.dumps(self._base(result, routes=False), sort_keys=True)
-        return f'{base[:-1]},"services":{services},"announcing":{announced}}}'
+        if base is None:
+            base = self._base(result, routes=False)
+        with self._parts_lock:  # (the write at stop may meet a worker's)
+            assignments = loaded.assignments if loaded else {}
+            services = self._parts.services(assignments, announcing, failures)
+            announced = self._parts.announced(announcing)
+        head = json.dumps(base, sort_keys=True)
+        return f'{head[:-1]},"services":{services},"announcing":{announced}}}'
 
     def _base(self, result: StepResult | None, *, routes: bool) -> dict[str, Any]:
         """Everything but the per-Service parts."""

@@ -4,12 +4,16 @@ is told which prefixes changed."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from ipaddress import IPv4Network, ip_network
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from teapot_lb.bgp import PeerConfig, Speaker
+from teapot_lb.bgp import speaker as speaker_module
 from teapot_lb.bgp.attributes import Desired, Paths, RouteAttributes
 from teapot_lb.bgp.rib import change_compiled, compile_routes
 from teapot_lb.bgp.wire import IPV4_UNICAST, IPV6_UNICAST
@@ -96,3 +100,21 @@ def test_prefixes_as_text_compile_and_change_as_the_networks_do(
         assert whole == compile_routes(by_network)  # type: ignore[arg-type]
         for family in (IPV4_UNICAST, IPV6_UNICAST):
             assert from_text.with_path_ids(family) == compiled.with_path_ids(family)
+
+
+async def test_a_whole_table_is_encoded_while_the_event_loop_goes_on(monkeypatch: Any) -> None:
+    # A node speaker's first table (10,000 Services: a second of CPU under load) must not
+    # hold the loop past BFD's 300 ms or the hold time: the session would go down.
+    speaker = Speaker(local_as=64512, router_id="192.0.2.11", listen_port=None)
+    peer = speaker.add_peer(PeerConfig(address="192.0.2.1", peer_as=64500))
+    loop_ran = threading.Event()
+
+    def compiling(routes: Any) -> Any:
+        assert loop_ran.wait(5.0), "the event loop stood still while the table was encoded"
+        return compile_routes(routes)
+
+    monkeypatch.setattr(speaker_module, "compile_routes", compiling)
+    many = {f"198.51.100.{i}/32": RouteAttributes() for i in range(100)}
+    asyncio.get_running_loop().call_later(0.01, loop_ran.set)  # (a keepalive's timer)
+    await speaker.replace_routes(many, peer="192.0.2.1")
+    assert peer.rib_out.desired == compile_routes(many)

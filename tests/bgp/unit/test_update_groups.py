@@ -147,3 +147,54 @@ def test_a_peer_taking_turns_to_compute_keeps_its_path_index_right() -> None:
             assert sorted(rib.updates(ADD_PATH)) == want
             assert rib.advertised(IPV6_UNICAST) == alone.advertised(IPV6_UNICAST)
     assert memo.shared == len(steps)
+
+
+def test_peers_in_step_keep_one_sent_table_between_them() -> None:
+    # Eight routers fed 200,000 paths: one table of what was sent (about 9 MB), not eight.
+    memo = ExportMemo()
+    ribs = [AdjRibOut() for _ in range(8)]
+    compiled = compile_routes({ip_network(f"2001:db8:1::{i:x}/128"): None for i in range(1, 101)})
+    for rib in ribs:
+        rib.memo = memo
+        rib.set_desired(compiled)
+    for rib in ribs:
+        rib.updates(ADD_PATH)
+    first = ribs[0].advertised(IPV6_UNICAST)
+    assert len(first) == 100 and all(r.advertised(IPV6_UNICAST) is first for r in ribs)
+    # A change: the first to flush makes the new table (the old one is left unchanged for
+    # those that have not flushed yet), the others take it.
+    extra = ip_network("2001:db8:2::1/128")
+    touched = change_compiled(compiled, {extra: RouteAttributes(local_pref=50)}, [])
+    for rib in ribs:
+        rib.set_desired(compiled, touched)
+    ribs[0].updates(ADD_PATH)
+    second = ribs[0].advertised(IPV6_UNICAST)
+    assert len(second) == 101 and len(first) == 100
+    for rib in ribs[1:]:
+        assert rib.advertised(IPV6_UNICAST) is first
+        rib.updates(ADD_PATH)
+        assert rib.advertised(IPV6_UNICAST) is second
+    # One out of step (its session reset) sends its own and keeps its own.
+    ribs[3].reset()
+    ribs[3].updates(ADD_PATH)
+    assert ribs[3].advertised(IPV6_UNICAST) == second
+    assert ribs[3].advertised(IPV6_UNICAST) is not second
+
+
+def test_a_lone_peer_changes_its_sent_table_in_place() -> None:
+    # The usual relay: one router. No other peer can hold its table, so a change costs the
+    # change, not a copy of 200,000 paths per flush.
+    memo = ExportMemo()
+    rib = AdjRibOut()
+    rib.memo = memo
+    compiled = compile_routes({ip_network(f"2001:db8:1::{i:x}/128"): None for i in range(1, 101)})
+    rib.set_desired(compiled)
+    rib.updates(ADD_PATH)
+    table = rib.advertised(IPV6_UNICAST)
+    for i in range(3):
+        extra = ip_network(f"2001:db8:2::{i + 1:x}/128")
+        touched = change_compiled(compiled, {extra: RouteAttributes(local_pref=50)}, [])
+        rib.set_desired(compiled, touched)
+        assert rib.updates(ADD_PATH)
+        assert rib.advertised(IPV6_UNICAST) is table
+    assert len(table) == 103

@@ -33,7 +33,7 @@ from ..wire.family import family_of
 from ..wire.mp import pack_mp_reach_value, pack_mp_unreach_value
 from ..wire.nlri import PATH_ID_LENGTH
 from .compiled import EMPTY_ROUTES, CompiledRoutes, encode_prefix
-from .update_groups import EMPTY_LINEAGE, ExportMemo, FamilyFlush, Flushed
+from .update_groups import EMPTY_LINEAGE, TAKEN, ExportMemo, FamilyFlush, Flushed, Share
 
 DEFAULT_LOCAL_PREF = 100
 
@@ -79,6 +79,10 @@ class AdjRibOut:
         self._export_filter = export_filter
         self._desired: CompiledRoutes = EMPTY_ROUTES
         self._sent: dict[Family, dict[bytes, RouteAttributes]] = {}
+        # Families whose sent table other Adj-RIB-Outs of the update group may hold too
+        # (the very object: eight routers in step keep one table, not eight): copied
+        # before it changes (:meth:`_own`).
+        self._lent: dict[Family, Share] = {}
         self.rejected: dict[Family, dict[bytes, Rejected]] = {}
         self._add_path: frozenset[Family] = frozenset()  # of the last updates()
         # Prefixes (encodings, without Path Identifier) to diff; None: the whole table.
@@ -128,6 +132,7 @@ class AdjRibOut:
     def reset(self) -> None:
         """The session went down: nothing is advertised any more."""
         self._sent = {}
+        self._lent = {}
         self._sent_keys = {}
         self._dirty = None
         self._lineage = EMPTY_LINEAGE
@@ -192,12 +197,24 @@ class AdjRibOut:
                 index.setdefault(key[PATH_ID_LENGTH:], []).append(key)
         return index
 
+    def _own(self, family: Family) -> dict[bytes, RouteAttributes]:
+        """The sent table of ``family``, to change: a copy of its own first if it was lent
+        (the other holders keep the one they have)."""
+        sent = self._sent.get(family)
+        if sent is None:
+            sent = self._sent[family] = {}
+        else:
+            share = self._lent.pop(family, None)
+            if share is not None and share.held:
+                sent = self._sent[family] = dict(sent)
+        return sent
+
     def _changes(
         self, family: Family, encs: set[bytes], add_path: bool
     ) -> tuple[list[bytes], list[tuple[bytes, RouteAttributes]]]:
         """Withdrawals and announcements for the prefixes ``encs`` only (and the sent
         table brought up to date for them)."""
-        sent = self._sent.setdefault(family, {})
+        sent = self._own(family)
         if add_path:
             index = self._sent_index(family)
             held = [k for enc in encs for k in index.pop(enc, ())]
@@ -234,6 +251,8 @@ class AdjRibOut:
         if key is not None:
             assert self.memo is not None
             self.memo.put(key, Flushed(self._lineage, tuple(record), tuple(out)))
+            # The others may take these tables: copied before a change once one has.
+            self._lent.update((done.family, done.share) for done in record)
         return out
 
     def _take(self, flushed: Flushed, export: ExportContext) -> list[bytes]:
@@ -247,9 +266,14 @@ class AdjRibOut:
                 assert done.whole is not None
                 self._sent_keys.pop(family, None)
                 self.rejected.pop(family, None)
-                self._sent[family] = dict(done.whole)
+                self._sent[family] = done.whole  # shared, not copied
+                done.share.taken = True
+                self._lent[family] = TAKEN
                 continue
-            sent = self._sent.setdefault(family, {})
+            before = self._sent.get(family)
+            # The computing peer held the very table this one holds: take its new one.
+            adopt = before is done.before and done.after is not None and done.after is not before
+            sent = {} if before is None else before
             index = self._sent_keys.get(family)
             if index is not None:
                 for key in done.withdrawn:
@@ -260,6 +284,13 @@ class AdjRibOut:
                 for key, _ in done.changed:
                     if key not in sent:
                         index.setdefault(key[PATH_ID_LENGTH:], []).append(key)
+            if adopt:
+                assert done.after is not None
+                self._sent[family] = done.after
+                done.share.taken = True
+                self._lent[family] = TAKEN
+                continue
+            sent = self._own(family)
             for key in done.withdrawn:
                 del sent[key]
             sent.update(done.changed)
@@ -280,8 +311,10 @@ class AdjRibOut:
             if dirty is not None:
                 some = dirty.get(family)
                 if some:
+                    before = self._sent.get(family)
                     gone, changed = self._changes(family, some, family in export.add_path)
-                    record.append(FamilyFlush(family, tuple(gone), tuple(changed)))
+                    record.append(FamilyFlush(family, tuple(gone), tuple(changed),
+                                              before=before, after=self._sent[family]))  # fmt: skip
                     if gone:
                         out.extend(pack_withdrawals(family, sorted(gone)))
                     for attrs, keys in _group(changed):

@@ -14,23 +14,51 @@ times.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 
 from ..attributes import RouteAttributes
 from ..wire import Family
 
 
+class Share:
+    """Whether a sent table recorded in a flush may be held by another peer of the group:
+    taken by one, or still in the memo where one may take it. The peer that computed it
+    copies it before changing it only then: a lone peer (the usual relay) whose desired
+    routes changed since (the memo cleared) changes its own table in place."""
+
+    __slots__ = ("open", "taken")
+
+    def __init__(self, taken: bool = False) -> None:
+        self.taken = taken
+        self.open = True
+
+    @property
+    def held(self) -> bool:
+        return self.taken or self.open
+
+
+TAKEN = Share(taken=True)
+"""The share of a table a peer took from another: always copied before a change."""
+
+
 @dataclass(frozen=True, slots=True)
 class FamilyFlush:
     """What one flush did to one family's sent table: ``withdrawn`` keys removed and
-    ``changed`` paths set; or, for a flush of the whole table (``withdrawn`` None), the
-    sent table became ``whole``."""
+    ``changed`` paths set, the sent table ``before`` becoming ``after`` (a peer that held
+    the same ``before`` takes ``after`` itself); or, for a flush of the whole table
+    (``withdrawn`` None), the sent table became ``whole``. The tables are shared, never
+    changed in place once recorded (:meth:`~.adj_out.AdjRibOut._own` copies first): a
+    group of eight routers keeps one sent table, not eight."""
 
     family: Family
     withdrawn: tuple[bytes, ...] | None
     changed: tuple[tuple[bytes, RouteAttributes], ...] = ()
-    whole: Mapping[bytes, RouteAttributes] | None = None
+    whole: dict[bytes, RouteAttributes] | None = None
+    before: dict[bytes, RouteAttributes] | None = None
+    after: dict[bytes, RouteAttributes] | None = None
+    share: Share = field(default_factory=Share)
+    """Set taken by a peer that takes ``after`` or ``whole`` as its own table."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +80,11 @@ class ExportMemo:
         """Flushes a peer took from another rather than computed (for tests and the log)."""
 
     def changed(self) -> None:
-        """The desired routes changed: no recorded flush applies any more."""
+        """The desired routes changed: no recorded flush applies any more (nor can its
+        tables be taken)."""
+        for flushed in self._flushed.values():
+            for done in flushed.families:
+                done.share.open = False
         self._flushed.clear()
 
     def get(self, key: Hashable) -> Flushed | None:
@@ -65,4 +97,4 @@ class ExportMemo:
 EMPTY_LINEAGE = object()
 """The lineage of an Adj-RIB-Out that has sent nothing."""
 
-__all__ = ["EMPTY_LINEAGE", "ExportMemo", "FamilyFlush", "Flushed"]
+__all__ = ["EMPTY_LINEAGE", "TAKEN", "ExportMemo", "FamilyFlush", "Flushed", "Share"]
