@@ -60,10 +60,37 @@ async def send(
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
-    if not command.accepts(answer):
-        first = command.text.splitlines()[0]
-        raise Refused(f"HAProxy refused {first!r}: {answer.strip()[:300]}")
+    why = runtime.refusal([runtime.Answer(command, answer)])
+    if why is not None:
+        raise Refused(why)
     return answer
+
+
+async def send_all(
+    socket_path: str | os.PathLike[str],
+    commands: Sequence[runtime.Command],
+    timeout_s: float = 10.0,
+) -> list[runtime.Answer]:
+    """Run `commands` in order over one connection to HAProxy's admin socket (an apply's
+    commands: one connection, not one each) and return each one's answer; raises Refused
+    naming the first command refused or left unanswered. HAProxy runs every command it
+    is sent, those after a refused one too."""
+    async with asyncio.timeout(timeout_s):
+        reader, writer = await asyncio.open_unix_connection(str(socket_path))
+        try:
+            writer.write(runtime.conversation(commands))
+            # Read while writing: HAProxy stops reading once our side stops reading its
+            # answers.
+            _, received = await asyncio.gather(writer.drain(), reader.read())
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+    found = runtime.answers(commands, received.decode(errors="replace"))
+    why = runtime.refusal(found)
+    if why is not None:
+        raise Refused(why)
+    return found
 
 
 def load_pems(config: GatewayConfig) -> tuple[dict[str, str], list[str]]:
@@ -218,10 +245,9 @@ class HAProxy:
                 return Applied(change)
             self._install(new)
             try:
-                for action in change.actions:
-                    for command in runtime.commands(action):
-                        await send(self.paths.admin_socket, command)
-                    self.counters.runtime_actions += 1
+                commands = [c for action in change.actions for c in runtime.commands(action)]
+                await send_all(self.paths.admin_socket, commands)
+                self.counters.runtime_actions += len(change.actions)
             except (Refused, OSError, TimeoutError) as exc:
                 # The files are right; a reload makes HAProxy read them.
                 _log().warning("runtime api failed, reloading", error=str(exc))
