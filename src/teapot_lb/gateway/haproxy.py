@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -229,7 +229,7 @@ class HAProxy:
             if change.empty:
                 return Applied(change)
             if change.reload:
-                error = await self._check(config, table, pems)
+                error = await self._check(new)
                 if error is not None:
                     return self._refuse(error, change)
                 self._install(new)
@@ -276,10 +276,10 @@ class HAProxy:
         _log().error("gateway config refused", error=error)
         return Applied(change or planning.Change(False), error)
 
-    async def _check(
-        self, config: GatewayConfig, table: slots.SlotTable, pems: dict[str, str]
-    ) -> str | None:
-        staged = render.render(config, table, self._staging, pems, self._staged)
+    async def _check(self, new: render.Rendered) -> str | None:
+        # The rendering itself, moved to the staging directory (rendering it again there
+        # cost as much as the rendering: every frontend, on every route added).
+        staged = relocated(new, self.paths, self._staging)
         # (unknown while writing: a write that fails leaves some files of each)
         written, self._staged = self._staged, None
         _write_changed(staged, written)
@@ -327,6 +327,26 @@ class HAProxy:
         for sock in (self.paths.master_socket, self.paths.admin_socket):
             with contextlib.suppress(FileNotFoundError):
                 Path(sock).unlink()
+
+
+def relocated(rendered: render.Rendered, into: render.Paths, to: render.Paths) -> render.Rendered:
+    """`rendered` (its files under `into`) with its files under `to` instead, every
+    mention of one of its paths in their text too (the configuration's, the crt-lists'
+    lines): what `haproxy -c` checks before the files are installed. (A route's own value
+    that spells out the state directory is moved too: it is still a value where it was.)"""
+    before, after = f"{into.base}/", f"{to.base}/"
+    # (the configuration has them as quoted words: a quote inside is escaped)
+    pairs = {(before, after), (before.replace("'", "'\\''"), after.replace("'", "'\\''"))}
+
+    def text_moved(text: str) -> str:
+        for old, new in pairs:  # (one pass each: `after` holds `before`)
+            text = text.replace(old, new)
+        return text
+
+    def moved(files: dict[str, str]) -> dict[str, str]:
+        return {after + path.removeprefix(before): text_moved(t) for path, t in files.items()}
+
+    return replace(rendered, files=moved(rendered.files), certificates=moved(rendered.certificates))
 
 
 def _write_changed(rendered: render.Rendered, written: render.Rendered | None) -> None:
