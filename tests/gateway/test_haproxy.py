@@ -9,6 +9,7 @@ level-triggered), so the order of the tests does not matter.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -19,6 +20,7 @@ import pytest
 import pytest_asyncio
 
 from needs import require_binary, require_root
+from teapot_lb.gateway import runtime
 from teapot_lb.gateway.config import (
     Backend,
     BackendRef,
@@ -41,7 +43,7 @@ from teapot_lb.gateway.config import (
     StreamRoute,
     TLSRoute,
 )
-from teapot_lb.gateway.haproxy import HAProxy
+from teapot_lb.gateway.haproxy import HAProxy, Refused, send_all
 from teapot_lb.gateway.plan import SetCertificate
 from teapot_lb.lab.gateway_lab import (
     CLIENT,
@@ -427,6 +429,48 @@ async def test_a_rotated_certificate_is_served_without_a_reload(world: World) ->
     after = world.lab.peer_certificate_subject(443, "a.example")
     assert after != before and "CN = a.example" in after
     assert (await world.haproxy.worker_pid(), world.haproxy.counters.reloads) == (pid, reloads)
+
+
+async def test_one_connection_answers_each_command_and_names_the_one_refused(
+    world: World,
+) -> None:
+    await _apply(world, base_config(world))
+    socket = world.haproxy.paths.admin_socket
+    answered = await send_all(socket, [runtime.show_info(), runtime.show_info()])
+    pid = str(await world.haproxy.worker_pid())
+    assert [runtime.parse_info(a.text or "")["Pid"] for a in answered] == [pid, pid]
+    refused = runtime.Command("set server be_no_such_backend/s1 state ready")
+    with pytest.raises(Refused) as caught:
+        await send_all(socket, [runtime.show_info(), refused, runtime.show_info()])
+    assert str(caught.value).startswith(
+        "HAProxy refused 'set server be_no_such_backend/s1 state ready': No such"
+    )
+
+
+async def test_a_runtime_change_haproxy_refuses_is_made_by_a_reload(world: World) -> None:
+    await _apply(world, base_config(world))
+    pid, reloads = await world.haproxy.worker_pid(), world.haproxy.counters.reloads
+    # HAProxy holds one certificate transaction at a time: one left open on b's makes
+    # the commit of a's rotation fail.
+    socket, b_path = world.haproxy.paths.admin_socket, world.haproxy.paths.certificate("b")
+    a_before, b_before = (
+        world.lab.peer_certificate_subject(443, h) for h in ("a.example", "b.example")
+    )
+    pem = world.certs["b.example"]
+    await send_all(socket, [runtime.Command(f"set ssl cert {b_path} <<\n{pem}", ("Trans",))])
+    try:
+        _cert, _key, new_pem = make_certificate(world.lab.work / "certs", "a.example", tag="-3")
+        applied = await world.haproxy.apply(base_config(world, a_pem=new_pem))
+    finally:
+        with contextlib.suppress(Refused):  # (gone with the old worker when it reloaded)
+            await send_all(socket, [runtime.Command(f"abort ssl cert {b_path}")])
+    assert applied.error is None
+    assert [type(a) for a in applied.change.actions] == [SetCertificate]
+    assert world.haproxy.counters.reloads == reloads + 1
+    assert await world.haproxy.worker_pid() != pid
+    a_after = world.lab.peer_certificate_subject(443, "a.example")
+    assert a_after != a_before and "CN = a.example" in a_after
+    assert world.lab.peer_certificate_subject(443, "b.example") == b_before
 
 
 # --- reloads, refusals, crashes --------------------------------------------------------------

@@ -22,7 +22,7 @@ from teapot_lb.gateway.config import (
     StreamRoute,
     TLSRoute,
 )
-from teapot_lb.gateway.haproxy import load_pems, with_certificate_names
+from teapot_lb.gateway.haproxy import load_pems, relocated, with_certificate_names
 from teapot_lb.gateway.plan import (
     AddCertificate,
     AddMapEntry,
@@ -90,6 +90,17 @@ def test_the_rendered_configuration_is_accepted_by_haproxy(tmp_path: Path) -> No
         ["haproxy", "-c", "-f", str(paths.config)], capture_output=True, text=True
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize("base", ["/run/gw-test", "/run/it's here"])
+def test_a_rendering_moved_to_the_staging_directory_is_the_rendering_made_there(
+    base: str,
+) -> None:
+    cfg, pems = _config(), {"a": "PEM-1", render.DEFAULT_CERTIFICATE: "PEM-0"}
+    into, to = render.Paths(Path(base)), render.Paths(Path(base) / "staging")
+    there = render.render(cfg, slots.assign(cfg), to, pems)
+    moved = relocated(render.render(cfg, slots.assign(cfg), into, pems), into, to)
+    assert (moved.files, moved.certificates) == (there.files, there.certificates)
 
 
 def test_quotes_and_percent_signs_cannot_escape_their_word() -> None:

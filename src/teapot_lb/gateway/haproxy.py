@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +60,37 @@ async def send(
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
-    if not command.accepts(answer):
-        first = command.text.splitlines()[0]
-        raise Refused(f"HAProxy refused {first!r}: {answer.strip()[:300]}")
+    why = runtime.refusal([runtime.Answer(command, answer)])
+    if why is not None:
+        raise Refused(why)
     return answer
+
+
+async def send_all(
+    socket_path: str | os.PathLike[str],
+    commands: Sequence[runtime.Command],
+    timeout_s: float = 10.0,
+) -> list[runtime.Answer]:
+    """Run `commands` in order over one connection to HAProxy's admin socket (an apply's
+    commands: one connection, not one each) and return each one's answer; raises Refused
+    naming the first command refused or left unanswered. HAProxy runs every command it
+    is sent, those after a refused one too."""
+    async with asyncio.timeout(timeout_s):
+        reader, writer = await asyncio.open_unix_connection(str(socket_path))
+        try:
+            writer.write(runtime.conversation(commands))
+            # Read while writing: HAProxy stops reading once our side stops reading its
+            # answers.
+            _, received = await asyncio.gather(writer.drain(), reader.read())
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+    found = runtime.answers(commands, received.decode(errors="replace"))
+    why = runtime.refusal(found)
+    if why is not None:
+        raise Refused(why)
+    return found
 
 
 def load_pems(config: GatewayConfig) -> tuple[dict[str, str], list[str]]:
@@ -202,7 +229,7 @@ class HAProxy:
             if change.empty:
                 return Applied(change)
             if change.reload:
-                error = await self._check(config, table, pems)
+                error = await self._check(new)
                 if error is not None:
                     return self._refuse(error, change)
                 self._install(new)
@@ -218,10 +245,9 @@ class HAProxy:
                 return Applied(change)
             self._install(new)
             try:
-                for action in change.actions:
-                    for command in runtime.commands(action):
-                        await send(self.paths.admin_socket, command)
-                    self.counters.runtime_actions += 1
+                commands = [c for action in change.actions for c in runtime.commands(action)]
+                await send_all(self.paths.admin_socket, commands)
+                self.counters.runtime_actions += len(change.actions)
             except (Refused, OSError, TimeoutError) as exc:
                 # The files are right; a reload makes HAProxy read them.
                 _log().warning("runtime api failed, reloading", error=str(exc))
@@ -250,10 +276,10 @@ class HAProxy:
         _log().error("gateway config refused", error=error)
         return Applied(change or planning.Change(False), error)
 
-    async def _check(
-        self, config: GatewayConfig, table: slots.SlotTable, pems: dict[str, str]
-    ) -> str | None:
-        staged = render.render(config, table, self._staging, pems, self._staged)
+    async def _check(self, new: render.Rendered) -> str | None:
+        # The rendering itself, moved to the staging directory (rendering it again there
+        # cost as much as the rendering: every frontend, on every route added).
+        staged = relocated(new, self.paths, self._staging)
         # (unknown while writing: a write that fails leaves some files of each)
         written, self._staged = self._staged, None
         _write_changed(staged, written)
@@ -301,6 +327,26 @@ class HAProxy:
         for sock in (self.paths.master_socket, self.paths.admin_socket):
             with contextlib.suppress(FileNotFoundError):
                 Path(sock).unlink()
+
+
+def relocated(rendered: render.Rendered, into: render.Paths, to: render.Paths) -> render.Rendered:
+    """`rendered` (its files under `into`) with its files under `to` instead, every
+    mention of one of its paths in their text too (the configuration's, the crt-lists'
+    lines): what `haproxy -c` checks before the files are installed. (A route's own value
+    that spells out the state directory is moved too: it is still a value where it was.)"""
+    before, after = f"{into.base}/", f"{to.base}/"
+    # (the configuration has them as quoted words: a quote inside is escaped)
+    pairs = {(before, after), (before.replace("'", "'\\''"), after.replace("'", "'\\''"))}
+
+    def text_moved(text: str) -> str:
+        for old, new in pairs:  # (one pass each: `after` holds `before`)
+            text = text.replace(old, new)
+        return text
+
+    def moved(files: dict[str, str]) -> dict[str, str]:
+        return {after + path.removeprefix(before): text_moved(t) for path, t in files.items()}
+
+    return replace(rendered, files=moved(rendered.files), certificates=moved(rendered.certificates))
 
 
 def _write_changed(rendered: render.Rendered, written: render.Rendered | None) -> None:

@@ -1,13 +1,18 @@
 """HAProxy's runtime API, sans-I/O: typed actions → command text, answers → typed results.
 
-The admin socket takes one command per connection (non-interactive mode) and answers
-with text that ends when the connection closes; a failure is an answer that is not the
-expected one. `RuntimeClient` (gateway.haproxy) only moves the bytes.
-Commands: HAProxy 2.6 management guide, section 9.3.
+A single command goes over a connection of its own (non-interactive mode): its answer is
+the text until HAProxy closes the connection. The commands of one apply go over one
+connection (`conversation`): interactive mode (`prompt`), where HAProxy ends every answer
+with the prompt, so the text received splits back into one answer per command
+(`answers`). A failure is an answer that is not the expected one, or none at all (the
+connection ended first); it is reported as that command's, with its text (`refusal`).
+`gateway.haproxy` only moves the bytes. Commands: HAProxy 2.6 management guide, sections
+9.3 (commands) and 9.2 (interactive mode; a payload after `<<` ends at an empty line).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from teapot_lb.gateway.plan import (
@@ -83,6 +88,72 @@ def master(text: str, ok: tuple[str, ...] = ("",)) -> Command:
     """A command for the master CLI (`-S`), which keeps the connection open after an
     answer unless told to `quit`."""
     return Command(f"{text};quit", ok)
+
+
+PROMPT = "\n> "
+"""What HAProxy writes after each answer in interactive mode."""
+PAYLOAD_PROMPT = "+ "
+"""What it writes, in interactive mode, for each line of a command with a payload (`<<`)
+before the empty line that ends it, so ahead of that command's answer."""
+
+
+def conversation(commands: Sequence[Command]) -> bytes:
+    """What to write on one admin-socket connection to run `commands` in order:
+    interactive mode on, each command on its line (a payload command's text ends with its
+    payload's last line: the empty line after it ends the payload), then `quit`, so
+    HAProxy closes the connection after the last answer."""
+    return "".join(["prompt\n", *(c.text + "\n" for c in commands), "quit\n"]).encode()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A command and what HAProxy answered (None: no answer came)."""
+
+    command: Command
+    text: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.text is not None and self.command.accepts(self.text)
+
+
+def answers(commands: Sequence[Command], received: str) -> list[Answer]:
+    """The text a `conversation` received, split into each command's answer. The first
+    prompt follows `prompt`'s own (empty) answer; the text after the last prompt is
+    `quit`'s (none) or, when the connection ended early, an answer cut short, which
+    counts as none."""
+    pieces = received.split(PROMPT)[1:-1]
+    out = []
+    for i, command in enumerate(commands):
+        if i >= len(pieces):
+            out.append(Answer(command, None))
+            continue
+        text = pieces[i]
+        for _ in range(command.text.count("\n")):  # (the payload's prompts, if any)
+            text = text.removeprefix(PAYLOAD_PROMPT)
+        out.append(Answer(command, text))
+    return out
+
+
+def refusal(found: Sequence[Answer]) -> str | None:
+    """Why a conversation failed (None: every answer was the expected one): the first
+    command refused or unanswered, its text and HAProxy's, and how many more failed."""
+    failed = [a for a in found if not a.ok]
+    if not failed:
+        return None
+    first = failed[0]
+    command = first.command.text.splitlines()[0]
+    if first.text is None:
+        answered = sum(a.text is not None for a in found)
+        why = (
+            f"no answer to {command!r} (the connection ended after "
+            f"{answered} of {len(found)} answers)"
+        )
+    else:
+        why = f"HAProxy refused {command!r}: {first.text.strip()[:300]}"
+    if len(failed) > 1:
+        why += f" (and {len(failed) - 1} more of the {len(found)} commands failed)"
+    return why
 
 
 def show_stat() -> Command:

@@ -4,14 +4,16 @@ nothing else of either tenant is disturbed (every other object still vets clean)
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from teapot_lb.lab.gateway_lab import make_certificate as make_lab_certificate
 from teapot_lb.model.common import ObjectRef, dump
 from teapot_lb.model.manifest import parse_object
-from teapot_lb.tenancy.l7cert import certificate_problem
+from teapot_lb.tenancy.l7cert import certificate_names, certificate_problem
 from teapot_lb.tenancy.l7vet import (
     L7Object,
     L7Rule,
@@ -383,6 +385,46 @@ def test_a_good_certificate_passes_and_a_mismatch_says_why(
     assert certificate_problem(cert, key) is None
     why = certificate_problem(cert, certs["www.bolt.example"][1])
     assert why is not None and "not the key" in why
+
+
+def test_a_certificate_past_its_end_date_has_expired(
+    certs: dict[str, tuple[bytes, bytes]],
+) -> None:
+    cert, key = certs["www.acme.example"]  # valid for 30 days
+    assert certificate_problem(cert, key, now=datetime.now(UTC) + timedelta(days=29)) is None
+    later = datetime.now(UTC) + timedelta(days=31)
+    assert certificate_problem(cert, key, now=later) == "the certificate has expired"
+
+
+@pytest.mark.parametrize(
+    ("broken", "why"),
+    [
+        ("key", "tls.key does not parse as a private key"),
+        ("chain", "tls.crt holds a certificate chain that does not parse"),
+        ("certificate", "tls.crt does not parse as an X.509 certificate"),
+    ],
+)
+def test_what_does_not_parse_is_named(
+    certs: dict[str, tuple[bytes, bytes]], broken: str, why: str
+) -> None:
+    cert, key = certs["www.acme.example"]
+    garbage = b"-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n"
+    if broken == "key":
+        key = b"-----BEGIN PRIVATE KEY-----\nnot base64 at all\n-----END PRIVATE KEY-----\n"
+    elif broken == "chain":
+        cert = cert + garbage
+    else:
+        cert = garbage
+    assert certificate_problem(cert, key) == why
+
+
+def test_a_certificates_names_are_its_dns_names_else_its_common_name(
+    certs: dict[str, tuple[bytes, bytes]], tmp_path: Path
+) -> None:
+    assert certificate_names(certs["www.acme.example"][0]) == ["www.acme.example"]
+    cert, _key, _pem = make_lab_certificate(tmp_path, "San.Example")
+    assert certificate_names(cert.read_bytes()) == ["san.example"]
+    assert certificate_names(b"-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n") == []
 
 
 def test_a_wildcard_certificate_name_covers_one_label_only() -> None:

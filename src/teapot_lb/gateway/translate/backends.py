@@ -5,7 +5,8 @@ networks only, and the active health check the slices ask for."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from ipaddress import ip_address
 
 from pydantic import ValidationError
@@ -25,6 +26,28 @@ from teapot_lb.tenancy.l7vet import LABEL_SOURCE_NAMESPACE, L7Object, source_of
 
 from .results import ObjectResult
 
+SliceKey = tuple[object, str, str, str, str]
+"""Whose endpoints a mirrored slice holds: its namespace, and (its labels) the source
+cluster, the source namespace, the Service and the backends mode (pod IPs or nodes)."""
+
+
+def slices_by_service(slices: Iterable[KubeObject]) -> dict[SliceKey, list[KubeObject]]:
+    """The slices by whose endpoints they hold, in their order (one pass over a tenant's
+    slices; each backend then looks its own up, not through every slice)."""
+    out: dict[SliceKey, list[KubeObject]] = {}
+    for eps in slices:
+        meta = eps.get("metadata", {})
+        labels = meta.get("labels") or {}
+        key = (
+            meta.get("namespace"),
+            labels.get(MCS_SOURCE_CLUSTER, ""),
+            labels.get(LABEL_SOURCE_NAMESPACE, ""),
+            labels.get(MCS_SERVICE_NAME, ""),
+            labels.get(LABEL_BACKENDS, ""),
+        )
+        out.setdefault(key, []).append(eps)
+    return out
+
 
 def service_backend(
     name: str,
@@ -32,28 +55,18 @@ def service_backend(
     tenant: Tenant,
     service: str,
     port: int | str,
-    slices: Sequence[KubeObject],
+    slices: Mapping[SliceKey, Sequence[KubeObject]],
     result: ObjectResult,
 ) -> tuple[Backend, bool]:
     """Backend `name`: Service `service`'s port `port` in `obj`'s source cluster, from the
-    slices of `obj`'s namespace; whether the Service and the port were found (when not,
-    its requests are answered 500 by a route that says so). What is not served goes to
-    `result`'s notes."""
+    slices of `obj`'s namespace (`slices`: :func:`slices_by_service`); whether the Service
+    and the port were found (when not, its requests are answered 500 by a route that says
+    so). What is not served goes to `result`'s notes."""
     source = source_of(obj)
     namespace = obj.metadata.namespace or ""
     mode = tenant.spec.gateway_backends
-    wanted = {
-        MCS_SOURCE_CLUSTER: source.cluster,
-        LABEL_SOURCE_NAMESPACE: source.namespace,
-        MCS_SERVICE_NAME: service,
-        LABEL_BACKENDS: mode.value,
-    }
-    mine = [
-        s
-        for s in slices
-        if s.get("metadata", {}).get("namespace") == namespace
-        and all(_labels(s).get(k, "") == v for k, v in wanted.items())
-    ]
+    key = (namespace, source.cluster, source.namespace, service, mode.value)
+    mine = slices.get(key, ())
     found = bool(mine)
     if not mine:
         result.notes.append(
@@ -93,19 +106,21 @@ def service_backend(
     return backend, found
 
 
-def _allowed_networks(tenant: Tenant, mode: GatewayBackends) -> list[IPNetwork]:
+def _allowed_networks(tenant: Tenant, mode: GatewayBackends) -> tuple[IPNetwork, ...]:
     texts = (
         tenant.spec.pod_networks if mode is GatewayBackends.POD_IPS else tenant.spec.node_networks
     )
-    return [parse_cidr(t) for t in texts]
+    return _networks(tuple(texts))
+
+
+@lru_cache(maxsize=1024)
+def _networks(texts: tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    # (asked once per backend built: parsing a tenant's few networks each time added up)
+    return tuple(parse_cidr(t) for t in texts)
 
 
 def _network_words(mode: GatewayBackends) -> str:
     return "pod networks" if mode is GatewayBackends.POD_IPS else "node networks"
-
-
-def _labels(obj: KubeObject) -> dict[str, str]:
-    return dict(obj.get("metadata", {}).get("labels") or {})
 
 
 def _endpoint_port(eps: KubeObject, port: int | str) -> int | None:
@@ -159,4 +174,4 @@ def _health_check(
     return None
 
 
-__all__ = ["service_backend"]
+__all__ = ["SliceKey", "service_backend", "slices_by_service"]

@@ -28,7 +28,7 @@ from teapot_lb.model.tenancy import Tenant
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY, certificate_names, covered_hostnames
 from teapot_lb.tenancy.l7vet import SHARED_PORTS, L7Object, mirrored_name, source_of
 
-from .backends import service_backend
+from .backends import SliceKey, service_backend, slices_by_service
 from .results import ObjectResult
 
 _UNSAFE_NAME = re.compile(r"[^-A-Za-z0-9_.]")
@@ -66,6 +66,11 @@ class Build:
     """The objects with a dedicated address (ObjectResult.address)."""
     offered: dict[str, set[IPAddress | None]] = field(default_factory=dict)
     """Where each certificate is offered: dedicated addresses, None for the shared ones."""
+    by_service: dict[SliceKey, list[KubeObject]] = field(init=False)
+    """`slices` by whose endpoints they hold."""
+
+    def __post_init__(self) -> None:
+        self.by_service = slices_by_service(self.slices)
 
     # ----- listeners
 
@@ -156,7 +161,9 @@ class Build:
         namespace = obj.metadata.namespace or ""
         name = config_name(namespace, source.cluster, source.namespace, service, str(port))
         if name not in self.backends:
-            backend, found = service_backend(name, obj, tenant, service, port, self.slices, result)
+            backend, found = service_backend(
+                name, obj, tenant, service, port, self.by_service, result
+            )
             self.backends[name] = backend
             if not found:
                 self.missing.add(name)
