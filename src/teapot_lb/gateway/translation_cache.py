@@ -42,6 +42,7 @@ from teapot_lb.gateway.translate import (
     object_order,
     tenant_namespaces,
     vet_tenant,
+    with_endpoints,
 )
 from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.common import ObjectRef, creation_order
@@ -126,6 +127,9 @@ class TranslationCache:
         """The namespaces whose part the last :meth:`translation` built again."""
         self.vetted: set[str] = set()
         """The namespaces the last :meth:`translation` vetted again."""
+        self.endpoints_only: set[str] = set()
+        """Of :attr:`rebuilt`, those whose backends alone were built again (only their
+        endpoints changed, and nothing else with them)."""
 
     # ------------------------------------------------------------------ input
 
@@ -216,7 +220,8 @@ class TranslationCache:
         self._stale.clear()
         wanted = dedicated_wanted(chain.from_iterable(self._asking.values()))
         dedicated = assign(wanted, pools or {}, held or {}, addresses)
-        rebuild = self.vetted | {ns for ns in self._unbuilt if self._owners.get(ns) is not None}
+        whole = set(self.vetted)
+        endpoints = {ns for ns in self._unbuilt if self._owners.get(ns) is not None} - whole
         self._unbuilt.clear()
         for namespace, asking in list(self._asking.items()):
             space = self._spaces[namespace]
@@ -230,9 +235,19 @@ class TranslationCache:
             if mine != space.dedicated:
                 space.dedicated = mine
                 if self._owners.get(namespace) is not None:
-                    rebuild.add(namespace)
+                    whole.add(namespace)
+        rebuild = whole | endpoints
+        self.endpoints_only = set()
         for namespace in rebuild:
             space = self._spaces[namespace]
+            # Its endpoints alone changed: its backends of those slices built again, if
+            # that is all that changes (else the whole part).
+            if namespace not in whole and space.part is not None:
+                part = with_endpoints(space.part, space.slices)
+                if part is not None:
+                    space.part = part
+                    self.endpoints_only.add(namespace)
+                    continue
             space.part = build_part(space.vetted, dedicated, space.secrets, space.slices, addresses)
             if space.part.results or space.part.listeners:
                 if namespace not in self._parts:

@@ -191,6 +191,51 @@ def test_a_change_in_one_tenant_translates_that_tenant_only(
     assert (cache.vetted, cache.rebuilt) == (set(), set())
 
 
+def test_an_endpoints_only_change_builds_that_services_backend_only(
+    pems: dict[str, tuple[bytes, bytes]],
+) -> None:
+    cloud, cache = Cloud(), TranslationCache()
+    apply(cloud, ("put", _ingress("acme", "one", 0, 1, "web", None, False)), pems)
+    apply(cloud, ("put", _gateway("acme", 0, None, None, False)), pems)
+    apply(cloud, ("put", _route("acme", "two", 3, 2, "api")), pems)
+    apply(cloud, ("endpoints", "acme", "web", ["192.0.2.11"]), pems)
+    apply(cloud, ("endpoints", "acme", "api", ["192.0.2.11"]), pems)
+    before = translate_kept(cache, cloud)
+
+    apply(cloud, ("endpoints", "acme", "web", ["192.0.2.11", "192.0.2.12"]), pems)
+    after = translate_kept(cache, cloud)
+    assert cache.endpoints_only == {"tenant-acme"}
+    assert after.config == translate(cloud.world(), list(cloud.slices.values()), [SHARED]).config
+    # The routes and the other Service's backend are the same objects (the render's
+    # comparison is an identity check), the results too.
+    routes = zip(after.config.http_routes, before.config.http_routes, strict=True)
+    assert len(after.config.http_routes) == 2 and all(a is b for a, b in routes)
+    backends = zip(after.config.backends, before.config.backends, strict=True)
+    changed = [a for a, b in backends if a is not b]
+    assert [b.owner.name for b in changed] == ["web"]
+    assert all(after.results[ref] is r for ref, r in before.results.items())
+
+
+def test_an_endpoints_change_that_changes_more_than_a_backend_builds_the_tenant_again(
+    pems: dict[str, tuple[bytes, bytes]],
+) -> None:
+    cloud, cache = Cloud(), TranslationCache()
+    apply(cloud, ("put", _gateway("acme", 0, None, None, False)), pems)
+    apply(cloud, ("put", _route("acme", "two", 3, 2, "api")), pems)
+    apply(cloud, ("endpoints", "acme", "api", ["192.0.2.11"]), pems)
+    assert translate_kept(cache, cloud).config.http_routes  # the route is served
+
+    for change in (
+        ("endpoints", "acme", "api", ["192.0.2.71"]),  # outside its networks: noted
+        ("endpoints", "acme", "api", []),  # the Service gone: its requests answered 500
+    ):
+        apply(cloud, change, pems)
+        kept = translate_kept(cache, cloud)
+        assert (cache.rebuilt, cache.endpoints_only) == ({"tenant-acme"}, set()), change
+        fresh = translate(cloud.world(), list(cloud.slices.values()), [SHARED])
+        assert (kept.config, kept.results) == (fresh.config, fresh.results), change
+
+
 def test_a_hostname_another_tenant_claims_vets_both_tenants_again(
     pems: dict[str, tuple[bytes, bytes]],
 ) -> None:

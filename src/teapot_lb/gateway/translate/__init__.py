@@ -37,7 +37,7 @@ from __future__ import annotations
 from .build import config_name
 from .from_scratch import translate
 from .namespaces import by_namespace, tenant_namespaces
-from .parts import Part, build_part, merge, shared_listeners
+from .parts import Part, build_part, merge, shared_listeners, with_endpoints
 from .results import Changed, Condition, ListenerResult, ObjectResult, ParentResult, Translation
 from .vetting import ObjectOrder, Vetted, dedicated_wanted, object_order, vet_tenant
 
@@ -61,4 +61,5 @@ __all__ = [
     "tenant_namespaces",
     "translate",
     "vet_tenant",
+    "with_endpoints",
 ]

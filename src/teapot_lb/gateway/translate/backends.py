@@ -49,6 +49,14 @@ def slices_by_service(slices: Iterable[KubeObject]) -> dict[SliceKey, list[KubeO
     return out
 
 
+def slice_key(obj: L7Object, tenant: Tenant, service: str) -> SliceKey:
+    """Whose slices Service `service` of `obj`'s source cluster is read from
+    (:func:`slices_by_service`)."""
+    source = source_of(obj)
+    mode = tenant.spec.gateway_backends
+    return (obj.metadata.namespace or "", source.cluster, source.namespace, service, mode.value)
+
+
 def service_backend(
     name: str,
     obj: L7Object,
@@ -65,8 +73,7 @@ def service_backend(
     source = source_of(obj)
     namespace = obj.metadata.namespace or ""
     mode = tenant.spec.gateway_backends
-    key = (namespace, source.cluster, source.namespace, service, mode.value)
-    mine = slices.get(key, ())
+    mine = slices.get(slice_key(obj, tenant, service), ())
     found = bool(mine)
     if not mine:
         result.notes.append(
@@ -174,4 +181,4 @@ def _health_check(
     return None
 
 
-__all__ = ["SliceKey", "service_backend", "slices_by_service"]
+__all__ = ["SliceKey", "service_backend", "slice_key", "slices_by_service"]

@@ -28,7 +28,7 @@ from teapot_lb.model.tenancy import Tenant
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY, certificate_names, covered_hostnames
 from teapot_lb.tenancy.l7vet import SHARED_PORTS, L7Object, mirrored_name, source_of
 
-from .backends import SliceKey, service_backend, slices_by_service
+from .backends import SliceKey, service_backend, slice_key, slices_by_service
 from .results import ObjectResult
 
 _UNSAFE_NAME = re.compile(r"[^-A-Za-z0-9_.]")
@@ -41,6 +41,21 @@ def config_name(*parts: str) -> str:
     if len(text) <= 200:
         return text
     return f"{text[:180]}.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class BackendAsk:
+    """How a backend was built (the first object to ask for it), so that it can be built
+    again from new slices alone: what it read and what it gave besides the backend."""
+
+    obj: L7Object
+    tenant: Tenant
+    service: str
+    port: int | str
+    key: SliceKey
+    found: bool
+    notes: tuple[str, ...]
+    """What it noted on the first asker's result."""
 
 
 @dataclass
@@ -66,6 +81,8 @@ class Build:
     """The objects with a dedicated address (ObjectResult.address)."""
     offered: dict[str, set[IPAddress | None]] = field(default_factory=dict)
     """Where each certificate is offered: dedicated addresses, None for the shared ones."""
+    asked: dict[str, BackendAsk] = field(default_factory=dict)
+    """How each backend was built."""
     by_service: dict[SliceKey, list[KubeObject]] = field(init=False)
     """`slices` by whose endpoints they hold."""
 
@@ -161,10 +178,14 @@ class Build:
         namespace = obj.metadata.namespace or ""
         name = config_name(namespace, source.cluster, source.namespace, service, str(port))
         if name not in self.backends:
+            noted = len(result.notes)
             backend, found = service_backend(
                 name, obj, tenant, service, port, self.by_service, result
             )
             self.backends[name] = backend
+            key = slice_key(obj, tenant, service)
+            notes = tuple(result.notes[noted:])
+            self.asked[name] = BackendAsk(obj, tenant, service, port, key, found, notes)
             if not found:
                 self.missing.add(name)
         return name
@@ -183,4 +204,4 @@ def route_owner(obj: L7Object, tenant: Tenant, kind: RouteKind) -> Owner:
     )
 
 
-__all__ = ["Build", "config_name", "created", "route_owner"]
+__all__ = ["BackendAsk", "Build", "config_name", "created", "route_owner"]

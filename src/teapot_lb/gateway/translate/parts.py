@@ -4,7 +4,7 @@ parts into one config."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain
 from operator import attrgetter
 from typing import Any
@@ -28,7 +28,8 @@ from teapot_lb.model.ingress import Ingress
 from teapot_lb.tenancy.l7address import Dedicated
 from teapot_lb.tenancy.l7vet import L7Refusal, L7Rule
 
-from .build import Build
+from .backends import SliceKey, service_backend, slices_by_service
+from .build import BackendAsk, Build
 from .http_routes import add_http_route
 from .ingress import add_ingress
 from .listeners import add_gateway
@@ -54,6 +55,10 @@ class Part:
     tls_routes: tuple[TLSRoute, ...]
     tcp_routes: tuple[StreamRoute, ...]
     udp_routes: tuple[StreamRoute, ...]
+    asked: Mapping[str, BackendAsk]
+    """How each backend was built (:func:`with_endpoints` builds them again)."""
+    by_service: Mapping[SliceKey, Sequence[KubeObject]]
+    """The slices it was built from, by whose endpoints they hold."""
 
 
 def build_part(
@@ -101,8 +106,35 @@ def build_part(
     return Part(
         results, build.listeners, build.dedicated, build.certificates, build.offered,
         build.backends, tuple(build.http_routes), tuple(build.tls_routes),
-        tuple(build.tcp_routes), tuple(build.udp_routes),
+        tuple(build.tcp_routes), tuple(build.udp_routes), build.asked, build.by_service,
     )  # fmt: skip
+
+
+def with_endpoints(part: Part, slices: Sequence[KubeObject]) -> Part | None:
+    """`part` from new `slices` when nothing else changed (the same objects, vetting,
+    addresses and Secrets): only the backends reading a slice that changed are built again,
+    the rest (routes, listeners, results) is `part`'s own, the same objects. None when a
+    backend built again would change more than itself: its Service found or not (routes
+    answer 500 for a missing one) or what it notes on its object's result (endpoints
+    outside the tenant's networks, a port not found) — then the whole part is built
+    again (:func:`build_part`), so the result is always what that gives."""
+    by_service = slices_by_service(slices)
+    old = part.by_service
+    backends: dict[str, Backend] | None = None
+    for name, ask in part.asked.items():
+        if old.get(ask.key, ()) == by_service.get(ask.key, ()):
+            continue
+        noted = ObjectResult(ask.obj)
+        backend, found = service_backend(
+            name, ask.obj, ask.tenant, ask.service, ask.port, by_service, noted
+        )
+        if found != ask.found or tuple(noted.notes) != ask.notes:
+            return None
+        if backends is None:
+            backends = dict(part.backends)
+        backends[name] = backend
+    return replace(part, backends=part.backends if backends is None else backends,
+                   by_service=by_service)  # fmt: skip
 
 
 def shared_listeners(addresses: tuple[IPAddress, ...]) -> dict[str, Listener]:
@@ -156,4 +188,4 @@ def merge(parts: Sequence[Part], addresses: tuple[IPAddress, ...], changed: Chan
     return Translation(config, results, addresses, changed)
 
 
-__all__ = ["Part", "build_part", "merge", "shared_listeners"]
+__all__ = ["Part", "build_part", "merge", "shared_listeners", "with_endpoints"]
