@@ -237,7 +237,8 @@ class Planner:
         if not ips:
             _Say(key, "", node_name, decisions)(None, False, "no IP assigned yet")
         for ip in ips:
-            say = _Say(key, str(ip), node_name, decisions)
+            text = str(ip)  # once per IP: the decisions and every peer's route use it
+            say = _Say(key, text, node_name, decisions)
             pool = self.view.pool_of(ip)
             if pool is None:
                 say(None, False, "the IP is in no AddressPool")
@@ -252,7 +253,7 @@ class Planner:
             bgp_eligible, bgp_say = eligible, say
             if bgp_advs and (gate := self._ovn_gate(pool)) is not None:
                 bgp_eligible, note = self._gated(pool.name, gate, eligible)
-                bgp_say = _Say(key, str(ip), node_name, decisions, note)
+                bgp_say = _Say(key, text, node_name, decisions, note)
             why_not_bgp = bgp_eligible.get(node_name, why_not_node)
             if bgp := _selecting(Mode.BGP, bgp_advs, node_labels, why_not_bgp, bgp_say):
                 self._bgp(ip, node_name, node_labels, bgp, bgp_eligible, bgp_say, out)
@@ -328,9 +329,9 @@ class Planner:
             for peer in node_peers:
                 if adv.spec.peers and peer.name not in adv.spec.peers:
                     continue
-                route = route_of(ip, adv, peer)
+                route = route_of(ip, adv, peer, say.ip)  # (say.ip: the IP's text, made once)
                 if next_hops:
-                    host = host_prefix(ip)  # never aggregated: the tenant's IP
+                    host = host_prefix(ip, say.ip)  # never aggregated: the tenant's IP
                     out.update(
                         BGPRoute(peer.name, host, route.attributes.evolve(next_hop=h), str(h))
                         for h in next_hops
