@@ -7,6 +7,8 @@ IPAM and the planners, so that every part reads an address entry and a family th
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Iterable
 from enum import StrEnum
 from ipaddress import (
     IPv4Address,
@@ -17,7 +19,7 @@ from ipaddress import (
     ip_network,
     summarize_address_range,
 )
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 IPAddress = IPv4Address | IPv6Address
 
@@ -144,3 +146,49 @@ def count_with_low_octet(rng: AddressRange, octet: int) -> int:
 def is_buggy(ip: IPAddress) -> bool:
     """IPv4 addresses ending in .0 or .255, which some old clients mistake for broadcast."""
     return ip.version == 4 and int(ip) % 256 in (0, 255)
+
+
+_T = TypeVar("_T")
+
+
+class RangeIndex(Generic[_T]):
+    """Which of many address ranges hold an address, found by a binary search on the ranges'
+    first addresses (not a walk of every range: the planners ask for every Service IP).
+
+    Made from `(range, value)` pairs in order of precedence; :meth:`holding` gives the
+    values of the ranges that hold an address in that order (ranges may overlap)."""
+
+    __slots__ = ("_families",)
+
+    def __init__(self, entries: Iterable[tuple[AddressRange, _T]]) -> None:
+        spans: dict[int, list[tuple[int, int, int, _T]]] = {}
+        for rank, (rng, value) in enumerate(entries):
+            spans.setdefault(rng.version, []).append((int(rng.first), int(rng.last), rank, value))
+        # Per family: the spans by first address, and the greatest last address of each
+        # prefix of them (a search walks back only while an earlier span can reach it).
+        self._families: dict[int, tuple[list[int], list[tuple[int, int, int, _T]], list[int]]]
+        self._families = {}
+        for version, found in spans.items():
+            found.sort(key=lambda span: (span[0], span[2]))
+            reach: list[int] = []
+            for _, last, _, _ in found:
+                reach.append(max(last, reach[-1]) if reach else last)
+            self._families[version] = ([span[0] for span in found], found, reach)
+
+    def holding(self, ip: IPAddress) -> list[_T]:
+        """The values of the ranges that hold `ip`, in the order they were given."""
+        family = self._families.get(ip.version)
+        if family is None:
+            return []
+        firsts, spans, reach = family
+        n = int(ip)
+        at = bisect_right(firsts, n)  # the spans before `at` start at or below n
+        found: list[tuple[int, _T]] = []
+        while at > 0 and reach[at - 1] >= n:
+            at -= 1
+            _, last, rank, value = spans[at]
+            if last >= n:
+                found.append((rank, value))
+        if len(found) > 1:
+            found.sort(key=lambda hit: hit[0])
+        return [value for _, value in found]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from ipaddress import ip_address
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from teapot_lb.cluster import ClusterView, Kind, Store
 from teapot_lb.cluster.changes import LIMIT
-from teapot_lb.model import EndpointSlice, Service, parse_ip, parse_object
+from teapot_lb.model import AddressPool, EndpointSlice, Service, parse_ip, parse_object
+from teapot_lb.model.common import creation_order
 from teapot_lb.standalone.assign import Assignment
 
 
@@ -83,6 +87,50 @@ def test_pool_of_finds_the_pool_holding_an_address() -> None:
     found = view.pool_of(parse_ip("192.0.2.3"))
     assert found is not None and found.name == "public"
     assert view.pool_of(parse_ip("198.51.100.1")) is None
+
+
+def _pool(name: str, addresses: list[str], avoid_buggy: bool, created: int | None) -> AddressPool:
+    meta: dict[str, Any] = {"name": name}
+    if created is not None:
+        meta["creationTimestamp"] = f"2026-01-01T00:00:{created:02d}Z"
+    spec = {"addresses": addresses, "avoidBuggyIPs": avoid_buggy}
+    obj, problems = parse_object(
+        {"apiVersion": "lb.teapot.io/v1alpha1", "kind": "AddressPool", "metadata": meta,
+         "spec": spec}
+    )  # fmt: skip
+    assert isinstance(obj, AddressPool), problems
+    return obj
+
+
+def _entry(six: bool, first: int, last: int) -> str:
+    base = ip_address("2001:db8::") if six else ip_address("192.0.2.0")
+    return f"{base + min(first, last)}-{base + max(first, last)}"
+
+
+_ranges = st.lists(
+    st.tuples(st.booleans(), st.integers(0, 255), st.integers(0, 255)), min_size=1, max_size=3
+)
+
+
+@given(
+    pools=st.lists(st.tuples(_ranges, st.booleans(), st.none() | st.integers(0, 59)), max_size=6),
+    probes=st.lists(st.tuples(st.booleans(), st.integers(0, 255)), min_size=1, max_size=20),
+)
+@settings(max_examples=200, deadline=None)
+def test_pool_of_is_the_oldest_pool_that_may_hand_out_the_address_even_where_pools_overlap(
+    pools: list[tuple[list[tuple[bool, int, int]], bool, int | None]],
+    probes: list[tuple[bool, int]],
+) -> None:
+    store = Store()
+    for i, (ranges, avoid_buggy, created) in enumerate(pools):
+        addresses = [_entry(*rng) for rng in ranges]
+        store.put_object(_pool(f"pool-{i}", addresses, avoid_buggy, created))
+    view = store.view()
+    by_age = sorted(view.pools.values(), key=creation_order)
+    for six, offset in probes:
+        ip = (ip_address("2001:db8::") if six else ip_address("192.0.2.0")) + offset
+        oldest = next((pool for pool in by_age if pool.contains(ip)), None)
+        assert view.pool_of(ip) is oldest
 
 
 def _labelled_slice(name: str, service: str | None) -> EndpointSlice:

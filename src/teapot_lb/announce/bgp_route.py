@@ -18,11 +18,15 @@ from teapot_lb.model import (
 )
 
 
-def route_of(ip: IPAddress, adv: BGPAdvertisement, peer: BGPPeer) -> BGPRoute:
+def route_of(
+    ip: IPAddress, adv: BGPAdvertisement, peer: BGPPeer, ip_text: str | None = None
+) -> BGPRoute:
+    """`ip_text`: `str(ip)` when the caller has it (an IPv6 address's text is slow to make,
+    and a replan makes every Service's routes to every peer)."""
     spec = adv.spec
     return BGPRoute(
         peer=peer.name,
-        prefix=_prefix(ip, adv),
+        prefix=_prefix(ip, adv, ip_text),
         attributes=_attributes(
             tuple(spec.communities),
             tuple(spec.large_communities),
@@ -31,21 +35,22 @@ def route_of(ip: IPAddress, adv: BGPAdvertisement, peer: BGPPeer) -> BGPRoute:
     )
 
 
-def _prefix(ip: IPAddress, adv: BGPAdvertisement) -> str:
+def _prefix(ip: IPAddress, adv: BGPAdvertisement, ip_text: str | None) -> str:
     if ip.version == 4:
         length = adv.spec.aggregation_length if adv.spec.aggregation_length is not None else 32
     else:
         v6 = adv.spec.aggregation_length_v6
         length = v6 if v6 is not None else 128
     if length == ip.max_prefixlen:
-        return host_prefix(ip)
+        return host_prefix(ip, ip_text)
     shift = ip.max_prefixlen - length
     return _aggregate(ip.version, int(ip) >> shift << shift, length)
 
 
-def host_prefix(ip: IPAddress) -> str:
-    """The IP's own prefix (/32, /128), in the network's canonical text: the address's."""
-    return f"{ip}/{ip.max_prefixlen}"
+def host_prefix(ip: IPAddress, ip_text: str | None = None) -> str:
+    """The IP's own prefix (/32, /128), in the network's canonical text: the address's
+    (`ip_text`: `str(ip)`, when the caller has it)."""
+    return f"{ip if ip_text is None else ip_text}/{ip.max_prefixlen}"
 
 
 # Planning runs on every change for every Service: parse each aggregate and community list

@@ -145,6 +145,8 @@ def _sorted(objs: Mapping[str, object]) -> list[str]:
 # OVN gateway gating: node → why not (None: may announce), and the note decisions get.
 _Gated = tuple[dict[str, str | None], str]
 _Gate = Callable[[Mapping[str, str | None]], _Gated]
+# A pool's BGP, L2 and VIP advertisements.
+_PoolAdvertisements = tuple[list[BGPAdvertisement], list[L2Advertisement], list[VIPAdvertisement]]
 
 
 class Planner:
@@ -166,6 +168,7 @@ class Planner:
         self._shared_candidates: dict[tuple[str, ...], list[str]] = {}
         self._shared_gated: dict[str, _Gated] = {}
         self._deciding_vip: dict[tuple[str, ...], list[VIPAdvertisement]] = {}
+        self._pool_advertisements: dict[int, _PoolAdvertisements] = {}
         # What the Service being decided read of the other nodes (for the plan cache; None:
         # not recorded): the elections it ran (IP, chosen nodes, score to beat), and whether
         # it read every candidate (a VRRP instance lists them all).
@@ -212,18 +215,22 @@ class Planner:
             if svc.is_handled(self.options.load_balancer_class, self.options.handle_unclassed):
                 yield key, svc
 
-    def advertisements_for(
-        self, pool: AddressPool
-    ) -> tuple[list[BGPAdvertisement], list[L2Advertisement], list[VIPAdvertisement]]:
-        v = self.view
-        bgp = [v.bgp_advertisements[k] for k in _sorted(v.bgp_advertisements)]
-        l2 = [v.l2_advertisements[k] for k in _sorted(v.l2_advertisements)]
-        vip = [v.vip_advertisements[k] for k in _sorted(v.vip_advertisements)]
-        return (
-            [a for a in bgp if a.spec.selects_pool(pool)],
-            [a for a in l2 if a.spec.selects_pool(pool)],
-            [a for a in vip if a.spec.selects_pool(pool)],
-        )
+    def advertisements_for(self, pool: AddressPool) -> _PoolAdvertisements:
+        """The advertisements of each mode that select `pool`, by name (the same lists for
+        every IP of the pool: callers do not change them)."""
+        # By the pool object's identity: the view holds its pools as long as the planner.
+        found = self._pool_advertisements.get(id(pool))
+        if found is None:
+            v = self.view
+            bgp = [v.bgp_advertisements[k] for k in _sorted(v.bgp_advertisements)]
+            l2 = [v.l2_advertisements[k] for k in _sorted(v.l2_advertisements)]
+            vip = [v.vip_advertisements[k] for k in _sorted(v.vip_advertisements)]
+            found = self._pool_advertisements[id(pool)] = (
+                [a for a in bgp if a.spec.selects_pool(pool)],
+                [a for a in l2 if a.spec.selects_pool(pool)],
+                [a for a in vip if a.spec.selects_pool(pool)],
+            )
+        return found
 
     def decide(
         self, node_name: str, key: str, svc: Service, eligible: Mapping[str, str | None]
@@ -237,7 +244,8 @@ class Planner:
         if not ips:
             _Say(key, "", node_name, decisions)(None, False, "no IP assigned yet")
         for ip in ips:
-            say = _Say(key, str(ip), node_name, decisions)
+            text = str(ip)  # once per IP: the decisions and every peer's route use it
+            say = _Say(key, text, node_name, decisions)
             pool = self.view.pool_of(ip)
             if pool is None:
                 say(None, False, "the IP is in no AddressPool")
@@ -252,7 +260,7 @@ class Planner:
             bgp_eligible, bgp_say = eligible, say
             if bgp_advs and (gate := self._ovn_gate(pool)) is not None:
                 bgp_eligible, note = self._gated(pool.name, gate, eligible)
-                bgp_say = _Say(key, str(ip), node_name, decisions, note)
+                bgp_say = _Say(key, text, node_name, decisions, note)
             why_not_bgp = bgp_eligible.get(node_name, why_not_node)
             if bgp := _selecting(Mode.BGP, bgp_advs, node_labels, why_not_bgp, bgp_say):
                 self._bgp(ip, node_name, node_labels, bgp, bgp_eligible, bgp_say, out)
@@ -328,9 +336,9 @@ class Planner:
             for peer in node_peers:
                 if adv.spec.peers and peer.name not in adv.spec.peers:
                     continue
-                route = route_of(ip, adv, peer)
+                route = route_of(ip, adv, peer, say.ip)  # (say.ip: the IP's text, made once)
                 if next_hops:
-                    host = host_prefix(ip)  # never aggregated: the tenant's IP
+                    host = host_prefix(ip, say.ip)  # never aggregated: the tenant's IP
                     out.update(
                         BGPRoute(peer.name, host, route.attributes.evolve(next_hop=h), str(h))
                         for h in next_hops

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from teapot_lb.addresses import RangeIndex
 from teapot_lb.cluster.changes import ChangeLog
 from teapot_lb.model import (
     AddressPool,
@@ -115,8 +116,8 @@ class ClusterView:
     _slices_by_service: dict[str, list[EndpointSlice]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    # The pools, oldest first (pool_of's order), made when first asked.
-    _pools_by_age: list[AddressPool] | None = field(
+    # Every pool's ranges, the oldest pool's first (pool_of's order), made when first asked.
+    _pool_index: RangeIndex[AddressPool] | None = field(
         default=None, init=False, repr=False, compare=False
     )
 
@@ -185,9 +186,10 @@ class ClusterView:
     def pool_of(self, ip: IPAddress) -> AddressPool | None:
         """The pool whose addresses contain `ip` (pools do not overlap once validated; if
         they do, the oldest, as the controller keeps the older pool's range)."""
-        pools = self._pools_by_age
-        if pools is None:
-            keys = sorted(self.pools, key=lambda k: creation_order(self.pools[k]))
-            pools = [self.pools[k] for k in keys]
-            object.__setattr__(self, "_pools_by_age", pools)
-        return next((pool for pool in pools if pool.contains(ip)), None)
+        index = self._pool_index
+        if index is None:
+            # Once per view (it is immutable): a replan asks for every Service IP's pool.
+            by_age = sorted(self.pools.values(), key=creation_order)
+            index = RangeIndex((rng, pool) for pool in by_age for rng in pool.address_ranges())
+            object.__setattr__(self, "_pool_index", index)
+        return next((pool for pool in index.holding(ip) if not pool.avoids(ip)), None)

@@ -111,9 +111,13 @@ class AddressPool(Identified, KubeModel):
 
     def contains(self, ip: IPAddress) -> bool:
         """Whether the pool may hand out `ip` (in a range and not avoided as buggy)."""
-        if self.spec.avoid_buggy_ips and is_buggy(ip):
+        if self.avoids(ip):
             return False
         return any(ip in rng for rng in self._ranges)
+
+    def avoids(self, ip: IPAddress) -> bool:
+        """Whether the pool never hands out `ip`, even within its ranges (avoidBuggyIPs)."""
+        return self.spec.avoid_buggy_ips and is_buggy(ip)
 
     def serves(
         self,
