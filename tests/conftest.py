@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from needs import require_binary, require_kube, require_root
+from needs import require_binary, require_kube, require_ovn, require_root
 from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.netlab import Topology
 
-__all__ = ["kube_plane", "require_binary", "require_kube", "require_root", "topology"]
+if TYPE_CHECKING:  # (the real OpenStack stack's modules load only where it is used)
+    from teapot_lb.lab.octavia_ovn import OctaviaOVN
+    from teapot_lb.lab.ovnstack import OVNStack
+
+__all__ = [
+    "kube_plane",
+    "openstack",
+    "openstack_ovn",
+    "require_binary",
+    "require_kube",
+    "require_root",
+    "topology",
+]
 
 
 @pytest.fixture
@@ -39,3 +52,37 @@ def kube_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlan
         yield plane
     finally:
         plane.close()
+
+
+@pytest.fixture(scope="session")
+def openstack_ovn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OVNStack]:
+    """The real OVN under the real OpenStack stack (northd, one chassis: ovs-vswitchd
+    userspace, ovn-controller), one for the session (tests/octavia/test_ovn_provider_stack.py
+    and tests/providers): every log in pytest's kept temporary directory. Skips naming what
+    is missing (root, OVN, the Neutron virtualenv, PostgreSQL)."""
+    from teapot_lb.lab.octavia_ovn import missing as openstack_missing
+    from teapot_lb.lab.ovnstack import OVNStack
+
+    require_ovn()
+    reason = openstack_missing()
+    if reason:
+        pytest.skip(reason)
+    with Topology("octovn") as topo:
+        stack = OVNStack(tmp_path_factory.mktemp("octovn"), topo)
+        try:
+            stack.start()
+            yield stack
+        finally:
+            stack.close()
+
+
+@pytest.fixture(scope="session")
+def openstack(openstack_ovn: OVNStack) -> Iterator[OctaviaOVN]:
+    """Keystone, Neutron (ML2/OVN) and Octavia with ovn-octavia-provider on that OVN,
+    Neutron's and Octavia's databases in PostgreSQL, one for the session (a start costs one
+    to three minutes): every test makes its own networks, hosts and load balancers, and
+    deletes the load balancers it made."""
+    from teapot_lb.lab.octavia_ovn import running
+
+    with running(openstack_ovn.workdir / "openstack", openstack_ovn) as stack:
+        yield stack

@@ -5,9 +5,10 @@ The real manager (`KubeManager`, in-process) on the in-repo fake API server, the
 provider built from a config file as `teapot-lb manager --provider octavia=FILE` builds
 it, a Tenant listing `octavia` whose allocation lies in the stack's VIP subnet, and
 TenantLoadBalancers whose backends are the stack's member hosts m1 and m2 (HTTP on 8080,
-as their "nodePort"). The stack and its hosts are those of test_octavia_provider.py (its
-module fixture `lab`, started once here). Needs root, OVN and the virtualenv of
-lab.neutron_server.venv() (skipped naming what is missing).
+as their "nodePort"). The stack is the session's (tests/conftest.py), the networks and
+hosts this module's own (test_octavia_provider.py's module fixture `lab`). Needs root,
+OVN, PostgreSQL and the virtualenv of lab.neutron_server.venv() (skipped naming what is
+missing).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 import pytest
 import yaml
 
-from octavia.test_ovn_provider_stack import openstack, ovn
 from providers.builders import noauth_config
 from providers.test_octavia_provider import M1, M2, Lab, answered_by, lab, tagged
 from teapot_lb.cli.manager import external_providers
@@ -38,9 +38,9 @@ from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from tenancy import test_provider_loop as provider_loop
 from tenancy.builders import CONFIG_NS, TENANTS, pool_body, tenant_body, tlb_body
 
-__all__ = ["lab", "openstack", "ovn"]  # (the stack's module fixtures, used here)
+__all__ = ["lab"]  # (test_octavia_provider's module fixture: this module's own hosts)
 
-pytestmark = pytest.mark.timeout(900)  # (the first test starts the stack: 2-5 minutes)
+pytestmark = pytest.mark.timeout(900)  # (the session's first test starts the stack: 1-3 min)
 
 NAMESPACE = str(TENANTS["acme"]["namespace"])
 VIPS = "198.51.100.96/28"  # the Tenant's allocation: inside the members' (the VIP) subnet
@@ -146,6 +146,7 @@ async def test_a_request_gets_its_address_and_is_served_by_both_backends_through
         [lb] = tagged(lab, uid)
         assert lb.vip_address == vip
         await served_by(lab, vip, {"m1", "m2"})
+        await gone(world, lab, "web", uid)
 
 
 async def test_a_backend_removed_from_the_request_gets_no_new_connections(
@@ -165,20 +166,20 @@ async def test_a_backend_removed_from_the_request_gets_no_new_connections(
 
 
 async def test_a_deleted_request_leaves_no_octavia_load_balancer_and_no_northbound_row(
-    tmp_path: Path, lab: Lab, reachable: Path, ovn: OVNStack
+    tmp_path: Path, lab: Lab, reachable: Path, openstack_ovn: OVNStack
 ) -> None:
     async with management(tmp_path) as world, running(manager(world, reachable)):
         uid = await world.request("web", "m1")
         await world.until("web", "Programmed", "True", "Active")
         [lb] = tagged(lab, uid)
-        assert rows(ovn, "load_balancer", f"name={lb.id}"), "built in OVN"
+        assert rows(openstack_ovn, "load_balancer", f"name={lb.id}"), "built in OVN"
 
         await gone(world, lab, "web", uid)
 
-        await wait_for_async(lambda: not rows(ovn, "load_balancer", f"name={lb.id}"),
+        await wait_for_async(lambda: not rows(openstack_ovn, "load_balancer", f"name={lb.id}"),
                              within=WITHIN, what=f"the Load_Balancer row of {lb.id} deleted",
                              every=0.5)  # fmt: skip
-        assert rows(ovn, "logical_switch_port", f"name={lb.vip_port_id}") == []
+        assert rows(openstack_ovn, "logical_switch_port", f"name={lb.vip_port_id}") == []
 
 
 async def test_octavia_unreachable_is_programmed_false_with_why_and_recovers_once_reachable(
