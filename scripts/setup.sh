@@ -88,14 +88,14 @@ if [ ! -x .venv-octavia/bin/openstack ] || [ ! -x .venv-octavia/bin/keystone-man
     'python-octaviaclient==3.15.*' 'keystone==30.*'
 fi
 
-# The real Neutron with ovn-octavia-provider (optional: TEAPOT_INSTALL_NEUTRON=1; without it
-# the tests that need it skip, saying so): the stack the tenants' Octavia
+# The real Neutron with ovn-octavia-provider (on by default, about 3 minutes from scratch;
+# TEAPOT_INSTALL_NEUTRON=0 leaves it out, and the tests that need it skip, saying so): the stack the tenants' Octavia
 # provider is tested against (src/teapot_lb/lab/neutron_server.py, lab/octavia_ovn.py,
 # tests/octavia/test_ovn_provider_stack.py, tests/providers/; $TEAPOT_NEUTRON_VENV overrides
 # the path), its Neutron and Octavia on a PostgreSQL of the lab's own (lab/postgres.py:
 # Debian's postgresql above, psycopg2 here). Its own virtualenv: Neutron 29 and
 # ovn-octavia-provider 11 pin libraries .venv-octavia must not get.
-if [ "${TEAPOT_INSTALL_NEUTRON:-0}" = 1 ] && ! .venv-neutron/bin/python -c 'import psycopg2, neutron' 2>/dev/null; then
+if [ "${TEAPOT_INSTALL_NEUTRON:-1}" = 1 ] && ! .venv-neutron/bin/python -c 'import psycopg2, neutron' 2>/dev/null; then
   [ -x .venv-neutron/bin/python ] || "$PY" -m venv .venv-neutron
   .venv-neutron/bin/python -m pip install -q --upgrade pip
   .venv-neutron/bin/python -m pip install -q 'neutron==29.*' 'octavia==19.*' \
