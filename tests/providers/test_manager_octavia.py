@@ -13,7 +13,9 @@ missing).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import random
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,8 @@ pytestmark = pytest.mark.timeout(900)  # (the session's first test starts the st
 NAMESPACE = str(TENANTS["acme"]["namespace"])
 VIPS = "198.51.100.96/28"  # the Tenant's allocation: inside the members' (the VIP) subnet
 WITHIN = 90.0
+RESTARTED = 180.0  # octavia-api started again (20-60 s under load), then the manager's retry
+SWEEP_S = 5.0  # the manager's sweep period where a test waits for it (300 s by default)
 BACKENDS = {"m1": M1, "m2": M2}
 
 
@@ -105,12 +109,13 @@ def config_file(tmp: Path, lab: Lab, endpoint: str) -> Path:
     return path
 
 
-def manager(world: Management, config: Path) -> KubeManager:
-    """The manager with the octavia provider built as `--provider octavia=FILE` builds it."""
+def manager(world: Management, config: Path, **more: Any) -> KubeManager:
+    """The manager with the octavia provider built as `--provider octavia=FILE` builds it
+    (`more`: other ManagerConfig fields)."""
     providers = external_providers((f"octavia={config}",))
     config_ = ManagerConfig(config_namespace=CONFIG_NS, providers=providers,
                             provider_retry_base_s=0.2, provider_retry_cap_s=2.0,
-                            provider_resync_s=5.0)  # fmt: skip
+                            provider_resync_s=5.0, **more)  # fmt: skip
     return KubeManager(world.admin, config_, watch_timeout_s=30)
 
 
@@ -204,3 +209,71 @@ async def test_octavia_unreachable_is_programmed_false_with_why_and_recovers_onc
             [vip] = world.addresses("web")
             await served_by(lab, vip, {"m1"}, 4)
             await gone(world, lab, "web", uid)
+
+
+async def test_octavia_stopped_under_a_running_manager_is_programmed_false_then_served_once_back(
+    tmp_path: Path, lab: Lab, reachable: Path, openstack: OctaviaOVN
+) -> None:
+    async with management(tmp_path) as world, running(manager(world, reachable)) as loop:
+        with openstack.stack.down("octavia-api"):
+            uid = await world.request("web", "m1")
+
+            message = await world.until("web", "Programmed", "False", "OctaviaUnreachable")
+
+            assert openstack.octavia_url in message, message
+            errors = loop.metrics.provider_errors.labels("octavia", "ensure")
+            await wait_for_async(lambda: errors._value.get() >= 2, within=WITHIN,
+                                 what="ensure retried while Octavia is down")  # fmt: skip
+        # octavia-api started again with the same command; the manager is not restarted
+        await world.until("web", "Programmed", "True", "Active", within=RESTARTED)
+        [vip] = world.addresses("web")
+        [lb] = tagged(lab, uid)
+        assert lb.vip_address == vip
+        await served_by(lab, vip, {"m1"}, 4)
+        await gone(world, lab, "web", uid)
+
+
+KILLED_CYCLES = 10  # (bench/providers.py --cycles 100 is the figure)
+
+
+def leftovers(lab: Lab, ovn: OVNStack) -> tuple[set[str], set[str], set[str]]:
+    """Every Octavia load balancer id, Northbound Load_Balancer row and
+    Logical_Switch_Port name there is (a VIP's port is one)."""
+    lbs = {str(lb.id) for lb in lab.conn.load_balancer.load_balancers()}
+    lb_rows = {str(r["name"]) for r in rows(ovn, "load_balancer")}
+    ports = {str(r["name"]) for r in rows(ovn, "logical_switch_port")}
+    return lbs, lb_rows, ports
+
+
+async def test_create_delete_cycles_with_the_manager_killed_at_random_points_leave_nothing(
+    tmp_path: Path, lab: Lab, reachable: Path, openstack_ovn: OVNStack
+) -> None:
+    """Each cycle: a manager starts, a request is made, the manager's task is cancelled
+    (no cleanup of ours runs: what it had sent Octavia goes on there) at a random point
+    of the build; the request is deleted with no manager running, or under a new one
+    killed again at a random point of the delete. Then one manager runs: once its sweep
+    has run, no load balancer, Load_Balancer row nor VIP port is left that was not there
+    before. Seeded: a failure replays."""
+    rng = random.Random(38)
+    before = leftovers(lab, openstack_ovn)
+    async with management(tmp_path) as world:
+        for cycle in range(KILLED_CYCLES):
+            name = f"cycle{cycle}"
+            async with running(manager(world, reachable, provider_sweep_s=SWEEP_S)):
+                await world.request(name, "m1")
+                await asyncio.sleep(rng.uniform(0.0, 4.0))  # the kill point, not a wait
+            if rng.random() < 0.5:
+                await world.admin.delete(TENANT_LOAD_BALANCERS, name, NAMESPACE)
+                continue
+            async with running(manager(world, reachable, provider_sweep_s=SWEEP_S)):
+                await world.admin.delete(TENANT_LOAD_BALANCERS, name, NAMESPACE)
+                await asyncio.sleep(rng.uniform(0.0, 2.0))  # the kill point
+        async with running(manager(world, reachable, provider_sweep_s=SWEEP_S)):
+
+            def clean() -> bool:
+                lbs, lb_rows, ports = leftovers(lab, openstack_ovn)
+                return lbs <= before[0] and lb_rows <= before[1] and ports <= before[2]
+
+            await wait_for_async(clean, within=RESTARTED, every=1.0,
+                                 what="no load balancer, row nor VIP port left by the cycles"
+                                 )  # fmt: skip
