@@ -32,8 +32,8 @@ from typing import Any
 from controller_scale import percentile
 
 ROOT = Path(__file__).resolve().parent.parent
-from teapot_lb.lab.neutron_server import NOAUTH_PROJECT, missing  # noqa: E402
-from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN, running  # noqa: E402
+from teapot_lb.lab.neutron_server import NOAUTH_PROJECT  # noqa: E402
+from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN, missing, running  # noqa: E402
 from teapot_lb.lab.octavia_stack import active, connection  # noqa: E402
 from teapot_lb.lab.ovnstack import OVNStack  # noqa: E402
 from teapot_lb.lab.ovnstack import missing as ovn_missing  # noqa: E402

@@ -12,7 +12,7 @@ SYSTEM_PACKAGES=(
   prometheus chromium
   python3-venv
   mmdebstrap umoci
-  ovn-central ovn-host openvswitch-switch ethtool
+  ovn-central ovn-host openvswitch-switch ethtool postgresql
   libnginx-mod-stream wrk nghttp2-client
 )
 
@@ -88,17 +88,18 @@ if [ ! -x .venv-octavia/bin/openstack ] || [ ! -x .venv-octavia/bin/keystone-man
     'python-octaviaclient==3.15.*' 'keystone==30.*'
 fi
 
-# The real Neutron with ovn-octavia-provider (optional, about 75 s: TEAPOT_INSTALL_NEUTRON=1;
-# without it the tests that need it skip, saying so): the stack the tenants' Octavia provider
-# is tested against (src/teapot_lb/lab/neutron_server.py, lab/octavia_ovn.py,
+# The real Neutron with ovn-octavia-provider (on by default, about 3 minutes from scratch;
+# TEAPOT_INSTALL_NEUTRON=0 leaves it out, and the tests that need it skip, saying so): the stack the tenants' Octavia
+# provider is tested against (src/teapot_lb/lab/neutron_server.py, lab/octavia_ovn.py,
 # tests/octavia/test_ovn_provider_stack.py, tests/providers/; $TEAPOT_NEUTRON_VENV overrides
-# the path). Not in the default install yet: under load the lab's Neutron (SQLite) can stall
-# on a router interface (docs/octavia.md). Its own virtualenv: Neutron 29 and
+# the path), its Neutron and Octavia on a PostgreSQL of the lab's own (lab/postgres.py:
+# Debian's postgresql above, psycopg2 here). Its own virtualenv: Neutron 29 and
 # ovn-octavia-provider 11 pin libraries .venv-octavia must not get.
-if [ "${TEAPOT_INSTALL_NEUTRON:-0}" = 1 ] && [ ! -x .venv-neutron/bin/neutron-db-manage ]; then
-  "$PY" -m venv .venv-neutron
+if [ "${TEAPOT_INSTALL_NEUTRON:-1}" = 1 ] && ! .venv-neutron/bin/python -c 'import psycopg2, neutron' 2>/dev/null; then
+  [ -x .venv-neutron/bin/python ] || "$PY" -m venv .venv-neutron
   .venv-neutron/bin/python -m pip install -q --upgrade pip
   .venv-neutron/bin/python -m pip install -q 'neutron==29.*' 'octavia==19.*' \
-    'ovn-octavia-provider==11.*' 'ovsdbapp==3.0.*' 'keystone==30.*' werkzeug
+    'ovn-octavia-provider==11.*' 'ovsdbapp==3.0.*' 'keystone==30.*' werkzeug \
+    'psycopg2-binary==2.9.*'
 fi
 echo "setup: done ($(.venv/bin/teapot-lb --version))"

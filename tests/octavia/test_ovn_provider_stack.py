@@ -1,57 +1,29 @@
 """The test stack of issue 38's Octavia provider: the real Neutron (ML2/OVN) and Octavia
 with the real ovn-octavia-provider, both programming the Northbound of a real OVN.
 
-One OVN (lab/ovnstack.py: northd, one chassis) and one Keystone + Neutron + Octavia
-(lab/octavia_ovn.py) for the module: a stack start costs one to three minutes. The tests
-drive Neutron's and Octavia's own APIs and read what landed in the Northbound with
-ovn-nbctl. Needs root, OVN and the virtualenv of lab.neutron_server.venv().
+One OVN (lab/ovnstack.py: northd, one chassis) and one Keystone + Neutron + Octavia on
+PostgreSQL (lab/octavia_ovn.py) for the whole session (tests/conftest.py: `openstack_ovn`,
+`openstack`; a stack start costs one to three minutes), shared with tests/providers: each
+test makes its own networks. The tests drive Neutron's and Octavia's own APIs and read
+what landed in the Northbound with ovn-nbctl. Needs root, OVN, PostgreSQL and the
+virtualenv of lab.neutron_server.venv().
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from needs import require_ovn
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.neutron_nets import host_port, network, ovs_map, ovs_uuids, routed, rows
 from teapot_lb.lab.neutron_server import NOAUTH_PROJECT
-from teapot_lb.lab.neutron_server import missing as neutron_missing
-from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN, running
+from teapot_lb.lab.octavia_ovn import PROVIDER, OctaviaOVN
 from teapot_lb.lab.octavia_stack import active, connection
 from teapot_lb.lab.ovnstack import OVNStack
 from teapot_lb.lab.processes import start_workload
 from teapot_lb.lab.wait import wait_for
-from teapot_lb.netlab import Topology
 
 MEMBER = "198.51.100.21"
 WITHIN = 30.0
-
-
-@pytest.fixture(scope="module")
-def ovn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OVNStack]:
-    """A real OVN: northd, one chassis (ovs-vswitchd userspace, ovn-controller); every
-    log in pytest's kept temporary directory."""
-    require_ovn()
-    reason = neutron_missing()
-    if reason:
-        pytest.skip(reason)
-    with Topology("octovn") as topo:
-        stack = OVNStack(tmp_path_factory.mktemp("octovn"), topo)
-        try:
-            stack.start()
-            yield stack
-        finally:
-            stack.close()
-
-
-@pytest.fixture(scope="module")
-def openstack(ovn: OVNStack) -> Iterator[OctaviaOVN]:
-    """Keystone, Neutron and Octavia with the ovn provider on that OVN."""
-    with running(ovn.workdir / "openstack", ovn) as stack:
-        yield stack
 
 
 def member_graph(conn: Any, subnet: dict[str, Any], member: str) -> Any:
@@ -73,57 +45,57 @@ def member_graph(conn: Any, subnet: dict[str, Any], member: str) -> Any:
 
 
 def test_a_network_subnet_and_port_made_through_neutron_are_rows_of_the_northbound(
-    openstack: OctaviaOVN, ovn: OVNStack
+    openstack: OctaviaOVN, openstack_ovn: OVNStack
 ) -> None:
     neutron = openstack.neutron
     net, subnet = network(neutron, "step1")
     fixed = [{"subnet_id": subnet["id"], "ip_address": MEMBER}]
     port = neutron.create("port", name="step1-p", network_id=net["id"], fixed_ips=fixed)
 
-    switch = rows(ovn, "logical_switch", f"name=neutron-{net['id']}")
+    switch = rows(openstack_ovn, "logical_switch", f"name=neutron-{net['id']}")
     assert len(switch) == 1
     assert ovs_map(switch[0]["external_ids"])["neutron:network_name"] == "step1"
-    lsp = rows(ovn, "logical_switch_port", f"name={port['id']}")
+    lsp = rows(openstack_ovn, "logical_switch_port", f"name={port['id']}")
     assert len(lsp) == 1
     assert lsp[0]["addresses"] == f"{port['mac_address']} {MEMBER}"
 
     neutron.delete("port", port["id"])
-    assert rows(ovn, "logical_switch_port", f"name={port['id']}") == []
+    assert rows(openstack_ovn, "logical_switch_port", f"name={port['id']}") == []
 
 
 def test_a_load_balancer_made_through_octavia_is_a_northbound_row_with_its_vip_and_member(
-    openstack: OctaviaOVN, ovn: OVNStack
+    openstack: OctaviaOVN, openstack_ovn: OVNStack
 ) -> None:
     net, subnet = network(openstack.neutron, "step2")
     conn = connection(openstack.stack)
     lbs = conn.load_balancer
     lb = member_graph(conn, subnet, MEMBER)
 
-    row = rows(ovn, "load_balancer", f"name={lb.id}")
+    row = rows(openstack_ovn, "load_balancer", f"name={lb.id}")
     assert len(row) == 1
     assert ovs_map(row[0]["vips"]) == {f"{lb.vip_address}:80": f"{MEMBER}:8080"}
     assert row[0]["protocol"] == "tcp"
-    switch = rows(ovn, "logical_switch", f"name=neutron-{net['id']}")[0]
+    switch = rows(openstack_ovn, "logical_switch", f"name=neutron-{net['id']}")[0]
     assert row[0]["_uuid"][1] in ovs_uuids(switch["load_balancer"])
-    vip_port = rows(ovn, "logical_switch_port", f"name={lb.vip_port_id}")
+    vip_port = rows(openstack_ovn, "logical_switch_port", f"name={lb.vip_port_id}")
     assert len(vip_port) == 1, "the VIP's port, made in Neutron by the provider"
 
     lbs.delete_load_balancer(lb.id, cascade=True)
     wait_for(lambda: lbs.find_load_balancer(lb.id) is None, timeout=WITHIN,
              what=f"load balancer {lb.id} deleted from Octavia")  # fmt: skip
-    wait_for(lambda: not rows(ovn, "load_balancer", f"name={lb.id}"), timeout=WITHIN,
+    wait_for(lambda: not rows(openstack_ovn, "load_balancer", f"name={lb.id}"), timeout=WITHIN,
              what=f"the Load_Balancer row of {lb.id} deleted")  # fmt: skip
-    assert rows(ovn, "logical_switch_port", f"name={lb.vip_port_id}") == []
+    assert rows(openstack_ovn, "logical_switch_port", f"name={lb.vip_port_id}") == []
 
 
 def test_a_client_behind_a_neutron_router_reaches_the_member_through_the_vip(
-    openstack: OctaviaOVN, ovn: OVNStack
+    openstack: OctaviaOVN, openstack_ovn: OVNStack
 ) -> None:
     neutron = openstack.neutron
     members, clients = routed(neutron, "step3")
-    member = host_port(neutron, ovn, "m3", members, "198.51.100.31")
+    member = host_port(neutron, openstack_ovn, "m3", members, "198.51.100.31")
     workload = start_workload(member, "m3", 8080)
-    client = Client(host_port(neutron, ovn, "c3", clients, "192.0.2.31").ns)
+    client = Client(host_port(neutron, openstack_ovn, "c3", clients, "192.0.2.31").ns)
     conn = connection(openstack.stack)
     try:
         lb = member_graph(conn, members, "198.51.100.31")

@@ -5,14 +5,17 @@ The real manager (`KubeManager`, in-process) on the in-repo fake API server, the
 provider built from a config file as `teapot-lb manager --provider octavia=FILE` builds
 it, a Tenant listing `octavia` whose allocation lies in the stack's VIP subnet, and
 TenantLoadBalancers whose backends are the stack's member hosts m1 and m2 (HTTP on 8080,
-as their "nodePort"). The stack and its hosts are those of test_octavia_provider.py (its
-module fixture `lab`, started once here). Needs root, OVN and the virtualenv of
-lab.neutron_server.venv() (skipped naming what is missing).
+as their "nodePort"). The stack is the session's (tests/conftest.py), the networks and
+hosts this module's own (test_octavia_provider.py's module fixture `lab`). Needs root,
+OVN, PostgreSQL and the virtualenv of lab.neutron_server.venv() (skipped naming what is
+missing).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import random
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,6 @@ from typing import Any
 import pytest
 import yaml
 
-from octavia.test_ovn_provider_stack import openstack, ovn
 from providers.builders import noauth_config
 from providers.test_octavia_provider import M1, M2, Lab, answered_by, lab, tagged
 from teapot_lb.cli.manager import external_providers
@@ -38,13 +40,15 @@ from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from tenancy import test_provider_loop as provider_loop
 from tenancy.builders import CONFIG_NS, TENANTS, pool_body, tenant_body, tlb_body
 
-__all__ = ["lab", "openstack", "ovn"]  # (the stack's module fixtures, used here)
+__all__ = ["lab"]  # (test_octavia_provider's module fixture: this module's own hosts)
 
-pytestmark = pytest.mark.timeout(900)  # (the first test starts the stack: 2-5 minutes)
+pytestmark = pytest.mark.timeout(900)  # (the session's first test starts the stack: 1-3 min)
 
 NAMESPACE = str(TENANTS["acme"]["namespace"])
 VIPS = "198.51.100.96/28"  # the Tenant's allocation: inside the members' (the VIP) subnet
 WITHIN = 90.0
+RESTARTED = 180.0  # octavia-api started again (20-60 s under load), then the manager's retry
+SWEEP_S = 5.0  # the manager's sweep period where a test waits for it (300 s by default)
 BACKENDS = {"m1": M1, "m2": M2}
 
 
@@ -105,12 +109,13 @@ def config_file(tmp: Path, lab: Lab, endpoint: str) -> Path:
     return path
 
 
-def manager(world: Management, config: Path) -> KubeManager:
-    """The manager with the octavia provider built as `--provider octavia=FILE` builds it."""
+def manager(world: Management, config: Path, **more: Any) -> KubeManager:
+    """The manager with the octavia provider built as `--provider octavia=FILE` builds it
+    (`more`: other ManagerConfig fields)."""
     providers = external_providers((f"octavia={config}",))
     config_ = ManagerConfig(config_namespace=CONFIG_NS, providers=providers,
                             provider_retry_base_s=0.2, provider_retry_cap_s=2.0,
-                            provider_resync_s=5.0)  # fmt: skip
+                            provider_resync_s=5.0, **more)  # fmt: skip
     return KubeManager(world.admin, config_, watch_timeout_s=30)
 
 
@@ -146,6 +151,7 @@ async def test_a_request_gets_its_address_and_is_served_by_both_backends_through
         [lb] = tagged(lab, uid)
         assert lb.vip_address == vip
         await served_by(lab, vip, {"m1", "m2"})
+        await gone(world, lab, "web", uid)
 
 
 async def test_a_backend_removed_from_the_request_gets_no_new_connections(
@@ -165,20 +171,20 @@ async def test_a_backend_removed_from_the_request_gets_no_new_connections(
 
 
 async def test_a_deleted_request_leaves_no_octavia_load_balancer_and_no_northbound_row(
-    tmp_path: Path, lab: Lab, reachable: Path, ovn: OVNStack
+    tmp_path: Path, lab: Lab, reachable: Path, openstack_ovn: OVNStack
 ) -> None:
     async with management(tmp_path) as world, running(manager(world, reachable)):
         uid = await world.request("web", "m1")
         await world.until("web", "Programmed", "True", "Active")
         [lb] = tagged(lab, uid)
-        assert rows(ovn, "load_balancer", f"name={lb.id}"), "built in OVN"
+        assert rows(openstack_ovn, "load_balancer", f"name={lb.id}"), "built in OVN"
 
         await gone(world, lab, "web", uid)
 
-        await wait_for_async(lambda: not rows(ovn, "load_balancer", f"name={lb.id}"),
+        await wait_for_async(lambda: not rows(openstack_ovn, "load_balancer", f"name={lb.id}"),
                              within=WITHIN, what=f"the Load_Balancer row of {lb.id} deleted",
                              every=0.5)  # fmt: skip
-        assert rows(ovn, "logical_switch_port", f"name={lb.vip_port_id}") == []
+        assert rows(openstack_ovn, "logical_switch_port", f"name={lb.vip_port_id}") == []
 
 
 async def test_octavia_unreachable_is_programmed_false_with_why_and_recovers_once_reachable(
@@ -203,3 +209,71 @@ async def test_octavia_unreachable_is_programmed_false_with_why_and_recovers_onc
             [vip] = world.addresses("web")
             await served_by(lab, vip, {"m1"}, 4)
             await gone(world, lab, "web", uid)
+
+
+async def test_octavia_stopped_under_a_running_manager_is_programmed_false_then_served_once_back(
+    tmp_path: Path, lab: Lab, reachable: Path, openstack: OctaviaOVN
+) -> None:
+    async with management(tmp_path) as world, running(manager(world, reachable)) as loop:
+        with openstack.stack.down("octavia-api"):
+            uid = await world.request("web", "m1")
+
+            message = await world.until("web", "Programmed", "False", "OctaviaUnreachable")
+
+            assert openstack.octavia_url in message, message
+            errors = loop.metrics.provider_errors.labels("octavia", "ensure")
+            await wait_for_async(lambda: errors._value.get() >= 2, within=WITHIN,
+                                 what="ensure retried while Octavia is down")  # fmt: skip
+        # octavia-api started again with the same command; the manager is not restarted
+        await world.until("web", "Programmed", "True", "Active", within=RESTARTED)
+        [vip] = world.addresses("web")
+        [lb] = tagged(lab, uid)
+        assert lb.vip_address == vip
+        await served_by(lab, vip, {"m1"}, 4)
+        await gone(world, lab, "web", uid)
+
+
+KILLED_CYCLES = 10  # (bench/providers.py --cycles 100 is the figure)
+
+
+def leftovers(lab: Lab, ovn: OVNStack) -> tuple[set[str], set[str], set[str]]:
+    """Every Octavia load balancer id, Northbound Load_Balancer row and
+    Logical_Switch_Port name there is (a VIP's port is one)."""
+    lbs = {str(lb.id) for lb in lab.conn.load_balancer.load_balancers()}
+    lb_rows = {str(r["name"]) for r in rows(ovn, "load_balancer")}
+    ports = {str(r["name"]) for r in rows(ovn, "logical_switch_port")}
+    return lbs, lb_rows, ports
+
+
+async def test_create_delete_cycles_with_the_manager_killed_at_random_points_leave_nothing(
+    tmp_path: Path, lab: Lab, reachable: Path, openstack_ovn: OVNStack
+) -> None:
+    """Each cycle: a manager starts, a request is made, the manager's task is cancelled
+    (no cleanup of ours runs: what it had sent Octavia goes on there) at a random point
+    of the build; the request is deleted with no manager running, or under a new one
+    killed again at a random point of the delete. Then one manager runs: once its sweep
+    has run, no load balancer, Load_Balancer row nor VIP port is left that was not there
+    before. Seeded: a failure replays."""
+    rng = random.Random(38)
+    before = leftovers(lab, openstack_ovn)
+    async with management(tmp_path) as world:
+        for cycle in range(KILLED_CYCLES):
+            name = f"cycle{cycle}"
+            async with running(manager(world, reachable, provider_sweep_s=SWEEP_S)):
+                await world.request(name, "m1")
+                await asyncio.sleep(rng.uniform(0.0, 4.0))  # the kill point, not a wait
+            if rng.random() < 0.5:
+                await world.admin.delete(TENANT_LOAD_BALANCERS, name, NAMESPACE)
+                continue
+            async with running(manager(world, reachable, provider_sweep_s=SWEEP_S)):
+                await world.admin.delete(TENANT_LOAD_BALANCERS, name, NAMESPACE)
+                await asyncio.sleep(rng.uniform(0.0, 2.0))  # the kill point
+        async with running(manager(world, reachable, provider_sweep_s=SWEEP_S)):
+
+            def clean() -> bool:
+                lbs, lb_rows, ports = leftovers(lab, openstack_ovn)
+                return lbs <= before[0] and lb_rows <= before[1] and ports <= before[2]
+
+            await wait_for_async(clean, within=RESTARTED, every=1.0,
+                                 what="no load balancer, row nor VIP port left by the cycles"
+                                 )  # fmt: skip

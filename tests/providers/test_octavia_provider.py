@@ -1,7 +1,7 @@
 """The octavia provider against the real Octavia API, the real ovn-octavia-provider and a
-real OVN (the stack of tests/octavia/test_ovn_provider_stack.py, its fixtures reused):
+real OVN (the session's stack, tests/conftest.py: `openstack`, `openstack_ovn`):
 what the provider builds carries traffic through the VIP in OVN, converges, is found by
-its tag, and leaves nothing behind. Needs root, OVN and the virtualenv of
+its tag, and leaves nothing behind. Needs root, OVN, PostgreSQL and the virtualenv of
 lab.neutron_server.venv() (skipped naming what is missing).
 """
 
@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from octavia.test_ovn_provider_stack import openstack, ovn
 from providers.builders import member, noauth_config, spec
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.neutron_nets import host_port, ovs_uuids, routed, rows
@@ -29,9 +28,7 @@ from teapot_lb.providers.base import LoadBalancerSpec, Phase, ProviderStatus, ow
 from teapot_lb.providers.octavia import OctaviaProvider, load
 from teapot_lb.providers.octavia_config import HealthMonitor
 
-__all__ = ["openstack", "ovn"]  # (the stack's module fixtures, used here)
-
-pytestmark = pytest.mark.timeout(900)  # (the first test starts the stack: 2-5 minutes)
+pytestmark = pytest.mark.timeout(900)  # (the session's first test starts the stack: 1-3 min)
 
 M1, M2, CLIENT = "198.51.100.41", "198.51.100.42", "192.0.2.41"
 WITHIN = 60.0
@@ -52,14 +49,17 @@ class Lab:
 
 
 @pytest.fixture(scope="module")
-def lab(openstack: OctaviaOVN, ovn: OVNStack) -> Iterator[Lab]:
+def lab(request: pytest.FixtureRequest, openstack: OctaviaOVN, openstack_ovn: OVNStack
+        ) -> Iterator[Lab]:  # fmt: skip
+    """The module's own networks, router and hosts on the session's stack (the hosts'
+    namespaces named after the module: the session's topology holds every module's)."""
+    module = request.module.__name__.rpartition(".")[2].removeprefix("test_")
     neutron = openstack.neutron
-    members, clients = routed(neutron, "prov")
-    workloads = [
-        start_workload(host_port(neutron, ovn, name, members, address), name, 8080)
-        for name, address in (("m1", M1), ("m2", M2))
-    ]
-    client = Client(host_port(neutron, ovn, "pc1", clients, CLIENT).ns)
+    members, clients = routed(neutron, module)
+    hosts = {name: host_port(neutron, openstack_ovn, f"{module}-{name}", members, address)
+             for name, address in (("m1", M1), ("m2", M2))}  # fmt: skip
+    workloads = [start_workload(host, name, 8080) for name, host in hosts.items()]
+    client = Client(host_port(neutron, openstack_ovn, f"{module}-c1", clients, CLIENT).ns)
     off = {"healthMonitor": {"enabled": False}}
     provider = load(noauth_config(openstack.octavia_url, members["id"], NOAUTH_PROJECT, **off))
     try:
@@ -150,7 +150,7 @@ async def test_a_load_balancer_deleted_behind_our_back_is_built_again(lab: Lab) 
 
 
 async def test_a_monitored_load_balancer_deleted_leaves_no_octavia_object_and_no_row(
-    lab: Lab, ovn: OVNStack
+    lab: Lab, openstack_ovn: OVNStack
 ) -> None:
     monitored = OctaviaProvider(
         lab.provider.config.model_copy(update={"health_monitor": HealthMonitor()})
@@ -158,7 +158,7 @@ async def test_a_monitored_load_balancer_deleted_leaves_no_octavia_object_and_no
     want = spec("u-delete", "198.51.100.64", member("m1", M1), member("m2", M2))
     await converged(monitored, want)
     [lb] = tagged(lab, "u-delete")
-    wait_for(lambda: [r for r in rows(ovn, "load_balancer", f"name={lb.id}")
+    wait_for(lambda: [r for r in rows(openstack_ovn, "load_balancer", f"name={lb.id}")
                       if ovs_uuids(r["health_check"])], timeout=WITHIN,
              what="the TCP monitor as the Load_Balancer row's health_check")  # fmt: skip
 
@@ -168,8 +168,8 @@ async def test_a_monitored_load_balancer_deleted_leaves_no_octavia_object_and_no
     for kind in ("listeners", "pools", "health_monitors"):
         found = getattr(lab.conn.load_balancer, kind)(tags=owner_tag("u-delete"))
         assert list(found) == [], kind
-    assert rows(ovn, "load_balancer", f"name={lb.id}") == []
-    assert rows(ovn, "logical_switch_port", f"name={lb.vip_port_id}") == []
+    assert rows(openstack_ovn, "load_balancer", f"name={lb.id}") == []
+    assert rows(openstack_ovn, "logical_switch_port", f"name={lb.vip_port_id}") == []
     assert await lab.provider.delete(want.key, want.uid) is None, "idempotent"
 
 
@@ -188,7 +188,7 @@ async def test_sweep_deletes_ours_not_wanted_and_keeps_someone_elses(lab: Lab) -
     swept = await lab.provider.sweep({"u-kept": kept.key})
 
     assert f"{orphan_lb.id} (u-orphan)" in swept
-    assert all(" (u-" in lb for lb in swept), "only requests' load balancers (this module's)"
+    assert not [lb for lb in swept if theirs.id in lb], "someone else's is not ours"
     wait_for(lambda: not tagged(lab, "u-orphan"), timeout=WITHIN, what="u-orphan swept")
     assert len(tagged(lab, "u-kept")) == 1
     assert lbs.get_load_balancer(theirs.id).provisioning_status == "ACTIVE"

@@ -2,25 +2,22 @@
 needs them: a subnet, two subnets on a router, a namespace bound to a Neutron port; and
 what landed in OVN's Northbound, read with ovn-nbctl.
 
-The lab's Neutron keeps its database in SQLite: a write request made while its OVN driver
-handles a Northbound notification can stall both for SQLite's timeout and more on a
-loaded machine (see :func:`up`), so the helpers wait for what they made rather than trust
-one answer.
+Neutron's OVN driver reports a router port ACTIVE once the Northbound's notification of
+it came back: :func:`routed` waits for that, not for one answer.
 """
 
 from __future__ import annotations
 
 import json
-from functools import partial
 from typing import Any
 
-from teapot_lb.lab.neutron_server import Neutron, NeutronError
+from teapot_lb.lab.neutron_server import Neutron
 from teapot_lb.lab.ovnstack import OVNDatabases, OVNStack
 from teapot_lb.lab.wait import wait_for
 from teapot_lb.netlab import Host
 
 SUBNET = "198.51.100.0/24"
-STALLED = 300.0  # a Neutron request the lab's SQLite stalled (see up())
+UP_WITHIN = 60.0  # a router port's notification on the 2-core machine under load
 
 
 def network(
@@ -41,41 +38,18 @@ def routed(
     _, client_subnet = network(neutron, f"{name}-clients", clients)
     router = neutron.create("router", name=name)
     for subnet in (member_subnet, client_subnet):
-        try:
-            added = neutron.call("PUT", f"/v2.0/routers/{router['id']}/add_router_interface",
-                                 {"subnet_id": subnet["id"]})  # fmt: skip
-            port_id = added["port_id"]
-        except TimeoutError:  # (stalled: see up(); the server goes on with it)
-            port_id = wait_for(
-                partial(router_port, neutron, router["id"], subnet["id"]),
-                timeout=STALLED,
-                what=f"a router port on {subnet['cidr']}",
-                every=0.5,
-            )
-        up(neutron, port_id)
+        added = neutron.call("PUT", f"/v2.0/routers/{router['id']}/add_router_interface",
+                             {"subnet_id": subnet["id"]})  # fmt: skip
+        up(neutron, added["port_id"])
     return member_subnet, client_subnet
-
-
-def router_port(neutron: Neutron, router_id: str, subnet_id: str) -> str | None:
-    """The id of `router_id`'s port on `subnet_id`, None while it has none (or Neutron
-    answers 500: "database is locked" while the stalled request holds it)."""
-    try:
-        found = neutron.call("GET", f"/v2.0/ports?device_id={router_id}")["ports"]
-    except NeutronError:
-        return None
-    ids = [p["id"] for p in found if any(f["subnet_id"] == subnet_id for f in p["fixed_ips"])]
-    return ids[0] if ids else None
 
 
 def up(neutron: Neutron, port_id: str) -> None:
     """Wait for Neutron to have handled a router port's going up (a host's port stays
-    DOWN in Neutron: no binding host): its OVN driver writes the
-    database from the Northbound's notification, and a write request made meanwhile
-    (holding the lab's SQLite write lock while it waits for the Northbound) stalls both
-    for SQLite's timeout (60 s) at least: on a loaded machine even a router interface's
-    own request can meet its port's notification."""
+    DOWN in Neutron: no binding host): its OVN driver writes the port's status from the
+    Northbound's notification, after the request that made the port has answered."""
     wait_for(lambda: neutron.call("GET", f"/v2.0/ports/{port_id}")["port"]["status"] == "ACTIVE",
-             timeout=STALLED, what=f"port {port_id} ACTIVE in Neutron", every=0.2)  # fmt: skip
+             timeout=UP_WITHIN, what=f"port {port_id} ACTIVE in Neutron", every=0.2)  # fmt: skip
 
 
 def host_port(

@@ -5,16 +5,17 @@ Where :mod:`teapot_lb.lab.neutron` is a read-only stand-in, this runs Neutron 29
 from the virtualenv :func:`venv` names, with ``auth_strategy = noauth`` (every request is
 the admin of project ``fake_project_id``; a request may name another ``project_id``),
 the geneve and flat type drivers, the ``ovn-router`` service plugin, no RPC workers and
-no agents, and SQLite. A network, subnet or port made through its API lands in the
-Northbound of the :class:`~teapot_lb.lab.ovnstack.OVNDatabases` given as a Logical_Switch
-/ Logical_Switch_Port named ``neutron-<network id>`` / ``<port id>``:
+no agents, and the database it is given (PostgreSQL in the lab). A network, subnet or
+port made through its API lands in the Northbound of the
+:class:`~teapot_lb.lab.ovnstack.OVNDatabases` given as a Logical_Switch / Logical_Switch_Port
+named ``neutron-<network id>`` / ``<port id>``:
 ``ovn-octavia-provider`` (:mod:`teapot_lb.lab.octavia_ovn`) looks its subnets and ports
 up there and makes its VIP ports there.
 
 Gotchas this encodes (Neutron 29 under a plain WSGI server):
 
-- the schema comes from the models' ``metadata.create_all`` (Neutron's migrations do not
-  run on SQLite; its unit tests make their database the same way);
+- the schema comes from the models' ``metadata.create_all`` (as Neutron's unit tests make
+  theirs; its migrations do not run on SQLite, and take minutes on PostgreSQL);
 - the OVN driver asks uWSGI or mod_wsgi for the number of API workers and, finding
   neither, refuses to use its hash ring ("The Neutron API workers count is zero"): it
   reads ``ASGI_WORKERS`` then, set to 1;
@@ -23,9 +24,12 @@ Gotchas this encodes (Neutron 29 under a plain WSGI server):
   (two test modules) do not share it;
 - its SIGTERM handler only leaves the hash ring: the server replaces it with one that
   exits;
-- SQLite's deferred BEGIN fails a transaction that has read when another thread writes
-  ("database is locked": ovn-octavia-provider's VIP port failed so, 1 run in 2 of the
-  bench): every transaction takes the write lock at BEGIN and waits for it.
+- its database is PostgreSQL (:mod:`teapot_lb.lab.postgres`), given as a URL: on SQLite's
+  single write lock ``add_router_interface`` stalled for minutes under load (the request
+  held the lock while the OVN driver, handling the new port's Northbound event in the same
+  process, waited for it). A ``sqlite:///`` URL still works for a quick look on a quiet
+  machine: every transaction then takes the write lock at BEGIN and waits for it (the
+  deferred BEGIN failed a transaction that had read when another thread wrote).
 """
 
 from __future__ import annotations
@@ -66,13 +70,13 @@ def _missing(where: Path) -> str | None:
         return (f"{python} is missing: run TEAPOT_INSTALL_NEUTRON=1 "
                 f"scripts/setup.sh or point ${VENV_VARIABLE} at a virtualenv with "
                 "neutron, octavia, "
-                "ovn-octavia-provider and keystone")  # fmt: skip
+                "ovn-octavia-provider, keystone and psycopg2")  # fmt: skip
     for tool in ("keystone-manage",):
         if not (where / "bin" / tool).exists():
             return f"{where / 'bin' / tool} is missing (pip install keystone into {where})"
     probe = subprocess.run(
         [str(python), "-c", "import neutron.wsgi, octavia.api, ovn_octavia_provider.driver, "
-         "werkzeug"],
+         "werkzeug, psycopg2"],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     if probe.returncode != 0:
@@ -85,8 +89,9 @@ def missing() -> str | None:
     return _missing(venv())
 
 
-def neutron_conf(work: Path, ovn: OVNDatabases) -> str:
-    """neutron.conf of the lab: ML2/OVN on `ovn`'s databases, noauth, SQLite in `work`."""
+def neutron_conf(work: Path, ovn: OVNDatabases, database: str) -> str:
+    """neutron.conf of the lab: ML2/OVN on `ovn`'s databases, noauth, its own tables in
+    `database` (a SQLAlchemy URL)."""
     paste = venv() / "etc" / "neutron" / "api-paste.ini"
     return textwrap.dedent(
         f"""\
@@ -107,7 +112,7 @@ def neutron_conf(work: Path, ovn: OVNDatabases) -> str:
         lock_path = {work / "lock"}
 
         [database]
-        connection = sqlite:///{work / "neutron.db"}?timeout=60
+        connection = {database}
 
         [ml2]
         mechanism_drivers = ovn
@@ -140,10 +145,10 @@ model_base.BASEV2.metadata.create_all(create_engine(sys.argv[1]))
 """
 
 # The API: the configuration from the environment (oslo.config must not see our
-# arguments), the application loaded (that connects the OVN driver), then served. Every
-# transaction takes SQLite's write lock at BEGIN and waits for it (the URL's timeout):
-# under the deferred BEGIN a transaction that has read fails at once ("database is
-# locked") when another thread writes, as the OVN driver's revision bump of a port did
+# arguments), the application loaded (that connects the OVN driver), then served. On
+# SQLite every transaction takes the write lock at BEGIN and waits for it (the URL's
+# timeout): under the deferred BEGIN a transaction that has read fails at once ("database
+# is locked") when another thread writes, as the OVN driver's revision bump of a port did
 # while its Northbound events were being written.
 _SERVE = """
 import os, signal, sys
@@ -151,7 +156,7 @@ import sqlalchemy
 
 @sqlalchemy.event.listens_for(sqlalchemy.engine.Engine, "begin")
 def _immediate(conn):
-    if "in_transaction" in conn.info:
+    if conn.dialect.name != "sqlite" or "in_transaction" in conn.info:
         return
     conn.exec_driver_sql("BEGIN IMMEDIATE")
     conn.info["in_transaction"] = True  # (oslo.db's own BEGIN then stands aside)
@@ -173,11 +178,13 @@ class NeutronError(RuntimeError):
 
 @dataclass
 class Neutron:
-    """One Neutron API in `work` on `ovn`'s databases, listening on `port`."""
+    """One Neutron API in `work` on `ovn`'s databases, listening on `port`, its tables in
+    `database`."""
 
     work: Path
     ovn: OVNDatabases
     port: int
+    database: str  # the SQLAlchemy URL of its (empty) database
     proc: subprocess.Popen[bytes] | None = None
     startup_s: dict[str, float] = field(default_factory=dict)
 
@@ -198,12 +205,12 @@ class Neutron:
         for sub in ("state", "lock", "tmp"):
             (self.work / sub).mkdir(parents=True, exist_ok=True)
         conf = self.work / "neutron.conf"
-        conf.write_text(neutron_conf(self.work, self.ovn))
+        conf.write_text(neutron_conf(self.work, self.ovn, self.database))
         python = str(venv() / "bin" / "python")
         started = time.monotonic()
         with self.log.open("ab") as log:
             made = subprocess.run(
-                [python, "-c", _CREATE_SCHEMA, f"sqlite:///{self.work / 'neutron.db'}"],
+                [python, "-c", _CREATE_SCHEMA, self.database],
                 stdout=log, stderr=subprocess.STDOUT, check=False, timeout=START_TIMEOUT_S,
             )  # fmt: skip
         if made.returncode != 0:

@@ -169,10 +169,13 @@ def stack_conf(
     description: str = "teapot-lb provider",
     agents: str = "",
     network_driver: str = "network_noop_driver",
+    database: str = "",
 ) -> str:
     """The octavia.conf sections every lab stack shares: the API on 127.0.0.1:`port`
     without authentication and with one `provider`, the driver agent's sockets (with
-    `agents`), SQLite and certificates in `work`, the noop compute and amphora drivers."""
+    `agents`), the `database` URL (empty: SQLite in `work`), certificates in `work`, the
+    noop compute and amphora drivers."""
+    database = database or f"sqlite:///{work / 'octavia.db'}?timeout=60"
     agents_line = f"enabled_provider_agents = {agents}" if agents else "enabled_provider_agents ="
     return textwrap.dedent(
         f"""\
@@ -189,7 +192,7 @@ def stack_conf(
         default_provider_driver = {provider}
 
         [database]
-        connection = sqlite:///{work / "octavia.db"}?timeout=60
+        connection = {database}
         pool_timeout =
 
         [driver_agent]
@@ -423,10 +426,13 @@ def _database(
     return start_database(stack)
 
 
-def start_database(stack: Stack, bin_dir: Path = OCTAVIA_BIN) -> subprocess.Popen[bytes]:
-    """Start making Octavia's SQLite database in the stack's directory with the Python of
-    `bin_dir` (:func:`start_octavia` waits for it)."""
-    url = f"sqlite:///{stack.work / 'octavia.db'}"
+def start_database(
+    stack: Stack, bin_dir: Path = OCTAVIA_BIN, url: str = ""
+) -> subprocess.Popen[bytes]:
+    """Start making Octavia's tables in the (empty) database of `url` (empty: SQLite in
+    the stack's directory) with the Python of `bin_dir` (:func:`start_octavia` waits for
+    it)."""
+    url = url or f"sqlite:///{stack.work / 'octavia.db'}"
     return subprocess.Popen([str(bin_dir / "python"), "-c", _CREATE_SCHEMA, url],
                             stdout=stack.log("database"), stderr=subprocess.STDOUT)  # fmt: skip
 

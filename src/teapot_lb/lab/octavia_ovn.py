@@ -15,7 +15,10 @@ directory):
   report member status) and octavia-api, ``auth_strategy = noauth``, providers ``ovn``
   only, the ``allowed_address_pairs_driver`` network driver (the VIP subnet is looked up
   in the real Neutron) with ``allow_invisible_resource_usage`` (a noauth request has no
-  user token to look it up with), SQLite as in :mod:`teapot_lb.lab.octavia`.
+  user token to look it up with);
+- PostgreSQL (:mod:`teapot_lb.lab.postgres`): Neutron's and Octavia's databases (on
+  SQLite's single write lock Neutron stalled for minutes under load, and Octavia answered
+  "database is locked"). Keystone keeps SQLite: it is read once per token.
 
 ovn-octavia-provider opens octavia-lib's ``DriverLibrary()`` with its default socket paths
 (/var/run/octavia/*.sock), not the ``[driver_agent]`` ones: each Octavia process first sets
@@ -35,8 +38,11 @@ from pathlib import Path
 from teapot_lb.lab.keystone import ADMIN_PASSWORD, Keystone
 from teapot_lb.lab.kubeplane import free_port
 from teapot_lb.lab.neutron_server import Neutron, venv
+from teapot_lb.lab.neutron_server import missing as neutron_missing
 from teapot_lb.lab.octavia import Stack, stack_conf, start_database, start_octavia
 from teapot_lb.lab.ovnstack import OVNDatabases
+from teapot_lb.lab.postgres import Postgres
+from teapot_lb.lab.postgres import missing as postgres_missing
 
 PROVIDER = "ovn"
 
@@ -50,6 +56,12 @@ from octavia_lib.api.drivers import driver_lib
 driver_lib.DriverLibrary.__init__.__defaults__ = (
     _agent["status_socket_path"], _agent["stats_socket_path"], _agent["get_socket_path"])
 """
+
+
+def missing() -> str | None:
+    """Why the stack cannot run here (None: it can): the Neutron virtualenv or
+    PostgreSQL."""
+    return neutron_missing() or postgres_missing()
 
 
 def _service_auth(keystone: Keystone) -> str:
@@ -67,9 +79,10 @@ def _service_auth(keystone: Keystone) -> str:
 
 
 def octavia_conf(
-    work: Path, port: int, ovn: OVNDatabases, neutron: Neutron, keystone: Keystone
+    work: Path, port: int, ovn: OVNDatabases, neutron: Neutron, keystone: Keystone, database: str
 ) -> str:
-    """octavia.conf with the ``ovn`` provider on `ovn`'s databases and `neutron`."""
+    """octavia.conf with the ``ovn`` provider on `ovn`'s databases and `neutron`, its own
+    tables in `database` (a SQLAlchemy URL)."""
     auth = _service_auth(keystone)
     sections = stack_conf(
         work,
@@ -78,6 +91,7 @@ def octavia_conf(
         description="ovn-octavia-provider",
         agents=PROVIDER,
         network_driver="allowed_address_pairs_driver",
+        database=database,
     )
     return (
         sections
@@ -122,11 +136,13 @@ def _children(pid: int) -> list[int]:
 
 @dataclass
 class OctaviaOVN:
-    """The running stack: Octavia's processes in `stack`, and Neutron and Keystone."""
+    """The running stack: Octavia's processes in `stack`, Neutron, Keystone and the
+    PostgreSQL of Neutron and Octavia."""
 
     stack: Stack
     neutron: Neutron
     keystone: Keystone
+    postgres: Postgres
     startup_s: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -137,7 +153,8 @@ class OctaviaOVN:
         """Every process of the stack by name (the driver agent's listeners and provider
         agent are its children)."""
         found: dict[str, int] = {}
-        for name, proc in (("keystone", self.keystone.proc), ("neutron", self.neutron.proc)):
+        for name, proc in (("keystone", self.keystone.proc), ("neutron", self.neutron.proc),
+                           ("postgres", self.postgres.proc)):  # fmt: skip
             if proc is not None:
                 found[name] = proc.pid
         for name, proc in self.stack.procs.items():
@@ -157,6 +174,7 @@ class OctaviaOVN:
                 os.kill(child, 9)
         self.neutron.stop()
         self.keystone.stop()
+        self.postgres.stop()
 
 
 @contextlib.contextmanager
@@ -164,21 +182,26 @@ def running(work: Path, ovn: OVNDatabases) -> Iterator[OctaviaOVN]:
     """Keystone, Neutron and Octavia with the ``ovn`` provider on `ovn` (started), in
     `work`; everything stopped on exit, on failure too."""
     bin_dir = venv() / "bin"
+    postgres = Postgres(work / "postgres")
     keystone = Keystone(work / "keystone", bin_dir, free_port())
-    neutron = Neutron(work / "neutron", ovn, free_port())
+    neutron = Neutron(work / "neutron", ovn, free_port(), postgres.url("neutron"))
     stack = Stack(work / "octavia")
     stack.work.mkdir(parents=True, exist_ok=True)
-    running = OctaviaOVN(stack, neutron, keystone)
+    running = OctaviaOVN(stack, neutron, keystone, postgres)
     try:
         started = time.monotonic()
-        database = start_database(stack, bin_dir)  # (made while the others start)
+        postgres.start("neutron", "octavia")
+        running.startup_s["postgres"] = time.monotonic() - started
+        started = time.monotonic()
+        # (Octavia's tables made while the others start)
+        database = start_database(stack, bin_dir, postgres.url("octavia"))
         keystone.start()
         running.startup_s["keystone"] = time.monotonic() - started
         neutron.start()
         running.startup_s.update({f"neutron_{k}": v for k, v in neutron.startup_s.items()})
         port = free_port()
         stack.octavia_url = f"http://127.0.0.1:{port}"
-        conf = octavia_conf(stack.work, port, ovn, neutron, keystone)
+        conf = octavia_conf(stack.work, port, ovn, neutron, keystone, postgres.url("octavia"))
         (stack.work / "octavia.conf").write_text(conf)
         started = time.monotonic()
         start_octavia(stack, database, bin_dir, _SOCKETS)
@@ -188,4 +211,4 @@ def running(work: Path, ovn: OVNDatabases) -> Iterator[OctaviaOVN]:
         running.stop()
 
 
-__all__ = ["PROVIDER", "OctaviaOVN", "octavia_conf", "rss_mb", "running"]
+__all__ = ["PROVIDER", "OctaviaOVN", "missing", "octavia_conf", "rss_mb", "running"]
