@@ -219,6 +219,20 @@ def test_after_a_dual_master_the_client_follows_the_winner(lab: LanLab) -> None:
     instance = lab.vip_instance(PAIR)
     assert instance is not None
     loser = "node-b" if winner == "node-a" else "node-a"
+    # Settled before the nodes are cut apart: the loser a BACKUP for longer than an
+    # advertisement interval (right after a start, the first keepalived up may be MASTER
+    # while its status.json does not say so yet; cut apart then, it never hears the winner).
+    since: list[float] = []
+
+    def settled() -> bool:
+        states = (lab.vip_masters(instance), lab.vip_instances(loser).get(instance, {}))
+        if states[0] != [winner] or states[1].get("state") != "BACKUP":
+            since.clear()
+            return False
+        since[:] = since or [time.monotonic()]
+        return time.monotonic() - since[0] >= 1.5
+
+    wait_for(settled, timeout=15, what=f"{loser} a BACKUP of {winner} for 1.5 s")
     probe = lab.http.probe([(PAIR, SERVICE_PORT)], 0.01)
     try:
         wait_for(lambda: lab.client_neighbor(PAIR) == lab.mac(winner), timeout=5,
