@@ -173,12 +173,18 @@ def test_ownership_follows_the_services_and_the_nodes_labels(lab: LanLab) -> Non
         return lab.who(V4) is None
 
     wait_for(unanswered, timeout=10, what=f"nobody answering ARP for {V4}")
-    assert all(V4 not in lab.status(n)["l2"]["owned"] for n in lab.nodes)
+
+    # (status.json follows the data plane: it is written once the step has reported)
+    def reported(node: str) -> list[str]:
+        return list(lab.status(node).get("l2", {}).get("owned", [V4, V6]))
+
+    wait_for(lambda: all(V4 not in reported(n) for n in lab.nodes), timeout=5,
+             what=f"no node reporting {V4}")  # fmt: skip
     owner, second = order(lab, V6)[:2]
     assert lab.who(V6) == owner
     lab.label(owner, **{EXCLUDE_LABEL: "true"})
     wait_for(lambda: lab.who(V6) == second, timeout=10, what=f"{V6} moved to {second}")
-    assert V6 not in lab.status(owner)["l2"]["owned"]
+    wait_for(lambda: V6 not in reported(owner), timeout=5, what=f"{owner} not reporting {V6}")
     lab.label(owner)
     wait_for(lambda: lab.who(V6) == owner, timeout=10, what=f"{V6} back on {owner}")
 
