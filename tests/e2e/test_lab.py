@@ -46,7 +46,13 @@ def check_all_modes(report: LabReport, nodes: int) -> None:
     assert not report.errors, report.errors
     results = {(m.mode, m.family): m for m in report.modes if m.mode != "teapot"}
     [teapot] = [m for m in report.modes if m.mode == "teapot"]  # the default run's group
-    assert teapot.ok and teapot.skipped is None, (teapot.errors, teapot.skipped)
+    assert not teapot.errors and teapot.skipped is None, (teapot.errors, teapot.skipped)
+    # Part by part, so a failure names the part (ModeResult.ok is their conjunction).
+    assert teapot.services and all(s.reachable for s in teapot.services), teapot.services
+    assert teapot.spread is not None and teapot.spread.ok, teapot.spread
+    assert teapot.failovers and all(f.ok for f in teapot.failovers), teapot.failovers
+    assert teapot.deletion is not None and teapot.deletion.ok, teapot.deletion
+    assert teapot.ok
     assert sorted(results) == [(m, f) for m in ("bgp", "l2", "vip") for f in ("v4", "v6")]
     for (mode, family), m in results.items():
         assert not m.errors and m.skipped is None, (mode, family, m.errors, m.skipped)
