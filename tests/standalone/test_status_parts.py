@@ -153,3 +153,39 @@ async def test_a_large_status_file_is_encoded_while_the_event_loop_goes_on(
     # Every Service's Event at once (also written off the loop): each one line, in order.
     lines = (tmp_path / "state" / "events.log").read_text().splitlines()
     assert [json.loads(line)["service"] for line in lines] == list(KEYS)
+
+
+async def test_a_worker_write_cancelled_at_stop_does_not_replace_the_status_written_at_stop(
+    tmp_path: Path,
+) -> None:
+    # At stop the step is cancelled, but its worker thread goes on encoding: the status
+    # written at stop ("stopped") must be the one left on disk.
+    writer, source = writer_for(tmp_path)
+    assignments = {k: Assignment(k, (ip_address("203.0.113.1"),), "a") for k in KEYS[:1]}
+    source.loaded = Loaded(Snapshot(), assignments, 1)
+    encoding, release, finished = threading.Event(), threading.Event(), threading.Event()
+    encode, write_text = writer.large_text, writer._write_text
+
+    def slow(step: StepResult | None, base: dict[str, Any] | None = None) -> str:
+        if base is not None:  # (the worker's encoding, not the stop's)
+            encoding.set()
+            assert release.wait(5.0)
+        return encode(step, base)
+
+    def worker(step: StepResult | None, base: dict[str, Any], number: int) -> None:
+        try:
+            write_text(step, base, number)
+        finally:
+            finished.set()
+
+    writer.large_text = slow  # type: ignore[method-assign]
+    writer._write_text = worker  # type: ignore[method-assign]
+    step = asyncio.ensure_future(writer(result({}, {})))
+    assert await asyncio.to_thread(encoding.wait, 5.0)
+    step.cancel()
+    writer.stopped = True
+    writer.write(None)
+    release.set()
+    assert await asyncio.to_thread(finished.wait, 5.0)
+    doc = json.loads((tmp_path / "state" / "status.json").read_text())
+    assert doc["stopped"] is True

@@ -428,6 +428,11 @@ class StatusWriter:
         self._parts_lock = threading.Lock()
         self._in_order = asyncio.Lock()
         self._writing: asyncio.Future[None] | None = None  # a held-back write under way
+        # Each status write's number; a worker's write lands only if no later write began
+        # (a step cancelled at stop leaves its worker running: its older status must not
+        # replace the one written at stop).
+        self._writes = 0
+        self._file_lock = threading.Lock()
         self._written_at: float | None = None  # loop time of the last write
         self._pending: asyncio.TimerHandle | None = None
         self._latest: StepResult | None = None
@@ -486,11 +491,15 @@ class StatusWriter:
         self._written_at = asyncio.get_running_loop().time()
         self._ensure_state_dir()
         base = self._base(result, routes=False)
+        self._writes += 1
         async with self._in_order:  # (a held-back write and a step's: the later one last)
-            await asyncio.to_thread(self._write_text, result, base)
+            await asyncio.to_thread(self._write_text, result, base, self._writes)
 
-    def _write_text(self, result: StepResult | None, base: dict[str, Any]) -> None:
-        write_text(self.state_dir / "status.json", self.large_text(result, base))
+    def _write_text(self, result: StepResult | None, base: dict[str, Any], number: int) -> None:
+        text = self.large_text(result, base)
+        with self._file_lock:
+            if number == self._writes:
+                write_text(self.state_dir / "status.json", text)
 
     def document(self, result: StepResult | None) -> dict[str, Any]:
         """The whole status document (as written up to :data:`PRETTY_MAX` Services)."""
@@ -588,10 +597,12 @@ class StatusWriter:
             self._written_at = asyncio.get_running_loop().time()
         self._ensure_state_dir()
         path = self.state_dir / "status.json"
-        if self._large():
-            write_text(path, self.large_text(result))
-        else:
-            write_json(path, self.document(result))
+        self._writes += 1
+        with self._file_lock:
+            if self._large():
+                write_text(path, self.large_text(result))
+            else:
+                write_json(path, self.document(result))
 
     def _large(self) -> bool:
         loaded = self.source.loaded
