@@ -119,9 +119,7 @@ def backends(ovn: OVNStack, lb_id: str) -> set[str]:
     return found
 
 
-async def test_a_member_removed_gets_no_new_connections(
-    lab: Lab, openstack_ovn: OVNStack
-) -> None:
+async def test_a_member_removed_gets_no_new_connections(lab: Lab, openstack_ovn: OVNStack) -> None:
     both = spec("u-remove", "198.51.100.61", member("m1", M1), member("m2", M2))
     await converged(lab.provider, both)
     [lb] = tagged(lab, "u-remove")
