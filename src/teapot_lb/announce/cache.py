@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from teapot_lb.announce.election import scored_as
 from teapot_lb.announce.per_service import PerService, Versions
+from teapot_lb.announce.sessions import Laid
 from teapot_lb.announce.totals import PlanResult, PlanTotals, same_announcements
 from teapot_lb.model import Node
 from teapot_lb.model.kinds import KINDS, Kind
@@ -183,6 +184,8 @@ class PlanCache:
         # The Services whose L2 candidates are their own (Local): a Node change replans them.
         self.orders_local: set[str] = set()
         self.totals = PlanTotals()
+        # The BGP sessions laid over the plans' results (what the totals hold).
+        self.laid = Laid()
         # Each Node's own exclusion (why it may announce nothing), by name, while the view
         # holds the same Node object.
         self.exclusions: dict[str, tuple[Node, str | None]] = {}

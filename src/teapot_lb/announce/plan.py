@@ -9,10 +9,9 @@ the decisions of every node. No I/O, no clock: the same view gives the same plan
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from teapot_lb.announce.announcement import (
@@ -29,6 +28,8 @@ from teapot_lb.announce.bgp_route import host_prefix, route_of
 from teapot_lb.announce.cache import PLAN_KINDS, Election, PlanCache
 from teapot_lb.announce.election import chosen, exclusion, score, suffix
 from teapot_lb.announce.hop_health import HopVerdict, live_routes
+from teapot_lb.announce.sessions import Sessions, lay, with_sessions
+from teapot_lb.announce.sessions import announced as announced_to
 from teapot_lb.announce.totals import PlanDelta
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model import (
@@ -155,6 +156,7 @@ class Planner:
     ) -> None:
         self.view = view
         self.options = options
+        self.sessions = Sessions.of(options.established_peers, options.down_peers)
         self._cache = cache
         # Bounded ECMP, memoised for explain (every node asks about the same IP): node →
         # names of the BGPPeers that select it; (IP, advertisement) → chosen nodes and how
@@ -352,22 +354,12 @@ class Planner:
             else:
                 say(Mode.BGP, False, "the advertisements name peers this node has no session with")
             return
-        targets = set(announced)
-        established = self.options.established_peers
-        down = targets & set(self.options.down_peers)
-        if established is not None:
-            down |= targets - set(established)
-        up, waiting = sorted(targets - down), tuple(sorted(down))
-        held = f"held for {', '.join(waiting)} (session not Established: not received there)"
         bounded = f" ({'; '.join(bounds)})" if bounds else ""
-        if not up:
-            say(Mode.BGP, False, f"no session Established: {held}{bounded}", waiting=waiting)
-            return
-        # One string per distinct reason (at 70k routes, a copy per route was 4.5 MB).
-        reason = sys.intern(
-            "announced to " + ", ".join(up) + (f"; {held}" if waiting else "") + bounded
-        )
-        say(Mode.BGP, True, reason, tuple(up), waiting=waiting)
+        targets = tuple(sorted(set(announced)))
+        say(Mode.BGP, True, announced_to(targets, bounded), targets)
+        # Planned as if every session were up (the routes are the same), then the sessions
+        # laid over (with a plan cache: afterwards, over the kept decisions; sessions.py).
+        say.into[-1] = with_sessions(say.into[-1], self.sessions)
 
     def decide_tenant(
         self, node_name: str, route: TenantRoute
@@ -617,6 +609,9 @@ def plan(
     since the previous call reuse their decisions; the plan is the same as without it.
     """
     opts = options or PlanOptions()
+    sessions = Sessions.of(opts.established_peers, opts.down_peers)
+    if cache is not None:  # the sessions are laid over what is kept (sessions.py)
+        opts = replace(opts, established_peers=None, down_peers=())
     planner = Planner(view, opts, cache)
     tenant_anns: set[Announcement] = set()
     tenant_decisions: list[Decision] = []
@@ -625,7 +620,8 @@ def plan(
         tenant_anns |= anns
         tenant_decisions.extend(decs)
     if cache is not None:
-        return _plan_kept(view, node, planner, cache, tenant_anns, tuple(tenant_decisions))
+        tenant = lay(tuple(tenant_decisions), sessions)
+        return _plan_kept(view, node, planner, cache, tenant_anns, tenant, sessions)
     announcements: set[Announcement] = set()
     decisions: list[Decision] = []
     by_service: dict[str, tuple[Decision, ...]] = {}
@@ -650,9 +646,11 @@ def _plan_kept(
     cache: PlanCache,
     tenant_anns: set[Announcement],
     tenant_decisions: tuple[Decision, ...],
+    sessions: Sessions,
 ) -> Plan:
     """:func:`plan` with a cache: only Services that may have changed are decided, and the
-    plan's totals change by what they changed."""
+    plan's totals change by what they changed (`planner` decides as if every session were
+    up; `sessions` are laid over its results afterwards)."""
     opts = planner.options
 
     deps = cache.dependencies
@@ -677,13 +675,13 @@ def _plan_kept(
 
     scope = (node, options_key(opts, liveness=True))
     live = opts.live_speakers
-    kept = cache.plans.results(
+    cache.plans.results(  # (eager: the kept results are read below)
         view, scope, PLAN_KINDS, decide,
         live=None if live is None else frozenset(live), affected=affected,
     )  # fmt: skip
-    totals, delta = cache.totals, cache.plans.delta
+    totals, delta = cache.totals, cache.laid.update(cache.plans, sessions)
     if delta is None:
-        totals.rebuild(kept)
+        totals.rebuild(cache.laid.results(cache.plans))
     else:
         totals.apply(delta)
     changes = totals.take_delta()

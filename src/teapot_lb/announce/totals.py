@@ -93,12 +93,15 @@ class PlanTotals:
         if self._changed is not None:
             self._changed.update(key for key, _, _ in delta)
         for key, old, new in delta:
-            if old is not None:
-                self._count(old[0], -1)
             decs: tuple[Decision, ...] = ()
-            if new is not None:
-                self._count(new[0], 1)
-                decs = new[1]
+            if old is not None and new is not None and old[0] is new[0]:
+                decs = new[1]  # its words changed, not its routes (a BGP session)
+            else:
+                if old is not None:
+                    self._count(old[0], -1)
+                if new is not None:
+                    self._count(new[0], 1)
+                    decs = new[1]
             at = bisect_left(order, key)
             held = at < len(order) and order[at] == key
             if not decs:
