@@ -23,7 +23,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from teapot_lb.lab.wait import LabTimeout, wait_for
+from teapot_lb.model.service import ANNOTATION_PROVIDER
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
 
 API = "lb.teapot.io/v1alpha1"
@@ -118,37 +119,46 @@ def cluster_docs(nodes: dict[str, str], with_service: bool) -> list[dict[str, An
     ]
     if not with_service:
         return docs
-    docs.append(
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "web", "namespace": "default", "uid": "uid-web"},
-            "spec": {
-                "type": "LoadBalancer",
-                "loadBalancerClass": TEAPOT_CLOUD_CLASS,
-                "externalTrafficPolicy": "Local",
-                "ports": [{"name": "http", "protocol": "TCP", "port": 80, "nodePort": 30080}],
-                "selector": {"app": "web"},
-            },
-        }
-    )
-    docs.append(
-        {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": "web-x",
-                "namespace": "default",
-                "labels": {"kubernetes.io/service-name": "web"},
-            },
-            "addressType": "IPv4",
-            "endpoints": [
-                {"addresses": [f"10.0.0.{i + 1}"], "nodeName": n, "conditions": {"ready": True}}
-                for i, n in enumerate(nodes)
-            ],
-        }
-    )
-    return docs
+    return [*docs, service_doc("web", 30080), endpoints_doc("web", nodes, ready=nodes)]
+
+
+def service_doc(name: str, node_port: int, provider: str | None = None) -> dict[str, Any]:
+    """Tenant Service default/`name` of the Teapot cloud's class, TCP 80 at `node_port`,
+    `externalTrafficPolicy: Local`; `provider`: its `lb.teapot.io/provider` annotation."""
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    if provider is not None:
+        meta["annotations"] = {ANNOTATION_PROVIDER: provider}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": "LoadBalancer",
+            "loadBalancerClass": TEAPOT_CLOUD_CLASS,
+            "externalTrafficPolicy": "Local",
+            "ports": [{"name": "http", "protocol": "TCP", "port": 80, "nodePort": node_port}],
+            "selector": {"app": name},
+        },
+    }
+
+
+def endpoints_doc(name: str, nodes: Iterable[str], ready: Container[str]) -> dict[str, Any]:
+    """The EndpointSlice of Service default/`name`: a pod on each of `nodes`, ready on
+    those in `ready`."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{name}-x",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": name},
+        },
+        "addressType": "IPv4",
+        "endpoints": [
+            {"addresses": [f"10.0.0.{i + 1}"], "nodeName": n, "conditions": {"ready": n in ready}}
+            for i, n in enumerate(nodes)
+        ],
+    }
 
 
 def _request(name: str, *, namespace: str | None = None, **spec: Any) -> dict[str, Any]:
@@ -380,4 +390,4 @@ def run_teapot(workdir: Path, progress: Progress) -> TeapotResult:
     return result
 
 
-__all__ = ["Refused", "TeapotResult", "run_teapot"]
+__all__ = ["Refused", "TeapotResult", "cluster_docs", "endpoints_doc", "run_teapot", "service_doc"]

@@ -61,11 +61,11 @@ from teapot_lb.lab.octavia_stack import connection
 from teapot_lb.lab.ovnstack import OVNStack
 from teapot_lb.lab.ovnstack import missing as ovn_missing
 from teapot_lb.lab.processes import log_tail, start_workload, tenant_agent_command
+from teapot_lb.lab.teapot import cluster_docs, endpoints_doc, service_doc
 from teapot_lb.lab.wait import LabTimeout, wait_for
-from teapot_lb.model.service import ANNOTATION_PROVIDER
 from teapot_lb.netlab import Topology
 from teapot_lb.providers.base import owner_tag
-from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS, request_name
+from teapot_lb.tenancy.request import request_name
 
 T = TypeVar("T")
 Progress = Callable[[str], None]
@@ -197,48 +197,9 @@ class OctaviaResult:
 # ------------------------------------------------------------------------ the clusters
 
 
-def service(name: str, provider: str | None) -> dict[str, Any]:
-    """Tenant Service `name` of the Teapot cloud's class (Local: the ready nodes serve)."""
-    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
-    if provider is not None:
-        meta["annotations"] = {ANNOTATION_PROVIDER: provider}
-    ports = [{"name": "http", "protocol": "TCP", "port": 80, "nodePort": NODE_PORTS[name]}]
-    spec = {
-        "type": "LoadBalancer",
-        "loadBalancerClass": TEAPOT_CLOUD_CLASS,
-        "externalTrafficPolicy": "Local",
-        "ports": ports,
-        "selector": {"app": name},
-    }
-    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec}
-
-
 def endpoints(name: str, ready: Iterable[str]) -> dict[str, Any]:
-    """The EndpointSlice of Service `name`: a pod on every node, ready on `ready`."""
-    ready = set(ready)
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{name}-x",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": name},
-        },
-        "addressType": "IPv4",
-        "endpoints": [
-            {"addresses": [f"10.0.0.{i + 1}"], "nodeName": n, "conditions": {"ready": n in ready}}
-            for i, n in enumerate(NODES)
-        ],
-    }
-
-
-def node(name: str, address: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"addresses": [{"type": "InternalIP", "address": address}]},
-    }
+    """Service `name`'s EndpointSlice: a pod on m1 and m2, ready on `ready`."""
+    return endpoints_doc(name, NODES, ready=set(ready))
 
 
 def management_docs() -> list[dict[str, Any]]:
@@ -385,7 +346,7 @@ class OctaviaGroup:
     def start_processes(self, openstack: OctaviaOVN, subnet: str) -> None:
         self.clusters = clusters = Clusters(self.work)
         clusters.seed(clusters.management, *management_docs())
-        clusters.seed(clusters.tenant, *(node(n, a) for n, a in NODES.items()))
+        clusters.seed(clusters.tenant, *cluster_docs(NODES, with_service=False))
         provider = self.work / "octavia-provider.yaml"
         provider.write_text(yaml.safe_dump(provider_config(openstack.octavia_url, subnet)))
         self.start("manager")
@@ -476,8 +437,8 @@ class OctaviaGroup:
         clusters = self.clusters
         assert clusters is not None
         started = time.monotonic()
-        clusters.seed(clusters.tenant, service(OCTAVIA_SERVICE, "octavia"),
-                      endpoints(OCTAVIA_SERVICE, NODES))  # fmt: skip
+        web = service_doc(OCTAVIA_SERVICE, NODE_PORTS[OCTAVIA_SERVICE], provider="octavia")
+        clusters.seed(clusters.tenant, web, endpoints(OCTAVIA_SERVICE, NODES))
         # The address is the allocation's, the moment the request is vetted; Octavia has
         # built the load balancer (ACTIVE, that address its VIP) once it is Programmed.
         what = "Service default/web's address in its status, its request Programmed"
@@ -500,9 +461,8 @@ class OctaviaGroup:
     def serve_route(self, part: RouteBeside) -> None:
         clusters = self.clusters
         assert clusters is not None
-        clusters.seed(
-            clusters.tenant, service(ROUTE_SERVICE, None), endpoints(ROUTE_SERVICE, NODES)
-        )
+        api = service_doc(ROUTE_SERVICE, NODE_PORTS[ROUTE_SERVICE])  # the default provider
+        clusters.seed(clusters.tenant, api, endpoints(ROUTE_SERVICE, NODES))
         want = sorted(NODES.values())
 
         def next_hops() -> list[str]:
