@@ -29,8 +29,10 @@ Each part is reported by name (:meth:`OctaviaResult.parts`):
   Load_Balancer row, no VIP port.
 
 Route mode's data path (BGP from the management speakers to the operator's router) is not
-in this group: the operator's router here is OVN's, which speaks no BGP; the ``teapot``
-group carries route mode's traffic.
+in this group: the client's router here is Neutron's (OVN), which speaks no BGP. Carrying
+it would take a BGP router as another Neutron port on the members' network, an extra
+route on the Neutron router towards it, and a management speaker beside it reading the
+management API; the ``teapot`` group carries route mode's traffic.
 """
 
 from __future__ import annotations
@@ -552,7 +554,10 @@ class OctaviaGroup:
 def missing(shared: OpenStack | None) -> str | None:
     """Why the group cannot run here (None: it can)."""
     if importlib.util.find_spec("openstack") is None:
-        return "openstacksdk is not installed (pip install 'teapot-lb[openstack]')"
+        return (
+            "openstacksdk is not installed: pip install 'teapot-lb[openstack]'"
+            " (scripts/setup.sh installs it with the dev extra)"
+        )
     if shared is not None:
         return None
     return ovn_missing() or openstack_missing()
