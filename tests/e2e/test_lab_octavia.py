@@ -64,6 +64,8 @@ def test_lab_octavia_serves_a_tenant_service_beside_route_mode_and_leaves_nothin
     assert r.route.ip is not None and r.route.ip != r.octavia.ip, r.route
     assert r.route.next_hops == sorted(NODES.values()), r.route
     assert r.route.octavia_load_balancers == 0, r.route
+    assert r.route.fib_next_hops == sorted(NODES.values()), r.route  # ECMP at the router
+    assert r.route.answered_by == sorted(NODES), r.route
     assert r.member_change.answered_by == ["m2"], r.member_change
     assert r.restart.answered_by == sorted(NODES), r.restart
     assert r.restart.load_balancers == 1, r.restart

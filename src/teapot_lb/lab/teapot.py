@@ -23,7 +23,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,6 @@ from typing import Any
 import yaml
 
 from teapot_lb.lab.wait import LabTimeout, wait_for
-from teapot_lb.model.service import ANNOTATION_PROVIDER
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS
 
 API = "lb.teapot.io/v1alpha1"
@@ -122,12 +121,14 @@ def cluster_docs(nodes: dict[str, str], with_service: bool) -> list[dict[str, An
     return [*docs, service_doc("web", 30080), endpoints_doc("web", nodes, ready=nodes)]
 
 
-def service_doc(name: str, node_port: int, provider: str | None = None) -> dict[str, Any]:
+def service_doc(
+    name: str, node_port: int, annotations: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Tenant Service default/`name` of the Teapot cloud's class, TCP 80 at `node_port`,
-    `externalTrafficPolicy: Local`; `provider`: its `lb.teapot.io/provider` annotation."""
+    `externalTrafficPolicy: Local`, with these annotations (`lb.teapot.io/provider`, ...)."""
     meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
-    if provider is not None:
-        meta["annotations"] = {ANNOTATION_PROVIDER: provider}
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Service",

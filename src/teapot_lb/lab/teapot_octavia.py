@@ -4,15 +4,20 @@ driven end to end through the real ``teapot-lb manager --provider octavia=FILE``
 real ``teapot-lb tenant-agent`` processes (docs/lab.md, docs/teapot.md "Providers").
 
     client c1 (192.0.2.51) ── Neutron router ── members' network 198.51.100.0/24
-                                                  ├─ m1 198.51.100.51 ┐ tenant acme's nodes,
-                                                  ├─ m2 198.51.100.52 ┘ HTTP on the nodePort
-                                                  └─ the VIPs (acme's allocation .112/28)
+      (its own network)      (203.0.113.0/29       ├─ m1 198.51.100.51 ┐ tenant acme's nodes:
+                              via r1)              ├─ m2 198.51.100.52 ┘ HTTP, nodePorts and 80
+                                                   ├─ r1 198.51.100.60   BIRD (ECMP into its FIB)
+                                                   ├─ s1 198.51.100.61   the management speaker
+                                                   └─ the VIPs (acme's allocation .112/28)
 
-The stack (:mod:`teapot_lb.lab.octavia_ovn`: Keystone, Neutron ML2/OVN, Octavia 19 with the
-``ovn`` provider, PostgreSQL) is the group's own, or one already running handed to it
+Every host is a namespace bound to a Neutron port. The stack
+(:mod:`teapot_lb.lab.octavia_ovn`: Keystone, Neutron ML2/OVN, Octavia 19 with the ``ovn``
+provider, PostgreSQL) is the group's own, or one already running handed to it
 (:class:`OpenStack`: the test suite's session stack, so a test does not start a second one).
 The management and tenant clusters are the in-repo fake API server, both served from a
-thread of the lab; the manager and the agent are processes in the root namespace.
+thread of the lab; the manager and the agent are processes in the root namespace, the
+management speaker (``teapot-lb speaker --tenancy``) runs in s1 and reaches the management
+API through :class:`~teapot_lb.lab.kubeplane.Forwarder`.
 
 Each part is reported by name (:meth:`OctaviaResult.parts`):
 
@@ -20,7 +25,9 @@ Each part is reported by name (:meth:`OctaviaResult.parts`):
   address in the Service's status (agent → TenantLoadBalancer → manager → Octavia → OVN),
   then the client's requests through the VIP answered by m1 and m2;
 - ``route``: Service default/api (no annotation: the Tenant's default provider, route) gets
-  its address and its request next hops m1 and m2, and no Octavia load balancer;
+  its address (from acme's route pool) and its request next hops m1 and m2, no Octavia
+  load balancer; s1 announces it to r1 (ADD-PATH), r1's FIB holds it via m1 and m2, and
+  the client is answered by both;
 - ``member_change``: m1's endpoint of web no longer ready → the client served by m2 alone;
 - ``restart``: the manager SIGKILLed, m1's endpoint ready again meanwhile, the manager
   started again → both serve again, through the one load balancer tagged with the
@@ -28,11 +35,9 @@ Each part is reported by name (:meth:`OctaviaResult.parts`):
 - ``deletion``: web deleted → no Octavia load balancer tagged with its uid, no Northbound
   Load_Balancer row, no VIP port.
 
-Route mode's data path (BGP from the management speakers to the operator's router) is not
-in this group: the client's router here is Neutron's (OVN), which speaks no BGP. Carrying
-it would take a BGP router as another Neutron port on the members' network, an extra
-route on the Neutron router towards it, and a management speaker beside it reading the
-management API; the ``teapot`` group carries route mode's traffic.
+Neutron's router speaks no BGP: the operator's BGP router is r1, and Neutron's router
+has an extra route for acme's route pool via r1 (what a site with a BGP edge router
+beside its OpenStack routers would configure).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import shutil
 import subprocess
 import sys
 import threading
@@ -54,6 +60,7 @@ import yaml
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.groups import run_group
+from teapot_lb.lab.kubeplane import FORWARD_PORT, Forwarder
 from teapot_lb.lab.neutron_nets import host_port, routed, rows
 from teapot_lb.lab.neutron_server import NOAUTH_PROJECT
 from teapot_lb.lab.octavia import config, tenant
@@ -63,9 +70,11 @@ from teapot_lb.lab.octavia_stack import connection
 from teapot_lb.lab.ovnstack import OVNStack
 from teapot_lb.lab.ovnstack import missing as ovn_missing
 from teapot_lb.lab.processes import log_tail, start_workload, tenant_agent_command
+from teapot_lb.lab.router import Bird, RouterConfig, Session, fib_next_hops
 from teapot_lb.lab.teapot import cluster_docs, endpoints_doc, service_doc
 from teapot_lb.lab.wait import LabTimeout, wait_for
-from teapot_lb.netlab import Topology
+from teapot_lb.model.service import ANNOTATION_IPS, ANNOTATION_PROVIDER
+from teapot_lb.netlab import Host, Topology
 from teapot_lb.providers.base import owner_tag
 from teapot_lb.tenancy.request import request_name
 
@@ -79,11 +88,16 @@ NODES = {"m1": "198.51.100.51", "m2": "198.51.100.52"}
 NODE_NETWORK = "198.51.100.48/29"
 CLIENT = "192.0.2.51"
 VIPS = "198.51.100.112/28"  # acme's allocation: inside the members' subnet (the VIP subnet)
+VIP = "198.51.100.112"  # web's (requested: the allocation it comes from is not left to chance)
+ROUTE_POOL, ROUTE_IP = "203.0.113.0/29", "203.0.113.5"  # acme's other allocation; api's IP
+ROUTER, SPEAKER = "198.51.100.60", "198.51.100.61"  # the BGP router, the management speaker
+ROUTER_ASN, MANAGEMENT_ASN = 64500, 64512
 NODE_PORTS = {"web": 30080, "api": 30081}
 OCTAVIA_SERVICE, ROUTE_SERVICE = "web", "api"
 WITHIN = 180.0  # one step on the 2-core machine under load (Octavia and OVN lag there)
 BURST = 16  # requests, each from a new source port: both members answer one of them
 TEAPOT_LB = str(Path(sys.executable).parent / "teapot-lb")
+_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
 
 
 @dataclass(frozen=True)
@@ -119,13 +133,17 @@ class RouteBeside:
     ip: str | None = None
     next_hops: list[str] = field(default_factory=list)
     octavia_load_balancers: int | None = None  # tagged with its request's uid
+    reached_s: float | None = None  # Service written → the client answered through r1
+    fib_next_hops: list[str] = field(default_factory=list)  # r1's kernel route to the IP
+    answered_by: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return (
             self.ip is not None
-            and self.next_hops == sorted(NODES.values())
+            and self.next_hops == sorted(NODES.values()) == self.fib_next_hops
             and self.octavia_load_balancers == 0
+            and self.answered_by == sorted(NODES)
         )
 
 
@@ -205,13 +223,23 @@ def endpoints(name: str, ready: Iterable[str]) -> dict[str, Any]:
 
 
 def management_docs() -> list[dict[str, Any]]:
-    """The operator's pool ``octavia`` and Tenant acme holding VIPS of it: providers
-    octavia and route, route the default."""
+    """The operator's pools ``octavia`` (the VIPs) and ``tenants`` (route mode's,
+    advertised by BGP to the router), Tenant acme holding a part of each (providers octavia
+    and route, route the default), the management speaker's Node s1 and its BGPPeer."""
     acme = tenant(TENANT, NAMESPACE, NOAUTH_PROJECT, VIPS, modes=["Route"],
                   nodeNetworks=[NODE_NETWORK], providers=["octavia", "route"],
                   defaultProvider="route")  # fmt: skip
-    pool = config("AddressPool", "octavia", {"addresses": [VIPS], "autoAssign": False})
-    return [pool, acme]
+    acme["spec"]["allocations"].append({"addressPool": "tenants", "cidrs": [ROUTE_POOL]})
+    peer = {"myASN": MANAGEMENT_ASN, "peerASN": ROUTER_ASN, "peerAddress": ROUTER,
+            "holdTime": "9s", "addPath": "send"}  # fmt: skip
+    return [
+        config("AddressPool", "octavia", {"addresses": [VIPS], "autoAssign": False}),
+        config("AddressPool", "tenants", {"addresses": [ROUTE_POOL], "autoAssign": False}),
+        config("BGPPeer", "router", peer),
+        config("BGPAdvertisement", "tenants", {"addressPools": ["tenants"]}),
+        *cluster_docs({"s1": SPEAKER}, with_service=False),
+        acme,
+    ]
 
 
 def provider_config(octavia_url: str, subnet: str) -> dict[str, Any]:
@@ -312,6 +340,9 @@ class OctaviaGroup:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.workloads: list[subprocess.Popen[bytes]] = []
         self.uids: set[str] = set()  # of requests that may own an Octavia load balancer
+        self.hosts: dict[str, Host] = {}
+        self.router: Bird | None = None
+        self.forwarder: Forwarder | None = None
 
     def say(self, text: str) -> None:
         self.progress(f"lab: octavia: {text}")
@@ -337,12 +368,25 @@ class OctaviaGroup:
         neutron = openstack.neutron
         members, clients = routed(neutron, "octlab")
         for name, address in NODES.items():
-            host = host_port(neutron, ovn, f"octlab-{name}", members, address)
-            self.workloads += [start_workload(host, name, port) for port in NODE_PORTS.values()]
+            host = self.hosts[name] = host_port(neutron, ovn, f"octlab-{name}", members, address)
+            for conf in ("all", "default"):  # kube-proxy's IP on lo, never answered by ARP
+                host.sysctl(f"net.ipv4.conf.{conf}.arp_ignore", "1")
+                host.sysctl(f"net.ipv4.conf.{conf}.arp_announce", "2")
+            ports = (*NODE_PORTS.values(), 80)  # (80: kube-proxy's part for route mode)
+            self.workloads += [start_workload(host, name, port) for port in ports]
         client = host_port(neutron, ovn, "octlab-c1", clients, CLIENT)
         self.client = Client(client.ns)
-        self.say(f"m1, m2 ({', '.join(NODES.values())}) and the client {CLIENT} on Neutron's"
-                 " networks (one router)")  # fmt: skip
+        # Route mode: a BGP router on the members' network, the way to acme's route pool
+        # from Neutron's router, and the management speaker beside it.
+        router = self.hosts["r1"] = host_port(neutron, ovn, "octlab-r1", members, ROUTER)
+        router.sysctl("net.ipv4.ip_forward", "1")
+        router.sysctl("net.ipv4.fib_multipath_hash_policy", "1")  # spread by ports too
+        self.hosts["s1"] = host_port(neutron, ovn, "octlab-s1", members, SPEAKER)
+        [found] = neutron.call("GET", "/v2.0/routers?name=octlab")["routers"]
+        routes = [{"destination": ROUTE_POOL, "nexthop": ROUTER}]
+        neutron.call("PUT", f"/v2.0/routers/{found['id']}", {"router": {"routes": routes}})
+        self.say(f"m1, m2 ({', '.join(NODES.values())}), the client {CLIENT}, BIRD r1 and"
+                 f" the speaker s1 on Neutron's networks; {ROUTE_POOL} via r1")  # fmt: skip
         return members
 
     def start_processes(self, openstack: OctaviaOVN, subnet: str) -> None:
@@ -355,6 +399,26 @@ class OctaviaGroup:
         argv = tenant_agent_command(clusters.tenant_config, clusters.agent_config, CLUSTER)
         self._popen("agent", argv)
         self.say("teapot-lb manager --provider octavia=FILE and acme's tenant-agent up")
+        session = Session(SPEAKER, MANAGEMENT_ASN, 9, 3, add_path=True)
+        self.router = Bird(self.hosts["r1"], self.work / "r1",
+                           RouterConfig(ROUTER_ASN, ROUTER, (session,)))  # fmt: skip
+        self.router.start()
+        speaker = self.hosts["s1"]
+        port = int(clusters.management.url.rpartition(":")[2])
+        self.forwarder = Forwarder(speaker.ns, port, self.work)
+        self.forwarder.start()
+        ready = self.forwarder.control.with_suffix(".ready")
+        wait_for(ready.exists, timeout=20, what=f"the API forwarder into {speaker.ns}")
+        inside = self.work / "speaker.kubeconfig"
+        inside.write_text(clusters.manager_config.read_text().replace(
+            clusters.management.url, f"http://127.0.0.1:{FORWARD_PORT}"))  # fmt: skip
+        with (self.work / "speaker.log").open("ab") as log:
+            self.procs["speaker"] = speaker.popen(
+                [sys.executable, "-m", "teapot_lb.cli.speaker", "--node", "s1",
+                 "--kubeconfig", str(inside), "--modes", "bgp", "--tenancy",
+                 "--state-dir", str(self.work / "state-s1"), "--metrics-address", ""],
+                stdout=log, stderr=log)  # fmt: skip
+        self.say("BIRD on r1 and the management speaker s1 (teapot-lb speaker --tenancy) up")
 
     def start(self, name: str) -> None:
         assert self.clusters is not None
@@ -439,7 +503,8 @@ class OctaviaGroup:
         clusters = self.clusters
         assert clusters is not None
         started = time.monotonic()
-        web = service_doc(OCTAVIA_SERVICE, NODE_PORTS[OCTAVIA_SERVICE], provider="octavia")
+        annotations = {ANNOTATION_PROVIDER: "octavia", ANNOTATION_IPS: VIP}
+        web = service_doc(OCTAVIA_SERVICE, NODE_PORTS[OCTAVIA_SERVICE], annotations)
         clusters.seed(clusters.tenant, web, endpoints(OCTAVIA_SERVICE, NODES))
         # The address is the allocation's, the moment the request is vetted; Octavia has
         # built the load balancer (ACTIVE, that address its VIP) once it is Programmed.
@@ -463,7 +528,9 @@ class OctaviaGroup:
     def serve_route(self, part: RouteBeside) -> None:
         clusters = self.clusters
         assert clusters is not None
-        api = service_doc(ROUTE_SERVICE, NODE_PORTS[ROUTE_SERVICE])  # the default provider
+        started = time.monotonic()
+        # No provider annotation: the Tenant's default, route.
+        api = service_doc(ROUTE_SERVICE, NODE_PORTS[ROUTE_SERVICE], {ANNOTATION_IPS: ROUTE_IP})
         clusters.seed(clusters.tenant, api, endpoints(ROUTE_SERVICE, NODES))
         want = sorted(NODES.values())
 
@@ -472,12 +539,26 @@ class OctaviaGroup:
 
         self.wait(lambda: clusters.service_ip(ROUTE_SERVICE) and next_hops() == want,
                   "Service default/api's address and its next hops m1, m2 (route)")  # fmt: skip
-        part.ip = clusters.service_ip(ROUTE_SERVICE)
+        part.ip = ip = clusters.service_ip(ROUTE_SERVICE)
         part.next_hops = next_hops()
         part.octavia_load_balancers = len(self.tagged(self.uid(ROUTE_SERVICE)))
+        assert ip is not None
+        for name in NODES:  # kube-proxy's part, once the Service's status has the IP
+            self.hosts[name].ip("addr", "replace", f"{ip}/32", "dev", "lo")
+
+        def fib() -> list[str]:
+            return sorted(fib_next_hops(self.hosts["r1"], f"{ip}/32"))
+
+        self.wait(lambda: fib() == want, f"r1's FIB holding {ip} via m1 and m2 (ECMP)")
+        self.wait(lambda: self.client is not None and self.client.get(ip, 80).ok,
+                  f"the client reaching {ip}:80 through r1")  # fmt: skip
+        part.reached_s = time.monotonic() - started
+        part.fib_next_hops = fib()
+        part.answered_by = self.answered_by(ip)
         self.say(f"default/api (the default provider, route): {part.ip} next hops"
-                 f" {', '.join(part.next_hops)}; {part.octavia_load_balancers} Octavia load"
-                 " balancers")  # fmt: skip
+                 f" {', '.join(part.next_hops)}, {part.octavia_load_balancers} Octavia load"
+                 f" balancers; reached through r1 after {part.reached_s:.1f} s, answered by"
+                 f" {', '.join(part.answered_by)}")  # fmt: skip
 
     def change_member(self, part: MemberChange) -> None:
         clusters, ip = self.clusters, self._octavia_ip()
@@ -544,6 +625,10 @@ class OctaviaGroup:
                         self.conn.load_balancer.delete_load_balancer(lb.id, cascade=True)
             except Exception as exc:  # (Octavia down: say what may be left)
                 self.say(f"could not delete the load balancers tagged {sorted(self.uids)}: {exc}")
+        if self.forwarder is not None:
+            self.forwarder.kill()
+        if self.router is not None:
+            self.router.stop()
         if self.client is not None:
             self.client.close()
         if self.clusters is not None:
@@ -553,6 +638,9 @@ class OctaviaGroup:
 
 def missing(shared: OpenStack | None) -> str | None:
     """Why the group cannot run here (None: it can)."""
+    absent = [p for p in ("bird", "birdc") if shutil.which(p, path=_PATH) is None]
+    if absent:
+        return f"not installed: {', '.join(absent)} (scripts/setup.sh installs BIRD 2)"
     if importlib.util.find_spec("openstack") is None:
         return (
             "openstacksdk is not installed: pip install 'teapot-lb[openstack]'"
@@ -601,7 +689,9 @@ def octavia_lines(r: OctaviaResult) -> list[str]:
         f" {_s(o.create_to_address_s)}, answered by {', '.join(o.answered_by) or '-'} after"
         f" {_s(o.create_to_served_s)} (load balancer {o.load_balancer or '-'})",
         f"  route {verdict('route')}: default/api {rt.ip or '-'} next hops"
-        f" {', '.join(rt.next_hops) or '-'}, Octavia load balancers {rt.octavia_load_balancers}",
+        f" {', '.join(rt.next_hops) or '-'}, Octavia load balancers {rt.octavia_load_balancers};"
+        f" r1's FIB via {', '.join(rt.fib_next_hops) or '-'}, answered by"
+        f" {', '.join(rt.answered_by) or '-'} after {_s(rt.reached_s)}",
         f"  member_change {verdict('member_change')}: m1 not ready → answered by"
         f" {', '.join(m.answered_by) or '-'} after {_s(m.moved_s)}",
         f"  restart {verdict('restart')}: manager SIGKILLed and started → answered by"
