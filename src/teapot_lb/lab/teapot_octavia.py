@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib.util
 import shutil
 import subprocess
@@ -291,7 +292,7 @@ class Clusters:
 
     def seed(self, api: FakeApiServer, *objs: dict[str, Any]) -> None:
         for obj in objs:
-            self.call(lambda obj=obj: api.seed(obj))  # type: ignore[misc]
+            self.call(functools.partial(api.seed, obj))
 
     def put(self, api: FakeApiServer, obj: dict[str, Any]) -> None:
         self.call(lambda: api.put(obj))
