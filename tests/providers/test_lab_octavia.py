@@ -3,7 +3,9 @@ ovn-octavia-provider on a real OVN, beside route mode, through the real manager 
 tenant-agent processes (docs/lab.md, "The octavia group").
 
 The lab runs on the session's OpenStack stack (tests/conftest.py `openstack`), handed to it
-as `LabOptions.openstack`, so the suite starts one stack, not two. Needs root, OVN,
+as `LabOptions.openstack`, so the suite starts one stack, not two. (Here, not in tests/e2e,
+so that the stack's users run one after the other: the stack starts with the first of them
+and is closed after the last, not kept idle through the suite between them.) Needs root, OVN,
 PostgreSQL and the virtualenv of lab.neutron_server.venv() (skipped naming what is missing).
 """
 
