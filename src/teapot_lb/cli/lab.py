@@ -77,7 +77,9 @@ def _families(_ctx: click.Context, _param: click.Parameter, text: str) -> tuple[
     help="Announcement modes to exercise, comma-separated; `teapot`: the Teapot group"
     " (standalone manager and tenant agent, see docs/lab.md); `ovn`: OVN mode on a real"
     " OVN (docs/ovn.md); `gateway`: the Teapot gateway (docs/lab.md); `relay`: a tenant's"
-    " speakers through the BGP filtering relay (docs/lab.md); the last three by name only.",
+    " speakers through the BGP filtering relay (docs/lab.md); `octavia`: a tenant's Service"
+    " on Octavia with ovn-octavia-provider beside route mode, through the manager and agent"
+    " processes (docs/lab.md; starts an OpenStack stack: minutes); the last four by name only.",
 )  # fmt: skip
 @click.option(
     "--families", default=",".join(FAMILIES), show_default=True, callback=_families,

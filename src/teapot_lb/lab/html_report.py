@@ -16,6 +16,7 @@ from typing import Any
 
 from teapot_lb.lab.gateway import GatewayResult, gateway_lines
 from teapot_lb.lab.relay import relay_lines, relay_result
+from teapot_lb.lab.teapot_octavia import octavia_lines, octavia_result
 
 PALETTE = ("#4e79a7", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#bab0ac")
 FAILED = "#e15759"
@@ -322,6 +323,13 @@ def relay_section(doc: Mapping[str, Any]) -> str:
     return f'<h2>BGP relay <span class="{css}">{verdict}</span></h2><pre>{lines}</pre>'
 
 
+def octavia_section(doc: Mapping[str, Any]) -> str:
+    """The octavia group: its text report's lines (one per part)."""
+    css, verdict = ("ok", "ok") if doc.get("ok") else ("bad", "FAILED")
+    lines = escape("\n".join(octavia_lines(octavia_result(doc))))
+    return f'<h2>Octavia provider <span class="{css}">{verdict}</span></h2><pre>{lines}</pre>'
+
+
 def render_html(doc: Mapping[str, Any]) -> str:
     """The whole page for one lab run."""
     colors = node_colors(doc)
@@ -358,6 +366,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
         body.append(gateway_section(doc["gateway"]))
     if doc.get("relay"):
         body.append(relay_section(doc["relay"]))
+    if doc.get("octavia"):
+        body.append(octavia_section(doc["octavia"]))
     for err in doc.get("errors", []):
         body.append(f'<pre class="bad">{escape(err)}</pre>')
     left = doc.get("alerts_firing_after")

@@ -36,8 +36,9 @@ from teapot_lb.standalone.directory import Snapshot, read
 
 MODES = ("bgp", "l2", "vip")
 # `teapot-lb lab --modes`: the announcement modes, the Teapot group and the OVN group; by
-# default all but OVN (it needs OVN installed and is asked for by name).
-GROUPS = (*MODES, "teapot", "ovn", "gateway", "relay")  # relay: asked for by name
+# default all but OVN (it needs OVN installed and is asked for by name), and octavia (it
+# starts an OpenStack stack: one to three minutes).
+GROUPS = (*MODES, "teapot", "ovn", "gateway", "relay", "octavia")  # relay: by name
 DEFAULT_GROUPS = (*MODES, "teapot")
 FAMILIES = ("v4", "v6")
 LAN = ipaddress.ip_network("192.0.2.0/24")

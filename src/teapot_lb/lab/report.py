@@ -16,6 +16,7 @@ from teapot_lb.lab.measure import percentile
 from teapot_lb.lab.ovn import OVNResult, ovn_lines
 from teapot_lb.lab.relay import RelayResult, relay_lines
 from teapot_lb.lab.teapot import TeapotResult
+from teapot_lb.lab.teapot_octavia import OctaviaResult, octavia_json, octavia_lines
 from teapot_lb.lab.timeline import Timeline
 
 SCHEMA = "teapot-lb.lab/v2"
@@ -157,6 +158,7 @@ class LabReport:
     ovn: OVNResult | None = None  # the OVN group (None: not run)
     gateway: GatewayResult | None = None  # the gateway group (None: not run)
     relay: RelayResult | None = None  # the relay group (None: not run)
+    octavia: OctaviaResult | None = None  # the octavia group (None: not run)
 
     @property
     def ok(self) -> bool:
@@ -170,12 +172,14 @@ class LabReport:
                 or self.ovn is not None
                 or self.gateway is not None
                 or self.relay is not None
+                or self.octavia is not None
             )
             and all(m.ok for m in self.modes)
             and (self.teapot is None or self.teapot.ok)
             and (self.ovn is None or self.ovn.ok)
             and (self.gateway is None or self.gateway.ok)
             and (self.relay is None or self.relay.ok)
+            and (self.octavia is None or self.octavia.ok)
             and cleanup_ok
             and not self.alerts_firing_after
         )
@@ -331,6 +335,8 @@ def table(report: LabReport) -> str:
         lines += ["", *gateway_lines(report.gateway)] if lines else gateway_lines(report.gateway)
     if report.relay is not None:
         lines += ["", *relay_lines(report.relay)] if lines else relay_lines(report.relay)
+    if report.octavia is not None:
+        lines += ["", *octavia_lines(report.octavia)] if lines else octavia_lines(report.octavia)
     for err in report.errors:
         lines.append(f"error: {err}")
     if report.alerts_firing_after is not None:
@@ -432,5 +438,6 @@ def to_json(report: LabReport) -> dict[str, Any]:
             else None
         ),
         "relay": ({**asdict(report.relay), "ok": report.relay.ok} if report.relay else None),
+        "octavia": octavia_json(report.octavia) if report.octavia is not None else None,
         "cleanup": asdict(report.cleanup) if report.cleanup is not None else None,
     }

@@ -40,6 +40,7 @@ from teapot_lb.lab.report import Cleanup, LabReport, ModeResult
 from teapot_lb.lab.router import FRR_DIR
 from teapot_lb.lab.scenarios import LabState, ModeScenario, Sizes
 from teapot_lb.lab.teapot import TeapotResult, run_teapot
+from teapot_lb.lab.teapot_octavia import OpenStack, run_octavia
 from teapot_lb.lab.teapot_route import run_teapot_route
 from teapot_lb.lab.wait import LabTimeout, wait_for
 from teapot_lb.netlab import NetlabError, Topology, netns_available
@@ -63,6 +64,9 @@ class LabOptions:
     keep: bool = False
     workdir: Path | None = None
     prometheus: bool = False  # a real Prometheus scrapes the nodes; the report lists alerts
+    # The octavia group's OpenStack stack when one runs already (the test suite's); None:
+    # the group starts its own.
+    openstack: OpenStack | None = None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -130,7 +134,7 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
     """Run the lab; always returns a report (check ``report.ok``)."""
     started = time.monotonic()
     report = LabReport(options=options.describe())
-    groups = [g for g in ("teapot", "ovn", "gateway", "relay") if g in options.modes]
+    groups = [g for g in ("teapot", "ovn", "gateway", "relay", "octavia") if g in options.modes]
     for group in groups:
         try:
             with _signals_unwind():
@@ -143,6 +147,9 @@ def run_lab(options: LabOptions, progress: Progress) -> LabReport:
                 elif group == "relay":
                     work = options.workdir / "relay" if options.workdir is not None else None
                     report.relay = run_relay(progress, work)
+                elif group == "octavia":
+                    work = options.workdir / "octavia" if options.workdir is not None else None
+                    report.octavia = run_octavia(progress, work, options.openstack)
                 else:
                     work = options.workdir / "ovn" if options.workdir is not None else None
                     report.ovn = run_ovn(progress, work)

@@ -23,7 +23,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,37 +118,48 @@ def cluster_docs(nodes: dict[str, str], with_service: bool) -> list[dict[str, An
     ]
     if not with_service:
         return docs
-    docs.append(
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "web", "namespace": "default", "uid": "uid-web"},
-            "spec": {
-                "type": "LoadBalancer",
-                "loadBalancerClass": TEAPOT_CLOUD_CLASS,
-                "externalTrafficPolicy": "Local",
-                "ports": [{"name": "http", "protocol": "TCP", "port": 80, "nodePort": 30080}],
-                "selector": {"app": "web"},
-            },
-        }
-    )
-    docs.append(
-        {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": "web-x",
-                "namespace": "default",
-                "labels": {"kubernetes.io/service-name": "web"},
-            },
-            "addressType": "IPv4",
-            "endpoints": [
-                {"addresses": [f"10.0.0.{i + 1}"], "nodeName": n, "conditions": {"ready": True}}
-                for i, n in enumerate(nodes)
-            ],
-        }
-    )
-    return docs
+    return [*docs, service_doc("web", 30080), endpoints_doc("web", nodes, ready=nodes)]
+
+
+def service_doc(
+    name: str, node_port: int, annotations: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Tenant Service default/`name` of the Teapot cloud's class, TCP 80 at `node_port`,
+    `externalTrafficPolicy: Local`, with these annotations (`lb.teapot.io/provider`, ...)."""
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": "LoadBalancer",
+            "loadBalancerClass": TEAPOT_CLOUD_CLASS,
+            "externalTrafficPolicy": "Local",
+            "ports": [{"name": "http", "protocol": "TCP", "port": 80, "nodePort": node_port}],
+            "selector": {"app": name},
+        },
+    }
+
+
+def endpoints_doc(name: str, nodes: Iterable[str], ready: Container[str]) -> dict[str, Any]:
+    """The EndpointSlice of Service default/`name`: a pod on each of `nodes`, ready on
+    those in `ready`."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{name}-x",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": name},
+        },
+        "addressType": "IPv4",
+        "endpoints": [
+            {"addresses": [f"10.0.0.{i + 1}"], "nodeName": n, "conditions": {"ready": n in ready}}
+            for i, n in enumerate(nodes)
+        ],
+    }
 
 
 def _request(name: str, *, namespace: str | None = None, **spec: Any) -> dict[str, Any]:
@@ -380,4 +391,4 @@ def run_teapot(workdir: Path, progress: Progress) -> TeapotResult:
     return result
 
 
-__all__ = ["Refused", "TeapotResult", "run_teapot"]
+__all__ = ["Refused", "TeapotResult", "cluster_docs", "endpoints_doc", "run_teapot", "service_doc"]
