@@ -18,8 +18,8 @@ octavia-ovn figures, per run (`--runs`, 5 by default, 20 in the issue):
   Neutron router (`first_request_s`);
 - member change: m1 removed from the request → 8 new connections in a row answered by
   m2 only (`moved_s`), and where that time goes, each from the request's replace
-  answered: the manager's ensure called (`seen_s`), the provider's member PUT sent
-  (`put_sent_s`) and answered (`put_answered_s`), the Northbound Load_Balancer row
+  answered: the manager's ensure called (`seen_s`), the provider's call on the pool's
+  members sent (`put_sent_s`) and answered (`put_answered_s`), the Northbound Load_Balancer row
   without m1 (`nb_row_s`), `ovn-nbctl --wait=hv sync` returned once it was (every
   chassis caught up, `hv_synced_s`), and the load balancer ACTIVE again (`active_s`;
   the Northbound polled every 20 ms, Octavia every 100 ms, from a thread of their own;
@@ -122,9 +122,10 @@ class Calls:
         provider.ensure = ensured  # type: ignore[method-assign]
 
     def put(self, since: float) -> tuple[float, float] | None:
-        """The first member PUT begun after `since`: (sent, answered)."""
+        """The first call on a pool's members (a batch PUT or one member's DELETE) begun
+        after `since`: (sent, answered)."""
         for started, ended, method, path in list(self.requests):
-            if started >= since and method == "PUT" and path.endswith("/members"):
+            if started >= since and method in ("PUT", "DELETE") and "/members" in path:
                 return started, ended
         return None
 
@@ -132,7 +133,7 @@ class Calls:
 class MemberWatch(threading.Thread):
     """From its start: when the Northbound row of load balancer `lb` lost `address`,
     when `ovn-nbctl --wait=hv sync` returned after that, and when Octavia said ACTIVE
-    again once the member PUT was answered (monotonic times)."""
+    again once the members' call was answered (monotonic times)."""
 
     def __init__(self, conn: Any, ovn: OVNStack, calls: Calls, lb: str, address: str) -> None:
         super().__init__(daemon=True)
