@@ -179,15 +179,44 @@ def test_a_tree_built_as_wanted_needs_no_call() -> None:
     assert plan(want, built(want), SUBNET, MONITOR) == []
 
 
-def test_a_member_removed_is_one_batch_update_of_the_pool() -> None:
+def test_one_member_removed_and_nothing_else_is_that_members_own_delete() -> None:
     have = built(wanted(two_members(), PROJECT, MONITOR))
+    want = wanted(spec("u1", "198.51.100.60", member("m1", "198.51.100.41")), PROJECT, MONITOR)
+
+    [step] = plan(want, have, SUBNET, MONITOR)
+
+    assert (step.method, step.path) == ("DELETE", "/lbaas/pools/pool-0/members/mem-m2")
+    assert "0 in, 1 out" in step.what
+
+
+def test_two_members_removed_are_one_batch_update_of_the_pool() -> None:
+    three = spec("u1", "198.51.100.60", member("m1", "198.51.100.41"),
+                 member("m2", "198.51.100.42"), member("m3", "198.51.100.43"))  # fmt: skip
+    have = built(wanted(three, PROJECT, MONITOR))
     want = wanted(spec("u1", "198.51.100.60", member("m1", "198.51.100.41")), PROJECT, MONITOR)
 
     [step] = plan(want, have, SUBNET, MONITOR)
 
     assert (step.method, step.path) == ("PUT", "/lbaas/pools/pool-0/members")
     assert [m["address"] for m in step.body["members"]] == ["198.51.100.41"]  # type: ignore[index]
-    assert "0 in, 1 out" in step.what
+    assert "0 in, 2 out" in step.what
+
+
+def test_a_member_octavia_is_deleting_counts_as_gone_and_is_not_asked_out_again() -> None:
+    want = wanted(spec("u1", "198.51.100.60", member("m1", "198.51.100.41")), PROJECT, MONITOR)
+    listeners = [{"id": "li-0", "protocol": "TCP", "protocol_port": 80,
+                  "default_pool_id": "pool-0"}]  # fmt: skip
+    pools = [{"id": "pool-0", "protocol": "TCP", "healthmonitor_id": "hm-0"}]
+    members = {"pool-0": [
+        {"id": "mem-m1", "name": "m1", "address": "198.51.100.41", "protocol_port": 8080,
+         "provisioning_status": "ACTIVE"},
+        {"id": "mem-m2", "name": "m2", "address": "198.51.100.42", "protocol_port": 8080,
+         "provisioning_status": "PENDING_DELETE"},
+    ]}  # fmt: skip
+    lb = {"id": "lb-1", "provisioning_status": "ACTIVE", "vip_address": "198.51.100.60"}
+    have = existing(lb, listeners, pools, members, [{"id": "hm-0", "type": "TCP"}])
+
+    assert plan(want, have, SUBNET, MONITOR) == []
 
 
 def test_a_member_whose_port_changed_is_one_batch_update() -> None:

@@ -123,6 +123,13 @@ class Existing:
         return next((p for p in self.pools if p.id == pool_id), None)
 
 
+GOING = frozenset({"PENDING_DELETE", "DELETED"})
+"""A member's provisioning statuses that mean it is on its way out: as good as gone. The
+ovn provider handles a batch update as its members updated, then the others deleted, and
+reports the load balancer ACTIVE after the first: read as still there, a member being
+deleted would be asked out again by a second batch, which queues behind the first."""
+
+
 def existing(
     lb: Mapping[str, Any],
     listeners: Sequence[Mapping[str, Any]] = (),
@@ -152,6 +159,7 @@ def existing(
                 members=tuple(
                     ExistingMember(m["id"], m.get("name") or "", m["address"], m["protocol_port"])
                     for m in members.get(p["id"], ())
+                    if m.get("provisioning_status") not in GOING
                 ),
                 monitor_id=p.get("healthmonitor_id"),
                 monitor_type=kinds.get(p.get("healthmonitor_id"))
@@ -296,7 +304,14 @@ def _pool_steps(
 ) -> list[Step]:
     steps = []
     have = {Member(m.name, ip_address(m.address), m.port) for m in pool.members}
-    if have != listener.members or len(pool.members) != len(have):
+    gone = [m for m in pool.members
+            if Member(m.name, ip_address(m.address), m.port) not in listener.members]  # fmt: skip
+    if len(gone) == 1 and listener.members <= have and len(pool.members) == len(have):
+        # One member out, nothing else: its own DELETE. A batch would have the ovn provider
+        # update every member kept before it deletes this one (0.3 - 0.4 s more here).
+        what = f"members of {listener.name}: 0 in, 1 out ({gone[0].address})"
+        steps.append(Step("DELETE", f"/lbaas/pools/{pool.id}/members/{gone[0].id}", None, what))
+    elif have != listener.members or len(pool.members) != len(have):
         added = len(listener.members - have)
         removed = len(pool.members) - len(have & listener.members)
         steps.append(Step("PUT", f"/lbaas/pools/{pool.id}/members",
