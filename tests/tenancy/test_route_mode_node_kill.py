@@ -112,8 +112,9 @@ def test_a_dead_tenant_nodes_path_is_withheld_by_the_speakers_probes_but_not_on_
              detail=lambda: str(failing_logged(mgmt)), every=0)  # fmt: skip
     seen.add(m1_paths())
     assert seen == {3}  # m1 withheld nothing at any time: a partition is not a dead tenant
+    # (m2's probes: as above)
     wait_for(lambda: hops() == TENANT_NODES, timeout=10, what="the router keeping n1..n3",
-             detail=lambda: f"FIB: {hops()}")  # fmt: skip  (m2's probes: as above)
+             detail=lambda: f"FIB: {hops()}")  # fmt: skip
     wait_for(lambda: lab.who(ip, timeout=0.5), timeout=10, what="the client still served")
     for addr in NODES.values():
         m1.ip("route", "del", "prohibit", f"{addr}/32")
