@@ -85,6 +85,8 @@ class ExistingMember:
     name: str
     address: str
     port: int
+    operating_status: str = ""
+    """ONLINE, NO_MONITOR, or (its health monitor's verdict) ERROR or OFFLINE."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,13 @@ def existing(
                 id=p["id"],
                 protocol=p["protocol"],
                 members=tuple(
-                    ExistingMember(m["id"], m.get("name") or "", m["address"], m["protocol_port"])
+                    ExistingMember(
+                        m["id"],
+                        m.get("name") or "",
+                        m["address"],
+                        m["protocol_port"],
+                        m.get("operating_status") or "",
+                    )
                     for m in members.get(p["id"], ())
                 ),
                 monitor_id=p.get("healthmonitor_id"),
@@ -161,6 +169,20 @@ def existing(
             for p in pools
         ),
     )
+
+
+OUT_OF_SERVICE = frozenset({"ERROR", "OFFLINE"})
+"""A member's operating statuses that mean it gets no new connection: ERROR, its health
+monitor's probes fail; OFFLINE, the ovn provider's word for a member it stopped
+monitoring, or one disabled."""
+
+
+def out_of_service(have: Existing) -> tuple[str, ...]:
+    """The members no new connection goes to, "node (address port N) STATUS", sorted."""
+    found = {f"{m.name or m.id} ({m.address} port {m.port}) {m.operating_status}"
+             for pool in have.pools for m in pool.members
+             if m.operating_status in OUT_OF_SERVICE}  # fmt: skip
+    return tuple(sorted(found))
 
 
 @dataclass(frozen=True)
@@ -184,7 +206,8 @@ def _member_body(member: Member, subnet: str | None, tag: str) -> dict[str, Any]
 
 def _monitor_body(kind: str, monitor: HealthMonitor, tag: str) -> dict[str, Any]:
     return {"type": kind, "delay": monitor.delay, "timeout": monitor.timeout,
-            "max_retries": monitor.max_retries, "tags": [tag]}  # fmt: skip
+            "max_retries": monitor.max_retries, "max_retries_down": monitor.max_retries_down,
+            "tags": [tag]}  # fmt: skip
 
 
 def _members(listener: WantedListener, subnet: str | None, tag: str) -> list[dict[str, Any]]:
@@ -316,6 +339,7 @@ def _pool_steps(
 __all__ = [
     "ALGORITHM",
     "MONITOR_TYPES",
+    "OUT_OF_SERVICE",
     "Existing",
     "ExistingListener",
     "ExistingMember",
@@ -326,6 +350,7 @@ __all__ = [
     "create",
     "delete_load_balancer",
     "existing",
+    "out_of_service",
     "plan",
     "wanted",
 ]
