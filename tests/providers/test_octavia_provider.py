@@ -203,6 +203,7 @@ async def test_a_member_that_stops_answering_is_taken_out_of_service_and_put_bac
     finally:
         attempts = probe.stop()
     moved = outage(attempts, stopped_at, bad=lambda a: a.node != "m4", settle=2.0)
+    # (the figure of docs/octavia.md, shown with -s; never asserted)
     print(f"m3 stopped -> no new connection reaches it: {moved.recovered_after:.2f} s "
           f"({moved.bad} of {moved.total} connections failed)")  # fmt: skip
 
@@ -220,6 +221,35 @@ async def test_a_member_that_stops_answering_is_taken_out_of_service_and_put_bac
     healthy = await provider.ensure(want)
     assert (healthy.phase, healthy.reason) == (Phase.ACTIVE, "Active")
     await deleted(provider, want)
+
+
+def health_check_options(ovn: OVNStack, lb_id: str) -> list[dict[str, str]]:
+    """The options (interval, failure_count, ...) of the Load_Balancer row's health checks."""
+    wanted = {uuid for row in rows(ovn, "load_balancer", f"name={lb_id}")
+              for uuid in ovs_uuids(row["health_check"])}  # fmt: skip
+    return [ovs_map(check["options"]) for check in rows(ovn, "load_balancer_health_check")
+            if ovs_uuids(check["_uuid"]) <= wanted]  # fmt: skip
+
+
+async def test_a_monitor_setting_changed_reaches_the_load_balancer_s_health_check(
+    lab: Lab, openstack_ovn: OVNStack
+) -> None:
+    want = spec("u-settings", "198.51.100.68", member("m3", M3), member("m4", M4))
+    await converged(monitored(lab, HealthMonitor()), want)
+    [lb] = tagged(lab, "u-settings")
+
+    await converged(monitored(lab, FAST), want)
+
+    def fast_in_ovn() -> bool:
+        found = health_check_options(openstack_ovn, lb.id)
+        return bool(found) and all(
+            (o.get("interval"), o.get("failure_count")) == ("1", "2") for o in found
+        )
+
+    wait_for(fast_in_ovn, timeout=WITHIN, what="interval 1 and failure_count 2 in OVN",
+             detail=lambda: str(health_check_options(openstack_ovn, lb.id)))  # fmt: skip
+    assert [lb.id] == [found.id for found in tagged(lab, "u-settings")], "updated in place"
+    await deleted(lab.provider, want)
 
 
 async def test_ensure_twice_builds_one_load_balancer(lab: Lab) -> None:

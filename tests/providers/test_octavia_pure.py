@@ -146,7 +146,8 @@ def built(want: Any, lb_id: str = "lb-1", down: Mapping[str, str] | None = None)
                              "operating_status": down.get(m.node, "ONLINE")}
                             for m in li.members]  # fmt: skip
         if monitor_id:
-            monitors.append({"id": monitor_id, "type": li.monitor})
+            monitors.append({"id": monitor_id, "type": li.monitor, "delay": 5, "timeout": 3,
+                             "max_retries": 2, "max_retries_down": 3})  # fmt: skip
     lb = {"id": lb_id, "provisioning_status": "ACTIVE", "operating_status": "ONLINE",
           "vip_address": want.vip_address}  # fmt: skip
     return existing(lb, listeners, pools, members, monitors)
@@ -264,6 +265,19 @@ def test_a_monitor_turned_off_is_deleted() -> None:
     [step] = plan(wanted(two_members(), PROJECT, off), have, SUBNET, off)
 
     assert (step.method, step.path) == ("DELETE", "/lbaas/healthmonitors/hm-0")
+
+
+def test_a_monitor_setting_changed_is_one_update_of_the_monitor() -> None:
+    have = built(wanted(two_members(), PROJECT, MONITOR))
+    faster = HealthMonitor(delay=2, timeout=1, max_retries_down=2)
+
+    [step] = plan(wanted(two_members(), PROJECT, faster), have, SUBNET, faster)
+
+    assert (step.method, step.path) == ("PUT", "/lbaas/healthmonitors/hm-0")
+    assert step.body == {"healthmonitor": {"delay": 2, "timeout": 1, "max_retries": 2,
+                                           "max_retries_down": 2}}  # fmt: skip
+    assert step.what == ("health monitor of tcp-80: delay 5 -> 2, timeout 3 -> 1, "
+                         "max_retries_down 3 -> 2")  # fmt: skip
 
 
 def test_a_vip_changed_deletes_the_load_balancer_to_build_it_again() -> None:

@@ -24,6 +24,8 @@ from teapot_lb.providers.base import LoadBalancerSpec, Member, owner_tag
 from teapot_lb.providers.octavia_config import HealthMonitor
 
 ALGORITHM = "SOURCE_IP_PORT"
+SETTINGS = ("delay", "timeout", "max_retries", "max_retries_down")
+"""A health monitor's fields the config sets (changed in place by an update)."""
 MONITOR_TYPES = {Protocol.TCP: "TCP", Protocol.UDP: "UDP-CONNECT"}
 """The monitor the ovn provider has for each protocol (none for SCTP)."""
 
@@ -96,6 +98,8 @@ class ExistingPool:
     members: tuple[ExistingMember, ...]
     monitor_id: str | None
     monitor_type: str | None
+    monitor_settings: tuple[int, ...] | None = None
+    """Its monitor's :data:`SETTINGS`, in that order (None: not all known)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,8 @@ def existing(
     """The load balancer from Octavia's JSON: the load balancer, its listeners and pools,
     each pool's members by pool id, and the health monitors."""
     kinds = {m["id"]: m.get("type") for m in monitors}
+    settings = {m["id"]: tuple(m[k] for k in SETTINGS) for m in monitors
+                if all(isinstance(m.get(k), int) for k in SETTINGS)}  # fmt: skip
     members = members or {}
     return Existing(
         id=lb["id"],
@@ -165,6 +171,7 @@ def existing(
                 monitor_type=kinds.get(p.get("healthmonitor_id"))
                 if p.get("healthmonitor_id")
                 else None,
+                monitor_settings=settings.get(p.get("healthmonitor_id") or ""),
             )
             for p in pools
         ),
@@ -204,10 +211,12 @@ def _member_body(member: Member, subnet: str | None, tag: str) -> dict[str, Any]
     return body
 
 
+def _monitor_settings(monitor: HealthMonitor) -> dict[str, int]:
+    return {k: getattr(monitor, k) for k in SETTINGS}
+
+
 def _monitor_body(kind: str, monitor: HealthMonitor, tag: str) -> dict[str, Any]:
-    return {"type": kind, "delay": monitor.delay, "timeout": monitor.timeout,
-            "max_retries": monitor.max_retries, "max_retries_down": monitor.max_retries_down,
-            "tags": [tag]}  # fmt: skip
+    return {"type": kind, **_monitor_settings(monitor), "tags": [tag]}
 
 
 def _members(listener: WantedListener, subnet: str | None, tag: str) -> list[dict[str, Any]]:
@@ -333,6 +342,15 @@ def _pool_steps(
             body = _monitor_body(listener.monitor, monitor, want.tag) | {"pool_id": pool.id}
             steps.append(Step("POST", "/lbaas/healthmonitors", {"healthmonitor": body},
                               f"create health monitor of {listener.name}"))  # fmt: skip
+    elif pool.monitor_id is not None and pool.monitor_settings is not None:
+        settings = _monitor_settings(monitor)
+        held = dict(zip(SETTINGS, pool.monitor_settings, strict=True))
+        if held != settings:
+            changed = ", ".join(f"{k} {held[k]} -> {v}" for k, v in settings.items()
+                                if held[k] != v)  # fmt: skip
+            steps.append(Step("PUT", f"/lbaas/healthmonitors/{pool.monitor_id}",
+                              {"healthmonitor": settings},
+                              f"health monitor of {listener.name}: {changed}"))  # fmt: skip
     return steps
 
 
@@ -340,6 +358,7 @@ __all__ = [
     "ALGORITHM",
     "MONITOR_TYPES",
     "OUT_OF_SERVICE",
+    "SETTINGS",
     "Existing",
     "ExistingListener",
     "ExistingMember",
