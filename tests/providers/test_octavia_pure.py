@@ -4,6 +4,8 @@ from what Octavia holds, its refusals, and an Octavia it cannot reach."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,15 @@ from teapot_lb.model.tenancy import (
 from teapot_lb.providers.base import Listener, Phase, owner_tag
 from teapot_lb.providers.octavia import OctaviaProvider, load
 from teapot_lb.providers.octavia_config import ConfigError, HealthMonitor, read
-from teapot_lb.providers.octavia_plan import Existing, existing, plan, wanted
+from teapot_lb.providers.octavia_plan import (
+    Existing,
+    Step,
+    create,
+    existing,
+    out_of_service,
+    plan,
+    wanted,
+)
 
 SUBNET = "subnet-1"
 PROJECT = "project-1"
@@ -95,6 +105,15 @@ def test_both_or_neither_of_cloud_and_auth_is_refused() -> None:
     ]
 
 
+def test_a_monitor_timeout_longer_than_its_delay_is_refused_naming_the_field() -> None:
+    body = config(healthMonitor={"delay": 2, "timeout": 3})
+
+    assert problems(body) == [
+        "octavia config: healthMonitor: timeout (3) must not be longer than delay (2): "
+        "Octavia refuses such a monitor"
+    ]
+
+
 def test_a_file_that_is_not_yaml_is_named(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("auth: [\n")
@@ -112,8 +131,10 @@ def two_members() -> Any:
                 member("m2", "198.51.100.42"))  # fmt: skip
 
 
-def built(want: Any, lb_id: str = "lb-1") -> Existing:
-    """What Octavia holds once `want` was built as asked."""
+def built(want: Any, lb_id: str = "lb-1", down: Mapping[str, str] | None = None) -> Existing:
+    """What Octavia holds once `want` was built as asked, the members named in `down` with
+    that operating status (the others ONLINE)."""
+    down = down or {}
     listeners, pools, members, monitors = [], [], {}, []
     for n, li in enumerate(want.listeners):
         pool_id, monitor_id = f"pool-{n}", f"hm-{n}" if li.monitor else None
@@ -121,9 +142,12 @@ def built(want: Any, lb_id: str = "lb-1") -> Existing:
                           "protocol_port": li.port, "default_pool_id": pool_id})  # fmt: skip
         pools.append({"id": pool_id, "protocol": li.protocol, "healthmonitor_id": monitor_id})
         members[pool_id] = [{"id": f"mem-{m.node}", "name": m.node, "address": str(m.address),
-                             "protocol_port": m.port} for m in li.members]  # fmt: skip
+                             "protocol_port": m.port,
+                             "operating_status": down.get(m.node, "ONLINE")}
+                            for m in li.members]  # fmt: skip
         if monitor_id:
-            monitors.append({"id": monitor_id, "type": li.monitor})
+            monitors.append({"id": monitor_id, "type": li.monitor, "delay": 5, "timeout": 3,
+                             "max_retries": 2, "max_retries_down": 3})  # fmt: skip
     lb = {"id": lb_id, "provisioning_status": "ACTIVE", "operating_status": "ONLINE",
           "vip_address": want.vip_address}  # fmt: skip
     return existing(lb, listeners, pools, members, monitors)
@@ -157,8 +181,6 @@ def test_members_of_the_other_family_are_left_out_and_named() -> None:
 
 
 def test_nothing_built_is_one_fully_populated_create() -> None:
-    from teapot_lb.providers.octavia_plan import create
-
     want = wanted(two_members(), PROJECT, MONITOR)
     step = create(want, "ovn", {"vip_subnet_id": SUBNET}, SUBNET, MONITOR)
 
@@ -171,6 +193,27 @@ def test_nothing_built_is_one_fully_populated_create() -> None:
     assert [m["address"] for m in pool["members"]] == ["198.51.100.41", "198.51.100.42"]
     assert pool["healthmonitor"]["type"] == "TCP"
     assert owner_tag("u1") in body["tags"] and owner_tag("u1") in pool["members"][0]["tags"]
+
+
+def test_the_monitor_and_the_members_subnet_are_sent_as_the_ovn_provider_needs_them() -> None:
+    # ovn-octavia-provider finds a monitored member's Logical_Switch_Port on the network
+    # of the member's subnet_id; OVN's failure_count is the monitor's max_retries_down.
+    fast = HealthMonitor(delay=2, timeout=1, max_retries=1, max_retries_down=2)
+    step = create(wanted(two_members(), PROJECT, fast), "ovn", {"vip_subnet_id": SUBNET},
+                  "members-subnet", fast)  # fmt: skip
+
+    pool = step.body["loadbalancer"]["listeners"][0]["default_pool"]  # type: ignore[index]
+    assert {m["subnet_id"] for m in pool["members"]} == {"members-subnet"}
+    monitor = pool["healthmonitor"]
+    assert (monitor["delay"], monitor["timeout"], monitor["max_retries"],
+            monitor["max_retries_down"]) == (2, 1, 1, 2)  # fmt: skip
+
+
+def test_members_whose_monitor_fails_are_out_of_service_and_named() -> None:
+    have = built(wanted(two_members(), PROJECT, MONITOR), down={"m2": "ERROR"})
+
+    assert out_of_service(have) == ("m2 (198.51.100.42 port 8080) ERROR",)
+    assert out_of_service(built(wanted(two_members(), PROJECT, MONITOR))) == ()
 
 
 def test_a_tree_built_as_wanted_needs_no_call() -> None:
@@ -253,6 +296,19 @@ def test_a_monitor_turned_off_is_deleted() -> None:
     assert (step.method, step.path) == ("DELETE", "/lbaas/healthmonitors/hm-0")
 
 
+def test_a_monitor_setting_changed_is_one_update_of_the_monitor() -> None:
+    have = built(wanted(two_members(), PROJECT, MONITOR))
+    faster = HealthMonitor(delay=2, timeout=1, max_retries_down=2)
+
+    [step] = plan(wanted(two_members(), PROJECT, faster), have, SUBNET, faster)
+
+    assert (step.method, step.path) == ("PUT", "/lbaas/healthmonitors/hm-0")
+    assert step.body == {"healthmonitor": {"delay": 2, "timeout": 1, "max_retries": 2,
+                                           "max_retries_down": 2}}  # fmt: skip
+    assert step.what == ("health monitor of tcp-80: delay 5 -> 2, timeout 3 -> 1, "
+                         "max_retries_down 3 -> 2")  # fmt: skip
+
+
 def test_a_vip_changed_deletes_the_load_balancer_to_build_it_again() -> None:
     have = built(wanted(two_members(), PROJECT, MONITOR))
     elsewhere = spec("u1", "198.51.100.70", member("m1", "198.51.100.41"))
@@ -325,3 +381,59 @@ async def test_a_tenant_without_a_project_is_an_error_status_at_ensure() -> None
     status = await load(config()).ensure(spec("u1", "198.51.100.60", tenant="bolt"))
 
     assert (status.phase, status.reason) == (Phase.ERROR, "NoOctaviaProject")
+
+
+# -- what an active load balancer reports ---------------------------------------------
+
+
+class HeldTree:
+    """An Octavia that holds one load balancer built as `want` asks (members `down` as
+    given) and takes no call."""
+
+    def __init__(self, want: Any, down: Mapping[str, str]) -> None:
+        health = "DEGRADED" if down else "ONLINE"
+        self.tree_held = replace(built(want, down=down), operating_status=health)
+        self.lb = {"id": "lb-1", "provisioning_status": "ACTIVE", "operating_status": health,
+                   "vip_address": want.vip_address}  # fmt: skip
+
+    def tagged(self, tag: str) -> list[dict[str, Any]]:
+        return [self.lb]
+
+    def tree(self, lb: Mapping[str, Any], tag: str) -> Existing:
+        return self.tree_held
+
+    def call(self, step: Step) -> Any:
+        raise AssertionError(f"no call expected: {step.what}")
+
+
+async def ensured(request: Any, down: Mapping[str, str]) -> Any:
+    parsed = read(config())
+    api = HeldTree(wanted(request, PROJECT, parsed.health_monitor), down)
+    return await OctaviaProvider(parsed, api=api).ensure(request)  # type: ignore[arg-type]
+
+
+async def test_a_member_out_of_service_makes_the_load_balancer_degraded_naming_it() -> None:
+    status = await ensured(two_members(), {"m1": "ERROR"})
+
+    assert (status.phase, status.reason) == (Phase.ACTIVE, "Degraded")
+    assert "operating status DEGRADED" in status.message
+    assert (
+        "out of service (their health monitor's probes fail): m1 (198.51.100.41 port 8080) ERROR"
+        in status.message
+    )
+
+
+async def test_every_member_in_service_is_active() -> None:
+    status = await ensured(two_members(), {})
+
+    assert (status.phase, status.reason) == (Phase.ACTIVE, "Active")
+    assert "out of service" not in status.message
+
+
+async def test_a_health_check_node_port_not_probed_is_said() -> None:
+    local = Listener(Protocol.TCP, 80, (member("m1", "198.51.100.41"),), health_check_port=32000)
+    request = spec("u1", "198.51.100.60", port=81, extra=(local,))
+
+    status = await ensured(request, {})
+
+    assert "healthCheckNodePort 32000 is not probed" in status.message

@@ -40,6 +40,7 @@ from teapot_lb.providers.octavia_plan import (
     create,
     delete_load_balancer,
     existing,
+    out_of_service,
     plan,
     wanted,
 )
@@ -315,13 +316,23 @@ class OctaviaProvider:
         if want.left_out:
             notes.append(f"members of another address family left out (OVN does not mix "
                          f"them): {', '.join(want.left_out)}")  # fmt: skip
+        checked = sorted({li.health_check_port for li in spec.listeners if li.health_check_port})
+        if checked and self.config.health_monitor.enabled:
+            notes.append(f"healthCheckNodePort {', '.join(map(str, checked))} is not probed "
+                         "(Octavia's monitor probes each member's own port; with "
+                         "externalTrafficPolicy Local the members are the nodes with a "
+                         "ready endpoint)")  # fmt: skip
+        down = out_of_service(lb)
+        if down:
+            notes.append(f"out of service (their health monitor's probes fail): "
+                         f"{', '.join(down)}")  # fmt: skip
         members = sum(len(li.members) for li in want.listeners)
         message = (f"Octavia load balancer {lb.id} ({self.config.provider}) is ACTIVE at "
                    f"{lb.vip_address}: {len(want.listeners)} listeners, {members} members, "
                    f"operating status {lb.operating_status}")  # fmt: skip
         if notes:
             message += "; " + "; ".join(notes)
-        return ProviderStatus(Phase.ACTIVE, "Active", message)
+        return ProviderStatus(Phase.ACTIVE, "Degraded" if down else "Active", message)
 
     def _failed(self, key: str, err: OctaviaError) -> ProviderStatus:
         _log.warning("octavia error", request=key, reason=err.reason, error=err.message)

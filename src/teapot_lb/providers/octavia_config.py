@@ -92,8 +92,22 @@ class HealthMonitor(KubeModel):
 
     enabled: bool = True
     delay: int = Field(default=5, ge=1)
+    """Seconds between two probes of a member."""
     timeout: int = Field(default=3, ge=1)
+    """Seconds a probe waits for its answer (Octavia wants it no longer than `delay`)."""
     max_retries: int = Field(default=2, ge=1, le=10)
+    """Probes answered in a row that put a member back in service."""
+    max_retries_down: int = Field(default=3, ge=1, le=10)
+    """Probes failed in a row that take a member out of service (OVN's failure_count):
+    a member that stops answering gets new connections for up to about
+    `delay` x `max_retries_down` seconds."""
+
+    @model_validator(mode="after")
+    def _timeout_within_delay(self) -> HealthMonitor:
+        if self.timeout > self.delay:
+            raise ValueError(f"timeout ({self.timeout}) must not be longer than delay "
+                             f"({self.delay}): Octavia refuses such a monitor")  # fmt: skip
+        return self
 
 
 class Timeouts(KubeModel):

@@ -24,6 +24,8 @@ from teapot_lb.providers.base import LoadBalancerSpec, Member, owner_tag
 from teapot_lb.providers.octavia_config import HealthMonitor
 
 ALGORITHM = "SOURCE_IP_PORT"
+SETTINGS = ("delay", "timeout", "max_retries", "max_retries_down")
+"""A health monitor's fields the config sets (changed in place by an update)."""
 MONITOR_TYPES = {Protocol.TCP: "TCP", Protocol.UDP: "UDP-CONNECT"}
 """The monitor the ovn provider has for each protocol (none for SCTP)."""
 
@@ -85,6 +87,8 @@ class ExistingMember:
     name: str
     address: str
     port: int
+    operating_status: str = ""
+    """ONLINE, NO_MONITOR, or (its health monitor's verdict) ERROR or OFFLINE."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ class ExistingPool:
     members: tuple[ExistingMember, ...]
     monitor_id: str | None
     monitor_type: str | None
+    monitor_settings: tuple[int, ...] | None = None
+    """Its monitor's :data:`SETTINGS`, in that order (None: not all known)."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,8 @@ def existing(
     """The load balancer from Octavia's JSON: the load balancer, its listeners and pools,
     each pool's members by pool id, and the health monitors."""
     kinds = {m["id"]: m.get("type") for m in monitors}
+    settings = {m["id"]: tuple(m[k] for k in SETTINGS) for m in monitors
+                if all(isinstance(m.get(k), int) for k in SETTINGS)}  # fmt: skip
     members = members or {}
     return Existing(
         id=lb["id"],
@@ -157,7 +165,13 @@ def existing(
                 id=p["id"],
                 protocol=p["protocol"],
                 members=tuple(
-                    ExistingMember(m["id"], m.get("name") or "", m["address"], m["protocol_port"])
+                    ExistingMember(
+                        m["id"],
+                        m.get("name") or "",
+                        m["address"],
+                        m["protocol_port"],
+                        m.get("operating_status") or "",
+                    )
                     for m in members.get(p["id"], ())
                     if m.get("provisioning_status") not in GOING
                 ),
@@ -165,10 +179,25 @@ def existing(
                 monitor_type=kinds.get(p.get("healthmonitor_id"))
                 if p.get("healthmonitor_id")
                 else None,
+                monitor_settings=settings.get(p.get("healthmonitor_id") or ""),
             )
             for p in pools
         ),
     )
+
+
+OUT_OF_SERVICE = frozenset({"ERROR", "OFFLINE"})
+"""A member's operating statuses that mean it gets no new connection: ERROR, its health
+monitor's probes fail; OFFLINE, the ovn provider's word for a member it stopped
+monitoring, or one disabled."""
+
+
+def out_of_service(have: Existing) -> tuple[str, ...]:
+    """The members no new connection goes to, "node (address port N) STATUS", sorted."""
+    found = {f"{m.name or m.id} ({m.address} port {m.port}) {m.operating_status}"
+             for pool in have.pools for m in pool.members
+             if m.operating_status in OUT_OF_SERVICE}  # fmt: skip
+    return tuple(sorted(found))
 
 
 @dataclass(frozen=True)
@@ -190,9 +219,12 @@ def _member_body(member: Member, subnet: str | None, tag: str) -> dict[str, Any]
     return body
 
 
+def _monitor_settings(monitor: HealthMonitor) -> dict[str, int]:
+    return {k: getattr(monitor, k) for k in SETTINGS}
+
+
 def _monitor_body(kind: str, monitor: HealthMonitor, tag: str) -> dict[str, Any]:
-    return {"type": kind, "delay": monitor.delay, "timeout": monitor.timeout,
-            "max_retries": monitor.max_retries, "tags": [tag]}  # fmt: skip
+    return {"type": kind, **_monitor_settings(monitor), "tags": [tag]}
 
 
 def _members(listener: WantedListener, subnet: str | None, tag: str) -> list[dict[str, Any]]:
@@ -325,12 +357,23 @@ def _pool_steps(
             body = _monitor_body(listener.monitor, monitor, want.tag) | {"pool_id": pool.id}
             steps.append(Step("POST", "/lbaas/healthmonitors", {"healthmonitor": body},
                               f"create health monitor of {listener.name}"))  # fmt: skip
+    elif pool.monitor_id is not None and pool.monitor_settings is not None:
+        settings = _monitor_settings(monitor)
+        held = dict(zip(SETTINGS, pool.monitor_settings, strict=True))
+        if held != settings:
+            changed = ", ".join(f"{k} {held[k]} -> {v}" for k, v in settings.items()
+                                if held[k] != v)  # fmt: skip
+            steps.append(Step("PUT", f"/lbaas/healthmonitors/{pool.monitor_id}",
+                              {"healthmonitor": settings},
+                              f"health monitor of {listener.name}: {changed}"))  # fmt: skip
     return steps
 
 
 __all__ = [
     "ALGORITHM",
     "MONITOR_TYPES",
+    "OUT_OF_SERVICE",
+    "SETTINGS",
     "Existing",
     "ExistingListener",
     "ExistingMember",
@@ -341,6 +384,7 @@ __all__ = [
     "create",
     "delete_load_balancer",
     "existing",
+    "out_of_service",
     "plan",
     "wanted",
 ]
