@@ -23,7 +23,7 @@ from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.model.service import Protocol
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import REASON_DEGRADED, Tenant, TenantLoadBalancer
 from teapot_lb.providers.base import (
     TAG_PREFIX,
     LoadBalancerSpec,
@@ -53,6 +53,7 @@ class MemoryLB:
     name: str = "memlb"
     objects: dict[str, Built] = field(default_factory=dict)
     down: bool = False  # the API answers with an error
+    out_of_service: str = ""  # a member its health monitor took out (degraded)
     ensured: list[LoadBalancerSpec] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
     creates: int = 0
@@ -85,6 +86,9 @@ class MemoryLB:
         built = self.objects[found]
         built.spec, built.state = spec, "ACTIVE"
         ips = ", ".join(str(ip) for ip in spec.addresses)
+        if self.out_of_service:
+            message = f"memlb {found} serves {ips}; out of service: {self.out_of_service}"
+            return ProviderStatus(Phase.ACTIVE, REASON_DEGRADED, message)
         return ProviderStatus(Phase.ACTIVE, "Active", f"memlb {found} serves {ips}")
 
     async def delete(self, key: str, uid: str) -> ProviderStatus | None:
@@ -200,6 +204,27 @@ async def test_a_request_is_built_by_its_provider_and_programmed_once_active(
         await wait_for_async(
             lambda: world.events("Programmed"), within=WITHIN, what="a Programmed Event"
         )
+
+
+async def test_a_degraded_load_balancer_stays_programmed_and_says_so_in_a_warning_event(
+    tmp_path: Path,
+) -> None:
+    """A member out of service (its health monitor's probes fail) leaves the address
+    served by the others: Programmed stays True, with reason Degraded naming the member,
+    and the tenant gets a Warning Event (not the Normal one of a load balancer built)."""
+    mem = MemoryLB()
+    async with management(tmp_path) as world, running(manager(world, mem)):
+        await request(world, "web")
+        await world.until("web", "Programmed", "True", "Active")
+        mem.out_of_service = "n1 (192.0.2.12 port 30080) ERROR"
+
+        message = await world.until("web", "Programmed", "True", REASON_DEGRADED)
+
+        assert message.endswith("out of service: n1 (192.0.2.12 port 30080) ERROR")
+        [event] = await wait_for_async(
+            lambda: world.events(REASON_DEGRADED), within=WITHIN, what="a Degraded Event"
+        )
+        assert event["type"] == "Warning" and "n1 (192.0.2.12 port 30080)" in event["message"]
 
 
 async def test_a_provider_error_says_why_is_retried_and_clears_once_it_answers(

@@ -432,3 +432,6 @@ REASON_PROGRAMMED = "Programmed"
 REASON_PENDING = "Pending"
 REASON_NO_READY_BACKENDS = "NoReadyBackends"
 REASON_NOT_ACCEPTED = "NotAccepted"
+# Programmed, but not all of it serves (an external provider's members out of service):
+# the condition stays True, its Event is a Warning.
+REASON_DEGRADED = "Degraded"

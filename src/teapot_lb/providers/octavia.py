@@ -24,7 +24,7 @@ from typing import Any
 
 from teapot_lb import log
 from teapot_lb.addresses import IPFamilyPolicy
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import REASON_DEGRADED, Tenant, TenantLoadBalancer
 from teapot_lb.providers.base import (
     TAG_PREFIX,
     LoadBalancerSpec,
@@ -332,7 +332,7 @@ class OctaviaProvider:
                    f"operating status {lb.operating_status}")  # fmt: skip
         if notes:
             message += "; " + "; ".join(notes)
-        return ProviderStatus(Phase.ACTIVE, "Degraded" if down else "Active", message)
+        return ProviderStatus(Phase.ACTIVE, REASON_DEGRADED if down else "Active", message)
 
     def _failed(self, key: str, err: OctaviaError) -> ProviderStatus:
         _log.warning("octavia error", request=key, reason=err.reason, error=err.message)

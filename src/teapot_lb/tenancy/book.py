@@ -33,6 +33,7 @@ from teapot_lb.model.tenancy import (
     PROGRAMMED,
     PROVIDER_OF_MODE,
     REASON_ACCEPTED,
+    REASON_DEGRADED,
     REASON_NO_READY_BACKENDS,
     REASON_NOT_ACCEPTED,
     REASON_PENDING,
@@ -527,6 +528,8 @@ def _event(
         if before.get(condition.type) == (condition.status, condition.reason, condition.message):
             continue
         if condition.status is ConditionStatus.TRUE:
+            if condition.type == PROGRAMMED and condition.reason == REASON_DEGRADED:
+                return Event(EventType.WARNING, REASON_DEGRADED, condition.message)
             if condition.type == PROGRAMMED:
                 return Event(EventType.NORMAL, "Programmed", condition.message)
             continue
