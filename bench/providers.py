@@ -65,13 +65,13 @@ from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
 from teapot_lb.lab.client import Client
 from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.neutron_nets import host_port, routed
-from teapot_lb.lab.neutron_server import NOAUTH_PROJECT
 from teapot_lb.lab.octavia_ovn import OctaviaOVN, rss_mb
 from teapot_lb.lab.octavia_ovn import missing as octavia_missing
 from teapot_lb.lab.octavia_stack import connection
 from teapot_lb.lab.ovnstack import OVNStack
 from teapot_lb.lab.ovnstack import missing as ovn_missing
 from teapot_lb.lab.processes import start_workload
+from teapot_lb.lab.teapot_octavia import provider_config
 from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.netlab import netns_available
 from teapot_lb.providers.base import LoadBalancerSpec, ProviderStatus, owner_tag
@@ -209,11 +209,7 @@ async def runs(stack: OctaviaOVN, ovn: OVNStack, work: Path, count: int) -> dict
     client = Client(host_port(neutron, ovn, "bc1", clients, "192.0.2.41").ns)
     conn = connection(stack.stack).load_balancer
     config = work / "octavia.yaml"
-    config.write_text(yaml.safe_dump({
-        "auth": {"type": "noauth", "endpoint": stack.octavia_url}, "provider": "ovn",
-        "vipSubnet": members["id"], "tenants": {"acme": {"project": NOAUTH_PROJECT}},
-        "healthMonitor": {"enabled": False},
-    }))  # fmt: skip
+    config.write_text(yaml.safe_dump(provider_config(stack.octavia_url, members["id"])))
     api = FakeApiServer(bookmark_interval=0.5, seed_namespaces=("default", CONFIG_NS, NS))
     await api.start()
     names = ("programmed", "first", "moved", "gone", *PARTS)

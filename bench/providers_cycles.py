@@ -48,12 +48,12 @@ from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
 from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.kubeplane import free_port
 from teapot_lb.lab.neutron_nets import routed, rows
-from teapot_lb.lab.neutron_server import NOAUTH_PROJECT
 from teapot_lb.lab.octavia_ovn import OctaviaOVN, missing
 from teapot_lb.lab.octavia_stack import connection
 from teapot_lb.lab.ovnstack import OVNStack
 from teapot_lb.lab.ovnstack import missing as ovn_missing
 from teapot_lb.lab.processes import Restartable
+from teapot_lb.lab.teapot_octavia import provider_config
 from teapot_lb.netlab import netns_available
 
 READY_WITHIN = 60.0
@@ -137,11 +137,7 @@ async def cycles(
 ) -> dict[str, Any]:
     members, _ = routed(stack.neutron, "cycles")
     config = work / "octavia.yaml"
-    config.write_text(yaml.safe_dump({
-        "auth": {"type": "noauth", "endpoint": stack.octavia_url}, "provider": "ovn",
-        "vipSubnet": members["id"], "tenants": {"acme": {"project": NOAUTH_PROJECT}},
-        "healthMonitor": {"enabled": False},
-    }))  # fmt: skip
+    config.write_text(yaml.safe_dump(provider_config(stack.octavia_url, members["id"])))
     before = await asyncio.to_thread(leftovers, stack, ovn)
     access = stack.stack.work / "octavia-api.log"
     already = asked(access)
