@@ -744,9 +744,8 @@ def explain_tenant(
 def options_key(options: PlanOptions, *, liveness: bool) -> tuple[object, ...]:
     key: tuple[object, ...] = (options.load_balancer_class, options.handle_unclassed)
     if liveness:
-        up = options.established_peers
-        # Liveness is not in the key: the cache compares it itself, and replans only the
-        # Services whose elections a node coming or going can change.
-        key += (frozenset(options.down_peers),)
-        key += (None if up is None else frozenset(up), options.ovn_gateways)
+        # Which speakers live is not in the key: the cache compares it itself, and replans
+        # only the Services whose elections a node coming or going can change. Nor are the
+        # BGP sessions: a cached plan is made as if all were up (sessions.py lays them over).
+        key += (options.ovn_gateways,)
     return key
