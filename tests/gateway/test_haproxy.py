@@ -481,7 +481,10 @@ async def test_a_new_route_reloads_seamlessly(world: World) -> None:
     pid, reloads = await world.haproxy.worker_pid(), world.haproxy.counters.reloads
     slow = await _start(world.lab.curl_argv("http://a.example/slow/1000", host="a.example"))
     cfg = base_config(world)
-    extra = ingress("new", "new.example", [(PathType.PREFIX, "/", "tenant-b")])
+    # (two paths: its rules are the frontend's lines; a host with one Prefix '/' path is
+    # a map row, test_pool_haproxy.py)
+    paths = [(PathType.PREFIX, "/", "tenant-b"), (PathType.EXACT, "/x", "tenant-b")]
+    extra = ingress("new", "new.example", paths)
     applied = await world.haproxy.apply(
         cfg.model_copy(update={"http_routes": (*cfg.http_routes, extra)})
     )

@@ -70,7 +70,8 @@ def _render(
     cfg: GatewayConfig, previous: render.Rendered | None = None, pems: dict[str, str] | None = None
 ) -> render.Rendered:
     table = slots.assign(cfg, previous.slots if previous else None)
-    return render.render(cfg, table, PATHS, pems or {"a": "PEM-1"})
+    pool = previous.pool if previous else None
+    return render.render(cfg, table, PATHS, pems or {"a": "PEM-1"}, pool=pool)
 
 
 def test_the_rendered_configuration_is_accepted_by_haproxy(tmp_path: Path) -> None:
@@ -114,9 +115,10 @@ def test_an_endpoint_change_is_a_runtime_action_not_a_reload() -> None:
     new = _render(_config((("198.51.100.2", 8080), ("198.51.100.5", 8080))), old)
     change = plan.plan(old, new)
     assert not change.reload
-    assert change.actions == (SetServer("be_a", "s2", ServerState.READY, "198.51.100.5", 8080),)
+    # (backend a is sent to by HTTP routes only, with no health check: a pool section's)
+    assert change.actions == (SetServer("pool_0", "s2", ServerState.READY, "198.51.100.5", 8080),)
     gone = _render(_config((("198.51.100.5", 8080),)), new)
-    assert plan.plan(new, gone).actions == (SetServer("be_a", "s1", ServerState.MAINT),)
+    assert plan.plan(new, gone).actions == (SetServer("pool_0", "s1", ServerState.MAINT),)
 
 
 def test_a_not_ready_endpoint_is_put_in_maintenance_in_place() -> None:
@@ -136,7 +138,7 @@ def test_a_not_ready_endpoint_is_put_in_maintenance_in_place() -> None:
         }
     )
     assert plan.plan(old, _render(cfg, old)).actions == (
-        SetServer("be_a", "s1", ServerState.MAINT),
+        SetServer("pool_0", "s1", ServerState.MAINT),
     )
 
 
@@ -145,7 +147,7 @@ def test_outgrowing_the_slots_is_a_reload_naming_the_backend() -> None:
     many = tuple(("198.51.100.2", 9000 + i) for i in range(5))
     change = plan.plan(old, _render(_config(many), old))
     assert change.reload
-    assert change.reasons == ("backend be_a changed",)
+    assert change.reasons == ("backend pool_0 (a) changed",)
 
 
 def test_a_new_route_is_a_reload_and_a_new_certificate_pem_is_not() -> None:

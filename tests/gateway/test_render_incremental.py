@@ -167,6 +167,9 @@ def _same(a: render.Rendered, b: render.Rendered) -> None:
     assert a.certificates == b.certificates
     assert a.crt_lists == b.crt_lists
     assert a.certificate_maps == b.certificate_maps
+    assert a.route_maps == b.route_maps
+    assert a.pool == b.pool
+    assert a.servers == b.servers
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -182,8 +185,8 @@ def test_changes_rendered_incrementally_render_as_from_scratch(
         apply(cloud, change)
         config = cloud.config()
         table = slots.assign(config, running.slots)
-        incremental = render.render(config, table, PATHS, cloud.pems, running)
-        scratch = render.render(config, table, PATHS, cloud.pems)
+        incremental = render.render(config, table, PATHS, cloud.pems, running, running.pool)
+        scratch = render.render(config, table, PATHS, cloud.pems, pool=running.pool)
         _same(incremental, scratch)
         assert plan.plan(running, incremental) == plan.plan(running, scratch)
         running = incremental
@@ -196,12 +199,14 @@ def test_an_endpoint_change_reuses_every_frontend_and_every_other_backend() -> N
     before = render.render(cloud.config(), slots.assign(cloud.config()), PATHS, cloud.pems)
     apply(cloud, ("endpoints", "api", [ADDRESSES[1]]))
     config = cloud.config()
-    after = render.render(config, slots.assign(config, before.slots), PATHS, cloud.pems, before)
+    table = slots.assign(config, before.slots)
+    after = render.render(config, table, PATHS, cloud.pems, before, before.pool)
     assert before.parts is not None and after.parts is not None
     for name, frontend in after.parts.frontends.items():
         assert frontend is before.parts.frontends[name]
-    assert after.parts.backends["web"] is before.parts.backends["web"]
-    assert after.parts.backends["api"] is not before.parts.backends["api"]
+    ids = after.pool.ids()
+    assert after.parts.backends[ids["web"]] is before.parts.backends[ids["web"]]
+    assert after.parts.backends[ids["api"]] is not before.parts.backends[ids["api"]]
     change = plan.plan(before, after)
     assert not change.reload and change.actions
 
@@ -212,7 +217,8 @@ def test_a_route_change_renders_the_frontends_again() -> None:
     before = render.render(cloud.config(), slots.assign(cloud.config()), PATHS, cloud.pems)
     apply(cloud, ("route", "one", _route("one", 1, "/", "api", False, False)))
     config = cloud.config()
-    after = render.render(config, slots.assign(config, before.slots), PATHS, cloud.pems, before)
+    table = slots.assign(config, before.slots)
+    after = render.render(config, table, PATHS, cloud.pems, before, before.pool)
     assert after.parts is not None and before.parts is not None
     assert after.parts.frontends["web"] is not before.parts.frontends["web"]
     assert "api.acme.example" in after.files[str(PATHS.map("web", "fast"))]

@@ -31,6 +31,7 @@ from teapot_lb.gateway.config import (
     problems,
 )
 from teapot_lb.gateway.default_certificate import generate
+from teapot_lb.gateway.pool import POOL_PREFIX
 from teapot_lb.gateway.process import Daemon, DaemonFailed, check_config, until, write_atomic
 from teapot_lb.tenancy.l7cert import certificate_names
 
@@ -207,7 +208,18 @@ class HAProxy:
         return int(info["Pid"])
 
     async def stats(self) -> list[runtime.StatRow]:
-        return runtime.parse_stat(await send(self.paths.admin_socket, runtime.show_stat()))
+        """`show stat`'s rows, a pooled backend's under its own name (`be_<name>`, as the
+        metrics and the backends report look them up), a spare section's left out."""
+        rows = runtime.parse_stat(await send(self.paths.admin_socket, runtime.show_stat()))
+        running = self.running
+        if running is None:
+            return rows
+        names = {section: render.backend_id(name) for name, section in running.pool.ids().items()}
+        return [
+            replace(row, proxy=names[row.proxy]) if row.proxy in names else row
+            for row in rows
+            if row.proxy in names or not row.proxy.startswith(POOL_PREFIX)
+        ]
 
     async def apply(self, config: GatewayConfig) -> Applied:
         """Make HAProxy serve `config`: a reload if its structure changed, runtime API
@@ -222,9 +234,10 @@ class HAProxy:
             if render.DEFAULT_CERTIFICATE not in pems:
                 pems[render.DEFAULT_CERTIFICATE] = await self._generated_default()
             config = with_certificate_names(config, pems)
-            previous = self.running.slots if self.running else None
-            table = slots.assign(config, previous)
-            new = render.render(config, table, self.paths, pems, self.running)
+            running = self.running
+            table = slots.assign(config, running.slots if running else None)
+            pool = running.pool if running else None
+            new = render.render(config, table, self.paths, pems, running, pool)
             change = planning.plan(self.running, new)
             if change.empty:
                 return Applied(change)

@@ -8,8 +8,15 @@ slot (`set server addr`, `set server state`), a certificate's new PEM (`set ssl 
 (`new ssl cert`, `set`, `commit`, `add ssl crt-list`; HAProxy picks a certificate by SNI,
 whatever the place of its line after the first, which is always the gateway's own), and
 its names added to the certificate maps of the 421 check (`add map`). Tenant lines
-reordered change nothing HAProxy does (each name is in one line only). Pure: two
-renderings in, a `Change` out.
+reordered change nothing HAProxy does (each name is in one line only). The fast map's
+rows (exact host -> backend section) change over the runtime API whatever the change
+(`add map`, `set map`, `del map`): with the backend pool (gateway.pool) a simple virtual
+host added to a new backend takes a spare section, which is one of these and `set
+server`s. Pure: two renderings in, a `Change` out.
+
+The order of the actions makes before it breaks: servers that come up first, then
+certificates, then the rows that route to them; rows that route away before the servers
+that go to maintenance.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from teapot_lb.gateway.render import Rendered, backend_id, sections, server_name
+from teapot_lb.gateway.pool import POOL_PREFIX, pool_id
+from teapot_lb.gateway.render import Rendered, sections, server_name
 from teapot_lb.gateway.slots import Slot
 
 
@@ -58,14 +66,25 @@ class AddCertificate:
 
 @dataclass(frozen=True)
 class AddMapEntry:
-    """Add `key` -> `value` to the loaded map file `path` (a certificate map's new name)."""
+    """Add `key` -> `value` to the loaded map file `path` (a certificate map's new name, a
+    fast host's); `replace`: change the value of the row `key` has (a host sent
+    elsewhere)."""
 
     path: str
     key: str
     value: str
+    replace: bool = False
 
 
-RuntimeAction = SetServer | SetCertificate | AddCertificate | AddMapEntry
+@dataclass(frozen=True)
+class DelMapEntry:
+    """Remove `key` from the loaded map file `path` (a host no longer routed by it)."""
+
+    path: str
+    key: str
+
+
+RuntimeAction = SetServer | SetCertificate | AddCertificate | AddMapEntry | DelMapEntry
 
 
 @dataclass(frozen=True)
@@ -81,16 +100,27 @@ class Change:
         return not self.reload and not self.actions
 
 
-def _section_changes(old: str, new: str) -> list[str]:
-    before, after = dict(sections(old)), dict(sections(new))
-    reasons = [f"{h} added" for h in after if h not in before]
+def _section_changes(old: Rendered, new: Rendered) -> list[str]:
+    """What differs, by section; a pool section named with the backend it holds."""
+    before, after = dict(sections(old.structure)), dict(sections(new.structure))
+    held = {f"backend {pool_id(i)}": s.backend for i, s in enumerate(new.pool.sections)}
+    grown = [h for h in after if h not in before and h.startswith(f"backend {POOL_PREFIX}")]
+    reasons = []
+    if grown:  # (one reason, not one per section)
+        used = len([h for h in before if h.startswith(f"backend {POOL_PREFIX}")])
+        reasons.append(f"backend pool grown from {used} to {used + len(grown)} sections")
+    reasons += [f"{h} added" for h in after if h not in before and h not in grown]
     reasons += [f"{h} removed" for h in before if h not in after]
-    reasons += [f"{h} changed" for h in after if h in before and before[h] != after[h]]
+    reasons += [
+        f"{h} ({held[h]}) changed" if held.get(h) else f"{h} changed"
+        for h in after
+        if h in before and before[h] != after[h]
+    ]
     return reasons
 
 
-def _slot_actions(backend: str, index: int, old: Slot, new: Slot) -> list[SetServer]:
-    be, srv = backend_id(backend), server_name(index)
+def _slot_actions(section: str, index: int, old: Slot, new: Slot) -> list[SetServer]:
+    be, srv = section, server_name(index)
     e = new.endpoint
     if e is None:
         return [] if old.endpoint is None else [SetServer(be, srv, ServerState.MAINT)]
@@ -107,23 +137,21 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
     if old is None:
         return Change(True, ("first configuration",))
     if old.structure != new.structure:
-        return Change(True, tuple(_section_changes(old.structure, new.structure)) or ("?",))
+        return Change(True, tuple(_section_changes(old, new)) or ("?",))
     added, why = _crt_list_additions(old, new)
     rows, why_maps = _map_additions(old.certificate_maps, new.certificate_maps)
     if why or why_maps:
         return Change(True, (*why, *why_maps))
-    actions: list[RuntimeAction] = []
-    for backend, slots in new.slots.items():
-        previous = old.slots.get(backend, ())
-        changed: list[SetServer] = [
-            action
-            for i, (before, after) in enumerate(zip(previous, slots, strict=True))
-            for action in _slot_actions(backend, i, before, after)
-        ]
-        # Make before break: servers come up before others go to maintenance, so a backend
-        # whose only endpoint is replaced always has one to send to.
-        changed.sort(key=lambda a: a.state is ServerState.MAINT)
-        actions += changed
+    up: list[RuntimeAction] = []
+    down: list[RuntimeAction] = []
+    for section, slots in new.servers.items():
+        previous = old.servers.get(section, ())
+        for i, (before, after) in enumerate(zip(previous, slots, strict=True)):
+            for action in _slot_actions(section, i, before, after):
+                # Make before break: servers come up before others go to maintenance, so a
+                # backend whose only endpoint is replaced always has one to send to.
+                (down if action.state is ServerState.MAINT else up).append(action)
+    actions = up
     fresh = {a.path for a in added}
     for path, pem in new.certificates.items():
         if path in old.certificates and old.certificates[path] != pem:
@@ -134,7 +162,35 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
     # After the certificates: either order is consistent (both names of a request are
     # looked up in the same maps), this one also matches what HAProxy presents.
     actions += rows
+    routed, unrouted = _route_map_changes(old.route_maps, new.route_maps)
+    actions += routed
+    actions += unrouted
+    actions += down
     return Change(False, (), tuple(actions))
+
+
+def _rows(text: str) -> dict[str, str]:
+    return dict(line.partition(" ")[::2] for line in text.splitlines())
+
+
+def _route_map_changes(
+    old: dict[str, str], new: dict[str, str]
+) -> tuple[list[RuntimeAction], list[RuntimeAction]]:
+    """The fast maps' rows added or changed, and those removed, as actions (a map itself
+    is added or removed with its frontend: a reload, decided by the structure)."""
+    routed: list[RuntimeAction] = []
+    unrouted: list[RuntimeAction] = []
+    for path in sorted(old.keys() & new.keys()):
+        if old[path] == new[path]:
+            continue
+        before, after = _rows(old[path]), _rows(new[path])
+        for key, value in after.items():
+            if key not in before:
+                routed.append(AddMapEntry(path, key, value))
+            elif before[key] != value:
+                routed.append(AddMapEntry(path, key, value, replace=True))
+        unrouted += [DelMapEntry(path, key) for key in before if key not in after]
+    return routed, unrouted
 
 
 def _map_additions(old: dict[str, str], new: dict[str, str]) -> tuple[list[AddMapEntry], list[str]]:

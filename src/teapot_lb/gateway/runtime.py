@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from teapot_lb.gateway.plan import (
     AddCertificate,
     AddMapEntry,
+    DelMapEntry,
     RuntimeAction,
     SetCertificate,
     SetServer,
@@ -57,7 +58,10 @@ def commands(action: RuntimeAction) -> list[Command]:
         return _added(action)
     if isinstance(action, AddMapEntry):
         # (map keys and values are names and ids: no space, nothing to escape)
-        return [Command(f"add map {action.path} {action.key} {action.value}")]
+        verb = "set" if action.replace else "add"
+        return [Command(f"{verb} map {action.path} {action.key} {action.value}")]
+    if isinstance(action, DelMapEntry):
+        return [Command(f"del map {action.path} {action.key}")]
     return _certificate(action)
 
 

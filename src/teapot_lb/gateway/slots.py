@@ -47,7 +47,9 @@ SlotTable = Mapping[str, tuple[Slot, ...]]
 """Backend name → its slots (server s1 is index 0)."""
 
 
-def _assign(backend: Backend, previous: tuple[Slot, ...] | None) -> tuple[Slot, ...]:
+def assign_backend(backend: Backend, previous: tuple[Slot, ...] | None) -> tuple[Slot, ...]:
+    """One backend's slots, keeping its endpoints of `previous` where they were (the slots
+    of the section it is rendered as: its own, or a spare's when it has just taken one)."""
     by_key = {(str(e.address), e.port): e for e in backend.endpoints}
     wanted = backend.slots or slot_count(len(by_key))
     count = max(wanted, len(previous or ())) if backend.slots is None else wanted
@@ -75,4 +77,4 @@ def _assign(backend: Backend, previous: tuple[Slot, ...] | None) -> tuple[Slot, 
 def assign(config: GatewayConfig, previous: SlotTable | None = None) -> dict[str, tuple[Slot, ...]]:
     """The slot table for `config`, keeping every endpoint of `previous` where it was."""
     prev = previous or {}
-    return {b.name: _assign(b, prev.get(b.name)) for b in config.backends}
+    return {b.name: assign_backend(b, prev.get(b.name)) for b in config.backends}

@@ -3,6 +3,8 @@ the weighted pick of a backend (an unresolved one answered 500)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from teapot_lb.gateway.config import (
     BackendRef,
     HeaderModifier,
@@ -111,9 +113,15 @@ def rewrite_lines(rule: HTTPRule, cond: str) -> list[str]:
     return lines
 
 
-def weighted(refs: tuple[BackendRef, ...], cond: str, action: str = "http-request") -> list[str]:
+def weighted(
+    refs: tuple[BackendRef, ...],
+    cond: str,
+    action: str = "http-request",
+    section: Callable[[str], str] = backend_id,
+) -> list[str]:
     """use_backend lines that split traffic by weight (`action` sets the pick: http-request
-    or tcp-request content). The share of a missing backend is answered 500 (TCP: closed)."""
+    or tcp-request content; `section`: a backend's section id). The share of a missing
+    backend is answered 500 (TCP: closed)."""
     refused = (
         "    http-request return status 500"
         if action == "http-request"
@@ -126,7 +134,7 @@ def weighted(refs: tuple[BackendRef, ...], cond: str, action: str = "http-reques
     if len(live) == 1:
         if live[0].missing:
             return [when(refused, cond)]
-        return [when(f"    use_backend {backend_id(live[0].backend)}", cond)]
+        return [when(f"    use_backend {section(live[0].backend)}", cond)]
     total = sum(r.weight for r in live)
     lines = [when(f"    {action} set-var(txn.pick) rand({total})", cond)]
     upto = 0
@@ -137,7 +145,7 @@ def weighted(refs: tuple[BackendRef, ...], cond: str, action: str = "http-reques
             lines.append(when(refused, f"{cond} {pick}".strip()))
             continue
         pick = f"{{ var(txn.pick) -m int lt {upto} }}"
-        lines.append(when(f"    use_backend {backend_id(ref.backend)}", f"{cond} {pick}".strip()))
+        lines.append(when(f"    use_backend {section(ref.backend)}", f"{cond} {pick}".strip()))
     return lines
 
 

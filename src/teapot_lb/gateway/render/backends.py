@@ -56,10 +56,14 @@ def _http_check(hc: HealthCheck) -> list[str]:
 
 
 def backend_section(
-    backend: Backend, slots: tuple[Slot, ...], http: bool
+    backend: Backend, slots: tuple[Slot, ...], http: bool, section: str | None = None
 ) -> tuple[list[str], list[str]]:
-    """A backend's section, as rendered and as its structure (slot addresses masked)."""
-    head = [f"backend {backend_id(backend.name)}", f"    mode {'http' if http else 'tcp'}"]
+    """A backend's section (`section`: its id, by default `be_<name>`), as rendered and as
+    its structure (slot addresses masked)."""
+    head = [
+        f"backend {section or backend_id(backend.name)}",
+        f"    mode {'http' if http else 'tcp'}",
+    ]
     head.append("    balance roundrobin")
     hc = backend.health_check
     if hc is not None and hc.timeout_ms is not None:

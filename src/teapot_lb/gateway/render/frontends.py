@@ -3,6 +3,8 @@ TLS passthrough (by SNI; the rest handed to the HTTPS listener on the same socke
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from teapot_lb.gateway import hosts, routing
 from teapot_lb.gateway.config import BackendRef, GatewayConfig, Listener, PathType, Protocol
 
@@ -10,7 +12,7 @@ from .actions import header_lines, live_refs, plain, redirect_lines, rewrite_lin
 from .certificates import misdirected, sni_certificate
 from .conditions import all_of, host_condition, match_conditions
 from .paths import Paths
-from .words import backend_id, frontend_id, hop_id, host_port, map_file, quote, when
+from .words import frontend_id, hop_id, host_port, map_file, quote, section_id, when
 
 
 def bind(listener: Listener, paths: Paths, behind: bool = False) -> str:
@@ -40,11 +42,28 @@ def _simple(vhost: routing.VirtualHost) -> bool:
 
 
 def http_frontend(
-    config: GatewayConfig, listener: Listener, paths: Paths, behind: bool = False
-) -> tuple[list[str], dict[str, str]]:
-    """The frontend's lines and its map files. Exact hostnames are found in a map (one
-    lookup, whatever their number); wildcards and the catch-all follow in order; a simple
-    virtual host's rule comes from a map too, and a single-backend rule's backend."""
+    config: GatewayConfig,
+    listener: Listener,
+    paths: Paths,
+    behind: bool = False,
+    ids: Mapping[str, str] | None = None,
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """The frontend's lines, its map files, and the section id of each backend it sends to
+    (`ids`: a pooled backend's section, see gateway.pool; any other is `be_<name>`).
+    Exact hostnames are found in a map (one lookup, whatever their number); wildcards and
+    the catch-all follow in order; a simple virtual host's rule comes from a map too, and
+    a single-backend rule's backend.
+
+    The fast path's hosts (an exact host whose one rule sends everything to one backend)
+    appear in the fast map only, never in the lines, and the ids the lines and other maps
+    give virtual hosts and rules count the others only: a fast host added or removed
+    changes one map row, not the configuration (no reload)."""
+    sent_to: dict[str, str] = {}
+
+    def section(name: str) -> str:
+        sent_to[name] = section_id(name, ids)
+        return sent_to[name]
+
     lines = [
         f"frontend {frontend_id(listener.name)}",
         "    mode http",
@@ -84,6 +103,15 @@ def http_frontend(
         skip = "!{ var(txn.be) -m found }"
     exact = [v for v in exact if v.vhost_id not in fast_ids]
     exact_ids = {v.vhost_id for v in exact}
+    # The ids of the other virtual hosts and of their rules, in their order.
+    vid = {
+        v.vhost_id: f"v{k}" for k, v in enumerate(v for v in vhosts if v.vhost_id not in fast_ids)
+    }
+    rid: dict[str, str] = {}
+    for v in vhosts:
+        if v.vhost_id not in fast_ids:
+            for e in v.entries:
+                rid.setdefault(e.rule_id, f"r{len(rid)}")
     if exact:
         lines.append(
             when(
@@ -95,9 +123,8 @@ def http_frontend(
     for v in vhosts:
         if v.vhost_id not in exact_ids and v.vhost_id not in fast_ids:
             host = host_condition(v)
-            lines.append(
-                f"    http-request set-var(txn.vh) str({v.vhost_id}) if {unset} {host}".rstrip()
-            )
+            pick = f"set-var(txn.vh) str({vid[v.vhost_id]})"
+            lines.append(f"    http-request {pick} if {unset} {host}".rstrip())
     vhosts = [v for v in vhosts if v.vhost_id not in fast_ids]
     simple = [v for v in vhosts if _simple(v)]
     simple_ids = {v.vhost_id for v in simple}
@@ -112,10 +139,10 @@ def http_frontend(
     for v in vhosts:
         if v.vhost_id in simple_ids:
             continue
-        in_vhost = f"{{ var(txn.vh) -m str {v.vhost_id} }}"
+        in_vhost = f"{{ var(txn.vh) -m str {vid[v.vhost_id]} }}"
         for e in v.entries:
             cond = all_of([unset_rule, in_vhost, *match_conditions(e.match)])
-            lines.append(f"    http-request set-var(txn.rule) str({e.rule_id}) if {cond}")
+            lines.append(f"    http-request set-var(txn.rule) str({rid[e.rule_id]}) if {cond}")
     missing = skip if only_fast else f"{unset_rule} {skip}".strip()
     lines.append(f"    http-request return status 404 if {missing}")
     actions: list[str] = []  # HAProxy runs every http-request rule before use_backend
@@ -126,7 +153,7 @@ def http_frontend(
             if e.rule_id in done:
                 continue
             done.add(e.rule_id)
-            cond = f"{{ var(txn.rule) -m str {e.rule_id} }}"
+            cond = f"{{ var(txn.rule) -m str {rid[e.rule_id]} }}"
             rule = e.rule
             if rule.redirect is not None:
                 lines += redirect_lines(rule, listener, cond)
@@ -136,9 +163,9 @@ def http_frontend(
             lines += header_lines("http-response", rule.response_headers, cond)
             live = live_refs(rule)
             if len(live) == 1 and not live[0].missing:
-                direct.append((e.rule_id, backend_id(live[0].backend)))
+                direct.append((rid[e.rule_id], section(live[0].backend)))
                 continue
-            for line in weighted(rule.backends, cond):
+            for line in weighted(rule.backends, cond, section=section):
                 (actions if line.startswith("    use_backend") else lines).append(line)
     if fast:  # (alone, the 404 above has made sure it is set)
         lines.append(
@@ -150,13 +177,13 @@ def http_frontend(
     lines.append("")
     maps = {
         str(fast_map): map_file(
-            [(v.hostname or "", backend_id(live_refs(v.entries[0].rule)[0].backend)) for v in fast]
+            [(v.hostname or "", section(live_refs(v.entries[0].rule)[0].backend)) for v in fast]
         ),
-        str(hosts_map): map_file([(v.hostname or "", v.vhost_id) for v in exact]),
-        str(rules_map): map_file([(v.vhost_id, v.entries[0].rule_id) for v in simple]),
+        str(hosts_map): map_file([(v.hostname or "", vid[v.vhost_id]) for v in exact]),
+        str(rules_map): map_file([(vid[v.vhost_id], rid[v.entries[0].rule_id]) for v in simple]),
         str(backends_map): map_file(direct),
     }
-    return lines, maps
+    return lines, maps, sent_to
 
 
 def _sni_condition(hostname: str) -> str:

@@ -8,13 +8,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from teapot_lb.gateway.config import Backend, GatewayConfig, HTTPRoute, Listener, Protocol
+from teapot_lb.gateway.pool import SPARE, Pool, place, pool_id, pooled, stream_backends
 from teapot_lb.gateway.slots import Slot, SlotTable
 
 from .backends import backend_section, http_backend_names
 from .certificates import certificate_maps, crt_list, offered
 from .frontends import hop_backend, http_frontend, tcp_frontend
 from .paths import Paths
-from .words import DEFAULT_CERTIFICATE, quote
+from .words import DEFAULT_CERTIFICATE, backend_id, quote, section_id
 
 
 def shared_sockets(config: GatewayConfig) -> dict[str, str]:
@@ -49,6 +50,15 @@ class Rendered:
     API)."""
     parts: Parts | None = None
     """What this rendering was made from, per part, for the next one to reuse."""
+    route_maps: dict[str, str] = field(default_factory=dict)
+    """Each HTTP listener's fast map (exact host -> backend section) by path: not in
+    `structure`, its rows change over the runtime API (a simple virtual host added,
+    removed or sent elsewhere)."""
+    pool: Pool = field(default_factory=Pool)
+    """The backend pool's sections (gateway.pool): the next rendering's sticky input."""
+    servers: dict[str, tuple[Slot, ...]] = field(default_factory=dict)
+    """Every backend section's slots by section id (`be_<name>`, `pool_<i>`): what the
+    runtime API's `set server` names."""
 
 
 @dataclass(frozen=True)
@@ -62,9 +72,16 @@ class HTTPFrontend:
     routes: tuple[HTTPRoute, ...]
     lines: tuple[str, ...]
     maps: dict[str, str]
+    sent_to: dict[str, str]
+    """The section id of each backend the lines and maps send to."""
 
     def made_from(
-        self, listener: Listener, behind: bool, paths: Paths, routes: tuple[HTTPRoute, ...]
+        self,
+        listener: Listener,
+        behind: bool,
+        paths: Paths,
+        routes: tuple[HTTPRoute, ...],
+        ids: Mapping[str, str],
     ) -> bool:
         # Unchanged tenants' routes are the same objects (the translation keeps them): the
         # tuple comparison is mostly identity checks.
@@ -73,6 +90,7 @@ class HTTPFrontend:
             and self.listener == listener
             and self.behind == behind
             and self.paths == paths
+            and all(section_id(n, ids) == i for n, i in self.sent_to.items())
         )
 
 
@@ -93,7 +111,7 @@ class Parts:
     certificate-only change leaves as it was costs a comparison, not a render.
 
     `routes`: the config's HTTP routes the HTTP backends were found in (`http_backends`);
-    `frontends` by listener name; `backends` by backend name."""
+    `frontends` by listener name; `backends` by section id."""
 
     routes: tuple[HTTPRoute, ...]
     http_backends: frozenset[str]
@@ -138,31 +156,51 @@ def render(
     paths: Paths,
     pems: Mapping[str, str],
     previous: Rendered | None = None,
+    pool: Pool | None = None,
 ) -> Rendered:
     """The HAProxy files for `config` (UDP listeners are nginx's, see gateway.nginx).
 
     `pems` holds each certificate's PEM (certificate chain and key) by certificate name.
+    `pool`: the backend pool the last rendering served (gateway.pool; None: none yet),
+    sticky state as `slots` is: together with `config` it decides the result.
     `previous`: an earlier rendering whose parts are reused where their inputs are equal
-    (an HTTP frontend: the listener and the config's HTTP routes; a backend: itself and its
-    slots); the result is the same as without it, only cheaper.
+    (an HTTP frontend: the listener, the config's HTTP routes and its backends' sections;
+    a backend: itself and its slots); the result is the same as without it, only cheaper.
     """
     before = previous.parts if previous is not None else None
     text = _global(paths)
     structure = list(text)
     map_files: dict[str, str] = {}
+    route_maps: dict[str, str] = {}
     shared = shared_sockets(config)
     routes = config.http_routes
+    if before is not None and before.routes == routes:
+        http_backends = before.http_backends
+    else:
+        http_backends = frozenset(http_backend_names(config))
+    streams = stream_backends(config)
+    in_pool = [
+        b
+        for b in config.backends
+        if b.name in http_backends and b.name not in streams and pooled(b)
+    ]
+    pool, placed = place(in_pool, slots, pool)
+    if placed:
+        slots = {**slots, **placed}
+    ids = pool.ids()
     frontends: dict[str, HTTPFrontend] = {}
     for listener in config.listeners:
         partner = shared.get(listener.name)
         if listener.protocol in (Protocol.HTTP, Protocol.HTTPS):
             behind = partner is not None
             kept = before.frontends.get(listener.name) if before is not None else None
-            if kept is None or not kept.made_from(listener, behind, paths, routes):
-                made, maps = http_frontend(config, listener, paths, behind)
-                kept = HTTPFrontend(listener, behind, paths, routes, tuple(made), maps)
+            if kept is None or not kept.made_from(listener, behind, paths, routes, ids):
+                made, maps, sent_to = http_frontend(config, listener, paths, behind, ids)
+                kept = HTTPFrontend(listener, behind, paths, routes, tuple(made), maps, sent_to)
             frontends[listener.name] = kept
             lines, maps = list(kept.lines), kept.maps
+            fast = str(paths.map(listener.name, "fast"))
+            route_maps[fast] = maps[fast]
         elif listener.protocol in (Protocol.TCP, Protocol.TLS_PASSTHROUGH):
             lines, maps = tcp_frontend(config, listener, paths, partner), {}
             if partner is not None:
@@ -173,27 +211,37 @@ def render(
         structure += lines
         map_files.update(maps)
         for path, content in maps.items():  # the maps are the frontend's structure too
-            structure += [f"# map {path}", *(f"#  {row}" for row in content.splitlines())]
-    if before is not None and before.routes == routes:
-        http_backends = before.http_backends
-    else:
-        http_backends = frozenset(http_backend_names(config))
+            if path not in route_maps:  # (but for the fast map: see `route_maps`)
+                structure += [f"# map {path}", *(f"#  {row}" for row in content.splitlines())]
     udp_backends = {r.backend for route in config.udp_routes for r in route.backends}
     sections_kept: dict[str, BackendSection] = {}
-    for backend in config.backends:
-        if backend.name in udp_backends and backend.name not in http_backends:
-            continue
-        http = backend.name in http_backends
-        own = slots.get(backend.name, ())
-        section = before.backends.get(backend.name) if before is not None else None
+    servers: dict[str, tuple[Slot, ...]] = {}
+
+    def add_section(backend: Backend, own: tuple[Slot, ...], http: bool, name: str) -> None:
+        section = before.backends.get(name) if before is not None else None
         if section is None or not (
             section.slots == own and section.http == http and section.backend == backend
         ):
-            t, s = backend_section(backend, own, http)
+            t, s = backend_section(backend, own, http, name)
             section = BackendSection(backend, own, http, tuple(t), tuple(s))
-        sections_kept[backend.name] = section
-        text += section.text
-        structure += section.structure
+        sections_kept[name] = section
+        servers[name] = own
+        text.extend(section.text)
+        structure.extend(section.structure)
+
+    for backend in config.backends:
+        if backend.name in ids or (
+            backend.name in udp_backends and backend.name not in http_backends
+        ):
+            continue
+        add_section(
+            backend, slots.get(backend.name, ()), backend.name in http_backends,
+            backend_id(backend.name),
+        )  # fmt: skip
+    by_name = {b.name: b for b in in_pool}
+    for i, held in enumerate(pool.sections):
+        owner = SPARE if held.backend is None else by_name[held.backend]
+        add_section(owner, held.slots, True, pool_id(i))
     files = {str(paths.config): "\n".join(text), **map_files}
     certificates: dict[str, str] = {}
     crt_lists: dict[str, str] = {}
@@ -210,7 +258,10 @@ def render(
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
     files.update(cert_maps)
     parts = Parts(routes, http_backends, frontends, sections_kept)
-    return Rendered(files, "\n".join(structure), slots, certificates, crt_lists, cert_maps, parts)
+    return Rendered(
+        files, "\n".join(structure), slots, certificates, crt_lists, cert_maps, parts,
+        route_maps, pool, servers,
+    )  # fmt: skip
 
 
 def sections(text: str) -> Iterator[tuple[str, str]]:

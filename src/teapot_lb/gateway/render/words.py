@@ -3,6 +3,7 @@ constants every part shares."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from ipaddress import IPv4Address, IPv6Address
 
 from teapot_lb.gateway.config import Protocol
@@ -45,6 +46,11 @@ def backend_id(name: str) -> str:
     return f"be_{name}"
 
 
+def section_id(name: str, ids: Mapping[str, str] | None) -> str:
+    """The backend section of backend `name`: its pool section's id in `ids`, or its own."""
+    return (ids.get(name) if ids else None) or backend_id(name)
+
+
 def frontend_id(name: str) -> str:
     return f"fe_{name}"
 
@@ -78,6 +84,7 @@ __all__ = [
     "log_format",
     "map_file",
     "quote",
+    "section_id",
     "server_name",
     "when",
 ]
