@@ -25,6 +25,13 @@ size, 20,000 Ingresses + 5,000 HTTPRoutes and 2,000 certificates over 500 tenant
 `--sizes 20000 --per-tenant 40`). `--no-full` skips the from-scratch figures (minutes at
 20,000). Last line, JSON: per size the figures above, and `flat`: the largest size's
 per-change median over the smallest's.
+
+`--real N` also runs `teapot-lb gateway` with HAProxy against a real kube-apiserver holding
+N Ingresses and times API write -> served by HAProxy per kind of change: `ingress_added`
+(the bench's Ingress shape, two paths: new lines in the frontend, a reload),
+`simple_ingress_added` (one host, Prefix '/', to a Service of its own: a map row and a
+spare backend section of the pool, no reload), `backend_changed`, `certificate_rotated`;
+and the reloads counted over them.
 """
 
 from __future__ import annotations
@@ -165,6 +172,18 @@ def ingress_body(t: int, i: int) -> dict[str, Any]:
             "tls": tls,
         },
     }
+
+
+def simple_ingress_body(t: int, i: int, service: int) -> dict[str, Any]:
+    """An Ingress of the simple shape: one host, one path (Prefix '/') to Service
+    s<service>, TLS by the tenant's first certificate."""
+    body = ingress_body(t, i)
+    rule = body["spec"]["rules"][0]
+    path = rule["http"]["paths"][0]
+    path["backend"]["service"]["name"] = f"s{service}"
+    rule["http"]["paths"] = [path]
+    body["spec"]["tls"] = [{"hosts": [rule["host"]], "secretName": "cert0"}]
+    return body
 
 
 def certificate(t: int, serial: int) -> dict[str, bytes]:
@@ -580,8 +599,8 @@ def measure_changes(
     """Per kind of change: API write → served by HAProxy (p50, p99, max) and the gateway
     process's CPU in that time (median)."""
     tenants = len(c.tenants)
-    timings: dict[str, list[float]] = {"ingress_added": [], "backend_changed": [],
-                                       "certificate_rotated": []}  # fmt: skip
+    kinds = ("ingress_added", "simple_ingress_added", "backend_changed", "certificate_rotated")
+    timings: dict[str, list[float]] = {kind: [] for kind in kinds}
     cpus: dict[str, list[float]] = {k: [] for k in timings}
 
     def timed(kind: str, write: Callable[[], None], check: Callable[[], bool]) -> None:
@@ -604,6 +623,15 @@ def measure_changes(
         body["spec"]["tls"] = [{"hosts": [host], "secretName": "cert0"}]
         timed("ingress_added", lambda b=body: writer.create(INGRESSES, b),
               lambda h=host: get(ns, h) == (200, "a"))  # fmt: skip
+        # The simple shape (one host, Prefix '/', to one Service: the gateway's map-routed
+        # virtual host) to a Service of its own, TLS by the tenant's wildcard: its
+        # EndpointSlice written first (not timed), the Ingress timed.
+        service = 1000 + 2 * k
+        writer.create(ENDPOINT_SLICES, endpoint_slice(t, service, [BACKENDS[0]]))
+        simple = simple_ingress_body(t, i + 500_000, service)
+        simple_host = simple["spec"]["rules"][0]["host"]
+        timed("simple_ingress_added", lambda b=simple: writer.create(INGRESSES, b),
+              lambda h=simple_host: get(ns, h) == (200, "a"))  # fmt: skip
         moved = endpoint_slice(t, 0, [BACKENDS[1]])
         timed("backend_changed",
               lambda m=moved: writer.replace(ENDPOINT_SLICES, m),
