@@ -265,17 +265,18 @@ def render(
 
 
 def sections(text: str) -> Iterator[tuple[str, str]]:
-    """(section header, body) of a rendered configuration: what the diff names."""
+    """(section header, body) of a rendered configuration: what the diff names. (A body
+    without its blank lines at the end: the last section's has none, being the last.)"""
     header, body = "", list[str]()
     for line in text.splitlines():
         if line and not line.startswith(" ") and not line.startswith("#"):
             if header or body:
-                yield header, "\n".join(body)
+                yield header, "\n".join(body).rstrip("\n")
             header, body = line, []
         else:
             body.append(line)
     if header or body:
-        yield header, "\n".join(body)
+        yield header, "\n".join(body).rstrip("\n")
 
 
 __all__ = [
