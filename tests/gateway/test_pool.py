@@ -31,6 +31,7 @@ from teapot_lb.gateway.plan import (
     AddCertificate,
     AddMapEntry,
     DelMapEntry,
+    RemoveCertificate,
     ServerState,
     SetCertificate,
     SetServer,
@@ -252,6 +253,8 @@ def run(state: dict[str, Any], actions: tuple[plan.RuntimeAction, ...]) -> dict[
             del maps[a.path][a.key]
         elif isinstance(a, AddCertificate):
             crt[a.crt_list].add(a.line)
+        elif isinstance(a, RemoveCertificate):
+            crt[a.crt_list] = {x for x in crt[a.crt_list] if x.split()[0] != a.path}
         else:
             assert isinstance(a, SetCertificate)
     return {"maps": maps, "servers": servers, "crt": crt}

@@ -1,13 +1,16 @@
 """From one rendering to the next: a reload, or runtime API actions, and why.
 
 A reload is needed when the structure changes (frontends, routes, backends, slot counts),
-a crt-list loses or changes a line, or a certificate map loses or changes a row.
+a crt-list's first line (the default) or a certificate's names in it change, or a
+certificate map's name now chooses another certificate.
 Everything else goes over the runtime API without one: an endpoint moving in or out of a
 slot (`set server addr`, `set server state`), a certificate's new PEM (`set ssl cert` +
 `commit ssl cert`, the gateway's own default one too), a certificate added to a crt-list
 (`new ssl cert`, `set`, `commit`, `add ssl crt-list`; HAProxy picks a certificate by SNI,
 whatever the place of its line after the first, which is always the gateway's own), and
-its names added to the certificate maps of the 421 check (`add map`). Tenant lines
+its names added to the certificate maps of the 421 check (`add map`); a certificate's
+line removed from a crt-list (its names out of those maps, `del map`, then `del ssl
+crt-list`, and `del ssl cert` once no crt-list has it). Tenant lines
 reordered change nothing HAProxy does (each name is in one line only). The fast map's
 rows (exact host -> backend section) change over the runtime API whatever the change
 (`add map`, `set map`, `del map`): with the backend pool (gateway.pool) a simple virtual
@@ -21,7 +24,7 @@ that go to maintenance.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from teapot_lb.gateway.pool import POOL_PREFIX, pool_id
@@ -65,6 +68,16 @@ class AddCertificate:
 
 
 @dataclass(frozen=True)
+class RemoveCertificate:
+    """Remove the line of certificate `path` from crt-list `crt_list` and, `unload`, the
+    certificate itself (no crt-list has it any more)."""
+
+    path: str
+    crt_list: str
+    unload: bool
+
+
+@dataclass(frozen=True)
 class AddMapEntry:
     """Add `key` -> `value` to the loaded map file `path` (a certificate map's new name, a
     fast host's); `replace`: change the value of the row `key` has (a host sent
@@ -84,7 +97,9 @@ class DelMapEntry:
     key: str
 
 
-RuntimeAction = SetServer | SetCertificate | AddCertificate | AddMapEntry | DelMapEntry
+RuntimeAction = (
+    SetServer | SetCertificate | AddCertificate | RemoveCertificate | AddMapEntry | DelMapEntry
+)
 
 
 @dataclass(frozen=True)
@@ -138,8 +153,8 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
         return Change(True, ("first configuration",))
     if old.structure != new.structure:
         return Change(True, tuple(_section_changes(old, new)) or ("?",))
-    added, why = _crt_list_additions(old, new)
-    rows, why_maps = _map_additions(old.certificate_maps, new.certificate_maps)
+    added, unloaded, why = _crt_list_changes(old, new)
+    rows, unnamed, why_maps = _certificate_map_changes(old.certificate_maps, new.certificate_maps)
     if why or why_maps:
         return Change(True, (*why, *why_maps))
     up: list[RuntimeAction] = []
@@ -165,6 +180,9 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
     routed, unrouted = _route_map_changes(old.route_maps, new.route_maps)
     actions += routed
     actions += unrouted
+    # A certificate's names out of the 421 check's maps, then out of the crt-lists.
+    actions += unnamed
+    actions += unloaded
     actions += down
     return Change(False, (), tuple(actions))
 
@@ -193,9 +211,13 @@ def _route_map_changes(
     return routed, unrouted
 
 
-def _map_additions(old: dict[str, str], new: dict[str, str]) -> tuple[list[AddMapEntry], list[str]]:
-    """The rows added to maps (as actions), or why that is not enough (a reload)."""
+def _certificate_map_changes(
+    old: dict[str, str], new: dict[str, str]
+) -> tuple[list[AddMapEntry], list[DelMapEntry], list[str]]:
+    """The rows added to and removed from the certificate maps (as actions), or why that
+    is not enough (a reload: a name that now chooses another certificate)."""
     added: list[AddMapEntry] = []
+    removed: list[DelMapEntry] = []
     why: list[str] = []
     for path in sorted(old.keys() | new.keys()):
         if path not in old or path not in new:
@@ -203,21 +225,22 @@ def _map_additions(old: dict[str, str], new: dict[str, str]) -> tuple[list[AddMa
             continue
         if old[path] == new[path]:
             continue
-        before, after = old[path].splitlines(), new[path].splitlines()
-        if not set(before) <= set(after):
+        before, after = _rows(old[path]), _rows(new[path])
+        if any(before[k] != v for k, v in after.items() if k in before):
             why.append(f"map {path} changed")
             continue
-        kept = set(before)
-        for line in after:
-            if line not in kept:
-                key, _, value = line.partition(" ")
-                added.append(AddMapEntry(path, key, value))
-    return added, why
+        added += [AddMapEntry(path, k, v) for k, v in after.items() if k not in before]
+        removed += [DelMapEntry(path, k) for k in before if k not in after]
+    return added, removed, why
 
 
-def _crt_list_additions(old: Rendered, new: Rendered) -> tuple[list[AddCertificate], list[str]]:
-    """The lines added to crt-lists (as actions), or why that is not enough (a reload)."""
+def _crt_list_changes(
+    old: Rendered, new: Rendered
+) -> tuple[list[AddCertificate], list[RemoveCertificate], list[str]]:
+    """The lines added to and removed from crt-lists (as actions), or why that is not
+    enough (a reload: the first line, the default, changed, or a certificate's names)."""
     added: list[AddCertificate] = []
+    removed: list[RemoveCertificate] = []
     loading: set[str] = set()
     why: list[str] = []
     for path in sorted(old.crt_lists.keys() | new.crt_lists.keys()):
@@ -228,15 +251,23 @@ def _crt_list_additions(old: Rendered, new: Rendered) -> tuple[list[AddCertifica
             continue
         before = old.crt_lists[path].splitlines()
         after = new.crt_lists[path].splitlines()
-        if not set(before) <= set(after) or before[:1] != after[:1]:
+        gone = [line for line in before if line not in set(after)]
+        came = [line for line in after if line not in set(before)]
+        # (a certificate whose names changed would be out of the list for a moment)
+        moved = {line.split()[0] for line in gone} & {line.split()[0] for line in came}
+        if before[:1] != after[:1] or moved:
             why.append(f"crt-list {path} changed")
             continue
-        for line in after:
-            if line in before:
-                continue
+        for line in came:
             cert = line.split()[0]
             loaded = cert in old.certificates or cert in loading
             loading.add(cert)
             pem = new.certificates.get(cert, "")
             added.append(AddCertificate(cert, pem, path, line, loaded))
-    return added, why
+        for line in gone:
+            cert = line.split()[0]
+            removed.append(RemoveCertificate(cert, path, cert not in new.certificates))
+    # A certificate in two crt-lists is unloaded after its last line is gone.
+    last = {r.path: i for i, r in enumerate(removed)}
+    removed = [replace(r, unload=r.unload and last[r.path] == i) for i, r in enumerate(removed)]
+    return added, removed, why

@@ -19,6 +19,7 @@ from teapot_lb.gateway.plan import (
     AddCertificate,
     AddMapEntry,
     DelMapEntry,
+    RemoveCertificate,
     RuntimeAction,
     SetCertificate,
     SetServer,
@@ -56,6 +57,12 @@ def commands(action: RuntimeAction) -> list[Command]:
         return out
     if isinstance(action, AddCertificate):
         return _added(action)
+    if isinstance(action, RemoveCertificate):
+        # "Entry '<cert>' deleted in crtlist '<list>'!", "Certificate '<cert>' deleted!"
+        out = [Command(f"del ssl crt-list {action.crt_list} {action.path}", ("Entry",))]
+        if action.unload:
+            out.append(Command(f"del ssl cert {action.path}", ("Certificate",)))
+        return out
     if isinstance(action, AddMapEntry):
         # (map keys and values are names and ids: no space, nothing to escape)
         verb = "set" if action.replace else "add"
