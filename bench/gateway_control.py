@@ -29,9 +29,11 @@ per-change median over the smallest's.
 `--real N` also runs `teapot-lb gateway` with HAProxy against a real kube-apiserver holding
 N Ingresses and times API write -> served by HAProxy per kind of change: `ingress_added`
 (the bench's Ingress shape, two paths: new lines in the frontend, a reload),
-`simple_ingress_added` (one host, Prefix '/', to a Service of its own: a map row and a
-spare backend section of the pool, no reload), `backend_changed`, `certificate_rotated`;
-and the reloads counted over them.
+`simple_ingress_added` (one host, Prefix '/', to a Service of its own, TLS by a Secret of
+its own: a spare backend section of the pool, a certificate added and map rows, no
+reload), `simple_ingress_cert0_added` (the same with the tenant's shared certificate: its
+crt-list line gains the name, a reload), `backend_changed`, `certificate_rotated`; and the
+reloads counted over them.
 """
 
 from __future__ import annotations
@@ -174,15 +176,15 @@ def ingress_body(t: int, i: int) -> dict[str, Any]:
     }
 
 
-def simple_ingress_body(t: int, i: int, service: int) -> dict[str, Any]:
+def simple_ingress_body(t: int, i: int, service: int, secret: int) -> dict[str, Any]:
     """An Ingress of the simple shape: one host, one path (Prefix '/') to Service
-    s<service>, TLS by the tenant's first certificate."""
+    s<service>, TLS by Secret cert<secret>."""
     body = ingress_body(t, i)
     rule = body["spec"]["rules"][0]
     path = rule["http"]["paths"][0]
     path["backend"]["service"]["name"] = f"s{service}"
     rule["http"]["paths"] = [path]
-    body["spec"]["tls"] = [{"hosts": [rule["host"]], "secretName": "cert0"}]
+    body["spec"]["tls"] = [{"hosts": [rule["host"]], "secretName": f"cert{secret}"}]
     return body
 
 
@@ -599,7 +601,8 @@ def measure_changes(
     """Per kind of change: API write → served by HAProxy (p50, p99, max) and the gateway
     process's CPU in that time (median)."""
     tenants = len(c.tenants)
-    kinds = ("ingress_added", "simple_ingress_added", "backend_changed", "certificate_rotated")
+    kinds = ("ingress_added", "simple_ingress_added", "simple_ingress_cert0_added",
+             "backend_changed", "certificate_rotated")  # fmt: skip
     timings: dict[str, list[float]] = {kind: [] for kind in kinds}
     cpus: dict[str, list[float]] = {k: [] for k in timings}
 
@@ -624,14 +627,19 @@ def measure_changes(
         timed("ingress_added", lambda b=body: writer.create(INGRESSES, b),
               lambda h=host: get(ns, h) == (200, "a"))  # fmt: skip
         # The simple shape (one host, Prefix '/', to one Service: the gateway's map-routed
-        # virtual host) to a Service of its own, TLS by the tenant's wildcard: its
-        # EndpointSlice written first (not timed), the Ingress timed.
-        service = 1000 + 2 * k
-        writer.create(ENDPOINT_SLICES, endpoint_slice(t, service, [BACKENDS[0]]))
-        simple = simple_ingress_body(t, i + 500_000, service)
-        simple_host = simple["spec"]["rules"][0]["host"]
-        timed("simple_ingress_added", lambda b=simple: writer.create(INGRESSES, b),
-              lambda h=simple_host: get(ns, h) == (200, "a"))  # fmt: skip
+        # virtual host) to a Service of its own: its EndpointSlice written first (not
+        # timed), the Ingress timed; TLS by a Secret of its own (written first, not timed:
+        # a certificate per Ingress, as cert-manager makes them), then by the tenant's
+        # shared one (cert0, whose crt-list line gains the host's name).
+        for kind, secret in (("simple_ingress_added", 1000 + k), ("simple_ingress_cert0_added", 0)):
+            service = 1000 + 2 * k + (kind != "simple_ingress_added") * 500
+            writer.create(ENDPOINT_SLICES, endpoint_slice(t, service, [BACKENDS[0]]))
+            if secret:
+                writer.create(SECRETS, secret_body(t, secret, certificate(t, 2000 + k)))
+            simple = simple_ingress_body(t, i + 500_000 + service, service, secret)
+            simple_host = simple["spec"]["rules"][0]["host"]
+            timed(kind, lambda b=simple: writer.create(INGRESSES, b),
+                  lambda h=simple_host: get(ns, h) == (200, "a"))  # fmt: skip
         moved = endpoint_slice(t, 0, [BACKENDS[1]])
         timed("backend_changed",
               lambda m=moved: writer.replace(ENDPOINT_SLICES, m),
