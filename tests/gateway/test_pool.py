@@ -80,11 +80,8 @@ def config(
 
 
 def rendered(cfg: GatewayConfig, running: render.Rendered | None = None) -> render.Rendered:
-    """The next rendering, as the HAProxy driver makes it (sticky slots and pool)."""
-    table = slots.assign(cfg, running.slots if running else None)
-    return render.render(
-        cfg, table, PATHS, PEMS, running, running.pool if running is not None else None
-    )
+    """The next rendering, as the HAProxy driver makes it (sticky slots, pool, crt-lists)."""
+    return plan.step(cfg, running, PATHS, PEMS)[0]
 
 
 def test_a_new_simple_host_to_a_new_backend_is_servers_set_then_its_map_rows() -> None:
@@ -198,6 +195,38 @@ def test_a_backend_keeps_its_section_while_others_come_and_go() -> None:
     assert first.pool.ids()["a"] == second.pool.ids()["a"]
     assert second.pool.ids()["b"] == third.pool.ids()["b"]
     assert first.pool.ids()["www"] == third.pool.ids()["www"]
+
+
+def test_a_host_added_under_a_certificate_already_offered_is_a_line_of_its_own() -> None:
+    # (a tenant's certificate is offered for the names its routes ask for only)
+    def shared(*names: str) -> GatewayConfig:
+        cfg = config(
+            tuple(simple(n) for n in names), tuple(backend(n, (ADDRESSES[0], 1)) for n in names)
+        )
+        cert = Certificate(
+            name="www",
+            hostnames=("www.example", *(f"{n}.example" for n in names)),
+            cert_file="/x.pem",
+        )
+        return cfg.model_copy(update={"certificates": (cert,)})
+
+    old = rendered(shared("a"))
+    new, change = plan.step(shared("a", "b"), old, PATHS, PEMS)
+    www = str(PATHS.certificate("www"))
+    assert not change.reload
+    assert (
+        AddCertificate(www, "PEM-www", str(PATHS.crt_list("tls")), f"{www} b.example", True)
+        in change.actions
+    )
+    assert new.crt_lists[str(PATHS.crt_list("tls"))].splitlines()[1:] == [
+        f"{www} www.example a.example", f"{www} b.example",
+    ]  # fmt: skip
+    # A name taken away from a certificate with two lines: HAProxy cannot be told which
+    # line to delete (it numbers those added at run time its own way): a reload, after
+    # which the certificate has one line again.
+    gone, change = plan.step(shared("a"), new, PATHS, PEMS)
+    assert change.reload and change.reasons == (f"crt-list {PATHS.crt_list('tls')} changed",)
+    assert gone.crt_lists == old.crt_lists
 
 
 def test_a_new_backend_takes_a_spare_with_slots_enough_for_its_endpoints() -> None:
@@ -314,13 +343,13 @@ def test_runtime_only_applies_leave_haproxy_as_a_rendering_from_scratch_says(
         elif name in hosts:
             hosts[name] = (hosts[name][0], True)
         config_now = cfg()
-        new = rendered(config_now, running)
-        step = plan.plan(running, new)
+        new, step = plan.step(config_now, running, PATHS, PEMS)
         assert not (reload_free and step.reload), step.reasons
         # (a reload reads the files)
         haproxy = runtime_state(new) if step.reload else run(haproxy, step.actions)
         assert served(haproxy) == served(runtime_state(new))
         table = slots.assign(config_now, running.slots)
-        scratch = render.render(config_now, table, PATHS, PEMS, pool=running.pool)
+        held = None if step.reload else running.crt_lists
+        scratch = render.render(config_now, table, PATHS, PEMS, None, running.pool, held)
         assert new.files == scratch.files and new.structure == scratch.structure
         running = new

@@ -2,7 +2,9 @@
 TLS certificate each) added one after another are served, by Host and by SNI, with no
 reload (the same worker throughout), and removed are 404 with their certificate no
 longer presented, again with no reload: the backend pool's spare sections, the fast
-map's rows and the crt-list over the runtime API (issue 37).
+map's rows and the crt-list over the runtime API (issue 37). Hosts added under a
+certificate already offered (a tenant's Secret shared by its Ingresses) get it presented
+with no reload too (a crt-list line of their own).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ async def world(lab: GatewayLab) -> AsyncIterator[World]:
     pems = {}
     for name in ("www", *(f"n{k}" for k in range(ADDED))):
         _cert, _key, pems[name] = make_certificate(lab.work / "certs", f"{name}.example")
+    _cert, _key, pems["shared"] = make_certificate(lab.work / "certs", "*.shared.example")
     haproxy = HAProxy(lab.work / "haproxy", wrap=lab.gateway.exec_argv([]))
     yield World(lab, haproxy, pems)
     await haproxy.stop()
@@ -108,3 +111,48 @@ async def test_simple_ingresses_added_and_removed_are_served_then_404_with_no_re
         assert f"CN = {host}" not in lab.peer_certificate_subject(443, host)
     assert lab.served_by("/", "www.example") == "echo"
     assert (await haproxy.worker_pid(), haproxy.counters.reloads) == (pid, reloads)
+
+
+def shared(w: World, count: int) -> GatewayConfig:
+    """The base config and hosts s<j>.shared.example (j < count) to backend www, TLS by one
+    certificate (a wildcard's, as a tenant's Secret shared by its Ingresses), which is
+    offered for those names only."""
+    cfg = config(w, range(0))
+    names = [f"s{j}.shared.example" for j in range(count)]
+    routes = [
+        ingress(f"s{j}", name, [(P, "/", "www")], ("web", "tls")) for j, name in enumerate(names)
+    ]
+    listeners = (
+        cfg.listeners[0],
+        cfg.listeners[1].model_copy(update={"certificates": ("www", "shared")}),
+    )
+    certificate = Certificate(
+        name="shared", hostnames=tuple(names), cert_pem=w.pems["shared"], key_pem=""
+    )
+    return cfg.model_copy(update={
+        "listeners": listeners,
+        "certificates": (*cfg.certificates, certificate),
+        "http_routes": (*cfg.http_routes, *routes),
+    })  # fmt: skip
+
+
+async def test_hosts_added_under_a_shared_certificate_are_offered_it_with_no_reload(
+    world: World,
+) -> None:
+    lab, haproxy = world.lab, world.haproxy
+    first = await haproxy.apply(shared(world, 1))
+    assert first.error is None, first.error
+    pid, reloads = await haproxy.worker_pid(), haproxy.counters.reloads
+    for count in range(2, 5):
+        host = f"s{count - 1}.shared.example"
+        applied = await haproxy.apply(shared(world, count))
+        assert applied.error is None, applied.error
+        assert not applied.change.reload, applied.change.reasons
+        assert "CN = *.shared.example" in lab.peer_certificate_subject(443, host)
+        assert lab.served_by("/", host) == "echo"
+    assert (await haproxy.worker_pid(), haproxy.counters.reloads) == (pid, reloads)
+    # A name taken away from the certificate: one reload, then its one line again.
+    applied = await haproxy.apply(shared(world, 1))
+    assert applied.change.reload
+    assert "CN = *.shared.example" not in lab.peer_certificate_subject(443, "s3.shared.example")
+    assert "CN = *.shared.example" in lab.peer_certificate_subject(443, "s0.shared.example")

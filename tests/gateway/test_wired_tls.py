@@ -31,7 +31,13 @@ from teapot_lb.gateway.config import (
 )
 from teapot_lb.gateway.default_certificate import SUBJECT_CN, from_files
 from teapot_lb.gateway.haproxy import HAProxy
-from teapot_lb.gateway.plan import AddCertificate, AddMapEntry, SetCertificate
+from teapot_lb.gateway.plan import (
+    AddCertificate,
+    AddMapEntry,
+    DelMapEntry,
+    RemoveCertificate,
+    SetCertificate,
+)
 from teapot_lb.gateway.translate import translate
 from teapot_lb.lab.gateway_lab import CLIENT, GATEWAY, GatewayLab, gateway_lab, make_certificate
 from teapot_lb.tenancy.l7vet import L7World
@@ -181,7 +187,7 @@ async def test_termination_and_passthrough_share_one_ip_and_port(world: World) -
     assert GATEWAYS_OWN in world.lab.peer_certificate_subject(443, "unknown.example")
 
 
-async def test_a_new_certificate_is_added_without_a_reload(world: World) -> None:
+async def test_a_new_certificate_is_added_and_removed_without_a_reload(world: World) -> None:
     await world.haproxy.apply(config(world))
     # Before: c.example gets the gateway's own certificate, not a.example's.
     assert GATEWAYS_OWN in world.lab.peer_certificate_subject(443, "c.example")
@@ -198,11 +204,15 @@ async def test_a_new_certificate_is_added_without_a_reload(world: World) -> None
     assert request(world, "c.example", "a.example") == (421, "")
     assert request(world, "a.example", "c.example") == (421, "")
     assert (await world.haproxy.worker_pid(), world.haproxy.counters.reloads) == (pid, reloads)
-    # Removing it is a (seamless) reload: HAProxy's crt-list has no safe in-place delete
-    # of a certificate in use.
+    # Removing it: its name out of the map, then its crt-list line, then the certificate
+    # (`del ssl cert`: no crt-list has it any more), no reload either.
     applied = await world.haproxy.apply(config(world))
-    assert applied.change.reload
+    assert applied.error is None, applied.error
+    assert not applied.change.reload, applied.change.reasons
+    assert [type(a) for a in applied.change.actions] == [DelMapEntry, RemoveCertificate]
     assert GATEWAYS_OWN in world.lab.peer_certificate_subject(443, "c.example")
+    assert https(world, "a.example")[:2] == (200, "echo")
+    assert (await world.haproxy.worker_pid(), world.haproxy.counters.reloads) == (pid, reloads)
 
 
 async def test_each_certificate_of_a_gateway_listener_answers_for_its_own_hostname(

@@ -22,7 +22,7 @@ from typing import Any
 
 from teapot_lb import log
 from teapot_lb.gateway import plan as planning
-from teapot_lb.gateway import render, runtime, slots
+from teapot_lb.gateway import render, runtime
 from teapot_lb.gateway.config import (
     HOSTNAME_PATTERN,
     Certificate,
@@ -234,11 +234,7 @@ class HAProxy:
             if render.DEFAULT_CERTIFICATE not in pems:
                 pems[render.DEFAULT_CERTIFICATE] = await self._generated_default()
             config = with_certificate_names(config, pems)
-            running = self.running
-            table = slots.assign(config, running.slots if running else None)
-            pool = running.pool if running else None
-            new = render.render(config, table, self.paths, pems, running, pool)
-            change = planning.plan(self.running, new)
+            new, change = planning.step(config, self.running, self.paths, pems)
             if change.empty:
                 return Applied(change)
             if change.reload:

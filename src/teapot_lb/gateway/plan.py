@@ -24,11 +24,15 @@ that go to maintenance.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from teapot_lb.gateway import slots
+from teapot_lb.gateway.config import GatewayConfig
 from teapot_lb.gateway.pool import POOL_PREFIX, pool_id
-from teapot_lb.gateway.render import Rendered, sections, server_name
+from teapot_lb.gateway.render import Paths, Rendered, render, sections, server_name
 from teapot_lb.gateway.slots import Slot
 
 
@@ -147,6 +151,23 @@ def _slot_actions(section: str, index: int, old: Slot, new: Slot) -> list[SetSer
     return []
 
 
+def step(
+    config: GatewayConfig, running: Rendered | None, paths: Paths, pems: Mapping[str, str]
+) -> tuple[Rendered, Change]:
+    """The rendering of `config` after `running` (what HAProxy serves; None: nothing),
+    with the sticky state carried over (slots, the backend pool, the crt-lists' lines),
+    and what it takes to get there. When that is a reload, the crt-lists are made again
+    with one line per certificate (HAProxy reads them anew)."""
+    table = slots.assign(config, running.slots if running else None)
+    pool = running.pool if running else None
+    held = running.crt_lists if running else None
+    new = render(config, table, paths, pems, running, pool, held)
+    change = plan(running, new)
+    if change.reload and held is not None:
+        new = render(config, table, paths, pems, new, pool)
+    return new, change
+
+
 def plan(old: Rendered | None, new: Rendered) -> Change:
     """What it takes to go from `old` (None: nothing running) to `new`."""
     if old is None:
@@ -159,9 +180,9 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
         return Change(True, (*why, *why_maps))
     up: list[RuntimeAction] = []
     down: list[RuntimeAction] = []
-    for section, slots in new.servers.items():
+    for section, held in new.servers.items():
         previous = old.servers.get(section, ())
-        for i, (before, after) in enumerate(zip(previous, slots, strict=True)):
+        for i, (before, after) in enumerate(zip(previous, held, strict=True)):
             for action in _slot_actions(section, i, before, after):
                 # Make before break: servers come up before others go to maintenance, so a
                 # backend whose only endpoint is replaced always has one to send to.
@@ -253,9 +274,12 @@ def _crt_list_changes(
         after = new.crt_lists[path].splitlines()
         gone = [line for line in before if line not in set(after)]
         came = [line for line in after if line not in set(before)]
-        # (a certificate whose names changed would be out of the list for a moment)
+        # (a certificate whose names changed would be out of the list for a moment; one
+        # with several lines cannot be told which to delete: HAProxy numbers the lines
+        # added at run time as it likes)
         moved = {line.split()[0] for line in gone} & {line.split()[0] for line in came}
-        if before[:1] != after[:1] or moved:
+        lines_of = Counter(line.split()[0] for line in before)
+        if before[:1] != after[:1] or moved or any(lines_of[x.split()[0]] > 1 for x in gone):
             why.append(f"crt-list {path} changed")
             continue
         for line in came:

@@ -92,12 +92,33 @@ def chosen_certificate(config: GatewayConfig, listener: Listener, name: str) -> 
     return by_name.get(name) or (by_name.get(f"*.{parent}") if dot else None)
 
 
-def crt_list(config: GatewayConfig, listener: Listener, paths: Paths) -> str:
+def crt_list(
+    config: GatewayConfig, listener: Listener, paths: Paths, held: str | None = None
+) -> str:
     """The crt-list of an HTTPS listener: the gateway's own certificate first (the
-    default), then one certificate per line with the names it is offered for."""
+    default), then each certificate with the names it is offered for.
+
+    `held`: the crt-list HAProxy holds now (None: none, or a reload is coming). A
+    certificate offered for names it was not in `held` keeps its lines there as they are
+    and gets the new names in a line of its own after them (a certificate may have several
+    lines: HAProxy offers it for the names of each), so that the names go over the runtime
+    API (`add ssl crt-list`) without a reload; a certificate that loses a name gets one
+    line again (a reload)."""
     lines = [f"{paths.certificate(DEFAULT_CERTIFICATE)} {DEFAULT_SNI}"]
+    had: dict[str, list[list[str]]] = {}
+    for line in (held or "").splitlines()[1:]:
+        cert, *its = line.split()
+        had.setdefault(cert, []).append(its)
     for name, names in offered(config, listener):
-        lines.append(f"{paths.certificate(name)} {' '.join(names)}")
+        path = str(paths.certificate(name))
+        kept = had.get(path, [])
+        if not all(n in names for line in kept for n in line):
+            kept = []
+        lines += [f"{path} {' '.join(line)}" for line in kept]
+        covered = {n for line in kept for n in line}
+        new = [n for n in names if n not in covered]
+        if new:
+            lines.append(f"{path} {' '.join(new)}")
     return "\n".join(lines) + "\n"
 
 

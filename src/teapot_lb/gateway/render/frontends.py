@@ -96,11 +96,11 @@ def http_frontend(
         lines.append(f"    http-request set-var(txn.host) {host_of_request}")
     if tls:
         lines += misdirected(listener, paths)
-    skip = ""
-    if fast:
-        host = host_of_request if only_fast and not tls else "var(txn.host)"
-        lines.append(f"    http-request set-var(txn.be) {host},map_str({quote(str(fast_map))})")
-        skip = "!{ var(txn.be) -m found }"
+    # The fast map is looked up even while it is empty, so that the first fast host
+    # added is a row of it too, not a line (a reload).
+    host = host_of_request if only_fast and not tls else "var(txn.host)"
+    lines.append(f"    http-request set-var(txn.be) {host},map_str({quote(str(fast_map))})")
+    skip = "!{ var(txn.be) -m found }"
     exact = [v for v in exact if v.vhost_id not in fast_ids]
     exact_ids = {v.vhost_id for v in exact}
     # The ids of the other virtual hosts and of their rules, in their order.
@@ -167,10 +167,9 @@ def http_frontend(
                 continue
             for line in weighted(rule.backends, cond, section=section):
                 (actions if line.startswith("    use_backend") else lines).append(line)
-    if fast:  # (alone, the 404 above has made sure it is set)
-        lines.append(
-            when("    use_backend %[var(txn.be)]", "" if only_fast else "{ var(txn.be) -m found }")
-        )
+    # (alone, the 404 above has made sure it is set)
+    found = "" if only_fast else "{ var(txn.be) -m found }"
+    lines.append(when("    use_backend %[var(txn.be)]", found))
     lines += actions
     if direct:
         lines.append(f"    use_backend %[var(txn.rule),map_str({quote(str(backends_map))})]")

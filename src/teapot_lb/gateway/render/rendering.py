@@ -157,12 +157,15 @@ def render(
     pems: Mapping[str, str],
     previous: Rendered | None = None,
     pool: Pool | None = None,
+    held_crt_lists: Mapping[str, str] | None = None,
 ) -> Rendered:
     """The HAProxy files for `config` (UDP listeners are nginx's, see gateway.nginx).
 
     `pems` holds each certificate's PEM (certificate chain and key) by certificate name.
     `pool`: the backend pool the last rendering served (gateway.pool; None: none yet),
-    sticky state as `slots` is: together with `config` it decides the result.
+    sticky state as `slots` is: together with `config` it decides the result; so do
+    `held_crt_lists`, the crt-lists HAProxy holds by path (a certificate's new names go in a
+    line of their own, see `crt_list`; None: one line per certificate).
     `previous`: an earlier rendering whose parts are reused where their inputs are equal
     (an HTTP frontend: the listener, the config's HTTP routes and its backends' sections;
     a backend: itself and its slots); the result is the same as without it, only cheaper.
@@ -248,9 +251,10 @@ def render(
     cert_maps: dict[str, str] = {}
     for listener in config.listeners:
         if listener.protocol == Protocol.HTTPS:
-            listing = crt_list(config, listener, paths)
-            files[str(paths.crt_list(listener.name))] = listing
-            crt_lists[str(paths.crt_list(listener.name))] = listing
+            where = str(paths.crt_list(listener.name))
+            listing = crt_list(config, listener, paths, (held_crt_lists or {}).get(where))
+            files[where] = listing
+            crt_lists[where] = listing
             cert_maps.update(certificate_maps(config, listener, paths))
             default = paths.certificate(DEFAULT_CERTIFICATE)
             certificates[str(default)] = pems.get(DEFAULT_CERTIFICATE, "")
