@@ -140,6 +140,18 @@ def test_a_simple_host_sent_to_another_backend_is_its_map_rows_replaced() -> Non
     )
 
 
+def test_a_simple_host_added_or_removed_renders_no_frontend_again() -> None:
+    old = rendered(config())
+    with_a = rendered(config((simple("a"),), (backend("a", (ADDRESSES[2], 8080)),)), old)
+    without = rendered(config(), with_a)
+    assert old.parts is not None and with_a.parts is not None and without.parts is not None
+    for name in ("web", "tls"):
+        lines = old.parts.frontends[name].made.lines
+        assert with_a.parts.frontends[name].made.lines is lines
+        assert without.parts.frontends[name].made.lines is lines
+    assert "a.example" in with_a.route_maps[FAST] and "a.example" not in without.route_maps[FAST]
+
+
 def test_a_host_with_two_paths_reloads_naming_the_frontends() -> None:
     old = rendered(config())
     two = ingress("b", "b.example", [(P, "/", "b"), (E, "/x", "b")], ("web", "tls"))

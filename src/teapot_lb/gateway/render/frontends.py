@@ -4,9 +4,18 @@ TLS passthrough (by SNI; the rest handed to the HTTPS listener on the same socke
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from teapot_lb.gateway import hosts, routing
-from teapot_lb.gateway.config import BackendRef, GatewayConfig, Listener, PathType, Protocol
+from teapot_lb.gateway.config import (
+    BackendRef,
+    GatewayConfig,
+    HTTPRoute,
+    Listener,
+    PathType,
+    Protocol,
+    RouteMatch,
+)
 
 from .actions import header_lines, live_refs, plain, redirect_lines, rewrite_lines, weighted
 from .certificates import misdirected, sni_certificate
@@ -28,17 +37,68 @@ def bind(listener: Listener, paths: Paths, behind: bool = False) -> str:
     return line
 
 
-def _simple(vhost: routing.VirtualHost) -> bool:
-    """A virtual host whose one entry matches every request (an Ingress host with path
-    Prefix '/'): its rule is looked up by host, no condition to evaluate."""
-    if len(vhost.entries) != 1:
-        return False
-    m = vhost.entries[0].match
+def _every_request(m: RouteMatch) -> bool:
+    """A match every request meets (path Prefix '/', nothing else)."""
     return (
         m.path.type == PathType.PREFIX
         and routing.prefix_base(m.path.value) == "/"
         and not (m.method or m.headers or m.query_params)
     )
+
+
+def _simple(vhost: routing.VirtualHost) -> bool:
+    """A virtual host whose one entry matches every request (an Ingress host with path
+    Prefix '/'): its rule is looked up by host, no condition to evaluate."""
+    return len(vhost.entries) == 1 and _every_request(vhost.entries[0].match)
+
+
+def fast_route(route: HTTPRoute) -> bool:
+    """A route each hostname of which is a fast virtual host (see `http_frontend`) as long
+    as no other route of the listener has that hostname: exact hostnames, one rule that
+    every request matches and that only sends to one backend."""
+    if not route.hostnames or len(route.rules) != 1:
+        return False
+    rule = route.rules[0]
+    matches = rule.matches or (RouteMatch(),)
+    return (
+        len(matches) == 1
+        and _every_request(matches[0])
+        and plain(rule)
+        and not any(hosts.is_wildcard(h) for h in route.hostnames)
+    )
+
+
+def fast_backend(route: HTTPRoute) -> str:
+    """The backend a `fast_route` sends to."""
+    return live_refs(route.rules[0])[0].backend
+
+
+def fast_order(host: str) -> tuple[int, str]:
+    """The order of the fast map's rows: the routing table's order of exact hosts (longer
+    first, then by name)."""
+    return (-hosts.specificity(host)[1], host)
+
+
+def fast_map(rows: Mapping[str, str], ids: Mapping[str, str] | None) -> str:
+    """The fast map file: each fast host -> its backend's section."""
+    return map_file([(host, section_id(backend, ids)) for host, backend in rows.items()])
+
+
+@dataclass(frozen=True)
+class Made:
+    """An HTTP(S) frontend as rendered: its lines, its maps but the fast one, the fast
+    map's rows (host -> backend name, in the map's order), the section id of each backend
+    the lines and those maps send to, and how many virtual hosts are not fast."""
+
+    lines: tuple[str, ...]
+    maps: dict[str, str]
+    fast: dict[str, str]
+    sent_to: dict[str, str]
+    others: int
+
+    @property
+    def only_fast(self) -> bool:
+        return self.others == 0 and len(self.fast) > 0
 
 
 def http_frontend(
@@ -47,9 +107,9 @@ def http_frontend(
     paths: Paths,
     behind: bool = False,
     ids: Mapping[str, str] | None = None,
-) -> tuple[list[str], dict[str, str], dict[str, str]]:
-    """The frontend's lines, its map files, and the section id of each backend it sends to
-    (`ids`: a pooled backend's section, see gateway.pool; any other is `be_<name>`).
+) -> Made:
+    """The frontend's lines and maps (`ids`: a pooled backend's section, see gateway.pool;
+    any other is `be_<name>`); the fast map's text is `fast_map`'s.
     Exact hostnames are found in a map (one lookup, whatever their number); wildcards and
     the catch-all follow in order; a simple virtual host's rule comes from a map too, and
     a single-backend rule's backend.
@@ -88,7 +148,7 @@ def http_frontend(
     # The fast path: an exact host whose one rule sends everything to one backend, with
     # nothing else to do, is a single lookup: host -> backend.
     fast = [v for v in exact if _simple(v) and plain(v.entries[0].rule)]
-    fast_map = paths.map(listener.name, "fast")
+    fast_path = paths.map(listener.name, "fast")
     fast_ids = {v.vhost_id for v in fast}  # (ids: comparing the dataclasses is slow)
     # Only the fast path: no host variable, no rule variable (fewer steps per request).
     only_fast = len(fast) == len(vhosts) > 0
@@ -99,7 +159,7 @@ def http_frontend(
     # The fast map is looked up even while it is empty, so that the first fast host
     # added is a row of it too, not a line (a reload).
     host = host_of_request if only_fast and not tls else "var(txn.host)"
-    lines.append(f"    http-request set-var(txn.be) {host},map_str({quote(str(fast_map))})")
+    lines.append(f"    http-request set-var(txn.be) {host},map_str({quote(str(fast_path))})")
     skip = "!{ var(txn.be) -m found }"
     exact = [v for v in exact if v.vhost_id not in fast_ids]
     exact_ids = {v.vhost_id for v in exact}
@@ -175,14 +235,12 @@ def http_frontend(
         lines.append(f"    use_backend %[var(txn.rule),map_str({quote(str(backends_map))})]")
     lines.append("")
     maps = {
-        str(fast_map): map_file(
-            [(v.hostname or "", section(live_refs(v.entries[0].rule)[0].backend)) for v in fast]
-        ),
         str(hosts_map): map_file([(v.hostname or "", vid[v.vhost_id]) for v in exact]),
         str(rules_map): map_file([(vid[v.vhost_id], rid[v.entries[0].rule_id]) for v in simple]),
         str(backends_map): map_file(direct),
     }
-    return lines, maps, sent_to
+    rows = {v.hostname or "": live_refs(v.entries[0].rule)[0].backend for v in fast}
+    return Made(tuple(lines), maps, rows, sent_to, len(vhosts))
 
 
 def _sni_condition(hostname: str) -> str:
@@ -233,4 +291,14 @@ def hop_backend(listener: str, paths: Paths) -> list[str]:
     ]
 
 
-__all__ = ["bind", "hop_backend", "http_frontend", "tcp_frontend"]
+__all__ = [
+    "Made",
+    "bind",
+    "fast_backend",
+    "fast_map",
+    "fast_order",
+    "fast_route",
+    "hop_backend",
+    "http_frontend",
+    "tcp_frontend",
+]

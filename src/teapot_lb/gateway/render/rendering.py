@@ -4,16 +4,27 @@ inputs are equal."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from teapot_lb.gateway import hosts
 from teapot_lb.gateway.config import Backend, GatewayConfig, HTTPRoute, Listener, Protocol
 from teapot_lb.gateway.pool import SPARE, Pool, place, pool_id, pooled, stream_backends
 from teapot_lb.gateway.slots import Slot, SlotTable
 
 from .backends import backend_section, http_backend_names
 from .certificates import certificate_maps, crt_list, offered
-from .frontends import hop_backend, http_frontend, tcp_frontend
+from .frontends import (
+    Made,
+    fast_backend,
+    fast_map,
+    fast_order,
+    fast_route,
+    hop_backend,
+    http_frontend,
+    tcp_frontend,
+)
 from .paths import Paths
 from .words import DEFAULT_CERTIFICATE, backend_id, quote, section_id
 
@@ -63,35 +74,115 @@ class Rendered:
 
 @dataclass(frozen=True)
 class HTTPFrontend:
-    """An HTTP(S) listener's frontend lines and map files, with the inputs they were
-    rendered from: the next rendering reuses them when those are equal."""
+    """An HTTP(S) listener's frontend as rendered (`made`) and its fast map's text, with
+    the inputs they were rendered from: the next rendering reuses them when those are
+    equal, or when the routes added and removed are only fast hosts' (`changed`).
+    `hostnames`: how many of the listener's routes have each (normalized) hostname."""
 
     listener: Listener
     behind: bool
     paths: Paths
     routes: tuple[HTTPRoute, ...]
-    lines: tuple[str, ...]
-    maps: dict[str, str]
-    sent_to: dict[str, str]
-    """The section id of each backend the lines and maps send to."""
+    made: Made
+    hostnames: Counter[str]
+    fast_text: str
+    fast_sent: dict[str, str]
+    """The section id of each backend of the fast map's rows, as `fast_text` has it."""
 
-    def made_from(
+    def reused(
         self,
         listener: Listener,
         behind: bool,
         paths: Paths,
         routes: tuple[HTTPRoute, ...],
         ids: Mapping[str, str],
-    ) -> bool:
+    ) -> tuple[Made, Counter[str]] | None:
+        """This frontend for `routes`, without rendering it again, when it can be: the same
+        routes, or the routes added and removed since only fast hosts' (`fast_route`, a
+        hostname no other route of the listener has): the same lines and maps, the fast
+        rows with theirs added and removed. None: render it again."""
+        if not self._same_lines(listener, behind, paths, ids):
+            return None
         # Unchanged tenants' routes are the same objects (the translation keeps them): the
         # tuple comparison is mostly identity checks.
+        if self.routes == routes:
+            return self.made, self.hostnames
+        return self._fast_only(routes, listener.name)
+
+    def _same_lines(
+        self, listener: Listener, behind: bool, paths: Paths, ids: Mapping[str, str]
+    ) -> bool:
+        # (the listener's certificates are the crt-list's, not the frontend's lines)
+        mine = self.listener
         return (
-            self.routes == routes
-            and self.listener == listener
+            (
+                mine == listener
+                or mine.model_copy(update={"certificates": listener.certificates}) == listener
+            )
             and self.behind == behind
             and self.paths == paths
-            and all(section_id(n, ids) == i for n, i in self.sent_to.items())
+            and all(section_id(n, ids) == i for n, i in self.made.sent_to.items())
         )
+
+    def _fast_only(
+        self, routes: tuple[HTTPRoute, ...], listener: str
+    ) -> tuple[Made, Counter[str]] | None:
+        added, removed = _difference(self.routes, routes, listener)
+        if not all(fast_route(r) for r in (*added, *removed)):
+            return None
+        names = Counter(self.hostnames)
+        rows = dict(self.made.fast)
+        for route in removed:
+            for host in map(hosts.normalize, route.hostnames):
+                if names[host] != 1 or host not in rows:  # (it was not a fast host)
+                    return None
+                del names[host]
+                del rows[host]
+        for route in added:
+            for host in map(hosts.normalize, route.hostnames):
+                names[host] += 1
+                rows[host] = fast_backend(route)
+        if any(names[hosts.normalize(h)] != 1 for r in added for h in r.hostnames):
+            return None
+        made = replace(self.made, fast=dict(sorted(rows.items(), key=lambda r: fast_order(r[0]))))
+        if made.only_fast != self.made.only_fast:
+            return None
+        return made, names
+
+
+def _difference(
+    old: tuple[HTTPRoute, ...], new: tuple[HTTPRoute, ...], listener: str
+) -> tuple[list[HTTPRoute], list[HTTPRoute]]:
+    """The routes of `listener` in `new` and not in `old` (added), and in `old` and not in
+    `new` (removed). A tenant's translation gives its unchanged routes again as equal
+    copies: those are neither."""
+    before, after = {id(r) for r in old}, {id(r) for r in new}
+    added = [r for r in new if id(r) not in before and listener in r.listeners]
+    removed = [r for r in old if id(r) not in after and listener in r.listeners]
+    by_owner: dict[tuple[str, ...], list[HTTPRoute]] = {}
+    for r in removed:
+        by_owner.setdefault(_owner(r), []).append(r)
+    kept: list[int] = []
+    for r in added:
+        same = by_owner.get(_owner(r), [])
+        twin = next((i for i, x in enumerate(same) if x == r), None)
+        if twin is None:
+            kept.append(id(r))
+        else:
+            same.pop(twin)
+    remaining = {id(r) for group in by_owner.values() for r in group}
+    return [r for r in added if id(r) in kept], [r for r in removed if id(r) in remaining]
+
+
+def _owner(route: HTTPRoute) -> tuple[str, ...]:
+    o = route.owner
+    return (o.tenant, o.kind, o.namespace, o.name)
+
+
+def _hostnames(routes: tuple[HTTPRoute, ...], listener: str) -> Counter[str]:
+    return Counter(
+        hosts.normalize(h) for r in routes if listener in r.listeners for h in r.hostnames
+    )
 
 
 @dataclass(frozen=True)
@@ -197,13 +288,25 @@ def render(
         if listener.protocol in (Protocol.HTTP, Protocol.HTTPS):
             behind = partner is not None
             kept = before.frontends.get(listener.name) if before is not None else None
-            if kept is None or not kept.made_from(listener, behind, paths, routes, ids):
-                made, maps, sent_to = http_frontend(config, listener, paths, behind, ids)
-                kept = HTTPFrontend(listener, behind, paths, routes, tuple(made), maps, sent_to)
+            found = kept.reused(listener, behind, paths, routes, ids) if kept else None
+            if found is None:
+                made = http_frontend(config, listener, paths, behind, ids)
+                found = made, _hostnames(routes, listener.name)
+            made, names = found
+            fast_sent = {b: section_id(b, ids) for b in made.fast.values()}
+            if kept is None or made is not kept.made or kept.fast_sent != fast_sent:
+                same_rows = kept is not None and kept.made.fast == made.fast
+                if same_rows and kept is not None and kept.fast_sent == fast_sent:
+                    text_of_fast = kept.fast_text
+                else:
+                    text_of_fast = fast_map(made.fast, ids)
+                kept = HTTPFrontend(
+                    listener, behind, paths, routes, made, names, text_of_fast, fast_sent
+                )
             frontends[listener.name] = kept
-            lines, maps = list(kept.lines), kept.maps
             fast = str(paths.map(listener.name, "fast"))
-            route_maps[fast] = maps[fast]
+            lines, maps = list(kept.made.lines), {**kept.made.maps, fast: kept.fast_text}
+            route_maps[fast] = kept.fast_text
         elif listener.protocol in (Protocol.TCP, Protocol.TLS_PASSTHROUGH):
             lines, maps = tcp_frontend(config, listener, paths, partner), {}
             if partner is not None:
