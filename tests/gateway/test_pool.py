@@ -27,6 +27,7 @@ from teapot_lb.gateway.config import (
     HTTPRoute,
     Protocol,
 )
+from teapot_lb.gateway.haproxy import named_by_backend
 from teapot_lb.gateway.plan import (
     AddCertificate,
     AddMapEntry,
@@ -36,6 +37,7 @@ from teapot_lb.gateway.plan import (
     SetCertificate,
     SetServer,
 )
+from teapot_lb.gateway.runtime import StatRow
 
 from .builders import E, P, backend, ingress, listener
 
@@ -248,6 +250,14 @@ def test_a_new_backend_takes_a_spare_with_slots_enough_for_its_endpoints() -> No
     placed, table = pool.place([three], {}, pool.Pool((small, large)))
     assert [s.backend for s in placed.sections] == [None, "a"]
     assert len(table["a"]) == 8
+
+
+def test_stats_of_a_pool_section_are_its_backends_and_a_spares_are_left_out() -> None:
+    r = rendered(config((simple("a"),), (backend("a", (ADDRESSES[2], 8080)),)))
+    section = r.pool.ids()["a"]
+    spare = next(pool.pool_id(i) for i, s in enumerate(r.pool.sections) if s.backend is None)
+    rows = [StatRow(p, "BACKEND", "UP", 1, 0, 0, 0, "") for p in (section, spare, "be_db")]
+    assert [row.proxy for row in named_by_backend(rows, r.pool)] == ["be_a", "be_db"]
 
 
 # --- the property: runtime-only applies leave HAProxy as the files say ---------------------

@@ -31,7 +31,7 @@ from teapot_lb.gateway.config import (
     problems,
 )
 from teapot_lb.gateway.default_certificate import generate
-from teapot_lb.gateway.pool import POOL_PREFIX
+from teapot_lb.gateway.pool import POOL_PREFIX, Pool
 from teapot_lb.gateway.process import Daemon, DaemonFailed, check_config, until, write_atomic
 from teapot_lb.tenancy.l7cert import certificate_names
 
@@ -212,14 +212,7 @@ class HAProxy:
         metrics and the backends report look them up), a spare section's left out."""
         rows = runtime.parse_stat(await send(self.paths.admin_socket, runtime.show_stat()))
         running = self.running
-        if running is None:
-            return rows
-        names = {section: render.backend_id(name) for name, section in running.pool.ids().items()}
-        return [
-            replace(row, proxy=names[row.proxy]) if row.proxy in names else row
-            for row in rows
-            if row.proxy in names or not row.proxy.startswith(POOL_PREFIX)
-        ]
+        return rows if running is None else named_by_backend(rows, running.pool)
 
     async def apply(self, config: GatewayConfig) -> Applied:
         """Make HAProxy serve `config`: a reload if its structure changed, runtime API
@@ -336,6 +329,17 @@ class HAProxy:
         for sock in (self.paths.master_socket, self.paths.admin_socket):
             with contextlib.suppress(FileNotFoundError):
                 Path(sock).unlink()
+
+
+def named_by_backend(rows: Sequence[runtime.StatRow], pool: Pool) -> list[runtime.StatRow]:
+    """`show stat` rows with a pool section's under its backend's own section name
+    (`be_<name>`), a spare's left out."""
+    names = {section: render.backend_id(name) for name, section in pool.ids().items()}
+    return [
+        replace(row, proxy=names[row.proxy]) if row.proxy in names else row
+        for row in rows
+        if row.proxy in names or not row.proxy.startswith(POOL_PREFIX)
+    ]
 
 
 def relocated(rendered: render.Rendered, into: render.Paths, to: render.Paths) -> render.Rendered:
