@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from teapot_lb import ipam
 from teapot_lb.addresses import IPAddress, IPFamily, parse_ip
@@ -81,9 +81,22 @@ _GATEWAY = ":gateway"  # the namespace of a dedicated gateway address's key (no 
 ProviderVet = Callable[[TenantLoadBalancer, Tenant, str], list[Refusal[Rule]]]
 """Why the named provider will not build the request (it does not run here, or its own
 `refuse`): given by the manager, which knows the providers (a layer above this one)."""
-ProviderProgress = Callable[[str, TenantLoadBalancer, str], tuple[bool, str, str] | None]
-"""An external provider's word on a request it builds (Programmed: ok, reason, message),
-None before its first."""
+
+
+class Programmed(NamedTuple):
+    """A request's `Programmed` condition as decided, and what its tenant is told of it."""
+
+    ok: bool
+    reason: str
+    message: str
+    """The operator's words: the condition's message."""
+    told: str | None = None
+    """The tenant's words (`status.tenantMessage`, relayed to its Service by the agent):
+    None, nothing to tell."""
+
+
+ProviderProgress = Callable[[str, TenantLoadBalancer, str], Programmed | None]
+"""An external provider's word on a request it builds, None before its first."""
 
 
 def builtin_providers_only(
@@ -426,7 +439,7 @@ class TenantBook:
         result = self._allocators[tenant].assign(request_of(request))
         if isinstance(result, ipam.Refused):
             self.release(key)
-            programmed = (False, result.reason.value, result.message)
+            programmed = Programmed(False, result.reason.value, result.message)
             return self._status(key, request, tenant, now, accepted=True, programmed=programmed)
         self._hold(key, tenant, request)
         builtin = provider in PROVIDER_OF_MODE.values()
@@ -434,13 +447,17 @@ class TenantBook:
         self._routes[key] = routes
         ips = ", ".join(str(ip) for ip in result.ips)
         if not builtin:
-            waiting = (False, REASON_PENDING, f"{ips} assigned; provider {provider} is building it")
+            waiting = Programmed(
+                False, REASON_PENDING, f"{ips} assigned; provider {provider} is building it"
+            )
             word = self._progress(key, request, provider) if self._progress else None
             programmed = word or waiting
         elif routes or provider != ROUTE_PROVIDER:
-            programmed = (True, REASON_PROGRAMMED, f"{ips} from AddressPool {result.pool}")
+            programmed = Programmed(
+                True, REASON_PROGRAMMED, f"{ips} from AddressPool {result.pool}"
+            )
         else:
-            programmed = (
+            programmed = Programmed(
                 False,
                 REASON_NO_READY_BACKENDS,
                 f"{ips} assigned; no backend node holds a ready endpoint, nothing is announced",
@@ -475,7 +492,7 @@ class TenantBook:
             accepted=False,
             reason=refusals[0].rule.value,
             message=message,
-            programmed=(False, REASON_NOT_ACCEPTED, "the request was not accepted"),
+            programmed=Programmed(False, REASON_NOT_ACCEPTED, "the request was not accepted"),
             refusals=tuple(refusals),
         )
 
@@ -487,7 +504,7 @@ class TenantBook:
         now: datetime,
         *,
         accepted: bool,
-        programmed: tuple[bool, str, str],
+        programmed: Programmed,
         reason: str = REASON_ACCEPTED,
         message: str = "",
         assigned: ipam.Assigned | None = None,
@@ -501,17 +518,30 @@ class TenantBook:
             message = f"vetted for Tenant {tenant}"
         conditions = [
             condition(ACCEPTED, accepted, reason, message, old, now, generation),
-            condition(PROGRAMMED, *programmed, old, now, generation),
+            condition(
+                PROGRAMMED,
+                programmed.ok,
+                programmed.reason,
+                programmed.message,
+                old,
+                now,
+                generation,
+            ),
         ]
         status = TenantLoadBalancerStatus(
             addresses=[str(ip) for ip in assigned.ips] if assigned else [],
             address_pool=assigned.pool if assigned else None,
             next_hops=sorted({str(h) for r in routes for h in r.next_hops}),
             conditions=conditions,
+            tenant_message=programmed.told,
         )
+        written = dump(status)
+        if programmed.told is None and previous is not None and previous.tenant_message:
+            # The status is merge-patched: a field left out would stay as it was.
+            written["tenantMessage"] = None
         return Outcome(
             key,
-            dump(status),
+            written,
             _event(old, conditions, status),
             tenant,
             routes,
@@ -565,6 +595,7 @@ def tenant_status(tenant: Tenant, usage: Usage, refused: int, now: datetime) -> 
 __all__ = [
     "ManagementView",
     "Outcome",
+    "Programmed",
     "ProviderProgress",
     "ProviderVet",
     "TenantBook",
