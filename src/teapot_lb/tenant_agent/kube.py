@@ -405,12 +405,15 @@ class TenantAgent:
         ]
         if not ours:
             return False
-        # Timestamps are whole seconds: any of the latest ones counts.
-        latest = max(str(e.get("lastTimestamp") or "") for e in ours)
-        return any(
-            str(e.get("lastTimestamp") or "") == latest
-            and (e.get("type"), e.get("reason"), e.get("message")) == (kind, reason, message)
-            for e in ours
+        latest = ours[0]
+        for event in ours[1:]:  # timestamps are whole seconds: the last written of a second
+            when, then = str(event.get("lastTimestamp")), str(latest.get("lastTimestamp"))
+            if when > then or (when == then and newer(event, latest)):
+                latest = event
+        return (latest.get("type"), latest.get("reason"), latest.get("message")) == (
+            kind,
+            reason,
+            message,
         )
 
     async def _tell_session(self, event_key: str) -> None:
