@@ -236,3 +236,28 @@ async def test_a_tenant_is_told_nothing_of_another_tenant_even_asking_for_its_ad
                 assert theirs not in seen, f"{side.name} reads {theirs} of {other.name}"
             assert ENDPOINT not in seen and project(side.name) not in seen
         assert "bolt-shop" not in await tenant_visible(acme)
+
+
+async def test_an_address_the_ipam_cannot_give_is_a_warning_without_the_operators_pools(
+    tmp_path: Path,
+) -> None:
+    """Route mode: a Service asking for the address another of the tenant's Services holds
+    (no sharing key) is accepted but gets none; the Service is told why and what to do,
+    not the AddressPool or the management keys the IPAM's own message names."""
+    async with teapot_world(tmp_path, ("acme",)) as world:
+        acme = world.tenants["acme"]
+        await acme.client.create(SERVICES, service("first"))
+        [ip] = await world.assigned(acme, "first")
+        await acme.client.create(SERVICES, service("second", annotations={ANNOTATION_IPS: ip}))
+
+        warning = await told(acme, "second", "IPInUse")
+
+        assert warning["type"] == "Warning"
+        assert warning["message"] == (
+            "the load balancer got no address (IPInUse): the address it asks for is held by "
+            "another load balancer of the tenant; give both the same "
+            "lb.teapot.io/sharing-key to share it, or ask for another"
+        )
+        programmed = world.condition(acme.namespace, acme.request("second"), "Programmed")
+        assert programmed is not None and "shared-v4" in programmed["message"]
+        assert "shared-v4" not in await tenant_visible(acme)

@@ -439,7 +439,9 @@ class TenantBook:
         result = self._allocators[tenant].assign(request_of(request))
         if isinstance(result, ipam.Refused):
             self.release(key)
-            programmed = Programmed(False, result.reason.value, result.message)
+            programmed = Programmed(
+                False, result.reason.value, result.message, _unassigned(result.reason)
+            )
             return self._status(key, request, tenant, now, accepted=True, programmed=programmed)
         self._hold(key, tenant, request)
         builtin = provider in PROVIDER_OF_MODE.values()
@@ -547,6 +549,33 @@ class TenantBook:
             routes,
             refusals,
         )
+
+
+# What the tenant's Service is told when its request got no address (the IPAM's own
+# message names the operator's AddressPools and the management keys of requests).
+_SHARED = "the address it asks for is shared (lb.teapot.io/sharing-key) with a load balancer"
+_UNASSIGNED: dict[ipam.RefusalReason, str] = {
+    ipam.RefusalReason.NO_FREE_ADDRESS: "no free address of its IP families is left in the "
+    "tenant's allocation; delete a load balancer no longer needed, or ask the operator for "
+    "more addresses",
+    ipam.RefusalReason.IP_IN_USE: "the address it asks for is held by another load "
+    "balancer of the tenant; give both the same lb.teapot.io/sharing-key to share it, or "
+    "ask for another",
+    ipam.RefusalReason.PORT_CONFLICT: f"{_SHARED} that uses the same port and protocol",
+    ipam.RefusalReason.TRAFFIC_POLICY_MISMATCH: f"{_SHARED} of another externalTrafficPolicy",
+    ipam.RefusalReason.SELECTOR_MISMATCH: f"{_SHARED} whose pods are selected otherwise "
+    "(externalTrafficPolicy Local: the same selector)",
+}
+
+
+def _unassigned(reason: ipam.RefusalReason) -> str:
+    """Why the tenant's load balancer got no address, in the tenant's words."""
+    why = _UNASSIGNED.get(
+        reason,
+        "its requested addresses or IP families cannot be given from the tenant's "
+        "allocation; check them, or ask the operator",
+    )
+    return f"the load balancer got no address ({reason.value}): {why}"
 
 
 def _event(

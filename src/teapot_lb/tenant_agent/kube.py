@@ -57,6 +57,7 @@ from teapot_lb.model.service import SERVICE_NAME_LABEL, Service
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.speaker.kube_source import put
 from teapot_lb.tenancy.kube_denials import Denials
+from teapot_lb.tenancy.programmed import is_programmed
 from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import (
     AGENT_COMPONENT,
@@ -345,6 +346,8 @@ class TenantAgent:
         programmed = programmed_of(request)
         if programmed is not None:
             await self._say(self._told_programmed, key, raw, programmed, *programmed)
+        elif request is not None and is_programmed(request):
+            self._told_programmed.pop(key, None)  # served, nothing to say: a Warning again is new
 
     async def _tell(
         self,
