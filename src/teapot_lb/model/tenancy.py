@@ -396,12 +396,12 @@ class TenantLoadBalancerStatus(KubeModel):
     conditions: list[Condition] = []
     """Accepted (vetted) and Programmed (addresses assigned and announced), with reasons."""
     tenant_message: str | None = Field(default=None, max_length=4096)
-    """`Programmed` as the tenant is told it, where it has something to tell (an external
-    provider's build failed, is degraded or serves): what happened to its load balancer
-    and what it can do, written for the tenant and never naming the provider's
-    management-side detail (endpoints, project ids, the provider's own object ids), which
-    stays in the condition's message. The tenant agent relays it to the tenant's Service
-    as an Event with the condition's reason."""
+    """`Programmed` as the tenant is told it, where there is something to tell (no address
+    from the IPAM; an external provider's build failed, is degraded or serves): what
+    happened to its load balancer and what it can do, written for the tenant and never
+    naming management-side detail (AddressPools, endpoints, project ids, a provider's own
+    object ids), which stays in the condition's message. The tenant agent relays it to
+    the tenant's Service as an Event with the condition's reason."""
 
 
 class TenantLoadBalancer(Identified, KubeModel):
