@@ -182,9 +182,10 @@ def refusal_of(request: TenantLoadBalancer | None) -> tuple[str, str] | None:
 
 def programmed_of(request: TenantLoadBalancer | None) -> tuple[str, str, str] | None:
     """(Event type, reason, message) the tenant's Service is told of the request's
-    `Programmed`, where the manager wrote a `tenantMessage` for the tenant (an external
-    provider's word): a Warning with the condition's reason while it is not built or is
-    degraded, a Normal `Programmed` once it serves; None when there is nothing to tell."""
+    `Programmed`, where the manager wrote a `tenantMessage` for the tenant (no address
+    from the IPAM, an external provider's word): a Warning with the condition's reason
+    while it is not built or is degraded, a Normal `Programmed` once it serves; None when
+    there is nothing to tell."""
     if request is None or request.status is None or not request.status.tenant_message:
         return None
     message = request.status.tenant_message

@@ -11,14 +11,14 @@ become a TenantLoadBalancer (:mod:`.request`); its assigned IPs come back into
 `status.loadBalancer.ingress`; a refusal becomes a Warning Event on the Service (and on
 each Node it names as the cause), once per refusal, whichever side decided it: the
 manager (the request's `Accepted=False`) or the API server (the manager's webhook
-denying the write, or the CRD's schema). What an external provider made of the request
-(its `Programmed`: not built, degraded, serving) is told too, in the words the manager
-wrote for the tenant (`status.tenantMessage`, never the condition's operator's message):
-a Warning, or a Normal once it serves, once per change. A request the API server
-refused is not written again until the Service, its nodes or endpoints change, or the
-manager clears the refusal the agent recorded in the management namespace (the Tenant
-changed). A finalizer on
-the Service makes its deletion wait until the remote request is gone. Every remote
+denying the write, or the CRD's schema). What became of an accepted request (its
+`Programmed`: no address, an external provider's build failed, degraded, serving) is told
+too, where the manager wrote words for the tenant (`status.tenantMessage`, never the
+condition's operator's message): a Warning, or a Normal once it serves, once per change.
+A request the API server refused is not written again until the Service, its nodes or
+endpoints change, or the manager clears the refusal the agent recorded in the management
+namespace (the Tenant changed). A finalizer on the Service makes its deletion wait until
+the remote request is gone. Every remote
 request of this cluster is a key too, so an orphan (its Service gone while the agent was
 down) is deleted once the Service cache has synced: deletions follow only what the tenant
 API server said, never an error or a timeout (an unreachable server retries with backoff).
@@ -121,8 +121,9 @@ class TenantAgent:
         self.recorder = EventRecorder(tenant, COMPONENT, instance=config.cluster)
         # What each Service was last told: (its generation, reason, message).
         self._told: dict[str, tuple[object, ...]] = {}
-        # What each Service was last told of its request's Programmed (an external
-        # provider's word): (type, reason, message).
+        # What each Service was last told of its request's Programmed: (type, reason,
+        # message); kept while there is nothing to tell (being built), so the same word
+        # after it is not told twice.
         self._told_programmed: dict[str, tuple[object, ...]] = {}
         self._told_nodes: dict[str, tuple[str, str]] = {}
         self._told_sessions: dict[str, tuple[object, ...]] = {}  # relay Events told, by Node
@@ -339,7 +340,6 @@ class TenantAgent:
             )
         refusal = refusal_of(request)
         if refusal is not None:
-            self._told_programmed.pop(key, None)  # served again after it: told again
             await self._tell(key, raw, refusal, desired)
             return
         self._told.pop(key, None)
@@ -359,6 +359,7 @@ class TenantAgent:
         """A Warning Event on the Service, and on each Node the refusal names as its cause;
         once per refusal and change of the Service (not per retry)."""
         told = (service.get("metadata", {}).get("generation"), *refusal)
+        self._told_programmed.pop(key, None)  # served again after it: told again
         await self._say(self._told, key, service, told, "Warning", *refusal)
         for node in nodes_refused(refusal[1], desired or {}):
             node_raw = self.nodes.get(node)
