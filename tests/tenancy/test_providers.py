@@ -17,7 +17,7 @@ from teapot_lb.cli.manager import external_providers
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.model.service import Node, Protocol, Service
-from teapot_lb.model.tenancy import PROGRAMMED, TenantLoadBalancer
+from teapot_lb.model.tenancy import PROGRAMMED, PROGRAMMED_FOR_TENANT, TenantLoadBalancer
 from teapot_lb.providers import table
 from teapot_lb.providers.base import Member, Phase, ProviderStatus
 from teapot_lb.providers.plan import load_balancer_spec, programmed, retry_delay
@@ -157,7 +157,7 @@ def test_an_external_providers_request_gets_addresses_no_routes_and_waits_for_it
         "Pending",
         "198.51.100.0 assigned; provider memlb is building it",
     )
-    assert "tenantMessage" not in outcome.status  # nothing to tell the tenant yet
+    assert PROGRAMMED_FOR_TENANT not in conditions(outcome.status)  # nothing to tell yet
     words["tenant-acme/web"] = Programmed(
         True, "Active", "memlb lb-1 serves 198.51.100.0", "it serves 198.51.100.0"
     )
@@ -167,8 +167,11 @@ def test_an_external_providers_request_gets_addresses_no_routes_and_waits_for_it
         "Active",
         "memlb lb-1 serves 198.51.100.0",
     )
-    assert outcome.status is not None
-    assert outcome.status["tenantMessage"] == "it serves 198.51.100.0"
+    assert conditions(outcome.status)[PROGRAMMED_FOR_TENANT] == (
+        "True",
+        "Active",
+        "it serves 198.51.100.0",
+    )
     assert outcome.event is not None and outcome.event.message == "memlb lb-1 serves 198.51.100.0"
 
 

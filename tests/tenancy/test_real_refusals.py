@@ -37,6 +37,7 @@ from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
 from teapot_lb.model.service import ANNOTATION_IPS
+from teapot_lb.model.tenancy import PROGRAMMED_FOR_TENANT
 from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
@@ -542,7 +543,7 @@ async def test_a_providers_error_and_recovery_are_read_on_the_service_in_the_ten
 ) -> None:
     """An external provider (the in-memory one) that cannot reach its API, then can: the
     tenant's Service reads a Warning in the tenant's words, then a Normal `Programmed`,
-    each once; the real CRD keeps `status.tenantMessage`; the provider's endpoint is in
+    each once; the real CRD keeps the condition ProgrammedForTenant; the provider's endpoint is in
     no Event of the tenant cluster."""
     mem = MemoryLB(down=True)
     name = "built"
@@ -561,7 +562,9 @@ async def test_a_providers_error_and_recovery_are_read_on_the_service_in_the_ten
             )
             assert (warning["reason"], warning["message"]) == ("MemUnreachable", UNREACHABLE)
             request = world.agent.remote.list_objects()[0]
-            assert request["status"]["tenantMessage"] == UNREACHABLE
+            [told] = [c for c in request["status"]["conditions"]
+                      if c["type"] == PROGRAMMED_FOR_TENANT]  # fmt: skip
+            assert (told["status"], told["message"]) == ("False", UNREACHABLE)
 
             mem.down = False
 

@@ -22,7 +22,7 @@ from teapot_lb.kube.resources import SERVICES, TENANT_LOAD_BALANCERS
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.manager.kube import ManagerConfig
 from teapot_lb.model.service import ANNOTATION_IPS
-from teapot_lb.model.tenancy import REASON_DEGRADED
+from teapot_lb.model.tenancy import PROGRAMMED_FOR_TENANT, REASON_DEGRADED
 
 from .builders import CONFIG_NS, TENANTS
 from .memlb import ENDPOINT, UNREACHABLE, MemoryLB, project
@@ -93,7 +93,12 @@ async def tenant_visible(side: TenantSide) -> str:
     events = [(e.get("reason"), e.get("message")) for e in side.api.list("events")]
     services = [s.get("status") for s in side.api.list("services")]
     requests = await side.remote.list(TENANT_LOAD_BALANCERS, namespace=side.namespace)
-    told = [(r.get("status") or {}).get("tenantMessage") for r in requests.items]
+    told = [
+        c.get("message")
+        for r in requests.items
+        for c in (r.get("status") or {}).get("conditions") or []
+        if c.get("type") == PROGRAMMED_FOR_TENANT
+    ]
     return json.dumps([events, services, told])
 
 

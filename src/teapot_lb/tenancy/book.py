@@ -31,6 +31,7 @@ from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import (
     ACCEPTED,
     PROGRAMMED,
+    PROGRAMMED_FOR_TENANT,
     PROVIDER_OF_MODE,
     REASON_ACCEPTED,
     REASON_DEGRADED,
@@ -91,8 +92,8 @@ class Programmed(NamedTuple):
     message: str
     """The operator's words: the condition's message."""
     told: str | None = None
-    """The tenant's words (`status.tenantMessage`, relayed to its Service by the agent):
-    None, nothing to tell."""
+    """The tenant's words (the condition ProgrammedForTenant, relayed to its Service by
+    the agent): None, nothing to tell."""
 
 
 ProviderProgress = Callable[[str, TenantLoadBalancer, str], Programmed | None]
@@ -530,21 +531,19 @@ class TenantBook:
                 generation,
             ),
         ]
+        if programmed.told is not None:
+            told = (programmed.ok, programmed.reason, programmed.told)
+            conditions.append(condition(PROGRAMMED_FOR_TENANT, *told, old, now, generation))
         status = TenantLoadBalancerStatus(
             addresses=[str(ip) for ip in assigned.ips] if assigned else [],
             address_pool=assigned.pool if assigned else None,
             next_hops=sorted({str(h) for r in routes for h in r.next_hops}),
             conditions=conditions,
-            tenant_message=programmed.told,
         )
-        written = dump(status)
-        if programmed.told is None and previous is not None and previous.tenant_message:
-            # The status is merge-patched: a field left out would stay as it was.
-            written["tenantMessage"] = None
         return Outcome(
             key,
-            written,
-            _event(old, conditions, status),
+            dump(status),
+            _event(old, conditions[:2], status),
             tenant,
             routes,
             refusals,

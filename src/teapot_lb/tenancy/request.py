@@ -20,7 +20,7 @@ from teapot_lb.model.service import (
 )
 from teapot_lb.model.tenancy import (
     ACCEPTED,
-    PROGRAMMED,
+    PROGRAMMED_FOR_TENANT,
     PROVIDER_OF_MODE,
     REASON_DEGRADED,
     REASON_PROGRAMMED,
@@ -182,19 +182,18 @@ def refusal_of(request: TenantLoadBalancer | None) -> tuple[str, str] | None:
 
 def programmed_of(request: TenantLoadBalancer | None) -> tuple[str, str, str] | None:
     """(Event type, reason, message) the tenant's Service is told of the request's
-    `Programmed`, where the manager wrote a `tenantMessage` for the tenant (no address
-    from the IPAM, an external provider's word): a Warning with the condition's reason
-    while it is not built or is degraded, a Normal `Programmed` once it serves; None when
-    there is nothing to tell."""
-    if request is None or request.status is None or not request.status.tenant_message:
+    `Programmed`, where the manager wrote it for the tenant (condition ProgrammedForTenant:
+    no address from the IPAM, an external provider's word): a Warning with its reason while
+    it is not built or is degraded, a Normal `Programmed` once it serves; None when there is
+    nothing to tell."""
+    if request is None or request.status is None:
         return None
-    message = request.status.tenant_message
     for condition in request.status.conditions:
-        if condition.type != PROGRAMMED:
+        if condition.type != PROGRAMMED_FOR_TENANT:
             continue
         if condition.status is ConditionStatus.TRUE and condition.reason != REASON_DEGRADED:
-            return EventType.NORMAL.value, REASON_PROGRAMMED, message
-        return EventType.WARNING.value, condition.reason, message
+            return EventType.NORMAL.value, REASON_PROGRAMMED, condition.message
+        return EventType.WARNING.value, condition.reason, condition.message
     return None
 
 

@@ -13,8 +13,8 @@ each Node it names as the cause), once per refusal, whichever side decided it: t
 manager (the request's `Accepted=False`) or the API server (the manager's webhook
 denying the write, or the CRD's schema). What became of an accepted request (its
 `Programmed`: no address, an external provider's build failed, degraded, serving) is told
-too, where the manager wrote words for the tenant (`status.tenantMessage`, never the
-condition's operator's message): a Warning, or a Normal once it serves, once per change.
+too, where the manager wrote words for the tenant (the condition ProgrammedForTenant,
+never Programmed's operator's message): a Warning, or a Normal once it serves, once per change.
 A request the API server refused is not written again until the Service, its nodes or
 endpoints change, or the manager clears the refusal the agent recorded in the management
 namespace (the Tenant changed). A finalizer on the Service makes its deletion wait until
