@@ -26,7 +26,7 @@ from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.providers.base import LoadBalancerSpec, Phase, Provider, ProviderStatus
 from teapot_lb.providers.plan import load_balancer_spec, programmed, retry_delay
 from teapot_lb.providers.table import BUILTIN
-from teapot_lb.tenancy.book import ManagementView, TenantBook, unavailable
+from teapot_lb.tenancy.book import ManagementView, Programmed, TenantBook, unavailable
 from teapot_lb.tenancy.vet import Refusal, Rule
 
 
@@ -104,9 +104,7 @@ class Providers:
             words = [f"provider {name} could not vet the request ({err}); ask the operator"]
         return [Refusal(Rule.PROVIDER_REFUSED, "", f"provider {name}: {w}") for w in words]
 
-    def progress(
-        self, key: str, request: TenantLoadBalancer, name: str
-    ) -> tuple[bool, str, str] | None:
+    def progress(self, key: str, request: TenantLoadBalancer, name: str) -> Programmed | None:
         """The provider's last word on this request as its `Programmed` condition."""
         word = self._words.get(key)
         if word is None or word.status is None or word.built != _built(name, request):

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from teapot_lb import ipam
 from teapot_lb.addresses import IPAddress, IPFamily, parse_ip
@@ -31,6 +31,7 @@ from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import (
     ACCEPTED,
     PROGRAMMED,
+    PROGRAMMED_FOR_TENANT,
     PROVIDER_OF_MODE,
     REASON_ACCEPTED,
     REASON_DEGRADED,
@@ -81,9 +82,22 @@ _GATEWAY = ":gateway"  # the namespace of a dedicated gateway address's key (no 
 ProviderVet = Callable[[TenantLoadBalancer, Tenant, str], list[Refusal[Rule]]]
 """Why the named provider will not build the request (it does not run here, or its own
 `refuse`): given by the manager, which knows the providers (a layer above this one)."""
-ProviderProgress = Callable[[str, TenantLoadBalancer, str], tuple[bool, str, str] | None]
-"""An external provider's word on a request it builds (Programmed: ok, reason, message),
-None before its first."""
+
+
+class Programmed(NamedTuple):
+    """A request's `Programmed` condition as decided, and what its tenant is told of it."""
+
+    ok: bool
+    reason: str
+    message: str
+    """The operator's words: the condition's message."""
+    told: str | None = None
+    """The tenant's words (the condition ProgrammedForTenant, relayed to its Service by
+    the agent): None, nothing to tell."""
+
+
+ProviderProgress = Callable[[str, TenantLoadBalancer, str], Programmed | None]
+"""An external provider's word on a request it builds, None before its first."""
 
 
 def builtin_providers_only(
@@ -426,7 +440,9 @@ class TenantBook:
         result = self._allocators[tenant].assign(request_of(request))
         if isinstance(result, ipam.Refused):
             self.release(key)
-            programmed = (False, result.reason.value, result.message)
+            programmed = Programmed(
+                False, result.reason.value, result.message, _unassigned(result.reason)
+            )
             return self._status(key, request, tenant, now, accepted=True, programmed=programmed)
         self._hold(key, tenant, request)
         builtin = provider in PROVIDER_OF_MODE.values()
@@ -434,13 +450,17 @@ class TenantBook:
         self._routes[key] = routes
         ips = ", ".join(str(ip) for ip in result.ips)
         if not builtin:
-            waiting = (False, REASON_PENDING, f"{ips} assigned; provider {provider} is building it")
+            waiting = Programmed(
+                False, REASON_PENDING, f"{ips} assigned; provider {provider} is building it"
+            )
             word = self._progress(key, request, provider) if self._progress else None
             programmed = word or waiting
         elif routes or provider != ROUTE_PROVIDER:
-            programmed = (True, REASON_PROGRAMMED, f"{ips} from AddressPool {result.pool}")
+            programmed = Programmed(
+                True, REASON_PROGRAMMED, f"{ips} from AddressPool {result.pool}"
+            )
         else:
-            programmed = (
+            programmed = Programmed(
                 False,
                 REASON_NO_READY_BACKENDS,
                 f"{ips} assigned; no backend node holds a ready endpoint, nothing is announced",
@@ -475,7 +495,7 @@ class TenantBook:
             accepted=False,
             reason=refusals[0].rule.value,
             message=message,
-            programmed=(False, REASON_NOT_ACCEPTED, "the request was not accepted"),
+            programmed=Programmed(False, REASON_NOT_ACCEPTED, "the request was not accepted"),
             refusals=tuple(refusals),
         )
 
@@ -487,7 +507,7 @@ class TenantBook:
         now: datetime,
         *,
         accepted: bool,
-        programmed: tuple[bool, str, str],
+        programmed: Programmed,
         reason: str = REASON_ACCEPTED,
         message: str = "",
         assigned: ipam.Assigned | None = None,
@@ -501,8 +521,19 @@ class TenantBook:
             message = f"vetted for Tenant {tenant}"
         conditions = [
             condition(ACCEPTED, accepted, reason, message, old, now, generation),
-            condition(PROGRAMMED, *programmed, old, now, generation),
+            condition(
+                PROGRAMMED,
+                programmed.ok,
+                programmed.reason,
+                programmed.message,
+                old,
+                now,
+                generation,
+            ),
         ]
+        if programmed.told is not None:
+            told = (programmed.ok, programmed.reason, programmed.told)
+            conditions.append(condition(PROGRAMMED_FOR_TENANT, *told, old, now, generation))
         status = TenantLoadBalancerStatus(
             addresses=[str(ip) for ip in assigned.ips] if assigned else [],
             address_pool=assigned.pool if assigned else None,
@@ -512,11 +543,38 @@ class TenantBook:
         return Outcome(
             key,
             dump(status),
-            _event(old, conditions, status),
+            _event(old, conditions[:2], status),
             tenant,
             routes,
             refusals,
         )
+
+
+# What the tenant's Service is told when its request got no address (the IPAM's own
+# message names the operator's AddressPools and the management keys of requests).
+_SHARED = "the address it asks for is shared (lb.teapot.io/sharing-key) with a load balancer"
+_UNASSIGNED: dict[ipam.RefusalReason, str] = {
+    ipam.RefusalReason.NO_FREE_ADDRESS: "no free address of its IP families is left in the "
+    "tenant's allocation; delete a load balancer no longer needed, or ask the operator for "
+    "more addresses",
+    ipam.RefusalReason.IP_IN_USE: "the address it asks for is held by another load "
+    "balancer of the tenant; give both the same lb.teapot.io/sharing-key to share it, or "
+    "ask for another",
+    ipam.RefusalReason.PORT_CONFLICT: f"{_SHARED} that uses the same port and protocol",
+    ipam.RefusalReason.TRAFFIC_POLICY_MISMATCH: f"{_SHARED} of another externalTrafficPolicy",
+    ipam.RefusalReason.SELECTOR_MISMATCH: f"{_SHARED} whose pods are selected otherwise "
+    "(externalTrafficPolicy Local: the same selector)",
+}
+
+
+def _unassigned(reason: ipam.RefusalReason) -> str:
+    """Why the tenant's load balancer got no address, in the tenant's words."""
+    why = _UNASSIGNED.get(
+        reason,
+        "its requested addresses or IP families cannot be given from the tenant's "
+        "allocation; check them, or ask the operator",
+    )
+    return f"the load balancer got no address ({reason.value}): {why}"
 
 
 def _event(
@@ -565,6 +623,7 @@ def tenant_status(tenant: Tenant, usage: Usage, refused: int, now: datetime) -> 
 __all__ = [
     "ManagementView",
     "Outcome",
+    "Programmed",
     "ProviderProgress",
     "ProviderVet",
     "TenantBook",
