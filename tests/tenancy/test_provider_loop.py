@@ -42,6 +42,11 @@ class Management:
                 return c["status"], c["reason"], c["message"]
         return None
 
+    def transition(self, name: str, kind: str) -> str | None:
+        obj = self.api.get("tenantloadbalancers", name, NAMESPACE) or {}
+        found = [c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind]
+        return found[0]["lastTransitionTime"] if found else None
+
     async def until(
         self, name: str, kind: str, status: str, reason: str, within: float = WITHIN
     ) -> str:
@@ -198,6 +203,7 @@ async def test_a_restarted_manager_creates_nothing_twice_and_sweeps_only_what_it
         async with running(manager(world, mem)):
             await request(world, "web")
             await world.until("web", "Programmed", "True", "Active")
+        since = world.transition("web", "Programmed")
         ensured = len(mem.ensured)
         mem.objects["orphan-2"] = Built(owner_tag("uid-deleted-while-no-manager-ran"))
         async with running(manager(world, mem)) as second:
@@ -208,10 +214,14 @@ async def test_a_restarted_manager_creates_nothing_twice_and_sweeps_only_what_it
             )
             calls = second.metrics.provider_calls.labels("memlb", "ensure", "Active")
             assert calls._value.get() >= 1
+            await world.until("web", "Programmed", "True", "Active")
         assert mem.creates == 1
         assert sorted(mem.objects) == ["foreign", "lb-0"]
         programmed = ("True", "Active", "memlb lb-0 serves 198.51.100.0")
         assert world.condition("web", "Programmed") == programmed
+        # The restart kept the built request's condition while the provider had not
+        # answered yet: it never went back to Pending (the same transition time).
+        assert world.transition("web", "Programmed") == since
 
 
 async def test_what_a_provider_cannot_build_is_refused_before_an_address_and_counted(

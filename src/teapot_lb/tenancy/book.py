@@ -100,6 +100,28 @@ ProviderProgress = Callable[[str, TenantLoadBalancer, str], Programmed | None]
 """An external provider's word on a request it builds, None before its first."""
 
 
+def _kept(request: TenantLoadBalancer, ips: Iterable[IPAddress]) -> Programmed | None:
+    """The request's `Programmed` as it stands, while its provider has not answered in this
+    process yet (a restarted manager): kept when it was decided for this very generation
+    of the request and these addresses, so a restart does not flap it to Pending (and
+    write a status) for a load balancer that is built."""
+    status = request.status
+    if status is None or status.addresses != [str(ip) for ip in ips]:
+        return None
+    generation = request.metadata.generation
+    found = {c.type: c for c in status.conditions}
+    now = found.get(PROGRAMMED)
+    if now is None or generation is None or now.observed_generation != generation:
+        return None
+    told = found.get(PROGRAMMED_FOR_TENANT)
+    return Programmed(
+        now.status is ConditionStatus.TRUE,
+        now.reason,
+        now.message,
+        told.message if told is not None else None,
+    )
+
+
 def builtin_providers_only(
     request: TenantLoadBalancer, tenant: Tenant, provider: str
 ) -> list[Refusal[Rule]]:
@@ -454,7 +476,7 @@ class TenantBook:
                 False, REASON_PENDING, f"{ips} assigned; provider {provider} is building it"
             )
             word = self._progress(key, request, provider) if self._progress else None
-            programmed = word or waiting
+            programmed = word or _kept(request, result.ips) or waiting
         elif routes or provider != ROUTE_PROVIDER:
             programmed = Programmed(
                 True, REASON_PROGRAMMED, f"{ips} from AddressPool {result.pool}"
