@@ -42,6 +42,10 @@ class Management:
                 return c["status"], c["reason"], c["message"]
         return None
 
+    def addresses(self, name: str) -> list[str]:
+        obj = self.api.get("tenantloadbalancers", name, NAMESPACE) or {}
+        return list(obj.get("status", {}).get("addresses") or [])
+
     def transition(self, name: str, kind: str) -> str | None:
         obj = self.api.get("tenantloadbalancers", name, NAMESPACE) or {}
         found = [c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind]
@@ -262,4 +266,31 @@ async def test_a_provider_the_tenant_lists_but_this_manager_does_not_run_is_unav
         message = await world.until("web", "Accepted", "False", "ProviderUnavailable")
         assert message.startswith(
             "spec.provider: provider octavia does not run in this manager (running: memlb, proxy,"
+        )
+
+
+async def test_a_request_waiting_for_an_address_gets_the_one_another_request_frees(
+    tmp_path: Path,
+) -> None:
+    """The tenant's allocation holds one address: the second request is told
+    NoFreeAddress, and gets the address once the first request is deleted, with nothing
+    else changing (as MetalLB retries its pending Services when an IP is freed)."""
+    one = [{"addressPool": "shared-v4", "cidrs": ["198.51.100.7/32"]}]
+    async with (
+        management(tmp_path, allocations=one) as world,
+        running(manager(world, MemoryLB())),
+    ):
+        await request(world, "first", provider="route")
+        await wait_for_async(
+            lambda: world.addresses("first") == ["198.51.100.7"],
+            within=WITHIN,
+            what="the first request holding the tenant's one address",
+        )
+        await request(world, "second", provider="route")
+        await world.until("second", "Programmed", "False", "NoFreeAddress")
+        await world.admin.delete(TENANT_LOAD_BALANCERS, "first", NAMESPACE)
+        await wait_for_async(
+            lambda: world.addresses("second") == ["198.51.100.7"],
+            within=WITHIN,
+            what=f"the freed address given to the second; now {world.addresses('second')}",
         )

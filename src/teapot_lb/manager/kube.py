@@ -63,7 +63,13 @@ from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import ANNOTATION_IPS
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.providers.base import Provider
-from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_status
+from teapot_lb.tenancy.book import (
+    ManagementView,
+    Outcome,
+    TenantBook,
+    tenant_status,
+    waits_for_address,
+)
 from teapot_lb.tenancy.node_status import tenant_nodes_status
 from teapot_lb.tenancy.request import DENIALS_SELECTOR, REQUEST_KIND
 from teapot_lb.tenancy.routes import TenantRoute
@@ -465,7 +471,10 @@ class KubeManager:
                 await self._clear_denials(namespace)
             case RequestKey(key=request_key):
                 before = self.book.holder_tenant(request_key)
+                held = self.book.assigned(request_key)
                 outcome = self.book.decide(self.view(), request_key, self._clock())
+                if set(held) - set(self.book.assigned(request_key)):
+                    self._addresses_freed(request_key)
                 self.metrics.routes.set(self.book.route_count())
                 for tenant in {before, outcome.tenant} - {None}:
                     assert tenant is not None
@@ -485,6 +494,15 @@ class KubeManager:
                 await self.providers.sweep(name, self.view())
                 return Result(requeue_after=self.config.provider_sweep_s)
         return None
+
+    def _addresses_freed(self, by: str) -> None:
+        """`by` gave addresses back: its namespace's requests that waited for one are
+        decided again (nothing else would wake them: they did not change)."""
+        namespace = by.partition("/")[0]
+        for key in self._requests_in.get(namespace, ()):
+            request = self.requests.get(key)
+            if key != by and request is not None and waits_for_address(request):
+                self._enqueue(RequestKey(key))
 
     async def _apply(self, outcome: Outcome) -> None:
         raw = self._raw.get(outcome.key)

@@ -589,6 +589,26 @@ _UNASSIGNED: dict[ipam.RefusalReason, str] = {
 }
 
 
+_FREED_MAY_HELP = frozenset(
+    {
+        ipam.RefusalReason.NO_FREE_ADDRESS,
+        ipam.RefusalReason.IP_IN_USE,
+        ipam.RefusalReason.PORT_CONFLICT,
+        ipam.RefusalReason.TRAFFIC_POLICY_MISMATCH,
+    }
+)
+
+
+def waits_for_address(request: TenantLoadBalancer) -> bool:
+    """Whether `request` got no address because others held them (the allocation full,
+    its IP held, a sharing clash): deciding it again may give it one once another request
+    of its tenant frees addresses, as MetalLB retries its pending Services."""
+    if request.status is None or request.status.addresses:
+        return False
+    reasons = {c.reason for c in request.status.conditions if c.type == PROGRAMMED}
+    return any(r in reasons for r in _FREED_MAY_HELP)
+
+
 def _unassigned(reason: ipam.RefusalReason) -> str:
     """Why the tenant's load balancer got no address, in the tenant's words."""
     why = _UNASSIGNED.get(
