@@ -517,7 +517,12 @@ class KubeManager:
                 return
             try:
                 written = await patch_status(
-                    self.client, TENANT_LOAD_BALANCERS, name, namespace, outcome.status
+                    self.client,
+                    TENANT_LOAD_BALANCERS,
+                    name,
+                    namespace,
+                    outcome.status,
+                    was=raw.get("status"),
                 )
             except NotFound:
                 return
