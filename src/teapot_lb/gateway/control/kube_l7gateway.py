@@ -186,8 +186,11 @@ class GatewayControl:
         self.secret_view = ByNamespace(self.secrets, _secret, self._changed)
         self.tenant_view: ByNamespace[Tenant] = ByNamespace(self.tenants, _parsed_as(Tenant), set())
         self.pool_view = ByNamespace(self.pools, _parsed_as(AddressPool), self._assigning)
+        # A request's change is both: its tenant's Gateway-mode requests are served here
+        # (translated again), and what requests hold is a dedicated addresses' input.
+        self._requested: set[str] = set()
         self.request_view = ByNamespace(
-            self.requests, _parsed_as(TenantLoadBalancer), self._assigning
+            self.requests, _parsed_as(TenantLoadBalancer), self._requested
         )
         self.cache = TranslationCache()
         self._pools: dict[str, AddressPool] = {}
@@ -249,12 +252,16 @@ class GatewayControl:
 
     def _translate(self) -> Translation:
         """The translation, of the tenants a change touched since the last one."""
-        changed = set(self._changed)
+        changed = self._changed | self._requested
+        self._assigning |= self._requested
         self._changed.clear()
+        self._requested.clear()
         tenants = self.tenant_view.every()
         everything = self.cache.reset(tenants, self.addresses)
         if everything:
-            views: list[ByNamespace[Any]] = [*self.views, self.slice_view, self.secret_view]
+            views: list[ByNamespace[Any]] = [
+                *self.views, self.slice_view, self.secret_view, self.request_view,
+            ]  # fmt: skip
             changed = {ns for view in views for ns in view.keys}
         else:
             changed = self._budget(changed, tenants)
@@ -265,7 +272,10 @@ class GatewayControl:
         for namespace in changed:
             objects = [o for view in self.views for o in view.of(namespace)]
             secrets = dict(self.secret_view.items(namespace))
-            self.cache.put(namespace, objects, self.slice_view.of(namespace), secrets)
+            self.cache.put(
+                namespace, objects, self.slice_view.of(namespace), secrets,
+                self.request_view.of(namespace),
+            )  # fmt: skip
         result = self.cache.translation(self._pools, self._held)
         # Written again: the rebuilt tenants' objects, and those of a namespace where an
         # object changed (its status edited by someone else is put back).
