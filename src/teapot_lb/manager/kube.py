@@ -255,9 +255,12 @@ class KubeManager:
     def gateway_translated(self, result: Translation) -> None:
         """The gateway vetted the tenants' objects again: the Tenants whose refused
         objects changed get their status written again (counted from the namespaces the
-        translation decided again only)."""
+        translation decided again only), and the Gateway-mode requests whose result
+        changed are decided again."""
         for name in sorted(self._gateway_refused.update(result.changed)):
             self._enqueue(TenantStatusKey(name), delay=self.config.tenant_status_delay_s)
+        for key in self.providers.gateway_translated(result):
+            self._enqueue(RequestKey(key))  # provider proxy: served or not, as translated
 
     def _on_denial(self, event: EventType, key: str, obj: KubeObject) -> None:
         namespace = key.partition("/")[0]

@@ -1,30 +1,133 @@
-"""The built-in provider `proxy`: the shared gateway (HAProxy) serves the request's
-addresses and proxies to the tenant's nodes (docs/teapot.md, "Gateway mode").
+"""The built-in provider `proxy`: the shared gateway serves the request's ports on its
+addresses (TCP by HAProxy, UDP by nginx) and proxies to the tenant's nodes at the
+nodePorts (docs/teapot.md, "Gateway mode").
 
-As `route`, its work is done elsewhere (the book assigns the addresses, the gateway
-serves them); this module names it in the table and says what it reports.
+The book assigns the addresses; the gateway's control plane
+(:mod:`teapot_lb.gateway.translate.load_balancers`) turns the request into listeners. This
+module says what can never be served (:meth:`ProxyProvider.refuse`, at vetting) and what
+the request's `Programmed` condition is: served only once the gateway's translation of
+this very request (its ports on its addresses) says so — the manager runs that control
+beside it (`--gateway-address`) and tells this provider every translation
+(:meth:`ProxyProvider.told`). Until then the request is handed to the gateway, not served.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from teapot_lb.model.tenancy import PROXY_PROVIDER, Tenant, TenantLoadBalancer
+from teapot_lb.gateway.translate import LoadBalancerResult, Translation
+from teapot_lb.gateway.translate.load_balancers import port_refusals
+from teapot_lb.model.tenancy import (
+    PROXY_PROVIDER,
+    REASON_NO_READY_BACKENDS,
+    REASON_PENDING,
+    REASON_PROGRAMMED,
+    Tenant,
+    TenantLoadBalancer,
+)
 from teapot_lb.providers.base import LoadBalancerSpec, Phase, ProviderStatus
+
+REASON_NOT_SERVED = "NotServed"
+
+
+def gateway_status(
+    request: TenantLoadBalancer, result: LoadBalancerResult | None
+) -> ProviderStatus:
+    """`request`'s `Programmed` from the gateway's result for it (pure). A result of
+    other ports or addresses than the request has now is not its word yet: pending."""
+    if (
+        result is None
+        or result.request.spec.ports != request.spec.ports
+        or _addresses(result.request) != _addresses(request)
+    ):
+        return ProviderStatus(
+            Phase.PROVISIONING, REASON_PENDING, "handed to the shared gateway, not served yet"
+        )
+    served = ", ".join(result.served)
+    if result.refusals:
+        first = result.refusals[0]
+        refused = "; ".join(str(r) for r in result.refusals)
+        where = f"served: {served}" if served else "nothing of it is served"
+        return ProviderStatus(Phase.ERROR, first.reason or REASON_NOT_SERVED,
+                              f"the shared gateway refused {refused} ({where})")  # fmt: skip
+    if not request.spec.ports:  # (an Octavia load balancer with L7 listeners only)
+        ips = ", ".join(_addresses(request))
+        return ProviderStatus(Phase.ACTIVE, REASON_PROGRAMMED, f"{ips} assigned; no ports")
+    if not result.backends:
+        return ProviderStatus(
+            Phase.PROVISIONING,
+            REASON_NO_READY_BACKENDS,
+            f"{served} listened on by the shared gateway; no backend node (holding a ready "
+            "endpoint, inside the Tenant's node networks) to send to: connections are closed",
+        )
+    return ProviderStatus(Phase.ACTIVE, REASON_PROGRAMMED, f"{served} served by the shared gateway")
+
+
+def _addresses(request: TenantLoadBalancer) -> list[str]:
+    return list(request.status.addresses) if request.status else []
 
 
 class ProxyProvider:
     name = PROXY_PROVIDER
 
+    def __init__(self) -> None:
+        self._results: dict[str, LoadBalancerResult] = {}
+        """The gateway's last result per request key (namespace/name)."""
+        self._by_namespace: dict[str, set[str]] = {}
+        self.translating = False
+        """Whether a gateway control has told this provider anything (a manager without
+        `--gateway-address` runs none: whether the gateway serves a request is unknown)."""
+
     def refuse(self, request: TenantLoadBalancer, tenant: Tenant) -> list[str]:
-        return []  # what the gateway cannot serve is refused by its own vetting (l7vet)
+        return [str(r) for r in port_refusals(request)]
+
+    def told(self, translation: Translation) -> list[str]:
+        """Take a translation of the gateway's control: the request keys whose result
+        changed (their `Programmed` is decided again). Only the namespaces it decided
+        again are read (the others' results are as they were)."""
+        self.translating = True
+        fresh: dict[str, dict[str, LoadBalancerResult]] = {ns: {} for ns in translation.changed}
+        for ref, result in translation.load_balancers.items():
+            namespace = ref.namespace or ""
+            if namespace in fresh:
+                fresh[namespace][f"{namespace}/{ref.name}"] = result
+        changed: list[str] = []
+        for namespace, results in fresh.items():
+            for key in self._by_namespace.pop(namespace, set()) - results.keys():
+                del self._results[key]
+                changed.append(key)
+            for key, result in results.items():
+                if self._results.get(key) != result:
+                    self._results[key] = result
+                    changed.append(key)
+            if results:
+                self._by_namespace[namespace] = set(results)
+        return sorted(changed)
+
+    def status(self, key: str, request: TenantLoadBalancer) -> ProviderStatus:
+        status = gateway_status(request, self._results.get(key))
+        if not self.translating:
+            return ProviderStatus(
+                status.phase,
+                status.reason,
+                f"{status.message} (this manager runs no gateway control, --gateway-address:"
+                " whether the gateway serves it is not known here)",
+            )
+        return status
 
     async def ensure(self, spec: LoadBalancerSpec) -> ProviderStatus:
-        ips = ", ".join(str(ip) for ip in spec.addresses)
-        return ProviderStatus(Phase.ACTIVE, "Programmed", f"{ips} served by the shared gateway")
+        result = self._results.get(spec.key)
+        if result is None:
+            ips = ", ".join(str(ip) for ip in spec.addresses)
+            return ProviderStatus(
+                Phase.PROVISIONING,
+                REASON_PENDING,
+                f"{ips} assigned; handed to the shared gateway, not served yet",
+            )
+        return gateway_status(result.request, result)
 
     async def delete(self, key: str, uid: str) -> ProviderStatus | None:
-        return None
+        return None  # the gateway stops serving a request once it is gone or refused
 
     async def sweep(self, wanted: Mapping[str, str]) -> list[str]:
         return []

@@ -32,6 +32,7 @@ from teapot_lb.model.tenancy import (
     ACCEPTED,
     PROGRAMMED,
     PROVIDER_OF_MODE,
+    PROXY_PROVIDER,
     REASON_ACCEPTED,
     REASON_DEGRADED,
     REASON_NO_READY_BACKENDS,
@@ -433,7 +434,9 @@ class TenantBook:
         routes = wanted_routes(tenant, request, result.ips) if provider == ROUTE_PROVIDER else ()
         self._routes[key] = routes
         ips = ", ".join(str(ip) for ip in result.ips)
-        if not builtin:
+        if not builtin or (provider == PROXY_PROVIDER and self._progress is not None):
+            # (proxy: what the gateway's control said of it; without a manager's progress,
+            # standalone, the book's word as before)
             waiting = (False, REASON_PENDING, f"{ips} assigned; provider {provider} is building it")
             word = self._progress(key, request, provider) if self._progress else None
             programmed = word or waiting
