@@ -66,14 +66,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayLab]:
     require_binary("haproxy", "nginx")
     with gateway_lab(tmp_path_factory.mktemp("gwlb"), "gwlb") as lab:
         lab.gateway.add_address("eth0", f"{VIP}/32")
-        proc = lab.start_backends(
-            f"tcp:n-a:{NODE_A}:30080", f"tcp:n-b:{NODE_B}:30080", f"udp:n-a:{NODE_A}:30053"
-        )
-        try:
+        nodes = (f"tcp:n-a:{NODE_A}:30080", f"tcp:n-b:{NODE_B}:30080", f"udp:n-a:{NODE_A}:30053")
+        with lab.serving(*nodes):
             yield lab
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
