@@ -46,6 +46,7 @@ from teapot_lb.lab.gateway_lab import CLIENT, GATEWAY, GatewayLab, ready, start_
 from teapot_lb.lab.measure import Attempt
 from teapot_lb.lab.octavia_ovn import rss_mb
 from teapot_lb.lab.processes import start_workload
+from teapot_lb.lab.wait import wait_for
 from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.netlab import Topology, netns_available
 
@@ -64,12 +65,9 @@ def proxy_missing() -> str | None:
 
 
 async def until(check: Callable[[], object], what: str) -> float:
-    """Seconds until `check()` is true (run in a thread: the manager's loop goes on)."""
+    """Seconds until `check()` is true (polled in a thread: the manager's loop goes on)."""
     started = time.monotonic()
-    while not await asyncio.to_thread(check):
-        if time.monotonic() - started > WITHIN:
-            raise TimeoutError(f"proxy: no {what} within {WITHIN:g} s")
-        await asyncio.sleep(EVERY)
+    await asyncio.to_thread(wait_for, check, timeout=WITHIN, what=f"proxy: {what}", every=EVERY)
     return time.monotonic() - started
 
 
