@@ -70,6 +70,18 @@ def test_each_port_on_each_address_is_a_listener_to_the_nodes_at_the_node_port()
     assert the(result, web).refusals == []
 
 
+def test_cluster_traffic_policy_sends_to_every_node_while_one_holds_a_ready_endpoint() -> None:
+    one_ready = proxy_request("acme", "web", [VIP], backends=[
+        {"node": "n0", "addresses": [NODES[0]], "ready": True},
+        {"node": "n1", "addresses": [NODES[1]], "ready": False},
+    ])  # fmt: skip
+    assert stream(run(one_ready).config, Protocol.TCP) == {
+        f"{VIP}:80": [f"{NODES[0]}:30080", f"{NODES[1]}:30080"]
+    }
+    none_ready = proxy_request("acme", "web", [VIP], ready=False)
+    assert stream(run(none_ready).config, Protocol.TCP) == {f"{VIP}:80": []}
+
+
 def test_local_traffic_policy_sends_to_the_nodes_holding_a_ready_endpoint_only() -> None:
     web = proxy_request("acme", "web", [VIP], externalTrafficPolicy="Local", backends=[
         {"node": "n0", "addresses": [NODES[0]], "ready": True},
@@ -86,7 +98,7 @@ def test_a_node_outside_the_tenants_node_networks_is_not_served_and_said() -> No
     result = run(web)
     assert stream(result.config, Protocol.TCP) == {f"{VIP}:80": [f"{NODES[0]}:30080"]}
     (note,) = the(result, web).notes
-    assert "spec.backends: node evil address 192.0.2.71 is outside the node networks" in note
+    assert "spec.backends: node address 192.0.2.71 is outside the node networks" in note
 
 
 def test_sctp_and_a_port_without_node_port_are_refused_naming_the_field() -> None:

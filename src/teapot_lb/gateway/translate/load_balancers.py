@@ -3,8 +3,10 @@
 Each port of the request's `spec.ports`, on each address the manager assigned it (its
 status), is a listener of its own on the gateway: TCP (HAProxy, `mode tcp`) or UDP
 (nginx's stream module, as UDPRoutes are), proxying to the request's backend nodes at the
-port's `nodePort` (with `externalTrafficPolicy: Local`, the nodes holding a ready endpoint
-only: :func:`~teapot_lb.providers.plan.load_balancer_spec`, what every provider is given).
+port's `nodePort`: the nodes route mode would take as next hops
+(:func:`~teapot_lb.tenancy.routes.next_hops`: with `externalTrafficPolicy: Local` those
+holding a ready endpoint, with `Cluster` every node while one holds a ready endpoint), of
+the assigned addresses' families.
 A node address outside the Tenant's `nodeNetworks` is never served (noted), whatever the
 Tenant's `gatewayBackends` says: a request carries its nodes, not its pods.
 
@@ -44,9 +46,9 @@ from teapot_lb.model.tenancy import (
     TenantLoadBalancer,
     TenantPort,
 )
-from teapot_lb.providers.plan import load_balancer_spec
 from teapot_lb.tenancy.allocation import is_allocated
 from teapot_lb.tenancy.l7address import ADDRESS_NOT_USABLE
+from teapot_lb.tenancy.routes import next_hops
 
 from .backends import allowed_networks
 from .build import Build, config_name
@@ -128,17 +130,16 @@ def add_load_balancer(
         )  # fmt: skip
         return result
     addresses = assigned(request)
-    spec = load_balancer_spec(
-        f"{request.namespace}/{request.name}", request, tenant.name, addresses
-    )
+    nodes = sorted({n for v in {a.version for a in addresses} for n in next_hops(request, v)},
+                   key=lambda n: (n.version, int(n)))  # fmt: skip
     networks = allowed_networks(tenant, GatewayBackends.NODE_PORTS)
     namespace = request.namespace
     owner = Owner(tenant=tenant.name, kind=RouteKind.SERVICE, namespace=namespace,
                   name=request.name)  # fmt: skip
-    for i, (port, wanted) in enumerate(zip(request.spec.ports, spec.listeners, strict=True)):
-        refused = port_refusal(i, port)
-        if refused is not None:
-            result.refusals.append(refused)
+    for i, port in enumerate(request.spec.ports):
+        refused, node_port = port_refusal(i, port), port.node_port
+        if refused is not None or node_port is None:
+            result.refusals += [refused] if refused is not None else []
             continue
         protocol = _PROTOCOL[port.protocol]
         listeners: list[str] = []
@@ -158,15 +159,14 @@ def add_load_balancer(
         if not listeners:
             continue
         endpoints: list[Endpoint] = []
-        for member in wanted.members:
-            if not any(member.address in net for net in networks):
+        for node in nodes:
+            if not any(node in net for net in networks):
                 result.notes.append(
-                    f"spec.backends: node {member.node} address {member.address} is outside "
-                    f"the node networks of Tenant {tenant.name}; not served"
+                    f"spec.backends: node address {node} is outside the node networks of "
+                    f"Tenant {tenant.name}; not served"
                 )
                 continue
-            endpoints.append(Endpoint(address=member.address, port=member.port))
-        endpoints.sort(key=lambda e: (str(e.address), e.port))
+            endpoints.append(Endpoint(address=node, port=node_port))
         result.backends += len(endpoints)
         backend = config_name(namespace, "lb", request.name, str(port.port), protocol.value)
         build.backends[backend] = Backend(name=backend, endpoints=tuple(endpoints), owner=owner)
