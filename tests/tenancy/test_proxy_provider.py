@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from ipaddress import ip_address
+from pathlib import Path
 from typing import Any
 
+from teapot_lb.controller.kube_runner import running
+from teapot_lb.gateway.control.kube_l7gateway import GatewayControl
 from teapot_lb.gateway.translate import Translation, translate
+from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
+from teapot_lb.lab.wait import wait_for_async
+from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.manager.metrics import ManagerMetrics
 from teapot_lb.manager.providers import Providers
 from teapot_lb.model.tenancy import PROGRAMMED, TenantLoadBalancer
@@ -19,7 +25,8 @@ from teapot_lb.tenancy.book import ManagementView, TenantBook
 from teapot_lb.tenancy.l7vet import L7World
 from teapot_lb.tenancy.request import ingress_of
 
-from .builders import parsed, pools, tenant, tlb_body
+from .builders import CONFIG_NS, parsed, pools, tenant, tlb_body
+from .test_provider_loop import WITHIN, management
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEY = "tenant-acme/web"
@@ -128,3 +135,40 @@ def test_sctp_and_a_port_without_node_port_are_refused_at_vetting_naming_the_fie
         in (accepted["message"])
     )
     assert "spec.ports[1].nodePort: port 81/TCP has no nodePort" in accepted["message"]
+
+
+# ------------------------------------------------------------------ the manager's process
+
+
+async def test_the_manager_beside_its_gateway_control_programs_once_the_gateway_serves(
+    tmp_path: Path,
+) -> None:
+    """As `teapot-lb manager --gateway-address` runs them (the fake API server): a request
+    is Programmed with the gateway's words; one without a ready node is not, with a
+    Warning; one with an SCTP port is refused before an address."""
+    modes = {"modes": ["Route", "Gateway"], "providers": ["route", "proxy"]}
+    async with management(tmp_path, **modes) as world:
+        manager = KubeManager(world.admin, ManagerConfig(config_namespace=CONFIG_NS),
+                              watch_timeout_s=30)  # fmt: skip
+        control = GatewayControl(
+            world.admin, [GATEWAY], statuses=lambda: manager.is_leader,
+            on_translation=manager.gateway_translated, config_namespace=CONFIG_NS,
+            watch_timeout_s=30,
+        )  # fmt: skip
+        async with running(manager), running(control):
+            await world.admin.create(TENANT_LOAD_BALANCERS, tlb_body("acme", "web", mode="Gateway"))
+            message = await world.until("web", PROGRAMMED, "True", "Programmed")
+            assert message == "198.51.100.0:80/TCP served by the shared gateway"
+
+            idle = tlb_body("acme", "idle", mode="Gateway", ready=False,
+                            externalTrafficPolicy="Local")  # fmt: skip
+            await world.admin.create(TENANT_LOAD_BALANCERS, idle)
+            await world.until("idle", PROGRAMMED, "False", "NoReadyBackends")
+            await wait_for_async(lambda: world.events("NoReadyBackends"), within=WITHIN,
+                                 what="a NoReadyBackends Warning")  # fmt: skip
+
+            sctp = tlb_body("acme", "sctp", mode="Gateway",
+                            ports=[{"protocol": "SCTP", "port": 9, "nodePort": 30009}])  # fmt: skip
+            await world.admin.create(TENANT_LOAD_BALANCERS, sctp)
+            refused = await world.until("sctp", "Accepted", "False", "ProviderRefused")
+            assert "spec.ports[0].protocol: SCTP is not served by the shared gateway" in refused
