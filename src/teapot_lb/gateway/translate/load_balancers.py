@@ -130,9 +130,17 @@ def add_load_balancer(
         )  # fmt: skip
         return result
     addresses = assigned(request)
-    nodes = sorted({n for v in {a.version for a in addresses} for n in next_hops(request, v)},
-                   key=lambda n: (n.version, int(n)))  # fmt: skip
     networks = allowed_networks(tenant, GatewayBackends.NODE_PORTS)
+    nodes: list[IPAddress] = []
+    for version in sorted({a.version for a in addresses}):
+        for node in next_hops(request, version):
+            if any(node in net for net in networks):
+                nodes.append(node)
+            else:
+                result.notes.append(
+                    f"spec.backends: node address {node} is outside the node networks of "
+                    f"Tenant {tenant.name}; not served"
+                )
     namespace = request.namespace
     owner = Owner(tenant=tenant.name, kind=RouteKind.SERVICE, namespace=namespace,
                   name=request.name)  # fmt: skip
@@ -158,15 +166,7 @@ def add_load_balancer(
             result.served.append(f"{address}:{port.port}/{protocol}")
         if not listeners:
             continue
-        endpoints: list[Endpoint] = []
-        for node in nodes:
-            if not any(node in net for net in networks):
-                result.notes.append(
-                    f"spec.backends: node address {node} is outside the node networks of "
-                    f"Tenant {tenant.name}; not served"
-                )
-                continue
-            endpoints.append(Endpoint(address=node, port=node_port))
+        endpoints = [Endpoint(address=node, port=node_port) for node in nodes]
         result.backends += len(endpoints)
         backend = config_name(namespace, "lb", request.name, str(port.port), protocol.value)
         build.backends[backend] = Backend(name=backend, endpoints=tuple(endpoints), owner=owner)
