@@ -2,8 +2,8 @@
 (:class:`~teapot_lb.gateway.translate.Part`), and a change re-vets and rebuilds only the
 tenants it touches.
 
-A tenant's part reads its own namespace only (its objects, their slices and Secrets),
-except for three things, each followed here:
+A tenant's part reads its own namespace only (its objects, their slices and Secrets, its
+Gateway-mode TenantLoadBalancers), except for these, each followed here:
 
 - vetting's hostname and exclusive-port claims (the oldest object keeps a name, whatever
   the tenant): an index of who claims what, and a tenant is vetted against its own
@@ -14,7 +14,9 @@ except for three things, each followed here:
   requests, oldest first): decided again at every translation from the requests kept
   (few), and a tenant whose own addresses or refusals changed is rebuilt;
 - the Tenants, the gateway's addresses and the certificate check: when they change,
-  everything is translated again.
+  everything is translated again;
+- the AddressPools (a request is served inside its tenant's allocation): when they
+  change, every tenant with requests is built again.
 
 The merge joins the parts in namespace order, as
 :func:`~teapot_lb.gateway.translate.translate` does: the result is exactly what that gives
