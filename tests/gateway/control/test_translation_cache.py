@@ -340,3 +340,24 @@ def test_a_deleted_tenants_refused_objects_are_no_longer_counted(
 
 def translate_kept(cache: TranslationCache, cloud: Cloud) -> Translation:
     return cache.translate(cloud.world(), list(cloud.slices.values()), [SHARED])
+
+
+def test_a_request_change_translates_its_tenant_only(pems: dict[str, tuple[bytes, bytes]]) -> None:
+    cloud, cache = Cloud(), TranslationCache()
+    for t in TENANT_NAMES:
+        apply(cloud, ("put", _ingress(t, "one", 0, 1, "web", None, False)), pems)
+
+    def translate_kept() -> Translation:
+        requests = list(cloud.requests.values())
+        return cache.translate(cloud.world(), list(cloud.slices.values()), [SHARED], requests)
+
+    translate_kept()
+    apply(cloud, ("request", _request("bolt", "one", 1, "198.51.100.20", False, True)), pems)
+    kept = translate_kept()
+    assert cache.rebuilt == {"tenant-bolt"}
+    (result,) = kept.load_balancers.values()
+    assert result.served == ["198.51.100.20:5432/TCP"]
+    translate_kept()
+    assert (cache.vetted, cache.rebuilt) == (set(), set())
+    apply(cloud, ("unrequest", 0), pems)
+    assert translate_kept().load_balancers == {} and cache.rebuilt == {"tenant-bolt"}
