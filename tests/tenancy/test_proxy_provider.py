@@ -3,19 +3,34 @@ once the shared gateway's translation serves its ports on its addresses; before 
 handed to the gateway (Pending), and what the gateway refuses is its Programmed reason
 and a Warning Event. What the gateway can never serve (SCTP, a port without nodePort) is
 refused at vetting, before an address is taken. The Service's IP comes as before: from
-the status's addresses, whatever Programmed says."""
+the status's addresses, whatever Programmed says.
+
+Served is reachable only once the address is routed to the gateway nodes: with
+`--gateway-service` the gateway control writes a copy of the gateway's Service per address
+the request is served on (the request named on it, so the manager's book does not read it
+as a second claim); without, Programmed says nothing in teapot-lb announces it."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from ipaddress import ip_address
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from structlog.testing import capture_logs
 
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.gateway.control.kube_l7gateway import GatewayControl
+from teapot_lb.gateway.control.l7services import (
+    ANNOTATION_ADDRESS_FOR,
+    LABEL_ADDRESS_OF,
+    address_services,
+    carried_requests,
+)
 from teapot_lb.gateway.translate import Translation, translate
-from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
+from teapot_lb.kube.client import KubeClient
+from teapot_lb.kube.informer import EventType
+from teapot_lb.kube.resources import SERVICES, TENANT_LOAD_BALANCERS
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.manager.metrics import ManagerMetrics
@@ -25,8 +40,17 @@ from teapot_lb.tenancy.book import ManagementView, TenantBook
 from teapot_lb.tenancy.l7vet import L7World
 from teapot_lb.tenancy.request import ingress_of
 
-from .builders import CONFIG_NS, parsed, pools, tenant, tlb_body
-from .test_provider_loop import WITHIN, management
+from .builders import (
+    CONFIG_NS,
+    gateway_service_body,
+    parsed,
+    pool_body,
+    pools,
+    tenant,
+    tenant_body,
+    tlb_body,
+)
+from .test_provider_loop import NAMESPACE, WITHIN, management
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEY = "tenant-acme/web"
@@ -50,8 +74,9 @@ def view(r: TenantLoadBalancer) -> ManagementView:
     return ManagementView(tenants={"acme": acme()}, requests={KEY: r}, pools=pools())
 
 
-def manager() -> tuple[Providers, TenantBook]:
-    providers = Providers({}, ManagerMetrics())
+def manager(*, gateway_services: bool = True) -> tuple[Providers, TenantBook]:
+    """Providers and book as the manager runs them (`--gateway-service` by default)."""
+    providers = Providers({}, ManagerMetrics(), gateway_services=gateway_services)
     return providers, TenantBook(providers.vet, providers.progress)
 
 
@@ -82,6 +107,18 @@ def test_a_proxy_request_is_handed_to_the_gateway_then_programmed_once_it_serves
         "True", "Programmed", "198.51.100.0:80/TCP served by the shared gateway"
     )  # fmt: skip
     assert served.event is not None and served.event.reason == "Programmed"
+
+
+def test_served_without_gateway_service_says_nothing_in_teapot_lb_announces_the_address() -> None:
+    providers, book = manager(gateway_services=False)
+    written = request(book.decide(view(request()), KEY, NOW).status)
+    providers.gateway_translated(gateway_translation(written))
+    assert programmed(book.decide(view(written), KEY, NOW).status) == (
+        "True", "Programmed",
+        "198.51.100.0:80/TCP served by the shared gateway; nothing in teapot-lb announces "
+        "198.51.100.0 (the manager runs without --gateway-service): the operator routes it "
+        "to the gateway nodes",
+    )  # fmt: skip
 
 
 def test_a_port_the_gateway_refuses_is_the_programmed_reason_and_a_warning() -> None:
@@ -158,7 +195,8 @@ async def test_the_manager_beside_its_gateway_control_programs_once_the_gateway_
         async with running(manager), running(control):
             await world.admin.create(TENANT_LOAD_BALANCERS, tlb_body("acme", "web", mode="Gateway"))
             message = await world.until("web", PROGRAMMED, "True", "Programmed")
-            assert message == "198.51.100.0:80/TCP served by the shared gateway"
+            assert message.startswith("198.51.100.0:80/TCP served by the shared gateway; ")
+            assert "nothing in teapot-lb announces 198.51.100.0" in message  # no --gateway-service
 
             idle = tlb_body("acme", "idle", mode="Gateway", ready=False,
                             externalTrafficPolicy="Local")  # fmt: skip
@@ -172,3 +210,134 @@ async def test_the_manager_beside_its_gateway_control_programs_once_the_gateway_
             await world.admin.create(TENANT_LOAD_BALANCERS, sctp)
             refused = await world.until("sctp", "Accepted", "False", "ProviderRefused")
             assert "spec.ports[0].protocol: SCTP is not served by the shared gateway" in refused
+
+
+# ------------------------------------------------------------------ announced
+
+
+def copies(translation: Translation) -> dict[str, Any]:
+    """The Services announcing gateway addresses the control wants for `translation`."""
+    return address_services((), gateway_service_body(str(GATEWAY)),
+                            translation.load_balancers.values())  # fmt: skip
+
+
+def test_each_address_a_request_is_served_on_gets_a_copy_of_the_gateway_service_naming_it() -> None:
+    dual = {"addresses": ["198.51.100.0", "2001:db8:100::"]}
+    wanted = copies(gateway_translation(request(dual)))
+    assert sorted(wanted) == ["teapot-lb-gateway-198-51-100-0", "teapot-lb-gateway-2001-db8-100"]
+    v4 = wanted["teapot-lb-gateway-198-51-100-0"]
+    assert v4["metadata"]["labels"] == {LABEL_ADDRESS_OF: "acme"}
+    assert v4["metadata"]["annotations"] == {
+        "lb.teapot.io/ips": "198.51.100.0", ANNOTATION_ADDRESS_FOR: KEY,
+    }  # fmt: skip
+    assert carried_requests(v4) == (KEY,)
+    spec = v4["spec"]
+    assert (spec["type"], spec["externalTrafficPolicy"]) == ("LoadBalancer", "Local")
+    assert spec["selector"] == {"app.kubernetes.io/component": "gateway"}  # the gateway nodes
+    assert wanted["teapot-lb-gateway-2001-db8-100"]["spec"]["ipFamilies"] == ["IPv6"]
+
+
+def test_requests_sharing_an_address_get_one_copy_naming_both() -> None:
+    held = {"addresses": ["198.51.100.0"]}
+    web = request(held, sharingKey="s")
+    dns = parsed(tlb_body("acme", "dns", mode="Gateway", sharingKey="s",
+                          ports=[{"protocol": "UDP", "port": 53, "nodePort": 30053}]) | {
+        "status": held})  # fmt: skip
+    assert isinstance(dns, TenantLoadBalancer)
+    (copy_,) = copies(gateway_translation(web, dns)).values()
+    assert carried_requests(copy_) == ("tenant-acme/dns", KEY)
+
+
+def test_no_copy_for_a_request_gone_or_not_served_on_its_address() -> None:
+    assert copies(gateway_translation()) == {}  # gone: the control deletes its copy
+    held = request({"addresses": ["198.51.100.0"]})
+    # Its address the gateway's own (AddressNotUsable): served nowhere, announced nowhere.
+    refused = gateway_translation(held, shared=ip_address("198.51.100.0"))
+    assert refused.load_balancers[held.ref].refusals
+    assert copies(refused) == {}
+    sctp = request({"addresses": ["198.51.100.0"]},
+                   ports=[{"protocol": "SCTP", "port": 9, "nodePort": 30009}])  # fmt: skip
+    assert copies(gateway_translation(sctp)) == {}
+
+
+def test_a_copy_is_no_claim_and_a_stale_one_is_ignored_and_said() -> None:
+    """The manager reads a copy carrying a request's address as no dedicated address: the
+    book never holds it for the gateway (the request's usage counts it once); a copy
+    naming a request that does not hold the address is ignored, with a warning."""
+    mgr = KubeManager(cast(KubeClient, object()),
+                      ManagerConfig(config_namespace=CONFIG_NS, gateway_services=True))  # fmt: skip
+    mgr._on_pool(
+        EventType.ADDED, f"{CONFIG_NS}/shared-v4", pool_body("shared-v4", ["198.51.100.0/26"])
+    )
+    mgr._on_tenant(EventType.ADDED, "acme", tenant_body("acme", modes=["Gateway"]))
+    mgr._on_request(EventType.ADDED, KEY, tlb_body("acme", "web", mode="Gateway"))
+    written = mgr.book.decide(mgr.view(), KEY, NOW)
+    body = tlb_body("acme", "web", mode="Gateway") | {"status": written.status}
+    mgr._on_request(EventType.MODIFIED, KEY, body)
+    wanted = copies(gateway_translation(request(written.status)))
+    ((name, copy_),) = wanted.items()
+    with capture_logs() as logs:
+        mgr._on_gateway_service(EventType.ADDED, f"{CONFIG_NS}/{name}", copy_)
+        stale = copy_ | {
+            "metadata": copy_["metadata"]
+            | {
+                "name": "stale",
+                "annotations": {
+                    "lb.teapot.io/ips": "198.51.100.1",
+                    ANNOTATION_ADDRESS_FOR: "tenant-acme/gone",
+                },
+            }
+        }
+        mgr._on_gateway_service(EventType.ADDED, f"{CONFIG_NS}/stale", stale)
+    assert mgr.view().gateway_addresses == {}
+    mgr.book.reserve(mgr.view())
+    assert mgr.book.usage("acme").addresses == 1
+    assert mgr.book.decide(mgr.view(), KEY, NOW).status == written.status  # still the request's
+    warned = [e for e in logs if e["event"].startswith("gateway service stale")]
+    assert [(e["request"], e["address"]) for e in warned] == [("tenant-acme/gone", "198.51.100.1")]
+
+
+async def test_with_gateway_service_the_requests_address_is_announced_and_counted_once(
+    tmp_path: Path,
+) -> None:
+    """As `teapot-lb manager --gateway-address --gateway-service` runs (the fake API
+    server): the served request's address gets its copy of the gateway's Service, the
+    Tenant's usage counts the address once with the copy there, and the copy goes with
+    the request."""
+    modes = {"modes": ["Gateway"], "providers": ["proxy"]}
+    async with management(tmp_path, **modes) as world:
+        world.api.seed(gateway_service_body(str(GATEWAY)))
+        config = ManagerConfig(config_namespace=CONFIG_NS, gateway_services=True)
+        manager = KubeManager(world.admin, config, watch_timeout_s=30)
+        control = GatewayControl(
+            world.admin, [GATEWAY], statuses=lambda: manager.is_leader,
+            on_translation=manager.gateway_translated, config_namespace=CONFIG_NS,
+            address_service=f"{CONFIG_NS}/teapot-lb-gateway", watch_timeout_s=30,
+        )  # fmt: skip
+        name = "teapot-lb-gateway-198-51-100-0"
+        async with running(manager), running(control):
+            await world.admin.create(TENANT_LOAD_BALANCERS, tlb_body("acme", "web", mode="Gateway"))
+            message = await world.until("web", PROGRAMMED, "True", "Programmed")
+            assert message == "198.51.100.0:80/TCP served by the shared gateway"
+            copy_ = await wait_for_async(
+                lambda: world.api.get("services", name, CONFIG_NS), within=WITHIN,
+                what="the Service announcing the request's address",
+            )  # fmt: skip
+            assert copy_["metadata"]["annotations"][ANNOTATION_ADDRESS_FOR] == KEY
+            assert copy_["metadata"]["annotations"]["lb.teapot.io/ips"] == "198.51.100.0"
+            services = next(i for i in manager.informers if i.resource == SERVICES)
+            await wait_for_async(lambda: services.get(f"{CONFIG_NS}/{name}"), within=WITHIN,
+                                 what="the manager reading the copy")  # fmt: skip
+            assert manager.view().gateway_addresses == {}  # no second claim
+            usage = await wait_for_async(
+                lambda: (world.api.get("tenants", "acme") or {}).get("status", {}).get("usage"),
+                within=WITHIN, what="acme's usage",
+            )  # fmt: skip
+            assert usage["addresses"] == 1 and manager.book.usage("acme").addresses == 1
+
+            await world.admin.delete(TENANT_LOAD_BALANCERS, "web", NAMESPACE)
+            await wait_for_async(
+                lambda: world.api.get("services", name, CONFIG_NS) is None or None,
+                within=WITHIN, what="the copy gone with the request",
+            )  # fmt: skip
+            assert world.api.get("services", "teapot-lb-gateway", CONFIG_NS)  # the template stays

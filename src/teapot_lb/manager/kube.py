@@ -18,7 +18,8 @@ The TenantNodes the tenants' agents publish are vetted against their Tenant's
 nodeNetworks (:mod:`.node_status`): the refused addresses in their status, and counted.
 With `gateway_services`, the Services that announce the tenants' dedicated gateway
 addresses (:mod:`.l7services`, in the configuration namespace) are read too: the book
-holds those addresses and counts them in the tenants' quotas.
+holds those addresses and counts them in the tenants' quotas. Those that announce a
+Gateway-mode request's address are not read as a claim: the request holds it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from types import MappingProxyType
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress, parse_ip
 from teapot_lb.gateway.control.l7refused import RefusedObjects
-from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF
+from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF, carried_requests
 from teapot_lb.gateway.translate import Translation
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
@@ -158,6 +159,7 @@ class KubeManager:
             call_timeout_s=self.config.provider_call_timeout_s,
             retry_base_s=self.config.provider_retry_base_s,
             retry_cap_s=self.config.provider_retry_cap_s,
+            gateway_services=self.config.gateway_services,
         )
         self.book = TenantBook(self.providers.vet, self.providers.progress)
         self.recorder = EventRecorder(
@@ -300,19 +302,37 @@ class KubeManager:
         self._enqueue(RequestKey(key))
 
     def _on_gateway_service(self, event: EventType, key: str, obj: KubeObject) -> None:
+        """A Service announcing a gateway address: a dedicated address is held for its
+        tenant; one carrying requests' address (:func:`.l7services.carried_requests`) is
+        no claim at all (the address is the requests', held once, by them), and one
+        naming a request that does not hold the address is a stale copy: said, ignored."""
         before = self.gateway_addresses.pop(key, None)
         meta = obj.get("metadata", {})
         tenant = (meta.get("labels") or {}).get(LABEL_ADDRESS_OF)
         text = (meta.get("annotations") or {}).get(ANNOTATION_IPS, "")
-        if event is not EventType.DELETED and tenant:
-            with contextlib.suppress(ValueError):
-                self.gateway_addresses[key] = (tenant, parse_ip(text))
+        ip = _ip_or_none(text)
+        if event is not EventType.DELETED and tenant and ip is not None:
+            carried = carried_requests(obj)
+            if not carried:
+                self.gateway_addresses[key] = (tenant, ip)
+            for request in carried:
+                if not self._holds(request, ip):
+                    self._log.warning(
+                        "gateway service stale: its request does not hold the address; ignored",
+                        service=key, address=str(ip), request=request,
+                    )  # fmt: skip
         after = self.gateway_addresses.get(key)
         if before != after:
             self._view = None
             for held in (before, after):
                 if held is not None:
                     self._enqueue(TenantStatusKey(held[0]), delay=self.config.tenant_status_delay_s)
+
+    def _holds(self, key: str, ip: IPAddress) -> bool:
+        """Whether request `key` holds `ip` (its status, as the book rebuilds from)."""
+        request = self.requests.get(key)
+        held = request.status.addresses if request is not None and request.status else []
+        return any(_ip_or_none(text) == ip for text in held)
 
     def _on_nodes(self, event: EventType, key: str, obj: KubeObject) -> None:
         parsed, problems = self._parse(obj)
@@ -588,6 +608,13 @@ def _unindex(index: dict[str, set[str]], namespace: str, key: str) -> None:
         keys.discard(key)
         if not keys:
             del index[namespace]
+
+
+def _ip_or_none(text: str) -> IPAddress | None:
+    try:
+        return parse_ip(text)
+    except ValueError:
+        return None
 
 
 def _denied_object(namespace: str, event: KubeObject) -> str:

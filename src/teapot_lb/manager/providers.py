@@ -59,7 +59,10 @@ class _Word:
 
 
 class Providers:
-    """The external providers this manager runs, and what it asked each to build."""
+    """The external providers this manager runs, and what it asked each to build.
+    `gateway_services`: its gateway control writes the Services that announce the `proxy`
+    requests' addresses (`--gateway-service`; without, their `Programmed` says nothing
+    announces them)."""
 
     def __init__(
         self,
@@ -69,6 +72,7 @@ class Providers:
         call_timeout_s: float = 120.0,
         retry_base_s: float = 1.0,
         retry_cap_s: float = 60.0,
+        gateway_services: bool = False,
     ) -> None:
         builtin = sorted(set(running) & BUILTIN)
         if builtin:
@@ -82,7 +86,7 @@ class Providers:
         self._words: dict[str, _Word] = {}  # the last spec ensured and its answer
         self._failures: dict[str, int] = {}
         self._cleared: set[Built] = set()  # refused requests whose objects are deleted
-        self.proxy = ProxyProvider()
+        self.proxy = ProxyProvider(announced=gateway_services)
         self._log = log.get("manager.providers")
 
     def names(self) -> list[str]:

@@ -9,6 +9,11 @@ the request's `Programmed` condition is: served only once the gateway's translat
 this very request (its ports on its addresses) says so — the manager runs that control
 beside it (`--gateway-address`) and tells this provider every translation
 (:meth:`ProxyProvider.told`). Until then the request is handed to the gateway, not served.
+
+Served is not reachable: the address must be routed to the gateway nodes. With
+`--gateway-service` the manager's gateway control writes the Service that announces it
+(:mod:`teapot_lb.gateway.control.l7services`); without, nothing in teapot-lb does, and the
+`Programmed` message says so (the operator routes it).
 """
 
 from __future__ import annotations
@@ -67,10 +72,27 @@ def _addresses(request: TenantLoadBalancer) -> list[str]:
     return list(request.status.addresses) if request.status else []
 
 
+def not_announced(status: ProviderStatus, request: TenantLoadBalancer) -> ProviderStatus:
+    """`status` of a request served with nothing in teapot-lb announcing its addresses."""
+    if status.phase is not Phase.ACTIVE or not request.spec.ports:
+        return status
+    ips = ", ".join(_addresses(request))
+    return ProviderStatus(
+        status.phase,
+        status.reason,
+        f"{status.message}; nothing in teapot-lb announces {ips} (the manager runs without "
+        "--gateway-service): the operator routes it to the gateway nodes",
+    )
+
+
 class ProxyProvider:
+    """`announced`: whether the manager's gateway control writes the Services that
+    announce the requests' addresses (`--gateway-service`)."""
+
     name = PROXY_PROVIDER
 
-    def __init__(self) -> None:
+    def __init__(self, *, announced: bool = False) -> None:
+        self.announced = announced
         self._results: dict[str, LoadBalancerResult] = {}
         """The gateway's last result per request key (namespace/name)."""
         self._by_namespace: dict[str, set[str]] = {}
@@ -106,6 +128,8 @@ class ProxyProvider:
 
     def status(self, key: str, request: TenantLoadBalancer) -> ProviderStatus:
         status = gateway_status(request, self._results.get(key))
+        if not self.announced:
+            status = not_announced(status, request)
         if not self.translating:
             return ProviderStatus(
                 status.phase,

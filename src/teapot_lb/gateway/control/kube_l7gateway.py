@@ -83,10 +83,11 @@ class GatewayControl:
     `config_namespace`: where the AddressPools are (tenants' dedicated addresses come from
     their allocations, and count with what their TenantLoadBalancers hold);
     `address_service`: NAMESPACE/NAME of the shared gateway's LoadBalancer Service, copied
-    with each dedicated address pinned so the speakers announce it (:mod:`.l7services`;
-    None: not written); `default_certificate`: the namespace and name of the TLS Secret
-    holding the gateway's own certificate (followed; while it is missing or unusable, the
-    gateway's generated one is shown, and the log says why)."""
+    with each dedicated address, and each address a Gateway-mode request is served on,
+    pinned so the speakers announce it (:mod:`.l7services`; None: not written);
+    `default_certificate`: the namespace and name of the TLS Secret holding the gateway's
+    own certificate (followed; while it is missing or unusable, the gateway's generated one
+    is shown, and the log says why)."""
 
     def __init__(
         self,
@@ -324,21 +325,24 @@ class GatewayControl:
             self._unwritten.discard(namespace)
 
     async def _announce(self, result: Translation) -> None:
-        """One Service per dedicated address (a copy of the shared gateway's), so the
-        speakers announce it; those of addresses no longer served are deleted."""
+        """One Service per dedicated address and per address a Gateway-mode request is
+        served on (a copy of the shared gateway's), so the speakers announce it; those of
+        addresses no longer served are deleted."""
         if self.services is None or self.address_service is None:
             return
         template = self.services.get(self.address_service)
         dedicated = {(r.address, r.tenant) for r in result.results.values() if r.address}
+        requests = list(result.load_balancers.values())
         if template is None:
-            if dedicated:
+            missing = {a for a, _ in dedicated} | {a for r in requests for a in r.addresses}
+            if missing:
                 self._log.warning(
-                    "gateway service missing: dedicated addresses are not announced",
+                    "gateway service missing: dedicated and requests' addresses are not announced",
                     service=self.address_service,
-                    addresses=sorted(str(a) for a, _ in dedicated),
+                    addresses=sorted(str(a) for a in missing),
                 )
             return
-        wanted = address_services(dedicated, template)
+        wanted = address_services(dedicated, template, requests)
         namespace = self.address_service.partition("/")[0]
         for key in self.services.list_keys():
             current = self.services.get(key)

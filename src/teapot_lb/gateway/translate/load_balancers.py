@@ -164,6 +164,8 @@ def add_load_balancer(
             build.owners[name] = f"TenantLoadBalancer {namespace}/{request.name}"
             listeners.append(name)
             result.served.append(f"{address}:{port.port}/{protocol}")
+            if address not in result.addresses:
+                result.addresses.append(address)
         if not listeners:
             continue
         endpoints = [Endpoint(address=node, port=node_port) for node in nodes]

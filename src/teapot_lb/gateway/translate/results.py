@@ -106,6 +106,9 @@ class LoadBalancerResult:
     notes: list[str] = field(default_factory=list)
     backends: int = 0
     """Endpoints (node addresses at nodePorts) of its served ports, all together."""
+    addresses: list[IPAddress] = field(default_factory=list)
+    """Its assigned addresses at least one of its ports is served on (what is announced
+    for it: :mod:`teapot_lb.gateway.control.l7services`)."""
 
 
 Changed = Mapping[str, Mapping[ObjectRef, ObjectResult]]
