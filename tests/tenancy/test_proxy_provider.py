@@ -91,6 +91,9 @@ def programmed(status: dict[str, Any] | None) -> tuple[str, str, str]:
     return found["status"], found["reason"], found["message"]
 
 
+COPY = f"{CONFIG_NS}/teapot-lb-gateway-198-51-100-0"  # the Service announcing 198.51.100.0
+
+
 def test_a_proxy_request_is_handed_to_the_gateway_then_programmed_once_it_serves_it() -> None:
     providers, book = manager()
     providers.gateway_translated(gateway_translation())  # the control runs, nothing yet
@@ -102,11 +105,33 @@ def test_a_proxy_request_is_handed_to_the_gateway_then_programmed_once_it_serves
     assert ingress_of(written) == [{"ip": "198.51.100.0"}]  # the Service's IP, as before
 
     assert providers.gateway_translated(gateway_translation(written)) == [KEY]
+    assert providers.proxy.copy_seen(COPY, (ip_address("198.51.100.0"), (KEY,))) == [KEY]
     served = book.decide(view(written), KEY, NOW)
     assert programmed(served.status) == (
         "True", "Programmed", "198.51.100.0:80/TCP served by the shared gateway"
     )  # fmt: skip
     assert served.event is not None and served.event.reason == "Programmed"
+
+
+def test_served_but_not_announced_yet_is_not_programmed_until_its_service_is_there() -> None:
+    """With --gateway-service: Programmed once a Service announces each address it is
+    served on; that Service gone, not any more."""
+    providers, book = manager()
+    written = request(book.decide(view(request()), KEY, NOW).status)
+    providers.gateway_translated(gateway_translation(written))
+    status, reason, message = programmed(book.decide(view(written), KEY, NOW).status)
+    assert (status, reason) == ("False", "NotAnnounced")
+    assert message.startswith(
+        "198.51.100.0:80/TCP served by the shared gateway; not announced yet: no Service "
+        "announces 198.51.100.0"
+    )
+    other = (ip_address("198.51.100.1"), (KEY,))  # a stale copy, of another address
+    providers.proxy.copy_seen(f"{CONFIG_NS}/stale", other)
+    assert programmed(book.decide(view(written), KEY, NOW).status)[1] == "NotAnnounced"
+    providers.proxy.copy_seen(COPY, (ip_address("198.51.100.0"), ("tenant-acme/dns", KEY)))
+    assert programmed(book.decide(view(written), KEY, NOW).status)[1] == "Programmed"
+    assert providers.proxy.copy_seen(COPY, None) == ["tenant-acme/dns", KEY]
+    assert programmed(book.decide(view(written), KEY, NOW).status)[1] == "NotAnnounced"
 
 
 def test_served_without_gateway_service_says_nothing_in_teapot_lb_announces_the_address() -> None:

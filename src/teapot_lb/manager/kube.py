@@ -311,8 +311,11 @@ class KubeManager:
         tenant = (meta.get("labels") or {}).get(LABEL_ADDRESS_OF)
         text = (meta.get("annotations") or {}).get(ANNOTATION_IPS, "")
         ip = _ip_or_none(text)
+        carried = carried_requests(obj) if event is not EventType.DELETED else ()
+        copy = (ip, carried) if ip is not None and tenant and carried else None
+        for request_key in self.providers.proxy.copy_seen(key, copy):
+            self._enqueue(RequestKey(request_key))  # announced now, or no longer
         if event is not EventType.DELETED and tenant and ip is not None:
-            carried = carried_requests(obj)
             if not carried:
                 self.gateway_addresses[key] = (tenant, ip)
             for request in carried:

@@ -10,16 +10,20 @@ this very request (its ports on its addresses) says so — the manager runs that
 beside it (`--gateway-address`) and tells this provider every translation
 (:meth:`ProxyProvider.told`). Until then the request is handed to the gateway, not served.
 
-Served is not reachable: the address must be routed to the gateway nodes. With
-`--gateway-service` the manager's gateway control writes the Service that announces it
-(:mod:`teapot_lb.gateway.control.l7services`); without, nothing in teapot-lb does, and the
+Served is not yet reachable: the address must be routed to the gateway nodes. With
+`--gateway-service` the manager's gateway control writes a Service per address that the
+speakers announce (:mod:`teapot_lb.gateway.control.l7services`), and the request is
+Programmed only once the manager has seen that Service for each address it is served on
+(:meth:`ProxyProvider.copy_seen`); without, nothing in teapot-lb announces it, and the
 `Programmed` message says so (the operator routes it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Collection, Mapping
 
+from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.translate import LoadBalancerResult, Translation
 from teapot_lb.gateway.translate.load_balancers import port_refusals
 from teapot_lb.model.tenancy import (
@@ -33,6 +37,10 @@ from teapot_lb.model.tenancy import (
 from teapot_lb.providers.base import LoadBalancerSpec, Phase, ProviderStatus
 
 REASON_NOT_SERVED = "NotServed"
+REASON_NOT_ANNOUNCED = "NotAnnounced"
+
+Copy = tuple[IPAddress, tuple[str, ...]]
+"""What a Service announcing requests' address carries: the address, the request keys."""
 
 
 def gateway_status(
@@ -85,6 +93,24 @@ def not_announced(status: ProviderStatus, request: TenantLoadBalancer) -> Provid
     )
 
 
+def announced_status(
+    status: ProviderStatus, result: LoadBalancerResult | None, carried: Collection[IPAddress]
+) -> ProviderStatus:
+    """`status` of a request whose addresses are announced where a Service carries them
+    (`carried`): served on an address none carries is not Programmed yet."""
+    if status.phase is not Phase.ACTIVE or result is None:
+        return status
+    missing = ", ".join(str(a) for a in result.addresses if a not in carried)
+    if not missing:
+        return status
+    return ProviderStatus(
+        Phase.PROVISIONING,
+        REASON_NOT_ANNOUNCED,
+        f"{status.message}; not announced yet: no Service announces {missing} (the gateway "
+        "control writes a copy of --gateway-service's Service per address: is it there?)",
+    )
+
+
 class ProxyProvider:
     """`announced`: whether the manager's gateway control writes the Services that
     announce the requests' addresses (`--gateway-service`)."""
@@ -96,6 +122,8 @@ class ProxyProvider:
         self._results: dict[str, LoadBalancerResult] = {}
         """The gateway's last result per request key (namespace/name)."""
         self._by_namespace: dict[str, set[str]] = {}
+        self._copies: dict[str, Copy] = {}  # Service key -> what it carries
+        self._carried: dict[str, Counter[IPAddress]] = {}  # request key -> its copies' IPs
         self.translating = False
         """Whether a gateway control has told this provider anything (a manager without
         `--gateway-address` runs none: whether the gateway serves a request is unknown)."""
@@ -126,9 +154,35 @@ class ProxyProvider:
                 self._by_namespace[namespace] = set(results)
         return sorted(changed)
 
+    def copy_seen(self, service: str, copy: Copy | None) -> list[str]:
+        """A Service announcing requests' address changed (None: gone, or no such copy
+        now): the request keys whose `Programmed` is decided again."""
+        before = self._copies.pop(service, None)
+        if copy is not None:
+            self._copies[service] = copy
+        if before == copy:
+            return []
+        keys: set[str] = set()
+        for entry, step in ((before, -1), (copy, 1)):
+            if entry is None:
+                continue
+            ip, carried = entry
+            for key in carried:
+                counts = self._carried.setdefault(key, Counter())
+                counts[ip] += step
+                if counts[ip] <= 0:
+                    del counts[ip]
+                if not counts:
+                    del self._carried[key]
+                keys.add(key)
+        return sorted(keys)
+
     def status(self, key: str, request: TenantLoadBalancer) -> ProviderStatus:
-        status = gateway_status(request, self._results.get(key))
-        if not self.announced:
+        result = self._results.get(key)
+        status = gateway_status(request, result)
+        if self.announced:
+            status = announced_status(status, result, self._carried.get(key, Counter()))
+        else:
             status = not_announced(status, request)
         if not self.translating:
             return ProviderStatus(
