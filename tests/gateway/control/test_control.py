@@ -19,8 +19,8 @@ from teapot_lb.controller.kube_runner import running
 from teapot_lb.gateway.config import GatewayConfig
 from teapot_lb.gateway.control.kube_l7gateway import GatewayControl
 from teapot_lb.gateway.control.l7mirror import ANNOTATION_REFUSED
-from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF
-from teapot_lb.kube.resources import INGRESSES
+from teapot_lb.gateway.control.l7services import ANNOTATION_ADDRESS_FOR, LABEL_ADDRESS_OF
+from teapot_lb.kube.resources import INGRESSES, TENANT_LOAD_BALANCERS
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
 from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
@@ -293,6 +293,9 @@ async def test_a_dedicated_address_reaches_the_tenants_ingress_and_a_refusal_is_
         held = tlb_body("acme", "lb")
         held["status"] = {"addresses": ["198.51.100.0"]}
         world.management.seed(held)
+        proxied = tlb_body("acme", "proxied", mode="Gateway")  # served by the gateway
+        proxied["status"] = {"addresses": ["198.51.100.2"]}
+        world.management.seed(proxied)
         world.management.seed(GATEWAY_SERVICE)
         async with with_control(world, address_service="teapot-lb-system/teapot-lb-gateway"):
             ip = await wait_for_async(
@@ -340,6 +343,30 @@ async def test_a_dedicated_address_reaches_the_tenants_ingress_and_a_refusal_is_
                 within=WITHIN, what="the Service gone with the Ingress",
             )  # fmt: skip
             assert world.management.get("services", "teapot-lb-gateway", "teapot-lb-system")
+
+            # A Gateway-mode request's address is announced the same way, its copy naming it
+            # (the manager's book holds the address for the request: no second claim).
+            request_copy = await wait_for_async(
+                lambda: world.management.get(
+                    "services", "teapot-lb-gateway-198-51-100-2", "teapot-lb-system"
+                ),
+                within=WITHIN, what="the Service of the request's address",
+            )  # fmt: skip
+            assert request_copy["metadata"]["annotations"] == {
+                "lb.teapot.io/ips": "198.51.100.2", ANNOTATION_ADDRESS_FOR: "tenant-acme/proxied",
+            }  # fmt: skip
+            assert request_copy["metadata"]["labels"][LABEL_ADDRESS_OF] == "acme"
+            assert request_copy["spec"]["selector"] == GATEWAY_SERVICE["spec"]["selector"]
+            assert world.management.get(  # the route request's address is not the gateway's
+                "services", "teapot-lb-gateway-198-51-100-0", "teapot-lb-system"
+            ) is None  # fmt: skip
+            await world.admin.delete(TENANT_LOAD_BALANCERS, "proxied", NS)
+            await wait_for_async(
+                lambda: world.management.get(
+                    "services", "teapot-lb-gateway-198-51-100-2", "teapot-lb-system"
+                ) is None or None,
+                within=WITHIN, what="the request's Service gone with the request",
+            )  # fmt: skip
 
 
 def tls_secret(namespace: str, name: str, cert: bytes, key: bytes) -> dict[str, Any]:
