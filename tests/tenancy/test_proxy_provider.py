@@ -296,6 +296,7 @@ def test_a_copy_is_no_claim_and_a_stale_one_is_ignored_and_said() -> None:
     )
     mgr._on_tenant(EventType.ADDED, "acme", tenant_body("acme", modes=["Gateway"]))
     mgr._on_request(EventType.ADDED, KEY, tlb_body("acme", "web", mode="Gateway"))
+    mgr._request_informer._synced.set()  # the requests listed (before, a copy is not judged)
     written = mgr.book.decide(mgr.view(), KEY, NOW)
     body = tlb_body("acme", "web", mode="Gateway") | {"status": written.status}
     mgr._on_request(EventType.MODIFIED, KEY, body)
@@ -328,10 +329,18 @@ async def test_with_gateway_service_the_requests_address_is_announced_and_counte
     """As `teapot-lb manager --gateway-address --gateway-service` runs (the fake API
     server): the served request's address gets its copy of the gateway's Service, the
     Tenant's usage counts the address once with the copy there, and the copy goes with
-    the request."""
+    the request. A stale copy left from before (naming a request that is gone) is deleted
+    by the control, and the address it pinned counted nowhere."""
     modes = {"modes": ["Gateway"], "providers": ["proxy"]}
     async with management(tmp_path, **modes) as world:
         world.api.seed(gateway_service_body(str(GATEWAY)))
+        stale = gateway_service_body("198.51.100.9", name="teapot-lb-gateway-198-51-100-9")
+        stale["metadata"]["labels"] = {LABEL_ADDRESS_OF: "acme"}
+        stale["metadata"]["annotations"] = {
+            "lb.teapot.io/ips": "198.51.100.9",
+            ANNOTATION_ADDRESS_FOR: "tenant-acme/gone",
+        }
+        world.api.seed(stale)
         config = ManagerConfig(config_namespace=CONFIG_NS, gateway_services=True)
         manager = KubeManager(world.admin, config, watch_timeout_s=30)
         control = GatewayControl(
@@ -359,6 +368,10 @@ async def test_with_gateway_service_the_requests_address_is_announced_and_counte
                 within=WITHIN, what="acme's usage",
             )  # fmt: skip
             assert usage["addresses"] == 1 and manager.book.usage("acme").addresses == 1
+            await wait_for_async(
+                lambda: world.api.get("services", stale["metadata"]["name"], CONFIG_NS) is None
+                or None, within=WITHIN, what="the stale copy deleted by the control",
+            )  # fmt: skip
 
             await world.admin.delete(TENANT_LOAD_BALANCERS, "web", NAMESPACE)
             await wait_for_async(

@@ -64,6 +64,7 @@ from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import ANNOTATION_IPS
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.providers.base import Provider
+from teapot_lb.providers.proxy import Copy
 from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_status
 from teapot_lb.tenancy.node_status import tenant_nodes_status
 from teapot_lb.tenancy.request import DENIALS_SELECTOR, REQUEST_KIND
@@ -184,9 +185,12 @@ class KubeManager:
         # tenant: counted in the Tenant's status with the rest.
         self._gateway_refused = RefusedObjects()
         self._view: ManagementView | None = None
+        self._request_informer = self._informer(
+            TENANT_LOAD_BALANCERS, None, self._on_request, watch_timeout_s
+        )
         self.informers = [
             self._informer(TENANTS, None, self._on_tenant, watch_timeout_s),
-            self._informer(TENANT_LOAD_BALANCERS, None, self._on_request, watch_timeout_s),
+            self._request_informer,
             self._informer(TENANT_NODES, None, self._on_nodes, watch_timeout_s),
             self._informer(
                 ADDRESS_POOLS, self.config.config_namespace, self._on_pool, watch_timeout_s
@@ -315,15 +319,10 @@ class KubeManager:
         copy = (ip, carried) if ip is not None and tenant and carried else None
         for request_key in self.providers.proxy.copy_seen(key, copy):
             self._enqueue(RequestKey(request_key))  # announced now, or no longer
-        if event is not EventType.DELETED and tenant and ip is not None:
-            if not carried:
-                self.gateway_addresses[key] = (tenant, ip)
-            for request in carried:
-                if not self._holds(request, ip):
-                    self._log.warning(
-                        "gateway service stale: its request does not hold the address; ignored",
-                        service=key, address=str(ip), request=request,
-                    )  # fmt: skip
+        if event is not EventType.DELETED and tenant and ip is not None and not carried:
+            self.gateway_addresses[key] = (tenant, ip)
+        if copy is not None and self._request_informer.has_synced:
+            self._say_stale(key, copy)  # (before the requests are read: when leading)
         after = self.gateway_addresses.get(key)
         if before != after:
             self._view = None
@@ -331,11 +330,18 @@ class KubeManager:
                 if held is not None:
                     self._enqueue(TenantStatusKey(held[0]), delay=self.config.tenant_status_delay_s)
 
-    def _holds(self, key: str, ip: IPAddress) -> bool:
-        """Whether request `key` holds `ip` (its status, as the book rebuilds from)."""
-        request = self.requests.get(key)
-        held = request.status.addresses if request is not None and request.status else []
-        return any(_ip_or_none(text) == ip for text in held)
+    def _say_stale(self, service: str, copy: Copy) -> None:
+        """Warn of each request a copy names that does not hold its address (its status,
+        as the book rebuilds from): a stale copy, ignored (it is no claim anyway)."""
+        ip, carried = copy
+        for key in carried:
+            request = self.requests.get(key)
+            held = request.status.addresses if request is not None and request.status else []
+            if not any(_ip_or_none(text) == ip for text in held):
+                self._log.warning(
+                    "gateway service stale: its request does not hold the address; ignored",
+                    service=service, address=str(ip), request=key,
+                )  # fmt: skip
 
     def _on_nodes(self, event: EventType, key: str, obj: KubeObject) -> None:
         parsed, problems = self._parse(obj)
@@ -429,6 +435,8 @@ class KubeManager:
         )
         view = self.view()
         self.book.rebuild(view)
+        for service, copy in self.providers.proxy.copies().items():
+            self._say_stale(service, copy)
         self.loop = loop
         self._log.info("leading: book rebuilt", tenants=len(view.tenants), requests=len(self._raw))
         for key in sorted(self._raw):

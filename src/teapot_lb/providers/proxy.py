@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping
+from types import MappingProxyType
 
 from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.translate import LoadBalancerResult, Translation
@@ -176,6 +177,10 @@ class ProxyProvider:
                     del self._carried[key]
                 keys.add(key)
         return sorted(keys)
+
+    def copies(self) -> Mapping[str, Copy]:
+        """The Services announcing requests' addresses, by key, as last seen."""
+        return MappingProxyType(self._copies)
 
     def status(self, key: str, request: TenantLoadBalancer) -> ProviderStatus:
         result = self._results.get(key)
