@@ -15,6 +15,7 @@ import pytest
 
 from teapot_lb.cli.manager import external_providers
 from teapot_lb.cluster import ClusterView
+from teapot_lb.model.event import EventType
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.model.service import Node, Protocol, Service
 from teapot_lb.model.tenancy import PROGRAMMED, PROGRAMMED_FOR_TENANT, TenantLoadBalancer
@@ -158,6 +159,9 @@ def test_an_external_providers_request_gets_addresses_no_routes_and_waits_for_it
         "198.51.100.0 assigned; provider memlb is building it",
     )
     assert PROGRAMMED_FOR_TENANT not in conditions(outcome.status)  # nothing to tell yet
+    # Building is work going as it should: a Normal Event, not a Warning on every create.
+    assert outcome.event is not None
+    assert (outcome.event.type, outcome.event.reason) == (EventType.NORMAL, "Pending")
     words["tenant-acme/web"] = Programmed(
         True, "Active", "memlb lb-1 serves 198.51.100.0", "it serves 198.51.100.0"
     )

@@ -431,6 +431,8 @@ PROGRAMMED = "Programmed"
 REASON_ACCEPTED = "Accepted"
 REASON_PROGRAMMED = "Programmed"
 REASON_PENDING = "Pending"
+# Provider proxy: served by the gateway, the Service that announces the address not seen yet.
+REASON_NOT_ANNOUNCED = "NotAnnounced"
 REASON_NO_READY_BACKENDS = "NoReadyBackends"
 REASON_NOT_ACCEPTED = "NotAccepted"
 # Programmed as the tenant's Service is told it, where there is something to tell (no

@@ -33,10 +33,12 @@ from teapot_lb.model.tenancy import (
     PROGRAMMED,
     PROGRAMMED_FOR_TENANT,
     PROVIDER_OF_MODE,
+    PROXY_PROVIDER,
     REASON_ACCEPTED,
     REASON_DEGRADED,
     REASON_NO_READY_BACKENDS,
     REASON_NOT_ACCEPTED,
+    REASON_NOT_ANNOUNCED,
     REASON_PENDING,
     REASON_PROGRAMMED,
     ROUTE_PROVIDER,
@@ -471,7 +473,9 @@ class TenantBook:
         routes = wanted_routes(tenant, request, result.ips) if provider == ROUTE_PROVIDER else ()
         self._routes[key] = routes
         ips = ", ".join(str(ip) for ip in result.ips)
-        if not builtin:
+        if not builtin or (provider == PROXY_PROVIDER and self._progress is not None):
+            # (proxy: what the gateway's control said of it; without a manager's progress,
+            # standalone, the book's word as before)
             waiting = Programmed(
                 False, REASON_PENDING, f"{ips} assigned; provider {provider} is building it"
             )
@@ -619,6 +623,11 @@ def _unassigned(reason: ipam.RefusalReason) -> str:
     return f"the load balancer got no address ({reason.value}): {why}"
 
 
+_UNDER_WAY = frozenset({REASON_PENDING, REASON_NOT_ANNOUNCED})
+"""`Programmed=False` reasons of work going as it should (a provider building, an address
+about to be announced): a Normal Event, not a Warning on every load balancer made."""
+
+
 def _event(
     old: list[Condition], new: list[Condition], status: TenantLoadBalancerStatus
 ) -> Event | None:
@@ -635,6 +644,8 @@ def _event(
             continue
         if condition.reason == REASON_NOT_ACCEPTED:
             continue
+        if condition.type == PROGRAMMED and condition.reason in _UNDER_WAY:
+            return Event(EventType.NORMAL, condition.reason, condition.message)
         return Event(EventType.WARNING, condition.reason, condition.message)
     return None
 

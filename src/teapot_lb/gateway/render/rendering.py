@@ -210,7 +210,9 @@ def render(
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
     files.update(cert_maps)
     parts = Parts(routes, http_backends, frontends, sections_kept)
-    return Rendered(files, "\n".join(structure), slots, certificates, crt_lists, cert_maps, parts)
+    # The slots of HAProxy's backends only (a UDP route's are nginx's: no runtime action).
+    ours = {name: kept for name, kept in slots.items() if name in sections_kept}
+    return Rendered(files, "\n".join(structure), ours, certificates, crt_lists, cert_maps, parts)
 
 
 def sections(text: str) -> Iterator[tuple[str, str]]:
