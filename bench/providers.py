@@ -3,15 +3,15 @@
 
 - `route`: bench/providers_route.py (the lab's teapot route flow: manager, tenant agent,
   announcer, BIRD; its docstring says what each figure times);
+- `proxy`: bench/providers_proxy.py (the manager with the gateway's control plane beside
+  it, as `teapot-lb manager --gateway-address` runs it, and the real `teapot-lb gateway`
+  process with HAProxy in a namespace; its docstring says what each figure times);
 - `octavia-ovn`: the manager (`KubeManager`, in-process, on the in-repo fake API server)
   with the provider built from its config file as `teapot-lb manager --provider
   octavia=FILE` builds it, against the real Octavia with the real ovn-octavia-provider on
   a real OVN (lab/octavia_ovn.py).
 
-`proxy` is not timed yet: nothing in the lab builds a Gateway-mode TenantLoadBalancer
-through the manager into the shared gateway (lab/gateway.py feeds `teapot-lb gateway`
-mirrored Ingresses from manifest files; bench/gateway.py times its changes). The
-octavia-ovn figures, per run (`--runs`, 5 by default, 20 in the issue):
+The octavia-ovn figures, per run (`--runs`, 5 by default, 20 in the issue):
 
 - create: a TenantLoadBalancer (TCP 80 → m1 and m2 at 8080) created → Programmed True
   (`programmed_s`) and → the first answer through its VIP from a client behind the
@@ -31,7 +31,7 @@ octavia-ovn figures, per run (`--runs`, 5 by default, 20 in the issue):
 Then the manager's RSS (the bench's own process: the manager runs in it, with the fake API
 server and the client's thread; `manager_rss_mb`). The client is polled every 50 ms.
 
-    .venv/bin/python bench/providers.py [--runs 5] [--providers route,octavia-ovn]
+    .venv/bin/python bench/providers.py [--runs 5] [--providers route,proxy,octavia-ovn]
 
 Last line, JSON, by provider (a provider this machine cannot run: {"skipped": why}), for
 octavia-ovn: programmed_p50_s, programmed_max_s, first_request_p50_s,
@@ -57,6 +57,7 @@ import yaml
 
 from controller_scale import percentile
 from octavia_ovn_stack import stack_up
+from providers_proxy import proxy_missing, proxy_runs
 from providers_route import route_missing, route_runs
 from teapot_lb.cli.manager import external_providers
 from teapot_lb.controller.kube_runner import running as component
@@ -363,6 +364,7 @@ def main() -> None:
 
 PROVIDERS: dict[str, tuple[Callable[[], str | None], Callable[[int, Path], dict[str, Any]]]] = {
     "route": (route_missing, route_runs),
+    "proxy": (proxy_missing, proxy_runs),
     "octavia-ovn": (
         lambda: netns_available() or ovn_missing() or octavia_missing(),
         octavia_ovn,

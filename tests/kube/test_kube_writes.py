@@ -99,6 +99,19 @@ async def test_patch_status_of_custom_resource(fake_api: FakeApiServer, kube: Ku
     assert pool is not None and pool["status"] == {"assigned": {"ipv4": 3}}
 
 
+async def test_patch_status_to_a_whole_status_removes_the_fields_it_no_longer_has(
+    fake_api: FakeApiServer, kube: KubeClient
+) -> None:
+    await kube.create(
+        ADDRESS_POOLS, {"metadata": {"name": "p", "namespace": "default"}, "spec": {}}
+    )
+    was = {"assigned": {"ipv4": 3}, "pool": "shared"}
+    await patch_status(kube, ADDRESS_POOLS, "p", "default", was)
+    await patch_status(kube, ADDRESS_POOLS, "p", "default", {"assigned": {"ipv4": 0}}, was=was)
+    pool = fake_api.get("addresspools", "p", "default")
+    assert pool is not None and pool["status"] == {"assigned": {"ipv4": 0}}
+
+
 async def test_repeated_event_is_aggregated_into_one_with_a_count(
     fake_api: FakeApiServer, kube: KubeClient
 ) -> None:

@@ -215,6 +215,11 @@ async def test_a_member_that_stops_answering_is_taken_out_of_service_and_put_bac
         degraded = await provider.ensure(want)
         assert (degraded.phase, degraded.reason) == (Phase.ACTIVE, "Degraded")
         assert f"m3 ({M3} port 8080)" in degraded.message
+        assert degraded.tenant_message == (
+            f"the load balancer serves {vip} (80/TCP); 1 of 2 backends fail their health "
+            f"check and get no new connections: {M3}:8080 (m3); look at the Service's pods "
+            "on those nodes"
+        )  # what the tenant's Service is told: no Octavia id, endpoint or project
 
         lab.workloads["m3"] = start_workload(lab.hosts["m3"], "m3", 8080)
         wait_for(lambda: member_statuses(lab, lb.id) == {"m3": "ONLINE", "m4": "ONLINE"},
@@ -224,6 +229,7 @@ async def test_a_member_that_stops_answering_is_taken_out_of_service_and_put_bac
                  what="m3 answering on the VIP again")  # fmt: skip
         healthy = await provider.ensure(want)
         assert (healthy.phase, healthy.reason) == (Phase.ACTIVE, "Active")
+        assert healthy.tenant_message == f"the load balancer serves {vip} (80/TCP)"
     finally:
         if lab.workloads["m3"].poll() is not None:  # (a failure left it stopped)
             lab.workloads["m3"] = start_workload(lab.hosts["m3"], "m3", 8080)

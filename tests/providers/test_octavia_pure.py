@@ -23,7 +23,7 @@ from teapot_lb.model.tenancy import (
     TenantSpec,
 )
 from teapot_lb.providers.base import Listener, Phase, owner_tag
-from teapot_lb.providers.octavia import OctaviaProvider, load
+from teapot_lb.providers.octavia import OctaviaError, OctaviaProvider, load
 from teapot_lb.providers.octavia_config import ConfigError, HealthMonitor, read
 from teapot_lb.providers.octavia_plan import (
     Existing,
@@ -38,6 +38,7 @@ from teapot_lb.providers.octavia_plan import (
 SUBNET = "subnet-1"
 PROJECT = "project-1"
 MONITOR = HealthMonitor()
+OCTAVIA_URL = "http://127.0.0.1:9876/v2/lbaas/loadbalancers"
 
 
 def config(**more: Any) -> dict[str, Any]:
@@ -373,6 +374,10 @@ async def test_an_unreachable_octavia_is_an_error_status_with_a_retry() -> None:
     assert status.reason == "OctaviaUnreachable"
     assert "cannot be reached" in status.message and "127.0.0.1" in status.message
     assert status.retry_after == 5.0
+    assert status.tenant_message == (
+        "the load balancer could not be built or changed yet: the operator's load-balancer "
+        "service is unreachable; retrying, ask the operator if this lasts"
+    )
     assert (await provider.delete("acme/u1", "u1")).phase is Phase.ERROR  # type: ignore[union-attr]
     assert await provider.sweep({}) == []
 
@@ -381,6 +386,39 @@ async def test_a_tenant_without_a_project_is_an_error_status_at_ensure() -> None
     status = await load(config()).ensure(spec("u1", "198.51.100.60", tenant="bolt"))
 
     assert (status.phase, status.reason) == (Phase.ERROR, "NoOctaviaProject")
+    assert status.tenant_message is not None
+    assert "ask the operator" in status.tenant_message
+    assert "tenants.bolt" not in status.tenant_message  # the operator's config, not theirs
+
+
+class Answering:
+    """An Octavia that answers every call with `status` and a fault naming its insides."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+    def tagged(self, tag: str) -> list[dict[str, Any]]:
+        fault = f"Octavia answered {self.status} to GET {OCTAVIA_URL}: project {PROJECT}"
+        reason = "OctaviaUnavailable" if self.status >= 500 else "OctaviaRefused"
+        raise OctaviaError(reason, fault, self.status)
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [(503, "answered with an error (HTTP 503)"), (403, "refused a change (HTTP 403)")],
+)
+async def test_an_octavia_error_answer_tells_the_tenant_its_kind_and_code_only(
+    code: int, said: str
+) -> None:
+    provider = OctaviaProvider(read(config()), api=Answering(code))  # type: ignore[arg-type]
+
+    status = await provider.ensure(two_members())
+
+    assert status.phase is Phase.ERROR and OCTAVIA_URL in status.message
+    assert status.tenant_message == (
+        f"the load balancer could not be built or changed yet: the operator's load-balancer "
+        f"service {said}; retrying, ask the operator if this lasts"
+    )
 
 
 # -- what an active load balancer reports ---------------------------------------------
@@ -423,11 +461,24 @@ async def test_a_member_out_of_service_makes_the_load_balancer_degraded_naming_i
     )
 
 
+async def test_the_tenant_reads_which_of_its_backends_fail_and_none_of_octavias_ids() -> None:
+    status = await ensured(two_members(), {"m1": "ERROR"})
+
+    assert status.tenant_message == (
+        "the load balancer serves 198.51.100.60 (80/TCP); 1 of 2 backends fail their health "
+        "check and get no new connections: 198.51.100.41:8080 (m1); look at the Service's "
+        "pods on those nodes"
+    )
+    for insides in ("lb-1", "mem-m1", "pool-0", PROJECT, SUBNET, "ovn", "Octavia"):
+        assert insides not in status.tenant_message
+
+
 async def test_every_member_in_service_is_active() -> None:
     status = await ensured(two_members(), {})
 
     assert (status.phase, status.reason) == (Phase.ACTIVE, "Active")
     assert "out of service" not in status.message
+    assert status.tenant_message == "the load balancer serves 198.51.100.60 (80/TCP)"
 
 
 async def test_a_health_check_node_port_not_probed_is_said() -> None:
@@ -437,3 +488,5 @@ async def test_a_health_check_node_port_not_probed_is_said() -> None:
     status = await ensured(request, {})
 
     assert "healthCheckNodePort 32000 is not probed" in status.message
+    assert status.tenant_message is not None
+    assert "healthCheckNodePort 32000 is not probed" in status.tenant_message

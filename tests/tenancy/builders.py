@@ -116,3 +116,20 @@ def tlb(tenant_name: str, name: str, **kwargs: Any) -> TenantLoadBalancer:
     obj = parsed(tlb_body(tenant_name, name, **kwargs))
     assert isinstance(obj, TenantLoadBalancer)
     return obj
+
+
+def gateway_service_body(ip: str, name: str = "teapot-lb-gateway") -> dict[str, Any]:
+    """The shared gateway's LoadBalancer Service (`deploy/teapot/gateway-node.yaml`), the
+    template of the Services announcing the other gateway addresses."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": CONFIG_NS, "annotations": {"lb.teapot.io/ips": ip}},
+        "spec": {
+            "type": "LoadBalancer",
+            "loadBalancerClass": "lb.teapot.io/teapot",
+            "externalTrafficPolicy": "Local",
+            "selector": {"app.kubernetes.io/component": "gateway"},
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+        },
+    }

@@ -1,17 +1,15 @@
 """The manager drives an external provider (over HTTP, the in-repo fake API server).
 
 The provider here is a small in-memory one that keeps the contract of
-`teapot_lb.providers.base` (find by tag before create, a build that takes a call to
-become Active, a delete that takes two calls, a sweep by tag that never touches an
-untagged object): this tests the manager's side of the contract, not a provider.
+`teapot_lb.providers.base` (:mod:`.memlb`): this tests the manager's side of the
+contract, not a provider.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
@@ -22,97 +20,14 @@ from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
 from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.manager.kube import KubeManager, ManagerConfig
-from teapot_lb.model.service import Protocol
-from teapot_lb.model.tenancy import REASON_DEGRADED, Tenant, TenantLoadBalancer
-from teapot_lb.providers.base import (
-    TAG_PREFIX,
-    LoadBalancerSpec,
-    Member,
-    Phase,
-    ProviderStatus,
-    owner_tag,
-)
+from teapot_lb.model.tenancy import REASON_DEGRADED
+from teapot_lb.providers.base import Member, owner_tag
 
 from .builders import CONFIG_NS, TENANTS, pool_body, tenant_body, tlb_body
+from .memlb import ENDPOINT, Built, MemoryLB
 
 WITHIN = 15.0
 NAMESPACE = str(TENANTS["acme"]["namespace"])
-
-
-@dataclass
-class Built:
-    tag: str | None
-    spec: LoadBalancerSpec | None = None
-    state: str = "PENDING_CREATE"
-
-
-@dataclass
-class MemoryLB:
-    """An in-memory load-balancer API behind a provider that keeps the contract."""
-
-    name: str = "memlb"
-    objects: dict[str, Built] = field(default_factory=dict)
-    down: bool = False  # the API answers with an error
-    out_of_service: str = ""  # a member its health monitor took out (degraded)
-    ensured: list[LoadBalancerSpec] = field(default_factory=list)
-    deletes: list[str] = field(default_factory=list)
-    creates: int = 0
-    _ids: itertools.count[int] = field(default_factory=itertools.count)
-
-    def refuse(self, request: TenantLoadBalancer, tenant: Tenant) -> list[str]:
-        return [
-            f"spec.ports[{i}].protocol: UDP is not supported by memlb"
-            for i, port in enumerate(request.spec.ports)
-            if port.protocol is Protocol.UDP
-        ]
-
-    def _find(self, uid: str) -> str | None:
-        return next((i for i, b in self.objects.items() if b.tag == owner_tag(uid)), None)
-
-    async def ensure(self, spec: LoadBalancerSpec) -> ProviderStatus:
-        self.ensured.append(spec)
-        if self.down:
-            return ProviderStatus(
-                Phase.ERROR, "MemUnreachable", "memlb API: connection refused", retry_after=0.05
-            )
-        found = self._find(spec.uid)
-        if found is None:
-            found = f"lb-{next(self._ids)}"
-            self.creates += 1
-            self.objects[found] = Built(owner_tag(spec.uid), spec)
-            return ProviderStatus(
-                Phase.PROVISIONING, "Provisioning", f"{found} being created", retry_after=0.05
-            )
-        built = self.objects[found]
-        built.spec, built.state = spec, "ACTIVE"
-        ips = ", ".join(str(ip) for ip in spec.addresses)
-        if self.out_of_service:
-            message = f"memlb {found} serves {ips}; out of service: {self.out_of_service}"
-            return ProviderStatus(Phase.ACTIVE, REASON_DEGRADED, message)
-        return ProviderStatus(Phase.ACTIVE, "Active", f"memlb {found} serves {ips}")
-
-    async def delete(self, key: str, uid: str) -> ProviderStatus | None:
-        self.deletes.append(uid)
-        found = self._find(uid)
-        if found is None:
-            return None
-        if self.objects[found].state != "PENDING_DELETE":
-            self.objects[found].state = "PENDING_DELETE"
-            return ProviderStatus(Phase.PROVISIONING, "Deleting", found, retry_after=0.05)
-        del self.objects[found]
-        return None
-
-    async def sweep(self, wanted: Mapping[str, str]) -> list[str]:
-        gone = [
-            i
-            for i, b in self.objects.items()
-            if b.tag is not None
-            and b.tag.startswith(TAG_PREFIX)
-            and b.tag.removeprefix(TAG_PREFIX) not in wanted
-        ]
-        for i in gone:
-            del self.objects[i]
-        return gone
 
 
 @dataclass
@@ -126,6 +41,15 @@ class Management:
             if c["type"] == kind:
                 return c["status"], c["reason"], c["message"]
         return None
+
+    def addresses(self, name: str) -> list[str]:
+        obj = self.api.get("tenantloadbalancers", name, NAMESPACE) or {}
+        return list(obj.get("status", {}).get("addresses") or [])
+
+    def transition(self, name: str, kind: str) -> str | None:
+        obj = self.api.get("tenantloadbalancers", name, NAMESPACE) or {}
+        found = [c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind]
+        return found[0]["lastTransitionTime"] if found else None
 
     async def until(
         self, name: str, kind: str, status: str, reason: str, within: float = WITHIN
@@ -216,7 +140,7 @@ async def test_a_degraded_load_balancer_stays_programmed_and_says_so_in_a_warnin
     async with management(tmp_path) as world, running(manager(world, mem)):
         await request(world, "web")
         await world.until("web", "Programmed", "True", "Active")
-        mem.out_of_service = "n1 (192.0.2.12 port 30080) ERROR"
+        mem.failing = frozenset({"n1"})
 
         message = await world.until("web", "Programmed", "True", REASON_DEGRADED)
 
@@ -234,7 +158,7 @@ async def test_a_provider_error_says_why_is_retried_and_clears_once_it_answers(
     async with management(tmp_path) as world, running(manager(world, mem)) as m:
         await request(world, "web")
         message = await world.until("web", "Programmed", "False", "MemUnreachable")
-        assert message == "memlb API: connection refused"
+        assert message == f"memlb API at {ENDPOINT} (project project-of-acme): connection refused"
         await wait_for_async(lambda: len(mem.ensured) >= 3, within=WITHIN, what="retries")
         await wait_for_async(
             lambda: world.events("MemUnreachable"), within=WITHIN, what="a Warning Event"
@@ -283,6 +207,7 @@ async def test_a_restarted_manager_creates_nothing_twice_and_sweeps_only_what_it
         async with running(manager(world, mem)):
             await request(world, "web")
             await world.until("web", "Programmed", "True", "Active")
+        since = world.transition("web", "Programmed")
         ensured = len(mem.ensured)
         mem.objects["orphan-2"] = Built(owner_tag("uid-deleted-while-no-manager-ran"))
         async with running(manager(world, mem)) as second:
@@ -293,10 +218,14 @@ async def test_a_restarted_manager_creates_nothing_twice_and_sweeps_only_what_it
             )
             calls = second.metrics.provider_calls.labels("memlb", "ensure", "Active")
             assert calls._value.get() >= 1
+            await world.until("web", "Programmed", "True", "Active")
         assert mem.creates == 1
         assert sorted(mem.objects) == ["foreign", "lb-0"]
         programmed = ("True", "Active", "memlb lb-0 serves 198.51.100.0")
         assert world.condition("web", "Programmed") == programmed
+        # The restart kept the built request's condition while the provider had not
+        # answered yet: it never went back to Pending (the same transition time).
+        assert world.transition("web", "Programmed") == since
 
 
 async def test_what_a_provider_cannot_build_is_refused_before_an_address_and_counted(
@@ -337,4 +266,31 @@ async def test_a_provider_the_tenant_lists_but_this_manager_does_not_run_is_unav
         message = await world.until("web", "Accepted", "False", "ProviderUnavailable")
         assert message.startswith(
             "spec.provider: provider octavia does not run in this manager (running: memlb, proxy,"
+        )
+
+
+async def test_a_request_waiting_for_an_address_gets_the_one_another_request_frees(
+    tmp_path: Path,
+) -> None:
+    """The tenant's allocation holds one address: the second request is told
+    NoFreeAddress, and gets the address once the first request is deleted, with nothing
+    else changing (as MetalLB retries its pending Services when an IP is freed)."""
+    one = [{"addressPool": "shared-v4", "cidrs": ["198.51.100.7/32"]}]
+    async with (
+        management(tmp_path, allocations=one) as world,
+        running(manager(world, MemoryLB())),
+    ):
+        await request(world, "first", provider="route")
+        await wait_for_async(
+            lambda: world.addresses("first") == ["198.51.100.7"],
+            within=WITHIN,
+            what="the first request holding the tenant's one address",
+        )
+        await request(world, "second", provider="route")
+        await world.until("second", "Programmed", "False", "NoFreeAddress")
+        await world.admin.delete(TENANT_LOAD_BALANCERS, "first", NAMESPACE)
+        await wait_for_async(
+            lambda: world.addresses("second") == ["198.51.100.7"],
+            within=WITHIN,
+            what=f"the freed address given to the second; now {world.addresses('second')}",
         )

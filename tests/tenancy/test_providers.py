@@ -15,14 +15,15 @@ import pytest
 
 from teapot_lb.cli.manager import external_providers
 from teapot_lb.cluster import ClusterView
+from teapot_lb.model.event import EventType
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.model.service import Node, Protocol, Service
-from teapot_lb.model.tenancy import PROGRAMMED, TenantLoadBalancer
+from teapot_lb.model.tenancy import PROGRAMMED, PROGRAMMED_FOR_TENANT, TenantLoadBalancer
 from teapot_lb.providers import table
 from teapot_lb.providers.base import Member, Phase, ProviderStatus
 from teapot_lb.providers.plan import load_balancer_spec, programmed, retry_delay
 from teapot_lb.providers.route import RouteProvider
-from teapot_lb.tenancy.book import ManagementView, TenantBook
+from teapot_lb.tenancy.book import ManagementView, Programmed, TenantBook
 from teapot_lb.tenancy.programmed import TenantBounds, request_routes
 from teapot_lb.tenancy.request import desired_request
 from teapot_lb.tenancy.vet import Refusal, Rule, vet
@@ -146,7 +147,7 @@ def test_the_providers_own_refusals_refuse_the_request_in_its_words() -> None:
 def test_an_external_providers_request_gets_addresses_no_routes_and_waits_for_its_word() -> None:
     request = tlb("acme", "web", provider="memlb")
     v = view(request, providers=["route", "memlb"])
-    words: dict[str, tuple[bool, str, str]] = {}
+    words: dict[str, Programmed] = {}
     book = TenantBook(only_memlb, lambda key, _r, _n: words.get(key))
     outcome = book.decide(v, "tenant-acme/web", NOW)
     assert outcome.routes == () and book.routes() == []
@@ -157,12 +158,23 @@ def test_an_external_providers_request_gets_addresses_no_routes_and_waits_for_it
         "Pending",
         "198.51.100.0 assigned; provider memlb is building it",
     )
-    words["tenant-acme/web"] = (True, "Active", "memlb lb-1 serves 198.51.100.0")
+    assert PROGRAMMED_FOR_TENANT not in conditions(outcome.status)  # nothing to tell yet
+    # Building is work going as it should: a Normal Event, not a Warning on every create.
+    assert outcome.event is not None
+    assert (outcome.event.type, outcome.event.reason) == (EventType.NORMAL, "Pending")
+    words["tenant-acme/web"] = Programmed(
+        True, "Active", "memlb lb-1 serves 198.51.100.0", "it serves 198.51.100.0"
+    )
     outcome = book.decide(v, "tenant-acme/web", NOW)
     assert conditions(outcome.status)[PROGRAMMED] == (
         "True",
         "Active",
         "memlb lb-1 serves 198.51.100.0",
+    )
+    assert conditions(outcome.status)[PROGRAMMED_FOR_TENANT] == (
+        "True",
+        "Active",
+        "it serves 198.51.100.0",
     )
     assert outcome.event is not None and outcome.event.message == "memlb lb-1 serves 198.51.100.0"
 
@@ -241,7 +253,33 @@ def test_local_traffic_policy_keeps_the_ready_nodes_and_the_health_check_port() 
 )
 def test_a_providers_status_is_the_programmed_condition_verbatim(phase: Phase, ok: bool) -> None:
     status = ProviderStatus(phase, "OctaviaUnreachable", "keystone: connection refused")
-    assert programmed(status) == (ok, "OctaviaUnreachable", "keystone: connection refused")
+    assert programmed(status)[:3] == (ok, "OctaviaUnreachable", "keystone: connection refused")
+
+
+def test_the_tenant_is_told_the_providers_tenant_message_never_its_operators() -> None:
+    status = ProviderStatus(
+        Phase.ERROR, "OctaviaUnreachable", "http://10.0.0.5:9876: refused", tenant_message="down"
+    )
+    assert programmed(status).told == "down"
+
+
+@pytest.mark.parametrize(
+    ("phase", "reason", "told"),
+    [
+        (Phase.ERROR, "ProviderFailed", "the load balancer could not be built yet: the "
+         "operator's provider reported ProviderFailed; it is retried, ask the operator if "
+         "this lasts"),
+        (Phase.ACTIVE, "Active", "the load balancer is built and serves"),
+        (Phase.ACTIVE, "Degraded", "the load balancer serves, but some of its backends are "
+         "out of service"),
+        (Phase.PROVISIONING, "Provisioning", None),
+    ],
+)  # fmt: skip
+def test_a_status_without_a_tenant_message_tells_the_plain_sentence_of_its_phase(
+    phase: Phase, reason: str, told: str | None
+) -> None:
+    status = ProviderStatus(phase, reason, "provider x failed (ConnectError: http://10.0.0.5)")
+    assert programmed(status).told == told
 
 
 def test_errors_back_off_from_retry_after_up_to_the_cap() -> None:

@@ -37,11 +37,13 @@ from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
 from teapot_lb.model.service import ANNOTATION_IPS
+from teapot_lb.model.tenancy import PROGRAMMED_FOR_TENANT
 from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
 
 from .builders import TENANTS as FACTS
 from .builders import tlb_body
+from .memlb import ENDPOINT, UNREACHABLE, MemoryLB
 from .real import (
     Real,
     add_node,
@@ -164,14 +166,21 @@ async def _until_denied(plane: ControlPlane, namespace: str) -> None:
 
 
 @asynccontextmanager
-async def scene(real: Real, tenant_plane: ControlPlane, *, webhook: bool) -> AsyncIterator[Scene]:
+async def scene(
+    real: Real, tenant_plane: ControlPlane, *, webhook: bool, providers: tuple[MemoryLB, ...] = ()
+) -> AsyncIterator[Scene]:
     plane, acme_ns = real.plane, real.ns("acme")
     async with (
         await connect(real.manager, request_timeout_s=10.0) as manager_client,
         await connect(real.agents["acme"], request_timeout_s=10.0) as remote,
         await connect(tenant_plane.admin_kubeconfig, request_timeout_s=10.0) as tenant,
     ):
-        config = ManagerConfig(config_namespace=real.config_ns, tenant_status_delay_s=0.1)
+        config = ManagerConfig(
+            config_namespace=real.config_ns,
+            tenant_status_delay_s=0.1,
+            providers={p.name: p for p in providers},
+            provider_retry_base_s=0.05,
+        )
         manager = KubeManager(manager_client, config)
         # The gateway's reconcile as `manager --gateway-address` runs it beside the manager.
         control = GatewayControl(
@@ -526,4 +535,53 @@ async def test_a_restarted_agent_does_not_say_a_refusal_again(
             ]
             assert said == [("QuotaExceeded", 1)], said
         finally:
+            await _cleanly_deleted(world, name)
+
+
+async def test_a_providers_error_and_recovery_are_read_on_the_service_in_the_tenants_words(
+    real: Real, tenant_plane: ControlPlane
+) -> None:
+    """An external provider (the in-memory one) that cannot reach its API, then can: the
+    tenant's Service reads a Warning in the tenant's words, then a Normal `Programmed`,
+    each once; the real CRD keeps the condition ProgrammedForTenant; the provider's endpoint is in
+    no Event of the tenant cluster."""
+    mem = MemoryLB(down=True)
+    name = "built"
+    async with scene(real, tenant_plane, webhook=False, providers=(mem,)) as world:
+        try:
+            world.patch_tenant({"providers": ["route", "proxy", mem.name],
+                                "defaultProvider": mem.name})  # fmt: skip
+            await wait_for_async(
+                lambda: world.manager.tenants[world.acme].spec.default_provider == mem.name or None,
+                within=10,
+                what="the manager read the Tenant",
+            )
+            await world.tenant.create(SERVICES, service(name))
+            warning = await wait_for_async(
+                lambda: world.warning("Service", name), within=5.0, what="a Warning"
+            )
+            assert (warning["reason"], warning["message"]) == ("MemUnreachable", UNREACHABLE)
+            request = world.agent.remote.list_objects()[0]
+            [told] = [c for c in request["status"]["conditions"]
+                      if c["type"] == PROGRAMMED_FOR_TENANT]  # fmt: skip
+            assert (told["status"], told["message"]) == ("False", UNREACHABLE)
+
+            mem.down = False
+
+            def said() -> list[tuple[str, str, int]]:
+                return [
+                    (e["type"], e["reason"], e["count"])
+                    for e in world.events.list_objects()
+                    if e["involvedObject"]["name"] == name
+                ]
+
+            await wait_for_async(
+                lambda: ("Normal", "Programmed", 1) in said() or None,
+                within=5.0,
+                what=f"a Normal Programmed on the Service; now {said()}",
+            )
+            assert sorted(said()) == [("Normal", "Programmed", 1), ("Warning", "MemUnreachable", 1)]
+            assert ENDPOINT not in json.dumps(world.events.list_objects())
+        finally:
+            world.patch_tenant({"providers": None, "defaultProvider": None})
             await _cleanly_deleted(world, name)

@@ -72,7 +72,14 @@ class TenantSide:
     client: KubeClient  # admin of the tenant cluster (the test's hands)
     remote: KubeClient  # the agent's management credentials (its namespace only)
     agent: TenantAgent
+    agents: contextlib.AsyncExitStack  # the running agent's
     cluster: str = "c1"
+
+    async def restart_agent(self) -> None:
+        """The agent stopped and a new one started (its memory gone, as after a crash)."""
+        await self.agents.aclose()
+        self.agent = TenantAgent(self.client, self.remote, self.agent.config, watch_timeout_s=30)
+        await self.agents.enter_async_context(running(self.agent))
 
     @property
     def namespace(self) -> str:
@@ -116,6 +123,16 @@ class World:
             what=f"Accepted on {namespace}/{name}",
         )
 
+    async def programmed(self, namespace: str, name: str, status: str) -> dict[str, Any]:
+        """The request's Programmed condition, once its status is `status`."""
+        return await wait_for_async(
+            lambda: (
+                (c := self.condition(namespace, name, "Programmed")) and c["status"] == status and c
+            ),
+            within=WITHIN,
+            what=f"Programmed={status} on {namespace}/{name}",
+        )
+
     async def assigned(self, side: TenantSide, service_name: str) -> list[str]:
         return await wait_for_async(
             lambda: side.ingress(service_name) or None,
@@ -126,10 +143,15 @@ class World:
 
 @contextlib.asynccontextmanager
 async def teapot_world(
-    tmp: Path, tenants: tuple[str, ...] = ("acme", "bolt"), **tenant_specs: dict[str, Any]
+    tmp: Path,
+    tenants: tuple[str, ...] = ("acme", "bolt"),
+    *,
+    config: ManagerConfig | None = None,
+    **tenant_specs: dict[str, Any],
 ) -> AsyncIterator[World]:
     """The management side with Tenants `tenants` (spec overrides by tenant name), and for
-    each a tenant cluster with its nodes and a running agent."""
+    each a tenant cluster with its nodes and a running agent; the manager runs with
+    `config` (default: only the configuration namespace set)."""
     async with contextlib.AsyncExitStack() as stack:
         management = FakeApiServer(
             bookmark_interval=0.5,
@@ -148,7 +170,8 @@ async def teapot_world(
             management.seed(tenant_body(t, **tenant_specs.get(t, {})))
         admin = await connect(management.kubeconfig_path, request_timeout_s=5.0)
         stack.push_async_callback(admin.close)
-        manager = KubeManager(admin, ManagerConfig(config_namespace=CONFIG_NS), watch_timeout_s=30)
+        config = config or ManagerConfig(config_namespace=CONFIG_NS)
+        manager = KubeManager(admin, config, watch_timeout_s=30)
         await stack.enter_async_context(running(manager))
         world = World(management, admin, manager, tmp)
         for t in tenants:
@@ -181,7 +204,8 @@ async def _tenant_side(world: World, name: str) -> AsyncIterator[TenantSide]:
                 AgentConfig(cluster="c1", namespace=facts["namespace"]),
                 watch_timeout_s=30,
             )
-            async with running(agent):
-                yield TenantSide(name, api, client, remote, agent)
+            async with contextlib.AsyncExitStack() as agents:
+                await agents.enter_async_context(running(agent))
+                yield TenantSide(name, api, client, remote, agent, agents)
     finally:
         await api.stop()

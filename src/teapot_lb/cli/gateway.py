@@ -34,7 +34,7 @@ from teapot_lb.gateway.control.l7standalone import translate_directory
 from teapot_lb.gateway.default_certificate import from_files
 from teapot_lb.gateway.service import Gateway
 from teapot_lb.gateway.source import load_config, watch_config
-from teapot_lb.gateway.translate import ObjectResult
+from teapot_lb.gateway.translate import LoadBalancerResult, ObjectResult
 from teapot_lb.httpserve import MonitoringServer, parse_address
 from teapot_lb.kube.client import connect
 from teapot_lb.longlived import freeze_after_slow_full_passes, release_large_blocks
@@ -173,6 +173,11 @@ def gateway(
             found = [str(p) for p in problems] + [
                 line for result in translation.results.values() for line in report_lines(result)
             ]
+            found += [
+                line
+                for request in translation.load_balancers.values()
+                for line in load_balancer_lines(request)
+            ]
             for rule in unevaluable_rules():  # none today; never skipped without a word
                 click.echo(f"warning: Gateway API CRD rule not evaluated: {rule}", err=True)
         for problem in found:
@@ -252,6 +257,14 @@ def _file_source(path: Path) -> Source:
     return run
 
 
+def load_balancer_lines(result: LoadBalancerResult) -> list[str]:
+    """What `--check` prints of a Gateway-mode TenantLoadBalancer: each port or address
+    not served (field, why, reason) and each note."""
+    ref = result.request.ref
+    lines = [f"{ref}: not served: {r} [{r.reason}]" for r in result.refusals]
+    return lines + [f"{ref}: not served as written: {note}" for note in result.notes]
+
+
 def report_lines(result: ObjectResult) -> list[str]:
     """What `--check` prints of one object: each refusal, part left out, parent that did
     not take it, reference that does not resolve and note, with its field and reason."""
@@ -295,6 +308,10 @@ def _directory_source(
                     str(ref): lines
                     for ref, result in translation.results.items()
                     if (lines := report_lines(result))
+                } | {
+                    str(ref): lines
+                    for ref, request in translation.load_balancers.items()
+                    if (lines := load_balancer_lines(request))
                 }
                 if translation.config != last or refused != said:
                     # A refusal is news even when it leaves the served config as it was

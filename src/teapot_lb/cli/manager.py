@@ -60,7 +60,8 @@ from teapot_lb.webhook import ReloadingCertificate, WebhookServer
     "--gateway-service",
     metavar="NAMESPACE/NAME",
     help="With --gateway-address: the shared gateway's LoadBalancer Service, copied with "
-    "each tenant's dedicated gateway address pinned so the speakers announce it too.",
+    "each tenant's dedicated gateway address, and each address a Gateway-mode request "
+    "(provider proxy) is served on, pinned so the speakers announce it too.",
 )
 @click.option(
     "--provider",

@@ -2,8 +2,8 @@
 (:class:`~teapot_lb.gateway.translate.Part`), and a change re-vets and rebuilds only the
 tenants it touches.
 
-A tenant's part reads its own namespace only (its objects, their slices and Secrets),
-except for three things, each followed here:
+A tenant's part reads its own namespace only (its objects, their slices and Secrets, its
+Gateway-mode TenantLoadBalancers), except for these, each followed here:
 
 - vetting's hostname and exclusive-port claims (the oldest object keeps a name, whatever
   the tenant): an index of who claims what, and a tenant is vetted against its own
@@ -14,7 +14,9 @@ except for three things, each followed here:
   requests, oldest first): decided again at every translation from the requests kept
   (few), and a tenant whose own addresses or refusals changed is rebuilt;
 - the Tenants, the gateway's addresses and the certificate check: when they change,
-  everything is translated again.
+  everything is translated again;
+- the AddressPools (a request is served inside its tenant's allocation): when they
+  change, every tenant with requests is built again.
 
 The merge joins the parts in namespace order, as
 :func:`~teapot_lb.gateway.translate.translate` does: the result is exactly what that gives
@@ -48,7 +50,7 @@ from teapot_lb.kube.resources import KubeObject
 from teapot_lb.model.common import ObjectRef, creation_order
 from teapot_lb.model.gateway_api import Gateway
 from teapot_lb.model.pool import AddressPool
-from teapot_lb.model.tenancy import Tenant
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.tenancy.l7address import AddressRefusal, assign
 from teapot_lb.tenancy.l7cert import certificate_problem
 from teapot_lb.tenancy.l7vet import (
@@ -80,6 +82,7 @@ class _Namespace:
     """One namespace's inputs as last put, and what was made of them."""
 
     objects: tuple[L7Object, ...] = ()
+    requests: tuple[TenantLoadBalancer, ...] = ()
     slices: tuple[KubeObject, ...] = ()
     secrets: Secrets = field(default_factory=dict)
     ordered: tuple[L7Object, ...] = ()
@@ -123,6 +126,7 @@ class TranslationCache:
         self._unbuilt: set[str] = set()
         """Namespaces to build again (their endpoints changed)."""
         self._parts: list[str] = []
+        self._pools: Mapping[str, AddressPool] = {}
         self.rebuilt: set[str] = set()
         """The namespaces whose part the last :meth:`translation` built again."""
         self.vetted: set[str] = set()
@@ -158,20 +162,24 @@ class TranslationCache:
         objects: Iterable[L7Object],
         slices: Iterable[KubeObject],
         secrets: Secrets,
+        requests: Iterable[TenantLoadBalancer] = (),
     ) -> None:
         """A namespace's objects now (any order; those the gateway serves are kept), its
-        mirrored EndpointSlices and Secrets (by `namespace/name`)."""
+        mirrored EndpointSlices and Secrets (by `namespace/name`), and its
+        TenantLoadBalancers (any order: a change of one builds the part again, as an
+        object's does)."""
         if namespace not in self._owners:
             return  # nobody's namespace: not the gateway's
         held = self._spaces.setdefault(namespace, _Namespace())
         objs, eps = tuple(o for o in objects if served_here(o)), tuple(slices)
-        if held.objects == objs and held.secrets == secrets:
+        reqs = tuple(sorted(requests, key=creation_order))
+        if held.objects == objs and held.secrets == secrets and held.requests == reqs:
             if held.slices != eps:  # endpoints: built again, not vetted
                 held.slices = eps
                 self._unbuilt.add(namespace)
             return
         self._stale.add(namespace)
-        held.slices, held.secrets = eps, dict(secrets)
+        held.slices, held.secrets, held.requests = eps, dict(secrets), reqs
         if held.objects == objs:
             return
         held.objects = objs
@@ -204,6 +212,10 @@ class TranslationCache:
         :class:`~teapot_lb.tenancy.l7vet.L7World`, read at every call)."""
         assert self._globals is not None, "reset() first"
         addresses = self._globals.addresses
+        pools = pools or {}
+        if pools != self._pools:  # requests are served inside their tenant's allocation
+            self._pools = pools
+            self._stale.update(ns for ns, space in self._spaces.items() if space.requests)
         self.vetted = {ns for ns in self._stale if self._owners.get(ns) is not None}
         for namespace in self.vetted:
             space = self._spaces[namespace]
@@ -219,7 +231,7 @@ class TranslationCache:
                 self._asking[namespace] = ()
         self._stale.clear()
         wanted = dedicated_wanted(chain.from_iterable(self._asking.values()))
-        dedicated = assign(wanted, pools or {}, held or {}, addresses)
+        dedicated = assign(wanted, pools, held or {}, addresses)
         whole = set(self.vetted)
         endpoints = {ns for ns in self._unbuilt if self._owners.get(ns) is not None} - whole
         self._unbuilt.clear()
@@ -248,8 +260,11 @@ class TranslationCache:
                     space.part = part
                     self.endpoints_only.add(namespace)
                     continue
-            space.part = build_part(space.vetted, dedicated, space.secrets, space.slices, addresses)
-            if space.part.results or space.part.listeners:
+            space.part = build_part(
+                space.vetted, dedicated, space.secrets, space.slices, addresses,
+                space.requests, self._owners.get(namespace), pools,
+            )  # fmt: skip
+            if space.part.results or space.part.listeners or space.part.load_balancers:
                 if namespace not in self._parts:
                     bisect.insort(self._parts, namespace)
             elif namespace in self._parts:
@@ -268,7 +283,11 @@ class TranslationCache:
         return space.part.results if space is not None and space.part is not None else {}
 
     def translate(
-        self, world: L7World, slices: Iterable[KubeObject], addresses: Sequence[IPAddress]
+        self,
+        world: L7World,
+        slices: Iterable[KubeObject],
+        addresses: Sequence[IPAddress],
+        requests: Iterable[TenantLoadBalancer] = (),
     ) -> Translation:
         """The same as :func:`~teapot_lb.gateway.translate.translate`, from what is kept:
         every namespace is compared, the changed ones translated again."""
@@ -279,10 +298,14 @@ class TranslationCache:
             secrets_known=world.secrets is not None,
         )
         inputs = by_namespace(world, slices, ordered=False)
-        for namespace in [ns for ns in self._spaces if ns not in inputs]:
+        by_ns: dict[str, list[TenantLoadBalancer]] = {}
+        for request in requests:
+            by_ns.setdefault(request.namespace, []).append(request)
+        for namespace in [ns for ns in self._spaces if ns not in inputs and ns not in by_ns]:
             self.put(namespace, (), (), {})
-        for namespace, (objects, eps, secrets) in inputs.items():
-            self.put(namespace, objects, eps, secrets)
+        for namespace in {*inputs, *by_ns}:
+            objects, eps, secrets = inputs.get(namespace, ([], [], {}))
+            self.put(namespace, objects, eps, secrets, by_ns.get(namespace, ()))
         return self.translation(world.pools, world.held)
 
     # ------------------------------------------------------------------ internals

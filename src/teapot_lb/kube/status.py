@@ -8,7 +8,7 @@ read again and recompute. A status that is already right is not written at all.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import log
@@ -61,7 +61,14 @@ async def patch_status(
     name: str,
     namespace: str | None,
     patch: dict[str, Any],
+    *,
+    was: Mapping[str, Any] | None = None,
 ) -> KubeObject:
     """Merge-patch part of the status, last writer wins (no resourceVersion, no
-    conflicts): for fields this component alone owns."""
+    conflicts): for fields this component alone owns. `was`: the status as it stands,
+    when `patch` is the whole status it should become: its fields `patch` lacks are
+    removed (null in a merge patch; without it they would stay, and the status would
+    never equal what was decided)."""
+    if was:
+        patch = {**{k: None for k in was if k not in patch}, **patch}
     return await client.patch(resource, name, {"status": patch}, namespace=namespace, status=True)

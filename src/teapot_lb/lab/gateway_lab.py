@@ -59,6 +59,16 @@ class GatewayLab:
         assert line.strip() == b"ready", f"backends did not start: {line!r}"
         return proc
 
+    @contextmanager
+    def serving(self, *specs: str) -> Iterator[subprocess.Popen[bytes]]:
+        """:meth:`start_backends`, stopped on leaving (even on a failure)."""
+        proc = self.start_backends(*specs)
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
     def curl_argv(self, url: str, *args: str, host: str | None = None, port: int = 80) -> list[str]:
         resolve = ["--resolve", f"{host}:{port}:{GATEWAY}"] if host else []
         return self.client.exec_argv(

@@ -18,7 +18,8 @@ The TenantNodes the tenants' agents publish are vetted against their Tenant's
 nodeNetworks (:mod:`.node_status`): the refused addresses in their status, and counted.
 With `gateway_services`, the Services that announce the tenants' dedicated gateway
 addresses (:mod:`.l7services`, in the configuration namespace) are read too: the book
-holds those addresses and counts them in the tenants' quotas.
+holds those addresses and counts them in the tenants' quotas. Those that announce a
+Gateway-mode request's address are not read as a claim: the request holds it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from types import MappingProxyType
 from teapot_lb import log
 from teapot_lb.addresses import IPAddress, parse_ip
 from teapot_lb.gateway.control.l7refused import RefusedObjects
-from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF
+from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF, carried_requests
 from teapot_lb.gateway.translate import Translation
 from teapot_lb.kube.client import KubeClient
 from teapot_lb.kube.errors import NotFound
@@ -63,7 +64,14 @@ from teapot_lb.model.problem import Problem
 from teapot_lb.model.service import ANNOTATION_IPS
 from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer, TenantNodes
 from teapot_lb.providers.base import Provider
-from teapot_lb.tenancy.book import ManagementView, Outcome, TenantBook, tenant_status
+from teapot_lb.providers.proxy import Copy
+from teapot_lb.tenancy.book import (
+    ManagementView,
+    Outcome,
+    TenantBook,
+    tenant_status,
+    waits_for_address,
+)
 from teapot_lb.tenancy.node_status import tenant_nodes_status
 from teapot_lb.tenancy.request import DENIALS_SELECTOR, REQUEST_KIND
 from teapot_lb.tenancy.routes import TenantRoute
@@ -158,6 +166,7 @@ class KubeManager:
             call_timeout_s=self.config.provider_call_timeout_s,
             retry_base_s=self.config.provider_retry_base_s,
             retry_cap_s=self.config.provider_retry_cap_s,
+            gateway_services=self.config.gateway_services,
         )
         self.book = TenantBook(self.providers.vet, self.providers.progress)
         self.recorder = EventRecorder(
@@ -182,9 +191,12 @@ class KubeManager:
         # tenant: counted in the Tenant's status with the rest.
         self._gateway_refused = RefusedObjects()
         self._view: ManagementView | None = None
+        self._request_informer = self._informer(
+            TENANT_LOAD_BALANCERS, None, self._on_request, watch_timeout_s
+        )
         self.informers = [
             self._informer(TENANTS, None, self._on_tenant, watch_timeout_s),
-            self._informer(TENANT_LOAD_BALANCERS, None, self._on_request, watch_timeout_s),
+            self._request_informer,
             self._informer(TENANT_NODES, None, self._on_nodes, watch_timeout_s),
             self._informer(
                 ADDRESS_POOLS, self.config.config_namespace, self._on_pool, watch_timeout_s
@@ -255,9 +267,12 @@ class KubeManager:
     def gateway_translated(self, result: Translation) -> None:
         """The gateway vetted the tenants' objects again: the Tenants whose refused
         objects changed get their status written again (counted from the namespaces the
-        translation decided again only)."""
+        translation decided again only), and the Gateway-mode requests whose result
+        changed are decided again."""
         for name in sorted(self._gateway_refused.update(result.changed)):
             self._enqueue(TenantStatusKey(name), delay=self.config.tenant_status_delay_s)
+        for key in self.providers.gateway_translated(result):
+            self._enqueue(RequestKey(key))  # provider proxy: served or not, as translated
 
     def _on_denial(self, event: EventType, key: str, obj: KubeObject) -> None:
         namespace = key.partition("/")[0]
@@ -297,19 +312,42 @@ class KubeManager:
         self._enqueue(RequestKey(key))
 
     def _on_gateway_service(self, event: EventType, key: str, obj: KubeObject) -> None:
+        """A Service announcing a gateway address: a dedicated address is held for its
+        tenant; one carrying requests' address (:func:`.l7services.carried_requests`) is
+        no claim at all (the address is the requests', held once, by them), and one
+        naming a request that does not hold the address is a stale copy: said, ignored."""
         before = self.gateway_addresses.pop(key, None)
         meta = obj.get("metadata", {})
         tenant = (meta.get("labels") or {}).get(LABEL_ADDRESS_OF)
         text = (meta.get("annotations") or {}).get(ANNOTATION_IPS, "")
-        if event is not EventType.DELETED and tenant:
-            with contextlib.suppress(ValueError):
-                self.gateway_addresses[key] = (tenant, parse_ip(text))
+        ip = _ip_or_none(text)
+        carried = carried_requests(obj) if event is not EventType.DELETED else ()
+        copy = (ip, carried) if ip is not None and tenant and carried else None
+        for request_key in self.providers.proxy.copy_seen(key, copy):
+            self._enqueue(RequestKey(request_key))  # announced now, or no longer
+        if event is not EventType.DELETED and tenant and ip is not None and not carried:
+            self.gateway_addresses[key] = (tenant, ip)
+        if copy is not None and self._request_informer.has_synced:
+            self._say_stale(key, copy)  # (before the requests are read: when leading)
         after = self.gateway_addresses.get(key)
         if before != after:
             self._view = None
             for held in (before, after):
                 if held is not None:
                     self._enqueue(TenantStatusKey(held[0]), delay=self.config.tenant_status_delay_s)
+
+    def _say_stale(self, service: str, copy: Copy) -> None:
+        """Warn of each request a copy names that does not hold its address (its status,
+        as the book rebuilds from): a stale copy, ignored (it is no claim anyway)."""
+        ip, carried = copy
+        for key in carried:
+            request = self.requests.get(key)
+            held = request.status.addresses if request is not None and request.status else []
+            if not any(_ip_or_none(text) == ip for text in held):
+                self._log.warning(
+                    "gateway service stale: its request does not hold the address; ignored",
+                    service=service, address=str(ip), request=key,
+                )  # fmt: skip
 
     def _on_nodes(self, event: EventType, key: str, obj: KubeObject) -> None:
         parsed, problems = self._parse(obj)
@@ -403,6 +441,8 @@ class KubeManager:
         )
         view = self.view()
         self.book.rebuild(view)
+        for service, copy in self.providers.proxy.copies().items():
+            self._say_stale(service, copy)
         self.loop = loop
         self._log.info("leading: book rebuilt", tenants=len(view.tenants), requests=len(self._raw))
         for key in sorted(self._raw):
@@ -465,7 +505,10 @@ class KubeManager:
                 await self._clear_denials(namespace)
             case RequestKey(key=request_key):
                 before = self.book.holder_tenant(request_key)
+                held = self.book.assigned(request_key)
                 outcome = self.book.decide(self.view(), request_key, self._clock())
+                if set(held) - set(self.book.assigned(request_key)):
+                    self._addresses_freed(request_key)
                 self.metrics.routes.set(self.book.route_count())
                 for tenant in {before, outcome.tenant} - {None}:
                     assert tenant is not None
@@ -486,6 +529,15 @@ class KubeManager:
                 return Result(requeue_after=self.config.provider_sweep_s)
         return None
 
+    def _addresses_freed(self, by: str) -> None:
+        """`by` gave addresses back: its namespace's requests that waited for one are
+        decided again (nothing else would wake them: they did not change)."""
+        namespace = by.partition("/")[0]
+        for key in self._requests_in.get(namespace, ()):
+            request = self.requests.get(key)
+            if key != by and request is not None and waits_for_address(request):
+                self._enqueue(RequestKey(key))
+
     async def _apply(self, outcome: Outcome) -> None:
         raw = self._raw.get(outcome.key)
         if outcome.status is None or raw is None:
@@ -499,7 +551,12 @@ class KubeManager:
                 return
             try:
                 written = await patch_status(
-                    self.client, TENANT_LOAD_BALANCERS, name, namespace, outcome.status
+                    self.client,
+                    TENANT_LOAD_BALANCERS,
+                    name,
+                    namespace,
+                    outcome.status,
+                    was=raw.get("status"),
                 )
             except NotFound:
                 return
@@ -585,6 +642,13 @@ def _unindex(index: dict[str, set[str]], namespace: str, key: str) -> None:
         keys.discard(key)
         if not keys:
             del index[namespace]
+
+
+def _ip_or_none(text: str) -> IPAddress | None:
+    try:
+        return parse_ip(text)
+    except ValueError:
+        return None
 
 
 def _denied_object(namespace: str, event: KubeObject) -> str:

@@ -10,7 +10,9 @@ tags the provider finds (a restarted manager ensures every request again, which 
 nothing twice, and sweeps what no request wants), so no finalizer holds a request.
 
 The built-in providers (`route`, `proxy`) are not driven here: the book and the speakers
-and the gateway are their work, as before providers.
+and the gateway are their work, as before providers. `proxy` vets here (what the gateway
+can never serve), and its `Programmed` is what the gateway's control last said of the
+request (:meth:`Providers.gateway_translated`).
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from teapot_lb import log
+from teapot_lb.gateway.translate import Translation
 from teapot_lb.manager.metrics import ManagerMetrics
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import PROXY_PROVIDER, Tenant, TenantLoadBalancer
 from teapot_lb.providers.base import LoadBalancerSpec, Phase, Provider, ProviderStatus
 from teapot_lb.providers.plan import load_balancer_spec, programmed, retry_delay
+from teapot_lb.providers.proxy import ProxyProvider
 from teapot_lb.providers.table import BUILTIN
-from teapot_lb.tenancy.book import ManagementView, TenantBook, unavailable
+from teapot_lb.tenancy.book import ManagementView, Programmed, TenantBook, unavailable
 from teapot_lb.tenancy.vet import Refusal, Rule
 
 
@@ -55,7 +59,10 @@ class _Word:
 
 
 class Providers:
-    """The external providers this manager runs, and what it asked each to build."""
+    """The external providers this manager runs, and what it asked each to build.
+    `gateway_services`: its gateway control writes the Services that announce the `proxy`
+    requests' addresses (`--gateway-service`; without, their `Programmed` says nothing
+    announces them)."""
 
     def __init__(
         self,
@@ -65,6 +72,7 @@ class Providers:
         call_timeout_s: float = 120.0,
         retry_base_s: float = 1.0,
         retry_cap_s: float = 60.0,
+        gateway_services: bool = False,
     ) -> None:
         builtin = sorted(set(running) & BUILTIN)
         if builtin:
@@ -78,6 +86,7 @@ class Providers:
         self._words: dict[str, _Word] = {}  # the last spec ensured and its answer
         self._failures: dict[str, int] = {}
         self._cleared: set[Built] = set()  # refused requests whose objects are deleted
+        self.proxy = ProxyProvider(announced=gateway_services)
         self._log = log.get("manager.providers")
 
     def names(self) -> list[str]:
@@ -92,9 +101,9 @@ class Providers:
 
     def vet(self, request: TenantLoadBalancer, tenant: Tenant, name: str) -> list[Refusal[Rule]]:
         """The provider step of the book's vetting: runs here, and its own `refuse`."""
-        if name in BUILTIN:
+        if name in BUILTIN and name != PROXY_PROVIDER:
             return []
-        provider = self.running.get(name)
+        provider = self.proxy if name == PROXY_PROVIDER else self.running.get(name)
         if provider is None:
             return [unavailable(name, self.names())]
         try:
@@ -104,14 +113,19 @@ class Providers:
             words = [f"provider {name} could not vet the request ({err}); ask the operator"]
         return [Refusal(Rule.PROVIDER_REFUSED, "", f"provider {name}: {w}") for w in words]
 
-    def progress(
-        self, key: str, request: TenantLoadBalancer, name: str
-    ) -> tuple[bool, str, str] | None:
+    def progress(self, key: str, request: TenantLoadBalancer, name: str) -> Programmed | None:
         """The provider's last word on this request as its `Programmed` condition."""
+        if name == PROXY_PROVIDER:
+            return programmed(self.proxy.status(key, request))
         word = self._words.get(key)
         if word is None or word.status is None or word.built != _built(name, request):
             return None
         return programmed(word.status)
+
+    def gateway_translated(self, result: Translation) -> list[str]:
+        """The gateway's control translated again: the requests of provider `proxy` whose
+        result changed (their `Programmed` is decided again)."""
+        return self.proxy.told(result)
 
     # ------------------------------------------------------------ the loop
 

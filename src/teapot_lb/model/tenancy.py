@@ -394,7 +394,8 @@ class TenantLoadBalancerStatus(KubeModel):
     next_hops: list[str] = []
     """Route mode: the tenant node addresses the IPs are announced with."""
     conditions: list[Condition] = []
-    """Accepted (vetted) and Programmed (addresses assigned and announced), with reasons."""
+    """Accepted (vetted) and Programmed (addresses assigned and announced), with reasons;
+    ProgrammedForTenant where the tenant is told something of Programmed."""
 
 
 class TenantLoadBalancer(Identified, KubeModel):
@@ -430,8 +431,18 @@ PROGRAMMED = "Programmed"
 REASON_ACCEPTED = "Accepted"
 REASON_PROGRAMMED = "Programmed"
 REASON_PENDING = "Pending"
+# Provider proxy: served by the gateway, the Service that announces the address not seen yet.
+REASON_NOT_ANNOUNCED = "NotAnnounced"
 REASON_NO_READY_BACKENDS = "NoReadyBackends"
 REASON_NOT_ACCEPTED = "NotAccepted"
+# Programmed as the tenant's Service is told it, where there is something to tell (no
+# address from the IPAM; an external provider's build failed, is degraded or serves): the
+# same status and reason, and a message written for the tenant, naming none of the
+# management side (AddressPools, endpoints, project or object ids), which stays in
+# Programmed's own message. The tenant agent relays it to the Service as an Event. A
+# condition rather than a field: agents and speakers of an earlier version, which refuse
+# unknown fields, read a status with it.
+PROGRAMMED_FOR_TENANT = "ProgrammedForTenant"
 # Programmed, but not all of it serves (an external provider's members out of service):
 # the condition stays True, its Event is a Warning.
 REASON_DEGRADED = "Degraded"

@@ -17,8 +17,14 @@ how far it got in a :class:`ProviderStatus`, which the manager writes into the r
   request's uid; :meth:`Provider.sweep` deletes the objects carrying a tag of this
   manager whose uid no request wants, and never an object without one.
 - **Errors are statuses.** A provider that cannot reach its API, or is answered with an
-  error, returns a status with `phase` ERROR, a message a tenant can read, and
-  `retry_after`; it raises only for bugs.
+  error, returns a status with `phase` ERROR, the operator's message, a message for the
+  tenant, and `retry_after`; it raises only for bugs.
+- **Two audiences.** A status's `message` is the operator's (it may name the provider's
+  endpoint, its object ids, the cloud's project): it stays in the management cluster. Its
+  `tenant_message` is relayed to the tenant's Service: what happened to *their* load
+  balancer and what they can do, naming only what is the tenant's own (its addresses, its
+  nodes' addresses and ports). A status without one tells the tenant the plain sentence
+  of its phase (:func:`tenant_words`), never the operator's message.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Protocol as TypingProtocol
 
 from teapot_lb.addresses import IPAddress
 from teapot_lb.model.service import Protocol
-from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
+from teapot_lb.model.tenancy import REASON_DEGRADED, Tenant, TenantLoadBalancer
 
 TAG_PREFIX = "teapot-lb:"
 
@@ -93,9 +99,32 @@ class ProviderStatus:
     reason: str
     """The condition's reason, CamelCase (e.g. "Provisioning", "OctaviaUnreachable")."""
     message: str
-    """What a tenant reads: what happened, what is tried next."""
+    """What the operator reads (the request's condition): what happened, what is tried
+    next, with the provider's own detail."""
     retry_after: float | None = None
     """Call ensure again after this many seconds (None: when something changes)."""
+    tenant_message: str | None = None
+    """What the tenant's Service is told (see the module's doc): never an endpoint, URL,
+    project or object id, token, a row of the provider's own, nor anything of another
+    tenant. None: the plain sentence of the phase (:func:`tenant_words`)."""
+
+
+def tenant_words(status: ProviderStatus) -> str | None:
+    """What the tenant is told of `status`: its `tenant_message`, else the sentence of its
+    phase; None while it is being built (the Service has its address already, and
+    nothing went wrong to tell)."""
+    if status.phase is Phase.PROVISIONING:
+        return None
+    if status.tenant_message:
+        return status.tenant_message
+    if status.phase is Phase.ERROR:
+        return (
+            f"the load balancer could not be built yet: the operator's provider reported "
+            f"{status.reason}; it is retried, ask the operator if this lasts"
+        )
+    if status.reason == REASON_DEGRADED:
+        return "the load balancer serves, but some of its backends are out of service"
+    return "the load balancer is built and serves"
 
 
 class Provider(TypingProtocol):

@@ -34,6 +34,7 @@ from teapot_lb.providers.base import (
 )
 from teapot_lb.providers.octavia_config import AuthType, OctaviaConfig, read
 from teapot_lb.providers.octavia_plan import (
+    OUT_OF_SERVICE,
     Existing,
     Step,
     Wanted,
@@ -240,10 +241,12 @@ class OctaviaProvider:
         if project is None:
             return ProviderStatus(Phase.ERROR, "NoOctaviaProject",
                                   f"Tenant {spec.tenant} has no Octavia project in the octavia "
-                                  f"provider's config (tenants.{spec.tenant}.project)")  # fmt: skip
+                                  f"provider's config (tenants.{spec.tenant}.project)",
+                                  tenant_message=_TENANT_NOT_SET_UP)  # fmt: skip
         if not spec.addresses:
             return ProviderStatus(Phase.ERROR, "NoAddress", "no address assigned yet",
-                                  self.config.timeouts.error)  # fmt: skip
+                                  self.config.timeouts.error,
+                                  "the load balancer has no address yet; retrying")  # fmt: skip
         want = wanted(spec, project, self.config.health_monitor)
         try:
             return await self._converge(spec, want)
@@ -279,7 +282,7 @@ class OctaviaProvider:
                                       f"Octavia load balancer {lb.id} went to provisioning status "
                                       f"ERROR (operating status {lb.operating_status}); it is "
                                       "deleted and built again on the next try",
-                                      timeouts.error)  # fmt: skip
+                                      timeouts.error, _TENANT_REBUILT)  # fmt: skip
             full = await asyncio.to_thread(self.api.tree, seen.lb, want.tag)
             steps = plan(want, full, subnet, monitor)
             if not steps:
@@ -309,30 +312,18 @@ class OctaviaProvider:
                               self.config.timeouts.pending)  # fmt: skip
 
     def _active(self, lb: Existing, want: Wanted, spec: LoadBalancerSpec) -> ProviderStatus:
-        notes = []
-        if len(spec.addresses) > 1:
-            notes.append(f"only {want.vip_address} is its VIP (one address family per "
-                         "Octavia load balancer here)")  # fmt: skip
-        if want.left_out:
-            notes.append(f"members of another address family left out (OVN does not mix "
-                         f"them): {', '.join(want.left_out)}")  # fmt: skip
-        checked = sorted({li.health_check_port for li in spec.listeners if li.health_check_port})
-        if checked and self.config.health_monitor.enabled:
-            notes.append(f"healthCheckNodePort {', '.join(map(str, checked))} is not probed "
-                         "(Octavia's monitor probes each member's own port; with "
-                         "externalTrafficPolicy Local the members are the nodes with a "
-                         "ready endpoint)")  # fmt: skip
-        down = out_of_service(lb)
-        if down:
-            notes.append(f"out of service (their health monitor's probes fail): "
-                         f"{', '.join(down)}")  # fmt: skip
+        notes = _notes(lb, want, spec, self.config.health_monitor.enabled)
         members = sum(len(li.members) for li in want.listeners)
         message = (f"Octavia load balancer {lb.id} ({self.config.provider}) is ACTIVE at "
                    f"{lb.vip_address}: {len(want.listeners)} listeners, {members} members, "
                    f"operating status {lb.operating_status}")  # fmt: skip
-        if notes:
-            message += "; " + "; ".join(notes)
-        return ProviderStatus(Phase.ACTIVE, REASON_DEGRADED if down else "Active", message)
+        ports = ", ".join(f"{li.port}/{li.protocol}" for li in want.listeners) or "no ports"
+        told = f"the load balancer serves {want.vip_address} ({ports})"
+        down = out_of_service(lb)
+        return ProviderStatus(Phase.ACTIVE, REASON_DEGRADED if down else "Active",
+                              "; ".join([message, *(ours for ours, _ in notes)]),
+                              tenant_message="; ".join([told, *(its for _, its in notes)]),
+                              )  # fmt: skip
 
     def _failed(self, key: str, err: OctaviaError) -> ProviderStatus:
         _log.warning("octavia error", request=key, reason=err.reason, error=err.message)
@@ -341,7 +332,7 @@ class OctaviaProvider:
                                   self.config.timeouts.pending)  # fmt: skip
         return ProviderStatus(Phase.ERROR, err.reason,
                               f"{err.message}; tried again in a while",
-                              self.config.timeouts.error)  # fmt: skip
+                              self.config.timeouts.error, _tenant_error(err))  # fmt: skip
 
     # -- delete and sweep -------------------------------------------------------------
     async def delete(self, key: str, uid: str) -> ProviderStatus | None:
@@ -389,6 +380,78 @@ class OctaviaProvider:
             _log.info("octavia swept", lb=lb["id"], owner=uids[0])
             deleted.append(f"{lb['id']} ({uids[0]})")
         return deleted
+
+
+# What the tenant's Service is told (ProviderStatus.tenant_message): its own load
+# balancer, addresses, nodes and ports only; never Octavia's endpoint, ids or project.
+_TENANT_NOT_SET_UP = (
+    "the load balancer cannot be built: the operator has not set this tenant up for the "
+    "octavia provider yet; ask the operator, or use another provider "
+    "(annotation lb.teapot.io/provider)"
+)
+_TENANT_REBUILT = (
+    "the operator's load-balancer service failed to build the load balancer; it is "
+    "built again, retrying"
+)
+_TENANT_ERRORS = {
+    "OctaviaUnreachable": "the operator's load-balancer service is unreachable",
+    "OctaviaUnavailable": "the operator's load-balancer service answered with an error",
+    "OctaviaRefused": "the operator's load-balancer service refused a change",
+}
+
+
+def _tenant_error(err: OctaviaError) -> str:
+    """Octavia's failure as the tenant reads it (its text names Octavia's endpoint and ids:
+    only the kind of failure and the HTTP status are told)."""
+    what = _TENANT_ERRORS.get(err.reason, "the operator's load-balancer service failed")
+    if err.status is not None:
+        what += f" (HTTP {err.status})"
+    return (
+        f"the load balancer could not be built or changed yet: {what}; retrying, "
+        "ask the operator if this lasts"
+    )
+
+
+def _notes(
+    lb: Existing, want: Wanted, spec: LoadBalancerSpec, monitored: bool
+) -> list[tuple[str, str]]:
+    """What is worth saying of an Active load balancer: (the operator's words, the
+    tenant's), the tenant's naming only its own backends (node address:nodePort)."""
+    notes = []
+    down = out_of_service(lb)
+    if down:
+        backends = sorted({(str(m.address), m.port, m.node) for li in want.listeners
+                           for m in li.members})  # fmt: skip
+        failed = {(m.address, m.port) for pool in lb.pools for m in pool.members
+                  if m.operating_status in OUT_OF_SERVICE}  # fmt: skip
+        failing = [f"{address}:{port} ({node})" for address, port, node in backends
+                   if (address, port) in failed]  # fmt: skip
+        told = "some backends fail their health check and get no new connections"
+        if failing:  # (else members left from an earlier spec)
+            told = (f"{len(failing)} of {len(backends)} backends fail their health check and "
+                    f"get no new connections: {', '.join(failing)}; look at the Service's "
+                    "pods on those nodes")  # fmt: skip
+        notes.append((f"out of service (their health monitor's probes fail): {', '.join(down)}",
+                      told))  # fmt: skip
+    if len(spec.addresses) > 1:
+        notes.append((f"only {want.vip_address} is its VIP (one address family per Octavia "
+                       "load balancer here)",
+                       f"only {want.vip_address} is served: this provider builds one address "
+                       "family per load balancer"))  # fmt: skip
+    if want.left_out:
+        left_out = ", ".join(want.left_out)
+        notes.append((f"members of another address family left out (OVN does not mix them): "
+                       f"{left_out}",
+                       f"backends of another address family are left out: {left_out}"))  # fmt: skip
+    checked = sorted({li.health_check_port for li in spec.listeners if li.health_check_port})
+    if checked and monitored:
+        ports = ", ".join(map(str, checked))
+        notes.append((f"healthCheckNodePort {ports} is not probed (Octavia's monitor probes "
+                      "each member's own port; with externalTrafficPolicy Local the members "
+                      "are the nodes with a ready endpoint)",
+                      f"healthCheckNodePort {ports} is not probed: each backend's own "
+                      "nodePort is"))  # fmt: skip
+    return notes
 
 
 def load(path_or_mapping: Path | str | Mapping[str, Any]) -> OctaviaProvider:

@@ -6,7 +6,15 @@ from __future__ import annotations
 from teapot_lb.addresses import IPAddress
 from teapot_lb.model.service import ExternalTrafficPolicy
 from teapot_lb.model.tenancy import TenantLoadBalancer
-from teapot_lb.providers.base import Listener, LoadBalancerSpec, Member, Phase, ProviderStatus
+from teapot_lb.providers.base import (
+    Listener,
+    LoadBalancerSpec,
+    Member,
+    Phase,
+    ProviderStatus,
+    tenant_words,
+)
+from teapot_lb.tenancy.book import Programmed
 
 
 def load_balancer_spec(
@@ -43,10 +51,13 @@ def load_balancer_spec(
     return LoadBalancerSpec(key, uid, tenant, addresses, listeners)
 
 
-def programmed(status: ProviderStatus) -> tuple[bool, str, str]:
-    """The `Programmed` condition (status, reason, message) a provider's status is: True
-    only when Active; the provider's reason and message verbatim."""
-    return status.phase is Phase.ACTIVE, status.reason, status.message
+def programmed(status: ProviderStatus) -> Programmed:
+    """The `Programmed` condition a provider's status is: True only when Active; the
+    provider's reason and (operator's) message verbatim, and what the tenant is told
+    (:func:`~teapot_lb.providers.base.tenant_words`)."""
+    return Programmed(
+        status.phase is Phase.ACTIVE, status.reason, status.message, tenant_words(status)
+    )
 
 
 def retry_delay(

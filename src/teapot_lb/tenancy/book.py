@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from teapot_lb import ipam
 from teapot_lb.addresses import IPAddress, IPFamily, parse_ip
@@ -31,11 +31,14 @@ from teapot_lb.model.problem import Problem
 from teapot_lb.model.tenancy import (
     ACCEPTED,
     PROGRAMMED,
+    PROGRAMMED_FOR_TENANT,
     PROVIDER_OF_MODE,
+    PROXY_PROVIDER,
     REASON_ACCEPTED,
     REASON_DEGRADED,
     REASON_NO_READY_BACKENDS,
     REASON_NOT_ACCEPTED,
+    REASON_NOT_ANNOUNCED,
     REASON_PENDING,
     REASON_PROGRAMMED,
     ROUTE_PROVIDER,
@@ -81,9 +84,44 @@ _GATEWAY = ":gateway"  # the namespace of a dedicated gateway address's key (no 
 ProviderVet = Callable[[TenantLoadBalancer, Tenant, str], list[Refusal[Rule]]]
 """Why the named provider will not build the request (it does not run here, or its own
 `refuse`): given by the manager, which knows the providers (a layer above this one)."""
-ProviderProgress = Callable[[str, TenantLoadBalancer, str], tuple[bool, str, str] | None]
-"""An external provider's word on a request it builds (Programmed: ok, reason, message),
-None before its first."""
+
+
+class Programmed(NamedTuple):
+    """A request's `Programmed` condition as decided, and what its tenant is told of it."""
+
+    ok: bool
+    reason: str
+    message: str
+    """The operator's words: the condition's message."""
+    told: str | None = None
+    """The tenant's words (the condition ProgrammedForTenant, relayed to its Service by
+    the agent): None, nothing to tell."""
+
+
+ProviderProgress = Callable[[str, TenantLoadBalancer, str], Programmed | None]
+"""An external provider's word on a request it builds, None before its first."""
+
+
+def _kept(request: TenantLoadBalancer, ips: Iterable[IPAddress]) -> Programmed | None:
+    """The request's `Programmed` as it stands, while its provider has not answered in this
+    process yet (a restarted manager): kept when it was decided for this very generation
+    of the request and these addresses, so a restart does not flap it to Pending (and
+    write a status) for a load balancer that is built."""
+    status = request.status
+    if status is None or status.addresses != [str(ip) for ip in ips]:
+        return None
+    generation = request.metadata.generation
+    found = {c.type: c for c in status.conditions}
+    now = found.get(PROGRAMMED)
+    if now is None or generation is None or now.observed_generation != generation:
+        return None
+    told = found.get(PROGRAMMED_FOR_TENANT)
+    return Programmed(
+        now.status is ConditionStatus.TRUE,
+        now.reason,
+        now.message,
+        told.message if told is not None else None,
+    )
 
 
 def builtin_providers_only(
@@ -426,21 +464,29 @@ class TenantBook:
         result = self._allocators[tenant].assign(request_of(request))
         if isinstance(result, ipam.Refused):
             self.release(key)
-            programmed = (False, result.reason.value, result.message)
+            programmed = Programmed(
+                False, result.reason.value, result.message, _unassigned(result.reason)
+            )
             return self._status(key, request, tenant, now, accepted=True, programmed=programmed)
         self._hold(key, tenant, request)
         builtin = provider in PROVIDER_OF_MODE.values()
         routes = wanted_routes(tenant, request, result.ips) if provider == ROUTE_PROVIDER else ()
         self._routes[key] = routes
         ips = ", ".join(str(ip) for ip in result.ips)
-        if not builtin:
-            waiting = (False, REASON_PENDING, f"{ips} assigned; provider {provider} is building it")
+        if not builtin or (provider == PROXY_PROVIDER and self._progress is not None):
+            # (proxy: what the gateway's control said of it; without a manager's progress,
+            # standalone, the book's word as before)
+            waiting = Programmed(
+                False, REASON_PENDING, f"{ips} assigned; provider {provider} is building it"
+            )
             word = self._progress(key, request, provider) if self._progress else None
-            programmed = word or waiting
+            programmed = word or _kept(request, result.ips) or waiting
         elif routes or provider != ROUTE_PROVIDER:
-            programmed = (True, REASON_PROGRAMMED, f"{ips} from AddressPool {result.pool}")
+            programmed = Programmed(
+                True, REASON_PROGRAMMED, f"{ips} from AddressPool {result.pool}"
+            )
         else:
-            programmed = (
+            programmed = Programmed(
                 False,
                 REASON_NO_READY_BACKENDS,
                 f"{ips} assigned; no backend node holds a ready endpoint, nothing is announced",
@@ -475,7 +521,7 @@ class TenantBook:
             accepted=False,
             reason=refusals[0].rule.value,
             message=message,
-            programmed=(False, REASON_NOT_ACCEPTED, "the request was not accepted"),
+            programmed=Programmed(False, REASON_NOT_ACCEPTED, "the request was not accepted"),
             refusals=tuple(refusals),
         )
 
@@ -487,7 +533,7 @@ class TenantBook:
         now: datetime,
         *,
         accepted: bool,
-        programmed: tuple[bool, str, str],
+        programmed: Programmed,
         reason: str = REASON_ACCEPTED,
         message: str = "",
         assigned: ipam.Assigned | None = None,
@@ -501,8 +547,19 @@ class TenantBook:
             message = f"vetted for Tenant {tenant}"
         conditions = [
             condition(ACCEPTED, accepted, reason, message, old, now, generation),
-            condition(PROGRAMMED, *programmed, old, now, generation),
+            condition(
+                PROGRAMMED,
+                programmed.ok,
+                programmed.reason,
+                programmed.message,
+                old,
+                now,
+                generation,
+            ),
         ]
+        if programmed.told is not None:
+            told = (programmed.ok, programmed.reason, programmed.told)
+            conditions.append(condition(PROGRAMMED_FOR_TENANT, *told, old, now, generation))
         status = TenantLoadBalancerStatus(
             addresses=[str(ip) for ip in assigned.ips] if assigned else [],
             address_pool=assigned.pool if assigned else None,
@@ -512,11 +569,63 @@ class TenantBook:
         return Outcome(
             key,
             dump(status),
-            _event(old, conditions, status),
+            _event(old, conditions[:2], status),
             tenant,
             routes,
             refusals,
         )
+
+
+# What the tenant's Service is told when its request got no address (the IPAM's own
+# message names the operator's AddressPools and the management keys of requests).
+_SHARED = "the address it asks for is shared (lb.teapot.io/sharing-key) with a load balancer"
+_UNASSIGNED: dict[ipam.RefusalReason, str] = {
+    ipam.RefusalReason.NO_FREE_ADDRESS: "no free address of its IP families is left in the "
+    "tenant's allocation; delete a load balancer no longer needed, or ask the operator for "
+    "more addresses",
+    ipam.RefusalReason.IP_IN_USE: "the address it asks for is held by another load "
+    "balancer of the tenant; give both the same lb.teapot.io/sharing-key to share it, or "
+    "ask for another",
+    ipam.RefusalReason.PORT_CONFLICT: f"{_SHARED} that uses the same port and protocol",
+    ipam.RefusalReason.TRAFFIC_POLICY_MISMATCH: f"{_SHARED} of another externalTrafficPolicy",
+    ipam.RefusalReason.SELECTOR_MISMATCH: f"{_SHARED} whose pods are selected otherwise "
+    "(externalTrafficPolicy Local: the same selector)",
+}
+
+
+_FREED_MAY_HELP = frozenset(
+    {
+        ipam.RefusalReason.NO_FREE_ADDRESS,
+        ipam.RefusalReason.IP_IN_USE,
+        ipam.RefusalReason.PORT_CONFLICT,
+        ipam.RefusalReason.TRAFFIC_POLICY_MISMATCH,
+    }
+)
+
+
+def waits_for_address(request: TenantLoadBalancer) -> bool:
+    """Whether `request` got no address because others held them (the allocation full,
+    its IP held, a sharing clash): deciding it again may give it one once another request
+    of its tenant frees addresses, as MetalLB retries its pending Services."""
+    if request.status is None or request.status.addresses:
+        return False
+    reasons = {c.reason for c in request.status.conditions if c.type == PROGRAMMED}
+    return any(r in reasons for r in _FREED_MAY_HELP)
+
+
+def _unassigned(reason: ipam.RefusalReason) -> str:
+    """Why the tenant's load balancer got no address, in the tenant's words."""
+    why = _UNASSIGNED.get(
+        reason,
+        "its requested addresses or IP families cannot be given from the tenant's "
+        "allocation; check them, or ask the operator",
+    )
+    return f"the load balancer got no address ({reason.value}): {why}"
+
+
+_UNDER_WAY = frozenset({REASON_PENDING, REASON_NOT_ANNOUNCED})
+"""`Programmed=False` reasons of work going as it should (a provider building, an address
+about to be announced): a Normal Event, not a Warning on every load balancer made."""
 
 
 def _event(
@@ -535,6 +644,8 @@ def _event(
             continue
         if condition.reason == REASON_NOT_ACCEPTED:
             continue
+        if condition.type == PROGRAMMED and condition.reason in _UNDER_WAY:
+            return Event(EventType.NORMAL, condition.reason, condition.message)
         return Event(EventType.WARNING, condition.reason, condition.message)
     return None
 
@@ -565,6 +676,7 @@ def tenant_status(tenant: Tenant, usage: Usage, refused: int, now: datetime) -> 
 __all__ = [
     "ManagementView",
     "Outcome",
+    "Programmed",
     "ProviderProgress",
     "ProviderVet",
     "TenantBook",

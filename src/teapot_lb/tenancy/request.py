@@ -10,6 +10,7 @@ from typing import Any
 
 from teapot_lb.cluster import ClusterView
 from teapot_lb.model.common import API_VERSION, ConditionStatus
+from teapot_lb.model.event import EventType
 from teapot_lb.model.service import (
     ANNOTATION_PROVIDER,
     ANNOTATION_SHARING_KEY,
@@ -17,7 +18,15 @@ from teapot_lb.model.service import (
     Node,
     Service,
 )
-from teapot_lb.model.tenancy import ACCEPTED, PROVIDER_OF_MODE, TenantLoadBalancer, TenantMode
+from teapot_lb.model.tenancy import (
+    ACCEPTED,
+    PROGRAMMED_FOR_TENANT,
+    PROVIDER_OF_MODE,
+    REASON_DEGRADED,
+    REASON_PROGRAMMED,
+    TenantLoadBalancer,
+    TenantMode,
+)
 
 # The tenant agent's default loadBalancerClass: what "cloud-provider-teapot" serves.
 TEAPOT_CLOUD_CLASS = "lb.teapot.io/teapot-cloud"
@@ -168,6 +177,23 @@ def refusal_of(request: TenantLoadBalancer | None) -> tuple[str, str] | None:
     for condition in request.status.conditions:
         if condition.type == ACCEPTED and condition.status is ConditionStatus.FALSE:
             return condition.reason, condition.message
+    return None
+
+
+def programmed_of(request: TenantLoadBalancer | None) -> tuple[str, str, str] | None:
+    """(Event type, reason, message) the tenant's Service is told of the request's
+    `Programmed`, where the manager wrote it for the tenant (condition ProgrammedForTenant:
+    no address from the IPAM, an external provider's word): a Warning with its reason while
+    it is not built or is degraded, a Normal `Programmed` once it serves; None when there is
+    nothing to tell."""
+    if request is None or request.status is None:
+        return None
+    for condition in request.status.conditions:
+        if condition.type != PROGRAMMED_FOR_TENANT:
+            continue
+        if condition.status is ConditionStatus.TRUE and condition.reason != REASON_DEGRADED:
+            return EventType.NORMAL.value, REASON_PROGRAMMED, condition.message
+        return EventType.WARNING.value, condition.reason, condition.message
     return None
 
 

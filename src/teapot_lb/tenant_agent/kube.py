@@ -11,10 +11,14 @@ become a TenantLoadBalancer (:mod:`.request`); its assigned IPs come back into
 `status.loadBalancer.ingress`; a refusal becomes a Warning Event on the Service (and on
 each Node it names as the cause), once per refusal, whichever side decided it: the
 manager (the request's `Accepted=False`) or the API server (the manager's webhook
-denying the write, or the CRD's schema). A request the API server refused is not written
-again until the Service, its nodes or endpoints change, or the manager clears the
-refusal the agent recorded in the management namespace (the Tenant changed). A finalizer on
-the Service makes its deletion wait until the remote request is gone. Every remote
+denying the write, or the CRD's schema). What became of an accepted request (its
+`Programmed`: no address, an external provider's build failed, degraded, serving) is told
+too, where the manager wrote words for the tenant (the condition ProgrammedForTenant,
+never Programmed's operator's message): a Warning, or a Normal once it serves, once per change.
+A request the API server refused is not written again until the Service, its nodes or
+endpoints change, or the manager clears the refusal the agent recorded in the management
+namespace (the Tenant changed). A finalizer on the Service makes its deletion wait until
+the remote request is gone. Every remote
 request of this cluster is a key too, so an orphan (its Service gone while the agent was
 down) is deleted once the Service cache has synced: deletions follow only what the tenant
 API server said, never an error or a timeout (an unreachable server retries with backoff).
@@ -53,6 +57,7 @@ from teapot_lb.model.service import SERVICE_NAME_LABEL, Service
 from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.speaker.kube_source import put
 from teapot_lb.tenancy.kube_denials import Denials
+from teapot_lb.tenancy.programmed import is_programmed
 from teapot_lb.tenancy.refusal import refusal_of_denial
 from teapot_lb.tenancy.request import (
     AGENT_COMPONENT,
@@ -69,6 +74,7 @@ from teapot_lb.tenancy.request import (
     ingress_of,
     management_namespace_hint,
     nodes_refused,
+    programmed_of,
     refusal_of,
     request_name,
     session_name,
@@ -115,6 +121,10 @@ class TenantAgent:
         self.recorder = EventRecorder(tenant, COMPONENT, instance=config.cluster)
         # What each Service was last told: (its generation, reason, message).
         self._told: dict[str, tuple[object, ...]] = {}
+        # What each Service was last told of its request's Programmed: (type, reason,
+        # message); kept while there is nothing to tell (being built), so the same word
+        # after it is not told twice.
+        self._told_programmed: dict[str, tuple[object, ...]] = {}
         self._told_nodes: dict[str, tuple[str, str]] = {}
         self._told_sessions: dict[str, tuple[object, ...]] = {}  # relay Events told, by Node
         # Services as our own last write returned them, until the informer catches up:
@@ -331,8 +341,13 @@ class TenantAgent:
         refusal = refusal_of(request)
         if refusal is not None:
             await self._tell(key, raw, refusal, desired)
-        else:
-            self._told.pop(key, None)
+            return
+        self._told.pop(key, None)
+        programmed = programmed_of(request)
+        if programmed is not None:
+            await self._say(self._told_programmed, key, raw, programmed, *programmed)
+        elif request is not None and is_programmed(request):
+            self._told_programmed.pop(key, None)  # served, nothing to say: a Warning again is new
 
     async def _tell(
         self,
@@ -344,12 +359,8 @@ class TenantAgent:
         """A Warning Event on the Service, and on each Node the refusal names as its cause;
         once per refusal and change of the Service (not per retry)."""
         told = (service.get("metadata", {}).get("generation"), *refusal)
-        if key not in self._told and await self._said_before(service, refusal):
-            self._told[key] = told  # by this agent before it restarted
-        if self._told.get(key) != told:
-            involved = {"apiVersion": "v1", "kind": "Service", **service}
-            if await self.recorder.record(involved, "Warning", *refusal):
-                self._told[key] = told
+        self._told_programmed.pop(key, None)  # served again after it: told again
+        await self._say(self._told, key, service, told, "Warning", *refusal)
         for node in nodes_refused(refusal[1], desired or {}):
             node_raw = self.nodes.get(node)
             if node_raw is None or self._told_nodes.get(node) == refusal:
@@ -358,23 +369,55 @@ class TenantAgent:
             if await self.recorder.record(involved, "Warning", *refusal):
                 self._told_nodes[node] = refusal
 
-    async def _said_before(self, service: KubeObject, refusal: tuple[str, str]) -> bool:
-        """Whether the Service already has this refusal's Warning from an agent: read the
-        first time this agent tells the Service, so that a restart does not repeat it."""
+    async def _say(
+        self,
+        told: dict[str, tuple[object, ...]],
+        key: str,
+        service: KubeObject,
+        state: tuple[object, ...],
+        kind: str,
+        reason: str,
+        message: str,
+    ) -> None:
+        """An Event on the Service unless `told` has `state` for it already (or, the first
+        time after a restart, the Service's last Event from an agent says the same)."""
+        if key not in told and await self._said_before(service, kind, reason, message):
+            told[key] = state  # by this agent before it restarted
+        if told.get(key) != state:
+            involved = {"apiVersion": "v1", "kind": "Service", **service}
+            if await self.recorder.record(involved, kind, reason, message):
+                told[key] = state
+
+    async def _said_before(self, service: KubeObject, kind: str, reason: str, message: str) -> bool:
+        """Whether the last thing an agent told the Service (its latest Events) is this:
+        read the first time this agent tells the Service, so that a restart does not repeat
+        it, and a change that happened while no agent ran is still told."""
         meta = service.get("metadata", {})
         try:
             found = await self.tenant.list(
                 EVENTS,
                 namespace=meta.get("namespace"),
-                field_selector=f"involvedObject.uid={meta.get('uid')},reason={refusal[0]}",
+                field_selector=f"involvedObject.uid={meta.get('uid')}",
             )
         except KubeError:
             return False  # told again rather than not at all
-        return any(
-            (e.get("involvedObject") or {}).get("uid") == meta.get("uid")
-            and e.get("message") == refusal[1]
-            and e.get("reportingComponent") == COMPONENT
+        ours = [
+            e
             for e in found.items
+            if (e.get("involvedObject") or {}).get("uid") == meta.get("uid")
+            and e.get("reportingComponent") == COMPONENT
+        ]
+        if not ours:
+            return False
+        latest = ours[0]
+        for event in ours[1:]:  # timestamps are whole seconds: the last written of a second
+            when, then = str(event.get("lastTimestamp")), str(latest.get("lastTimestamp"))
+            if when > then or (when == then and newer(event, latest)):
+                latest = event
+        return (latest.get("type"), latest.get("reason"), latest.get("message")) == (
+            kind,
+            reason,
+            message,
         )
 
     async def _tell_session(self, event_key: str) -> None:
@@ -401,6 +444,7 @@ class TenantAgent:
 
     async def _forget_refusal(self, key: str, remote_name: str) -> None:
         self._told.pop(key, None)
+        self._told_programmed.pop(key, None)
         await self.refusals.clear(REQUEST_KIND, remote_name)
 
     async def _set_finalizers(self, raw: KubeObject, finalizers: list[str]) -> KubeObject:

@@ -15,7 +15,7 @@ from typing import Any
 from teapot_lb.model.gateway_api import Gateway, HTTPRoute, TCPRoute, TLSRoute, UDPRoute
 from teapot_lb.model.ingress import Ingress
 from teapot_lb.model.manifest import MODELS
-from teapot_lb.model.tenancy import Tenant
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.tenancy.l7vet import (
     LABEL_SOURCE_NAME,
     LABEL_SOURCE_NAMESPACE,
@@ -23,7 +23,7 @@ from teapot_lb.tenancy.l7vet import (
     mirrored_name,
 )
 from teapot_lb.tenancy.request import LABEL_CLUSTER
-from tenancy.builders import TENANTS, parsed, tenant_body
+from tenancy.builders import TENANTS, parsed, tenant_body, tlb_body
 
 DOMAINS = {"acme": ["acme.example", "*.shop.example"], "bolt": ["bolt.example"]}
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -51,6 +51,21 @@ def meta(
         "labels": {LABEL_CLUSTER: cluster, LABEL_SOURCE_NAMESPACE: "web", LABEL_SOURCE_NAME: name},
         **extra,
     }
+
+
+def proxy_request(
+    tenant_name: str, name: str, addresses: list[str], *, age: int = 0, **spec: Any
+) -> TenantLoadBalancer:
+    """A Gateway-mode TenantLoadBalancer (provider proxy) `age` minutes after EPOCH, as the
+    manager left it: `addresses` assigned (its status). Ports: 80/TCP at nodePort 30080
+    unless `ports` says; backends: the tenant's nodes, ready unless `ready=False`."""
+    body = tlb_body(tenant_name, name, mode="Gateway", **spec)
+    body["metadata"]["creationTimestamp"] = (EPOCH + timedelta(minutes=age)).isoformat()
+    body["metadata"]["uid"] = f"uid-{name}"
+    body["status"] = {"addresses": addresses}
+    obj = parsed(body)
+    assert isinstance(obj, TenantLoadBalancer)
+    return obj
 
 
 def backend(service: str = "web", port: int = 80) -> dict[str, Any]:

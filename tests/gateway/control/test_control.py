@@ -19,8 +19,8 @@ from teapot_lb.controller.kube_runner import running
 from teapot_lb.gateway.config import GatewayConfig
 from teapot_lb.gateway.control.kube_l7gateway import GatewayControl
 from teapot_lb.gateway.control.l7mirror import ANNOTATION_REFUSED
-from teapot_lb.gateway.control.l7services import LABEL_ADDRESS_OF
-from teapot_lb.kube.resources import INGRESSES
+from teapot_lb.gateway.control.l7services import ANNOTATION_ADDRESS_FOR, LABEL_ADDRESS_OF
+from teapot_lb.kube.resources import INGRESSES, TENANT_LOAD_BALANCERS
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
 from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
@@ -293,6 +293,9 @@ async def test_a_dedicated_address_reaches_the_tenants_ingress_and_a_refusal_is_
         held = tlb_body("acme", "lb")
         held["status"] = {"addresses": ["198.51.100.0"]}
         world.management.seed(held)
+        proxied = tlb_body("acme", "proxied", mode="Gateway")  # served by the gateway
+        proxied["status"] = {"addresses": ["198.51.100.2"]}
+        world.management.seed(proxied)
         world.management.seed(GATEWAY_SERVICE)
         async with with_control(world, address_service="teapot-lb-system/teapot-lb-gateway"):
             ip = await wait_for_async(
@@ -320,12 +323,7 @@ async def test_a_dedicated_address_reaches_the_tenants_ingress_and_a_refusal_is_
                          if e.get("reason") == "AddressNotUsable"],
                 within=WITHIN, what="the refusal Event",
             )  # fmt: skip
-            copy_ = await wait_for_async(
-                lambda: world.management.get(
-                    "services", "teapot-lb-gateway-198-51-100-1", "teapot-lb-system"
-                ),
-                within=WITHIN, what="the Service of the dedicated address",
-            )  # fmt: skip
+            copy_ = await address_service(world, "198-51-100-1", "the dedicated address")
             assert copy_["metadata"]["annotations"] == {"lb.teapot.io/ips": "198.51.100.1"}
             assert copy_["metadata"]["labels"][LABEL_ADDRESS_OF] == "acme"
             spec = copy_["spec"]
@@ -333,13 +331,34 @@ async def test_a_dedicated_address_reaches_the_tenants_ingress_and_a_refusal_is_
             assert spec["selector"] == GATEWAY_SERVICE["spec"]["selector"]
             assert [p["port"] for p in spec["ports"]] == [80, 443]
             await world.client.delete(INGRESSES, "own", "web")
-            await wait_for_async(
-                lambda: world.management.get(
-                    "services", "teapot-lb-gateway-198-51-100-1", "teapot-lb-system"
-                ) is None or None,
-                within=WITHIN, what="the Service gone with the Ingress",
-            )  # fmt: skip
+            await address_service(world, "198-51-100-1", "the Ingress", gone=True)
             assert world.management.get("services", "teapot-lb-gateway", "teapot-lb-system")
+
+            # A Gateway-mode request's address is announced the same way, its copy naming it
+            # (the manager's book holds the address for the request: no second claim).
+            request_copy = await address_service(world, "198-51-100-2", "the request's address")
+            assert request_copy["metadata"]["annotations"] == {
+                "lb.teapot.io/ips": "198.51.100.2", ANNOTATION_ADDRESS_FOR: "tenant-acme/proxied",
+            }  # fmt: skip
+            assert request_copy["metadata"]["labels"][LABEL_ADDRESS_OF] == "acme"
+            assert request_copy["spec"]["selector"] == GATEWAY_SERVICE["spec"]["selector"]
+            assert world.management.get(  # the route request's address is not the gateway's
+                "services", "teapot-lb-gateway-198-51-100-0", "teapot-lb-system"
+            ) is None  # fmt: skip
+            await world.admin.delete(TENANT_LOAD_BALANCERS, "proxied", NS)
+            await address_service(world, "198-51-100-2", "the request", gone=True)
+
+
+async def address_service(world: TenantWorld, address: str, of: str, *, gone: bool = False) -> Any:
+    """Wait for the Service announcing `address` (dashed) for `of` (or, `gone`, with it)."""
+    name = f"teapot-lb-gateway-{address}"
+
+    def now() -> Any:
+        found = world.management.get("services", name, "teapot-lb-system")
+        return (found is None or None) if gone else found
+
+    what = f"the Service gone with {of}" if gone else f"the Service of {of}"
+    return await wait_for_async(now, within=WITHIN, what=what)
 
 
 def tls_secret(namespace: str, name: str, cert: bytes, key: bytes) -> dict[str, Any]:

@@ -253,3 +253,34 @@ def test_check_reports_an_endpoint_slice_without_the_service_ports_annotation(
     (line,) = [x for x in checked.output.splitlines() if "not served as written" in x]
     assert line.startswith("Ingress/tenant-acme/")
     assert "has no lb.teapot.io/service-ports annotation" in line and "Service port 80" in line
+
+
+def test_check_names_a_gateway_mode_request_port_not_served(tmp_path: Path) -> None:
+    """Issue 38: a TenantLoadBalancer of provider proxy in the directory is served like
+    the manager left it (its status's addresses); what is not served is a `--check` line
+    with the field and the reason."""
+    from click.testing import CliRunner
+
+    from teapot_lb.cli.gateway import gateway as command
+    from tenancy.builders import pool_body, tlb_body
+
+    root = manifests(tmp_path)
+    request = tlb_body("acme", "web", mode="Gateway", ports=[
+        {"protocol": "TCP", "port": 80, "nodePort": 30080},
+        {"protocol": "SCTP", "port": 9, "nodePort": 30009},
+    ])  # fmt: skip
+    request["status"] = {"addresses": ["198.51.100.5"]}
+    write(root, "pools.yaml", pool_body("shared-v4", ["198.51.100.0/26"]))
+    write(root, "request.yaml", request)
+    result, _ = translate_directory(root, [ip_address("203.0.113.10")])
+    (served,) = result.load_balancers.values()
+    assert served.served == ["198.51.100.5:80/TCP"]
+    checked = CliRunner().invoke(
+        command, ["--manifests", str(root), "--address", "203.0.113.10", "--check"]
+    )
+    assert checked.exit_code == 1
+    assert (
+        "TenantLoadBalancer/tenant-acme/web: not served: spec.ports[1].protocol: SCTP is not "
+        "served by the shared gateway (TCP and UDP only); use provider route "
+        "[UnsupportedProtocol]"
+    ) in checked.output

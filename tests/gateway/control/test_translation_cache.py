@@ -20,17 +20,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from teapot_lb.gateway.config import problems
 from teapot_lb.gateway.control.l7refused import RefusedObjects, refused_of
 from teapot_lb.gateway.translate import Translation, translate
 from teapot_lb.gateway.translation_cache import TranslationCache
 from teapot_lb.model.common import ObjectRef
-from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS
+from teapot_lb.model.tenancy import TenantLoadBalancer
+from teapot_lb.tenancy.l7address import ANNOTATION_DEDICATED_ADDRESS, held_addresses
 from teapot_lb.tenancy.l7cert import CERT_KEY, KEY_KEY
 from teapot_lb.tenancy.l7vet import L7Object, L7World, vet_object
 from tenancy.builders import pools
 
 from . import builders
-from .builders import gateway, http_route, ingress, listener, tenant
+from .builders import gateway, http_route, ingress, listener, proxy_request, tenant
 
 SHARED = ip_address("203.0.113.10")
 TENANT_NAMES = ("acme", "bolt")
@@ -59,6 +61,7 @@ class Cloud:
     """What the management cluster holds now."""
 
     objects: dict[ObjectRef, L7Object] = field(default_factory=dict)
+    requests: dict[ObjectRef, TenantLoadBalancer] = field(default_factory=dict)
     slices: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     secrets: dict[str, dict[str, bytes]] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
@@ -66,7 +69,8 @@ class Cloud:
 
     def world(self) -> L7World:
         objects = list(self.objects.values())
-        return L7World(tenants(self.gone), objects, dict(self.secrets), pools=pools())
+        held = held_addresses(tenants(self.gone), self.requests.values())
+        return L7World(tenants(self.gone), objects, dict(self.secrets), pools=pools(), held=held)
 
 
 # ------------------------------------------------------------------ the changes
@@ -99,6 +103,13 @@ def _gateway(t: str, age: int, tls: str | None, tcp: int | None, own: bool) -> L
     return gateway(t, "gw", listeners, age=age, addresses=addresses)
 
 
+def _request(t: str, name: str, age: int, address: str, udp: bool, ready: bool) -> Any:
+    """A Gateway-mode TenantLoadBalancer (provider proxy) holding `address` (its
+    tenant's, the other's dedicated one, or the gateway's own)."""
+    ports = [{"protocol": "UDP" if udp else "TCP", "port": 5432, "nodePort": 30432}]
+    return proxy_request(t, f"lb-{name}", [address], age=age, ports=ports, ready=ready)
+
+
 tenant_names = st.sampled_from(TENANT_NAMES)
 ages = st.integers(0, 5)
 services = st.sampled_from(SERVICES)
@@ -120,6 +131,12 @@ changes = st.one_of(
     st.tuples(st.just("secret"), tenant_names, st.sampled_from(("tls-a", "tls-b")),
               st.sampled_from((None, *CERT_NAMES))),
     st.tuples(st.just("tenant"), tenant_names, st.booleans()),
+    st.tuples(st.just("request"),
+              st.builds(_request, tenant_names, st.sampled_from(NAMES), ages,
+                        st.sampled_from(("198.51.100.3", "198.51.100.5", "198.51.100.20",
+                                         str(SHARED))),
+                        st.booleans(), st.booleans())),
+    st.tuples(st.just("unrequest"), st.integers(0, 5)),
 )  # fmt: skip
 
 
@@ -142,6 +159,11 @@ def apply(cloud: Cloud, change: tuple[Any, ...], pems: dict[str, tuple[bytes, by
             else:
                 cert, private = pems[cn]
                 cloud.secrets[key] = {CERT_KEY: cert, KEY_KEY: private}
+        case ("request", request):
+            cloud.requests[request.ref] = request
+        case ("unrequest", i):
+            if cloud.requests:
+                del cloud.requests[sorted(cloud.requests)[i % len(cloud.requests)]]
         case ("tenant", t, present):
             (cloud.gone.discard if present else cloud.gone.add)(t)
 
@@ -158,10 +180,13 @@ def test_changes_applied_incrementally_translate_as_from_scratch(
     for change in steps:
         apply(cloud, change, pems)
         world = cloud.world()
-        kept = cache.translate(world, list(cloud.slices.values()), [SHARED])
-        fresh = translate(world, list(cloud.slices.values()), [SHARED])
+        requests = list(cloud.requests.values())
+        kept = cache.translate(world, list(cloud.slices.values()), [SHARED], requests)
+        fresh = translate(world, list(cloud.slices.values()), [SHARED], requests)
         assert kept.config == fresh.config, change
         assert kept.results == fresh.results, change
+        assert kept.load_balancers == fresh.load_balancers, change
+        assert problems(kept.config) == [], change
         # The tenant's vetting against its own objects and its rivals' is vetting
         # against everything.
         for ref, result in kept.results.items():
@@ -315,3 +340,24 @@ def test_a_deleted_tenants_refused_objects_are_no_longer_counted(
 
 def translate_kept(cache: TranslationCache, cloud: Cloud) -> Translation:
     return cache.translate(cloud.world(), list(cloud.slices.values()), [SHARED])
+
+
+def test_a_request_change_translates_its_tenant_only(pems: dict[str, tuple[bytes, bytes]]) -> None:
+    cloud, cache = Cloud(), TranslationCache()
+    for t in TENANT_NAMES:
+        apply(cloud, ("put", _ingress(t, "one", 0, 1, "web", None, False)), pems)
+
+    def translate_kept() -> Translation:
+        requests = list(cloud.requests.values())
+        return cache.translate(cloud.world(), list(cloud.slices.values()), [SHARED], requests)
+
+    translate_kept()
+    apply(cloud, ("request", _request("bolt", "one", 1, "198.51.100.20", False, True)), pems)
+    kept = translate_kept()
+    assert cache.rebuilt == {"tenant-bolt"}
+    (result,) = kept.load_balancers.values()
+    assert result.served == ["198.51.100.20:5432/TCP"]
+    translate_kept()
+    assert (cache.vetted, cache.rebuilt) == (set(), set())
+    apply(cloud, ("unrequest", 0), pems)
+    assert translate_kept().load_balancers == {} and cache.rebuilt == {"tenant-bolt"}

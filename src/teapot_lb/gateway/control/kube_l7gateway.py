@@ -83,10 +83,11 @@ class GatewayControl:
     `config_namespace`: where the AddressPools are (tenants' dedicated addresses come from
     their allocations, and count with what their TenantLoadBalancers hold);
     `address_service`: NAMESPACE/NAME of the shared gateway's LoadBalancer Service, copied
-    with each dedicated address pinned so the speakers announce it (:mod:`.l7services`;
-    None: not written); `default_certificate`: the namespace and name of the TLS Secret
-    holding the gateway's own certificate (followed; while it is missing or unusable, the
-    gateway's generated one is shown, and the log says why)."""
+    with each dedicated address, and each address a Gateway-mode request is served on,
+    pinned so the speakers announce it (:mod:`.l7services`; None: not written);
+    `default_certificate`: the namespace and name of the TLS Secret holding the gateway's
+    own certificate (followed; while it is missing or unusable, the gateway's generated one
+    is shown, and the log says why)."""
 
     def __init__(
         self,
@@ -186,8 +187,11 @@ class GatewayControl:
         self.secret_view = ByNamespace(self.secrets, _secret, self._changed)
         self.tenant_view: ByNamespace[Tenant] = ByNamespace(self.tenants, _parsed_as(Tenant), set())
         self.pool_view = ByNamespace(self.pools, _parsed_as(AddressPool), self._assigning)
+        # A request's change is both: its tenant's Gateway-mode requests are served here
+        # (translated again), and what requests hold is a dedicated addresses' input.
+        self._requested: set[str] = set()
         self.request_view = ByNamespace(
-            self.requests, _parsed_as(TenantLoadBalancer), self._assigning
+            self.requests, _parsed_as(TenantLoadBalancer), self._requested
         )
         self.cache = TranslationCache()
         self._pools: dict[str, AddressPool] = {}
@@ -249,12 +253,16 @@ class GatewayControl:
 
     def _translate(self) -> Translation:
         """The translation, of the tenants a change touched since the last one."""
-        changed = set(self._changed)
+        changed = self._changed | self._requested
+        self._assigning |= self._requested
         self._changed.clear()
+        self._requested.clear()
         tenants = self.tenant_view.every()
         everything = self.cache.reset(tenants, self.addresses)
         if everything:
-            views: list[ByNamespace[Any]] = [*self.views, self.slice_view, self.secret_view]
+            views: list[ByNamespace[Any]] = [
+                *self.views, self.slice_view, self.secret_view, self.request_view,
+            ]  # fmt: skip
             changed = {ns for view in views for ns in view.keys}
         else:
             changed = self._budget(changed, tenants)
@@ -265,7 +273,10 @@ class GatewayControl:
         for namespace in changed:
             objects = [o for view in self.views for o in view.of(namespace)]
             secrets = dict(self.secret_view.items(namespace))
-            self.cache.put(namespace, objects, self.slice_view.of(namespace), secrets)
+            self.cache.put(
+                namespace, objects, self.slice_view.of(namespace), secrets,
+                self.request_view.of(namespace),
+            )  # fmt: skip
         result = self.cache.translation(self._pools, self._held)
         # Written again: the rebuilt tenants' objects, and those of a namespace where an
         # object changed (its status edited by someone else is put back).
@@ -314,21 +325,24 @@ class GatewayControl:
             self._unwritten.discard(namespace)
 
     async def _announce(self, result: Translation) -> None:
-        """One Service per dedicated address (a copy of the shared gateway's), so the
-        speakers announce it; those of addresses no longer served are deleted."""
+        """One Service per dedicated address and per address a Gateway-mode request is
+        served on (a copy of the shared gateway's), so the speakers announce it; those of
+        addresses no longer served are deleted."""
         if self.services is None or self.address_service is None:
             return
         template = self.services.get(self.address_service)
         dedicated = {(r.address, r.tenant) for r in result.results.values() if r.address}
+        requests = list(result.load_balancers.values())
         if template is None:
-            if dedicated:
+            missing = {a for a, _ in dedicated} | {a for r in requests for a in r.addresses}
+            if missing:
                 self._log.warning(
-                    "gateway service missing: dedicated addresses are not announced",
+                    "gateway service missing: dedicated and requests' addresses are not announced",
                     service=self.address_service,
-                    addresses=sorted(str(a) for a, _ in dedicated),
+                    addresses=sorted(str(a) for a in missing),
                 )
             return
-        wanted = address_services(dedicated, template)
+        wanted = address_services(dedicated, template, requests)
         namespace = self.address_service.partition("/")[0]
         for key in self.services.list_keys():
             current = self.services.get(key)

@@ -71,4 +71,4 @@ def translate_directory(
     world = L7World(
         tenants, objects, manifest.secrets, pools=pools, held=held_addresses(tenants, requests)
     )
-    return translate(world, slices, addresses), [*problems, *manifest.problems]
+    return translate(world, slices, addresses, requests), [*problems, *manifest.problems]

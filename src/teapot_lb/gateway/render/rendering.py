@@ -365,6 +365,8 @@ def render(
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
     files.update(cert_maps)
     parts = Parts(routes, http_backends, frontends, sections_kept)
+    # (`servers`, what the plan sets at run time, holds HAProxy's sections only: a UDP
+    # route's backend is nginx's and has none; `slots` keeps every backend's for stickiness.)
     return Rendered(
         files, "\n".join(structure), slots, certificates, crt_lists, cert_maps, parts,
         route_maps, pool, servers,

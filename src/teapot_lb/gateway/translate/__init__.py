@@ -11,7 +11,8 @@ Shared listeners per gateway address, always there (with nothing served they ans
 404): HTTP on 80, HTTPS on 443 (every accepted certificate, each offered for the
 hostnames it was vetted for only; the gateway's own certificate for every other name),
 TLS passthrough on 443 too (the data plane dispatches by SNI); a tenant's TCP and UDP
-Gateway listeners get a listener of their own port. An Ingress or Gateway with a
+Gateway listeners get a listener of their own port, and so does each port of a
+TenantLoadBalancer of provider `proxy` on each of its own addresses. An Ingress or Gateway with a
 dedicated address (:mod:`teapot_lb.tenancy.l7address`) gets the same listeners on that
 address instead, for its tenant only: its host-less rules, defaultBackend and
 hostname-less HTTPRoutes are served there, and its HTTPS listener offers the tenant's
@@ -25,7 +26,8 @@ results (:mod:`.results`: per object, and the translation), the config as one te
 objects build it (:mod:`.build`: listeners, certificates, names), a Service port's
 endpoints as a backend (:mod:`.backends`), an Ingress (:mod:`.ingress`), a Gateway's
 listeners (:mod:`.listeners`), a route's parentRefs and hostnames (:mod:`.attach`), an
-HTTPRoute (:mod:`.http_routes`), TLS, TCP and UDP routes (:mod:`.stream_routes`), a
+HTTPRoute (:mod:`.http_routes`), TLS, TCP and UDP routes (:mod:`.stream_routes`),
+Gateway-mode TenantLoadBalancers as TCP and UDP listeners (:mod:`.load_balancers`), a
 tenant's objects vetted (:mod:`.vetting`), a tenant's part and the merge of the parts
 (:mod:`.parts`), the inputs by tenant namespace (:mod:`.namespaces`) and the whole
 translated from scratch (:mod:`.from_scratch`; :mod:`teapot_lb.gateway.translation_cache`
@@ -38,17 +40,28 @@ from .build import config_name
 from .from_scratch import translate
 from .namespaces import by_namespace, tenant_namespaces
 from .parts import Part, build_part, merge, shared_listeners, with_endpoints
-from .results import Changed, Condition, ListenerResult, ObjectResult, ParentResult, Translation
+from .results import (
+    Changed,
+    Condition,
+    ListenerResult,
+    LoadBalancerResult,
+    ObjectResult,
+    ParentResult,
+    PortRefusal,
+    Translation,
+)
 from .vetting import ObjectOrder, Vetted, dedicated_wanted, object_order, vet_tenant
 
 __all__ = [
     "Changed",
     "Condition",
     "ListenerResult",
+    "LoadBalancerResult",
     "ObjectOrder",
     "ObjectResult",
     "ParentResult",
     "Part",
+    "PortRefusal",
     "Translation",
     "Vetted",
     "build_part",

@@ -80,7 +80,7 @@ def service_backend(
             f"Service {source.namespace}/{service} has no synced endpoints "
             f"({mode.value}) from cluster {source.cluster or '(none)'}"
         )
-    networks = _allowed_networks(tenant, mode)
+    networks = allowed_networks(tenant, mode)
     endpoints: list[Endpoint] = []
     ports = [(eps, _endpoint_port(eps, port)) for eps in mine]
     if mine and all(target is None for _, target in ports):
@@ -113,7 +113,8 @@ def service_backend(
     return backend, found
 
 
-def _allowed_networks(tenant: Tenant, mode: GatewayBackends) -> tuple[IPNetwork, ...]:
+def allowed_networks(tenant: Tenant, mode: GatewayBackends) -> tuple[IPNetwork, ...]:
+    """The networks `mode`'s endpoints must be in: the tenant's pod or node networks."""
     texts = (
         tenant.spec.pod_networks if mode is GatewayBackends.POD_IPS else tenant.spec.node_networks
     )
@@ -181,4 +182,4 @@ def _health_check(
     return None
 
 
-__all__ = ["SliceKey", "service_backend", "slice_key", "slices_by_service"]
+__all__ = ["SliceKey", "allowed_networks", "service_backend", "slice_key", "slices_by_service"]

@@ -83,6 +83,8 @@ class Build:
     """Where each certificate is offered: dedicated addresses, None for the shared ones."""
     asked: dict[str, BackendAsk] = field(default_factory=dict)
     """How each backend was built."""
+    owners: dict[str, str] = field(default_factory=dict)
+    """Listeners taken by a TenantLoadBalancer, and which (what a clash names)."""
     by_service: dict[SliceKey, list[KubeObject]] = field(init=False)
     """`slices` by whose endpoints they hold."""
 

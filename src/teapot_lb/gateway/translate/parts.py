@@ -25,6 +25,8 @@ from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.gateway_api import Gateway
 from teapot_lb.model.gateway_api import HTTPRoute as ApiHTTPRoute
 from teapot_lb.model.ingress import Ingress
+from teapot_lb.model.pool import AddressPool
+from teapot_lb.model.tenancy import Tenant, TenantLoadBalancer
 from teapot_lb.tenancy.l7address import Dedicated
 from teapot_lb.tenancy.l7vet import L7Refusal, L7Rule
 
@@ -33,7 +35,8 @@ from .build import BackendAsk, Build
 from .http_routes import add_http_route
 from .ingress import add_ingress
 from .listeners import add_gateway
-from .results import Changed, ObjectResult, Translation
+from .load_balancers import add_load_balancers
+from .results import Changed, LoadBalancerResult, ObjectResult, Translation
 from .stream_routes import add_stream_route
 from .vetting import Vetted
 
@@ -59,6 +62,8 @@ class Part:
     """How each backend was built (:func:`with_endpoints` builds them again)."""
     by_service: Mapping[SliceKey, Sequence[KubeObject]]
     """The slices it was built from, by whose endpoints they hold."""
+    load_balancers: dict[ObjectRef, LoadBalancerResult]
+    """The results of its Gateway-mode TenantLoadBalancers (:mod:`.load_balancers`)."""
 
 
 def build_part(
@@ -67,10 +72,15 @@ def build_part(
     secrets: Mapping[str, Mapping[str, bytes]],
     slices: Sequence[KubeObject],
     addresses: tuple[IPAddress, ...],
+    requests: Sequence[TenantLoadBalancer] = (),
+    owner: Tenant | None = None,
+    pools: Mapping[str, AddressPool] | None = None,
 ) -> Part:
     """One tenant's part of the config and its objects' results. `vetted` in
     :func:`~.vetting.object_order`; `dedicated`: the addresses given (at least this tenant's);
-    `slices` and `secrets`: (at least) those of the tenant's namespace."""
+    `slices` and `secrets`: (at least) those of the tenant's namespace; `requests`: its
+    TenantLoadBalancers (those of Tenant `owner`'s namespace), served inside its
+    allocation of `pools`."""
     build = Build(secrets, slices, addresses)
     results: dict[ObjectRef, ObjectResult] = {}
     for v in vetted:
@@ -103,10 +113,15 @@ def build_part(
             add_http_route(build, obj, owner, gateways, result)
         else:
             add_stream_route(build, obj, owner, gateways, result)
+    # After the objects: a socket one of them takes is seen (and kept).
+    load_balancers = (
+        add_load_balancers(build, requests, owner, pools or {}) if owner is not None else {}
+    )
     return Part(
         results, build.listeners, build.dedicated, build.certificates, build.offered,
         build.backends, tuple(build.http_routes), tuple(build.tls_routes),
         tuple(build.tcp_routes), tuple(build.udp_routes), build.asked, build.by_service,
+        load_balancers,
     )  # fmt: skip
 
 
@@ -155,12 +170,14 @@ def merge(parts: Sequence[Part], addresses: tuple[IPAddress, ...], changed: Chan
     dedicated: dict[str, IPAddress] = {}
     offered: dict[str, set[IPAddress | None]] = {}
     results: dict[ObjectRef, ObjectResult] = {}
+    load_balancers: dict[ObjectRef, LoadBalancerResult] = {}
     for part in parts:
         for name, x in part.listeners.items():
             listeners.setdefault(name, x)
         dedicated.update(part.dedicated)
         offered.update(part.offered)
         results.update(part.results)
+        load_balancers.update(part.load_balancers)
     # HTTPS listeners offer every certificate of their objects (SNI picks; the gateway's
     # own by default, a dedicated listener's too): the shared ones every tenant's on the
     # shared addresses, a dedicated one its tenant's objects' there.
@@ -185,7 +202,7 @@ def merge(parts: Sequence[Part], addresses: tuple[IPAddress, ...], changed: Chan
         udp_routes=each("udp_routes"),
         default_certificate=None,
     )
-    return Translation(config, results, addresses, changed)
+    return Translation(config, results, addresses, changed, load_balancers)
 
 
 __all__ = ["Part", "build_part", "merge", "shared_listeners", "with_endpoints"]

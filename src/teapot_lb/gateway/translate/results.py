@@ -10,6 +10,7 @@ from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.config import GatewayConfig
 from teapot_lb.model.common import ObjectRef
 from teapot_lb.model.gateway_api import ParentReference
+from teapot_lb.model.tenancy import TenantLoadBalancer
 from teapot_lb.tenancy.l7vet import L7Object, L7Refusal
 
 
@@ -79,6 +80,37 @@ class ObjectResult:
         return out
 
 
+@dataclass(frozen=True)
+class PortRefusal:
+    """A port of a TenantLoadBalancer the gateway does not serve: the field, the reason
+    (CamelCase: the request's `Programmed` reason), and why."""
+
+    field: str
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+@dataclass
+class LoadBalancerResult:
+    """What the gateway decided about a Gateway-mode TenantLoadBalancer (provider
+    `proxy`): the sockets it serves (`address:port/PROTOCOL`), the ports it refused, and
+    notes (backend nodes outside the tenant's node networks, none ready)."""
+
+    request: TenantLoadBalancer
+    tenant: str = ""
+    served: list[str] = field(default_factory=list)
+    refusals: list[PortRefusal] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    backends: int = 0
+    """Endpoints (node addresses at nodePorts) of its served ports, all together."""
+    addresses: list[IPAddress] = field(default_factory=list)
+    """Its assigned addresses at least one of its ports is served on (what is announced
+    for it: :mod:`teapot_lb.gateway.control.l7services`)."""
+
+
 Changed = Mapping[str, Mapping[ObjectRef, ObjectResult]]
 """The results of the namespaces a translation decided again, by namespace."""
 
@@ -96,6 +128,18 @@ class Translation:
     none): each namespace translated again with its objects' results now, empty for a
     namespace whose objects are no longer translated (nobody's). The other namespaces'
     results are as they were, so whoever counts results counts these only."""
+    load_balancers: dict[ObjectRef, LoadBalancerResult] = field(default_factory=dict)
+    """Every Gateway-mode TenantLoadBalancer's result (those of the namespaces in
+    :attr:`changed` decided again, the others' as they were)."""
 
 
-__all__ = ["Changed", "Condition", "ListenerResult", "ObjectResult", "ParentResult", "Translation"]
+__all__ = [
+    "Changed",
+    "Condition",
+    "ListenerResult",
+    "LoadBalancerResult",
+    "ObjectResult",
+    "ParentResult",
+    "PortRefusal",
+    "Translation",
+]
