@@ -15,7 +15,8 @@ The octavia-ovn figures, per run (`--runs`, 5 by default, 20 in the issue):
 
 - create: a TenantLoadBalancer (TCP 80 → m1 and m2 at 8080) created → Programmed True
   (`programmed_s`) and → the first answer through its VIP from a client behind the
-  Neutron router (`first_request_s`);
+  Neutron router (`first_request_s`); each run prints the provider's calls to Octavia
+  from the create on, each sent..answered in seconds (where a create's time goes);
 - member change: m1 removed from the request → 8 new connections in a row answered by
   m2 only (`moved_s`), and where that time goes, each from the request's replace
   answered: the manager's ensure called (`seen_s`), the provider's call on the pool's
@@ -121,6 +122,16 @@ class Calls:
 
         provider.api.request = timed  # type: ignore[method-assign]
         provider.ensure = ensured  # type: ignore[method-assign]
+
+    def since(self, started: float) -> str:
+        """The calls begun after `started`, each as `METHOD last-path-part sent..answered`
+        (seconds from `started`), to see where a create's time goes."""
+        return "; ".join(
+            f"{method} {path.rstrip('/').rsplit('/', 1)[-1][:14]} "
+            f"{a - started:.2f}..{b - started:.2f}"
+            for a, b, method, path in list(self.requests)
+            if a >= started
+        )
 
     def put(self, since: float) -> tuple[float, float] | None:
         """The first call on a pool's members (a batch PUT or one member's DELETE) begun
@@ -289,6 +300,9 @@ async def one_run(
     figures["programmed"].append(time.monotonic() - started)
     await until(answered, "answer on the VIP")
     figures["first"].append(time.monotonic() - started)
+    print(f"  {name}: created, the provider's calls until Programmed "
+          f"({figures['programmed'][-1]:.3f} s), first answer {figures['first'][-1]:.3f} s: "
+          + calls.since(started), flush=True)  # fmt: skip
     lb_ids = [lb.id for lb in conn.load_balancers(tags=owner_tag(uid))]
     body = await admin.get(TENANT_LOAD_BALANCERS, name, NS)
     body["spec"]["backends"] = request(name, "m2")["spec"]["backends"]
