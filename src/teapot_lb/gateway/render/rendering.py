@@ -13,7 +13,7 @@ from teapot_lb.gateway.config import Backend, GatewayConfig, HTTPRoute, Listener
 from teapot_lb.gateway.pool import SPARE, Pool, place, pool_id, pooled, stream_backends
 from teapot_lb.gateway.slots import Slot, SlotTable
 
-from .backends import backend_section, http_backend_names
+from .backends import backend_section
 from .certificates import certificate_maps, crt_list, offered
 from .frontends import (
     Made,
@@ -96,18 +96,22 @@ class HTTPFrontend:
         paths: Paths,
         routes: tuple[HTTPRoute, ...],
         ids: Mapping[str, str],
+        changed: Changed | None = None,
     ) -> tuple[Made, Counter[str]] | None:
         """This frontend for `routes`, without rendering it again, when it can be: the same
         routes, or the routes added and removed since only fast hosts' (`fast_route`, a
         hostname no other route of the listener has): the same lines and maps, the fast
-        rows with theirs added and removed. None: render it again."""
+        rows with theirs added and removed. None: render it again. `changed`: the routes
+        added and removed since `self.routes` when known (`_changed`)."""
         if not self._same_lines(listener, behind, paths, ids):
             return None
         # Unchanged tenants' routes are the same objects (the translation keeps them): the
         # tuple comparison is mostly identity checks.
         if self.routes == routes:
             return self.made, self.hostnames
-        return self._fast_only(routes, listener.name)
+        if changed is None or changed.old is not self.routes:
+            changed = _changed(self.routes, routes)
+        return self._fast_only(changed, listener.name)
 
     def _same_lines(
         self, listener: Listener, behind: bool, paths: Paths, ids: Mapping[str, str]
@@ -124,10 +128,8 @@ class HTTPFrontend:
             and all(section_id(n, ids) == i for n, i in self.made.sent_to.items())
         )
 
-    def _fast_only(
-        self, routes: tuple[HTTPRoute, ...], listener: str
-    ) -> tuple[Made, Counter[str]] | None:
-        added, removed = _difference(self.routes, routes, listener)
+    def _fast_only(self, changed: Changed, listener: str) -> tuple[Made, Counter[str]] | None:
+        added, removed = _difference(changed, listener)
         if not all(fast_route(r) for r in (*added, *removed)):
             return None
         names = Counter(self.hostnames)
@@ -150,15 +152,11 @@ class HTTPFrontend:
         return made, names
 
 
-def _difference(
-    old: tuple[HTTPRoute, ...], new: tuple[HTTPRoute, ...], listener: str
-) -> tuple[list[HTTPRoute], list[HTTPRoute]]:
-    """The routes of `listener` in `new` and not in `old` (added), and in `old` and not in
-    `new` (removed). A tenant's translation gives its unchanged routes again as equal
-    copies: those are neither."""
-    before, after = {id(r) for r in old}, {id(r) for r in new}
-    added = [r for r in new if id(r) not in before and listener in r.listeners]
-    removed = [r for r in old if id(r) not in after and listener in r.listeners]
+def _difference(changed: Changed, listener: str) -> tuple[list[HTTPRoute], list[HTTPRoute]]:
+    """The routes of `listener` added and removed. A tenant's translation gives its
+    unchanged routes again as equal copies: those are neither."""
+    added = [r for r in changed.added if listener in r.listeners]
+    removed = [r for r in changed.removed if listener in r.listeners]
     by_owner: dict[tuple[str, ...], list[HTTPRoute]] = {}
     for r in removed:
         by_owner.setdefault(_owner(r), []).append(r)
@@ -172,6 +170,35 @@ def _difference(
             same.pop(twin)
     remaining = {id(r) for group in by_owner.values() for r in group}
     return [r for r in added if id(r) in kept], [r for r in removed if id(r) in remaining]
+
+
+@dataclass(frozen=True)
+class Changed:
+    """From the routes `old` to others: those added (not objects of `old`) and removed
+    (not objects of the others), each in its tuple's order."""
+
+    old: tuple[HTTPRoute, ...]
+    added: list[HTTPRoute]
+    removed: list[HTTPRoute]
+
+
+def _changed(old: tuple[HTTPRoute, ...], new: tuple[HTTPRoute, ...]) -> Changed:
+    """(Sets of ids over every route, Python work over the changed ones only: a change
+    costs its routes, not every route.)"""
+    before, after = set(map(id, old)), set(map(id, new))
+    return Changed(old, _in_order(new, after - before), _in_order(old, before - after))
+
+
+def _in_order(routes: tuple[HTTPRoute, ...], ids: set[int]) -> list[HTTPRoute]:
+    if not ids:
+        return []
+    position = dict(zip(map(id, routes), range(len(routes)), strict=True))
+    return [routes[i] for i in sorted(position[x] for x in ids)]
+
+
+def _backend_refs(routes: list[HTTPRoute]) -> Counter[str]:
+    """How many references each backend has in `routes` (their rules' backends)."""
+    return Counter(ref.backend for r in routes for rule in r.rules for ref in rule.backends)
 
 
 def _owner(route: HTTPRoute) -> tuple[str, ...]:
@@ -201,11 +228,13 @@ class Parts:
     """The parts of a rendering a later one may reuse: what an endpoint-only or
     certificate-only change leaves as it was costs a comparison, not a render.
 
-    `routes`: the config's HTTP routes the HTTP backends were found in (`http_backends`);
-    `frontends` by listener name; `backends` by section id."""
+    `routes`: the config's HTTP routes the HTTP backends were found in (`http_backends`,
+    with how many references each has: `http_refs`); `frontends` by listener name;
+    `backends` by section id."""
 
     routes: tuple[HTTPRoute, ...]
     http_backends: frozenset[str]
+    http_refs: Counter[str]
     frontends: dict[str, HTTPFrontend]
     backends: dict[str, BackendSection]
 
@@ -268,10 +297,21 @@ def render(
     route_maps: dict[str, str] = {}
     shared = shared_sockets(config)
     routes = config.http_routes
+    changed = None
     if before is not None and before.routes == routes:
-        http_backends = before.http_backends
+        http_backends, http_refs = before.http_backends, before.http_refs
     else:
-        http_backends = frozenset(http_backend_names(config))
+        if before is None:
+            http_refs = _backend_refs(list(routes))
+        else:  # the references the routes added and removed have, counted in and out
+            changed = _changed(before.routes, routes)
+            http_refs, gone = Counter(before.http_refs), _backend_refs(changed.removed)
+            http_refs.update(_backend_refs(changed.added))
+            http_refs.subtract(gone)
+            for name in gone:
+                if http_refs[name] <= 0:
+                    del http_refs[name]
+        http_backends = frozenset(http_refs)
     streams = stream_backends(config)
     in_pool = [
         b
@@ -288,7 +328,7 @@ def render(
         if listener.protocol in (Protocol.HTTP, Protocol.HTTPS):
             behind = partner is not None
             kept = before.frontends.get(listener.name) if before is not None else None
-            found = kept.reused(listener, behind, paths, routes, ids) if kept else None
+            found = kept.reused(listener, behind, paths, routes, ids, changed) if kept else None
             if found is None:
                 made = http_frontend(config, listener, paths, behind, ids)
                 found = made, _hostnames(routes, listener.name)
@@ -303,6 +343,8 @@ def render(
                 kept = HTTPFrontend(
                     listener, behind, paths, routes, made, names, text_of_fast, fast_sent
                 )
+            elif kept.routes is not routes:  # (equal: the next change's routes diffed once)
+                kept = replace(kept, routes=routes)
             frontends[listener.name] = kept
             fast = str(paths.map(listener.name, "fast"))
             lines, maps = list(kept.made.lines), {**kept.made.maps, fast: kept.fast_text}
@@ -364,7 +406,7 @@ def render(
             for name, _names in offered(config, listener):
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
     files.update(cert_maps)
-    parts = Parts(routes, http_backends, frontends, sections_kept)
+    parts = Parts(routes, http_backends, http_refs, frontends, sections_kept)
     # (`servers`, what the plan sets at run time, holds HAProxy's sections only: a UDP
     # route's backend is nginx's and has none; `slots` keeps every backend's for stickiness.)
     return Rendered(
