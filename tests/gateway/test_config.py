@@ -19,6 +19,7 @@ from teapot_lb.gateway.config import (
     Protocol,
     RouteSemantics,
     StreamRoute,
+    changed_objects,
     problems,
 )
 from teapot_lb.gateway.hosts import matches
@@ -199,3 +200,14 @@ def test_problems_after_a_sound_config_say_what_the_whole_check_says() -> None:
         assert problems(config, sound) == problems(config), what
     assert problems(sound.model_copy(update=changes["a sound route added"]), sound) == []
     assert problems(sound.model_copy(update=changes["a route to no backend"]), sound)
+
+
+def test_changed_objects_are_those_not_held_as_the_same_objects_wherever_they_are() -> None:
+    a, b, c, d = (backend(n) for n in "abcd")
+    b_copy = backend("b")  # equal, another object: removed and added
+    assert changed_objects((a, b, c), (a, b, c)) == ([], [])
+    assert changed_objects((a, b, c), (a, b_copy, d, c)) == ([b_copy, d], [b])
+    assert changed_objects((a, b, c), (d, a, b, c)) == ([d], [])
+    assert changed_objects((a, b, c), (a, b)) == ([], [c])
+    assert changed_objects((a, b), (b, a)) == ([], [])
+    assert changed_objects((), (a,)) == ([a], [])

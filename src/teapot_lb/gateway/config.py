@@ -29,10 +29,11 @@ Add fields freely; do not rename (the control plane builds these).
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Iterator
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Self, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -461,8 +462,7 @@ def _new_routes_sound(config: GatewayConfig, sound: GatewayConfig) -> bool:
     backends = {b.name for b in config.backends}
     if not backends.issuperset(b.name for b in sound.backends):
         return False
-    held = set(map(id, sound.http_routes))
-    new = [r for r in config.http_routes if id(r) not in held]
+    new, _ = changed_objects(sound.http_routes, config.http_routes)
     protocols = {x.name: x.protocol for x in config.listeners}
     allowed = _ROUTE_PROTOCOLS["httpRoutes"]
     stream_routes: tuple[TLSRoute | StreamRoute, ...] = (
@@ -481,6 +481,29 @@ def _new_routes_sound(config: GatewayConfig, sound: GatewayConfig) -> bool:
                 if (ref.backend not in backends and not ref.missing) or ref.backend in streams:
                     return False
     return True
+
+
+_T = TypeVar("_T")
+
+
+def changed_objects(old: tuple[_T, ...], new: tuple[_T, ...]) -> tuple[list[_T], list[_T]]:
+    """The items of `new` that are not objects of `old` (added), and those of `old` that are
+    not objects of `new` (removed), each in its tuple's order. The translation keeps an
+    unchanged tenant's items as the same objects in the same place: the runs both tuples
+    share at their start and end are skipped at C speed, and only what lies between is
+    compared by id, so a change costs its own items."""
+    shortest = min(len(old), len(new))
+    start = _same_run(old, new)
+    end = min(_same_run(old[::-1], new[::-1]), shortest - start)
+    old_mid, new_mid = old[start : len(old) - end], new[start : len(new) - end]
+    before, after = set(map(id, old_mid)), set(map(id, new_mid))
+    return [x for x in new_mid if id(x) not in before], [x for x in old_mid if id(x) not in after]
+
+
+def _same_run(a: tuple[_T, ...], b: tuple[_T, ...]) -> int:
+    """How many items at the start of `a` and `b` are the same objects."""
+    same = list(map(operator.is_, a, b))
+    return same.index(False) if False in same else len(same)
 
 
 def _config_problems(config: GatewayConfig) -> Iterator[str]:

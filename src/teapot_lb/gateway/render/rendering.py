@@ -9,7 +9,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from teapot_lb.gateway import hosts
-from teapot_lb.gateway.config import Backend, GatewayConfig, HTTPRoute, Listener, Protocol
+from teapot_lb.gateway.config import (
+    Backend,
+    GatewayConfig,
+    HTTPRoute,
+    Listener,
+    Protocol,
+    changed_objects,
+)
 from teapot_lb.gateway.pool import SPARE, Pool, place, pool_id, pooled, stream_backends
 from teapot_lb.gateway.slots import Slot, SlotTable
 
@@ -88,6 +95,8 @@ class HTTPFrontend:
     fast_text: str
     fast_sent: dict[str, str]
     """The section id of each backend of the fast map's rows, as `fast_text` has it."""
+    map_structure: tuple[str, ...] = ()
+    """Its maps' rows as structure lines (the fast map's are not structure)."""
 
     def reused(
         self,
@@ -183,22 +192,22 @@ class Changed:
 
 
 def _changed(old: tuple[HTTPRoute, ...], new: tuple[HTTPRoute, ...]) -> Changed:
-    """(Sets of ids over every route, Python work over the changed ones only: a change
-    costs its routes, not every route.)"""
-    before, after = set(map(id, old)), set(map(id, new))
-    return Changed(old, _in_order(new, after - before), _in_order(old, before - after))
-
-
-def _in_order(routes: tuple[HTTPRoute, ...], ids: set[int]) -> list[HTTPRoute]:
-    if not ids:
-        return []
-    position = dict(zip(map(id, routes), range(len(routes)), strict=True))
-    return [routes[i] for i in sorted(position[x] for x in ids)]
+    return Changed(old, *changed_objects(old, new))
 
 
 def _backend_refs(routes: list[HTTPRoute]) -> Counter[str]:
     """How many references each backend has in `routes` (their rules' backends)."""
     return Counter(ref.backend for r in routes for rule in r.rules for ref in rule.backends)
+
+
+def _map_structure(maps: Mapping[str, str]) -> tuple[str, ...]:
+    """A frontend's maps are its structure too (but for the fast map, not among `maps`:
+    see `Rendered.route_maps`)."""
+    return tuple(
+        line
+        for path, content in maps.items()
+        for line in (f"# map {path}", *(f"#  {row}" for row in content.splitlines()))
+    )
 
 
 def _owner(route: HTTPRoute) -> tuple[str, ...]:
@@ -340,27 +349,32 @@ def render(
                     text_of_fast = kept.fast_text
                 else:
                     text_of_fast = fast_map(made.fast, ids)
+                if kept is not None and kept.made.maps is made.maps:
+                    map_structure = kept.map_structure
+                else:
+                    map_structure = _map_structure(made.maps)
                 kept = HTTPFrontend(
-                    listener, behind, paths, routes, made, names, text_of_fast, fast_sent
-                )
+                    listener, behind, paths, routes, made, names, text_of_fast, fast_sent,
+                    map_structure,
+                )  # fmt: skip
             elif kept.routes is not routes:  # (equal: the next change's routes diffed once)
                 kept = replace(kept, routes=routes)
             frontends[listener.name] = kept
             fast = str(paths.map(listener.name, "fast"))
             lines, maps = list(kept.made.lines), {**kept.made.maps, fast: kept.fast_text}
             route_maps[fast] = kept.fast_text
+            map_structure = kept.map_structure
         elif listener.protocol in (Protocol.TCP, Protocol.TLS_PASSTHROUGH):
             lines, maps = tcp_frontend(config, listener, paths, partner), {}
             if partner is not None:
                 lines += hop_backend(partner, paths)
+            map_structure = ()
         else:
             continue
         text += lines
         structure += lines
         map_files.update(maps)
-        for path, content in maps.items():  # the maps are the frontend's structure too
-            if path not in route_maps:  # (but for the fast map: see `route_maps`)
-                structure += [f"# map {path}", *(f"#  {row}" for row in content.splitlines())]
+        structure += map_structure
     udp_backends = {r.backend for route in config.udp_routes for r in route.backends}
     sections_kept: dict[str, BackendSection] = {}
     servers: dict[str, tuple[Slot, ...]] = {}
