@@ -411,13 +411,15 @@ def render(
     for listener in config.listeners:
         if listener.protocol == Protocol.HTTPS:
             where = str(paths.crt_list(listener.name))
-            listing = crt_list(config, listener, paths, (held_crt_lists or {}).get(where))
+            offers = offered(config, listener)  # (once: the three below read it)
+            holds = (held_crt_lists or {}).get(where)
+            listing = crt_list(config, listener, paths, holds, offers)
             files[where] = listing
             crt_lists[where] = listing
-            cert_maps.update(certificate_maps(config, listener, paths))
+            cert_maps.update(certificate_maps(config, listener, paths, offers))
             default = paths.certificate(DEFAULT_CERTIFICATE)
             certificates[str(default)] = pems.get(DEFAULT_CERTIFICATE, "")
-            for name, _names in offered(config, listener):
+            for name, _names in offers:
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
     files.update(cert_maps)
     parts = Parts(routes, http_backends, http_refs, frontends, sections_kept)
