@@ -95,8 +95,11 @@ class HTTPFrontend:
     fast_text: str
     fast_sent: dict[str, str]
     """The section id of each backend of the fast map's rows, as `fast_text` has it."""
-    map_structure: tuple[str, ...] = ()
-    """Its maps' rows as structure lines (the fast map's are not structure)."""
+    map_structure: str = ""
+    """Its maps' rows as structure lines, joined (the fast map's are not structure)."""
+    joined: str = ""
+    """`made.lines` joined: the configuration is joined from such parts, not from every
+    line of every part on each rendering."""
 
     def reused(
         self,
@@ -200,10 +203,10 @@ def _backend_refs(routes: list[HTTPRoute]) -> Counter[str]:
     return Counter(ref.backend for r in routes for rule in r.rules for ref in rule.backends)
 
 
-def _map_structure(maps: Mapping[str, str]) -> tuple[str, ...]:
+def _map_structure(maps: Mapping[str, str]) -> str:
     """A frontend's maps are its structure too (but for the fast map, not among `maps`:
     see `Rendered.route_maps`)."""
-    return tuple(
+    return "\n".join(
         line
         for path, content in maps.items()
         for line in (f"# map {path}", *(f"#  {row}" for row in content.splitlines()))
@@ -223,13 +226,14 @@ def _hostnames(routes: tuple[HTTPRoute, ...], listener: str) -> Counter[str]:
 
 @dataclass(frozen=True)
 class BackendSection:
-    """A backend's text and structure, with what they were rendered from."""
+    """A backend's text and structure (each its lines joined), with what they were
+    rendered from."""
 
     backend: Backend
     slots: tuple[Slot, ...]
     http: bool
-    text: tuple[str, ...]
-    structure: tuple[str, ...]
+    text: str
+    structure: str
 
 
 @dataclass(frozen=True)
@@ -300,7 +304,9 @@ def render(
     a backend: itself and its slots); the result is the same as without it, only cheaper.
     """
     before = previous.parts if previous is not None else None
-    text = _global(paths)
+    # (parts joined, each its lines joined once: "\n".join of every line of the
+    # configuration on each rendering was as much as the rest of a simple change's work)
+    text = ["\n".join(_global(paths))]
     structure = list(text)
     map_files: dict[str, str] = {}
     route_maps: dict[str, str] = {}
@@ -353,28 +359,33 @@ def render(
                     map_structure = kept.map_structure
                 else:
                     map_structure = _map_structure(made.maps)
+                if kept is not None and kept.made.lines is made.lines:
+                    joined = kept.joined
+                else:
+                    joined = "\n".join(made.lines)
                 kept = HTTPFrontend(
                     listener, behind, paths, routes, made, names, text_of_fast, fast_sent,
-                    map_structure,
+                    map_structure, joined,
                 )  # fmt: skip
             elif kept.routes is not routes:  # (equal: the next change's routes diffed once)
                 kept = replace(kept, routes=routes)
             frontends[listener.name] = kept
             fast = str(paths.map(listener.name, "fast"))
-            lines, maps = list(kept.made.lines), {**kept.made.maps, fast: kept.fast_text}
+            lines, maps = kept.joined, {**kept.made.maps, fast: kept.fast_text}
             route_maps[fast] = kept.fast_text
             map_structure = kept.map_structure
         elif listener.protocol in (Protocol.TCP, Protocol.TLS_PASSTHROUGH):
-            lines, maps = tcp_frontend(config, listener, paths, partner), {}
+            tcp = tcp_frontend(config, listener, paths, partner)
             if partner is not None:
-                lines += hop_backend(partner, paths)
-            map_structure = ()
+                tcp += hop_backend(partner, paths)
+            lines, maps, map_structure = "\n".join(tcp), {}, ""
         else:
             continue
-        text += lines
-        structure += lines
+        # (an empty part adds no line: joining its lines would have added none)
+        text += [lines] if lines else []
+        structure += [lines] if lines else []
         map_files.update(maps)
-        structure += map_structure
+        structure += [map_structure] if map_structure else []
     udp_backends = {r.backend for route in config.udp_routes for r in route.backends}
     sections_kept: dict[str, BackendSection] = {}
     servers: dict[str, tuple[Slot, ...]] = {}
@@ -385,11 +396,11 @@ def render(
             section.slots == own and section.http == http and section.backend == backend
         ):
             t, s = backend_section(backend, own, http, name)
-            section = BackendSection(backend, own, http, tuple(t), tuple(s))
+            section = BackendSection(backend, own, http, "\n".join(t), "\n".join(s))
         sections_kept[name] = section
         servers[name] = own
-        text.extend(section.text)
-        structure.extend(section.structure)
+        text.append(section.text)
+        structure.append(section.structure)
 
     for backend in config.backends:
         if backend.name in ids or (
