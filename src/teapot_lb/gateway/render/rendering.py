@@ -95,9 +95,9 @@ class HTTPFrontend:
     fast_text: str
     fast_sent: dict[str, str]
     """The section id of each backend of the fast map's rows, as `fast_text` has it."""
-    map_structure: str = ""
+    map_structure: str
     """Its maps' rows as structure lines, joined (the fast map's are not structure)."""
-    joined: str = ""
+    joined: str
     """`made.lines` joined: the configuration is joined from such parts, not from every
     line of every part on each rendering."""
 
