@@ -16,7 +16,11 @@ EndpointSlice. Times are the best of --repeat runs of the product's functions:
   `ingress_added` (one new Ingress of one tenant), `backend_changed` (one Service's
   mirrored EndpointSlice with another endpoint), `certificate_rotated` (one TLS Secret
   with a new certificate: its check and names read by openssl, as in production);
-  --changes of each, on tenants in turn; median and max.
+  --changes of each, on tenants in turn; median and max;
+- `simple_ingress_applied`: the CPU of the gateway's whole apply of a simple Ingress added
+  (one host, Prefix '/', a Service and a TLS Secret of its own): the translation, then
+  the HAProxy driver's check, rendering, plan and files (`per_simple_add`), as
+  `teapot-lb gateway` runs it but for the runtime API's socket.
 
     .venv/bin/python bench/gateway_control.py [--sizes 1000,5000,20000] [--per-tenant 40]
 
@@ -65,7 +69,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from teapot_lb.gateway.config import GatewayConfig, problems
 from teapot_lb.gateway.control.l7mirror import AGENT, MANAGED_BY, TenantCluster, desired_mirror
+from teapot_lb.gateway.default_certificate import generate
+from teapot_lb.gateway.haproxy import _write_changed, load_pems, with_certificate_names
+from teapot_lb.gateway.plan import Change, step
+from teapot_lb.gateway.render import DEFAULT_CERTIFICATE, Paths, Rendered
 from teapot_lb.gateway.translate import translate
 from teapot_lb.gateway.translation_cache import TranslationCache
 from teapot_lb.kube.client import connect
@@ -351,6 +360,57 @@ def per_change(c: Cloud, cache: TranslationCache, changes: int, n: int) -> dict[
     return out
 
 
+def per_simple_add(c: Cloud, cache: TranslationCache, changes: int, n: int) -> dict[str, Any]:
+    """The CPU of the gateway's whole apply of one simple Ingress added (its Service's
+    EndpointSlice and its own TLS Secret put first, not counted), as `teapot-lb gateway`
+    runs it but for the runtime API's sockets: the translation, then HAProxy's driver's
+    pure part (`problems` given the last sound config, the PEMs, the rendering and the
+    plan: `plan.step`) and the files it changed written (to a temporary directory)."""
+    tenants = len(c.tenants)
+    paths = Paths(Path(tempfile.mkdtemp(prefix="gwbench-")))
+    default = generate()
+    running: Rendered | None = None
+    sound: GatewayConfig | None = None
+
+    def apply() -> Change:
+        nonlocal running, sound
+        config = cache.translation().config
+        found = problems(config, sound)
+        pems, unreadable = load_pems(config)
+        assert not found and not unreadable, (found, unreadable)
+        sound = config
+        pems.setdefault(DEFAULT_CERTIFICATE, default)
+        config = with_certificate_names(config, pems)
+        new, change = step(config, running, paths, pems)
+        _write_changed(new, running)
+        running = new
+        return change
+
+    try:
+        apply()
+        times, reloads = [], 0
+        for k in range(changes):
+            t = (k * 7) % tenants
+            ns, service, secret = f"tenant-{t}", 1000 + 2 * k, 1000 + k
+            c.slices[ns][service] = endpoint_slice(t, service, [BACKENDS[0]])
+            c.secrets[ns][secret_key(t, secret)] = certificate(t, 2000 + k)
+            c.put(cache, ns)
+            apply()
+            body = simple_ingress_body(t, n + 500_000 + service, service, secret)
+            c.objects[ns].append(_parsed(body))
+
+            def added(ns: str = ns) -> None:
+                nonlocal reloads
+                c.put(cache, ns)
+                reloads += apply().reload
+
+            times.append(cpu(added))
+    finally:
+        shutil.rmtree(paths.base, ignore_errors=True)
+    return {"median_s": round(statistics.median(times), 5), "max_s": round(max(times), 5),
+            "reloads": reloads}  # fmt: skip
+
+
 def run_size(n: int, per_tenant: int, args: argparse.Namespace) -> dict[str, Any]:
     tenants = max(1, n // per_tenant)
     made = time.perf_counter()
@@ -380,6 +440,7 @@ def run_size(n: int, per_tenant: int, args: argparse.Namespace) -> dict[str, Any
         )
         assert translate(world, slices, [ADDRESS]).config == result.config
     row["per_change"] = per_change(c, cache, args.changes, n)
+    row["simple_ingress_applied"] = per_simple_add(c, cache, args.changes, n)
     print(
         f"  from scratch: vet {row.get('vet_s', '-')} s, translate "
         f"{row.get('translate_s', '-')} s; first incremental translation {first:.3f} s"
@@ -387,6 +448,10 @@ def run_size(n: int, per_tenant: int, args: argparse.Namespace) -> dict[str, Any
     for name, figures in row["per_change"].items():
         print(f"  {name}: median {figures['median_s'] * 1000:.2f} ms CPU, "
               f"max {figures['max_s'] * 1000:.2f} ms")  # fmt: skip
+    applied = row["simple_ingress_applied"]
+    print(f"  simple Ingress added, translated and applied: median "
+          f"{applied['median_s'] * 1000:.2f} ms CPU, max {applied['max_s'] * 1000:.2f} ms, "
+          f"{applied['reloads']} reloads")  # fmt: skip
     return row
 
 

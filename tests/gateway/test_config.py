@@ -15,12 +15,16 @@ from teapot_lb.gateway.config import (
     HTTPRule,
     Listener,
     PathMatch,
+    PathType,
     Protocol,
     RouteSemantics,
     StreamRoute,
+    changed_objects,
     problems,
 )
 from teapot_lb.gateway.hosts import matches
+
+from .builders import backend, ingress, listener
 
 
 def _http(name: str = "web", port: int = 80) -> Listener:
@@ -161,3 +165,49 @@ def test_a_missing_backend_reference_needs_no_backend() -> None:
         ),
     )
     assert problems(cfg) == []
+
+
+def test_problems_after_a_sound_config_say_what_the_whole_check_says() -> None:
+    # Given the config found sound before, only the routes added are looked at; whatever
+    # the change, the answer is the whole check's.
+    kept = ingress("kept", "a.example", [(PathType.PREFIX, "/", "a")])
+    sound = GatewayConfig(
+        listeners=(listener(), listener("tcp", 81, Protocol.TCP)),
+        backends=(backend("a"), backend("b"), backend("t")),
+        http_routes=(kept,),
+        tcp_routes=(StreamRoute(listeners=("tcp",), backends=(BackendRef(backend="t"),)),),
+    )
+    assert problems(sound) == []
+    added = ingress("added", "b.example", [(PathType.PREFIX, "/", "b")])
+    changes = {
+        "a sound route added": {"http_routes": (kept, added)},
+        "a route to no backend": {
+            "http_routes": (kept, ingress("x", "x.example", [(PathType.PREFIX, "/", "gone")]))
+        },
+        "a route to a TCP route's backend": {
+            "http_routes": (kept, ingress("x", "x.example", [(PathType.PREFIX, "/", "t")]))
+        },
+        "a route on no listener": {
+            "http_routes": (kept, ingress("x", "x.example", [(PathType.PREFIX, "/", "b")], ("no",)))
+        },
+        "the kept route's backend removed": {"backends": (backend("b"), backend("t"))},
+        "the kept route's listener now TCP": {
+            "listeners": (listener(protocol=Protocol.TCP), listener("tcp", 81, Protocol.TCP))
+        },
+    }
+    for what, update in changes.items():
+        config = sound.model_copy(update=update)
+        assert problems(config, sound) == problems(config), what
+    assert problems(sound.model_copy(update=changes["a sound route added"]), sound) == []
+    assert problems(sound.model_copy(update=changes["a route to no backend"]), sound)
+
+
+def test_changed_objects_are_those_not_held_as_the_same_objects_wherever_they_are() -> None:
+    a, b, c, d = (backend(n) for n in "abcd")
+    b_copy = backend("b")  # equal, another object: removed and added
+    assert changed_objects((a, b, c), (a, b, c)) == ([], [])
+    assert changed_objects((a, b, c), (a, b_copy, d, c)) == ([b_copy, d], [b])
+    assert changed_objects((a, b, c), (d, a, b, c)) == ([d], [])
+    assert changed_objects((a, b, c), (a, b)) == ([], [c])
+    assert changed_objects((a, b), (b, a)) == ([], [])
+    assert changed_objects((), (a,)) == ([a], [])

@@ -29,10 +29,11 @@ Add fields freely; do not rename (the control plane builds these).
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Iterator
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Self, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -432,12 +433,80 @@ _ROUTE_PROTOCOLS: dict[str, tuple[Protocol, ...]] = {
 }
 
 
-def problems(config: GatewayConfig) -> list[str]:
-    """Every inconsistency, as `field path: why` (empty when the config can be rendered)."""
-    return list(_problems(config))
+def problems(config: GatewayConfig, sound: GatewayConfig | None = None) -> list[str]:
+    """Every inconsistency, as `field path: why` (empty when the config can be rendered).
+
+    `sound`: an earlier config found without problems. Its HTTP routes that `config` holds
+    as the same objects (the translation keeps an unchanged tenant's) are not looked at
+    again when what their verdict depends on is as it was (the listeners' names and
+    protocols, the TLS, TCP and UDP routes, no backend removed): a change costs its own
+    routes, not every route. Whatever it finds, the whole check says it, as without it."""
+    found = list(_config_problems(config))
+    if sound is None or not _new_routes_sound(config, sound):
+        found += _route_problems(config)
+    return found
 
 
-def _problems(config: GatewayConfig) -> Iterator[str]:
+def _new_routes_sound(config: GatewayConfig, sound: GatewayConfig) -> bool:
+    """Whether `config`'s routes have no problem, given that `sound`'s had none and what
+    their verdicts depend on is as it was: only the HTTP routes `sound` did not hold are
+    looked at (False: maybe not, check every route)."""
+    if (
+        [(x.name, x.protocol) for x in config.listeners]
+        != [(x.name, x.protocol) for x in sound.listeners]
+        or config.tls_routes != sound.tls_routes
+        or config.tcp_routes != sound.tcp_routes
+        or config.udp_routes != sound.udp_routes
+    ):
+        return False
+    backends = {b.name for b in config.backends}
+    if not backends.issuperset(b.name for b in sound.backends):
+        return False
+    new, _ = changed_objects(sound.http_routes, config.http_routes)
+    protocols = {x.name: x.protocol for x in config.listeners}
+    allowed = _ROUTE_PROTOCOLS["httpRoutes"]
+    stream_routes: tuple[TLSRoute | StreamRoute, ...] = (
+        *config.tls_routes,
+        *config.tcp_routes,
+        *config.udp_routes,
+    )
+    streams = {ref.backend for route in stream_routes for ref in route.backends}
+    for route in new:
+        if any(protocols.get(name) not in allowed for name in route.listeners):
+            return False
+        for rule in route.rules:
+            if rule.redirect is not None or rule.rewrite is not None:
+                return False  # (its checks are the whole check's)
+            for ref in rule.backends:
+                if (ref.backend not in backends and not ref.missing) or ref.backend in streams:
+                    return False
+    return True
+
+
+_T = TypeVar("_T")
+
+
+def changed_objects(old: tuple[_T, ...], new: tuple[_T, ...]) -> tuple[list[_T], list[_T]]:
+    """The items of `new` that are not objects of `old` (added), and those of `old` that are
+    not objects of `new` (removed), each in its tuple's order. The translation keeps an
+    unchanged tenant's items as the same objects in the same place: the runs both tuples
+    share at their start and end are skipped at C speed, and only what lies between is
+    compared by id, so a change costs its own items."""
+    shortest = min(len(old), len(new))
+    start = _same_run(old, new)
+    end = min(_same_run(old[::-1], new[::-1]), shortest - start)
+    old_mid, new_mid = old[start : len(old) - end], new[start : len(new) - end]
+    before, after = set(map(id, old_mid)), set(map(id, new_mid))
+    return [x for x in new_mid if id(x) not in before], [x for x in old_mid if id(x) not in after]
+
+
+def _same_run(a: tuple[_T, ...], b: tuple[_T, ...]) -> int:
+    """How many items at the start of `a` and `b` are the same objects."""
+    same = list(map(operator.is_, a, b))
+    return same.index(False) if False in same else len(same)
+
+
+def _config_problems(config: GatewayConfig) -> Iterator[str]:
     for what, names in (
         ("listeners", [x.name for x in config.listeners]),
         ("certificates", [c.name for c in config.certificates]),
@@ -477,10 +546,13 @@ def _problems(config: GatewayConfig) -> Iterator[str]:
             "defaultCertificate.hostnames: the default certificate is offered for no name"
             " (it answers clients whose SNI no other certificate is offered for); remove them"
         )
-    backend_names = {b.name for b in config.backends}
     for b in config.backends:
         if b.slots is not None and len(b.endpoints) > b.slots:
             yield f"backends ({b.name}): {len(b.endpoints)} endpoints but slots is {b.slots}"
+
+
+def _route_problems(config: GatewayConfig) -> Iterator[str]:
+    backend_names = {b.name for b in config.backends}
     routes: dict[str, tuple[HTTPRoute | TLSRoute | StreamRoute, ...]] = {
         "httpRoutes": config.http_routes,
         "tlsRoutes": config.tls_routes,

@@ -182,6 +182,7 @@ class HAProxy:
         self._staged: render.Rendered | None = None  # the check's files on disk
         self._installed: render.Rendered | None = None  # the files on disk
         self._default_pem: str | None = None
+        self._sound: GatewayConfig | None = None  # the last config without problems
         self._lock = asyncio.Lock()
         Path(state_dir).mkdir(parents=True, exist_ok=True)
         argv = [*wrap, self.binary, "-W", "-S", f"{self.paths.master_socket},mode,600"]
@@ -219,7 +220,8 @@ class HAProxy:
         actions otherwise, nothing if nothing changed. An invalid config is not installed
         (the error says why) and the running one stays."""
         async with self._lock:
-            found = problems(config)
+            found = problems(config, self._sound)
+            self._sound = None if found else config
             pems, unreadable = load_pems(config)
             found += unreadable
             if found:

@@ -208,8 +208,19 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
     return Change(False, (), tuple(actions))
 
 
-def _rows(text: str) -> dict[str, str]:
-    return dict(line.partition(" ")[::2] for line in text.splitlines())
+def _changed_rows(old: str, new: str) -> tuple[dict[str, str], dict[str, str]]:
+    """A map's rows (key -> value) that `new` has and `old` has not (added, or with another
+    value), and those `old` has and `new` has not, each in its map's order. (The lines
+    compared as sets: a change costs its rows, not a dict of every row.)"""
+    before, after = old.splitlines(), new.splitlines()
+    came, went = set(after).difference(before), set(before).difference(after)
+    return _rows(after, came), _rows(before, went)
+
+
+def _rows(lines: list[str], wanted: set[str]) -> dict[str, str]:
+    if not wanted:
+        return {}
+    return dict(line.partition(" ")[::2] for line in lines if line in wanted)
 
 
 def _route_map_changes(
@@ -222,13 +233,9 @@ def _route_map_changes(
     for path in sorted(old.keys() & new.keys()):
         if old[path] == new[path]:
             continue
-        before, after = _rows(old[path]), _rows(new[path])
-        for key, value in after.items():
-            if key not in before:
-                routed.append(AddMapEntry(path, key, value))
-            elif before[key] != value:
-                routed.append(AddMapEntry(path, key, value, replace=True))
-        unrouted += [DelMapEntry(path, key) for key in before if key not in after]
+        came, went = _changed_rows(old[path], new[path])
+        routed += [AddMapEntry(path, k, v, replace=k in went) for k, v in came.items()]
+        unrouted += [DelMapEntry(path, key) for key in went if key not in came]
     return routed, unrouted
 
 
@@ -246,12 +253,12 @@ def _certificate_map_changes(
             continue
         if old[path] == new[path]:
             continue
-        before, after = _rows(old[path]), _rows(new[path])
-        if any(before[k] != v for k, v in after.items() if k in before):
+        came, went = _changed_rows(old[path], new[path])
+        if any(k in went for k in came):
             why.append(f"map {path} changed")
             continue
-        added += [AddMapEntry(path, k, v) for k, v in after.items() if k not in before]
-        removed += [DelMapEntry(path, k) for k in before if k not in after]
+        added += [AddMapEntry(path, k, v) for k, v in came.items()]
+        removed += [DelMapEntry(path, k) for k in went]
     return added, removed, why
 
 

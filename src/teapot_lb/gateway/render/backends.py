@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from teapot_lb.gateway.config import Backend, GatewayConfig, HealthCheck
+from teapot_lb.gateway.config import Backend, HealthCheck
 from teapot_lb.gateway.slots import Slot
 
 from .words import EMPTY_SLOT, SLOT_MASK, backend_id, host_port, quote, server_name
@@ -80,13 +80,4 @@ def backend_section(
     return text, structure
 
 
-def http_backend_names(config: GatewayConfig) -> set[str]:
-    """The backends an HTTP route sends to (rendered in http mode)."""
-    names: set[str] = set()
-    for route in config.http_routes:
-        for rule in route.rules:
-            names.update(r.backend for r in rule.backends)
-    return names
-
-
-__all__ = ["backend_section", "expected_status", "http_backend_names"]
+__all__ = ["backend_section", "expected_status"]

@@ -62,7 +62,11 @@ def misdirected(listener: Listener, paths: Paths) -> list[str]:
     ]
 
 
-def offered(config: GatewayConfig, listener: Listener) -> list[tuple[str, tuple[str, ...]]]:
+Offers = list[tuple[str, tuple[str, ...]]]
+"""Certificates by name, each with the names it is offered for (`offered`)."""
+
+
+def offered(config: GatewayConfig, listener: Listener) -> Offers:
     """The certificates of an HTTPS listener, each with the names (SNI) it is offered for,
     in the listener's order. A name goes to the first certificate that has it, so that
     the certificate HAProxy picks for it is the one the certificate maps say; a
@@ -93,7 +97,11 @@ def chosen_certificate(config: GatewayConfig, listener: Listener, name: str) -> 
 
 
 def crt_list(
-    config: GatewayConfig, listener: Listener, paths: Paths, held: str | None = None
+    config: GatewayConfig,
+    listener: Listener,
+    paths: Paths,
+    held: str | None = None,
+    offers: Offers | None = None,
 ) -> str:
     """The crt-list of an HTTPS listener: the gateway's own certificate first (the
     default), then each certificate with the names it is offered for.
@@ -103,13 +111,13 @@ def crt_list(
     and gets the new names in a line of its own after them (a certificate may have several
     lines: HAProxy offers it for the names of each), so that the names go over the runtime
     API (`add ssl crt-list`) without a reload; a certificate that loses a name gets one
-    line again (a reload)."""
+    line again (a reload). `offers`: `offered(config, listener)` when known."""
     lines = [f"{paths.certificate(DEFAULT_CERTIFICATE)} {DEFAULT_SNI}"]
     had: dict[str, list[list[str]]] = {}
     for line in (held or "").splitlines()[1:]:
         cert, *its = line.split()
         had.setdefault(cert, []).append(its)
-    for name, names in offered(config, listener):
+    for name, names in offered(config, listener) if offers is None else offers:
         path = str(paths.certificate(name))
         kept = had.get(path, [])
         if not all(n in names for line in kept for n in line):
@@ -122,12 +130,15 @@ def crt_list(
     return "\n".join(lines) + "\n"
 
 
-def certificate_maps(config: GatewayConfig, listener: Listener, paths: Paths) -> dict[str, str]:
+def certificate_maps(
+    config: GatewayConfig, listener: Listener, paths: Paths, offers: Offers | None = None
+) -> dict[str, str]:
     """The two maps `misdirected` looks names up in: exact name -> certificate, and the
-    parent of a wildcard (`a.example` for `*.a.example`) -> certificate."""
+    parent of a wildcard (`a.example` for `*.a.example`) -> certificate. `offers`:
+    `offered(config, listener)` when known."""
     exact: list[tuple[str, str]] = []
     wild: list[tuple[str, str]] = []
-    for name, names in offered(config, listener):
+    for name, names in offered(config, listener) if offers is None else offers:
         for host in names:
             if hosts.is_wildcard(host):
                 wild.append((host[2:], name))

@@ -9,11 +9,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from teapot_lb.gateway import hosts
-from teapot_lb.gateway.config import Backend, GatewayConfig, HTTPRoute, Listener, Protocol
+from teapot_lb.gateway.config import (
+    Backend,
+    GatewayConfig,
+    HTTPRoute,
+    Listener,
+    Protocol,
+    changed_objects,
+)
 from teapot_lb.gateway.pool import SPARE, Pool, place, pool_id, pooled, stream_backends
 from teapot_lb.gateway.slots import Slot, SlotTable
 
-from .backends import backend_section, http_backend_names
+from .backends import backend_section
 from .certificates import certificate_maps, crt_list, offered
 from .frontends import (
     Made,
@@ -88,6 +95,11 @@ class HTTPFrontend:
     fast_text: str
     fast_sent: dict[str, str]
     """The section id of each backend of the fast map's rows, as `fast_text` has it."""
+    map_structure: str
+    """Its maps' rows as structure lines, joined (the fast map's are not structure)."""
+    joined: str
+    """`made.lines` joined: the configuration is joined from such parts, not from every
+    line of every part on each rendering."""
 
     def reused(
         self,
@@ -96,18 +108,22 @@ class HTTPFrontend:
         paths: Paths,
         routes: tuple[HTTPRoute, ...],
         ids: Mapping[str, str],
+        changed: Changed | None = None,
     ) -> tuple[Made, Counter[str]] | None:
         """This frontend for `routes`, without rendering it again, when it can be: the same
         routes, or the routes added and removed since only fast hosts' (`fast_route`, a
         hostname no other route of the listener has): the same lines and maps, the fast
-        rows with theirs added and removed. None: render it again."""
+        rows with theirs added and removed. None: render it again. `changed`: the routes
+        added and removed since `self.routes` when known (`_changed`)."""
         if not self._same_lines(listener, behind, paths, ids):
             return None
         # Unchanged tenants' routes are the same objects (the translation keeps them): the
         # tuple comparison is mostly identity checks.
         if self.routes == routes:
             return self.made, self.hostnames
-        return self._fast_only(routes, listener.name)
+        if changed is None or changed.old is not self.routes:
+            changed = _changed(self.routes, routes)
+        return self._fast_only(changed, listener.name)
 
     def _same_lines(
         self, listener: Listener, behind: bool, paths: Paths, ids: Mapping[str, str]
@@ -124,10 +140,8 @@ class HTTPFrontend:
             and all(section_id(n, ids) == i for n, i in self.made.sent_to.items())
         )
 
-    def _fast_only(
-        self, routes: tuple[HTTPRoute, ...], listener: str
-    ) -> tuple[Made, Counter[str]] | None:
-        added, removed = _difference(self.routes, routes, listener)
+    def _fast_only(self, changed: Changed, listener: str) -> tuple[Made, Counter[str]] | None:
+        added, removed = _difference(changed, listener)
         if not all(fast_route(r) for r in (*added, *removed)):
             return None
         names = Counter(self.hostnames)
@@ -150,15 +164,11 @@ class HTTPFrontend:
         return made, names
 
 
-def _difference(
-    old: tuple[HTTPRoute, ...], new: tuple[HTTPRoute, ...], listener: str
-) -> tuple[list[HTTPRoute], list[HTTPRoute]]:
-    """The routes of `listener` in `new` and not in `old` (added), and in `old` and not in
-    `new` (removed). A tenant's translation gives its unchanged routes again as equal
-    copies: those are neither."""
-    before, after = {id(r) for r in old}, {id(r) for r in new}
-    added = [r for r in new if id(r) not in before and listener in r.listeners]
-    removed = [r for r in old if id(r) not in after and listener in r.listeners]
+def _difference(changed: Changed, listener: str) -> tuple[list[HTTPRoute], list[HTTPRoute]]:
+    """The routes of `listener` added and removed. A tenant's translation gives its
+    unchanged routes again as equal copies: those are neither."""
+    added = [r for r in changed.added if listener in r.listeners]
+    removed = [r for r in changed.removed if listener in r.listeners]
     by_owner: dict[tuple[str, ...], list[HTTPRoute]] = {}
     for r in removed:
         by_owner.setdefault(_owner(r), []).append(r)
@@ -174,6 +184,35 @@ def _difference(
     return [r for r in added if id(r) in kept], [r for r in removed if id(r) in remaining]
 
 
+@dataclass(frozen=True)
+class Changed:
+    """From the routes `old` to others: those added (not objects of `old`) and removed
+    (not objects of the others), each in its tuple's order."""
+
+    old: tuple[HTTPRoute, ...]
+    added: list[HTTPRoute]
+    removed: list[HTTPRoute]
+
+
+def _changed(old: tuple[HTTPRoute, ...], new: tuple[HTTPRoute, ...]) -> Changed:
+    return Changed(old, *changed_objects(old, new))
+
+
+def _backend_refs(routes: list[HTTPRoute]) -> Counter[str]:
+    """How many references each backend has in `routes` (their rules' backends)."""
+    return Counter(ref.backend for r in routes for rule in r.rules for ref in rule.backends)
+
+
+def _map_structure(maps: Mapping[str, str]) -> str:
+    """A frontend's maps are its structure too (but for the fast map, not among `maps`:
+    see `Rendered.route_maps`)."""
+    return "\n".join(
+        line
+        for path, content in maps.items()
+        for line in (f"# map {path}", *(f"#  {row}" for row in content.splitlines()))
+    )
+
+
 def _owner(route: HTTPRoute) -> tuple[str, ...]:
     o = route.owner
     return (o.tenant, o.kind, o.namespace, o.name)
@@ -187,13 +226,14 @@ def _hostnames(routes: tuple[HTTPRoute, ...], listener: str) -> Counter[str]:
 
 @dataclass(frozen=True)
 class BackendSection:
-    """A backend's text and structure, with what they were rendered from."""
+    """A backend's text and structure (each its lines joined), with what they were
+    rendered from."""
 
     backend: Backend
     slots: tuple[Slot, ...]
     http: bool
-    text: tuple[str, ...]
-    structure: tuple[str, ...]
+    text: str
+    structure: str
 
 
 @dataclass(frozen=True)
@@ -201,11 +241,13 @@ class Parts:
     """The parts of a rendering a later one may reuse: what an endpoint-only or
     certificate-only change leaves as it was costs a comparison, not a render.
 
-    `routes`: the config's HTTP routes the HTTP backends were found in (`http_backends`);
-    `frontends` by listener name; `backends` by section id."""
+    `routes`: the config's HTTP routes the HTTP backends were found in (`http_backends`,
+    with how many references each has: `http_refs`); `frontends` by listener name;
+    `backends` by section id."""
 
     routes: tuple[HTTPRoute, ...]
     http_backends: frozenset[str]
+    http_refs: Counter[str]
     frontends: dict[str, HTTPFrontend]
     backends: dict[str, BackendSection]
 
@@ -262,16 +304,29 @@ def render(
     a backend: itself and its slots); the result is the same as without it, only cheaper.
     """
     before = previous.parts if previous is not None else None
-    text = _global(paths)
+    # (parts joined, each its lines joined once: "\n".join of every line of the
+    # configuration on each rendering was as much as the rest of a simple change's work)
+    text = ["\n".join(_global(paths))]
     structure = list(text)
     map_files: dict[str, str] = {}
     route_maps: dict[str, str] = {}
     shared = shared_sockets(config)
     routes = config.http_routes
+    changed = None
     if before is not None and before.routes == routes:
-        http_backends = before.http_backends
+        http_backends, http_refs = before.http_backends, before.http_refs
     else:
-        http_backends = frozenset(http_backend_names(config))
+        if before is None:
+            http_refs = _backend_refs(list(routes))
+        else:  # the references the routes added and removed have, counted in and out
+            changed = _changed(before.routes, routes)
+            http_refs, gone = Counter(before.http_refs), _backend_refs(changed.removed)
+            http_refs.update(_backend_refs(changed.added))
+            http_refs.subtract(gone)
+            for name in gone:
+                if http_refs[name] <= 0:
+                    del http_refs[name]
+        http_backends = frozenset(http_refs)
     streams = stream_backends(config)
     in_pool = [
         b
@@ -288,7 +343,7 @@ def render(
         if listener.protocol in (Protocol.HTTP, Protocol.HTTPS):
             behind = partner is not None
             kept = before.frontends.get(listener.name) if before is not None else None
-            found = kept.reused(listener, behind, paths, routes, ids) if kept else None
+            found = kept.reused(listener, behind, paths, routes, ids, changed) if kept else None
             if found is None:
                 made = http_frontend(config, listener, paths, behind, ids)
                 found = made, _hostnames(routes, listener.name)
@@ -300,25 +355,37 @@ def render(
                     text_of_fast = kept.fast_text
                 else:
                     text_of_fast = fast_map(made.fast, ids)
+                if kept is not None and kept.made.maps is made.maps:
+                    map_structure = kept.map_structure
+                else:
+                    map_structure = _map_structure(made.maps)
+                if kept is not None and kept.made.lines is made.lines:
+                    joined = kept.joined
+                else:
+                    joined = "\n".join(made.lines)
                 kept = HTTPFrontend(
-                    listener, behind, paths, routes, made, names, text_of_fast, fast_sent
-                )
+                    listener, behind, paths, routes, made, names, text_of_fast, fast_sent,
+                    map_structure, joined,
+                )  # fmt: skip
+            elif kept.routes is not routes:  # (equal: the next change's routes diffed once)
+                kept = replace(kept, routes=routes)
             frontends[listener.name] = kept
             fast = str(paths.map(listener.name, "fast"))
-            lines, maps = list(kept.made.lines), {**kept.made.maps, fast: kept.fast_text}
+            lines, maps = kept.joined, {**kept.made.maps, fast: kept.fast_text}
             route_maps[fast] = kept.fast_text
+            map_structure = kept.map_structure
         elif listener.protocol in (Protocol.TCP, Protocol.TLS_PASSTHROUGH):
-            lines, maps = tcp_frontend(config, listener, paths, partner), {}
+            tcp = tcp_frontend(config, listener, paths, partner)
             if partner is not None:
-                lines += hop_backend(partner, paths)
+                tcp += hop_backend(partner, paths)
+            lines, maps, map_structure = "\n".join(tcp), {}, ""
         else:
             continue
-        text += lines
-        structure += lines
+        # (an empty part adds no line: joining its lines would have added none)
+        text += [lines] if lines else []
+        structure += [lines] if lines else []
         map_files.update(maps)
-        for path, content in maps.items():  # the maps are the frontend's structure too
-            if path not in route_maps:  # (but for the fast map: see `route_maps`)
-                structure += [f"# map {path}", *(f"#  {row}" for row in content.splitlines())]
+        structure += [map_structure] if map_structure else []
     udp_backends = {r.backend for route in config.udp_routes for r in route.backends}
     sections_kept: dict[str, BackendSection] = {}
     servers: dict[str, tuple[Slot, ...]] = {}
@@ -329,11 +396,11 @@ def render(
             section.slots == own and section.http == http and section.backend == backend
         ):
             t, s = backend_section(backend, own, http, name)
-            section = BackendSection(backend, own, http, tuple(t), tuple(s))
+            section = BackendSection(backend, own, http, "\n".join(t), "\n".join(s))
         sections_kept[name] = section
         servers[name] = own
-        text.extend(section.text)
-        structure.extend(section.structure)
+        text.append(section.text)
+        structure.append(section.structure)
 
     for backend in config.backends:
         if backend.name in ids or (
@@ -355,16 +422,18 @@ def render(
     for listener in config.listeners:
         if listener.protocol == Protocol.HTTPS:
             where = str(paths.crt_list(listener.name))
-            listing = crt_list(config, listener, paths, (held_crt_lists or {}).get(where))
+            offers = offered(config, listener)  # (once: the three below read it)
+            holds = (held_crt_lists or {}).get(where)
+            listing = crt_list(config, listener, paths, holds, offers)
             files[where] = listing
             crt_lists[where] = listing
-            cert_maps.update(certificate_maps(config, listener, paths))
+            cert_maps.update(certificate_maps(config, listener, paths, offers))
             default = paths.certificate(DEFAULT_CERTIFICATE)
             certificates[str(default)] = pems.get(DEFAULT_CERTIFICATE, "")
-            for name, _names in offered(config, listener):
+            for name, _names in offers:
                 certificates[str(paths.certificate(name))] = pems.get(name, "")
     files.update(cert_maps)
-    parts = Parts(routes, http_backends, frontends, sections_kept)
+    parts = Parts(routes, http_backends, http_refs, frontends, sections_kept)
     # (`servers`, what the plan sets at run time, holds HAProxy's sections only: a UDP
     # route's backend is nginx's and has none; `slots` keeps every backend's for stickiness.)
     return Rendered(
