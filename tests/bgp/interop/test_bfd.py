@@ -139,6 +139,9 @@ def test_new_bfd_intervals_reach_bird_without_a_flap_or_a_bgp_reset(
     now = bird_bfd_session(peer, pair.our_addr)
     assert same_session(now, before), (now, before)
     assert our_bfd_changes(pair.ours.log_text(), pair.peer_addr) == changes
-    assert peer.established_at(pair.our_addr) == bgp_since
+    # BIRD shows the same start (its clock display jitters by a millisecond between two
+    # looks; a reset and reconnect take over a second); our own count below is exact.
+    since = peer.established_at(pair.our_addr)
+    assert since is not None and bgp_since is not None and abs(since - bgp_since) < 0.5
     info = pair.ours.call("info", peer=pair.peer_addr)
     assert info["state"] == "established" and info["counters"]["established"] == established
