@@ -58,7 +58,7 @@ import yaml
 
 from controller_scale import percentile
 from octavia_ovn_stack import stack_up
-from providers_proxy import proxy_missing, proxy_runs
+from providers_proxy import first_address, is_programmed, proxy_missing, proxy_runs
 from providers_route import route_missing, route_runs
 from teapot_lb.cli.manager import external_providers
 from teapot_lb.controller.kube_runner import running as component
@@ -279,10 +279,6 @@ async def one_run(
     def obj() -> dict[str, Any]:
         return api.get("tenantloadbalancers", name, NS) or {}
 
-    def programmed() -> bool:
-        conditions = obj().get("status", {}).get("conditions") or []
-        return any(c["type"] == "Programmed" and c["status"] == "True" for c in conditions)
-
     started = time.monotonic()
     created = await admin.create(TENANT_LOAD_BALANCERS, request(name, "m1", "m2"))
     uid = created["metadata"]["uid"]
@@ -290,13 +286,10 @@ async def one_run(
 
     def answered() -> bool:
         nonlocal vip
-        addresses = obj().get("status", {}).get("addresses") or []
-        if addresses:
-            vip = addresses[0]
-            return client.get(vip, 80).node is not None
-        return False
+        vip = first_address(obj())
+        return bool(vip) and client.get(vip, 80).node is not None
 
-    await until(programmed, "Programmed")
+    await until(lambda: is_programmed(obj()), "Programmed")
     figures["programmed"].append(time.monotonic() - started)
     await until(answered, "answer on the VIP")
     figures["first"].append(time.monotonic() - started)

@@ -157,6 +157,18 @@ async def _runs(lab: GatewayLab, count: int) -> dict[str, Any]:
     return out | {"manager_rss_mb": rss, "gateway_rss_mb": gateway_rss, "completed": count}
 
 
+def is_programmed(request: dict[str, Any]) -> bool:
+    """Whether a TenantLoadBalancer (as the API serves it) has `Programmed` True."""
+    conditions = request.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Programmed" and c["status"] == "True" for c in conditions)
+
+
+def first_address(request: dict[str, Any]) -> str:
+    """The first address in a TenantLoadBalancer's status ('' before it has one)."""
+    addresses = request.get("status", {}).get("addresses") or []
+    return str(addresses[0]) if addresses else ""
+
+
 def refused(attempt: Attempt) -> bool:
     """The connection refused (asyncio says ECONNREFUSED as "Connect call failed"), not
     timed out: nothing listens on the address and port any more."""
@@ -169,23 +181,16 @@ async def one_run(
     def obj() -> dict[str, Any]:
         return api.get("tenantloadbalancers", name, NS) or {}
 
-    def programmed() -> bool:
-        conditions = obj().get("status", {}).get("conditions") or []
-        return any(c["type"] == "Programmed" and c["status"] == "True" for c in conditions)
-
     vip = ""
 
     def answered() -> bool:
         nonlocal vip
-        addresses = obj().get("status", {}).get("addresses") or []
-        if addresses:
-            vip = addresses[0]
-            return client.get(vip, 80).node == "n-a"
-        return False
+        vip = first_address(obj())
+        return bool(vip) and client.get(vip, 80).node == "n-a"
 
     started = time.monotonic()
     await admin.create(TENANT_LOAD_BALANCERS, request(name, "n-a"))
-    await until(programmed, "Programmed")
+    await until(lambda: is_programmed(obj()), "Programmed")
     figures["programmed"].append(time.monotonic() - started)
     await until(answered, "answer on the address")
     figures["first"].append(time.monotonic() - started)
