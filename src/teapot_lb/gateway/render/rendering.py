@@ -77,6 +77,12 @@ class Rendered:
     servers: dict[str, tuple[Slot, ...]] = field(default_factory=dict)
     """Every backend section's slots by section id (`be_<name>`, `pool_<i>`): what the
     runtime API's `set server` names."""
+    change: int = 0
+    """The number of the change this rendering is (sticky: an empty slot holds the number
+    of the change that freed it, see gateway.slots)."""
+    backends: Mapping[str, Backend] = field(default_factory=dict)
+    """The config's backends by name, those `slots` were assigned for (the next change's
+    `slots.assign` keeps the slots of those it has as the same objects)."""
 
 
 @dataclass(frozen=True)
@@ -291,14 +297,16 @@ def render(
     previous: Rendered | None = None,
     pool: Pool | None = None,
     held_crt_lists: Mapping[str, str] | None = None,
+    change: int = 0,
 ) -> Rendered:
     """The HAProxy files for `config` (UDP listeners are nginx's, see gateway.nginx).
 
     `pems` holds each certificate's PEM (certificate chain and key) by certificate name.
     `pool`: the backend pool the last rendering served (gateway.pool; None: none yet),
     sticky state as `slots` is: together with `config` it decides the result; so do
-    `held_crt_lists`, the crt-lists HAProxy holds by path (a certificate's new names go in a
-    line of their own, see `crt_list`; None: one line per certificate).
+    `change`, the number of this change (`slots` was assigned at it), and `held_crt_lists`,
+    the crt-lists HAProxy holds by path (a certificate's new names go in a line of their
+    own, see `crt_list`; None: one line per certificate).
     `previous`: an earlier rendering whose parts are reused where their inputs are equal
     (an HTTP frontend: the listener, the config's HTTP routes and its backends' sections;
     a backend: itself and its slots); the result is the same as without it, only cheaper.
@@ -333,7 +341,7 @@ def render(
         for b in config.backends
         if b.name in http_backends and b.name not in streams and pooled(b)
     ]
-    pool, placed = place(in_pool, slots, pool)
+    pool, placed = place(in_pool, slots, pool, change)
     if placed:
         slots = {**slots, **placed}
     ids = pool.ids()
@@ -393,7 +401,9 @@ def render(
     def add_section(backend: Backend, own: tuple[Slot, ...], http: bool, name: str) -> None:
         section = before.backends.get(name) if before is not None else None
         if section is None or not (
-            section.slots == own and section.http == http and section.backend == backend
+            section.slots == own
+            and section.http == http
+            and (section.backend is backend or section.backend == backend)
         ):
             t, s = backend_section(backend, own, http, name)
             section = BackendSection(backend, own, http, "\n".join(t), "\n".join(s))
@@ -438,7 +448,7 @@ def render(
     # route's backend is nginx's and has none; `slots` keeps every backend's for stickiness.)
     return Rendered(
         files, "\n".join(structure), slots, certificates, crt_lists, cert_maps, parts,
-        route_maps, pool, servers,
+        route_maps, pool, servers, change, {b.name: b for b in config.backends},
     )  # fmt: skip
 
 
