@@ -256,6 +256,15 @@ def test_a_host_added_under_a_certificate_already_offered_is_a_line_of_its_own()
     gone, change = plan.step(shared("a"), new, PATHS, PEMS)
     assert change.reload and change.reasons == (f"crt-list {PATHS.crt_list('tls')} changed",)
     assert gone.crt_lists == old.crt_lists
+    # A reload for another reason (a host with two paths) makes its lines one again.
+    two = ingress("c", "c.example", [(P, "/", "www"), (E, "/x", "www")], ("web", "tls"))
+    more = shared("a", "b")
+    more = more.model_copy(update={"http_routes": (*more.http_routes, two)})
+    again, change = plan.step(more, new, PATHS, PEMS)
+    assert change.reload
+    assert again.crt_lists[str(PATHS.crt_list("tls"))].splitlines()[1:] == [
+        f"{www} www.example a.example b.example"
+    ]
 
 
 def test_a_new_backend_takes_a_spare_with_slots_enough_for_its_endpoints() -> None:

@@ -403,6 +403,7 @@ def test_a_certificate_without_hostnames_is_offered_for_the_dns_names_in_it(
     assert named.certificate("s") == cfg.certificates[0].model_copy(
         update={"hostnames": ("san.example",)}
     )
-    assert render.certificate_maps(named, named.listeners[1], PATHS)[
+    tls = named.listeners[1]
+    assert render.certificate_maps(tls, PATHS, render.offers(named, tls, PATHS))[
         str(PATHS.map("tls", "certs"))
     ] == ("san.example s\n")

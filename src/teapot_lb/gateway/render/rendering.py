@@ -21,7 +21,7 @@ from teapot_lb.gateway.pool import SPARE, Pool, place, pool_id, pooled, stream_b
 from teapot_lb.gateway.slots import Slot, SlotTable
 
 from .backends import backend_section
-from .certificates import certificate_maps, crt_list, offered
+from .certificates import Offer, certificate_maps, crt_list, offers
 from .frontends import (
     Made,
     fast_backend,
@@ -256,6 +256,18 @@ class Parts:
     http_refs: Counter[str]
     frontends: dict[str, HTTPFrontend]
     backends: dict[str, BackendSection]
+    offers: dict[str, HTTPSOffers] = field(default_factory=dict)
+    """Each HTTPS listener's certificates as offered, by listener name."""
+
+
+@dataclass(frozen=True)
+class HTTPSOffers:
+    """An HTTPS listener's offered certificates (`certificates.offers`) by name, and the
+    crt-list they made, for the next rendering to keep those that are as they were."""
+
+    paths: Paths
+    offers: dict[str, Offer]
+    crt_list: str
 
 
 # --- sections ------------------------------------------------------------------------------
@@ -429,21 +441,29 @@ def render(
     certificates: dict[str, str] = {}
     crt_lists: dict[str, str] = {}
     cert_maps: dict[str, str] = {}
+    offers_kept: dict[str, HTTPSOffers] = {}
     for listener in config.listeners:
         if listener.protocol == Protocol.HTTPS:
             where = str(paths.crt_list(listener.name))
-            offers = offered(config, listener)  # (once: the three below read it)
             holds = (held_crt_lists or {}).get(where)
-            listing = crt_list(config, listener, paths, holds, offers)
+            last = before.offers.get(listener.name) if before is not None else None
+            if last is not None and last.paths == paths:
+                made_offers = offers(config, listener, paths, holds, last.offers, last.crt_list)
+            else:
+                made_offers = offers(config, listener, paths, holds)
+            listing = crt_list(made_offers, paths)
+            offers_kept[listener.name] = HTTPSOffers(
+                paths, {o.name: o for o in made_offers}, listing
+            )
             files[where] = listing
             crt_lists[where] = listing
-            cert_maps.update(certificate_maps(config, listener, paths, offers))
+            cert_maps.update(certificate_maps(listener, paths, made_offers))
             default = paths.certificate(DEFAULT_CERTIFICATE)
             certificates[str(default)] = pems.get(DEFAULT_CERTIFICATE, "")
-            for name, _names in offers:
-                certificates[str(paths.certificate(name))] = pems.get(name, "")
+            for offer in made_offers:
+                certificates[offer.path] = pems.get(offer.name, "")
     files.update(cert_maps)
-    parts = Parts(routes, http_backends, http_refs, frontends, sections_kept)
+    parts = Parts(routes, http_backends, http_refs, frontends, sections_kept, offers_kept)
     # (`servers`, what the plan sets at run time, holds HAProxy's sections only: a UDP
     # route's backend is nginx's and has none; `slots` keeps every backend's for stickiness.)
     return Rendered(
@@ -470,6 +490,7 @@ def sections(text: str) -> Iterator[tuple[str, str]]:
 __all__ = [
     "BackendSection",
     "HTTPFrontend",
+    "HTTPSOffers",
     "Parts",
     "Rendered",
     "render",
