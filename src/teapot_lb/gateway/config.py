@@ -493,9 +493,15 @@ def changed_objects(old: tuple[_T, ...], new: tuple[_T, ...]) -> tuple[list[_T],
     unchanged tenant's items as the same objects in the same place: the runs both tuples
     share at their start and end are skipped at C speed, and only what lies between is
     compared by id, so a change costs its own items."""
+    if old is new:
+        return [], []
     shortest = min(len(old), len(new))
     start = _same_run(old, new, shortest)
-    end = min(_same_run(reversed(old), reversed(new), shortest), shortest - start)
+    end = (
+        0
+        if start == shortest
+        else min(_same_run(reversed(old), reversed(new), shortest), shortest - start)
+    )
     old_mid, new_mid = old[start : len(old) - end], new[start : len(new) - end]
     before, after = set(map(id, old_mid)), set(map(id, new_mid))
     return [x for x in new_mid if id(x) not in before], [x for x in old_mid if id(x) not in after]
