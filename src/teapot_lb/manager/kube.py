@@ -78,6 +78,9 @@ from teapot_lb.tenancy.routes import TenantRoute
 from teapot_lb.tenancy.vet import NamespaceOwners
 
 COMPONENT = "teapot-lb-manager"
+OPERATOR_EVENTS_NAMESPACE = "default"
+"""Where Events about a cluster-scoped object go (the API server's rule), so where the
+operator's words about a tenant's requests are (on its Tenant); no agent's Role is there."""
 
 
 @dataclass(frozen=True)
@@ -565,6 +568,30 @@ class KubeManager:
             if outcome.event is not None:
                 # Sent apart from the reconcile: a status write is one round trip, not two.
                 self._events.put_nowait((written, outcome.event))
+            if outcome.operator_event is not None and outcome.tenant is not None:
+                self._tell_operator(outcome.tenant, outcome.operator_event)
+
+    def _tell_operator(self, name: str, event: Event) -> None:
+        """An Event in the operator's words about Tenant `name`: the Tenant is cluster-scoped,
+        so its Events are in namespace `default` (`kubectl describe tenant`), which no
+        agent reads unless a Tenant was given that very namespace: then it is not recorded
+        (the log has it), and the operator is told why."""
+        tenant = self.tenants.get(name)
+        if tenant is None:
+            return
+        if self._owners.names(OPERATOR_EVENTS_NAMESPACE):
+            self._log.warning(
+                "operator detail not recorded: a Tenant's namespace is where it would go",
+                namespace=OPERATOR_EVENTS_NAMESPACE, tenant=name, reason=event.reason,
+                message=event.message,
+            )  # fmt: skip
+            return
+        involved: KubeObject = {
+            "apiVersion": tenant.api_version,
+            "kind": tenant.kind,
+            "metadata": {"name": name, "uid": tenant.metadata.uid or ""},
+        }
+        self._events.put_nowait((involved, event))
 
     async def _vet_nodes(self, key: str) -> None:
         nodes = self.tenant_nodes.get(key)
@@ -661,4 +688,4 @@ def _denied_object(namespace: str, event: KubeObject) -> str:
     return str(ObjectRef(str(kind), namespace, str(name)))
 
 
-__all__ = ["KubeManager", "ManagerConfig"]
+__all__ = ["OPERATOR_EVENTS_NAMESPACE", "KubeManager", "ManagerConfig"]
