@@ -14,6 +14,10 @@ in the tenant's namespace (:data:`~teapot_lb.tenancy.request.DENIALS_SELECTOR`),
 Tenant's status counts with the requests refused here (by the Event's namespace, so a
 tenant can move only its own count), and which is deleted when the Tenant changes, so
 that its agents ask again.
+A request lives in its tenant's namespace, which the tenant's agent reads whole (status,
+conditions, the Events there): what is written there is in the tenant's words; the
+operator's detail (a provider's endpoint and error text, the IPAM's message) is an Event
+on the cluster-scoped Tenant (:data:`OPERATOR_EVENTS_NAMESPACE`), naming the request.
 The TenantNodes the tenants' agents publish are vetted against their Tenant's
 nodeNetworks (:mod:`.node_status`): the refused addresses in their status, and counted.
 With `gateway_services`, the Services that announce the tenants' dedicated gateway
