@@ -16,10 +16,12 @@ from typing import Any
 
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.kube.informer import EventType as InformerEvent
 from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
 from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.manager.kube import OPERATOR_EVENTS_NAMESPACE, KubeManager, ManagerConfig
+from teapot_lb.model.event import Event, EventType
 from teapot_lb.model.tenancy import REASON_DEGRADED
 from teapot_lb.providers.base import Member, owner_tag
 
@@ -331,3 +333,21 @@ async def test_a_request_waiting_for_an_address_gets_the_one_another_request_fre
             within=WITHIN,
             what=f"the freed address given to the second; now {world.addresses('second')}",
         )
+
+
+async def test_no_operator_detail_is_recorded_where_a_tenants_agent_reads(tmp_path: Path) -> None:
+    """Events on Tenants are in namespace `default`: a Tenant given that namespace would
+    have its agent read every Tenant's operator detail, so while one is, none is recorded
+    (the manager logs it instead)."""
+    said = Event(EventType.WARNING, "MemUnreachable", f"{NAMESPACE}/web: {ENDPOINT} refused")
+    async with management(tmp_path) as world:
+        m = manager(world, MemoryLB())
+        m._on_tenant(InformerEvent.ADDED, "acme", tenant_body("acme"))
+        m._tell_operator("acme", said)
+        assert m._events.get_nowait()[1] == said  # (the Tenant's own: namespace tenant-acme)
+
+        bolt = tenant_body("bolt", namespace=OPERATOR_EVENTS_NAMESPACE)
+        m._on_tenant(InformerEvent.ADDED, "bolt", bolt)
+        m._tell_operator("acme", said)
+
+        assert m._events.empty()
