@@ -3,7 +3,9 @@
 
 A hostile tenant uses the token the operator handed its agent directly, with kubectl: it
 asks the API server what it may read (`kubectl auth can-i --list`, the shipped RBAC of
-deploy/teapot/tenant-namespace.yaml as it is in force) and reads all of it. After a
+deploy/teapot/tenant-namespace.yaml and gateway.yaml as it is in force: its requests,
+TenantNodes, Events, mirrored Ingresses, Gateway API objects, EndpointSlices and Secrets)
+and reads all of it. After a
 provider failure whose operator's message names the provider's internal URL, host and
 the tenant's project, none of that is in anything it reads; the operator (admin) finds it
 on the Tenant's Events. Anything outside its namespace is refused (403).
@@ -39,7 +41,8 @@ POOL = "shared-v4"  # the operator's AddressPool (tests/tenancy/real.py)
 
 @pytest.fixture(scope="module")
 def real(kube_plane: ControlPlane) -> Iterator[Real]:
-    with management(kube_plane, providers=["route", "memlb"]) as world:
+    # (with deploy/teapot/gateway.yaml's Role too: the agent's widest shipped RBAC)
+    with management(kube_plane, gateway=True, providers=["route", "memlb"]) as world:
         yield world
 
 
@@ -150,7 +153,8 @@ async def test_nothing_the_agent_can_read_names_the_operators_detail_which_the_o
 
     # The hostile tenant reads everything its token may read, and none of it.
     seen = read_all(real, "acme")
-    assert {"tenantloadbalancers.lb.teapot.io", "tenantnodes.lb.teapot.io", "events"} <= set(seen)
+    assert {"tenantloadbalancers.lb.teapot.io", "tenantnodes.lb.teapot.io", "events",
+            "secrets", "ingresses.networking.k8s.io"} <= set(seen), sorted(seen)  # fmt: skip
     text = json.dumps(seen)
     assert UNREACHABLE in text  # its own request's condition and Event: in its words
     assert "203.0.113.9" in text  # its refused node address, in the TenantNodes' status
