@@ -344,7 +344,7 @@ async def test_no_operator_detail_is_recorded_where_a_tenants_agent_reads(tmp_pa
         m = manager(world, MemoryLB())
         m._on_tenant(InformerEvent.ADDED, "acme", tenant_body("acme"))
         m._tell_operator("acme", said)
-        assert m._events.get_nowait()[1] == said  # (the Tenant's own: namespace tenant-acme)
+        assert m._events.get_nowait()[2] == said  # (the Tenant's own: namespace tenant-acme)
 
         bolt = tenant_body("bolt", namespace=OPERATOR_EVENTS_NAMESPACE)
         m._on_tenant(InformerEvent.ADDED, "bolt", bolt)

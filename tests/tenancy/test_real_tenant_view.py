@@ -23,6 +23,7 @@ import pytest
 
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import connect
+from teapot_lb.kube.leader import LeaseConfig
 from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS, TENANT_NODES
 from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.lab.wait import wait_for_async
@@ -36,6 +37,7 @@ from .real import Real, management
 
 WITHIN = 30.0
 HOST = "memlb.mgmt.example"  # the provider's internal host (in ENDPOINT)
+REPLICA = "teapot-lb-manager-5f7c9d-mgmt0"  # the manager's pod (its lease identity)
 POOL = "shared-v4"  # the operator's AddressPool (tests/tenancy/real.py)
 
 
@@ -105,8 +107,10 @@ async def test_nothing_the_agent_can_read_names_the_operators_detail_which_the_o
 ) -> None:
     acme_ns = real.ns("acme")
     mem = MemoryLB(down=True)  # its operator's message: ENDPOINT, the tenant's project
+    lease = LeaseConfig(real.config_ns, "teapot-lb-manager", REPLICA)
     config = ManagerConfig(config_namespace=real.config_ns, providers={mem.name: mem},
-                           provider_retry_base_s=0.05, provider_resync_s=0.5)  # fmt: skip
+                           lease=lease, provider_retry_base_s=0.05,
+                           provider_resync_s=0.5)  # fmt: skip
     async with (
         await connect(real.manager, request_timeout_s=10.0) as manager_client,
         await connect(real.agents["acme"], request_timeout_s=10.0) as agent,
@@ -150,6 +154,7 @@ async def test_nothing_the_agent_can_read_names_the_operators_detail_which_the_o
     # The operator (admin) reads the detail on the Tenant, naming the request.
     assert said[0]["message"].startswith(f"{acme_ns}/web: ") and ENDPOINT in said[0]["message"]
     assert project("acme") in said[0]["message"] and POOL in said[1]["message"]
+    assert said[0]["reportingInstance"] == REPLICA  # which replica said it: the operator's
 
     # The hostile tenant reads everything its token may read, and none of it.
     seen = read_all(real, "acme")
@@ -158,7 +163,7 @@ async def test_nothing_the_agent_can_read_names_the_operators_detail_which_the_o
     text = json.dumps(seen)
     assert UNREACHABLE in text  # its own request's condition and Event: in its words
     assert "203.0.113.9" in text  # its refused node address, in the TenantNodes' status
-    for detail in (ENDPOINT, HOST, project("acme"), POOL, real.config_ns):
+    for detail in (ENDPOINT, HOST, project("acme"), POOL, real.config_ns, REPLICA):
         assert detail not in text, f"acme's agent reads {detail!r}"
 
     # Outside its namespace, nothing: not the Tenants (nor their Events), not other

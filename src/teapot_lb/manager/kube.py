@@ -176,7 +176,10 @@ class KubeManager:
             gateway_services=self.config.gateway_services,
         )
         self.book = TenantBook(self.providers.vet, self.providers.progress)
-        self.recorder = EventRecorder(
+        # Events in a tenant's namespace (its agent reads them) name no process of the
+        # operator's: the replica (its pod name) is on the operator's Events only.
+        self.recorder = EventRecorder(client, COMPONENT)
+        self.operator_recorder = EventRecorder(
             client, COMPONENT, instance=self.config.lease.identity if self.config.lease else ""
         )
         self._clock = clock
@@ -228,7 +231,7 @@ class KubeManager:
             else None
         )
         self.loop: ReconcileLoop[ManagerKey] | None = None
-        self._events: asyncio.Queue[tuple[KubeObject, Event]] = asyncio.Queue()
+        self._events: asyncio.Queue[tuple[EventRecorder, KubeObject, Event]] = asyncio.Queue()
         self._log = log.get("manager")
 
     # ------------------------------------------------------------------ cache
@@ -571,7 +574,7 @@ class KubeManager:
                 self._raw[outcome.key] = written
             if outcome.event is not None:
                 # Sent apart from the reconcile: a status write is one round trip, not two.
-                self._events.put_nowait((written, outcome.event))
+                self._events.put_nowait((self.recorder, written, outcome.event))
             if outcome.operator_event is not None and outcome.tenant is not None:
                 self._tell_operator(outcome.tenant, outcome.operator_event)
 
@@ -595,7 +598,7 @@ class KubeManager:
             "kind": tenant.kind,
             "metadata": {"name": name, "uid": tenant.metadata.uid or ""},
         }
-        self._events.put_nowait((involved, event))
+        self._events.put_nowait((self.operator_recorder, involved, event))
 
     async def _vet_nodes(self, key: str) -> None:
         nodes = self.tenant_nodes.get(key)
@@ -620,9 +623,9 @@ class KubeManager:
 
     async def _send_events(self) -> None:
         while True:
-            involved, event = await self._events.get()
+            recorder, involved, event = await self._events.get()
             if self.is_leader:
-                await self.recorder.record(involved, event.type.value, event.reason, event.message)
+                await recorder.record(involved, event.type.value, event.reason, event.message)
 
     async def _write_tenant_status(self, name: str) -> None:
         tenant = self.tenants.get(name)
