@@ -412,3 +412,22 @@ def test_the_agent_gives_a_built_in_provider_its_mode_and_no_provider_as_today()
     today = _request_of(service("web", healthCheckNodePort=32000))
     assert "provider" not in today and "healthCheckNodePort" not in today  # Cluster: none
     assert today["mode"] == "Route"
+
+
+def test_the_agent_carries_source_ranges_as_networks_each_once() -> None:
+    spec = _request_of(service("web", loadBalancerSourceRanges=[
+        "203.0.113.7/24", " 2001:db8::/32", "203.0.113.0/24"]))  # fmt: skip
+    assert spec["loadBalancerSourceRanges"] == ["203.0.113.0/24", "2001:db8::/32"]
+    assert "loadBalancerSourceRanges" not in _request_of(service("web"))
+
+
+def test_a_source_range_that_is_no_network_is_named_with_its_index() -> None:
+    with pytest.raises(ValueError, match=r"spec\.loadBalancerSourceRanges\[1\]: 'everyone'"):
+        _request_of(service("web", loadBalancerSourceRanges=["203.0.113.0/24", "everyone"]))
+
+
+def test_route_mode_takes_source_ranges_the_tenants_kube_proxy_filters_them() -> None:
+    request = tlb("acme", "web", loadBalancerSourceRanges=["203.0.113.0/24"])
+    outcome = TenantBook().decide(view(request), "tenant-acme/web", NOW)
+    assert conditions(outcome.status)["Accepted"][0] == "True"
+    assert outcome.status is not None and outcome.status["addresses"] != []

@@ -382,6 +382,10 @@ class TenantLoadBalancerSpec(KubeModel):
     health_check_node_port: int | None = Field(default=None, ge=1, le=65535)
     """`externalTrafficPolicy: Local`: the Service's healthCheckNodePort, where a
     provider checks which nodes hold a ready endpoint (HTTP /healthz)."""
+    load_balancer_source_ranges: list[CIDR] = Field(default=[], max_length=256)
+    """The Service's `loadBalancerSourceRanges` (as networks): only these clients may
+    connect. Provider route keeps the address as the destination, so the tenant's
+    kube-proxy filters them; a provider that cannot filter refuses the request."""
 
 
 class TenantLoadBalancerStatus(KubeModel):
