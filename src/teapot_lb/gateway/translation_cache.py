@@ -18,14 +18,14 @@ Gateway-mode TenantLoadBalancers), except for these, each followed here:
 - the AddressPools (a request is served inside its tenant's allocation): when they
   change, every tenant with requests is built again.
 
-The merge joins the parts in namespace order, as
+The merge (:class:`~teapot_lb.gateway.translate.Merged`) is kept too: a part built again
+replaces that part's pieces only. It joins the parts in namespace order, as
 :func:`~teapot_lb.gateway.translate.translate` does: the result is exactly what that gives
 from scratch (property-tested).
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +33,7 @@ from itertools import chain
 
 from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.translate import (
+    Merged,
     ObjectResult,
     Part,
     Translation,
@@ -40,7 +41,6 @@ from teapot_lb.gateway.translate import (
     build_part,
     by_namespace,
     dedicated_wanted,
-    merge,
     object_order,
     tenant_namespaces,
     vet_tenant,
@@ -125,7 +125,7 @@ class TranslationCache:
         """Namespaces to vet and build again."""
         self._unbuilt: set[str] = set()
         """Namespaces to build again (their endpoints changed)."""
-        self._parts: list[str] = []
+        self._merged = Merged(self._globals.addresses if self._globals else ())
         self._pools: Mapping[str, AddressPool] = {}
         self.rebuilt: set[str] = set()
         """The namespaces whose part the last :meth:`translation` built again."""
@@ -150,9 +150,9 @@ class TranslationCache:
         now = _Globals(tuple(tenants), tuple(addresses), check_certificate, secrets_known)
         if self._globals is not None and self._globals == now:
             return False
-        self._dropped |= set(self._parts)
-        self._clear()
+        self._dropped |= set(self._merged.namespaces)
         self._globals = now
+        self._clear()
         self._owners = tenant_namespaces(now.tenants)
         return True
 
@@ -264,18 +264,16 @@ class TranslationCache:
                 space.vetted, dedicated, space.secrets, space.slices, addresses,
                 space.requests, self._owners.get(namespace), pools,
             )  # fmt: skip
-            if space.part.results or space.part.listeners or space.part.load_balancers:
-                if namespace not in self._parts:
-                    bisect.insort(self._parts, namespace)
-            elif namespace in self._parts:
-                self._parts.remove(namespace)
+        for namespace in rebuild:
+            part = self._spaces[namespace].part
+            kept = part is not None and bool(part.results or part.listeners or part.load_balancers)
+            self._merged.put(namespace, part if kept else None)
         self.rebuilt = rebuild
         # Decided again: the rebuilt namespaces, and those a reset dropped (no results now
         # unless rebuilt: nobody's, or no longer given).
         changed = {ns: self.results_of(ns) for ns in sorted(rebuild | self._dropped)}
         self._dropped = set()
-        parts = [p for ns in self._parts if (p := self._spaces[ns].part) is not None]
-        return merge(parts, addresses, changed)
+        return self._merged.translation(changed)
 
     def results_of(self, namespace: str) -> Mapping[ObjectRef, ObjectResult]:
         """The last translation's results of a namespace's objects."""

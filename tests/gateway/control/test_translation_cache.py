@@ -194,6 +194,38 @@ def test_changes_applied_incrementally_translate_as_from_scratch(
             assert rules == vet_object(cloud.objects[ref], world)
 
 
+def test_a_tenants_certificates_changing_under_the_merge_it_keeps_translate_as_from_scratch(
+    pems: dict[str, tuple[bytes, bytes]],
+) -> None:
+    # The merge is kept and only the changed tenant's pieces replaced: its certificates
+    # offered on the shared HTTPS listener (with the other tenant's) must follow, while
+    # its listeners stay the same.
+    cloud, cache = Cloud(), TranslationCache()
+    one = _ingress("acme", "one", 0, 1, "web", "tls-a", False)
+    steps: list[tuple[Any, ...]] = [
+        ("put", one),
+        ("secret", "acme", "tls-a", "www.acme.example"),
+        ("put", _ingress("bolt", "one", 0, 1, "web", "tls-a", False)),
+        ("secret", "bolt", "tls-a", "www.bolt.example"),
+        ("put", _ingress("acme", "two", 1, 2, "api", "tls-b", False)),
+        ("secret", "acme", "tls-b", "a.shop.example"),
+        ("secret", "acme", "tls-a", None),
+        ("secret", "acme", "tls-a", "www.acme.example"),
+        ("endpoints", "acme", "web", ["192.0.2.11"]),
+        ("gone", one.ref),
+    ]
+    for change in steps:
+        if change[0] == "gone":
+            del cloud.objects[change[1]]
+        else:
+            apply(cloud, change, pems)
+        world = cloud.world()
+        kept = cache.translate(world, list(cloud.slices.values()), [SHARED])
+        fresh = translate(world, list(cloud.slices.values()), [SHARED])
+        assert (kept.config, kept.results) == (fresh.config, fresh.results), change
+    assert cache.rebuilt == {"tenant-acme"}
+
+
 def test_a_change_in_one_tenant_translates_that_tenant_only(
     pems: dict[str, tuple[bytes, bytes]],
 ) -> None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 from .build import config_name
 from .from_scratch import translate
 from .namespaces import by_namespace, tenant_namespaces
-from .parts import Part, build_part, merge, shared_listeners, with_endpoints
+from .parts import Merged, Part, build_part, merge, shared_listeners, with_endpoints
 from .results import (
     Changed,
     Condition,
@@ -57,6 +57,7 @@ __all__ = [
     "Condition",
     "ListenerResult",
     "LoadBalancerResult",
+    "Merged",
     "ObjectOrder",
     "ObjectResult",
     "ParentResult",

@@ -51,7 +51,7 @@ def translate(
         if ns in inputs or part.load_balancers:
             parts[ns] = part
     changed = {ns: part.results for ns, part in parts.items()}
-    return merge(list(parts.values()), shared, changed)
+    return merge(parts, shared, changed)
 
 
 __all__ = ["translate"]

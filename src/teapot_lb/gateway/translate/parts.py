@@ -3,9 +3,9 @@ parts into one config."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import bisect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -161,48 +161,154 @@ def shared_listeners(addresses: tuple[IPAddress, ...]) -> dict[str, Listener]:
     return build.listeners
 
 
-def merge(parts: Sequence[Part], addresses: tuple[IPAddress, ...], changed: Changed) -> Translation:
-    """The config of the tenants' parts, in namespace order (a route's place among other
-    tenants' decides nothing: routing orders by age, namespace and name first,
-    :mod:`teapot_lb.gateway.routing`); `changed`: the namespaces built again
-    (:attr:`~.results.Translation.changed`)."""
-    listeners = shared_listeners(addresses)
-    dedicated: dict[str, IPAddress] = {}
-    offered: dict[str, set[IPAddress | None]] = {}
-    results: dict[ObjectRef, ObjectResult] = {}
-    load_balancers: dict[ObjectRef, LoadBalancerResult] = {}
-    for part in parts:
-        for name, x in part.listeners.items():
-            listeners.setdefault(name, x)
-        dedicated.update(part.dedicated)
-        offered.update(part.offered)
-        results.update(part.results)
-        load_balancers.update(part.load_balancers)
-    # HTTPS listeners offer every certificate of their objects (SNI picks; the gateway's
-    # own by default, a dedicated listener's too): the shared ones every tenant's on the
-    # shared addresses, a dedicated one its tenant's objects' there.
-    certificates = tuple(chain.from_iterable(p.certificates.values() for p in parts))
-    names = sorted(c.name for c in certificates)
-    for name, x in listeners.items():
-        if x.protocol is Protocol.HTTPS:
-            place = dedicated.get(name)
-            certs = tuple(c for c in names if place in offered[c])
-            listeners[name] = x.model_copy(update={"certificates": certs})
-
-    def each(kind: str) -> tuple[Any, ...]:
-        return tuple(chain.from_iterable(map(attrgetter(kind), parts)))
-
-    config = GatewayConfig.model_construct(
-        listeners=tuple(listeners.values()),
-        certificates=certificates,
-        backends=tuple(chain.from_iterable(p.backends.values() for p in parts)),
-        http_routes=each("http_routes"),
-        tls_routes=each("tls_routes"),
-        tcp_routes=each("tcp_routes"),
-        udp_routes=each("udp_routes"),
-        default_certificate=None,
-    )
-    return Translation(config, results, addresses, changed, load_balancers)
+_PIECES: dict[str, Callable[[Part], Sequence[Any]]] = {
+    "certificates": lambda p: tuple(p.certificates.values()),
+    "backends": lambda p: tuple(p.backends.values()),
+    "http_routes": attrgetter("http_routes"),
+    "tls_routes": attrgetter("tls_routes"),
+    "tcp_routes": attrgetter("tcp_routes"),
+    "udp_routes": attrgetter("udp_routes"),
+}
+"""The config's lists, each the parts' pieces joined in namespace order."""
 
 
-__all__ = ["Part", "build_part", "merge", "shared_listeners", "with_endpoints"]
+class Merged:
+    """The config of the tenants' parts, kept: :meth:`put` a namespace's part (again) and
+    only its own pieces are replaced, so a change costs that part, not every tenant's.
+
+    The parts join in namespace order (a route's place among other tenants' decides
+    nothing: routing orders by age, namespace and name first,
+    :mod:`teapot_lb.gateway.routing`). A part's results, requests' results and
+    certificates are its namespace's alone (names start with the namespace); listeners
+    may be several parts' (the shared ones, an address two requests hold): the first
+    part's in namespace order is kept, merged again over every part when a part's
+    listeners change (rare: a dedicated address given or taken)."""
+
+    def __init__(self, addresses: tuple[IPAddress, ...]) -> None:
+        self.addresses = addresses
+        self._parts: dict[str, Part] = {}
+        self._order: list[str] = []
+        """The namespaces with a part, in order."""
+        self._lengths: dict[str, list[int]] = {kind: [] for kind in _PIECES}
+        """Per config list the length of each part's piece (in :attr:`_order`)."""
+        self._lists: dict[str, list[Any]] = {kind: [] for kind in _PIECES}
+        self._results: dict[ObjectRef, ObjectResult] = {}
+        self._load_balancers: dict[ObjectRef, LoadBalancerResult] = {}
+        self._offered_at: dict[IPAddress | None, list[str]] = {}
+        """Per place (a dedicated address, None for the shared ones) the names of the
+        certificates offered there, sorted."""
+        self._listeners: dict[str, Listener] | None = None
+        """Every part's listeners without their certificates (None: merge again)."""
+        self._dedicated: dict[str, IPAddress] = {}
+        self._served: dict[str, Listener] = {}
+        """The listeners as served (HTTPS ones with their certificates)."""
+        self._places: set[IPAddress | None] = set()
+        """Places whose certificates changed since the last :meth:`translation`."""
+
+    @property
+    def namespaces(self) -> Sequence[str]:
+        """The namespaces with a part, in order."""
+        return self._order
+
+    def put(self, namespace: str, part: Part | None) -> None:
+        """`namespace`'s part now (None: it has none)."""
+        old = self._parts.get(namespace)
+        if old is part:
+            return
+        at = bisect.bisect_left(self._order, namespace)
+        for kind, piece in _PIECES.items():
+            lengths, start = self._lengths[kind], sum(self._lengths[kind][:at])
+            size = lengths[at] if old is not None else 0
+            new = piece(part) if part is not None else ()
+            self._lists[kind][start : start + size] = new
+            if old is None:
+                lengths.insert(at, len(new))
+            elif part is None:
+                del lengths[at]
+            else:
+                lengths[at] = len(new)
+        if old is not None:
+            for ref in old.results:
+                del self._results[ref]
+            for ref in old.load_balancers:
+                del self._load_balancers[ref]
+            self._offer(old, bisect_remove)
+        if part is not None:
+            self._results.update(part.results)
+            self._load_balancers.update(part.load_balancers)
+            self._offer(part, bisect.insort)
+        if (
+            old is None
+            or part is None
+            or (old.listeners, old.dedicated) != (part.listeners, part.dedicated)
+        ):
+            self._listeners = None
+        if part is None:
+            del self._parts[namespace]
+            del self._order[at]
+        else:
+            if old is None:
+                self._order.insert(at, namespace)
+            self._parts[namespace] = part
+
+    def _offer(self, part: Part, change: Callable[[list[str], str], None]) -> None:
+        for name in part.certificates:
+            for place in part.offered[name]:
+                change(self._offered_at.setdefault(place, []), name)
+                self._places.add(place)
+
+    def translation(self, changed: Changed) -> Translation:
+        """The config of the parts put; `changed`: the namespaces built again
+        (:attr:`~.results.Translation.changed`)."""
+        if self._listeners is None:
+            self._listeners = shared_listeners(self.addresses)
+            self._dedicated = {}
+            for namespace in self._order:
+                part = self._parts[namespace]
+                for name, x in part.listeners.items():
+                    self._listeners.setdefault(name, x)
+                self._dedicated.update(part.dedicated)
+            self._served = dict(self._listeners)
+            self._places = {None, *self._dedicated.values()}
+        # HTTPS listeners offer every certificate of their objects (SNI picks; the
+        # gateway's own by default, a dedicated listener's too): the shared ones every
+        # tenant's on the shared addresses, a dedicated one its tenant's objects' there.
+        if self._places:
+            for name, x in self._listeners.items():
+                place = self._dedicated.get(name)
+                if x.protocol is Protocol.HTTPS and place in self._places:
+                    certs = tuple(self._offered_at.get(place, ()))
+                    self._served[name] = x.model_copy(update={"certificates": certs})
+            self._places = set()
+        lists = self._lists
+        config = GatewayConfig.model_construct(
+            listeners=tuple(self._served.values()),
+            certificates=tuple(lists["certificates"]),
+            backends=tuple(lists["backends"]),
+            http_routes=tuple(lists["http_routes"]),
+            tls_routes=tuple(lists["tls_routes"]),
+            tcp_routes=tuple(lists["tcp_routes"]),
+            udp_routes=tuple(lists["udp_routes"]),
+            default_certificate=None,
+        )
+        # Copies: a translation handed out stays as it was when the parts change.
+        return Translation(
+            config, dict(self._results), self.addresses, changed, dict(self._load_balancers)
+        )
+
+
+def bisect_remove(sorted_names: list[str], name: str) -> None:
+    del sorted_names[bisect.bisect_left(sorted_names, name)]
+
+
+def merge(
+    parts: Mapping[str, Part], addresses: tuple[IPAddress, ...], changed: Changed
+) -> Translation:
+    """The config of the tenants' parts (by namespace), from scratch (:class:`Merged`)."""
+    merged = Merged(addresses)
+    for namespace, part in parts.items():
+        merged.put(namespace, part)
+    return merged.translation(changed)
+
+
+__all__ = ["Merged", "Part", "build_part", "merge", "shared_listeners", "with_endpoints"]
