@@ -187,6 +187,8 @@ def test_changes_applied_incrementally_translate_as_from_scratch(
         assert kept.results == fresh.results, change
         assert kept.load_balancers == fresh.load_balancers, change
         assert problems(kept.config) == [], change
+        placed = {(r.address, r.tenant) for r in fresh.results.values() if r.address}
+        assert kept.placed == fresh.placed == placed, change
         # The tenant's vetting against its own objects and its rivals' is vetting
         # against everything.
         for ref, result in kept.results.items():

@@ -331,7 +331,7 @@ class GatewayControl:
         if self.services is None or self.address_service is None:
             return
         template = self.services.get(self.address_service)
-        dedicated = {(r.address, r.tenant) for r in result.results.values() if r.address}
+        dedicated = result.placed
         requests = list(result.load_balancers.values())
         if template is None:
             missing = {a for a, _ in dedicated} | {a for r in requests for a in r.addresses}

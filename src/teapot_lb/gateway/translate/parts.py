@@ -203,6 +203,8 @@ class Merged:
         self._served: dict[str, Listener] = {}
         """The listeners as served (HTTPS ones with their certificates)."""
         self._places: set[IPAddress | None] = set()
+        self._placed: dict[str, frozenset[tuple[IPAddress, str]]] = {}
+        """Per namespace with any, its objects' dedicated addresses with their tenant."""
         """Places whose certificates changed since the last :meth:`translation`."""
 
     @property
@@ -237,6 +239,11 @@ class Merged:
             self._results.update(part.results)
             self._load_balancers.update(part.load_balancers)
             self._offer(part, bisect.insort)
+        self._placed.pop(namespace, None)
+        if part is not None:
+            placed = {(r.address, r.tenant) for r in part.results.values() if r.address}
+            if placed:
+                self._placed[namespace] = frozenset(placed)
         if (
             old is None
             or part is None
@@ -293,7 +300,12 @@ class Merged:
         )
         # Copies: a translation handed out stays as it was when the parts change.
         return Translation(
-            config, dict(self._results), self.addresses, changed, dict(self._load_balancers)
+            config,
+            dict(self._results),
+            self.addresses,
+            changed,
+            dict(self._load_balancers),
+            frozenset().union(*self._placed.values()),
         )
 
 

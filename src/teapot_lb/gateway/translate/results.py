@@ -131,6 +131,9 @@ class Translation:
     load_balancers: dict[ObjectRef, LoadBalancerResult] = field(default_factory=dict)
     """Every Gateway-mode TenantLoadBalancer's result (those of the namespaces in
     :attr:`changed` decided again, the others' as they were)."""
+    placed: frozenset[tuple[IPAddress, str]] = frozenset()
+    """The dedicated addresses given, with their objects' tenants (what is announced for
+    them: :mod:`teapot_lb.gateway.control.l7services`), kept per part, not walked."""
 
 
 __all__ = [
