@@ -203,9 +203,9 @@ class Merged:
         self._served: dict[str, Listener] = {}
         """The listeners as served (HTTPS ones with their certificates)."""
         self._places: set[IPAddress | None] = set()
+        """Places whose certificates changed since the last :meth:`translation`."""
         self._placed: dict[str, frozenset[tuple[IPAddress, str]]] = {}
         """Per namespace with any, its objects' dedicated addresses with their tenant."""
-        """Places whose certificates changed since the last :meth:`translation`."""
 
     @property
     def namespaces(self) -> Sequence[str]:
