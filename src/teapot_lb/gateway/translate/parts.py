@@ -36,7 +36,7 @@ from .http_routes import add_http_route
 from .ingress import add_ingress
 from .listeners import add_gateway
 from .load_balancers import add_load_balancers
-from .results import Changed, LoadBalancerResult, ObjectResult, Translation
+from .results import Changed, LoadBalancerResult, ObjectResult, Results, Translation
 from .stream_routes import add_stream_route
 from .vetting import Vetted
 
@@ -192,7 +192,8 @@ class Merged:
         self._lengths: dict[str, list[int]] = {kind: [] for kind in _PIECES}
         """Per config list the length of each part's piece (in :attr:`_order`)."""
         self._lists: dict[str, list[Any]] = {kind: [] for kind in _PIECES}
-        self._results: dict[ObjectRef, ObjectResult] = {}
+        self._results: dict[str, Mapping[ObjectRef, ObjectResult]] = {}
+        """Per namespace with a part, its results."""
         self._load_balancers: dict[ObjectRef, LoadBalancerResult] = {}
         self._offered_at: dict[IPAddress | None, list[str]] = {}
         """Per place (a dedicated address, None for the shared ones) the names of the
@@ -230,17 +231,16 @@ class Merged:
             else:
                 lengths[at] = len(new)
         if old is not None:
-            for ref in old.results:
-                del self._results[ref]
             for ref in old.load_balancers:
                 del self._load_balancers[ref]
             self._offer(old, bisect_remove)
         if part is not None:
-            self._results.update(part.results)
             self._load_balancers.update(part.load_balancers)
             self._offer(part, bisect.insort)
         self._placed.pop(namespace, None)
+        self._results.pop(namespace, None)
         if part is not None:
+            self._results[namespace] = part.results
             placed = {(r.address, r.tenant) for r in part.results.values() if r.address}
             if placed:
                 self._placed[namespace] = frozenset(placed)
@@ -301,7 +301,7 @@ class Merged:
         # Copies: a translation handed out stays as it was when the parts change.
         return Translation(
             config,
-            dict(self._results),
+            Results(dict(self._results)),
             self.addresses,
             changed,
             dict(self._load_balancers),

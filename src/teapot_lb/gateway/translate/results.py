@@ -3,8 +3,9 @@ address), and the config with every result."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 
 from teapot_lb.addresses import IPAddress
 from teapot_lb.gateway.config import GatewayConfig
@@ -115,12 +116,31 @@ Changed = Mapping[str, Mapping[ObjectRef, ObjectResult]]
 """The results of the namespaces a translation decided again, by namespace."""
 
 
+class Results(Mapping[ObjectRef, ObjectResult]):
+    """Every object's result, read through its namespace's results (each part's own,
+    never changed once built): a translation holds these without copying every result,
+    and keeps them as they were when a part is built again."""
+
+    def __init__(self, by_namespace: Mapping[str, Mapping[ObjectRef, ObjectResult]]) -> None:
+        self._by_namespace = by_namespace
+        self._size = sum(map(len, by_namespace.values()))
+
+    def __getitem__(self, ref: ObjectRef) -> ObjectResult:
+        return self._by_namespace.get(ref.namespace or "", {})[ref]
+
+    def __iter__(self) -> Iterator[ObjectRef]:
+        return chain.from_iterable(self._by_namespace.values())
+
+    def __len__(self) -> int:
+        return self._size
+
+
 @dataclass
 class Translation:
     """The config the gateway serves and every object's result."""
 
     config: GatewayConfig
-    results: dict[ObjectRef, ObjectResult]
+    results: Mapping[ObjectRef, ObjectResult]
     addresses: tuple[IPAddress, ...]
     changed: Changed = field(default_factory=dict)
     """What changed since the translation before (of the same
@@ -144,5 +164,6 @@ __all__ = [
     "ObjectResult",
     "ParentResult",
     "PortRefusal",
+    "Results",
     "Translation",
 ]
