@@ -296,11 +296,15 @@ def phase_of(file: str, func: str) -> str | None:
         if "send" in func or "write" in func:
             return "send"
         return None
-    if file.endswith(("bgp/policy.py", "relay/policy.py")):
+    # (bgp/policy and bgp/rib are packages: matched as files ending in bgp/policy.py and
+    # bgp/rib.py, the judge and the Adj-RIB-Out had fallen to "other" and "rib".)
+    if "bgp/policy/" in file or file.endswith("relay/policy.py"):
+        return "judge"
+    if file.endswith("relay/rib.py") and func == "_judge":
         return "judge"
     if func.startswith(("pack", "_pack", "export_attributes", "_chunks", "_mp_attr")):
         return "encode"
-    if file.endswith("bgp/rib.py"):
+    if "bgp/rib/" in file:
         return "adj_rib_out"
     if file.endswith(("relay/rib.py", "bgp/attributes.py")):
         return "rib"
