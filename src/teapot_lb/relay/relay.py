@@ -93,7 +93,9 @@ class RelayConfig:
     # A flush is handed to the routers `flush_chunk` prefixes at a time, one chunk per
     # turn of the event loop: its first UPDATEs leave after one chunk's diff and
     # encoding, not after the whole batch's (20,000 prefixes took 0.4 - 0.6 s under
-    # load), and the tenant side reads and judges between chunks.
+    # load), and the tenant side reads and judges between chunks. A flush asked for
+    # meanwhile follows it with all that changed since (more than flush_batch, when the
+    # tenants send faster than the flushes go).
     flush_chunk: int = 1000
     # The tenant side handles what its sessions sent at most this long per turn of the
     # event loop: UPDATEs the routers' sockets did not take at once leave only between
