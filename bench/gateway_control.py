@@ -19,8 +19,9 @@ EndpointSlice. Times are the best of --repeat runs of the product's functions:
   --changes of each, on tenants in turn; median and max;
 - `simple_ingress_applied`: the CPU of the gateway's whole apply of a simple Ingress added
   (one host, Prefix '/', a Service and a TLS Secret of its own): the translation, then
-  the HAProxy driver's check, rendering, plan and files (`per_simple_add`), as
-  `teapot-lb gateway` runs it but for the runtime API's socket.
+  the HAProxy driver's check, rendering, plan and files (`per_simple_add`; files for a
+  reload only, as the driver writes them), as `teapot-lb gateway` runs it but for the
+  runtime API's socket.
 
     .venv/bin/python bench/gateway_control.py [--sizes 1000,5000,20000] [--per-tenant 40]
 
@@ -365,15 +366,17 @@ def per_simple_add(c: Cloud, cache: TranslationCache, changes: int, n: int) -> d
     EndpointSlice and its own TLS Secret put first, not counted), as `teapot-lb gateway`
     runs it but for the runtime API's sockets: the translation, then HAProxy's driver's
     pure part (`problems` given the last sound config, the PEMs, the rendering and the
-    plan: `plan.step`) and the files it changed written (to a temporary directory)."""
+    plan: `plan.step`) and, for a reload, the files it changed written (to a temporary
+    directory; the driver writes none for runtime actions alone)."""
     tenants = len(c.tenants)
     paths = Paths(Path(tempfile.mkdtemp(prefix="gwbench-")))
     default = generate()
     running: Rendered | None = None
+    written: Rendered | None = None
     sound: GatewayConfig | None = None
 
     def apply() -> Change:
-        nonlocal running, sound
+        nonlocal running, written, sound
         config = cache.translation().config
         found = problems(config, sound)
         pems, unreadable = load_pems(config)
@@ -382,7 +385,9 @@ def per_simple_add(c: Cloud, cache: TranslationCache, changes: int, n: int) -> d
         pems.setdefault(DEFAULT_CERTIFICATE, default)
         config = with_certificate_names(config, pems)
         new, change = step(config, running, paths, pems)
-        _write_changed(new, running)
+        if change.reload:
+            _write_changed(new, written)
+            written = new
         running = new
         return change
 

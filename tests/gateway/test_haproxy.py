@@ -373,7 +373,9 @@ async def test_an_endpoint_change_takes_effect_without_a_reload(world: World) ->
     assert (await world.haproxy.worker_pid(), world.haproxy.counters.reloads) == (pid, reloads)
 
 
-async def test_an_endpoint_change_writes_only_the_files_it_changes(world: World) -> None:
+async def test_a_runtime_only_change_writes_no_file_and_a_restart_reads_what_haproxy_held(
+    world: World,
+) -> None:
     await _apply(world, base_config(world))
     running = world.haproxy.running
     assert running is not None
@@ -382,10 +384,35 @@ async def test_an_endpoint_change_writes_only_the_files_it_changes(world: World)
     assert not applied.change.reload
     now = world.haproxy.running
     assert now is not None
-    rewritten = {p for p, inode in inodes.items() if os.stat(p).st_ino != inode}
-    assert rewritten == {str(world.haproxy.paths.config)}  # (its slot's address)
+    assert all(os.stat(p).st_ino == inode for p, inode in inodes.items())  # (none written)
+    assert _on_disk(now.files) != now.files  # (its slot's address: HAProxy has it, not the file)
+    master = world.haproxy.master_pid
+    assert master is not None
+    os.kill(master, signal.SIGKILL)
+    await wait_for_async(
+        lambda: world.haproxy.master_pid not in (None, master), within=15, what="haproxy restarted"
+    )
+    # The restart read files written first: the same endpoint is served.
     written = {**now.files, **now.certificates}
-    assert _on_disk(written) == written  # (a restart serves the same)
+    assert _on_disk(written) == written
+    rewritten = {p for p, inode in inodes.items() if os.stat(p).st_ino != inode}
+    assert rewritten == {str(world.haproxy.paths.config)}  # (only the file that differed)
+    wait_served_by(world.lab, "/", "a.example", "echo2")
+
+
+async def test_a_reload_after_runtime_only_changes_reads_what_haproxy_held(world: World) -> None:
+    await _apply(world, base_config(world))
+    assert not (await world.haproxy.apply(base_config(world, echo=(ECHO2,)))).change.reload
+    pid = await world.haproxy.worker_pid()
+    cfg = base_config(world, echo=(ECHO2,))
+    paths = [(PathType.PREFIX, "/", "tenant-b"), (PathType.EXACT, "/x", "tenant-b")]
+    extra = ingress("new", "new.example", paths)
+    applied = await world.haproxy.apply(
+        cfg.model_copy(update={"http_routes": (*cfg.http_routes, extra)})
+    )
+    assert applied.change.reload and await world.haproxy.worker_pid() != pid
+    assert world.lab.served_by("/", "a.example") == "echo2"  # (not the file's old echo)
+    assert world.lab.served_by("/", "new.example") == "tenant-b"
 
 
 def _on_disk(paths: Iterable[str]) -> dict[str, str]:

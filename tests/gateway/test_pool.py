@@ -154,6 +154,21 @@ def test_a_simple_host_added_or_removed_renders_no_frontend_again() -> None:
     assert "a.example" in with_a.route_maps[FAST] and "a.example" not in without.route_maps[FAST]
 
 
+def test_a_change_leaves_the_slots_of_every_section_it_did_not_touch_as_they_were() -> None:
+    # (an empty slot holds the change that freed it, not a count that moves each change:
+    # the slots of the backends and spares a change does not touch stay the same objects,
+    # and neither the renderer nor the plan looks at them again)
+    old = rendered(config())
+    new = rendered(config((simple("a"),), (backend("a", (ADDRESSES[2], 8080)),)), old)
+    taken = new.pool.ids()["a"]
+    assert new.change == old.change + 1
+    for section, held in old.servers.items():
+        if section != taken:
+            assert new.servers[section] is held, section
+    assert new.slots["www"] is old.slots["www"]
+    assert new.servers[taken] is not old.servers[taken]
+
+
 def test_a_host_with_two_paths_reloads_naming_the_frontends() -> None:
     old = rendered(config())
     two = ingress("b", "b.example", [(P, "/", "b"), (E, "/x", "b")], ("web", "tls"))
@@ -241,6 +256,15 @@ def test_a_host_added_under_a_certificate_already_offered_is_a_line_of_its_own()
     gone, change = plan.step(shared("a"), new, PATHS, PEMS)
     assert change.reload and change.reasons == (f"crt-list {PATHS.crt_list('tls')} changed",)
     assert gone.crt_lists == old.crt_lists
+    # A reload for another reason (a host with two paths) makes its lines one again.
+    two = ingress("c", "c.example", [(P, "/", "www"), (E, "/x", "www")], ("web", "tls"))
+    more = shared("a", "b")
+    more = more.model_copy(update={"http_routes": (*more.http_routes, two)})
+    again, change = plan.step(more, new, PATHS, PEMS)
+    assert change.reload
+    assert again.crt_lists[str(PATHS.crt_list("tls"))].splitlines()[1:] == [
+        f"{www} www.example a.example b.example"
+    ]
 
 
 def test_a_new_backend_takes_a_spare_with_slots_enough_for_its_endpoints() -> None:
@@ -370,8 +394,10 @@ def test_runtime_only_applies_leave_haproxy_as_a_rendering_from_scratch_says(
         # (a reload reads the files)
         haproxy = runtime_state(new) if step.reload else run(haproxy, step.actions)
         assert served(haproxy) == served(runtime_state(new))
-        table = slots.assign(config_now, running.slots)
+        table = slots.assign(config_now, running.slots, new.change)  # (every backend's again)
         held = None if step.reload else running.crt_lists
-        scratch = render.render(config_now, table, PATHS, PEMS, None, running.pool, held)
+        scratch = render.render(
+            config_now, table, PATHS, PEMS, None, running.pool, held, new.change
+        )
         assert new.files == scratch.files and new.structure == scratch.structure
         running = new

@@ -71,9 +71,12 @@ def _config(endpoints: tuple[tuple[str, int], ...] = (("198.51.100.2", 8080),)) 
 def _render(
     cfg: GatewayConfig, previous: render.Rendered | None = None, pems: dict[str, str] | None = None
 ) -> render.Rendered:
-    table = slots.assign(cfg, previous.slots if previous else None)
-    pool = previous.pool if previous else None
-    return render.render(cfg, table, PATHS, pems or {"a": "PEM-1"}, pool=pool)
+    if previous is None:
+        return render.render(cfg, slots.assign(cfg), PATHS, pems or {"a": "PEM-1"})
+    number = previous.change + 1
+    table = slots.assign(cfg, previous.slots, number)
+    pems = pems or {"a": "PEM-1"}
+    return render.render(cfg, table, PATHS, pems, pool=previous.pool, change=number)
 
 
 def test_the_rendered_configuration_is_accepted_by_haproxy(tmp_path: Path) -> None:
@@ -177,14 +180,14 @@ def test_slots_are_sticky_and_a_slot_freed_by_this_change_is_taken_last() -> Non
     # .2 leaves, .9 comes: .9 takes a slot never used, not .2's (whose idle connections
     # to .2 HAProxy would keep using after `set server addr`).
     cfg2 = _config((("198.51.100.3", 1), ("198.51.100.9", 1)))
-    second = slots.assign(cfg2, first)
+    second = slots.assign(cfg2, first, 1)
     assert [s.key for s in second["a"]] == [None, ("198.51.100.3", 1), ("198.51.100.9", 1), None]
-    assert second["a"][0].idle == 0
+    assert second["a"][0].freed == 1  # (freed by change 1)
     # .3 leaves, .10 comes: the last never-used slot. Then .9 leaves, .11 comes: the slot
     # empty the longest (.2's), not .3's (freed one change ago) nor .9's (freed now).
-    third = slots.assign(_config((("198.51.100.9", 1), ("198.51.100.10", 1))), second)
+    third = slots.assign(_config((("198.51.100.9", 1), ("198.51.100.10", 1))), second, 2)
     assert [s.key for s in third["a"]] == [None, None, ("198.51.100.9", 1), ("198.51.100.10", 1)]
-    fourth = slots.assign(_config((("198.51.100.10", 1), ("198.51.100.11", 1))), third)
+    fourth = slots.assign(_config((("198.51.100.10", 1), ("198.51.100.11", 1))), third, 3)
     assert [s.key for s in fourth["a"]] == [("198.51.100.11", 1), None, None, ("198.51.100.10", 1)]
 
 
@@ -400,6 +403,7 @@ def test_a_certificate_without_hostnames_is_offered_for_the_dns_names_in_it(
     assert named.certificate("s") == cfg.certificates[0].model_copy(
         update={"hostnames": ("san.example",)}
     )
-    assert render.certificate_maps(named, named.listeners[1], PATHS)[
+    tls = named.listeners[1]
+    assert render.certificate_maps(tls, PATHS, render.offers(named, tls, PATHS))[
         str(PATHS.map("tls", "certs"))
     ] == ("san.example s\n")

@@ -174,3 +174,18 @@ def test_client_ip_session_affinity_becomes_the_affinity_timeout() -> None:
     plain = view(POOL, ovn(), web("203.0.113.1"))
     options = dict(desired_state(plain, OWNER).state.load_balancers[LB].options)
     assert "affinity_timeout" not in options
+
+
+def test_a_service_limiting_its_clients_gets_no_row_and_a_note_saying_why() -> None:
+    # An OVN load balancer DNATs every client, and no kube-proxy filters after it: rather
+    # no row than one open to everyone.
+    v = view(
+        POOL,
+        ovn(),
+        web("203.0.113.1", loadBalancerSourceRanges=["198.51.100.0/24"]),
+        endpoints("web", ("10.0.0.2", "n1", True)),
+    )
+    desired = desired_state(v, OWNER)
+    assert desired.state.load_balancers == {}
+    (note,) = desired.notes["default/web"]
+    assert note.startswith("not programmed: spec.loadBalancerSourceRanges is set")

@@ -355,6 +355,16 @@ def test_dual_stack_and_a_shared_address_are_refused_naming_the_field() -> None:
     assert [why.split(":")[0] for why in refused] == ["spec.ipFamilies", "spec.sharingKey"]
 
 
+def test_source_ranges_are_refused_not_built_open() -> None:
+    # The OVN provider refuses allowed_cidrs, and behind Octavia the tenant's kube-proxy
+    # sees Octavia's connections to the nodePort: nobody would filter the clients.
+    [why] = load(config()).refuse(request(load_balancer_source_ranges=["203.0.113.0/24"]),
+                                  tenant())  # fmt: skip
+
+    assert why.startswith("spec.loadBalancerSourceRanges: ")
+    assert "use provider route" in why
+
+
 # -- an Octavia that cannot be reached ---------------------------------------------------
 
 

@@ -16,15 +16,17 @@ from typing import Any
 
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import KubeClient, connect
+from teapot_lb.kube.informer import EventType as InformerEvent
 from teapot_lb.kube.resources import TENANT_LOAD_BALANCERS
 from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.wait import wait_for_async
-from teapot_lb.manager.kube import KubeManager, ManagerConfig
+from teapot_lb.manager.kube import OPERATOR_EVENTS_NAMESPACE, KubeManager, ManagerConfig
+from teapot_lb.model.event import Event, EventType
 from teapot_lb.model.tenancy import REASON_DEGRADED
 from teapot_lb.providers.base import Member, owner_tag
 
 from .builders import CONFIG_NS, TENANTS, pool_body, tenant_body, tlb_body
-from .memlb import ENDPOINT, Built, MemoryLB
+from .memlb import ENDPOINT, UNREACHABLE, Built, MemoryLB
 
 WITHIN = 15.0
 NAMESPACE = str(TENANTS["acme"]["namespace"])
@@ -64,6 +66,30 @@ class Management:
 
     def events(self, reason: str) -> list[dict[str, Any]]:
         return [e for e in self.api.list("events", NAMESPACE) if e.get("reason") == reason]
+
+    def operator_events(self) -> list[tuple[str, int]]:
+        """(reason, count) of every Event on a Tenant."""
+        return [
+            (e["reason"], e["count"])
+            for e in self.api.list("events", OPERATOR_EVENTS_NAMESPACE)
+            if (e.get("involvedObject") or {}).get("kind") == "Tenant"
+        ]
+
+    async def operator_told(self, reason: str) -> str:
+        """The operator's words with `reason`: an Event on Tenant acme (in `default`, where
+        Events about a cluster-scoped object are), once there is one."""
+
+        def found() -> list[str] | None:
+            said = [
+                str(e["message"])
+                for e in self.api.list("events", OPERATOR_EVENTS_NAMESPACE)
+                if e.get("reason") == reason
+                and (e.get("involvedObject") or {}).get("kind") == "Tenant"
+                and e["involvedObject"].get("name") == "acme"
+            ]
+            return said or None
+
+        return (await wait_for_async(found, within=WITHIN, what=f"{reason} on Tenant acme"))[-1]
 
 
 @contextlib.asynccontextmanager
@@ -115,7 +141,9 @@ async def test_a_request_is_built_by_its_provider_and_programmed_once_active(
             ],
         )
         message = await world.until("web", "Programmed", "True", "Active")
-        assert message == "memlb lb-0 serves 198.51.100.0"
+        assert message == "the load balancer serves 198.51.100.0"  # the tenant's words
+        said = await world.operator_told("Programmed")
+        assert said == f"{NAMESPACE}/web: memlb lb-0 serves 198.51.100.0"  # the operator's
         spec = mem.ensured[-1]
         assert (spec.key, spec.uid, spec.tenant) == (f"{NAMESPACE}/web", uid, "acme")
         assert [str(ip) for ip in spec.addresses] == ["198.51.100.0"]
@@ -144,11 +172,13 @@ async def test_a_degraded_load_balancer_stays_programmed_and_says_so_in_a_warnin
 
         message = await world.until("web", "Programmed", "True", REASON_DEGRADED)
 
-        assert message.endswith("out of service: n1 (192.0.2.12 port 30080) ERROR")
+        assert message.endswith("1 of 3 backends fail their health check: 192.0.2.12:30080 (n1)")
         [event] = await wait_for_async(
             lambda: world.events(REASON_DEGRADED), within=WITHIN, what="a Degraded Event"
         )
-        assert event["type"] == "Warning" and "n1 (192.0.2.12 port 30080)" in event["message"]
+        assert event["type"] == "Warning" and event["message"] == message
+        said = await world.operator_told(REASON_DEGRADED)
+        assert said.endswith("out of service: n1 (192.0.2.12 port 30080) ERROR")
 
 
 async def test_a_provider_error_says_why_is_retried_and_clears_once_it_answers(
@@ -158,7 +188,12 @@ async def test_a_provider_error_says_why_is_retried_and_clears_once_it_answers(
     async with management(tmp_path) as world, running(manager(world, mem)) as m:
         await request(world, "web")
         message = await world.until("web", "Programmed", "False", "MemUnreachable")
-        assert message == f"memlb API at {ENDPOINT} (project project-of-acme): connection refused"
+        assert message == UNREACHABLE
+        said = await world.operator_told("MemUnreachable")
+        assert said == (
+            f"{NAMESPACE}/web: memlb API at {ENDPOINT} (project project-of-acme): "
+            "connection refused"
+        )
         await wait_for_async(lambda: len(mem.ensured) >= 3, within=WITHIN, what="retries")
         await wait_for_async(
             lambda: world.events("MemUnreachable"), within=WITHIN, what="a Warning Event"
@@ -209,6 +244,8 @@ async def test_a_restarted_manager_creates_nothing_twice_and_sweeps_only_what_it
             await world.until("web", "Programmed", "True", "Active")
         since = world.transition("web", "Programmed")
         ensured = len(mem.ensured)
+        before = world.operator_events()
+        assert ("Programmed", 1) in before
         mem.objects["orphan-2"] = Built(owner_tag("uid-deleted-while-no-manager-ran"))
         async with running(manager(world, mem)) as second:
             await wait_for_async(
@@ -221,11 +258,13 @@ async def test_a_restarted_manager_creates_nothing_twice_and_sweeps_only_what_it
             await world.until("web", "Programmed", "True", "Active")
         assert mem.creates == 1
         assert sorted(mem.objects) == ["foreign", "lb-0"]
-        programmed = ("True", "Active", "memlb lb-0 serves 198.51.100.0")
+        programmed = ("True", "Active", "the load balancer serves 198.51.100.0")
         assert world.condition("web", "Programmed") == programmed
         # The restart kept the built request's condition while the provider had not
         # answered yet: it never went back to Pending (the same transition time).
         assert world.transition("web", "Programmed") == since
+        # What the operator was told, the restarted manager did not tell again.
+        assert world.operator_events() == before
 
 
 async def test_what_a_provider_cannot_build_is_refused_before_an_address_and_counted(
@@ -294,3 +333,21 @@ async def test_a_request_waiting_for_an_address_gets_the_one_another_request_fre
             within=WITHIN,
             what=f"the freed address given to the second; now {world.addresses('second')}",
         )
+
+
+async def test_no_operator_detail_is_recorded_where_a_tenants_agent_reads(tmp_path: Path) -> None:
+    """Events on Tenants are in namespace `default`: a Tenant given that namespace would
+    have its agent read every Tenant's operator detail, so while one is, none is recorded
+    (the manager logs it instead)."""
+    said = Event(EventType.WARNING, "MemUnreachable", f"{NAMESPACE}/web: {ENDPOINT} refused")
+    async with management(tmp_path) as world:
+        m = manager(world, MemoryLB())
+        m._on_tenant(InformerEvent.ADDED, "acme", tenant_body("acme"))
+        m._tell_operator("acme", said)
+        assert m._events.get_nowait()[2] == said  # (the Tenant's own: namespace tenant-acme)
+
+        bolt = tenant_body("bolt", namespace=OPERATOR_EVENTS_NAMESPACE)
+        m._on_tenant(InformerEvent.ADDED, "bolt", bolt)
+        m._tell_operator("acme", said)
+
+        assert m._events.empty()

@@ -5,6 +5,7 @@ the table, and the agent carrying the Service's provider annotation."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from ipaddress import ip_address
 from pathlib import Path
@@ -15,13 +16,18 @@ import pytest
 
 from teapot_lb.cli.manager import external_providers
 from teapot_lb.cluster import ClusterView
-from teapot_lb.model.event import EventType
+from teapot_lb.model.event import Event, EventType
 from teapot_lb.model.manifest import parse_object
 from teapot_lb.model.service import Node, Protocol, Service
-from teapot_lb.model.tenancy import PROGRAMMED, PROGRAMMED_FOR_TENANT, TenantLoadBalancer
+from teapot_lb.model.tenancy import (
+    PROGRAMMED,
+    PROGRAMMED_FOR_TENANT,
+    TenantLoadBalancer,
+    TenantLoadBalancerStatus,
+)
 from teapot_lb.providers import table
 from teapot_lb.providers.base import Member, Phase, ProviderStatus
-from teapot_lb.providers.plan import load_balancer_spec, programmed, retry_delay
+from teapot_lb.providers.plan import BUILDING, load_balancer_spec, programmed, retry_delay
 from teapot_lb.providers.route import RouteProvider
 from teapot_lb.tenancy.book import ManagementView, Programmed, TenantBook
 from teapot_lb.tenancy.programmed import TenantBounds, request_routes
@@ -163,20 +169,45 @@ def test_an_external_providers_request_gets_addresses_no_routes_and_waits_for_it
     assert outcome.event is not None
     assert (outcome.event.type, outcome.event.reason) == (EventType.NORMAL, "Pending")
     words["tenant-acme/web"] = Programmed(
-        True, "Active", "memlb lb-1 serves 198.51.100.0", "it serves 198.51.100.0"
-    )
-    outcome = book.decide(v, "tenant-acme/web", NOW)
-    assert conditions(outcome.status)[PROGRAMMED] == (
-        "True",
+        True,
         "Active",
+        "it serves 198.51.100.0",
+        "it serves 198.51.100.0",
         "memlb lb-1 serves 198.51.100.0",
     )
+    outcome = book.decide(v, "tenant-acme/web", NOW)
+    assert conditions(outcome.status)[PROGRAMMED] == ("True", "Active", "it serves 198.51.100.0")
     assert conditions(outcome.status)[PROGRAMMED_FOR_TENANT] == (
         "True",
         "Active",
         "it serves 198.51.100.0",
     )
-    assert outcome.event is not None and outcome.event.message == "memlb lb-1 serves 198.51.100.0"
+    assert outcome.event is not None and outcome.event.message == "it serves 198.51.100.0"
+    # The operator's detail is no part of the request (its tenant's agent reads it).
+    assert "lb-1" not in json.dumps(outcome.status)
+    assert outcome.operator_event == Event(
+        EventType.NORMAL, "Programmed", "tenant-acme/web: memlb lb-1 serves 198.51.100.0"
+    )
+
+
+def test_a_decision_the_status_already_has_tells_neither_the_tenant_nor_the_operator() -> None:
+    """A restarted manager decides what the status says already: no Event on the request,
+    none on the Tenant (the operator's Event comes with a change of the status only)."""
+    request = tlb("acme", "web", provider="memlb")
+    v = view(request, providers=["route", "memlb"])
+    word = Programmed(
+        False, "MemUnreachable", "down", "down", "https://memlb.mgmt.example: refused"
+    )
+    book = TenantBook(only_memlb, lambda _k, _r, _n: word)
+    first = book.decide(v, "tenant-acme/web", NOW)
+    assert first.operator_event is not None and first.event is not None
+    written = TenantLoadBalancerStatus.model_validate(first.status)
+    request = request.model_copy(update={"status": written})
+
+    again = book.decide(view(request, providers=["route", "memlb"]), "tenant-acme/web", NOW)
+
+    assert again.status == first.status
+    assert again.event is None and again.operator_event is None
 
 
 def test_route_requests_keep_their_routes_and_status() -> None:
@@ -186,8 +217,10 @@ def test_route_requests_keep_their_routes_and_status() -> None:
     assert conditions(outcome.status)[PROGRAMMED] == (
         "True",
         "Programmed",
-        "198.51.100.0 from AddressPool shared-v4",
+        "198.51.100.0 assigned",
     )
+    # (the operator's AddressPool is not the tenant's to read: not in the request)
+    assert outcome.status is not None and "shared-v4" not in json.dumps(outcome.status)
 
 
 def test_the_speakers_announce_no_request_of_another_provider_whatever_its_status() -> None:
@@ -251,9 +284,25 @@ def test_local_traffic_policy_keeps_the_ready_nodes_and_the_health_check_port() 
 @pytest.mark.parametrize(
     ("phase", "ok"), [(Phase.ACTIVE, True), (Phase.PROVISIONING, False), (Phase.ERROR, False)]
 )
-def test_a_providers_status_is_the_programmed_condition_verbatim(phase: Phase, ok: bool) -> None:
-    status = ProviderStatus(phase, "OctaviaUnreachable", "keystone: connection refused")
-    assert programmed(status)[:3] == (ok, "OctaviaUnreachable", "keystone: connection refused")
+def test_a_providers_status_is_the_programmed_condition_in_the_tenants_words(
+    phase: Phase, ok: bool
+) -> None:
+    status = ProviderStatus(
+        phase, "OctaviaUnreachable", "keystone: connection refused", tenant_message="down"
+    )
+    assert programmed(status) == (
+        ok, "OctaviaUnreachable", "down", None if phase is Phase.PROVISIONING else "down",
+        "keystone: connection refused",
+    )  # fmt: skip
+
+
+def test_a_status_without_words_for_the_tenant_shows_the_sentence_of_its_phase() -> None:
+    building = ProviderStatus(Phase.PROVISIONING, "Provisioning", "lb 7f3e PENDING_CREATE")
+    assert programmed(building).message == BUILDING
+    assert programmed(building).detail == "lb 7f3e PENDING_CREATE"
+    failed = ProviderStatus(Phase.ERROR, "ProviderFailed", "ConnectError: http://10.0.0.5")
+    assert programmed(failed).message == programmed(failed).told
+    assert "10.0.0.5" not in (programmed(failed).message or "")
 
 
 def test_the_tenant_is_told_the_providers_tenant_message_never_its_operators() -> None:
@@ -363,3 +412,22 @@ def test_the_agent_gives_a_built_in_provider_its_mode_and_no_provider_as_today()
     today = _request_of(service("web", healthCheckNodePort=32000))
     assert "provider" not in today and "healthCheckNodePort" not in today  # Cluster: none
     assert today["mode"] == "Route"
+
+
+def test_the_agent_carries_source_ranges_as_networks_each_once() -> None:
+    spec = _request_of(service("web", loadBalancerSourceRanges=[
+        "203.0.113.7/24", " 2001:db8::/32", "203.0.113.0/24"]))  # fmt: skip
+    assert spec["loadBalancerSourceRanges"] == ["203.0.113.0/24", "2001:db8::/32"]
+    assert "loadBalancerSourceRanges" not in _request_of(service("web"))
+
+
+def test_a_source_range_that_is_no_network_is_named_with_its_index() -> None:
+    with pytest.raises(ValueError, match=r"spec\.loadBalancerSourceRanges\[1\]: 'everyone'"):
+        _request_of(service("web", loadBalancerSourceRanges=["203.0.113.0/24", "everyone"]))
+
+
+def test_route_mode_takes_source_ranges_the_tenants_kube_proxy_filters_them() -> None:
+    request = tlb("acme", "web", loadBalancerSourceRanges=["203.0.113.0/24"])
+    outcome = TenantBook().decide(view(request), "tenant-acme/web", NOW)
+    assert conditions(outcome.status)["Accepted"][0] == "True"
+    assert outcome.status is not None and outcome.status["addresses"] != []

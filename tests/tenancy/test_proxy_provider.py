@@ -379,3 +379,14 @@ async def test_with_gateway_service_the_requests_address_is_announced_and_counte
                 within=WITHIN, what="the copy gone with the request",
             )  # fmt: skip
             assert world.api.get("services", "teapot-lb-gateway", CONFIG_NS)  # the template stays
+
+
+def test_source_ranges_are_refused_at_vetting_before_an_address_is_taken() -> None:
+    _, book = manager()
+    outcome = book.decide(view(request(loadBalancerSourceRanges=["203.0.113.0/24"])), KEY, NOW)
+    assert outcome.status is not None and outcome.status["addresses"] == []
+    accepted = next(c for c in outcome.status["conditions"] if c["type"] == "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "ProviderRefused")
+    assert accepted["message"].startswith(
+        "provider proxy: spec.loadBalancerSourceRanges: the shared gateway does not filter"
+    )

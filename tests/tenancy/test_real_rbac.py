@@ -17,10 +17,16 @@ import pytest
 from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import connect
 from teapot_lb.kube.errors import ApiStatusError
-from teapot_lb.kube.resources import SERVICES, TENANT_LOAD_BALANCERS, TENANT_NODES, TENANTS
+from teapot_lb.kube.resources import (
+    EVENTS,
+    SERVICES,
+    TENANT_LOAD_BALANCERS,
+    TENANT_NODES,
+    TENANTS,
+)
 from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.lab.wait import wait_for_async
-from teapot_lb.manager.kube import KubeManager, ManagerConfig
+from teapot_lb.manager.kube import OPERATOR_EVENTS_NAMESPACE, KubeManager, ManagerConfig
 from teapot_lb.tenancy.nodes import desired_tenant_nodes
 from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 
@@ -38,7 +44,8 @@ def real(kube_plane: ControlPlane) -> Iterator[Real]:
 @pytest.mark.parametrize(
     "attempt",
     ["list-victim-requests", "create-in-victim-namespace", "read-victim-tenant",
-     "raise-own-quota", "list-every-namespace", "register-nodes-in-victim-namespace"],
+     "raise-own-quota", "list-every-namespace", "register-nodes-in-victim-namespace",
+     "list-victim-nodes", "list-victim-events", "read-operators-events-on-tenants"],
 )  # fmt: skip
 async def test_an_agents_credentials_reach_only_its_namespace(real: Real, attempt: str) -> None:
     acme_ns, bolt_ns = real.ns("acme"), real.ns("bolt")
@@ -54,6 +61,12 @@ async def test_an_agents_credentials_reach_only_its_namespace(real: Real, attemp
             "list-every-namespace": lambda: bolt.list(TENANT_LOAD_BALANCERS),
             "register-nodes-in-victim-namespace": lambda: bolt.create(
                 TENANT_NODES, desired_tenant_nodes({}, "c9", acme_ns)),
+            "list-victim-nodes": lambda: bolt.list(TENANT_NODES, namespace=acme_ns),
+            # the manager's Events on acme's requests (its conditions' words), and the
+            # operator's words on the Tenants (docs/teapot.md, "Who reads what")
+            "list-victim-events": lambda: bolt.list(EVENTS, namespace=acme_ns),
+            "read-operators-events-on-tenants": lambda: bolt.list(
+                EVENTS, namespace=OPERATOR_EVENTS_NAMESPACE),
         }  # fmt: skip
         with pytest.raises(ApiStatusError) as refused:
             await calls[attempt]()

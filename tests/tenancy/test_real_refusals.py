@@ -36,7 +36,7 @@ from teapot_lb.lab.kubeplane import ControlPlane
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.manager.kube import KubeManager, ManagerConfig
 from teapot_lb.model.ingress import GATEWAY_CONTROLLER
-from teapot_lb.model.service import ANNOTATION_IPS
+from teapot_lb.model.service import ANNOTATION_IPS, ANNOTATION_PROVIDER
 from teapot_lb.model.tenancy import PROGRAMMED_FOR_TENANT
 from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 from teapot_lb.webhook import ReloadingCertificate, WebhookServer
@@ -266,6 +266,7 @@ class Case:
     message: Callable[[Scene], str]
     tenant_spec: dict[str, Any] | None = None  # acme's Tenant during the case
     node: tuple[str, str] | None = None  # a node the case adds to the tenant cluster
+    by_webhook: bool = True  # False: a provider's refusal, the manager's (not the webhook's)
 
 
 CASES = {
@@ -287,6 +288,20 @@ CASES = {
         "ModeNotAllowed",
         lambda w: f"spec.mode: Tenant {w.acme} may not use mode Route (allowed: Gateway)",
         tenant_spec={"modes": ["Gateway"]},
+    ),
+    "source ranges through the shared gateway": Case(
+        {
+            "annotations": {ANNOTATION_PROVIDER: "proxy"},
+            "loadBalancerSourceRanges": ["203.0.113.0/24"],
+        },
+        "ProviderRefused",
+        lambda w: (
+            "provider proxy: spec.loadBalancerSourceRanges: the shared gateway does not filter "
+            "clients by source address, and the tenant's kube-proxy cannot behind it; remove "
+            "loadBalancerSourceRanges or use provider route (the address reaches the nodes "
+            "unchanged and kube-proxy filters)"
+        ),
+        by_webhook=False,
     ),
     "a backend outside its networks": Case(
         {},
@@ -344,7 +359,7 @@ async def test_a_tenant_reads_a_refusal_on_its_own_service_within_a_second(
             await wait_for_async(
                 lambda: world.refused_count() == 1 or None, within=5, what="REFUSED 1"
             )
-            if webhook:
+            if webhook and spec.by_webhook:
                 # Refused by the webhook once; the agent does not write it again
                 # (it retried at 0.2, 0.4, 0.8 s... before).
                 assert world.webhook_denials == ["TenantLoadBalancer"]

@@ -18,11 +18,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from teapot_lb.kube.resources import SERVICES, TENANT_LOAD_BALANCERS
+from teapot_lb.kube.resources import EVENTS, SERVICES, TENANT_LOAD_BALANCERS, TENANT_NODES
 from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.manager.kube import ManagerConfig
 from teapot_lb.model.service import ANNOTATION_IPS
-from teapot_lb.model.tenancy import PROGRAMMED_FOR_TENANT, REASON_DEGRADED
+from teapot_lb.model.tenancy import REASON_DEGRADED
 
 from .builders import CONFIG_NS, TENANTS
 from .memlb import ENDPOINT, UNREACHABLE, MemoryLB, project
@@ -88,18 +88,16 @@ async def told(side: TenantSide, name: str, reason: str, times: int = 1) -> dict
 
 async def tenant_visible(side: TenantSide) -> str:
     """Everything the tenant reads of its load balancers: its cluster's Events and
-    Services, and what the manager wrote for it on its requests (read with the agent's
-    own credentials)."""
+    Services, and whatever the agent's own credentials read in its management namespace
+    (a hostile tenant holds them): its requests whole, status and every condition
+    included, its TenantNodes and the Events there (the manager's on its requests)."""
     events = [(e.get("reason"), e.get("message")) for e in side.api.list("events")]
     services = [s.get("status") for s in side.api.list("services")]
-    requests = await side.remote.list(TENANT_LOAD_BALANCERS, namespace=side.namespace)
-    told = [
-        c.get("message")
-        for r in requests.items
-        for c in (r.get("status") or {}).get("conditions") or []
-        if c.get("type") == PROGRAMMED_FOR_TENANT
+    management = [
+        (await side.remote.list(kind, namespace=side.namespace)).items
+        for kind in (TENANT_LOAD_BALANCERS, TENANT_NODES, EVENTS)
     ]
-    return json.dumps([events, services, told])
+    return json.dumps([events, services, management])
 
 
 async def test_a_provider_error_is_a_warning_on_the_service_in_the_tenants_words(
@@ -111,7 +109,10 @@ async def test_a_provider_error_is_a_warning_on_the_service_in_the_tenants_words
 
         assert (warning["type"], warning["message"]) == ("Warning", UNREACHABLE)
         programmed = world.condition(acme.namespace, acme.request("web"), "Programmed") or {}
-        assert ENDPOINT in programmed["message"]  # the operator's words stay with the request
+        assert programmed["message"] == UNREACHABLE  # the request is the tenant's to read
+        # The operator's words are on the Tenant (kubectl describe tenant), naming the request.
+        said = await world.operator_told("acme", "MemUnreachable")
+        assert said.startswith(f"{acme.namespace}/{acme.request('web')}: ") and ENDPOINT in said
         seen = await tenant_visible(acme)
         assert ENDPOINT not in seen and project("acme") not in seen
 
@@ -263,6 +264,5 @@ async def test_an_address_the_ipam_cannot_give_is_a_warning_without_the_operator
             "another load balancer of the tenant; give both the same "
             "lb.teapot.io/sharing-key to share it, or ask for another"
         )
-        programmed = world.condition(acme.namespace, acme.request("second"), "Programmed")
-        assert programmed is not None and "shared-v4" in programmed["message"]
+        assert "shared-v4" in await world.operator_told("acme", "IPInUse")  # the operator's
         assert "shared-v4" not in await tenant_visible(acme)

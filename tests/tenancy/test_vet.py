@@ -221,3 +221,20 @@ def test_validate_reports_a_published_node_address_outside_its_tenants_node_netw
         " outside the nodeNetworks of Tenant acme (192.0.2.0/26, 2001:db8:a::/64): the relay"
         " takes no session and no next hop from it"
     ]
+
+
+def test_a_tenant_given_a_namespace_of_the_clusters_own_is_refused() -> None:
+    # Its agent would read that namespace whole: 'default' holds the Events about every
+    # Tenant (the operator's detail), kube-system the cluster's own objects.
+    pools = [parsed(pool_body("shared-v4", ["198.51.100.0/26"])),
+             parsed(pool_body("shared-v6", ["2001:db8:100::/120"]))]  # fmt: skip
+    for namespace in ("default", "kube-system", "kube-anything"):
+        text = [
+            str(p) for p in validate([*pools, parsed(tenant_body("acme", namespace=namespace))])
+        ]
+        assert [t for t in text if "spec.namespace" in t] == [
+            f"Tenant/acme: spec.namespace: {namespace!r} is a namespace of the cluster's own, "
+            "which the tenant's agent would read whole (the Events about every Tenant are in "
+            "'default'); give the Tenant a namespace of its own"
+        ]
+    assert validate([*pools, parsed(tenant_body("acme"))]) == []

@@ -14,7 +14,7 @@ from teapot_lb.controller.kube_runner import running
 from teapot_lb.kube.client import KubeClient, connect
 from teapot_lb.lab.fakeapi import FakeApiServer
 from teapot_lb.lab.wait import wait_for_async
-from teapot_lb.manager.kube import KubeManager, ManagerConfig
+from teapot_lb.manager.kube import OPERATOR_EVENTS_NAMESPACE, KubeManager, ManagerConfig
 from teapot_lb.tenancy.request import TEAPOT_CLOUD_CLASS, request_name
 from teapot_lb.tenant_agent.kube import AgentConfig, TenantAgent
 
@@ -114,6 +114,28 @@ class World:
             if c["type"] == kind:
                 return dict(c)
         return None
+
+    def operator_events(self, tenant: str) -> list[dict[str, Any]]:
+        """The manager's Events on Tenant `tenant` (the operator's words about its
+        requests), in namespace `default`, where no agent reads."""
+        return [
+            e
+            for e in self.management.list("events", OPERATOR_EVENTS_NAMESPACE)
+            if (e.get("involvedObject") or {}).get("kind") == "Tenant"
+            and e["involvedObject"].get("name") == tenant
+        ]
+
+    async def operator_told(self, tenant: str, reason: str) -> str:
+        """The latest message with `reason` on Tenant `tenant`, once there is one."""
+        said = await wait_for_async(
+            lambda: (
+                [e["message"] for e in self.operator_events(tenant) if e["reason"] == reason]
+                or None
+            ),
+            within=WITHIN,
+            what=f"{reason} on Tenant {tenant}; now {self.operator_events(tenant)}",
+        )
+        return str(said[-1])
 
     async def accepted(self, namespace: str, name: str) -> dict[str, Any]:
         """The request's Accepted condition, once the manager has written it."""

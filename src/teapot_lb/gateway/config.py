@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from enum import StrEnum
+from itertools import compress, count
 from typing import Annotated, Self, TypeVar
 
 from pydantic import Field, model_validator
@@ -492,18 +493,25 @@ def changed_objects(old: tuple[_T, ...], new: tuple[_T, ...]) -> tuple[list[_T],
     unchanged tenant's items as the same objects in the same place: the runs both tuples
     share at their start and end are skipped at C speed, and only what lies between is
     compared by id, so a change costs its own items."""
+    if old is new:
+        return [], []
     shortest = min(len(old), len(new))
-    start = _same_run(old, new)
-    end = min(_same_run(old[::-1], new[::-1]), shortest - start)
+    start = _same_run(old, new, shortest)
+    end = (
+        0
+        if start == shortest
+        else min(_same_run(reversed(old), reversed(new), shortest), shortest - start)
+    )
     old_mid, new_mid = old[start : len(old) - end], new[start : len(new) - end]
     before, after = set(map(id, old_mid)), set(map(id, new_mid))
     return [x for x in new_mid if id(x) not in before], [x for x in old_mid if id(x) not in after]
 
 
-def _same_run(a: tuple[_T, ...], b: tuple[_T, ...]) -> int:
-    """How many items at the start of `a` and `b` are the same objects."""
-    same = list(map(operator.is_, a, b))
-    return same.index(False) if False in same else len(same)
+def _same_run(a: Iterable[_T], b: Iterable[_T], shortest: int) -> int:
+    """How many items at the start of `a` and `b` (the shorter `shortest` long) are the
+    same objects. Lazily, in C: it stops at the first pair that differs, with no list nor
+    copy made (this scan is the only part of a change as long as the tuples)."""
+    return next(compress(count(), map(operator.is_not, a, b)), shortest)
 
 
 def _config_problems(config: GatewayConfig) -> Iterator[str]:

@@ -6,6 +6,13 @@ HAProxy runs in master-worker mode (`-W -S master.sock`); a reload is the master
 admin socket (`expose-fd listeners`), so no connection is refused; the old worker finishes
 its connections (`hard-stop-after`). A configuration that `haproxy -c` refuses is never
 installed: the last good one keeps running and `apply` returns HAProxy's own message.
+
+A change made over the runtime API alone writes no file: HAProxy holds it already, and
+writing the whole configuration and maps per change cost as much as the rest of a simple
+change's work. The files are written, where they differ from those on disk, before
+HAProxy next reads them: before a reload, before any start (a restart after it died too,
+by the daemon's `before_start`), and when the driver stops. So HAProxy never reads files
+older than what it was told at run time.
 """
 
 from __future__ import annotations
@@ -181,6 +188,9 @@ class HAProxy:
         self.running: render.Rendered | None = None
         self._staged: render.Rendered | None = None  # the check's files on disk
         self._installed: render.Rendered | None = None  # the files on disk
+        # What HAProxy holds by runtime actions whose files are not written yet (None: the
+        # files on disk are what it holds).
+        self._unwritten: render.Rendered | None = None
         self._default_pem: str | None = None
         self._sound: GatewayConfig | None = None  # the last config without problems
         self._lock = asyncio.Lock()
@@ -191,7 +201,7 @@ class HAProxy:
             [*argv, "-f", str(self.paths.config)],
             Path(self.paths.base) / "haproxy.log",
             ready=self._answers,
-            before_start=self._remove_sockets,
+            before_start=self._before_start,
             lock=self._lock,
             backoff_initial_s=backoff_initial_s,
             backoff_max_s=backoff_max_s,
@@ -247,13 +257,14 @@ class HAProxy:
                 self.counters.reasons = list(change.reasons)
                 _log().info("gateway reloaded", reasons=list(change.reasons))
                 return Applied(change)
-            self._install(new)
+            # (the files are written before HAProxy next reads them, not now)
+            self._unwritten = new
             try:
                 commands = [c for action in change.actions for c in runtime.commands(action)]
                 await send_all(self.paths.admin_socket, commands)
                 self.counters.runtime_actions += len(change.actions)
             except (Refused, OSError, TimeoutError) as exc:
-                # The files are right; a reload makes HAProxy read them.
+                # A reload makes HAProxy read the files (written first).
                 _log().warning("runtime api failed, reloading", error=str(exc))
                 try:
                     await self._reload_or_start()
@@ -264,6 +275,8 @@ class HAProxy:
             return Applied(change)
 
     async def stop(self) -> None:
+        async with self._lock:
+            self._write_unwritten()  # (the files on disk say what HAProxy served)
         await self.daemon.stop()
 
     # --- internals --------------------------------------------------------------------------
@@ -299,9 +312,15 @@ class HAProxy:
     def _install(self, rendered: render.Rendered) -> None:
         written, self._installed = self._installed, None
         _write_changed(rendered, written)
-        self._installed = rendered
+        self._installed, self._unwritten = rendered, None
+
+    def _write_unwritten(self) -> None:
+        """Write the files of what HAProxy holds by runtime actions (before it reads them)."""
+        if self._unwritten is not None:
+            self._install(self._unwritten)
 
     async def _reload_or_start(self) -> None:
+        self._write_unwritten()
         if self.master_pid is None:
             await self.daemon.start()
             return
@@ -327,7 +346,9 @@ class HAProxy:
             return True
         return False
 
-    def _remove_sockets(self) -> None:
+    def _before_start(self) -> None:
+        # (a restart after HAProxy died reads the files: they say what it held)
+        self._write_unwritten()
         for sock in (self.paths.master_socket, self.paths.admin_socket):
             with contextlib.suppress(FileNotFoundError):
                 Path(sock).unlink()

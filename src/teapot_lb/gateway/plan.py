@@ -158,13 +158,16 @@ def step(
     with the sticky state carried over (slots, the backend pool, the crt-lists' lines),
     and what it takes to get there. When that is a reload, the crt-lists are made again
     with one line per certificate (HAProxy reads them anew)."""
-    table = slots.assign(config, running.slots if running else None)
-    pool = running.pool if running else None
-    held = running.crt_lists if running else None
-    new = render(config, table, paths, pems, running, pool, held)
+    if running is None:
+        number, table, pool, held = 0, slots.assign(config), None, None
+    else:
+        number = running.change + 1
+        table = slots.assign(config, running.slots, number, running.backends)
+        pool, held = running.pool, running.crt_lists
+    new = render(config, table, paths, pems, running, pool, held, number)
     change = plan(running, new)
     if change.reload and held is not None:
-        new = render(config, table, paths, pems, new, pool)
+        new = render(config, table, paths, pems, new, pool, change=number)
     return new, change
 
 
@@ -182,6 +185,8 @@ def plan(old: Rendered | None, new: Rendered) -> Change:
     down: list[RuntimeAction] = []
     for section, held in new.servers.items():
         previous = old.servers.get(section, ())
+        if previous is held:  # (a section whose slots did not change: the same object)
+            continue
         for i, (before, after) in enumerate(zip(previous, held, strict=True)):
             for action in _slot_actions(section, i, before, after):
                 # Make before break: servers come up before others go to maintenance, so a

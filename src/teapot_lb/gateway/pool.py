@@ -65,10 +65,10 @@ class Section:
     slots: tuple[Slot, ...]
 
     @property
-    def idle(self) -> int:
-        """For how many changes its slots have all been empty (0: one emptied by this
-        change)."""
-        return min((s.idle for s in self.slots), default=NEVER_USED)
+    def freed(self) -> int:
+        """The number of the change that emptied its last slot (of a spare: since when it
+        has been empty; NEVER_USED: never held an endpoint)."""
+        return max((s.freed for s in self.slots), default=NEVER_USED)
 
 
 @dataclass(frozen=True)
@@ -87,25 +87,31 @@ class Pool:
 
 
 def _spare_slots(count: int) -> tuple[Slot, ...]:
-    return assign_backend(SPARE, (Slot(None),) * count)
+    return (Slot(None),) * count
 
 
 def place(
-    backends: Sequence[Backend], table: SlotTable, previous: Pool | None = None
+    backends: Sequence[Backend], table: SlotTable, previous: Pool | None = None, change: int = 0
 ) -> tuple[Pool, dict[str, tuple[Slot, ...]]]:
-    """The pool for `backends` (those to be pooled, in the config's order) and the slots
-    of each backend that has just taken a spare (its endpoints placed in the spare's
-    slots; `table` has every other one's)."""
+    """The pool for `backends` (those to be pooled, in the config's order) at change number
+    `change` and the slots of each backend that has just taken a spare (its endpoints
+    placed in the spare's slots; `table` has every other one's). A section whose backend
+    and slots are as they were is the same object (a spare stays as it is)."""
     wanted = {b.name: b for b in backends}
     sections: list[Section] = []
     for old in previous.sections if previous is not None else ():
         if old.backend is not None and old.backend in wanted:
-            sections.append(Section(old.backend, table[old.backend]))
-        else:  # a spare, or freed now: empty, its idle counts advanced
-            sections.append(Section(None, assign_backend(SPARE, old.slots)))
-    held = {s.backend for s in sections}
-    new = [b for b in backends if b.name not in held]
-    free = [i for i, s in enumerate(sections) if s.backend is None and s.idle > 0]
+            held = table[old.backend]
+            sections.append(old if held is old.slots else Section(old.backend, held))
+        elif old.backend is None:
+            sections.append(old)
+        else:  # freed now: empty, its slots freed by this change
+            sections.append(Section(None, assign_backend(SPARE, old.slots, change)))
+    held_now = {s.backend for s in sections}
+    new = [b for b in backends if b.name not in held_now]
+    if not new:
+        return Pool(tuple(sections)), {}
+    free = [i for i, s in enumerate(sections) if s.backend is None and s.freed < change]
     if len(free) < len(new):
         size = max(pool_size(len(wanted)), len(sections) + len(new) - len(free))
         free += range(len(sections), size)
@@ -113,7 +119,7 @@ def place(
     # The spares by slot count, each in the order they are taken: empty the longest
     # first, then the lowest.
     by_count: dict[int, deque[int]] = {}
-    for i in sorted(free, key=lambda i: (-sections[i].idle, i)):
+    for i in sorted(free, key=lambda i: (sections[i].freed, i)):
         by_count.setdefault(len(sections[i].slots), deque()).append(i)
     placed: dict[str, tuple[Slot, ...]] = {}
     for b in new:
@@ -124,9 +130,9 @@ def place(
             heads = [
                 max((q for q in by_count.values() if q), key=lambda q: len(sections[q[0]].slots))
             ]
-        queue = min(heads, key=lambda q: (-sections[q[0]].idle, q[0]))
+        queue = min(heads, key=lambda q: (sections[q[0]].freed, q[0]))
         pick = queue.popleft()
-        placed[b.name] = assign_backend(b, sections[pick].slots)
+        placed[b.name] = assign_backend(b, sections[pick].slots, change)
         sections[pick] = Section(b.name, placed[b.name])
     return Pool(tuple(sections)), placed
 

@@ -8,7 +8,13 @@ takes the free slot that has been empty the longest (lowest first on a tie). HAP
 server line's idle connections across `set server addr`, so a slot freed by this very
 change, still holding connections to the endpoint just removed, is the last choice: taking
 it would send requests to the removed endpoint over those connections. Only when endpoints
-outgrow the slots does the count grow (a reload). Pure: the previous table in, the next table out.
+outgrow the slots does the count grow (a reload). Pure: the previous table and the change's
+number in, the next table out.
+
+An empty slot holds the number of the change that freed it, not a count of changes since
+(which would move at every change): a backend whose endpoints did not change keeps its
+slots as they were, so a change costs the backends it touched (`assign` keeps the others'
+slots by identity, and the renderer and the plan skip them by identity too).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from dataclasses import dataclass
 from teapot_lb.gateway.config import Backend, Endpoint, GatewayConfig
 
 MIN_SLOTS = 4
-NEVER_USED = 1 << 30  # `Slot.idle` of a slot no endpoint has held
+NEVER_USED = -(1 << 62)  # `Slot.freed` of a slot no endpoint has held: freed before any change
 
 
 def slot_count(endpoints: int) -> int:
@@ -32,10 +38,11 @@ def slot_count(endpoints: int) -> int:
 @dataclass(frozen=True)
 class Slot:
     """One server line: the endpoint in it (None: empty, in maintenance) and, while it is
-    empty, for how many changes it has been (0: freed by the change that made this table)."""
+    empty, the number of the change that freed it (the smaller, the longer it has been
+    empty)."""
 
     endpoint: Endpoint | None
-    idle: int = NEVER_USED
+    freed: int = NEVER_USED
 
     @property
     def key(self) -> tuple[str, int] | None:
@@ -47,16 +54,20 @@ SlotTable = Mapping[str, tuple[Slot, ...]]
 """Backend name → its slots (server s1 is index 0)."""
 
 
-def assign_backend(backend: Backend, previous: tuple[Slot, ...] | None) -> tuple[Slot, ...]:
-    """One backend's slots, keeping its endpoints of `previous` where they were (the slots
-    of the section it is rendered as: its own, or a spare's when it has just taken one)."""
+def assign_backend(
+    backend: Backend, previous: tuple[Slot, ...] | None, change: int
+) -> tuple[Slot, ...]:
+    """One backend's slots at change number `change`, keeping its endpoints of `previous`
+    where they were (the slots of the section it is rendered as: its own, or a spare's
+    when it has just taken one)."""
     by_key = {(str(e.address), e.port): e for e in backend.endpoints}
     wanted = backend.slots or slot_count(len(by_key))
     count = max(wanted, len(previous or ())) if backend.slots is None else wanted
     if count < len(by_key):
         count = slot_count(len(by_key))
     slots: list[Endpoint | None] = [None] * count
-    idle = [NEVER_USED] * count
+    freed = [NEVER_USED] * count
+    kept: list[Slot | None] = [None] * count  # (an empty slot left as it was: the same object)
     placed: set[tuple[str, int]] = set()
     for i, old in enumerate((previous or ())[:count]):
         key = old.key
@@ -64,17 +75,37 @@ def assign_backend(backend: Backend, previous: tuple[Slot, ...] | None) -> tuple
             slots[i] = by_key[key]
             placed.add(key)
         elif key is not None:
-            idle[i] = 0  # its endpoint went with this change
+            freed[i] = change  # its endpoint went with this change
         else:
-            idle[i] = min(old.idle + 1, NEVER_USED)
-    free = iter(sorted((i for i, e in enumerate(slots) if e is None), key=lambda i: -idle[i]))
+            freed[i], kept[i] = old.freed, old
+    # Empty the longest first (the lowest number), the lowest slot on a tie; one freed by
+    # this change last.
+    free = iter(sorted((i for i, e in enumerate(slots) if e is None), key=lambda i: freed[i]))
     for key, endpoint in by_key.items():
         if key not in placed:
             slots[next(free)] = endpoint
-    return tuple(Slot(e) if e is not None else Slot(None, idle[i]) for i, e in enumerate(slots))
+    return tuple(
+        Slot(e) if e is not None else kept[i] or Slot(None, freed[i]) for i, e in enumerate(slots)
+    )
 
 
-def assign(config: GatewayConfig, previous: SlotTable | None = None) -> dict[str, tuple[Slot, ...]]:
-    """The slot table for `config`, keeping every endpoint of `previous` where it was."""
+def assign(
+    config: GatewayConfig,
+    previous: SlotTable | None = None,
+    change: int = 0,
+    assigned_from: Mapping[str, Backend] | None = None,
+) -> dict[str, tuple[Slot, ...]]:
+    """The slot table for `config` at change number `change` (each change a higher one),
+    keeping every endpoint of `previous` where it was. `assigned_from`: the backends
+    `previous` was assigned for, by name; one of `config` that is the same object keeps its
+    slots of `previous` as they are (the same result, without a look at its endpoints)."""
     prev = previous or {}
-    return {b.name: assign_backend(b, prev.get(b.name)) for b in config.backends}
+    before = assigned_from or {}
+    table: dict[str, tuple[Slot, ...]] = {}
+    for b in config.backends:
+        held = prev.get(b.name)
+        if held is not None and before.get(b.name) is b:
+            table[b.name] = held
+        else:
+            table[b.name] = assign_backend(b, held, change)
+    return table

@@ -311,7 +311,11 @@ class LanLab:
         """Wait until the single MASTER of ``ip``'s instance is its highest-priority healthy
         node (right after a start the first keepalived up may win before a higher-priority
         one preempts it); ``all_healthy``: and every node of the instance is MASTER or
-        BACKUP (none restarting or in FAULT). Returns that master."""
+        BACKUP (none restarting or in FAULT). Returns that master.
+
+        Every node must have reported first (its status has a VIP part, and a node that
+        renders the instance has its keepalived's state for it): a higher-priority node
+        still starting would otherwise not be counted, and preempt the master afterwards."""
 
         def check() -> str | None:
             instance = self.vip_instance(ip)
@@ -322,7 +326,11 @@ class LanLab:
                 return None
             healthy: dict[str, int] = {}
             for n in self.nodes:
+                if "vip" not in self.status(n):
+                    return None
                 info = self.vip_instances(n).get(instance)
+                if info is not None and info.get("state") is None:
+                    return None
                 if info and info.get("state") in ("MASTER", "BACKUP"):
                     healthy[n] = int(info["priority"])
                 elif info and all_healthy:

@@ -14,6 +14,10 @@ in the tenant's namespace (:data:`~teapot_lb.tenancy.request.DENIALS_SELECTOR`),
 Tenant's status counts with the requests refused here (by the Event's namespace, so a
 tenant can move only its own count), and which is deleted when the Tenant changes, so
 that its agents ask again.
+A request lives in its tenant's namespace, which the tenant's agent reads whole (status,
+conditions, the Events there): what is written there is in the tenant's words; the
+operator's detail (a provider's endpoint and error text, the IPAM's message) is an Event
+on the cluster-scoped Tenant (:data:`OPERATOR_EVENTS_NAMESPACE`), naming the request.
 The TenantNodes the tenants' agents publish are vetted against their Tenant's
 nodeNetworks (:mod:`.node_status`): the refused addresses in their status, and counted.
 With `gateway_services`, the Services that announce the tenants' dedicated gateway
@@ -78,6 +82,9 @@ from teapot_lb.tenancy.routes import TenantRoute
 from teapot_lb.tenancy.vet import NamespaceOwners
 
 COMPONENT = "teapot-lb-manager"
+OPERATOR_EVENTS_NAMESPACE = "default"
+"""Where Events about a cluster-scoped object go (the API server's rule), so where the
+operator's words about a tenant's requests are (on its Tenant); no agent's Role is there."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +176,10 @@ class KubeManager:
             gateway_services=self.config.gateway_services,
         )
         self.book = TenantBook(self.providers.vet, self.providers.progress)
-        self.recorder = EventRecorder(
+        # Events in a tenant's namespace (its agent reads them) name no process of the
+        # operator's: the replica (its pod name) is on the operator's Events only.
+        self.recorder = EventRecorder(client, COMPONENT)
+        self.operator_recorder = EventRecorder(
             client, COMPONENT, instance=self.config.lease.identity if self.config.lease else ""
         )
         self._clock = clock
@@ -221,7 +231,7 @@ class KubeManager:
             else None
         )
         self.loop: ReconcileLoop[ManagerKey] | None = None
-        self._events: asyncio.Queue[tuple[KubeObject, Event]] = asyncio.Queue()
+        self._events: asyncio.Queue[tuple[EventRecorder, KubeObject, Event]] = asyncio.Queue()
         self._log = log.get("manager")
 
     # ------------------------------------------------------------------ cache
@@ -564,7 +574,31 @@ class KubeManager:
                 self._raw[outcome.key] = written
             if outcome.event is not None:
                 # Sent apart from the reconcile: a status write is one round trip, not two.
-                self._events.put_nowait((written, outcome.event))
+                self._events.put_nowait((self.recorder, written, outcome.event))
+            if outcome.operator_event is not None and outcome.tenant is not None:
+                self._tell_operator(outcome.tenant, outcome.operator_event)
+
+    def _tell_operator(self, name: str, event: Event) -> None:
+        """An Event in the operator's words about Tenant `name`: the Tenant is cluster-scoped,
+        so its Events are in namespace `default` (`kubectl describe tenant`), which no
+        agent reads unless a Tenant was given that very namespace: then it is not recorded
+        (the log has it), and the operator is told why."""
+        tenant = self.tenants.get(name)
+        if tenant is None:
+            return
+        if self._owners.names(OPERATOR_EVENTS_NAMESPACE):
+            self._log.warning(
+                "operator detail not recorded: a Tenant's namespace is where it would go",
+                namespace=OPERATOR_EVENTS_NAMESPACE, tenant=name, reason=event.reason,
+                message=event.message,
+            )  # fmt: skip
+            return
+        involved: KubeObject = {
+            "apiVersion": tenant.api_version,
+            "kind": tenant.kind,
+            "metadata": {"name": name, "uid": tenant.metadata.uid or ""},
+        }
+        self._events.put_nowait((self.operator_recorder, involved, event))
 
     async def _vet_nodes(self, key: str) -> None:
         nodes = self.tenant_nodes.get(key)
@@ -589,9 +623,9 @@ class KubeManager:
 
     async def _send_events(self) -> None:
         while True:
-            involved, event = await self._events.get()
+            recorder, involved, event = await self._events.get()
             if self.is_leader:
-                await self.recorder.record(involved, event.type.value, event.reason, event.message)
+                await recorder.record(involved, event.type.value, event.reason, event.message)
 
     async def _write_tenant_status(self, name: str) -> None:
         tenant = self.tenants.get(name)
@@ -661,4 +695,4 @@ def _denied_object(namespace: str, event: KubeObject) -> str:
     return str(ObjectRef(str(kind), namespace, str(name)))
 
 
-__all__ = ["KubeManager", "ManagerConfig"]
+__all__ = ["OPERATOR_EVENTS_NAMESPACE", "KubeManager", "ManagerConfig"]

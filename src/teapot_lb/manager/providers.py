@@ -108,9 +108,10 @@ class Providers:
             return [unavailable(name, self.names())]
         try:
             words = provider.refuse(request, tenant)
-        except Exception as err:  # a provider's bug must not stop the manager
+        except Exception:  # a provider's bug must not stop the manager
+            # (its error, in the log, is the operator's: the request's words are the tenant's)
             self._log.exception("provider refuse failed", provider=name, key=_key(request))
-            words = [f"provider {name} could not vet the request ({err}); ask the operator"]
+            words = [f"provider {name} could not vet the request; ask the operator"]
         return [Refusal(Rule.PROVIDER_REFUSED, "", f"provider {name}: {w}") for w in words]
 
     def progress(self, key: str, request: TenantLoadBalancer, name: str) -> Programmed | None:

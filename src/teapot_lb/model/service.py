@@ -78,6 +78,9 @@ class ServiceSpec(KubeView):
     selector: dict[str, str] = {}
     session_affinity: str | None = None  # "ClientIP" or "None" (OVN mode maps it)
     session_affinity_config: SessionAffinityConfig | None = None
+    # Client networks allowed in (the tenant's kube-proxy filters them where the load
+    # balancer's address reaches the nodes unchanged; a proxy must filter them itself).
+    load_balancer_source_ranges: list[str] = []
 
     def affinity_timeout(self) -> int | None:
         """Seconds a client sticks to its backend with `sessionAffinity: ClientIP` (the

@@ -382,6 +382,10 @@ class TenantLoadBalancerSpec(KubeModel):
     health_check_node_port: int | None = Field(default=None, ge=1, le=65535)
     """`externalTrafficPolicy: Local`: the Service's healthCheckNodePort, where a
     provider checks which nodes hold a ready endpoint (HTTP /healthz)."""
+    load_balancer_source_ranges: list[CIDR] = Field(default=[], max_length=256)
+    """The Service's `loadBalancerSourceRanges` (as networks): only these clients may
+    connect. Provider route keeps the address as the destination, so the tenant's
+    kube-proxy filters them; a provider that cannot filter refuses the request."""
 
 
 class TenantLoadBalancerStatus(KubeModel):
@@ -390,7 +394,8 @@ class TenantLoadBalancerStatus(KubeModel):
     addresses: list[str] = []
     """The assigned IPs, primary family first."""
     address_pool: str | None = None
-    """The AddressPool they came from."""
+    """No longer written (the operator's AddressPool is not the tenant's to read); kept so
+    that a status an earlier manager wrote still parses."""
     next_hops: list[str] = []
     """Route mode: the tenant node addresses the IPs are announced with."""
     conditions: list[Condition] = []
@@ -438,10 +443,11 @@ REASON_NOT_ACCEPTED = "NotAccepted"
 # Programmed as the tenant's Service is told it, where there is something to tell (no
 # address from the IPAM; an external provider's build failed, is degraded or serves): the
 # same status and reason, and a message written for the tenant, naming none of the
-# management side (AddressPools, endpoints, project or object ids), which stays in
-# Programmed's own message. The tenant agent relays it to the Service as an Event. A
-# condition rather than a field: agents and speakers of an earlier version, which refuse
-# unknown fields, read a status with it.
+# management side (AddressPools, endpoints, project or object ids). The tenant agent relays
+# it to the Service as an Event. A condition rather than a field: agents and speakers of an
+# earlier version, which refuse unknown fields, read a status with it. (Programmed's own
+# message is in the tenant's words too: the agent's credentials read the whole request;
+# the operator's detail is an Event on the Tenant.)
 PROGRAMMED_FOR_TENANT = "ProgrammedForTenant"
 # Programmed, but not all of it serves (an external provider's members out of service):
 # the condition stays True, its Event is a Warning.

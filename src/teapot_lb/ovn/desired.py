@@ -195,6 +195,15 @@ class _Builder:
 
     def _service(self, key: str, svc: Service) -> _Part:
         part = _Part()
+        if svc.spec.load_balancer_source_ranges:
+            # OVN's Load_Balancer has no source filter, and the DNAT happens before any
+            # kube-proxy could filter: not programmed rather than open to every client.
+            part.notes.append(
+                "not programmed: spec.loadBalancerSourceRanges is set, and an OVN load "
+                "balancer cannot limit its clients; remove it or announce the Service by "
+                "BGP, L2 or VIP (kube-proxy filters there)"
+            )
+            return part
         for ip in self.view.ingress_ips(key, svc):
             pool = self.view.pool_of(ip)
             advs = [a for a in self.advs if pool is not None and a.spec.selects_pool(pool)]

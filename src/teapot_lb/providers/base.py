@@ -20,11 +20,13 @@ how far it got in a :class:`ProviderStatus`, which the manager writes into the r
   error, returns a status with `phase` ERROR, the operator's message, a message for the
   tenant, and `retry_after`; it raises only for bugs.
 - **Two audiences.** A status's `message` is the operator's (it may name the provider's
-  endpoint, its object ids, the cloud's project): it stays in the management cluster. Its
-  `tenant_message` is relayed to the tenant's Service: what happened to *their* load
-  balancer and what they can do, naming only what is the tenant's own (its addresses, its
-  nodes' addresses and ports). A status without one tells the tenant the plain sentence
-  of its phase (:func:`tenant_words`), never the operator's message.
+  endpoint, its object ids, the cloud's project): it goes where no tenant reads, an Event
+  on the cluster-scoped Tenant. Its `tenant_message` is the request's `Programmed`
+  message (the request is in the tenant's namespace, which the tenant's agent reads) and
+  is relayed to the tenant's Service: what happened to *their* load balancer and what
+  they can do, naming only what is the tenant's own (its addresses, its nodes' addresses
+  and ports). A status without one shows the tenant the plain sentence of its phase
+  (:func:`tenant_words`), never the operator's message.
 """
 
 from __future__ import annotations
@@ -99,12 +101,14 @@ class ProviderStatus:
     reason: str
     """The condition's reason, CamelCase (e.g. "Provisioning", "OctaviaUnreachable")."""
     message: str
-    """What the operator reads (the request's condition): what happened, what is tried
-    next, with the provider's own detail."""
+    """What the operator reads (an Event on the Tenant, when the request's `Programmed`
+    changes; the manager's log at every error): what happened, what is tried next, with
+    the provider's own detail."""
     retry_after: float | None = None
     """Call ensure again after this many seconds (None: when something changes)."""
     tenant_message: str | None = None
-    """What the tenant's Service is told (see the module's doc): never an endpoint, URL,
+    """The request's `Programmed` message and what the tenant's Service is told (see the
+    module's doc): never an endpoint, URL,
     project or object id, token, a row of the provider's own, nor anything of another
     tenant. None: the plain sentence of the phase (:func:`tenant_words`)."""
 

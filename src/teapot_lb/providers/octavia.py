@@ -233,6 +233,12 @@ class OctaviaProvider:
         if spec.sharing_key is not None:
             out.append("spec.sharingKey: Octavia gives every load balancer a VIP port of "
                        "its own; two load balancers cannot share an address")  # fmt: skip
+        if spec.load_balancer_source_ranges:
+            out.append("spec.loadBalancerSourceRanges: the octavia provider does not set "
+                       "listeners' allowed_cidrs (the OVN provider refuses them), and the "
+                       "tenant's kube-proxy filters only traffic addressed to the load "
+                       "balancer's IP, not what Octavia delivers to the nodePort; remove "
+                       "loadBalancerSourceRanges or use provider route")  # fmt: skip
         return out
 
     # -- ensure -----------------------------------------------------------------------

@@ -51,13 +51,20 @@ def load_balancer_spec(
     return LoadBalancerSpec(key, uid, tenant, addresses, listeners)
 
 
+BUILDING = "the load balancer is being built"
+"""The condition's message while a provider builds and has no words for the tenant."""
+
+
 def programmed(status: ProviderStatus) -> Programmed:
     """The `Programmed` condition a provider's status is: True only when Active; the
-    provider's reason and (operator's) message verbatim, and what the tenant is told
-    (:func:`~teapot_lb.providers.base.tenant_words`)."""
-    return Programmed(
-        status.phase is Phase.ACTIVE, status.reason, status.message, tenant_words(status)
-    )
+    provider's reason; as its message (which the tenant's agent reads) the provider's
+    words for the tenant, else the sentence of its phase; what the tenant's Service is
+    told (:func:`~teapot_lb.providers.base.tenant_words`); and the provider's (operator's)
+    message as the detail, kept off the tenant's namespace."""
+    told = tenant_words(status)
+    shown = status.tenant_message or told or BUILDING
+    detail = status.message if status.message and status.message != shown else None
+    return Programmed(status.phase is Phase.ACTIVE, status.reason, shown, told, detail)
 
 
 def retry_delay(
@@ -75,4 +82,4 @@ def retry_delay(
     return min(cap_s, max(asked, 0.0))
 
 
-__all__ = ["load_balancer_spec", "programmed", "retry_delay"]
+__all__ = ["BUILDING", "load_balancer_spec", "programmed", "retry_delay"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 
 from teapot_lb.addresses import IPAddress
@@ -183,20 +184,25 @@ class ProxyProvider:
         return MappingProxyType(self._copies)
 
     def status(self, key: str, request: TenantLoadBalancer) -> ProviderStatus:
+        """The request's `Programmed` as the gateway's control last said it. Its words
+        are the tenant's too (`tenant_message`): they name the request's own addresses and
+        ports, the shared gateway and what the operator must do, nothing of the
+        management cluster's objects nor of another tenant (a port the gateway refuses on
+        the request's address is held by an older object of the same tenant: the address
+        is in its allocation, which no other tenant's overlaps)."""
         result = self._results.get(key)
         status = gateway_status(request, result)
         if self.announced:
             status = announced_status(status, result, self._carried.get(key, Counter()))
         else:
             status = not_announced(status, request)
+        message = status.message
         if not self.translating:
-            return ProviderStatus(
-                status.phase,
-                status.reason,
-                f"{status.message} (this manager runs no gateway control, --gateway-address:"
-                " whether the gateway serves it is not known here)",
+            message += (
+                " (this manager runs no gateway control, --gateway-address: whether the"
+                " gateway serves it is not known here)"
             )
-        return status
+        return replace(status, message=message, tenant_message=message)
 
     async def ensure(self, spec: LoadBalancerSpec) -> ProviderStatus:
         result = self._results.get(spec.key)

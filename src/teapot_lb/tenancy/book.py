@@ -87,15 +87,24 @@ ProviderVet = Callable[[TenantLoadBalancer, Tenant, str], list[Refusal[Rule]]]
 
 
 class Programmed(NamedTuple):
-    """A request's `Programmed` condition as decided, and what its tenant is told of it."""
+    """A request's `Programmed` condition as decided, what its tenant is told of it, and
+    the operator's detail.
+
+    The request lives in the tenant's namespace, which the tenant's agent reads (and
+    Kubernetes RBAC cannot hide a field): its conditions and Events carry only words that
+    are safe for the tenant; the operator's detail goes where no agent reads
+    (:attr:`Outcome.operator_event`)."""
 
     ok: bool
     reason: str
     message: str
-    """The operator's words: the condition's message."""
+    """The condition's message, read by the tenant too: its own addresses, nodes, ports."""
     told: str | None = None
     """The tenant's words (the condition ProgrammedForTenant, relayed to its Service by
     the agent): None, nothing to tell."""
+    detail: str | None = None
+    """The operator's words where they say more than `message` (a provider's endpoint,
+    object ids, error text; an AddressPool; the IPAM's message): never on the request."""
 
 
 ProviderProgress = Callable[[str, TenantLoadBalancer, str], Programmed | None]
@@ -145,7 +154,13 @@ def unavailable(provider: str, running: Iterable[str]) -> Refusal[Rule]:
 @dataclass(frozen=True)
 class Outcome:
     """The decision for one request: its complete desired `status` (None: the request is
-    gone), an Event to record, its tenant (None when it has none) and its routes."""
+    gone), an Event to record on it, its tenant (None when it has none) and its routes.
+
+    `operator_event`: the same change in the operator's words (:attr:`Programmed.detail`,
+    prefixed with the request's key), for an object no agent reads (the manager records
+    it on the cluster-scoped Tenant); None when `event` says it all. Both come with a
+    change of the status, so a restarted manager, whose decisions equal the statuses
+    written, records neither again."""
 
     key: str
     status: dict[str, Any] | None
@@ -153,6 +168,7 @@ class Outcome:
     tenant: str | None = None
     routes: tuple[TenantRoute, ...] = ()
     refusals: tuple[Refusal[Rule], ...] = ()
+    operator_event: Event | None = None
 
 
 def condition(
@@ -464,9 +480,8 @@ class TenantBook:
         result = self._allocators[tenant].assign(request_of(request))
         if isinstance(result, ipam.Refused):
             self.release(key)
-            programmed = Programmed(
-                False, result.reason.value, result.message, _unassigned(result.reason)
-            )
+            told = _unassigned(result.reason)
+            programmed = Programmed(False, result.reason.value, told, told, result.message)
             return self._status(key, request, tenant, now, accepted=True, programmed=programmed)
         self._hold(key, tenant, request)
         builtin = provider in PROVIDER_OF_MODE.values()
@@ -482,9 +497,7 @@ class TenantBook:
             word = self._progress(key, request, provider) if self._progress else None
             programmed = word or _kept(request, result.ips) or waiting
         elif routes or provider != ROUTE_PROVIDER:
-            programmed = Programmed(
-                True, REASON_PROGRAMMED, f"{ips} from AddressPool {result.pool}"
-            )
+            programmed = Programmed(True, REASON_PROGRAMMED, f"{ips} assigned")
         else:
             programmed = Programmed(
                 False,
@@ -561,19 +574,17 @@ class TenantBook:
             told = (programmed.ok, programmed.reason, programmed.told)
             conditions.append(condition(PROGRAMMED_FOR_TENANT, *told, old, now, generation))
         status = TenantLoadBalancerStatus(
+            # (no addressPool: the operator's AddressPool is not the tenant's to read)
             addresses=[str(ip) for ip in assigned.ips] if assigned else [],
-            address_pool=assigned.pool if assigned else None,
             next_hops=sorted({str(h) for r in routes for h in r.next_hops}),
             conditions=conditions,
         )
-        return Outcome(
-            key,
-            dump(status),
-            _event(old, conditions[:2], status),
-            tenant,
-            routes,
-            refusals,
-        )
+        event = _event(old, conditions[:2], status)
+        detail = programmed.detail
+        operator = None
+        if event is not None and detail is not None and detail != programmed.message:
+            operator = Event(event.type, event.reason, f"{key}: {detail}")
+        return Outcome(key, dump(status), event, tenant, routes, refusals, operator)
 
 
 # What the tenant's Service is told when its request got no address (the IPAM's own

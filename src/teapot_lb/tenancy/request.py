@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from ipaddress import ip_network
 from typing import Any
 
 from teapot_lb.cluster import ClusterView
@@ -95,7 +96,8 @@ def desired_request(
 ) -> dict[str, Any]:
     """The TenantLoadBalancer (JSON, without status) the Service should have.
 
-    Raises ValueError naming the bad entry when the Service's requested IPs do not parse.
+    Raises ValueError naming the bad entry when the Service's requested IPs or source
+    ranges do not parse.
     """
     spec = service.spec
     ready = view.ready_endpoint_nodes(f"{service.namespace}/{service.name}")
@@ -146,6 +148,8 @@ def desired_request(
     local = spec.external_traffic_policy is ExternalTrafficPolicy.LOCAL
     if local and spec.health_check_node_port is not None:
         body["healthCheckNodePort"] = spec.health_check_node_port
+    if spec.load_balancer_source_ranges:
+        body["loadBalancerSourceRanges"] = source_ranges(spec.load_balancer_source_ranges)
     labels = {
         LABEL_CLUSTER: cluster,
         LABEL_SERVICE_NAMESPACE: service.namespace,
@@ -161,6 +165,23 @@ def desired_request(
         },
         "spec": body,
     }
+
+
+def source_ranges(ranges: list[str]) -> list[str]:
+    """A Service's `loadBalancerSourceRanges` as networks (host bits dropped, as the API
+    server takes them), each once, in order. ValueError names the entry that is none."""
+    out: list[str] = []
+    for i, text in enumerate(ranges):
+        try:
+            network = str(ip_network(text.strip(), strict=False))
+        except ValueError:
+            raise ValueError(
+                f"spec.loadBalancerSourceRanges[{i}]: {text!r} is not a network in CIDR "
+                "notation (such as 203.0.113.0/24)"
+            ) from None
+        if network not in out:
+            out.append(network)
+    return out
 
 
 def ingress_of(request: TenantLoadBalancer | None) -> list[dict[str, str]]:

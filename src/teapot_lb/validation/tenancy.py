@@ -71,8 +71,29 @@ def tenant_problems(config: ConfigSet) -> list[Problem]:
     return out
 
 
+# Namespaces no tenant may be given: its agent reads its whole namespace (Events and all),
+# and these hold the cluster's own objects (`default` also the Events about cluster-scoped
+# objects, where the manager writes the operator's detail about each Tenant).
+_SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _namespace_problem(tenant: Tenant) -> Problem | None:
+    namespace = tenant.spec.namespace
+    if namespace not in _SYSTEM_NAMESPACES and not namespace.startswith("kube-"):
+        return None
+    return problem(
+        tenant.ref,
+        "spec.namespace",
+        f"{namespace!r} is a namespace of the cluster's own, which the tenant's agent would "
+        "read whole (the Events about every Tenant are in 'default'); give the Tenant a "
+        "namespace of its own",
+    )
+
+
 def _own_problems(tenant: Tenant, pools: dict[str, AddressPool]) -> list[Problem]:
     out = node_problems(tenant)
+    reserved = _namespace_problem(tenant)
+    out += [reserved] if reserved is not None else []
     for i, entry in enumerate(tenant.spec.allocations):
         pool = pools.get(entry.address_pool)
         if pool is None:

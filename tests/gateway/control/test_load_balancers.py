@@ -172,3 +172,18 @@ def test_an_address_outside_the_tenants_allocation_is_not_served() -> None:
     assert refusal.reason == "AddressNotUsable"
     assert "is outside the allocation of Tenant acme" in refusal.message
     assert result.config.tcp_routes == ()
+
+
+def test_a_request_limiting_its_clients_is_not_served_open_but_refused() -> None:
+    # The gateway cannot filter sources (and the tenant's kube-proxy sees the gateway, not
+    # the clients): a request with loadBalancerSourceRanges the manager let through (an
+    # older one) is still served nowhere, and says why.
+    web = proxy_request("acme", "web", [VIP], loadBalancerSourceRanges=["203.0.113.0/24"])
+    result = run(web)
+    (refusal,) = the(result, web).refusals
+    assert (refusal.field, refusal.reason) == (
+        "spec.loadBalancerSourceRanges",
+        "UnsupportedSourceRanges",
+    )
+    assert "use provider route" in refusal.message
+    assert the(result, web).served == [] and result.config.tcp_routes == ()

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from .actions import location
 from .backends import expected_status
-from .certificates import certificate_maps, chosen_certificate, crt_list, offered
+from .certificates import Offer, certificate_maps, chosen_certificate, crt_list, offered, offers
 from .paths import Paths
 from .rendering import (
     BackendSection,
@@ -68,6 +68,7 @@ __all__ = [
     "SLOT_MASK",
     "BackendSection",
     "HTTPFrontend",
+    "Offer",
     "Parts",
     "Paths",
     "Rendered",
@@ -82,6 +83,7 @@ __all__ = [
     "location",
     "log_format",
     "offered",
+    "offers",
     "quote",
     "render",
     "sections",

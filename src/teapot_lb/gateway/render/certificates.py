@@ -3,8 +3,12 @@ maps the 421 check looks names up in, and the rules that do it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+
 from teapot_lb.gateway import hosts
-from teapot_lb.gateway.config import GatewayConfig, Listener
+from teapot_lb.gateway.config import Certificate, GatewayConfig, Listener
 
 from .paths import Paths
 from .words import DEFAULT_CERTIFICATE, DEFAULT_SNI, NO_CERTIFICATE, map_file, quote, when
@@ -66,24 +70,113 @@ Offers = list[tuple[str, tuple[str, ...]]]
 """Certificates by name, each with the names it is offered for (`offered`)."""
 
 
-def offered(config: GatewayConfig, listener: Listener) -> Offers:
+@dataclass(frozen=True)
+class Offer:
+    """A certificate as an HTTPS listener offers it (`offers`), with its own lines of the
+    listener's crt-list and certificate maps: the next rendering keeps it while the
+    certificate is the same object offered for the same names (a change costs the
+    certificates it touched, and a C-speed set check of the others' names)."""
+
+    name: str
+    certificate: Certificate
+    normalized: tuple[str, ...]
+    """Its hostnames, lower case, each once."""
+    names: tuple[str, ...]
+    """Those it is offered for (not an earlier certificate's)."""
+    path: str
+    lines: tuple[tuple[str, ...], ...]
+    """The names of each of its crt-list lines (one, but for names added at run time)."""
+    crt_text: str
+    exact: str
+    """Its rows of the exact names' certificate map, and of the wildcards' (`wild`)."""
+    wild: str
+
+
+def offers(
+    config: GatewayConfig,
+    listener: Listener,
+    paths: Paths,
+    held: str | None = None,
+    previous: Mapping[str, Offer] | None = None,
+    previous_text: str | None = None,
+) -> list[Offer]:
     """The certificates of an HTTPS listener, each with the names (SNI) it is offered for,
     in the listener's order. A name goes to the first certificate that has it, so that
     the certificate HAProxy picks for it is the one the certificate maps say; a
     certificate left with no name is not offered (it would never be picked). The default
-    certificate's own filter is nobody else's."""
+    certificate's own filter is nobody else's.
+
+    Each with its crt-list lines: `held` is the crt-list HAProxy holds now (None: none, or
+    a reload is coming). A certificate offered for names it was not in `held` keeps its
+    lines there as they are and gets the new names in a line of its own after them (a
+    certificate may have several lines: HAProxy offers it for the names of each), so that
+    the names go over the runtime API (`add ssl crt-list`) without a reload; a
+    certificate that loses a name gets one line again (a reload).
+
+    `previous`: the offers of an earlier rendering of this listener by certificate name,
+    whose crt-list was `previous_text`; an offer whose certificate is the same object and
+    offered for the same names is taken as it is (when `held` is `previous_text`, its lines
+    are what `held` has of it). The result is the same as without it."""
+    before: Mapping[str, Offer] = previous or {}
+    reuse = held is not None and held is previous_text
+    had: dict[str, list[tuple[str, ...]]] = {}
+    if not reuse:
+        before = {n: o for n, o in before.items() if o.lines == (o.names,)} if held is None else {}
+        for line in (held or "").splitlines()[1:]:
+            file, *its = line.split()
+            had.setdefault(file, []).append(tuple(its))
     taken = {DEFAULT_SNI}
-    out: list[tuple[str, tuple[str, ...]]] = []
+    out: list[Offer] = []
     by_name = {c.name: c for c in reversed(config.certificates)}  # (the first of a name)
     for name in listener.certificates:
         cert = by_name.get(name)
         if cert is None:
             continue
-        names = tuple(h for h in dict.fromkeys(h.lower() for h in cert.hostnames) if h not in taken)
+        old = before.get(name)
+        if old is not None and old.certificate is cert:
+            normalized = old.normalized
+        else:
+            normalized = tuple(dict.fromkeys(h.lower() for h in cert.hostnames))
+        if taken.isdisjoint(normalized):  # (most: one set look-up per name, in C)
+            names = normalized
+        else:
+            names = tuple(h for h in normalized if h not in taken)
         taken.update(names)
-        if names:
-            out.append((name, names))
+        if not names:
+            continue
+        if old is not None and old.certificate is cert and old.names == names:
+            out.append(old)
+            continue
+        path = old.path if old is not None else str(paths.certificate(name))
+        kept = list(old.lines) if reuse and old is not None else had.get(path, [])
+        out.append(_offer(name, cert, normalized, names, path, kept))
     return out
+
+
+def _offer(
+    name: str,
+    cert: Certificate,
+    normalized: tuple[str, ...],
+    names: tuple[str, ...],
+    path: str,
+    kept: list[tuple[str, ...]],
+) -> Offer:
+    offered_for = set(names)
+    if not all(n in offered_for for line in kept for n in line):
+        kept = []
+    covered = {n for line in kept for n in line}
+    new = tuple(n for n in names if n not in covered)
+    lines = (*kept, new) if new else tuple(kept)
+    crt_text = "".join(f"{path} {' '.join(line)}\n" for line in lines)
+    exact = map_file([(h, name) for h in names if not hosts.is_wildcard(h)])
+    wild = map_file([(h[2:], name) for h in names if hosts.is_wildcard(h)])
+    return Offer(name, cert, normalized, names, path, lines, crt_text, exact, wild)
+
+
+def offered(config: GatewayConfig, listener: Listener) -> Offers:
+    """The certificates of an HTTPS listener, each with the names it is offered for
+    (`offers`)."""
+    return [(o.name, o.names) for o in offers(config, listener, Paths(PurePath("/")))]
 
 
 def chosen_certificate(config: GatewayConfig, listener: Listener, name: str) -> str | None:
@@ -96,65 +189,31 @@ def chosen_certificate(config: GatewayConfig, listener: Listener, name: str) -> 
     return by_name.get(name) or (by_name.get(f"*.{parent}") if dot else None)
 
 
-def crt_list(
-    config: GatewayConfig,
-    listener: Listener,
-    paths: Paths,
-    held: str | None = None,
-    offers: Offers | None = None,
-) -> str:
+def crt_list(listener_offers: Sequence[Offer], paths: Paths) -> str:
     """The crt-list of an HTTPS listener: the gateway's own certificate first (the
-    default), then each certificate with the names it is offered for.
-
-    `held`: the crt-list HAProxy holds now (None: none, or a reload is coming). A
-    certificate offered for names it was not in `held` keeps its lines there as they are
-    and gets the new names in a line of its own after them (a certificate may have several
-    lines: HAProxy offers it for the names of each), so that the names go over the runtime
-    API (`add ssl crt-list`) without a reload; a certificate that loses a name gets one
-    line again (a reload). `offers`: `offered(config, listener)` when known."""
-    lines = [f"{paths.certificate(DEFAULT_CERTIFICATE)} {DEFAULT_SNI}"]
-    had: dict[str, list[list[str]]] = {}
-    for line in (held or "").splitlines()[1:]:
-        cert, *its = line.split()
-        had.setdefault(cert, []).append(its)
-    for name, names in offered(config, listener) if offers is None else offers:
-        path = str(paths.certificate(name))
-        kept = had.get(path, [])
-        if not all(n in names for line in kept for n in line):
-            kept = []
-        lines += [f"{path} {' '.join(line)}" for line in kept]
-        covered = {n for line in kept for n in line}
-        new = [n for n in names if n not in covered]
-        if new:
-            lines.append(f"{path} {' '.join(new)}")
-    return "\n".join(lines) + "\n"
+    default), then each certificate's lines (`offers`)."""
+    default = f"{paths.certificate(DEFAULT_CERTIFICATE)} {DEFAULT_SNI}\n"
+    return default + "".join(o.crt_text for o in listener_offers)
 
 
 def certificate_maps(
-    config: GatewayConfig, listener: Listener, paths: Paths, offers: Offers | None = None
+    listener: Listener, paths: Paths, listener_offers: Sequence[Offer]
 ) -> dict[str, str]:
     """The two maps `misdirected` looks names up in: exact name -> certificate, and the
-    parent of a wildcard (`a.example` for `*.a.example`) -> certificate. `offers`:
-    `offered(config, listener)` when known."""
-    exact: list[tuple[str, str]] = []
-    wild: list[tuple[str, str]] = []
-    for name, names in offered(config, listener) if offers is None else offers:
-        for host in names:
-            if hosts.is_wildcard(host):
-                wild.append((host[2:], name))
-            else:
-                exact.append((host, name))
+    parent of a wildcard (`a.example` for `*.a.example`) -> certificate."""
     return {
-        str(paths.map(listener.name, "certs")): map_file(exact),
-        str(paths.map(listener.name, "certs-wild")): map_file(wild),
+        str(paths.map(listener.name, "certs")): "".join(o.exact for o in listener_offers),
+        str(paths.map(listener.name, "certs-wild")): "".join(o.wild for o in listener_offers),
     }
 
 
 __all__ = [
+    "Offer",
     "certificate_maps",
     "chosen_certificate",
     "crt_list",
     "misdirected",
     "offered",
+    "offers",
     "sni_certificate",
 ]

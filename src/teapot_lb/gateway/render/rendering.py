@@ -21,7 +21,7 @@ from teapot_lb.gateway.pool import SPARE, Pool, place, pool_id, pooled, stream_b
 from teapot_lb.gateway.slots import Slot, SlotTable
 
 from .backends import backend_section
-from .certificates import certificate_maps, crt_list, offered
+from .certificates import Offer, certificate_maps, crt_list, offers
 from .frontends import (
     Made,
     fast_backend,
@@ -77,6 +77,12 @@ class Rendered:
     servers: dict[str, tuple[Slot, ...]] = field(default_factory=dict)
     """Every backend section's slots by section id (`be_<name>`, `pool_<i>`): what the
     runtime API's `set server` names."""
+    change: int = 0
+    """The number of the change this rendering is (sticky: an empty slot holds the number
+    of the change that freed it, see gateway.slots)."""
+    backends: Mapping[str, Backend] = field(default_factory=dict)
+    """The config's backends by name, those `slots` were assigned for (the next change's
+    `slots.assign` keeps the slots of those it has as the same objects)."""
 
 
 @dataclass(frozen=True)
@@ -250,6 +256,18 @@ class Parts:
     http_refs: Counter[str]
     frontends: dict[str, HTTPFrontend]
     backends: dict[str, BackendSection]
+    offers: dict[str, HTTPSOffers] = field(default_factory=dict)
+    """Each HTTPS listener's certificates as offered, by listener name."""
+
+
+@dataclass(frozen=True)
+class HTTPSOffers:
+    """An HTTPS listener's offered certificates (`certificates.offers`) by name, and the
+    crt-list they made, for the next rendering to keep those that are as they were."""
+
+    paths: Paths
+    offers: dict[str, Offer]
+    crt_list: str
 
 
 # --- sections ------------------------------------------------------------------------------
@@ -291,14 +309,16 @@ def render(
     previous: Rendered | None = None,
     pool: Pool | None = None,
     held_crt_lists: Mapping[str, str] | None = None,
+    change: int = 0,
 ) -> Rendered:
     """The HAProxy files for `config` (UDP listeners are nginx's, see gateway.nginx).
 
     `pems` holds each certificate's PEM (certificate chain and key) by certificate name.
     `pool`: the backend pool the last rendering served (gateway.pool; None: none yet),
     sticky state as `slots` is: together with `config` it decides the result; so do
-    `held_crt_lists`, the crt-lists HAProxy holds by path (a certificate's new names go in a
-    line of their own, see `crt_list`; None: one line per certificate).
+    `change`, the number of this change (`slots` was assigned at it), and `held_crt_lists`,
+    the crt-lists HAProxy holds by path (a certificate's new names go in a line of their
+    own, see `crt_list`; None: one line per certificate).
     `previous`: an earlier rendering whose parts are reused where their inputs are equal
     (an HTTP frontend: the listener, the config's HTTP routes and its backends' sections;
     a backend: itself and its slots); the result is the same as without it, only cheaper.
@@ -333,7 +353,7 @@ def render(
         for b in config.backends
         if b.name in http_backends and b.name not in streams and pooled(b)
     ]
-    pool, placed = place(in_pool, slots, pool)
+    pool, placed = place(in_pool, slots, pool, change)
     if placed:
         slots = {**slots, **placed}
     ids = pool.ids()
@@ -393,7 +413,9 @@ def render(
     def add_section(backend: Backend, own: tuple[Slot, ...], http: bool, name: str) -> None:
         section = before.backends.get(name) if before is not None else None
         if section is None or not (
-            section.slots == own and section.http == http and section.backend == backend
+            section.slots == own
+            and section.http == http
+            and (section.backend is backend or section.backend == backend)
         ):
             t, s = backend_section(backend, own, http, name)
             section = BackendSection(backend, own, http, "\n".join(t), "\n".join(s))
@@ -419,26 +441,34 @@ def render(
     certificates: dict[str, str] = {}
     crt_lists: dict[str, str] = {}
     cert_maps: dict[str, str] = {}
+    offers_kept: dict[str, HTTPSOffers] = {}
     for listener in config.listeners:
         if listener.protocol == Protocol.HTTPS:
             where = str(paths.crt_list(listener.name))
-            offers = offered(config, listener)  # (once: the three below read it)
             holds = (held_crt_lists or {}).get(where)
-            listing = crt_list(config, listener, paths, holds, offers)
+            last = before.offers.get(listener.name) if before is not None else None
+            if last is not None and last.paths == paths:
+                made_offers = offers(config, listener, paths, holds, last.offers, last.crt_list)
+            else:
+                made_offers = offers(config, listener, paths, holds)
+            listing = crt_list(made_offers, paths)
+            offers_kept[listener.name] = HTTPSOffers(
+                paths, {o.name: o for o in made_offers}, listing
+            )
             files[where] = listing
             crt_lists[where] = listing
-            cert_maps.update(certificate_maps(config, listener, paths, offers))
+            cert_maps.update(certificate_maps(listener, paths, made_offers))
             default = paths.certificate(DEFAULT_CERTIFICATE)
             certificates[str(default)] = pems.get(DEFAULT_CERTIFICATE, "")
-            for name, _names in offers:
-                certificates[str(paths.certificate(name))] = pems.get(name, "")
+            for offer in made_offers:
+                certificates[offer.path] = pems.get(offer.name, "")
     files.update(cert_maps)
-    parts = Parts(routes, http_backends, http_refs, frontends, sections_kept)
+    parts = Parts(routes, http_backends, http_refs, frontends, sections_kept, offers_kept)
     # (`servers`, what the plan sets at run time, holds HAProxy's sections only: a UDP
     # route's backend is nginx's and has none; `slots` keeps every backend's for stickiness.)
     return Rendered(
         files, "\n".join(structure), slots, certificates, crt_lists, cert_maps, parts,
-        route_maps, pool, servers,
+        route_maps, pool, servers, change, {b.name: b for b in config.backends},
     )  # fmt: skip
 
 
@@ -460,6 +490,7 @@ def sections(text: str) -> Iterator[tuple[str, str]]:
 __all__ = [
     "BackendSection",
     "HTTPFrontend",
+    "HTTPSOffers",
     "Parts",
     "Rendered",
     "render",

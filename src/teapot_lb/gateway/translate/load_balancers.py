@@ -58,6 +58,7 @@ PORT_UNAVAILABLE = "PortUnavailable"
 """The reason of a socket another object takes (Gateway API's listener reason)."""
 UNSUPPORTED_PROTOCOL = "UnsupportedProtocol"
 NO_NODE_PORT = "NoNodePort"
+UNSUPPORTED_SOURCE_RANGES = "UnsupportedSourceRanges"
 PROVIDER_NOT_ALLOWED = "ProviderNotAllowed"
 
 _PROTOCOL = {PortProtocol.TCP: Protocol.TCP, PortProtocol.UDP: Protocol.UDP}
@@ -96,9 +97,26 @@ def port_refusal(i: int, port: TenantPort) -> PortRefusal | None:
     return None
 
 
+def source_ranges_refusal(request: TenantLoadBalancer) -> PortRefusal | None:
+    """Why `request` is not served at all when it limits its clients (None: it does not).
+    The gateway does not filter sources, and the tenant's kube-proxy cannot: it sees the
+    gateway's connections to the nodePort, not the clients'. Refused, not served open."""
+    if not request.spec.load_balancer_source_ranges:
+        return None
+    return PortRefusal(
+        "spec.loadBalancerSourceRanges", UNSUPPORTED_SOURCE_RANGES,
+        "the shared gateway does not filter clients by source address, and the tenant's "
+        "kube-proxy cannot behind it; remove loadBalancerSourceRanges or use provider route "
+        "(the address reaches the nodes unchanged and kube-proxy filters)",
+    )  # fmt: skip
+
+
 def port_refusals(request: TenantLoadBalancer) -> list[PortRefusal]:
-    """Every port of `request` the gateway cannot serve (pure: the provider's vetting)."""
-    return [r for i, port in enumerate(request.spec.ports) if (r := port_refusal(i, port))]
+    """Everything of `request` the gateway cannot serve: its source ranges, then each port
+    (pure: the provider's vetting)."""
+    ports = [r for i, port in enumerate(request.spec.ports) if (r := port_refusal(i, port))]
+    ranges = source_ranges_refusal(request)
+    return [ranges, *ports] if ranges is not None else ports
 
 
 def add_load_balancers(
@@ -128,6 +146,10 @@ def add_load_balancer(
                         f"Tenant {tenant.name} does not allow provider {PROXY_PROVIDER} "
                         f"(its providers: {allowed})")
         )  # fmt: skip
+        return result
+    ranges = source_ranges_refusal(request)
+    if ranges is not None:  # (the manager refuses it first: a request vetted by an older one)
+        result.refusals.append(ranges)
         return result
     addresses = assigned(request)
     networks = allowed_networks(tenant, GatewayBackends.NODE_PORTS)
@@ -207,10 +229,12 @@ __all__ = [
     "PORT_UNAVAILABLE",
     "PROVIDER_NOT_ALLOWED",
     "UNSUPPORTED_PROTOCOL",
+    "UNSUPPORTED_SOURCE_RANGES",
     "add_load_balancer",
     "add_load_balancers",
     "assigned",
     "port_refusal",
     "port_refusals",
     "served_by_gateway",
+    "source_ranges_refusal",
 ]
