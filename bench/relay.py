@@ -296,11 +296,15 @@ def phase_of(file: str, func: str) -> str | None:
         if "send" in func or "write" in func:
             return "send"
         return None
-    if file.endswith(("bgp/policy.py", "relay/policy.py")):
+    # (bgp/policy and bgp/rib are packages: matched as files ending in bgp/policy.py and
+    # bgp/rib.py, the judge and the Adj-RIB-Out had fallen to "other" and "rib".)
+    if "bgp/policy/" in file or file.endswith("relay/policy.py"):
+        return "judge"
+    if file.endswith("relay/rib.py") and func == "_judge":
         return "judge"
     if func.startswith(("pack", "_pack", "export_attributes", "_chunks", "_mp_attr")):
         return "encode"
-    if file.endswith("bgp/rib.py"):
+    if "bgp/rib/" in file:
         return "adj_rib_out"
     if file.endswith(("relay/rib.py", "bgp/attributes.py")):
         return "rib"
@@ -338,11 +342,11 @@ def relay_flushes(log: Path, since: float) -> list[dict[str, Any]]:
         entry = json.loads(line)
         at = datetime.fromisoformat(entry["timestamp"]).timestamp() - since
         if at >= 0:
-            out.append({"at": round(at, 3), **{k: entry[k] for k in FLUSH_FIELDS}})
+            out.append({"at": round(at, 3), **{k: entry.get(k, "") for k in FLUSH_FIELDS}})
     return out
 
 
-FLUSH_FIELDS = ("trigger", "prefixes", "learned", "bytes", "seconds")
+FLUSH_FIELDS = ("trigger", "prefixes", "learned", "bytes", "chunks", "seconds", "wall")
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -539,6 +543,10 @@ def main() -> None:
             if args.timeline:
                 looks = " ".join(f"{t}:{n}" for t, n in r["timeline"])
                 print(f"      upstream paths at (s:paths): {looks}")
+                want = args.tenants * args.routes * args.nodes
+                shares = (0.1, 0.25, 0.5, 0.75, 1.0)
+                reached = [next(t for t, n in r["timeline"] if n >= want * q) for q in shares]
+                print(f"      10, 25, 50, 75, 100 % upstream at {reached} s")
                 for f in r["flushes"]:
                     print(f"      flush at {f['at']:6.3f} s  " + "  ".join(
                         f"{k} {f[k]}" for k in FLUSH_FIELDS))  # fmt: skip

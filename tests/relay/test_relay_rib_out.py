@@ -9,12 +9,13 @@ import asyncio
 from ipaddress import IPv4Address, ip_network
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.relay.builders import ASN, OPTIONS, path, policies
 
 from teapot_lb.bgp.policy import Filter, PrefixIn, PrefixSet, reject
-from teapot_lb.bgp.rib import AdjRibOut, ExportContext, encode_prefix
+from teapot_lb.bgp.rib import AdjRibOut, CompiledRoutes, ExportContext, encode_prefix
 from teapot_lb.bgp.wire import (
     IPV4_UNICAST,
     Context,
@@ -22,6 +23,7 @@ from teapot_lb.bgp.wire import (
     MessageType,
     decode_update_routes,
 )
+from teapot_lb.lab.wait import wait_for_async
 from teapot_lb.relay.relay import Relay, RelayConfig
 from teapot_lb.relay.rib import RelayRib
 
@@ -196,3 +198,96 @@ async def test_a_burst_flushed_for_the_longest_delay_keeps_its_grown_batch() -> 
     assert relay.rib.pending_changes() == 1  # the batch stayed at 2, not back to 1
     announce(relay, PREFIXES[3])
     assert relay.rib.pending_changes() == 0
+
+
+class Routers:
+    """The network side as the relay hands it its flushes: one Adj-RIB-Out (ADD-PATH),
+    the prefixes of each handing over, and what a router applying the UPDATEs holds."""
+
+    def __init__(self, relay: Relay, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.out = AdjRibOut()
+        self.out.set_desired(relay.rib.compiled())  # the session's first, empty diff
+        self.out.updates(ADD_PATH)
+        self.handed: list[list[bytes]] = []
+        self.held: dict[bytes, object] = {}
+        monkeypatch.setattr(relay.network_side, "set_compiled", self.take)
+
+    def take(self, routes: CompiledRoutes, changed: dict[Any, list[bytes]]) -> None:
+        self.handed.append([enc for encs in changed.values() for enc in encs])
+        self.out.set_desired(routes, changed)
+        applied(self.held, self.out.updates(ADD_PATH), ADD_PATH)
+
+    def prefixes(self) -> set[bytes]:
+        return {key[4:] for key in self.held}  # past the Path Identifier
+
+
+async def handed_over(relay: Relay) -> None:
+    """Let the event loop turn until the relay has handed over every flush."""
+    await wait_for_async(
+        lambda: relay._sending is None and relay._flush_next is None,
+        within=5,
+        what="the relay's flushes handed over",
+        every=0,
+    )
+
+
+async def test_a_flush_reaches_the_routers_a_chunk_per_turn_of_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first chunk's UPDATEs leave at once, the rest one chunk per turn (the tenant
+    side reads in between); every prefix once, in address order."""
+    relay = flushing_relay(flush_chunk=2, flush_first=100, flush_delay=3600)
+    routers = Routers(relay, monkeypatch)
+    announce(relay, *reversed(PREFIXES[:5]))
+
+    relay._flush()
+    assert routers.prefixes() == set(sorted(PREFIXES[:5])[:2])
+    assert relay._sending is not None  # three prefixes to go
+    await asyncio.sleep(0)
+    assert routers.prefixes() == set(sorted(PREFIXES[:5])[:4])
+    await handed_over(relay)
+    assert routers.handed == [sorted(PREFIXES[:5])[i : i + 2] for i in (0, 2, 4)]
+    assert routers.prefixes() == set(PREFIXES[:5])
+    assert relay.metrics.paths._value.get() == 5
+
+
+async def test_a_flush_asked_for_while_one_is_handed_over_follows_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch filled (or a delay passed) while a flush is still handed over waits for it,
+    then goes at once: one flush at a time, nothing lost."""
+    relay = flushing_relay(flush_chunk=2, flush_first=4, flush_batch=4, flush_delay=3600)
+    routers = Routers(relay, monkeypatch)
+    announce(relay, *PREFIXES[:4])  # the first batch: its first chunk leaves
+    assert len(routers.handed) == 1
+    announce(relay, PREFIXES[4])
+    relay._flush("longest")  # asked for meanwhile
+    assert len(routers.handed) == 1 and relay._flush_next == "longest"
+
+    await handed_over(relay)
+    assert routers.handed[1:] == [sorted(PREFIXES[:4])[2:], [PREFIXES[4]]]
+    assert routers.prefixes() == set(PREFIXES[:5])
+    assert relay.rib.pending_changes() == 0
+
+
+async def test_a_prefix_withdrawn_before_its_chunk_is_handed_over_never_reaches_the_routers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each chunk is diffed against the relay's table as it is when the chunk goes, not
+    as it was when the flush began: the routers get no announcement to withdraw later."""
+    relay = flushing_relay(flush_chunk=2, flush_first=100, flush_delay=0.01)
+    routers = Routers(relay, monkeypatch)
+    announce(relay, *PREFIXES[:4])
+    relay._flush()
+    last = sorted(PREFIXES[:4])[-1]
+    relay._handle(relay.rib.withdraw(ACME[0], IPV4_UNICAST, [last]))
+
+    await handed_over(relay)
+    assert routers.prefixes() == set(PREFIXES[:4]) - {last}
+    await wait_for_async(  # the coalescing delay's flush: nothing left to send
+        lambda: relay.rib.pending_changes() == 0 and relay._sending is None,
+        within=5,
+        what="the withdrawal's own flush",
+    )
+    assert routers.prefixes() == set(PREFIXES[:4]) - {last}
+    assert len(routers.out.advertised(IPV4_UNICAST)) == 3

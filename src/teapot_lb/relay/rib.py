@@ -126,12 +126,30 @@ class RelayRib:
         self._publish()
         return CompiledRoutes(self._first, self._multi)
 
-    def take_changes(self) -> dict[Family, set[bytes]]:
+    def take_changes(self, *, publish: bool = True) -> dict[Family, set[bytes]]:
         """The prefixes (encodings) whose paths changed since the last call: what the
-        network's Adj-RIB-Out has to diff (:meth:`AdjRibOut.set_desired`)."""
-        self._publish()
+        network's Adj-RIB-Out has to diff (:meth:`AdjRibOut.set_desired`). Without
+        ``publish``, :meth:`compiled` shows their changes only once :meth:`publish` is
+        given them (a flush handed over a chunk at a time publishes each chunk as it
+        goes: 30,000 prefixes took 0.7 s to publish at once)."""
+        if publish:
+            self._publish()
         out, self._dirty = self._dirty, {f: set() for f in _FAMILIES}
         return out
+
+    def publish(self, family: Family, encs: Iterable[bytes]) -> None:
+        """Bring the network's table (:meth:`compiled`) up to date for these prefixes."""
+        table, first, multi = self._paths[family], self._first[family], self._multi[family]
+        for penc in encs:
+            paths = table.get(penc)
+            if not paths:
+                first.pop(penc, None)
+                multi.pop(penc, None)
+                continue
+            # Always as Paths, even one: each path keeps its Path Identifier when
+            # others join.
+            one = multi[penc] = Paths.of(paths)
+            first[penc] = one.first()
 
     def pending_changes(self) -> int:
         """How many prefixes changed since :meth:`take_changes`."""
@@ -431,17 +449,7 @@ class RelayRib:
         """Bring the network's table (:meth:`compiled`) up to date for the prefixes
         changed: once per prefix per flush, however many of its paths came and went."""
         for family, dirty in self._dirty.items():
-            table, first, multi = self._paths[family], self._first[family], self._multi[family]
-            for penc in dirty:
-                paths = table.get(penc)
-                if not paths:
-                    first.pop(penc, None)
-                    multi.pop(penc, None)
-                    continue
-                # Always as Paths, even one: each path keeps its Path Identifier when
-                # others join.
-                one = multi[penc] = Paths.of(paths)
-                first[penc] = one.first()
+            self.publish(family, dirty)
 
 
 __all__ = ["Outcome", "RelayRib", "RouteVerdict", "Teardown"]
