@@ -71,15 +71,12 @@ def tenant_problems(config: ConfigSet) -> list[Problem]:
     return out
 
 
-# Namespaces no tenant may be given: its agent reads its whole namespace (Events and all),
-# and these hold the cluster's own objects (`default` also the Events about cluster-scoped
-# objects, where the manager writes the operator's detail about each Tenant).
-_SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
 def _namespace_problem(tenant: Tenant) -> Problem | None:
+    """A namespace no tenant may be given: its agent reads its whole namespace (Events and
+    all), and `default` and `kube-*` hold the cluster's own objects (`default` also the
+    Events about cluster-scoped objects: the operator's detail about each Tenant)."""
     namespace = tenant.spec.namespace
-    if namespace not in _SYSTEM_NAMESPACES and not namespace.startswith("kube-"):
+    if namespace != "default" and not namespace.startswith("kube-"):
         return None
     return problem(
         tenant.ref,
